@@ -1,0 +1,80 @@
+# shardsim - GNU Make build.
+#   make                 build/shardsim and build/libshardsim.a
+#   make test            build and run every tests/test_*.c (cmocka)
+#   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
+#   make bench           benchmarks (ratios, not timed tests)
+# Never add -ffast-math or -Ofast: bit-exactness depends on IEEE semantics.
+
+CC      ?= gcc
+SAN     ?=
+SHARED  ?= $(abspath ../shared)
+
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O2 -Wall -Wextra -Wshadow \
+               -Wno-unused-parameter -ffp-contract=off -pthread
+LDLIBS  := -lm -pthread
+
+ifeq ($(SAN),)
+  BUILD := build
+  OMP   := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
+else ifeq ($(SAN),address)
+  BUILD := build/san-address
+  OMP   := -fopenmp
+  BASE_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+  LDLIBS += -fsanitize=address,undefined
+else ifeq ($(SAN),thread)
+  # libgomp is not TSan-instrumented: OpenMP is off under TSan (kernels run serially).
+  BUILD := build/san-thread
+  OMP   :=
+  BASE_CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
+  LDLIBS += -fsanitize=thread
+else
+  $(error SAN must be empty, 'address' or 'thread')
+endif
+
+CFLAGS += $(BASE_CFLAGS) $(OMP) -DSHS_SHARED_DIR='"$(SHARED)"' -DSHS_BIN_PATH='"$(abspath $(BUILD))/shardsim"'
+LDLIBS += $(OMP)
+
+LIB_SRCS  := $(wildcard src/*.c)
+LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/src/%.o,$(LIB_SRCS))
+SIM_SRCS  := $(wildcard sim/*.c)
+SIM_OBJS  := $(patsubst sim/%.c,$(BUILD)/obj/sim/%.o,$(SIM_SRCS))
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+TEST_HELPERS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
+HEADERS   := $(wildcard include/shardsim/*.h src/*.h tests/*.h)
+
+LIB := $(BUILD)/libshardsim.a
+BIN := $(BUILD)/shardsim
+
+.PHONY: all test bench clean
+all: $(BIN) $(LIB)
+	@echo "$(if $(OMP),✓ OpenMP,✗ OpenMP off)$(if $(SAN), (SAN=$(SAN)),)"
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(SIM_OBJS) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(SIM_OBJS) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) $(LIB) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_HELPERS) $(LIB) -lcmocka $(LDLIBS)
+
+# Runs every test binary, keeps going past failures, fails if any failed.
+test: $(TEST_BINS) $(BIN)
+	@fail=0; for t in $(TEST_BINS); do \
+	  echo "== $$t"; \
+	  if ! SHS_SHARED_DIR=$(SHARED) $$t; then fail=1; echo "FAILED: $$t"; fi; \
+	done; \
+	if [ $$fail -ne 0 ]; then echo "some tests FAILED"; exit 1; fi; echo "all test binaries passed"
+
+bench: $(BIN)
+	$(BIN) bench
+
+clean:
+	rm -rf build

@@ -1,0 +1,133 @@
+/* comm.h - communicators and collectives: threads stand in for GPUs.
+ *
+ * What it is: an NCCL-shaped collective API. A communicator joins N ranks
+ * (N threads of one process). Argument order and in-place rules are NCCL's
+ * (nccl.h, "Collective Operations" in the NCCL user guide): send buffer,
+ * receive buffer, count in elements, dtype, [reduce op], [root], communicator.
+ * All buffers are host-addressable memory (CPU device pointers).
+ * What it is not: point-to-point messaging, or a model of network time.
+ *
+ * FIXED REDUCTION ORDER. Every reduced element is combined over ranks in rank
+ * order 0, 1, ..., N-1:  r = x0; r = op(r, x1); ...; r = op(r, x_{N-1})
+ * whatever algorithm moves the data. For f16 and bf16 each op() is computed in
+ * f32 and rounded to the dtype (round-to-nearest-even), which equals a
+ * correctly rounded add in that dtype because f32 carries >= 2p+2 bits
+ * (Figueroa, "When is double rounding innocuous?", 1995). AVG is the SUM in
+ * that order, then divided by N (rounded in the dtype; integer division for
+ * integers). Hence an element's result depends only on the N inputs at that
+ * element, and all_reduce(x) is bit-identical to
+ * all_gather(reduce_scatter(x)) and to reduce(x) followed by broadcast.
+ * MAX/MIN return the first NaN operand if any operand is NaN.
+ *
+ * CONSISTENCY CHECKS. Each rank numbers its calls on a communicator
+ * (sequence number, from 0). Every collective compares all ranks' calls
+ * (op, count, dtype, reduce op, root, sequence number); on any difference
+ * every rank returns SHS_MISMATCH with text naming the sequence number, the
+ * ranks and both calls. A rank that does not arrive within the timeout makes
+ * every waiting rank return SHS_TIMEOUT naming the missing ranks and each
+ * rank's last call. After a mismatch, timeout or shs_comm_abort() the
+ * communicator is unusable: every later call returns SHS_ABORTED (as an NCCL
+ * communicator after an asynchronous error).
+ *
+ * Thread safety: a rank's handle is used by one thread at a time.
+ */
+#ifndef SHARDSIM_COMM_H
+#define SHARDSIM_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardsim/dtype.h"
+#include "shardsim/status.h"
+
+typedef struct shs_comm shs_comm_t;
+/* Rendezvous that N threads use to form one communicator (ncclUniqueId's role). */
+typedef struct shs_comm_id shs_comm_id_t;
+
+/* Values equal NCCL's ncclRedOp_t: sum 0, prod 1, max 2, min 3, avg 4. */
+typedef enum { SHS_SUM = 0, SHS_PROD = 1, SHS_MAX = 2, SHS_MIN = 3, SHS_AVG = 4, SHS_NUM_REDOPS = 5 } shs_redop_t;
+
+typedef enum {
+    SHS_OP_ALL_GATHER,
+    SHS_OP_REDUCE_SCATTER,
+    SHS_OP_ALL_REDUCE,
+    SHS_OP_BROADCAST,
+    SHS_OP_REDUCE,
+    SHS_OP_BARRIER,
+    SHS_OP_SPLIT,
+    SHS_NUM_COLL_OPS
+} shs_coll_op_t;
+
+const char *shs_redop_name(shs_redop_t op);      /* "sum", "prod", "max", "min", "avg" */
+int shs_redop_parse(const char *name, shs_redop_t *out); /* 0 ok, -1 unknown */
+const char *shs_coll_op_name(shs_coll_op_t op);  /* "all_gather", "reduce_scatter", ... */
+
+#define SHS_COMM_DEFAULT_TIMEOUT_MS 60000
+
+/* Per-rank counters, by collective op. */
+typedef struct {
+    uint64_t calls[SHS_NUM_COLL_OPS];
+    /* Bytes of the collective's buffer: all_reduce/broadcast/reduce count*size;
+     * all_gather and reduce_scatter the whole (N * per-rank) buffer. */
+    uint64_t bytes[SHS_NUM_COLL_OPS];
+    /* Bytes this rank sends under a ring algorithm, the nccl-tests busbw model:
+     * all_reduce 2(N-1)/N * bytes; all_gather, reduce_scatter (N-1)/N * bytes;
+     * broadcast, reduce (N-1)/N * bytes on average per rank. */
+    uint64_t bytes_sent[SHS_NUM_COLL_OPS];
+} shs_comm_stats_t;
+
+/* Create a rendezvous for `nranks` threads. `timeout_ms` <= 0 means
+ * SHS_COMM_DEFAULT_TIMEOUT_MS. `name` (copied; may be NULL -> "world") names
+ * the communicator in errors. Each of the nranks threads then calls
+ * shs_comm_init_rank() once; the creator drops its reference with
+ * shs_comm_id_release() whenever it likes. Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
+shs_status_t shs_comm_id_create(shs_comm_id_t **id, int nranks, int timeout_ms, const char *name);
+void shs_comm_id_release(shs_comm_id_t *id);
+
+/* Join as `rank` (0 <= rank < nranks). Does not wait for the other ranks
+ * (their first collective does). Errors: SHS_INVALID_ARG (bad or taken rank). */
+shs_status_t shs_comm_init_rank(shs_comm_t **comm, shs_comm_id_t *id, int rank);
+/* Release this rank's handle; the shared state goes with the last handle. */
+void shs_comm_destroy(shs_comm_t *comm);
+
+int shs_comm_rank(const shs_comm_t *comm);
+int shs_comm_size(const shs_comm_t *comm);
+const char *shs_comm_name(const shs_comm_t *comm);
+void shs_comm_get_stats(const shs_comm_t *comm, shs_comm_stats_t *out);
+
+/* Mark the communicator failed with `reason` and wake every waiting rank,
+ * which returns SHS_ABORTED naming this rank and the reason. Safe to call from
+ * any thread, any number of times (the first reason is kept). */
+void shs_comm_abort(shs_comm_t *comm, const char *reason);
+
+/* recvbuf (N*sendcount) gets rank r's sendbuf (sendcount) at offset r*sendcount.
+ * In place iff sendbuf == recvbuf + rank*sendcount (in elements). */
+shs_status_t shs_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shs_dtype_t dtype,
+                            shs_comm_t *comm);
+/* recvbuf (recvcount) = op over ranks (rank order) of sendbuf[rank*recvcount ...
+ * (rank+1)*recvcount) (sendbuf holds N*recvcount). In place iff
+ * recvbuf == sendbuf + rank*recvcount. */
+shs_status_t shs_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shs_dtype_t dtype,
+                                shs_redop_t op, shs_comm_t *comm);
+/* recvbuf (count) = op over ranks of sendbuf (count). In place iff sendbuf == recvbuf. */
+shs_status_t shs_all_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype,
+                            shs_redop_t op, shs_comm_t *comm);
+/* recvbuf (count) on every rank = root's sendbuf (count). sendbuf is read on
+ * root only. In place iff sendbuf == recvbuf. */
+shs_status_t shs_broadcast(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype, int root,
+                           shs_comm_t *comm);
+/* root's recvbuf (count) = op over ranks of sendbuf (count); recvbuf is
+ * ignored on other ranks. In place iff sendbuf == recvbuf. */
+shs_status_t shs_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype, shs_redop_t op,
+                        int root, shs_comm_t *comm);
+/* Returns once every rank has called it. */
+shs_status_t shs_barrier(shs_comm_t *comm);
+
+#define SHS_SPLIT_NOCOLOR (-1)
+/* Collective over `comm` (like ncclCommSplit): ranks passing the same
+ * `color` (>= 0) form a new communicator, ranked by (key, parent rank).
+ * color == SHS_SPLIT_NOCOLOR gives *newcomm = NULL. The child is named
+ * "<parent>/<color>" and inherits the timeout. */
+shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **newcomm);
+
+#endif

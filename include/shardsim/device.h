@@ -1,0 +1,197 @@
+/* device.h - the device interface: one simulated GPU's memory and kernels.
+ *
+ * What it is: an opaque device handle and every operation that model, optimizer
+ * and sharding code need. Pointers returned by shs_device_alloc() are *device
+ * pointers*: callers pass them to the functions below and never dereference
+ * them, so a CUDA backend can fill the same vtable (src/device_impl.h) without
+ * changes above this line. Every allocation carries a memory category, and the
+ * device keeps current and peak bytes per category against a capacity.
+ * What it is not: a communicator (see comm.h) or a tensor library.
+ *
+ * Conventions (llm.c's): outputs first, dimensions last. Legend:
+ *   B batch (sequences per rank), T time (context), C channels, NH heads,
+ *   V vocabulary, BT = B*T rows, OC output channels, n element count.
+ * All float tensors are f32, row-major. "accumulates" means the kernel adds
+ * (+=) into the output, as gradient kernels do; otherwise outputs are
+ * overwritten. Unless stated, outputs must not alias inputs.
+ * Kernels are deterministic: each output element is computed with one fixed
+ * summation order whatever the number of threads.
+ * Argument errors in kernels are programming errors and abort (SHS_ASSERT);
+ * memory operations return a status.
+ */
+#ifndef SHARDSIM_DEVICE_H
+#define SHARDSIM_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardsim/dtype.h"
+#include "shardsim/status.h"
+
+typedef struct shs_device shs_device_t;
+
+/* What an allocation holds, for per-category accounting (ZeRO paper §3 terms). */
+#define SHS_MEM_CATEGORY_MAP(X)                                                       \
+    X(PARAMS, "params")                                                              \
+    X(GRADS, "grads")                                                                \
+    X(OPTIM, "optim")                                                                \
+    X(ACTIVATIONS, "activations")                                                    \
+    X(COMM, "comm")                                                                  \
+    X(OTHER, "other")
+
+typedef enum {
+#define SHS_MEM_ENUM(name, str) SHS_MEM_##name,
+    SHS_MEM_CATEGORY_MAP(SHS_MEM_ENUM)
+#undef SHS_MEM_ENUM
+    SHS_MEM_NUM_CATEGORIES
+} shs_mem_category_t;
+
+/* Short name: "params", "grads", "optim", "activations", "comm", "other". */
+const char *shs_mem_category_name(shs_mem_category_t c);
+
+typedef struct {
+    size_t capacity;                          /* bytes; SIZE_MAX = unlimited */
+    size_t current[SHS_MEM_NUM_CATEGORIES];   /* bytes in use now */
+    size_t peak[SHS_MEM_NUM_CATEGORIES];      /* max of current[c] since reset */
+    size_t total_current;                     /* sum over categories */
+    size_t total_peak;                        /* max of total_current since reset */
+    size_t num_allocs;                        /* live allocations */
+} shs_mem_stats_t;
+
+/* Create a CPU (reference) device for `rank` with `capacity` bytes
+ * (SIZE_MAX for unlimited). `num_threads` OpenMP threads run each kernel
+ * (<= 1: serial). Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
+shs_status_t shs_device_create_cpu(shs_device_t **out, int rank, size_t capacity, int num_threads);
+/* Frees the device; every live allocation is released. NULL is a no-op. */
+void shs_device_destroy(shs_device_t *dev);
+int shs_device_rank(const shs_device_t *dev);
+/* Backend name, e.g. "cpu". */
+const char *shs_device_backend(const shs_device_t *dev);
+
+/* ---- memory ---------------------------------------------------------- */
+
+/* Allocate `bytes` of device memory in category `cat`; `tag` (static string,
+ * may be NULL) names the allocation in error messages. Contents are
+ * unspecified. bytes == 0 returns a unique non-NULL pointer.
+ * Errors: SHS_OUT_OF_MEMORY when current usage + bytes exceeds the capacity;
+ * the last-error text names the rank, the request (bytes, category, tag) and
+ * the current usage per category. SHS_HOST_OOM when the host refuses. */
+shs_status_t shs_device_alloc(shs_device_t *dev, void **ptr, size_t bytes, shs_mem_category_t cat,
+                              const char *tag);
+/* Release an allocation made on this device. NULL is a no-op; a pointer not
+ * owned by this device aborts. */
+void shs_device_free(shs_device_t *dev, void *ptr);
+/* Copies of `bytes` bytes. Device ranges must lie inside allocations of this
+ * device. Host->device, device->host, device->device (may overlap: memmove). */
+shs_status_t shs_memcpy_h2d(shs_device_t *dev, void *dst, const void *src, size_t bytes);
+shs_status_t shs_memcpy_d2h(shs_device_t *dev, void *dst, const void *src, size_t bytes);
+shs_status_t shs_memcpy_d2d(shs_device_t *dev, void *dst, const void *src, size_t bytes);
+/* Set `bytes` bytes at `dst` to the byte `value`. */
+shs_status_t shs_memset(shs_device_t *dev, void *dst, int value, size_t bytes);
+/* Wait for queued work; returns the first asynchronous error (CPU: always SHS_OK). */
+shs_status_t shs_device_sync(shs_device_t *dev);
+
+void shs_device_mem_stats(const shs_device_t *dev, shs_mem_stats_t *out);
+/* Set every peak to the current value. */
+void shs_device_reset_peak(shs_device_t *dev);
+
+/* ---- kernels (all f32 unless stated) --------------------------------- */
+
+/* out (BT,OC) = inp (BT,C) @ weight(OC,C)^T + bias (OC); bias may be NULL.
+ * Each out element sums c = 0..C-1 in order, starting from the bias (or 0). */
+void shs_matmul_forward(shs_device_t *dev, float *out, const float *inp, const float *weight,
+                        const float *bias, int BT, int C, int OC);
+/* Backward of shs_matmul_forward. Accumulates: dinp (BT,C) += dout @ weight;
+ * dweight (OC,C) += dout^T @ inp; dbias (OC) += column sums of dout.
+ * dinp and dbias may be NULL (not needed). */
+void shs_matmul_backward(shs_device_t *dev, float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int BT, int C, int OC);
+
+/* LayerNorm over the last dim (eps = 1e-5, biased variance; Ba et al. 2016,
+ * as torch.nn.LayerNorm). inp/out (N,C); weight, bias (C); writes mean and
+ * rstd (N) for the backward pass. */
+void shs_layernorm_forward(shs_device_t *dev, float *out, float *mean, float *rstd, const float *inp,
+                           const float *weight, const float *bias, int N, int C);
+/* Accumulates dinp (N,C), dweight (C), dbias (C). */
+void shs_layernorm_backward(shs_device_t *dev, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight,
+                            const float *mean, const float *rstd, int N, int C);
+
+/* Causal multi-head self-attention (Vaswani et al. 2017, scaled by
+ * 1/sqrt(C/NH)). qkv (B,T,3C) holds q, k, v for each position; head h uses
+ * channels [h*C/NH, (h+1)*C/NH) of each. Writes preatt and att (B,NH,T,T)
+ * (scores and softmax; entries above the diagonal are 0) and out (B,T,C). */
+void shs_attention_forward(shs_device_t *dev, float *out, float *preatt, float *att, const float *qkv,
+                           int B, int T, int C, int NH);
+/* Accumulates dqkv (B,T,3C). dpreatt and datt (B,NH,T,T) are scratch,
+ * overwritten. */
+void shs_attention_backward(shs_device_t *dev, float *dqkv, float *dpreatt, float *datt,
+                            const float *dout, const float *qkv, const float *att, int B, int T,
+                            int C, int NH);
+
+/* GELU, tanh approximation (Hendrycks & Gimpel 2016; torch approximate='tanh'):
+ * out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). n elements. */
+void shs_gelu_forward(shs_device_t *dev, float *out, const float *inp, size_t n);
+/* Accumulates dinp (n) += gelu'(inp) * dout. */
+void shs_gelu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n);
+
+/* Token + position embedding: out (B,T,C) = wte[tokens[b,t]] + wpe[t].
+ * tokens (B,T) int32 in [0,V) (device memory); wte (V,C); wpe (>=T,C). */
+void shs_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,
+                         const float *wpe, int B, int T, int C);
+/* Accumulates dwte rows and dwpe (T,C) from dout (B,T,C), visiting (b,t) in
+ * increasing order for each row. */
+void shs_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, const float *dout,
+                          const int32_t *tokens, int B, int T, int C);
+
+/* out (n) = a + b. out may alias a or b. */
+void shs_residual_forward(shs_device_t *dev, float *out, const float *a, const float *b, size_t n);
+/* dst (n) += src. */
+void shs_accumulate(shs_device_t *dev, float *dst, const float *src, size_t n);
+/* x (n) *= alpha, in place. */
+void shs_scale(shs_device_t *dev, float *x, float alpha, size_t n);
+
+/* Softmax cross-entropy: probs (BT,V) = softmax(logits (BT,V)) per row;
+ * losses (BT) = -log probs[targets]. targets (BT) int32 in [0,V). */
+void shs_softmax_xent_forward(shs_device_t *dev, float *losses, float *probs, const float *logits,
+                              const int32_t *targets, int BT, int V);
+/* dlogits (BT,V) = (probs - onehot(targets)) * dloss (overwritten), where
+ * dloss is d(loss)/d(losses[i]), the same for every row (e.g. 1/BT for a mean). */
+void shs_softmax_xent_backward(shs_device_t *dev, float *dlogits, const float *probs,
+                               const int32_t *targets, float dloss, int BT, int V);
+
+/* out[0] = sum of x (n), accumulated in f64 in index order, rounded once to f32.
+ * out is a device pointer to one float. */
+void shs_sum(shs_device_t *dev, float *out, const float *x, size_t n);
+/* out[0] = sum of x[i]^2 (n), accumulated in f64 in index order, stored as f64.
+ * out is a device pointer to one double. */
+void shs_sum_squares(shs_device_t *dev, double *out, const float *x, size_t n);
+
+/* Convert n elements between float dtypes (f32, f16, bf16, f64), rounding to
+ * nearest-even (dtype.h). dst and src must not overlap unless identical and
+ * the dtypes have the same size. */
+void shs_cast(shs_device_t *dev, void *dst, shs_dtype_t dst_dtype, const void *src,
+              shs_dtype_t src_dtype, size_t n);
+
+/* Host-computed AdamW constants (Loshchilov & Hutter 2019; torch.optim.AdamW). */
+typedef struct {
+    float lr;
+    float beta1, beta2;
+    float eps;
+    float weight_decay;         /* decoupled: param *= 1 - lr * weight_decay */
+    float bias_correction1;     /* 1 - beta1^step */
+    float bias_correction2_sqrt;/* sqrt(1 - beta2^step) */
+} shs_adamw_hparams_t;
+
+/* One AdamW step on n elements, in place on param, m, v; as torch.optim.AdamW
+ * (foreach=False): p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * p -= (lr / bc1) * m / (sqrt(v) / bc2_sqrt + eps). */
+void shs_adamw_update(shs_device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
+                      const shs_adamw_hparams_t *hp);
+/* One SGD step on n elements, in place, as torch.optim.SGD (dampening 0,
+ * nesterov off): g' = g + wd p; buf = momentum buf + g'; p -= lr buf.
+ * momentum_buf may be NULL when momentum == 0 (then buf = g'). */
+void shs_sgd_update(shs_device_t *dev, float *param, const float *grad, float *momentum_buf, size_t n,
+                    float lr, float momentum, float weight_decay);
+
+#endif

@@ -1,0 +1,82 @@
+/* train.h - the training job: a GPT trained data-parallel on a world of
+ * simulated GPUs under one strategy, step by step, plus the bit-for-bit
+ * comparison of two runs' parameters.
+ *
+ * What it is: the loop that ties world.h, data.h, model.h and strategy.h
+ * together. Each step every rank takes its slice of the global batch
+ * (data.h), runs forward and backward, and the strategy reduces gradients
+ * and updates parameters. The reported loss is the mean over the global
+ * batch: each rank's mean, averaged over ranks by an all-reduce (AVG).
+ * What it is not: the command line (sim/).
+ */
+#ifndef SHARDSIM_TRAIN_H
+#define SHARDSIM_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardsim/comm.h"
+#include "shardsim/data.h"
+#include "shardsim/device.h"
+#include "shardsim/model.h"
+#include "shardsim/strategy.h"
+
+typedef struct {
+    shs_gpt_config_t model;
+    int world_size;              /* N ranks */
+    int micro_batch;             /* B sequences per rank per step */
+    shs_strategy_kind_t strategy;
+    shs_optim_config_t optim;
+    uint64_t seed;               /* init and data */
+    size_t device_mem;           /* bytes per rank; SIZE_MAX unlimited */
+    size_t bucket_bytes;         /* DDP bucket; 0 default */
+    int timeout_ms;              /* collective timeout; <= 0 default */
+} shs_train_config_t;
+
+/* The defaults of `shardsim train`: L=4, NH=4, C=128, T=64, N=4, B=4,
+ * zero3, AdamW lr 1e-3 (wd 0.01), seed 1337, unlimited device memory. */
+shs_train_config_t shs_train_default_config(void);
+
+typedef struct shs_trainer shs_trainer_t;
+
+/* Start the world and set up every rank (parameters initialized from the
+ * seed, optimizer state, activations). The corpus must outlive the trainer.
+ * Errors: SHS_INVALID_ARG (config; context longer than the corpus),
+ * SHS_OUT_OF_MEMORY (a rank's device is too small; text names the rank),
+ * SHS_HOST_OOM, SHS_SYSTEM. */
+shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *cfg, const shs_corpus_t *corpus);
+void shs_trainer_destroy(shs_trainer_t *t);
+
+/* One training step on every rank; *loss gets the global mean loss of the
+ * step's batch (computed before the update). Errors from any rank propagate
+ * (collective mismatch, timeout, abort, out of memory). */
+shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss);
+
+const shs_gpt_layout_t *shs_trainer_layout(const shs_trainer_t *t);
+int shs_trainer_world_size(const shs_trainer_t *t);
+
+/* All parameters, unit after unit, each unit as its padded flat buffer
+ * (N * S floats; see shard.h), gathered from the ranks' shards without any
+ * collective. shs_trainer_snapshot_len() floats. */
+size_t shs_trainer_snapshot_len(const shs_trainer_t *t);
+shs_status_t shs_trainer_snapshot(shs_trainer_t *t, float *out);
+
+void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out);
+void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *out);
+
+/* Where two snapshots first differ. */
+typedef struct {
+    int unit;            /* -1: no difference */
+    int tensor;          /* index into layout->tensors; -1 for padding */
+    size_t index;        /* element within the tensor (or within the unit for padding) */
+    float a, b;
+} shs_param_diff_t;
+
+/* Compare two snapshots of the same layout and world size bit for bit
+ * (memcmp semantics: -0.0 != +0.0, NaN payloads count). Also requires every
+ * padding element of both to be +0.0. Returns 1 if equal, else 0 with the
+ * first difference in *diff. */
+int shs_compare_snapshots(const shs_gpt_layout_t *layout, int nranks, const float *a, const float *b,
+                          shs_param_diff_t *diff);
+
+#endif

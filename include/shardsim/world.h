@@ -1,0 +1,55 @@
+/* world.h - a world of N simulated GPUs: N persistent rank threads, each
+ * owning its device and its handle on the world communicator.
+ *
+ * What it is: the launcher (the role of torchrun / mpirun for threads). The
+ * caller hands a function to every rank with shs_world_run(), which returns
+ * when all ranks have returned. A rank whose function fails aborts the world
+ * communicator, so ranks waiting in a collective return SHS_ABORTED instead
+ * of hanging; shs_world_run() then reports the originating rank's error.
+ * What it is not: a scheduler; jobs run one at a time.
+ */
+#ifndef SHARDSIM_WORLD_H
+#define SHARDSIM_WORLD_H
+
+#include <stddef.h>
+
+#include "shardsim/comm.h"
+#include "shardsim/device.h"
+
+#define SHS_MAX_WORLD 1024
+
+typedef struct shs_world shs_world_t;
+
+typedef struct {
+    int rank, world_size;
+    shs_device_t *dev;
+    shs_comm_t *comm;
+    void *user;            /* per-rank slot the caller may use (e.g. model state) */
+} shs_rank_ctx_t;
+
+typedef shs_status_t (*shs_rank_fn)(shs_rank_ctx_t *ctx, void *arg);
+
+typedef struct {
+    int world_size;        /* 1..SHS_MAX_WORLD */
+    size_t device_mem;     /* bytes per rank; SIZE_MAX unlimited */
+    int timeout_ms;        /* collective timeout; <= 0: default */
+    const char *name;      /* communicator name, e.g. "world" */
+} shs_world_config_t;
+
+/* Start world_size rank threads with a CPU device each (kernel threads per
+ * device = max(1, cores / world_size)) and a world communicator.
+ * Errors: SHS_INVALID_ARG (world size), SHS_HOST_OOM, SHS_SYSTEM. */
+shs_status_t shs_world_create(shs_world_t **out, const shs_world_config_t *cfg);
+/* Stop the threads and free devices and communicators. NULL is a no-op. */
+void shs_world_destroy(shs_world_t *w);
+
+int shs_world_size(const shs_world_t *w);
+shs_rank_ctx_t *shs_world_rank(shs_world_t *w, int rank);
+
+/* Run fn(ctx, arg) on every rank concurrently; returns SHS_OK if all
+ * succeeded, else the status of the rank whose failure came first in cause
+ * (a non-ABORTED error is preferred over the ABORTED it caused in others),
+ * with that rank's error text set as the caller's shs_last_error(). */
+shs_status_t shs_world_run(shs_world_t *w, shs_rank_fn fn, void *arg);
+
+#endif

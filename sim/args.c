@@ -1,0 +1,41 @@
+/* args.c - strict value parsing for the command line (see args.h). */
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sim_parse_int(const char *s, long min, long max, long *out, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno) {
+        snprintf(err, errlen, "'%s' is not an integer", s);
+        return -1;
+    }
+    if (v < min || v > max) {
+        snprintf(err, errlen, "%ld is out of range %ld..%ld", v, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int sim_parse_float(const char *s, double min, double max, double *out, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v)) {
+        snprintf(err, errlen, "'%s' is not a number", s);
+        return -1;
+    }
+    if (v < min || v > max) {
+        snprintf(err, errlen, "%g is out of range %g..%g", v, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+

@@ -1,0 +1,11 @@
+/* args.h - strict parsing of command-line values: integers and floats
+ * (byte sizes: units.h). Each returns 0 on success, -1 with a message in err. */
+#ifndef SHARDSIM_SIM_ARGS_H
+#define SHARDSIM_SIM_ARGS_H
+
+#include <stddef.h>
+
+int sim_parse_int(const char *s, long min, long max, long *out, char *err, size_t errlen);
+int sim_parse_float(const char *s, double min, double max, double *out, char *err, size_t errlen);
+
+#endif

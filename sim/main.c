@@ -1,0 +1,38 @@
+/* main.c - the shardsim command line: dispatches subcommands.
+ * Exit codes: 0 success, 1 runtime error, 2 usage error, 3 --check found a
+ * difference. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "shardsim - a reference simulator of sharded data parallelism (DDP, ZeRO-1/2/3)\n"
+            "\n"
+            "usage: shardsim <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  train     train a GPT on simulated GPUs (threads) under a strategy\n"
+            "  help      this text; 'shardsim <command> --help' for a command's options\n"
+            "  version   print the version\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return SIM_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "train") == 0) return sim_cmd_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("shardsim %s\n", SIM_VERSION);
+        return 0;
+    }
+    fprintf(stderr, "shardsim: error: unknown command '%s' (see 'shardsim help')\n", cmd);
+    return SIM_EXIT_USAGE;
+}

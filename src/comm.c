@@ -1,0 +1,259 @@
+/* comm.c - the public collective API: names, argument checks, sequence
+ * numbers and per-rank stats, then dispatch to the backend's vtable
+ * (comm_impl.h).
+ *
+ * What it is: everything about a call that one rank can decide alone.
+ * Argument errors return SHS_INVALID_ARG on that rank only, consume no
+ * sequence number and leave the communicator usable (as NCCL's
+ * ncclInvalidArgument); the other ranks, already inside the collective, then
+ * wait for this rank until it calls again correctly or the timeout fires.
+ * What it is not: data movement or cross-rank checks (see comm_thread.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_impl.h"
+
+static const char *const redop_names[SHS_NUM_REDOPS] = {"sum", "prod", "max", "min", "avg"};
+static const char *const coll_op_names[SHS_NUM_COLL_OPS] = {
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "barrier", "split",
+};
+
+static int redop_valid(shs_redop_t op) { return (int)op >= 0 && op < SHS_NUM_REDOPS; }
+static int dtype_valid(shs_dtype_t t) { return (int)t >= 0 && t < SHS_NUM_DTYPES; }
+
+const char *shs_redop_name(shs_redop_t op) { return redop_valid(op) ? redop_names[op] : "invalid"; }
+
+int shs_redop_parse(const char *name, shs_redop_t *out) {
+    if (!name) return -1;
+    for (int op = 0; op < SHS_NUM_REDOPS; op++)
+        if (strcmp(name, redop_names[op]) == 0) { *out = (shs_redop_t)op; return 0; }
+    return -1;
+}
+
+const char *shs_coll_op_name(shs_coll_op_t op) {
+    return (int)op >= 0 && op < SHS_NUM_COLL_OPS ? coll_op_names[op] : "invalid";
+}
+
+void shs__call_format(char *buf, size_t size, const shs__call_t *c) {
+    const char *dt = shs_dtype_name(c->dtype), *rd = shs_redop_name(c->redop);
+    unsigned long long n = (unsigned long long)c->count;
+    const char *name = shs_coll_op_name(c->op);
+    switch (c->op) {
+    case SHS_OP_ALL_GATHER:
+    case SHS_OP_ALL_REDUCE:
+    case SHS_OP_REDUCE_SCATTER:
+        if (c->op == SHS_OP_ALL_GATHER) snprintf(buf, size, "%s(count=%llu, dtype=%s)", name, n, dt);
+        else snprintf(buf, size, "%s(count=%llu, dtype=%s, op=%s)", name, n, dt, rd);
+        break;
+    case SHS_OP_BROADCAST: snprintf(buf, size, "%s(count=%llu, dtype=%s, root=%d)", name, n, dt, c->root); break;
+    case SHS_OP_REDUCE:
+        snprintf(buf, size, "%s(count=%llu, dtype=%s, op=%s, root=%d)", name, n, dt, rd, c->root);
+        break;
+    default: snprintf(buf, size, "%s()", name); break;
+    }
+}
+
+/* ---- communicator lifetime ------------------------------------------- */
+
+shs_comm_t *shs__comm_new(const shs__comm_iface_t *iface) {
+    shs_comm_t *comm = calloc(1, sizeof *comm);
+    if (comm) comm->iface = iface;
+    return comm;
+}
+
+shs_status_t shs_comm_id_create(shs_comm_id_t **id, int nranks, int timeout_ms, const char *name) {
+    if (!id) return shs_set_error(SHS_INVALID_ARG, "shs_comm_id_create: id is NULL");
+    *id = NULL;
+    if (nranks < 1) return shs_set_error(SHS_INVALID_ARG, "shs_comm_id_create: nranks %d < 1", nranks);
+    shs_comm_id_t *out = calloc(1, sizeof *out);
+    if (!out) return shs_set_error(SHS_HOST_OOM, "shs_comm_id_create: out of host memory");
+    out->iface = &shs__comm_thread_iface;
+    shs_status_t s = shs__comm_thread_id_create(&out->ctx, nranks, timeout_ms > 0 ? timeout_ms : SHS_COMM_DEFAULT_TIMEOUT_MS,
+                                                name ? name : "world");
+    if (s != SHS_OK) { free(out); return s; }
+    *id = out;
+    return SHS_OK;
+}
+
+void shs_comm_id_release(shs_comm_id_t *id) {
+    if (!id) return;
+    id->iface->id_release(id->ctx);
+    free(id);
+}
+
+shs_status_t shs_comm_init_rank(shs_comm_t **comm, shs_comm_id_t *id, int rank) {
+    if (!comm || !id) return shs_set_error(SHS_INVALID_ARG, "shs_comm_init_rank: %s is NULL", comm ? "id" : "comm");
+    *comm = NULL;
+    shs_comm_t *c = shs__comm_new(id->iface);
+    if (!c) return shs_set_error(SHS_HOST_OOM, "shs_comm_init_rank: out of host memory");
+    shs_status_t s = id->iface->init_rank(c, id->ctx, rank);
+    if (s != SHS_OK) { free(c); return s; }
+    *comm = c;
+    return SHS_OK;
+}
+
+void shs_comm_destroy(shs_comm_t *comm) {
+    if (!comm) return;
+    comm->iface->destroy(comm);
+    free(comm);
+}
+
+int shs_comm_rank(const shs_comm_t *comm) { return comm ? comm->rank : -1; }
+int shs_comm_size(const shs_comm_t *comm) { return comm ? comm->nranks : 0; }
+const char *shs_comm_name(const shs_comm_t *comm) { return comm ? comm->name : ""; }
+
+void shs_comm_get_stats(const shs_comm_t *comm, shs_comm_stats_t *out) {
+    if (!out) return;
+    if (comm) *out = comm->stats;
+    else memset(out, 0, sizeof *out);
+}
+
+void shs_comm_abort(shs_comm_t *comm, const char *reason) {
+    if (comm) comm->iface->abort(comm, reason ? reason : "(no reason given)");
+}
+
+/* ---- argument checks --------------------------------------------------- */
+
+static shs_status_t arg_error(const shs_comm_t *comm, shs_coll_op_t op, const char *what) {
+    return shs_set_error(SHS_INVALID_ARG, "rank %d: %s on comm '%s': %s", comm->rank, shs_coll_op_name(op),
+                         comm->name, what);
+}
+
+/* Byte ranges [a, a+an) and [b, b+bn) share a byte. */
+static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
+    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+    return an && bn && pa < pb + bn && pb < pa + an;
+}
+
+/* Common checks; on success *bytes = count * size of dtype. */
+static shs_status_t check_call(const shs_comm_t *comm, const shs__call_t *c, int needs_redop, size_t *bytes) {
+    size_t esize = shs_dtype_size(c->dtype);
+    if (!dtype_valid(c->dtype)) return arg_error(comm, c->op, "invalid dtype");
+    if (needs_redop && !redop_valid(c->redop)) return arg_error(comm, c->op, "invalid reduction op");
+    if (c->count > SIZE_MAX / esize / (size_t)comm->nranks)
+        return arg_error(comm, c->op, "count too large (byte size overflows)");
+    *bytes = c->count * esize;
+    return SHS_OK;
+}
+
+static shs_status_t check_root(const shs_comm_t *comm, const shs__call_t *c) {
+    if (c->root < 0 || c->root >= comm->nranks) {
+        char what[64];
+        snprintf(what, sizeof what, "root %d out of range [0, %d)", c->root, comm->nranks);
+        return arg_error(comm, c->op, what);
+    }
+    return SHS_OK;
+}
+
+static shs__call_t new_call(shs_comm_t *comm, shs_coll_op_t op, const void *sendbuf, void *recvbuf, size_t count,
+                            shs_dtype_t dtype, shs_redop_t redop, int root) {
+    return (shs__call_t){.op = op, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype,
+                         .redop = redop, .root = root};
+}
+
+/* Numbers the call, dispatches, and counts it in the stats on success. */
+static shs_status_t run(shs_comm_t *comm, shs__call_t *c, uint64_t bytes, uint64_t bytes_sent,
+                        shs_status_t (*fn)(shs_comm_t *, const shs__call_t *)) {
+    c->seq = comm->seq++;
+    shs_status_t s = fn(comm, c);
+    if (s == SHS_OK) {
+        comm->stats.calls[c->op]++;
+        comm->stats.bytes[c->op] += bytes;
+        comm->stats.bytes_sent[c->op] += bytes_sent;
+    }
+    return s;
+}
+
+#define CHECK_COMM(comm, op)                                                                     \
+    do {                                                                                         \
+        if (!(comm)) return shs_set_error(SHS_INVALID_ARG, "%s: comm is NULL", shs_coll_op_name(op)); \
+    } while (0)
+
+/* ---- collectives ----------------------------------------------------- */
+
+shs_status_t shs_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shs_dtype_t dtype,
+                            shs_comm_t *comm) {
+    CHECK_COMM(comm, SHS_OP_ALL_GATHER);
+    shs__call_t c = new_call(comm, SHS_OP_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, SHS_SUM, 0);
+    size_t bytes, n = (size_t)comm->nranks;
+    SHS_CHECK(check_call(comm, &c, 0, &bytes));
+    if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    if (overlaps(sendbuf, bytes, recvbuf, n * bytes) && (const char *)sendbuf != (char *)recvbuf + comm->rank * bytes)
+        return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf + rank*sendcount)");
+    return run(comm, &c, n * bytes, (n - 1) * bytes, comm->iface->all_gather);
+}
+
+shs_status_t shs_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shs_dtype_t dtype,
+                                shs_redop_t op, shs_comm_t *comm) {
+    CHECK_COMM(comm, SHS_OP_REDUCE_SCATTER);
+    shs__call_t c = new_call(comm, SHS_OP_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0);
+    size_t bytes, n = (size_t)comm->nranks;
+    SHS_CHECK(check_call(comm, &c, 1, &bytes));
+    if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    if (overlaps(sendbuf, n * bytes, recvbuf, bytes) && (char *)recvbuf != (const char *)sendbuf + comm->rank * bytes)
+        return arg_error(comm, c.op, "buffers overlap but are not in place (recvbuf == sendbuf + rank*recvcount)");
+    return run(comm, &c, n * bytes, (n - 1) * bytes, comm->iface->reduce_scatter);
+}
+
+shs_status_t shs_all_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype, shs_redop_t op,
+                            shs_comm_t *comm) {
+    CHECK_COMM(comm, SHS_OP_ALL_REDUCE);
+    shs__call_t c = new_call(comm, SHS_OP_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0);
+    size_t bytes, n = (size_t)comm->nranks;
+    SHS_CHECK(check_call(comm, &c, 1, &bytes));
+    if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    if (sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes))
+        return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
+    return run(comm, &c, bytes, 2 * (n - 1) * bytes / n, comm->iface->all_reduce);
+}
+
+shs_status_t shs_broadcast(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype, int root,
+                           shs_comm_t *comm) {
+    CHECK_COMM(comm, SHS_OP_BROADCAST);
+    shs__call_t c = new_call(comm, SHS_OP_BROADCAST, sendbuf, recvbuf, count, dtype, SHS_SUM, root);
+    size_t bytes, n = (size_t)comm->nranks;
+    SHS_CHECK(check_call(comm, &c, 0, &bytes));
+    SHS_CHECK(check_root(comm, &c));
+    int is_root = comm->rank == root;
+    if (bytes && (!recvbuf || (is_root && !sendbuf))) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    if (is_root && sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes))
+        return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
+    return run(comm, &c, bytes, (n - 1) * bytes / n, comm->iface->broadcast);
+}
+
+shs_status_t shs_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype, shs_redop_t op, int root,
+                        shs_comm_t *comm) {
+    CHECK_COMM(comm, SHS_OP_REDUCE);
+    shs__call_t c = new_call(comm, SHS_OP_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
+    size_t bytes, n = (size_t)comm->nranks;
+    SHS_CHECK(check_call(comm, &c, 1, &bytes));
+    SHS_CHECK(check_root(comm, &c));
+    int is_root = comm->rank == root;
+    if (bytes && (!sendbuf || (is_root && !recvbuf))) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    if (is_root && sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes))
+        return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
+    if (!is_root) c.recvbuf = NULL;
+    return run(comm, &c, bytes, (n - 1) * bytes / n, comm->iface->reduce);
+}
+
+shs_status_t shs_barrier(shs_comm_t *comm) {
+    CHECK_COMM(comm, SHS_OP_BARRIER);
+    shs__call_t c = new_call(comm, SHS_OP_BARRIER, NULL, NULL, 0, SHS_I8, SHS_SUM, 0);
+    return run(comm, &c, 0, 0, comm->iface->barrier);
+}
+
+shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **newcomm) {
+    CHECK_COMM(comm, SHS_OP_SPLIT);
+    if (!newcomm) return arg_error(comm, SHS_OP_SPLIT, "newcomm is NULL");
+    *newcomm = NULL;
+    if (color < 0 && color != SHS_SPLIT_NOCOLOR)
+        return arg_error(comm, SHS_OP_SPLIT, "color must be >= 0 or SHS_SPLIT_NOCOLOR");
+    shs__call_t c = new_call(comm, SHS_OP_SPLIT, NULL, NULL, 0, SHS_I8, SHS_SUM, 0);
+    c.color = color;
+    c.key = key;
+    c.seq = comm->seq++;
+    shs_status_t s = comm->iface->split(comm, &c, newcomm);
+    if (s == SHS_OK) comm->stats.calls[SHS_OP_SPLIT]++;
+    return s;
+}

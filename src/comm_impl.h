@@ -1,0 +1,81 @@
+/* comm_impl.h - private: the communicator vtable each backend fills, the
+ * per-rank handle the public wrappers in comm.c work on, and the element-wise
+ * reduction that every backend shares (comm_reduce.c).
+ *
+ * Split of work (ggml-backend-impl.h's pattern): comm.c validates arguments,
+ * numbers the call (sequence number), builds one shs__call_t and keeps the
+ * per-rank stats; a backend moves the data and implements the cross-rank
+ * consistency checks, timeout and abort of comm.h, and writes the error text.
+ * Backends today: "thread" (comm_thread.c, ranks are threads of one process).
+ */
+#ifndef SHARDSIM_COMM_IMPL_H
+#define SHARDSIM_COMM_IMPL_H
+
+#include "shardsim/comm.h"
+
+/* One collective call as it reaches a backend. Fields an op does not take
+ * hold fixed values (count 0, redop SUM, root 0), so comparing two calls
+ * field by field is the consistency check. */
+typedef struct {
+    shs_coll_op_t op;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;            /* NCCL's count: all_gather sendcount, reduce_scatter recvcount */
+    shs_dtype_t dtype;
+    shs_redop_t redop;
+    int root;
+    uint64_t seq;
+    int color, key;          /* split only; not compared across ranks */
+} shs__call_t;
+
+typedef struct shs__comm_iface {
+    const char *name;
+    /* Join rendezvous `id_ctx` (from the backend's id_create) as `rank`:
+     * fill comm->ctx, nranks and name. */
+    shs_status_t (*init_rank)(shs_comm_t *comm, void *id_ctx, int rank);
+    void (*id_release)(void *id_ctx);
+    /* Collectives: the contracts of comm.h, arguments already validated. */
+    shs_status_t (*all_gather)(shs_comm_t *comm, const shs__call_t *call);
+    shs_status_t (*reduce_scatter)(shs_comm_t *comm, const shs__call_t *call);
+    shs_status_t (*all_reduce)(shs_comm_t *comm, const shs__call_t *call);
+    shs_status_t (*broadcast)(shs_comm_t *comm, const shs__call_t *call);
+    shs_status_t (*reduce)(shs_comm_t *comm, const shs__call_t *call);
+    shs_status_t (*barrier)(shs_comm_t *comm, const shs__call_t *call);
+    /* Sets *newcomm to a handle made with shs__comm_new(), or NULL. */
+    shs_status_t (*split)(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm);
+    void (*abort)(shs_comm_t *comm, const char *reason);
+    void (*destroy)(shs_comm_t *comm);   /* frees ctx; comm.c frees the handle */
+} shs__comm_iface_t;
+
+/* One rank's handle. */
+struct shs_comm {
+    const shs__comm_iface_t *iface;
+    void *ctx;                   /* backend state of this rank */
+    int rank, nranks;
+    const char *name;            /* owned by the backend; lives as long as the handle */
+    uint64_t seq;                /* sequence number of the next call */
+    shs_comm_stats_t stats;
+};
+
+struct shs_comm_id {
+    const shs__comm_iface_t *iface;
+    void *ctx;
+};
+
+extern const shs__comm_iface_t shs__comm_thread_iface;
+/* Create the thread backend's rendezvous state (the id's ctx). */
+shs_status_t shs__comm_thread_id_create(void **ctx, int nranks, int timeout_ms, const char *name);
+
+/* A zeroed handle with `iface` set, or NULL when the host refuses. */
+shs_comm_t *shs__comm_new(const shs__comm_iface_t *iface);
+
+/* "all_reduce(count=1024, dtype=f32, op=sum)": the fields the op takes. */
+void shs__call_format(char *buf, size_t size, const shs__call_t *call);
+
+/* dst[i] = op over srcs[0][i], srcs[1][i], ..., srcs[nsrc-1][i] in that order,
+ * for i in [0, n), with the rounding rules of comm.h (AVG divides by nsrc).
+ * dst may equal any source: each tile of dst is written after all sources of
+ * that tile were read. Sources must not overlap dst otherwise. */
+void shs__reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shs_dtype_t dtype, shs_redop_t op);
+
+#endif

@@ -1,0 +1,173 @@
+/* comm_reduce.c - the element-wise reduction behind every reducing collective.
+ *
+ * What it is: shs__reduce(), which combines N source arrays in source (rank)
+ * order for every dtype and op, with the rounding rules of comm.h: integers
+ * wrap (two's complement, as NCCL on GPUs), f16/bf16 are combined in f32 and
+ * rounded to the dtype after every op, AVG is the SUM divided by N at the end.
+ * What it is not: a data mover or anything parallel; callers pick the slice.
+ *
+ * Work goes tile by tile: a tile of the first source is loaded into an
+ * accumulator (f32 for the 16-bit floats), every further source is combined
+ * into it by one vectorizable loop per (dtype, op), and the tile is stored.
+ * That is why dst may equal a source (in-place collectives).
+ */
+#include <string.h>
+
+#include "comm_impl.h"
+
+#define TILE 1024
+
+typedef void (*load_fn)(void *restrict acc, const void *restrict src, size_t n);
+typedef void (*combine_fn)(void *restrict acc, const void *restrict src, size_t n);
+typedef void (*store_fn)(void *restrict dst, const void *restrict acc, size_t n, int divisor);
+
+/* First NaN operand wins, then the larger (smaller); ties keep the earlier rank. */
+#define MAX_FIRST_NAN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) > (x) ? (y) : (x))
+#define MIN_FIRST_NAN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) < (x) ? (y) : (x))
+
+/* bfloat16 <-> f32 inline for the hot loops; the same rounding as
+ * shs_f32_to_bf16() in dtype.c (tests compare against that one). */
+static inline float bf16_bits_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t f32_to_bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float bf16_round(float f) { return bf16_bits_to_f32(f32_to_bf16_bits(f)); }
+static inline float f16_round(float f) { return shs_f16_to_f32(shs_f32_to_f16(f)); }
+
+#define IDENT(v) (v)
+
+/* Every loop runs over a tile. GCC's -O2 vectorizer (very-cheap cost model)
+ * only takes loops whose trip count is a known constant, so full tiles get a
+ * loop of exactly TILE iterations and only the last, partial tile does not. */
+#define TILE_LOOP(i, n, ...)                                                                      \
+    do {                                                                                           \
+        if ((n) == TILE)                                                                           \
+            for (size_t i = 0; i < TILE; i++) { __VA_ARGS__; }                                     \
+        else                                                                                       \
+            for (size_t i = 0; i < (n); i++) { __VA_ARGS__; }                                      \
+    } while (0)
+
+/* ---- integers: accumulate in the type itself, wrap through unsigned ---- */
+
+#define INT_KERNELS(N, T, U, W)                                                                    \
+    static void N##_sum(void *restrict acc, const void *restrict src, size_t n) {                  \
+        T *restrict a = acc; const T *restrict s = src;                                            \
+        TILE_LOOP(i, n, a[i] = (T)((U)a[i] + (U)s[i]));                                            \
+    }                                                                                              \
+    static void N##_prod(void *restrict acc, const void *restrict src, size_t n) {                 \
+        T *restrict a = acc; const T *restrict s = src;                                            \
+        TILE_LOOP(i, n, a[i] = (T)((U)a[i] * (U)s[i]));                                            \
+    }                                                                                              \
+    static void N##_max(void *restrict acc, const void *restrict src, size_t n) {                  \
+        T *restrict a = acc; const T *restrict s = src;                                            \
+        TILE_LOOP(i, n, a[i] = s[i] > a[i] ? s[i] : a[i]);                                         \
+    }                                                                                              \
+    static void N##_min(void *restrict acc, const void *restrict src, size_t n) {                  \
+        T *restrict a = acc; const T *restrict s = src;                                            \
+        TILE_LOOP(i, n, a[i] = s[i] < a[i] ? s[i] : a[i]);                                         \
+    }                                                                                              \
+    static void N##_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {   \
+        if (divisor == 1) { memcpy(dst, acc, n * sizeof(T)); return; }                             \
+        T *restrict d = dst; const T *restrict a = acc;                                            \
+        TILE_LOOP(i, n, d[i] = (T)((W)a[i] / (W)divisor));                                         \
+    }
+
+INT_KERNELS(i8, int8_t, uint8_t, int64_t)
+INT_KERNELS(u8, uint8_t, uint8_t, uint64_t)
+INT_KERNELS(i32, int32_t, uint32_t, int64_t)
+INT_KERNELS(u32, uint32_t, uint32_t, uint64_t)
+INT_KERNELS(i64, int64_t, uint64_t, int64_t)
+INT_KERNELS(u64, uint64_t, uint64_t, uint64_t)
+
+/* ---- floats: TA accumulator, TS stored type, CVT stored -> TA, RND rounds
+ * a TA result to the stored precision ---- */
+
+#define FLOAT_COMBINE(N, OP, TA, TS, CVT, RND, EXPR)                                               \
+    static void N##_##OP(void *restrict acc, const void *restrict src, size_t n) {                 \
+        TA *restrict a = acc; const TS *restrict s = src;                                          \
+        TILE_LOOP(i, n, TA x = a[i]; TA y = CVT(s[i]); a[i] = RND(EXPR));                          \
+    }
+#define FLOAT_KERNELS(N, TA, TS, CVT, RND)                                                         \
+    FLOAT_COMBINE(N, sum, TA, TS, CVT, RND, x + y)                                                 \
+    FLOAT_COMBINE(N, prod, TA, TS, CVT, RND, x * y)                                                \
+    FLOAT_COMBINE(N, max, TA, TS, CVT, IDENT, MAX_FIRST_NAN(x, y))                                 \
+    FLOAT_COMBINE(N, min, TA, TS, CVT, IDENT, MIN_FIRST_NAN(x, y))
+
+FLOAT_KERNELS(f32, float, float, IDENT, IDENT)
+FLOAT_KERNELS(f64, double, double, IDENT, IDENT)
+FLOAT_KERNELS(f16, float, uint16_t, shs_f16_to_f32, f16_round)
+FLOAT_KERNELS(bf16, float, uint16_t, bf16_bits_to_f32, bf16_round)
+
+static void f32_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
+    if (divisor == 1) { memcpy(dst, acc, n * sizeof(float)); return; }
+    float *restrict d = dst; const float *restrict a = acc;
+    TILE_LOOP(i, n, d[i] = a[i] / (float)divisor);
+}
+static void f64_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
+    if (divisor == 1) { memcpy(dst, acc, n * sizeof(double)); return; }
+    double *restrict d = dst; const double *restrict a = acc;
+    TILE_LOOP(i, n, d[i] = a[i] / (double)divisor);
+}
+/* The accumulator holds values already rounded to the dtype, so the
+ * conversion is exact except after the AVG division, where it is the one
+ * rounding of the quotient. */
+static void f16_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
+    uint16_t *restrict d = dst; const float *restrict a = acc;
+    TILE_LOOP(i, n, d[i] = shs_f32_to_f16(a[i] / (float)divisor));
+}
+static void bf16_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
+    uint16_t *restrict d = dst; const float *restrict a = acc;
+    TILE_LOOP(i, n, d[i] = f32_to_bf16_bits(a[i] / (float)divisor));
+}
+
+static void f16_load(void *restrict acc, const void *restrict src, size_t n) {
+    float *restrict a = acc; const uint16_t *restrict s = src;
+    TILE_LOOP(i, n, a[i] = shs_f16_to_f32(s[i]));
+}
+static void bf16_load(void *restrict acc, const void *restrict src, size_t n) {
+    float *restrict a = acc; const uint16_t *restrict s = src;
+    TILE_LOOP(i, n, a[i] = bf16_bits_to_f32(s[i]));
+}
+
+#define KERNEL_ROW(N) {N##_sum, N##_prod, N##_max, N##_min}
+static const combine_fn combine_table[SHS_NUM_DTYPES][4] = {
+    [SHS_I8] = KERNEL_ROW(i8),   [SHS_U8] = KERNEL_ROW(u8),   [SHS_I32] = KERNEL_ROW(i32),
+    [SHS_U32] = KERNEL_ROW(u32), [SHS_I64] = KERNEL_ROW(i64), [SHS_U64] = KERNEL_ROW(u64),
+    [SHS_F16] = KERNEL_ROW(f16), [SHS_F32] = KERNEL_ROW(f32), [SHS_F64] = KERNEL_ROW(f64),
+    [SHS_BF16] = KERNEL_ROW(bf16),
+};
+static const store_fn store_table[SHS_NUM_DTYPES] = {
+    [SHS_I8] = i8_store,   [SHS_U8] = u8_store,   [SHS_I32] = i32_store, [SHS_U32] = u32_store,
+    [SHS_I64] = i64_store, [SHS_U64] = u64_store, [SHS_F16] = f16_store, [SHS_F32] = f32_store,
+    [SHS_F64] = f64_store, [SHS_BF16] = bf16_store,
+};
+/* NULL: the accumulator has the dtype's own layout (memcpy). */
+static const load_fn load_table[SHS_NUM_DTYPES] = {[SHS_F16] = f16_load, [SHS_BF16] = bf16_load};
+
+void shs__reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shs_dtype_t dtype, shs_redop_t op) {
+    SHS_ASSERT(nsrc >= 1 && dtype >= 0 && dtype < SHS_NUM_DTYPES && op >= 0 && op < SHS_NUM_REDOPS);
+    size_t esize = shs_dtype_size(dtype);
+    combine_fn combine = combine_table[dtype][op == SHS_AVG ? SHS_SUM : op];
+    store_fn store = store_table[dtype];
+    load_fn load = load_table[dtype];
+    int divisor = op == SHS_AVG ? nsrc : 1;
+    union { float f[TILE]; double d[TILE]; uint64_t u[TILE]; } acc; /* (TILE) in the accumulator type */
+
+    for (size_t off = 0; off < n; off += TILE) {
+        size_t m = n - off < TILE ? n - off : TILE;
+        size_t byte_off = off * esize;
+        const char *first = (const char *)srcs[0] + byte_off;
+        if (load) load(&acc, first, m);
+        else memcpy(&acc, first, m * esize);
+        for (int j = 1; j < nsrc; j++) combine(&acc, (const char *)srcs[j] + byte_off, m);
+        store((char *)dst + byte_off, &acc, m, divisor);
+    }
+}

@@ -1,0 +1,690 @@
+/* comm_thread.c - the "thread" communicator backend: N ranks are N threads of
+ * one process and collectives move data through shared memory.
+ *
+ * What it is: direct (one-hop) collectives. Each rank posts its call and
+ * buffer pointers in its slot of the shared state; after a barrier every rank
+ * reads the other ranks' buffers itself. Barriers are C11 atomics on a
+ * generation word that doubles as a futex word, so waiting is a short spin,
+ * then sched_yield, then a futex sleep with the communicator's timeout; the
+ * word's low bit marks the communicator failed, which wakes every sleeper.
+ * The cross-rank checks (same op, count, dtype, reduce op, root, sequence
+ * number), the timeout and abort of comm.h live here.
+ * What it is not: a model of a network (no rings, no link bandwidth), or
+ * usable across processes.
+ *
+ * Vocabulary used by the algorithms below:
+ *   slot      per-rank record in the shared state: the posted call (shs__call_t,
+ *             with sendbuf/recvbuf), barrier arrival count, last call seen.
+ *   block     the count elements that one rank contributes (all_gather) or
+ *             receives (reduce_scatter).
+ *   chunk     rank r's share of a count-element buffer when the work of one
+ *             buffer is split over ranks: elements [start(r), start(r+1)),
+ *             start(j) = floor-balanced j*count/N.
+ *   phase     the work between two barriers. A rank reads another rank's
+ *             buffer only in a phase where that rank does not write the same
+ *             elements, and the exit barrier keeps every buffer alive until
+ *             nobody reads it; that is what makes the in-place forms safe.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
+
+#include "comm_impl.h"
+
+#define GEN_FAILED 1u          /* low bit of the generation word */
+#define SPIN_ITERS 2000        /* pause-loop polls before yielding (only when ranks <= cores) */
+#define YIELD_ITERS 16         /* sched_yield polls before sleeping in the futex */
+#define ONE_SHOT_MAX_BYTES (64 * 1024) /* all_reduce one-shot when count*size*N <= this */
+#define FAIL_TEXT 768
+#define NO_CALL UINT64_MAX
+
+typedef enum { FAIL_NONE, FAIL_MISMATCH, FAIL_TIMEOUT, FAIL_ABORT } fail_kind_t;
+
+typedef struct shared shared_t;
+
+typedef struct {
+    alignas(64) shs__call_t call;     /* written by its rank before the entry barrier */
+    _Atomic(shared_t *) split_child;  /* split: the leader's new shared state, or NULL */
+    _Atomic uint64_t arrivals;        /* barriers this rank has entered */
+    _Atomic uint64_t last_call;       /* pack_call(seq, op, done) or NO_CALL */
+    atomic_int taken;                 /* a handle joined as this rank */
+} slot_t;
+
+struct shared {
+    atomic_int refs;                  /* the id + one per rank handle */
+    int nranks;
+    int timeout_ms;
+    int spin_iters;                   /* 0 when ranks outnumber cores */
+    char *name;
+    alignas(64) _Atomic uint64_t arrived;   /* barrier arrivals of all ranks, ever */
+    alignas(64) _Atomic uint32_t gen;       /* futex word: 2 * generation | GEN_FAILED */
+    _Atomic uint32_t sleepers;              /* ranks in or entering FUTEX_WAIT */
+    /* Failure record: written once under fail_mu before GEN_FAILED is set,
+     * read by anyone who has seen GEN_FAILED, never changed after. */
+    pthread_mutex_t fail_mu;
+    fail_kind_t fail_kind;
+    int fail_rank;
+    uint64_t fail_seq;
+    shs_coll_op_t fail_op;
+    char fail_detail[FAIL_TEXT];
+    slot_t slots[];                   /* (nranks) */
+};
+
+/* One rank's backend state (comm->ctx). */
+typedef struct {
+    shared_t *sh;
+    uint64_t arrivals;                /* mirror of this rank's slot counter */
+    const void **srcs;                /* (nranks) source pointers for shs__reduce */
+    void *scratch;                    /* (ONE_SHOT_MAX_BYTES / nranks) in-place one-shot all_reduce */
+} rank_ctx_t;
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t expected, double seconds) {
+#ifdef __linux__
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
+#else
+    (void)word; (void)expected;
+    struct timespec ts = {0, seconds < 1e-4 ? (long)(seconds * 1e9) : 100000L};
+    nanosleep(&ts, NULL);
+#endif
+}
+
+static void futex_wake_all(_Atomic uint32_t *word) {
+#ifdef __linux__
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
+static int online_cpus(void) {
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static uint64_t pack_call(uint64_t seq, shs_coll_op_t op, int done) {
+    return seq << 8 | (uint64_t)op << 1 | (uint64_t)(done != 0);
+}
+
+static void appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) {
+    if (*len >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0) *len += (size_t)n < size - *len ? (size_t)n : size - *len;
+}
+
+/* "[0-2,5]" for the ranks with in_set[r] != 0. */
+static void append_rank_set(char *buf, size_t size, size_t *len, const unsigned char *in_set, int n) {
+    appendf(buf, size, len, "[");
+    int first = 1;
+    for (int r = 0; r < n; r++) {
+        if (!in_set[r]) continue;
+        int end = r;
+        while (end + 1 < n && in_set[end + 1]) end++;
+        appendf(buf, size, len, first ? "%d" : ",%d", r);
+        if (end > r) appendf(buf, size, len, "-%d", end);
+        first = 0;
+        r = end;
+    }
+    appendf(buf, size, len, "]");
+}
+
+static size_t chunk_start(size_t count, int nranks, int j) {
+    size_t q = count / (size_t)nranks, rem = count % (size_t)nranks;
+    return q * (size_t)j + ((size_t)j < rem ? (size_t)j : rem);
+}
+
+static void copy_bytes(void *dst, const void *src, size_t bytes) {
+    if (bytes && dst != src) memcpy(dst, src, bytes);
+}
+
+/* ---- shared state lifetime ------------------------------------------- */
+
+static void shared_free(shared_t *sh) {
+    pthread_mutex_destroy(&sh->fail_mu);
+    free(sh->name);
+    free(sh);
+}
+
+static void shared_unref(shared_t *sh) {
+    if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1) shared_free(sh);
+}
+
+static shared_t *shared_create(int nranks, int timeout_ms, const char *name, int refs) {
+    size_t size = sizeof(shared_t) + (size_t)nranks * sizeof(slot_t);
+    size = (size + 63) / 64 * 64;
+    shared_t *sh = aligned_alloc(64, size);
+    char *name_copy = strdup(name);
+    if (!sh || !name_copy) { free(sh); free(name_copy); return NULL; }
+    memset(sh, 0, size);
+    atomic_init(&sh->refs, refs);
+    sh->nranks = nranks;
+    sh->timeout_ms = timeout_ms;
+    sh->spin_iters = nranks <= online_cpus() ? SPIN_ITERS : 0;
+    sh->name = name_copy;
+    atomic_init(&sh->arrived, 0);
+    atomic_init(&sh->gen, 0);
+    atomic_init(&sh->sleepers, 0);
+    pthread_mutex_init(&sh->fail_mu, NULL);
+    sh->fail_kind = FAIL_NONE;
+    for (int r = 0; r < nranks; r++) {
+        atomic_init(&sh->slots[r].split_child, NULL);
+        atomic_init(&sh->slots[r].arrivals, 0);
+        atomic_init(&sh->slots[r].last_call, NO_CALL);
+        atomic_init(&sh->slots[r].taken, 0);
+    }
+    return sh;
+}
+
+shs_status_t shs__comm_thread_id_create(void **ctx, int nranks, int timeout_ms, const char *name) {
+    shared_t *sh = shared_create(nranks, timeout_ms, name, 1);
+    if (!sh) return shs_set_error(SHS_HOST_OOM, "shs_comm_id_create: out of host memory for %d ranks", nranks);
+    *ctx = sh;
+    return SHS_OK;
+}
+
+static void thread_id_release(void *ctx) { shared_unref(ctx); }
+
+/* Give `comm` rank `rank` of `sh`; the caller already holds the reference. */
+static shs_status_t attach(shs_comm_t *comm, shared_t *sh, int rank) {
+    size_t scratch_bytes = ONE_SHOT_MAX_BYTES / (size_t)sh->nranks;
+    size_t srcs_off = (sizeof(rank_ctx_t) + 63) / 64 * 64;
+    size_t scratch_off = srcs_off + ((size_t)sh->nranks * sizeof(void *) + 63) / 64 * 64;
+    char *mem = aligned_alloc(64, scratch_off + (scratch_bytes + 63) / 64 * 64);
+    if (!mem) return shs_set_error(SHS_HOST_OOM, "rank %d: comm '%s': out of host memory", rank, sh->name);
+    rank_ctx_t *ctx = (rank_ctx_t *)mem;
+    ctx->sh = sh;
+    ctx->arrivals = 0;
+    ctx->srcs = (const void **)(mem + srcs_off);
+    ctx->scratch = mem + scratch_off;
+    comm->ctx = ctx;
+    comm->rank = rank;
+    comm->nranks = sh->nranks;
+    comm->name = sh->name;
+    return SHS_OK;
+}
+
+static shs_status_t thread_init_rank(shs_comm_t *comm, void *id_ctx, int rank) {
+    shared_t *sh = id_ctx;
+    if (rank < 0 || rank >= sh->nranks)
+        return shs_set_error(SHS_INVALID_ARG, "shs_comm_init_rank: rank %d out of range [0, %d) for comm '%s'", rank,
+                             sh->nranks, sh->name);
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&sh->slots[rank].taken, &expected, 1))
+        return shs_set_error(SHS_INVALID_ARG, "shs_comm_init_rank: rank %d of comm '%s' is already taken", rank,
+                             sh->name);
+    atomic_fetch_add_explicit(&sh->refs, 1, memory_order_relaxed);
+    shs_status_t s = attach(comm, sh, rank);
+    if (s != SHS_OK) {
+        atomic_store(&sh->slots[rank].taken, 0);
+        shared_unref(sh);
+    }
+    return s;
+}
+
+static void thread_destroy(shs_comm_t *comm) {
+    rank_ctx_t *ctx = comm->ctx;
+    shared_unref(ctx->sh);
+    free(ctx);
+}
+
+/* ---- failure ----------------------------------------------------------- */
+
+/* Publish the first failure and wake everyone. Caller holds fail_mu. */
+static void fail_locked(shared_t *sh, fail_kind_t kind, int rank, uint64_t seq, shs_coll_op_t op) {
+    sh->fail_kind = kind;
+    sh->fail_rank = rank;
+    sh->fail_seq = seq;
+    sh->fail_op = op;
+    atomic_fetch_or(&sh->gen, GEN_FAILED);
+    futex_wake_all(&sh->gen);
+}
+
+static void thread_abort(shs_comm_t *comm, const char *reason) {
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    pthread_mutex_lock(&sh->fail_mu);
+    if (sh->fail_kind == FAIL_NONE) {
+        snprintf(sh->fail_detail, sizeof sh->fail_detail, "aborted by rank %d: %s", comm->rank, reason);
+        fail_locked(sh, FAIL_ABORT, comm->rank, 0, SHS_OP_BARRIER);
+    }
+    pthread_mutex_unlock(&sh->fail_mu);
+}
+
+/* The status and text for a rank that found the communicator failed.
+ * `waiting`: it was inside a barrier when the failure happened (as opposed
+ * to arriving after it), which makes a timeout SHS_TIMEOUT, not SHS_ABORTED. */
+static shs_status_t failed_status(const shs_comm_t *comm, const shs__call_t *call, int waiting) {
+    const shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    char prefix[192];
+    snprintf(prefix, sizeof prefix, "rank %d: %s seq %llu on comm '%s': ", comm->rank, shs_coll_op_name(call->op),
+             (unsigned long long)call->seq, sh->name);
+    switch (sh->fail_kind) {
+    case FAIL_TIMEOUT:
+        if (waiting) return shs_set_error(SHS_TIMEOUT, "%s%s", prefix, sh->fail_detail);
+        return shs_set_error(SHS_ABORTED, "%scommunicator failed earlier (rank %d timed out in %s seq %llu): %s",
+                             prefix, sh->fail_rank, shs_coll_op_name(sh->fail_op),
+                             (unsigned long long)sh->fail_seq, sh->fail_detail);
+    case FAIL_ABORT: return shs_set_error(SHS_ABORTED, "%s%s", prefix, sh->fail_detail);
+    default: return shs_set_error(SHS_ABORTED, "%scommunicator failed earlier: %s", prefix, sh->fail_detail);
+    }
+}
+
+/* Called by a rank whose wait for generation `g` ran out. Fails the
+ * communicator unless the barrier completed meanwhile (the CAS decides). */
+static void declare_timeout(const shs_comm_t *comm, const shs__call_t *call, uint32_t g) {
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    int n = sh->nranks;
+    pthread_mutex_lock(&sh->fail_mu);
+    if (sh->fail_kind != FAIL_NONE || atomic_load(&sh->gen) != g) goto out;
+
+    char *d = sh->fail_detail;
+    size_t len = 0, size = sizeof sh->fail_detail;
+    appendf(d, size, &len, "timed out after %.3f s waiting for ranks ", sh->timeout_ms / 1000.0);
+    uint64_t *last = malloc((size_t)n * sizeof *last);
+    unsigned char *in_set = calloc((size_t)n, 2), *printed = in_set ? in_set + n : NULL;
+    if (!last || !in_set) {
+        appendf(d, size, &len, "(out of host memory listing them)");
+    } else {
+        uint64_t mine = atomic_load_explicit(&sh->slots[comm->rank].arrivals, memory_order_relaxed);
+        for (int j = 0; j < n; j++) {
+            in_set[j] = atomic_load_explicit(&sh->slots[j].arrivals, memory_order_relaxed) < mine;
+            last[j] = atomic_load_explicit(&sh->slots[j].last_call, memory_order_relaxed);
+        }
+        append_rank_set(d, size, &len, in_set, n);
+        appendf(d, size, &len, "; last calls:");
+        for (int j = 0; j < n; j++) {         /* ranks with the same last call grouped */
+            if (printed[j]) continue;
+            for (int k = 0; k < n; k++) in_set[k] = k >= j && last[k] == last[j];
+            for (int k = j; k < n; k++) printed[k] |= in_set[k];
+            appendf(d, size, &len, "%s ranks ", j ? ";" : "");
+            append_rank_set(d, size, &len, in_set, n);
+            if (last[j] == NO_CALL) appendf(d, size, &len, " no call yet");
+            else
+                appendf(d, size, &len, " %s seq %llu (%s)", shs_coll_op_name((shs_coll_op_t)((last[j] >> 1) & 0x7f)),
+                        (unsigned long long)(last[j] >> 8), last[j] & 1 ? "completed" : "in progress");
+        }
+    }
+    free(last);
+    free(in_set);
+
+    /* The record is complete before GEN_FAILED can be seen; if the barrier
+     * completed meanwhile the CAS fails and nobody ever reads it. */
+    sh->fail_kind = FAIL_TIMEOUT;
+    sh->fail_rank = comm->rank;
+    sh->fail_seq = call->seq;
+    sh->fail_op = call->op;
+    uint32_t expected = g;
+    if (atomic_compare_exchange_strong(&sh->gen, &expected, g | GEN_FAILED)) futex_wake_all(&sh->gen);
+    else sh->fail_kind = FAIL_NONE;
+out:
+    pthread_mutex_unlock(&sh->fail_mu);
+}
+
+/* ---- barrier ----------------------------------------------------------- */
+
+/* All ranks enter; the last one moves the generation on with a CAS that fails
+ * only if the communicator failed meanwhile, so a barrier either completes
+ * for every rank or fails for every rank. Waiters poll: spin (unless ranks
+ * outnumber cores), yield, then FUTEX_WAIT with the remaining timeout. */
+static shs_status_t barrier(shs_comm_t *comm, const shs__call_t *call) {
+    rank_ctx_t *ctx = comm->ctx;
+    shared_t *sh = ctx->sh;
+    uint32_t g = atomic_load_explicit(&sh->gen, memory_order_acquire);
+    if (g & GEN_FAILED) return failed_status(comm, call, 0);
+    atomic_store_explicit(&sh->slots[comm->rank].arrivals, ++ctx->arrivals, memory_order_relaxed);
+    uint64_t arrived = atomic_fetch_add_explicit(&sh->arrived, 1, memory_order_acq_rel) + 1;
+    if (arrived % (uint64_t)sh->nranks == 0) {
+        if (!atomic_compare_exchange_strong(&sh->gen, &g, g + 2)) return failed_status(comm, call, 0);
+        if (atomic_load(&sh->sleepers)) futex_wake_all(&sh->gen);
+        return SHS_OK;
+    }
+
+    uint32_t v;
+    for (int i = 0; i < sh->spin_iters; i++) {
+        if ((v = atomic_load_explicit(&sh->gen, memory_order_acquire)) != g) goto done;
+        cpu_relax();
+    }
+    for (int i = 0; i < YIELD_ITERS; i++) {
+        sched_yield();
+        if ((v = atomic_load_explicit(&sh->gen, memory_order_acquire)) != g) goto done;
+    }
+    double deadline = now_s() + sh->timeout_ms / 1000.0;
+    atomic_fetch_add(&sh->sleepers, 1);
+    while ((v = atomic_load(&sh->gen)) == g) {
+        double left = deadline - now_s();
+        if (left <= 0) {
+            declare_timeout(comm, call, g);
+            v = atomic_load(&sh->gen);
+            break;
+        }
+        futex_wait(&sh->gen, g, left);
+    }
+    atomic_fetch_sub(&sh->sleepers, 1);
+done:
+    if ((v >> 1) != (g >> 1)) return SHS_OK;   /* generation moved on: completed */
+    return failed_status(comm, call, 1);
+}
+
+/* ---- call protocol: post, barrier, check ... exit ---------------------- */
+
+static int calls_match(const shs__call_t *a, const shs__call_t *b) {
+    return a->op == b->op && a->seq == b->seq && a->count == b->count && a->dtype == b->dtype &&
+           a->redop == b->redop && a->root == b->root;
+}
+
+/* Every rank runs this on the same posted calls, so all reach the same verdict. */
+static shs_status_t check_calls(shs_comm_t *comm, const shs__call_t *call) {
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    const shs__call_t *ref = &sh->slots[0].call;
+    int first_bad = -1, nbad = 0;
+    for (int j = 1; j < sh->nranks; j++) {
+        if (calls_match(ref, &sh->slots[j].call)) continue;
+        if (first_bad < 0) first_bad = j;
+        nbad++;
+    }
+    if (first_bad < 0) return SHS_OK;
+
+    const shs__call_t *bad = &sh->slots[first_bad].call;
+    char a[128], b[128], detail[FAIL_TEXT];
+    shs__call_format(a, sizeof a, ref);
+    shs__call_format(b, sizeof b, bad);
+    size_t len = 0;
+    if (ref->seq == bad->seq)
+        appendf(detail, sizeof detail, &len, "comm '%s' seq %llu: rank 0 called %s but rank %d called %s", sh->name,
+                (unsigned long long)ref->seq, a, first_bad, b);
+    else
+        appendf(detail, sizeof detail, &len, "comm '%s': rank 0 called %s at seq %llu but rank %d called %s at seq %llu",
+                sh->name, a, (unsigned long long)ref->seq, first_bad, b, (unsigned long long)bad->seq);
+    if (nbad > 1) appendf(detail, sizeof detail, &len, " (%d ranks differ from rank 0)", nbad);
+
+    pthread_mutex_lock(&sh->fail_mu);
+    if (sh->fail_kind == FAIL_NONE) {
+        memcpy(sh->fail_detail, detail, sizeof detail);
+        fail_locked(sh, FAIL_MISMATCH, comm->rank, call->seq, call->op);
+    }
+    pthread_mutex_unlock(&sh->fail_mu);
+    return shs_set_error(SHS_MISMATCH, "rank %d: %s", comm->rank, detail);
+}
+
+/* Post this rank's call, wait for all, compare all calls. After it returns
+ * SHS_OK the slots hold every rank's call until the next barrier. */
+static shs_status_t begin(shs_comm_t *comm, const shs__call_t *call) {
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    slot_t *me = &sh->slots[comm->rank];
+    atomic_store_explicit(&me->last_call, pack_call(call->seq, call->op, 0), memory_order_relaxed);
+    /* A failed communicator may still have ranks reading the slots (mismatch
+     * verdict), so the slot is written only while it is healthy. */
+    if (atomic_load_explicit(&sh->gen, memory_order_acquire) & GEN_FAILED) return failed_status(comm, call, 0);
+    me->call = *call;
+    SHS_CHECK(barrier(comm, call));
+    return check_calls(comm, call);
+}
+
+static shs_status_t finish(shs_comm_t *comm, const shs__call_t *call, int exit_barrier) {
+    if (exit_barrier) SHS_CHECK(barrier(comm, call));
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    atomic_store_explicit(&sh->slots[comm->rank].last_call, pack_call(call->seq, call->op, 1),
+                          memory_order_relaxed);
+    return SHS_OK;
+}
+
+#define POSTED(sh, j) (&(sh)->slots[(j)].call)
+
+/* ---- all_gather -------------------------------------------------------
+ * Direct all-gather. Block j = sendcount elements of rank j.
+ *   post+check  every rank posts (sendbuf, recvbuf), barrier, compare calls.
+ *   copy        rank r copies block j from rank j's sendbuf to its recvbuf at
+ *               j*sendcount for every j (its own block only when not in
+ *               place). In place, rank r's sendbuf is its own recvbuf block r,
+ *               which rank r does not write and the others only read.
+ *   exit        barrier: no sendbuf is reused while another rank reads it.
+ */
+static shs_status_t thread_all_gather(shs_comm_t *comm, const shs__call_t *call) {
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    SHS_CHECK(begin(comm, call));
+    size_t block = call->count * shs_dtype_size(call->dtype);
+    if (block)
+        for (int j = 0; j < sh->nranks; j++)
+            copy_bytes((char *)call->recvbuf + (size_t)j * block, POSTED(sh, j)->sendbuf, block);
+    return finish(comm, call, 1);
+}
+
+/* ---- reduce_scatter ---------------------------------------------------
+ * Direct reduce-scatter. Block r = elements [r*recvcount, (r+1)*recvcount)
+ * of every sendbuf.
+ *   post+check  as all_gather.
+ *   reduce      rank r reduces block r of every rank's sendbuf, in rank order,
+ *               into its recvbuf. In place (recvbuf == block r of its own
+ *               sendbuf) each tile is read from all ranks before it is
+ *               written, and the others read only their own blocks.
+ *   exit        barrier.
+ */
+static shs_status_t thread_reduce_scatter(shs_comm_t *comm, const shs__call_t *call) {
+    rank_ctx_t *ctx = comm->ctx;
+    shared_t *sh = ctx->sh;
+    SHS_CHECK(begin(comm, call));
+    size_t block = call->count * shs_dtype_size(call->dtype);
+    if (block) {
+        for (int j = 0; j < sh->nranks; j++)
+            ctx->srcs[j] = (const char *)POSTED(sh, j)->sendbuf + (size_t)comm->rank * block;
+        shs__reduce(call->recvbuf, ctx->srcs, sh->nranks, call->count, call->dtype, call->redop);
+    }
+    return finish(comm, call, 1);
+}
+
+/* ---- all_reduce -------------------------------------------------------
+ * Two algorithms, chosen from (count, dtype, N) alone so every rank agrees.
+ * One-shot, for small buffers (count*size*N <= ONE_SHOT_MAX_BYTES):
+ *   post+check  as all_gather.
+ *   reduce      every rank reduces the whole buffer from all sendbufs, into
+ *               its recvbuf, or when in place into its scratch.
+ *   done        barrier (nobody reads sendbufs any more); in place, copy
+ *               scratch to recvbuf. Two barriers, N-fold redundant work.
+ * Direct reduce-scatter + all-gather, otherwise. Chunk r is rank r's share:
+ *   post+check  as all_gather.
+ *   reduce      rank r reduces chunk r of every sendbuf into chunk r of its
+ *               own recvbuf (in place safe as in reduce_scatter).
+ *   gather      barrier; rank r copies chunk j of rank j's recvbuf into its
+ *               recvbuf, for every j != r.
+ *   exit        barrier.
+ * Both produce per element op over ranks 0..N-1, so results are identical.
+ */
+static shs_status_t thread_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
+    rank_ctx_t *ctx = comm->ctx;
+    shared_t *sh = ctx->sh;
+    int n = sh->nranks, r = comm->rank;
+    size_t esize = shs_dtype_size(call->dtype), bytes = call->count * esize;
+    SHS_CHECK(begin(comm, call));
+
+    if (bytes <= ONE_SHOT_MAX_BYTES / (size_t)n) {
+        int in_place = call->sendbuf == call->recvbuf;
+        if (bytes) {
+            for (int j = 0; j < n; j++) ctx->srcs[j] = POSTED(sh, j)->sendbuf;
+            shs__reduce(in_place ? ctx->scratch : call->recvbuf, ctx->srcs, n, call->count, call->dtype, call->redop);
+        }
+        SHS_CHECK(barrier(comm, call));
+        if (in_place) copy_bytes(call->recvbuf, ctx->scratch, bytes);
+        return finish(comm, call, 0);
+    }
+
+    size_t off = chunk_start(call->count, n, r), len = chunk_start(call->count, n, r + 1) - off;
+    for (int j = 0; j < n; j++) ctx->srcs[j] = (const char *)POSTED(sh, j)->sendbuf + off * esize;
+    shs__reduce((char *)call->recvbuf + off * esize, ctx->srcs, n, len, call->dtype, call->redop);
+    SHS_CHECK(barrier(comm, call));
+    for (int j = 0; j < n; j++) {
+        if (j == r) continue;
+        size_t joff = chunk_start(call->count, n, j), jlen = chunk_start(call->count, n, j + 1) - joff;
+        copy_bytes((char *)call->recvbuf + joff * esize, (const char *)POSTED(sh, j)->recvbuf + joff * esize,
+                   jlen * esize);
+    }
+    return finish(comm, call, 1);
+}
+
+/* ---- broadcast ----------------------------------------------------------
+ * Direct broadcast.
+ *   post+check  as all_gather.
+ *   copy        every rank copies the root's sendbuf into its recvbuf (the
+ *               root too, unless in place).
+ *   exit        barrier: the root's sendbuf is read until everyone is done.
+ */
+static shs_status_t thread_broadcast(shs_comm_t *comm, const shs__call_t *call) {
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    SHS_CHECK(begin(comm, call));
+    copy_bytes(call->recvbuf, POSTED(sh, call->root)->sendbuf, call->count * shs_dtype_size(call->dtype));
+    return finish(comm, call, 1);
+}
+
+/* ---- reduce ---------------------------------------------------------------
+ * Direct reduce, the work split over all ranks.
+ *   post+check  as all_gather.
+ *   reduce      rank r reduces chunk r of every sendbuf into chunk r of the
+ *               root's recvbuf (in place at the root safe as in
+ *               reduce_scatter).
+ *   exit        barrier: the root's recvbuf is complete, sendbufs are free.
+ */
+static shs_status_t thread_reduce(shs_comm_t *comm, const shs__call_t *call) {
+    rank_ctx_t *ctx = comm->ctx;
+    shared_t *sh = ctx->sh;
+    int n = sh->nranks, r = comm->rank;
+    size_t esize = shs_dtype_size(call->dtype);
+    SHS_CHECK(begin(comm, call));
+    size_t off = chunk_start(call->count, n, r), len = chunk_start(call->count, n, r + 1) - off;
+    if (len) {
+        for (int j = 0; j < n; j++) ctx->srcs[j] = (const char *)POSTED(sh, j)->sendbuf + off * esize;
+        shs__reduce((char *)POSTED(sh, call->root)->recvbuf + off * esize, ctx->srcs, n, len, call->dtype,
+                    call->redop);
+    }
+    return finish(comm, call, 1);
+}
+
+/* ---- barrier ----------------------------------------------------------
+ *   post+check  every rank posts its call, barrier, compare calls.
+ *   exit        barrier: nobody posts its next call while slots are read.
+ */
+static shs_status_t thread_barrier(shs_comm_t *comm, const shs__call_t *call) {
+    SHS_CHECK(begin(comm, call));
+    return finish(comm, call, 1);
+}
+
+/* ---- split ------------------------------------------------------------
+ * Like ncclCommSplit. A color's members are the ranks posting that color,
+ * ranked by (key, parent rank); its leader is the member of lowest parent rank.
+ *   post+check  every rank posts (color, key), barrier, compare calls.
+ *   create      each leader builds the child's shared state holding one
+ *               reference per member and posts it in its slot; barrier.
+ *   attach      each member takes its reference through a new handle.
+ *   exit        barrier: leaders' slots stay readable until all attached.
+ * If the create barrier fails nobody attached and the leader frees the child;
+ * if the exit barrier fails every member drops its new handle.
+ */
+static shs_status_t thread_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm) {
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    int n = sh->nranks, r = comm->rank, color = call->color;
+    SHS_CHECK(begin(comm, call));
+
+    int leader = -1, members = 0, newrank = 0;
+    if (color != SHS_SPLIT_NOCOLOR) {
+        for (int j = 0; j < n; j++) {
+            const shs__call_t *c = POSTED(sh, j);
+            if (c->color != color) continue;
+            if (leader < 0) leader = j;
+            members++;
+            if (c->key < call->key || (c->key == call->key && j < r)) newrank++;
+        }
+    }
+    shared_t *child = NULL;
+    if (leader == r) {
+        char name[256];
+        snprintf(name, sizeof name, "%s/%d", sh->name, color);
+        child = shared_create(members, sh->timeout_ms, name, members);
+        atomic_store_explicit(&sh->slots[r].split_child, child, memory_order_release);
+    }
+    shs_status_t s = barrier(comm, call);
+    if (s != SHS_OK) {
+        if (child) shared_free(child);
+        return s;
+    }
+
+    shs_comm_t *mine = NULL;
+    shs_status_t attach_status = SHS_OK;
+    if (leader >= 0) {
+        child = atomic_load_explicit(&sh->slots[leader].split_child, memory_order_acquire);
+        if (!child) {
+            attach_status = shs_set_error(SHS_HOST_OOM, "rank %d: split seq %llu on comm '%s': out of host memory "
+                                          "creating the child for color %d", r, (unsigned long long)call->seq,
+                                          sh->name, color);
+        } else if (!(mine = shs__comm_new(&shs__comm_thread_iface))) {
+            shared_unref(child);
+            attach_status = shs_set_error(SHS_HOST_OOM, "rank %d: split seq %llu on comm '%s': out of host memory",
+                                          r, (unsigned long long)call->seq, sh->name);
+        } else {
+            atomic_store(&child->slots[newrank].taken, 1);
+            attach_status = attach(mine, child, newrank);
+            if (attach_status != SHS_OK) {
+                free(mine);
+                mine = NULL;
+                shared_unref(child);
+            }
+        }
+    }
+    s = finish(comm, call, 1);
+    if (s == SHS_OK) s = attach_status;
+    if (s != SHS_OK) {
+        if (mine) {
+            thread_destroy(mine);
+            free(mine);
+        }
+        return s;
+    }
+    *newcomm = mine;
+    return SHS_OK;
+}
+
+const shs__comm_iface_t shs__comm_thread_iface = {
+    .name = "thread",
+    .init_rank = thread_init_rank,
+    .id_release = thread_id_release,
+    .all_gather = thread_all_gather,
+    .reduce_scatter = thread_reduce_scatter,
+    .all_reduce = thread_all_reduce,
+    .broadcast = thread_broadcast,
+    .reduce = thread_reduce,
+    .barrier = thread_barrier,
+    .split = thread_split,
+    .abort = thread_abort,
+    .destroy = thread_destroy,
+};

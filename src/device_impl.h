@@ -1,0 +1,79 @@
+/* device_impl.h - private: the device vtable that each backend fills, and the
+ * device struct the public wrappers in device.c work on (ggml-backend-impl.h's
+ * pattern). Backends implement raw memory and kernels only; accounting by
+ * category, capacity checks and error text live in device.c so every backend
+ * reports memory the same way.
+ * Slots marked (optional) may be NULL; the wrapper then supplies the fallback.
+ */
+#ifndef SHARDSIM_DEVICE_IMPL_H
+#define SHARDSIM_DEVICE_IMPL_H
+
+#include "shardsim/device.h"
+
+typedef struct shs_device_iface {
+    const char *name;
+    /* memory */
+    shs_status_t (*alloc)(shs_device_t *dev, void **ptr, size_t bytes);
+    void (*free)(shs_device_t *dev, void *ptr);
+    shs_status_t (*memcpy_h2d)(shs_device_t *dev, void *dst, const void *src, size_t bytes);
+    shs_status_t (*memcpy_d2h)(shs_device_t *dev, void *dst, const void *src, size_t bytes);
+    shs_status_t (*memcpy_d2d)(shs_device_t *dev, void *dst, const void *src, size_t bytes);
+    shs_status_t (*memset)(shs_device_t *dev, void *dst, int value, size_t bytes);
+    shs_status_t (*sync)(shs_device_t *dev);      /* (optional) */
+    void (*destroy)(shs_device_t *dev);            /* (optional) frees ctx */
+    /* kernels: same contracts as the public functions in device.h */
+    void (*matmul_forward)(shs_device_t *, float *, const float *, const float *, const float *, int, int, int);
+    void (*matmul_backward)(shs_device_t *, float *, float *, float *, const float *, const float *,
+                            const float *, int, int, int);
+    void (*layernorm_forward)(shs_device_t *, float *, float *, float *, const float *, const float *,
+                              const float *, int, int);
+    void (*layernorm_backward)(shs_device_t *, float *, float *, float *, const float *, const float *,
+                               const float *, const float *, const float *, int, int);
+    void (*attention_forward)(shs_device_t *, float *, float *, float *, const float *, int, int, int, int);
+    void (*attention_backward)(shs_device_t *, float *, float *, float *, const float *, const float *,
+                               const float *, int, int, int, int);
+    void (*gelu_forward)(shs_device_t *, float *, const float *, size_t);
+    void (*gelu_backward)(shs_device_t *, float *, const float *, const float *, size_t);
+    void (*encoder_forward)(shs_device_t *, float *, const int32_t *, const float *, const float *, int,
+                            int, int);
+    void (*encoder_backward)(shs_device_t *, float *, float *, const float *, const int32_t *, int, int,
+                             int);
+    void (*residual_forward)(shs_device_t *, float *, const float *, const float *, size_t);
+    void (*accumulate)(shs_device_t *, float *, const float *, size_t);
+    void (*scale)(shs_device_t *, float *, float, size_t);
+    void (*softmax_xent_forward)(shs_device_t *, float *, float *, const float *, const int32_t *, int, int);
+    void (*softmax_xent_backward)(shs_device_t *, float *, const float *, const int32_t *, float, int, int);
+    void (*sum)(shs_device_t *, float *, const float *, size_t);
+    void (*sum_squares)(shs_device_t *, double *, const float *, size_t);
+    void (*cast)(shs_device_t *, void *, shs_dtype_t, const void *, shs_dtype_t, size_t);
+    void (*adamw_update)(shs_device_t *, float *, const float *, float *, float *, size_t,
+                         const shs_adamw_hparams_t *);
+    void (*sgd_update)(shs_device_t *, float *, const float *, float *, size_t, float, float, float);
+} shs_device_iface_t;
+
+/* One live allocation, kept by device.c in an open-addressing table. */
+typedef struct {
+    void *ptr;           /* NULL: empty slot; (void*)1: tombstone */
+    size_t bytes;
+    shs_mem_category_t cat;
+} shs__alloc_entry_t;
+
+struct shs_device {
+    const shs_device_iface_t *iface;
+    void *ctx;           /* backend state */
+    int rank;
+    int num_threads;     /* kernel threads for this device */
+    shs_mem_stats_t stats;
+    shs__alloc_entry_t *table;
+    size_t table_cap;    /* power of two */
+    size_t table_used;   /* live + tombstones */
+};
+
+/* Wrap a filled vtable into a device (used by backend constructors). */
+shs_status_t shs__device_new(shs_device_t **out, const shs_device_iface_t *iface, void *ctx, int rank,
+                             size_t capacity, int num_threads);
+
+/* The CPU backend's vtable (device_cpu.c). */
+extern const shs_device_iface_t shs__cpu_iface;
+
+#endif

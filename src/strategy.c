@@ -1,0 +1,279 @@
+/* strategy.c - DDP and ZeRO-1/2/3 over per-unit flat parameters.
+ * See strategy.h for what each stage holds and when it communicates.
+ * What it is not: the collectives themselves (comm_thread.c) or the math
+ * (model.c, optim.c).
+ */
+#include "shardsim/strategy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardsim/shard.h"
+
+static const char *const strategy_names[SHS_NUM_STRATEGIES] = {"ddp", "zero1", "zero2", "zero3"};
+
+const char *shs_strategy_name(shs_strategy_kind_t k) {
+    return (int)k >= 0 && k < SHS_NUM_STRATEGIES ? strategy_names[k] : "invalid";
+}
+
+int shs_strategy_parse(const char *name, shs_strategy_kind_t *out) {
+    for (int k = 0; k < SHS_NUM_STRATEGIES; k++)
+        if (strcmp(name, strategy_names[k]) == 0) { *out = (shs_strategy_kind_t)k; return 0; }
+    return -1;
+}
+
+/* One wrap unit's buffers on this rank. */
+typedef struct {
+    size_t numel;          /* real elements */
+    shs_shard_t shard;     /* this rank's range of the padded flat buffer */
+    size_t full_len;       /* elements in the full flat buffer: numel (DDP) or N*S (ZeRO) */
+    float *params;         /* DDP/Z1/Z2: full (full_len); Z3: shard (S) */
+    float *gathered;       /* Z3: all-gathered full params while acquired (COMM) */
+    int gather_refs;       /* Z3: outstanding acquires */
+    float *grad_full;      /* DDP/Z1: view into grad_block; Z2/Z3: transient (COMM) */
+    float *grad_shard;     /* Z2/Z3: reduced gradient shard (S) */
+    size_t grad_offset;    /* DDP/Z1: offset of this unit in grad_block */
+    float *optim_state;    /* state_per_param * (DDP: numel, ZeRO: S) */
+} unit_state_t;
+
+struct shs_strategy {
+    shs_strategy_config_t cfg;
+    const shs_gpt_layout_t *layout;
+    shs_device_t *dev;
+    shs_comm_t *comm;
+    int rank, nranks;
+    unit_state_t *units;
+    float *grad_block;     /* DDP/Z1: every unit's gradient, contiguous (GRADS) */
+    size_t grad_block_len;
+    /* DDP bucket: the pending ready range [bucket_lo, bucket_hi) of grad_block */
+    size_t bucket_lo, bucket_hi;
+    shs_param_source_t source;
+};
+
+static int holds_full_params(const shs_strategy_t *s) { return s->cfg.kind != SHS_ZERO3; }
+static int shards_grads(const shs_strategy_t *s) { return s->cfg.kind == SHS_ZERO2 || s->cfg.kind == SHS_ZERO3; }
+
+/* ---- parameter source: acquire / release --------------------------------- */
+
+static shs_status_t acquire_params(void *self, int unit, const float **params) {
+    shs_strategy_t *s = self;
+    unit_state_t *u = &s->units[unit];
+    if (holds_full_params(s)) {
+        *params = u->params;
+        return SHS_OK;
+    }
+    if (u->gather_refs == 0) {
+        SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->gathered, u->full_len * sizeof(float), SHS_MEM_COMM,
+                                   "zero3 gathered params"));
+        shs_status_t st = shs_all_gather(u->params, u->gathered, u->shard.size, SHS_F32, s->comm);
+        if (st != SHS_OK) {
+            shs_device_free(s->dev, u->gathered);
+            u->gathered = NULL;
+            return st;
+        }
+    }
+    u->gather_refs++;
+    *params = u->gathered;
+    return SHS_OK;
+}
+
+static shs_status_t release_params(void *self, int unit) {
+    shs_strategy_t *s = self;
+    unit_state_t *u = &s->units[unit];
+    if (holds_full_params(s)) return SHS_OK;
+    SHS_ASSERT(u->gather_refs > 0);
+    if (--u->gather_refs == 0) {
+        shs_device_free(s->dev, u->gathered);
+        u->gathered = NULL;
+    }
+    return SHS_OK;
+}
+
+static shs_status_t acquire_grads(void *self, int unit, float **grads) {
+    shs_strategy_t *s = self;
+    unit_state_t *u = &s->units[unit];
+    if (shards_grads(s) && !u->grad_full) {
+        SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->grad_full, u->full_len * sizeof(float), SHS_MEM_COMM,
+                                   "unsharded gradient"));
+        SHS_CHECK(shs_memset(s->dev, u->grad_full, 0, u->full_len * sizeof(float)));
+    }
+    *grads = u->grad_full;
+    return SHS_OK;
+}
+
+static shs_status_t flush_bucket(shs_strategy_t *s) {
+    size_t n = s->bucket_hi - s->bucket_lo;
+    if (n == 0) return SHS_OK;
+    float *p = s->grad_block + s->bucket_lo;
+    s->bucket_hi = s->bucket_lo;
+    return shs_all_reduce(p, p, n, SHS_F32, SHS_AVG, s->comm);
+}
+
+/* DDP: a finished unit joins the pending bucket when it is adjacent to it
+ * (units finish in reverse order, so buckets grow toward the front of
+ * grad_block); a full bucket is all-reduced at once. */
+static shs_status_t ddp_grads_ready(shs_strategy_t *s, unit_state_t *u) {
+    size_t lo = u->grad_offset, hi = lo + u->numel;
+    if (s->bucket_hi != s->bucket_lo && hi != s->bucket_lo) SHS_CHECK(flush_bucket(s));
+    if (s->bucket_hi == s->bucket_lo) s->bucket_hi = hi;
+    s->bucket_lo = lo;
+    if ((s->bucket_hi - s->bucket_lo) * sizeof(float) >= s->cfg.bucket_bytes) SHS_CHECK(flush_bucket(s));
+    return SHS_OK;
+}
+
+static shs_status_t grads_ready(void *self, int unit) {
+    shs_strategy_t *s = self;
+    unit_state_t *u = &s->units[unit];
+    switch (s->cfg.kind) {
+    case SHS_DDP:
+        return ddp_grads_ready(s, u);
+    case SHS_ZERO1: /* in place: this rank's shard of grad_full becomes the reduced shard */
+        return shs_reduce_scatter(u->grad_full, u->grad_full + u->shard.offset, u->shard.size, SHS_F32, SHS_AVG,
+                                  s->comm);
+    default: {
+        shs_status_t st = shs_reduce_scatter(u->grad_full, u->grad_shard, u->shard.size, SHS_F32, SHS_AVG, s->comm);
+        shs_device_free(s->dev, u->grad_full);
+        u->grad_full = NULL;
+        return st;
+    }
+    }
+}
+
+/* ---- create / destroy ------------------------------------------------------ */
+
+/* Fill elements [begin, end) of unit `unit`'s flat parameter into device
+ * memory `dst`, generating the initial values on the host in chunks. */
+static shs_status_t init_params(shs_strategy_t *s, int unit, size_t begin, size_t end, float *dst) {
+    enum { CHUNK = 1 << 16 };
+    float *host = malloc(CHUNK * sizeof(float));
+    if (!host) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate init buffer", s->rank);
+    shs_status_t st = SHS_OK;
+    for (size_t i = begin; i < end && st == SHS_OK; i += CHUNK) {
+        size_t n = end - i < CHUNK ? end - i : CHUNK;
+        shs_gpt_init_range(s->layout, s->cfg.seed, unit, i, i + n, host);
+        st = shs_memcpy_h2d(s->dev, dst + (i - begin), host, n * sizeof(float));
+    }
+    free(host);
+    return st;
+}
+
+static shs_status_t alloc_zeroed(shs_strategy_t *s, float **p, size_t n, shs_mem_category_t cat, const char *tag) {
+    SHS_CHECK(shs_device_alloc(s->dev, (void **)p, n * sizeof(float), cat, tag));
+    return shs_memset(s->dev, *p, 0, n * sizeof(float));
+}
+
+static shs_status_t setup_unit(shs_strategy_t *s, int i) {
+    unit_state_t *u = &s->units[i];
+    int zero = s->cfg.kind != SHS_DDP;
+    if (holds_full_params(s)) {
+        SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->params, u->full_len * sizeof(float), SHS_MEM_PARAMS,
+                                   "parameters"));
+        SHS_CHECK(init_params(s, i, 0, u->full_len, u->params));
+    } else {
+        SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->params, u->shard.size * sizeof(float), SHS_MEM_PARAMS,
+                                   "parameter shard"));
+        SHS_CHECK(init_params(s, i, u->shard.offset, u->shard.offset + u->shard.size, u->params));
+    }
+    if (shards_grads(s)) SHS_CHECK(alloc_zeroed(s, &u->grad_shard, u->shard.size, SHS_MEM_GRADS, "gradient shard"));
+    size_t n_state = (size_t)shs_optim_state_per_param(&s->cfg.optim) * (zero ? u->shard.size : u->numel);
+    if (n_state) SHS_CHECK(alloc_zeroed(s, &u->optim_state, n_state, SHS_MEM_OPTIM, "optimizer state"));
+    return SHS_OK;
+}
+
+shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config_t *cfg,
+                                 const shs_gpt_layout_t *layout, shs_device_t *dev, shs_comm_t *comm) {
+    *out = NULL;
+    if ((int)cfg->kind < 0 || cfg->kind >= SHS_NUM_STRATEGIES)
+        return shs_set_error(SHS_INVALID_ARG, "invalid strategy %d", (int)cfg->kind);
+    shs_strategy_t *s = calloc(1, sizeof *s);
+    if (!s || !(s->units = calloc((size_t)layout->num_units, sizeof *s->units))) {
+        free(s);
+        return shs_set_error(SHS_HOST_OOM, "cannot allocate strategy state");
+    }
+    s->cfg = *cfg;
+    if (!s->cfg.bucket_bytes) s->cfg.bucket_bytes = SHS_DEFAULT_BUCKET_BYTES;
+    s->layout = layout;
+    s->dev = dev;
+    s->comm = comm;
+    s->rank = shs_comm_rank(comm);
+    s->nranks = shs_comm_size(comm);
+    s->source = (shs_param_source_t){s, acquire_params, release_params, acquire_grads, grads_ready};
+
+    for (int i = 0; i < layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        u->numel = layout->units[i].numel;
+        u->shard = shs_shard_of(u->numel, s->nranks, s->rank);
+        u->full_len = cfg->kind == SHS_DDP ? u->numel : shs_padded_numel(u->numel, s->nranks);
+        u->grad_offset = s->grad_block_len;
+        if (!shards_grads(s)) s->grad_block_len += u->full_len;
+    }
+    shs_status_t st = SHS_OK;
+    if (!shards_grads(s)) {
+        SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&s->grad_block, s->grad_block_len * sizeof(float),
+                                        SHS_MEM_GRADS, "gradients"), st, fail);
+        for (int i = 0; i < layout->num_units; i++) s->units[i].grad_full = s->grad_block + s->units[i].grad_offset;
+    }
+    for (int i = 0; i < layout->num_units; i++) SHS_CHECK_GOTO(setup_unit(s, i), st, fail);
+    *out = s;
+    return SHS_OK;
+fail:
+    shs_strategy_destroy(s);
+    return st;
+}
+
+void shs_strategy_destroy(shs_strategy_t *s) {
+    if (!s) return;
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        shs_device_free(s->dev, u->params);
+        shs_device_free(s->dev, u->gathered);
+        if (shards_grads(s)) shs_device_free(s->dev, u->grad_full);
+        shs_device_free(s->dev, u->grad_shard);
+        shs_device_free(s->dev, u->optim_state);
+    }
+    shs_device_free(s->dev, s->grad_block);
+    free(s->units);
+    free(s);
+}
+
+shs_param_source_t *shs_strategy_source(shs_strategy_t *s) { return &s->source; }
+
+/* ---- step -------------------------------------------------------------------- */
+
+shs_status_t shs_strategy_begin_step(shs_strategy_t *s) {
+    s->bucket_lo = s->bucket_hi = 0;
+    if (s->grad_block) SHS_CHECK(shs_memset(s->dev, s->grad_block, 0, s->grad_block_len * sizeof(float)));
+    return SHS_OK;
+}
+
+shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
+    if (s->cfg.kind == SHS_DDP) SHS_CHECK(flush_bucket(s));
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        float *param, *grad;
+        size_t n;
+        switch (s->cfg.kind) {
+        case SHS_DDP: param = u->params; grad = u->grad_full; n = u->numel; break;
+        case SHS_ZERO1: param = u->params + u->shard.offset; grad = u->grad_full + u->shard.offset; n = u->shard.size; break;
+        case SHS_ZERO2: param = u->params + u->shard.offset; grad = u->grad_shard; n = u->shard.size; break;
+        default: param = u->params; grad = u->grad_shard; n = u->shard.size; break;
+        }
+        shs_optim_step(s->dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
+    }
+    if (s->cfg.kind == SHS_ZERO1 || s->cfg.kind == SHS_ZERO2) {
+        for (int i = 0; i < s->layout->num_units; i++) {
+            unit_state_t *u = &s->units[i];
+            SHS_CHECK(shs_all_gather(u->params + u->shard.offset, u->params, u->shard.size, SHS_F32, s->comm));
+        }
+    }
+    return shs_device_sync(s->dev);
+}
+
+shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out) {
+    unit_state_t *u = &s->units[unit];
+    const float *src = holds_full_params(s) ? u->params + u->shard.offset : u->params;
+    /* DDP's full buffer is unpadded: elements past numel read as zero */
+    size_t avail = s->cfg.kind == SHS_DDP ? u->shard.valid : u->shard.size;
+    memset(out, 0, u->shard.size * sizeof(float));
+    return shs_memcpy_d2h(s->dev, out, src, avail * sizeof(float));
+}

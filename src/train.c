@@ -1,0 +1,202 @@
+/* train.c - the data-parallel training loop over a world of rank threads. */
+#include "shardsim/train.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardsim/shard.h"
+#include "shardsim/world.h"
+
+typedef struct {
+    shs_gpt_t *gpt;
+    shs_strategy_t *strategy;
+    float *loss_dev;       /* (1) device scalar for the loss all-reduce */
+    int32_t *tokens, *targets; /* host (B*T) */
+} rank_state_t;
+
+struct shs_trainer {
+    shs_train_config_t cfg;
+    const shs_corpus_t *corpus;
+    shs_gpt_layout_t layout;
+    shs_world_t *world;
+    rank_state_t *ranks;
+    long step;             /* steps completed */
+    float loss;            /* written by rank 0 */
+    float *snapshot_out;   /* target of the snapshot job */
+};
+
+shs_train_config_t shs_train_default_config(void) {
+    shs_train_config_t c = {
+        .model = {.num_layers = 4, .num_heads = 4, .channels = 128, .context = 64},
+        .world_size = 4,
+        .micro_batch = 4,
+        .strategy = SHS_ZERO3,
+        .optim = shs_optim_default(SHS_OPTIM_ADAMW),
+        .seed = 1337,
+        .device_mem = SIZE_MAX,
+    };
+    return c;
+}
+
+/* ---- rank jobs ---------------------------------------------------------------- */
+
+static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
+    shs_trainer_t *t = arg;
+    rank_state_t *rs = &t->ranks[ctx->rank];
+    shs_strategy_config_t scfg = {
+        .kind = t->cfg.strategy, .bucket_bytes = t->cfg.bucket_bytes, .optim = t->cfg.optim, .seed = t->cfg.seed};
+    size_t bt = (size_t)t->cfg.micro_batch * (size_t)t->cfg.model.context;
+    rs->tokens = malloc(bt * sizeof(int32_t));
+    rs->targets = malloc(bt * sizeof(int32_t));
+    if (!rs->tokens || !rs->targets) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate batch", ctx->rank);
+    SHS_CHECK(shs_strategy_create(&rs->strategy, &scfg, &t->layout, ctx->dev, ctx->comm));
+    SHS_CHECK(shs_gpt_create(&rs->gpt, &t->layout, ctx->dev, t->cfg.micro_batch));
+    SHS_CHECK(shs_device_alloc(ctx->dev, (void **)&rs->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
+    return SHS_OK;
+}
+
+static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
+    shs_trainer_t *t = arg;
+    rank_state_t *rs = &t->ranks[ctx->rank];
+    shs_param_source_t *src = shs_strategy_source(rs->strategy);
+    shs_corpus_batch(t->corpus, t->cfg.seed, t->step, ctx->rank, ctx->world_size, t->cfg.micro_batch,
+                     t->cfg.model.context, rs->tokens, rs->targets);
+    float local_loss, loss;
+    SHS_CHECK(shs_strategy_begin_step(rs->strategy));
+    SHS_CHECK(shs_gpt_forward(rs->gpt, src, rs->tokens, rs->targets, &local_loss));
+    SHS_CHECK(shs_gpt_backward(rs->gpt, src));
+    SHS_CHECK(shs_strategy_finish_step(rs->strategy, t->step + 1));
+    SHS_CHECK(shs_memcpy_h2d(ctx->dev, rs->loss_dev, &local_loss, sizeof local_loss));
+    SHS_CHECK(shs_all_reduce(rs->loss_dev, rs->loss_dev, 1, SHS_F32, SHS_AVG, ctx->comm));
+    SHS_CHECK(shs_memcpy_d2h(ctx->dev, &loss, rs->loss_dev, sizeof loss));
+    if (ctx->rank == 0) t->loss = loss;
+    return SHS_OK;
+}
+
+static shs_status_t snapshot_job(shs_rank_ctx_t *ctx, void *arg) {
+    shs_trainer_t *t = arg;
+    size_t base = 0;
+    for (int u = 0; u < t->layout.num_units; u++) {
+        size_t numel = t->layout.units[u].numel;
+        shs_shard_t sh = shs_shard_of(numel, ctx->world_size, ctx->rank);
+        SHS_CHECK(shs_strategy_read_shard(t->ranks[ctx->rank].strategy, u, t->snapshot_out + base + sh.offset));
+        base += shs_padded_numel(numel, ctx->world_size);
+    }
+    return SHS_OK;
+}
+
+static shs_status_t teardown_job(shs_rank_ctx_t *ctx, void *arg) {
+    shs_trainer_t *t = arg;
+    rank_state_t *rs = &t->ranks[ctx->rank];
+    shs_gpt_destroy(rs->gpt);
+    shs_strategy_destroy(rs->strategy);
+    shs_device_free(ctx->dev, rs->loss_dev);
+    free(rs->tokens);
+    free(rs->targets);
+    memset(rs, 0, sizeof *rs);
+    return SHS_OK;
+}
+
+/* ---- public ------------------------------------------------------------------- */
+
+shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *cfg, const shs_corpus_t *corpus) {
+    *out = NULL;
+    SHS_CHECK(shs_gpt_config_validate(&cfg->model));
+    if (cfg->world_size < 1 || cfg->world_size > SHS_MAX_WORLD)
+        return shs_set_error(SHS_INVALID_ARG, "world size must be in 1..%d (got %d)", SHS_MAX_WORLD, cfg->world_size);
+    if (cfg->micro_batch < 1 || cfg->micro_batch > 65536)
+        return shs_set_error(SHS_INVALID_ARG, "micro-batch must be in 1..65536 (got %d)", cfg->micro_batch);
+    if (!corpus || corpus->len < (size_t)cfg->model.context + 1)
+        return shs_set_error(SHS_INVALID_ARG,
+                             "context length %d needs at least %d bytes of text, but '%s' has %zu",
+                             cfg->model.context, cfg->model.context + 1, corpus ? corpus->source : "?",
+                             corpus ? corpus->len : (size_t)0);
+    shs_trainer_t *t = calloc(1, sizeof *t);
+    if (!t) return shs_set_error(SHS_HOST_OOM, "cannot allocate trainer");
+    t->cfg = *cfg;
+    t->corpus = corpus;
+    shs_status_t st = shs_gpt_layout_create(&t->layout, &cfg->model);
+    if (st != SHS_OK) {
+        free(t);
+        return st;
+    }
+    t->ranks = calloc((size_t)cfg->world_size, sizeof *t->ranks);
+    if (!t->ranks) {
+        st = shs_set_error(SHS_HOST_OOM, "cannot allocate trainer");
+        goto fail;
+    }
+    shs_world_config_t wc = {.world_size = cfg->world_size, .device_mem = cfg->device_mem,
+                             .timeout_ms = cfg->timeout_ms, .name = "world"};
+    SHS_CHECK_GOTO(shs_world_create(&t->world, &wc), st, fail);
+    SHS_CHECK_GOTO(shs_world_run(t->world, setup_job, t), st, fail);
+    *out = t;
+    return SHS_OK;
+fail:
+    shs_trainer_destroy(t);
+    return st;
+}
+
+void shs_trainer_destroy(shs_trainer_t *t) {
+    if (!t) return;
+    if (t->world) {
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%s", shs_last_error()); /* teardown must not clobber the caller's error */
+        shs_world_run(t->world, teardown_job, t);
+        shs_world_destroy(t->world);
+        shs_set_last_error_text(keep);
+    }
+    free(t->ranks);
+    shs_gpt_layout_free(&t->layout);
+    free(t);
+}
+
+shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss) {
+    SHS_CHECK(shs_world_run(t->world, step_job, t));
+    t->step++;
+    *loss = t->loss;
+    return SHS_OK;
+}
+
+const shs_gpt_layout_t *shs_trainer_layout(const shs_trainer_t *t) { return &t->layout; }
+int shs_trainer_world_size(const shs_trainer_t *t) { return t->cfg.world_size; }
+
+size_t shs_trainer_snapshot_len(const shs_trainer_t *t) {
+    size_t n = 0;
+    for (int u = 0; u < t->layout.num_units; u++) n += shs_padded_numel(t->layout.units[u].numel, t->cfg.world_size);
+    return n;
+}
+
+shs_status_t shs_trainer_snapshot(shs_trainer_t *t, float *out) {
+    t->snapshot_out = out;
+    return shs_world_run(t->world, snapshot_job, t);
+}
+
+void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out) {
+    shs_device_mem_stats(shs_world_rank(t->world, rank)->dev, out);
+}
+
+void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *out) {
+    shs_comm_get_stats(shs_world_rank(t->world, rank)->comm, out);
+}
+
+int shs_compare_snapshots(const shs_gpt_layout_t *layout, int nranks, const float *a, const float *b,
+                          shs_param_diff_t *diff) {
+    static const float zero = 0.0f;
+    size_t base = 0;
+    for (int u = 0; u < layout->num_units; u++) {
+        size_t numel = layout->units[u].numel, padded = shs_padded_numel(numel, nranks);
+        for (size_t i = 0; i < padded; i++) {
+            const float *pa = a + base + i, *pb = b + base + i;
+            int same = i < numel ? memcmp(pa, pb, sizeof(float)) == 0
+                                 : memcmp(pa, &zero, sizeof zero) == 0 && memcmp(pb, &zero, sizeof zero) == 0;
+            if (same) continue;
+            int ti = shs_gpt_tensor_at(layout, u, i);
+            *diff = (shs_param_diff_t){.unit = u, .tensor = ti, .a = *pa, .b = *pb,
+                                       .index = ti >= 0 ? i - layout->tensors[ti].offset : i};
+            return 0;
+        }
+        base += padded;
+    }
+    diff->unit = -1;
+    return 1;
+}

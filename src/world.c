@@ -1,0 +1,157 @@
+/* world.c - persistent rank threads and job dispatch (see world.h). */
+#include "shardsim/world.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    shs_world_t *world;
+    shs_rank_ctx_t ctx;
+    pthread_t thread;
+    int started;
+    shs_status_t status;
+    char error[1024];
+} rank_slot_t;
+
+struct shs_world {
+    int n;
+    rank_slot_t *slots;
+    pthread_mutex_t mu;
+    pthread_cond_t job_cv, done_cv;
+    unsigned long job_gen;       /* bumped for each job */
+    int pending;                 /* ranks still running the current job */
+    int quit;
+    shs_rank_fn fn;
+    void *arg;
+};
+
+static void *rank_main(void *p) {
+    rank_slot_t *slot = p;
+    shs_world_t *w = slot->world;
+    unsigned long seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (!w->quit && w->job_gen == seen) pthread_cond_wait(&w->job_cv, &w->mu);
+        if (w->quit) {
+            pthread_mutex_unlock(&w->mu);
+            return NULL;
+        }
+        seen = w->job_gen;
+        shs_rank_fn fn = w->fn;
+        void *arg = w->arg;
+        pthread_mutex_unlock(&w->mu);
+
+        shs_set_last_error_text("");
+        shs_status_t st = fn(&slot->ctx, arg);
+        if (st != SHS_OK) {
+            snprintf(slot->error, sizeof slot->error, "%s", shs_last_error()[0] ? shs_last_error() : shs_strerror(st));
+            /* Wake ranks that wait for this one in a collective. */
+            if (st != SHS_ABORTED && st != SHS_MISMATCH && st != SHS_TIMEOUT)
+                shs_comm_abort(slot->ctx.comm, slot->error);
+        }
+        pthread_mutex_lock(&w->mu);
+        slot->status = st;
+        if (--w->pending == 0) pthread_cond_signal(&w->done_cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+static int default_threads_per_rank(int n) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    long t = cores / n;
+    return t < 1 ? 1 : (int)t;
+}
+
+shs_status_t shs_world_create(shs_world_t **out, const shs_world_config_t *cfg) {
+    *out = NULL;
+    if (cfg->world_size < 1 || cfg->world_size > SHS_MAX_WORLD)
+        return shs_set_error(SHS_INVALID_ARG, "world size must be in 1..%d (got %d)", SHS_MAX_WORLD, cfg->world_size);
+    shs_world_t *w = calloc(1, sizeof *w);
+    if (!w) return shs_set_error(SHS_HOST_OOM, "cannot allocate world");
+    w->n = cfg->world_size;
+    w->slots = calloc((size_t)w->n, sizeof *w->slots);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->job_cv, NULL);
+    pthread_cond_init(&w->done_cv, NULL);
+    shs_status_t st = SHS_OK;
+    shs_comm_id_t *id = NULL;
+    if (!w->slots) {
+        st = shs_set_error(SHS_HOST_OOM, "cannot allocate world");
+        goto fail;
+    }
+    SHS_CHECK_GOTO(shs_comm_id_create(&id, w->n, cfg->timeout_ms, cfg->name ? cfg->name : "world"), st, fail);
+    int threads = default_threads_per_rank(w->n);
+    for (int r = 0; r < w->n; r++) {
+        rank_slot_t *s = &w->slots[r];
+        s->world = w;
+        s->ctx.rank = r;
+        s->ctx.world_size = w->n;
+        SHS_CHECK_GOTO(shs_device_create_cpu(&s->ctx.dev, r, cfg->device_mem, threads), st, fail);
+        SHS_CHECK_GOTO(shs_comm_init_rank(&s->ctx.comm, id, r), st, fail);
+    }
+    for (int r = 0; r < w->n; r++) {
+        /* small stacks: 64 ranks must not cost 512 MiB of address space */
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, (size_t)2 << 20);
+        int rc = pthread_create(&w->slots[r].thread, &attr, rank_main, &w->slots[r]);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+            st = shs_set_error(SHS_SYSTEM, "cannot start thread for rank %d: %s", r, strerror(rc));
+            goto fail;
+        }
+        w->slots[r].started = 1;
+    }
+    shs_comm_id_release(id);
+    *out = w;
+    return SHS_OK;
+fail:
+    if (id) shs_comm_id_release(id);
+    shs_world_destroy(w);
+    return st;
+}
+
+void shs_world_destroy(shs_world_t *w) {
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    w->quit = 1;
+    pthread_cond_broadcast(&w->job_cv);
+    pthread_mutex_unlock(&w->mu);
+    for (int r = 0; w->slots && r < w->n; r++) {
+        if (w->slots[r].started) pthread_join(w->slots[r].thread, NULL);
+        shs_comm_destroy(w->slots[r].ctx.comm);
+        shs_device_destroy(w->slots[r].ctx.dev);
+    }
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->job_cv);
+    pthread_cond_destroy(&w->done_cv);
+    free(w->slots);
+    free(w);
+}
+
+int shs_world_size(const shs_world_t *w) { return w->n; }
+shs_rank_ctx_t *shs_world_rank(shs_world_t *w, int rank) { return &w->slots[rank].ctx; }
+
+shs_status_t shs_world_run(shs_world_t *w, shs_rank_fn fn, void *arg) {
+    pthread_mutex_lock(&w->mu);
+    w->fn = fn;
+    w->arg = arg;
+    w->pending = w->n;
+    w->job_gen++;
+    pthread_cond_broadcast(&w->job_cv);
+    while (w->pending > 0) pthread_cond_wait(&w->done_cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+
+    int cause = -1;
+    for (int r = 0; r < w->n; r++) {
+        shs_status_t st = w->slots[r].status;
+        if (st == SHS_OK) continue;
+        if (cause < 0 || (w->slots[cause].status == SHS_ABORTED && st != SHS_ABORTED)) cause = r;
+    }
+    if (cause < 0) return SHS_OK;
+    shs_set_last_error_text(w->slots[cause].error);
+    return w->slots[cause].status;
+}

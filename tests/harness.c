@@ -1,0 +1,85 @@
+/* harness.c - shared test helpers (see harness.h). */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *test_shared_dir(void) {
+    const char *d = getenv("SHS_SHARED_DIR");
+    return d && *d ? d : SHS_SHARED_DIR;
+}
+
+shs_status_t test_load_shakespeare(shs_corpus_t *c) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/data/tinyshakespeare.txt", test_shared_dir());
+    shs_status_t st = shs_corpus_load(c, path);
+    if (st != SHS_OK) fprintf(stderr, "cannot load the test corpus: %s (set SHS_SHARED_DIR)\n", shs_last_error());
+    return st;
+}
+
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void test_run_process(char *const argv[], double timeout_s, test_proc_t *p) {
+    memset(p, 0, sizeof *p);
+    p->exit_code = -1;
+    int po[2], pe[2];
+    if (pipe(po) || pipe(pe)) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
+        execv(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    size_t no = 0, ne = 0;
+    int open_fds = 2;
+    double deadline = mono() + timeout_s;
+    struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+    while (open_fds > 0) {
+        int ms = (int)((deadline - mono()) * 1000);
+        if (ms <= 0) {
+            p->timed_out = 1;
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (poll(fds, 2, ms) < 0 && errno != EINTR) break;
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+            char tmp[4096];
+            ssize_t k = read(fds[i].fd, tmp, sizeof tmp);
+            if (k <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                open_fds--;
+                continue;
+            }
+            char *dst = i == 0 ? p->out : p->err;
+            size_t cap = i == 0 ? sizeof p->out : sizeof p->err, *len = i == 0 ? &no : &ne;
+            size_t take = (size_t)k < cap - 1 - *len ? (size_t)k : cap - 1 - *len;
+            memcpy(dst + *len, tmp, take);
+            *len += take;
+            dst[*len] = 0;
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (fds[i].fd >= 0) close(fds[i].fd);
+    int status;
+    waitpid(pid, &status, 0);
+    if (!p->timed_out && WIFEXITED(status)) p->exit_code = WEXITSTATUS(status);
+}

@@ -1,0 +1,25 @@
+/* harness.h - helpers shared by the test programs: locating ../shared and
+ * running the shardsim binary as a child process. */
+#ifndef SHARDSIM_TEST_HARNESS_H
+#define SHARDSIM_TEST_HARNESS_H
+
+#include <stddef.h>
+
+#include "shardsim/data.h"
+
+/* Directory of the shared data: $SHS_SHARED_DIR, else the build's default. */
+const char *test_shared_dir(void);
+/* Load ../shared/data/tinyshakespeare.txt; prints why on failure. */
+shs_status_t test_load_shakespeare(shs_corpus_t *c);
+
+typedef struct {
+    int exit_code;     /* -1: killed by a signal or timed out */
+    int timed_out;
+    char out[65536];   /* stdout, truncated */
+    char err[16384];   /* stderr, truncated */
+} test_proc_t;
+
+/* Run argv (argv[0] = program path) with a wall-clock limit in seconds. */
+void test_run_process(char *const argv[], double timeout_s, test_proc_t *p);
+
+#endif

@@ -1,0 +1,163 @@
+/* test_cli.c - the shardsim program as a user runs it: exit codes and
+ * one-line messages for each kind of bad input, and the main job with
+ * --check ddp succeeding. Every run has a wall-clock limit: a hang fails. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define BIN SHS_BIN_PATH
+#define MAX_ARGS 40
+
+static test_proc_t proc;
+static char tmpdir[256];
+
+static const test_proc_t *run_args(const char *first, ...) {
+    char *argv[MAX_ARGS];
+    int n = 0;
+    argv[n++] = (char *)BIN;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < MAX_ARGS - 1; a = va_arg(ap, const char *)) argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    test_run_process(argv, 120.0, &proc);
+    assert_false(proc.timed_out);
+    return &proc;
+}
+
+/* Exit code and a substring of stderr; bad input gives exactly one error line
+ * (plus an optional "note:" line), never a crash. */
+static void expect_error(const test_proc_t *p, int code, const char *needle) {
+    if (p->exit_code != code || !strstr(p->err, needle))
+        fail_msg("expected exit %d and '%s' in stderr; got exit %d, stderr:\n%s", code, needle, p->exit_code, p->err);
+    assert_non_null(strstr(p->err, "shardsim: error: "));
+    const char *nl = strchr(p->err, '\n');
+    assert_non_null(nl);
+    assert_true(nl[1] == 0 || strncmp(nl + 1, "shardsim: note: ", 16) == 0);
+}
+
+static char *tmp_file(const char *name, const char *content) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(content, f);
+    fclose(f);
+    return path;
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/shardsim-cli-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+static int teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_unknown_command_and_option(void **state) {
+    (void)state;
+    expect_error(run_args("frobnicate", NULL), 2, "unknown command 'frobnicate'");
+    expect_error(run_args("train", "--wrold", "4", NULL), 2, "unknown option '--wrold'");
+    expect_error(run_args("train", "stray", NULL), 2, "unexpected argument 'stray'");
+    expect_error(run_args("train", "--steps", NULL), 2, "--steps needs a value");
+    expect_error(run_args("train", "--strategy", "zero4", NULL), 2, "unknown strategy 'zero4'");
+    expect_error(run_args("train", "--check", "zero1", NULL), 2, "--check takes 'ddp'");
+    expect_error(run_args("train", "--optimizer", "lion", NULL), 2, "unknown optimizer 'lion'");
+}
+
+static void test_bad_numbers(void **state) {
+    (void)state;
+    expect_error(run_args("train", "--world", "0", NULL), 2, "--world: 0 is out of range");
+    expect_error(run_args("train", "--world", "1000000", NULL), 2, "--world: 1000000 is out of range");
+    expect_error(run_args("train", "--world", "-3", NULL), 2, "out of range");
+    expect_error(run_args("train", "--steps", "ten", NULL), 2, "'ten' is not an integer");
+    expect_error(run_args("train", "--lr", "fast", NULL), 2, "'fast' is not a number");
+    expect_error(run_args("train", "--device-mem", "80Gb", NULL), 2, "unknown unit");
+    expect_error(run_args("train", "--heads", "3", "--channels", "16", NULL), 2, "--heads 3 must divide --channels 16");
+}
+
+static void test_bad_data_files(void **state) {
+    (void)state;
+    expect_error(run_args("train", "--data", "/nonexistent/corpus.txt", NULL), 1,
+                 "cannot read data file '/nonexistent/corpus.txt'");
+    expect_error(run_args("train", "--data", tmp_file("empty.txt", ""), NULL), 1, "is empty");
+    expect_error(run_args("train", "--data", tmpdir, NULL), 1, "is a directory");
+    /* 32 bytes of text cannot hold one sequence of context 64 */
+    expect_error(run_args("train", "--data", tmp_file("short.txt", "thirty-two bytes of text here!!\n"), "--context", "64",
+                          NULL), 1, "context length 64 needs at least 65 bytes");
+}
+
+static void test_model_does_not_fit(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("train", "--world", "2", "--device-mem", "1MiB", "--steps", "1", NULL);
+    expect_error(p, 1, "out of device memory");
+    assert_non_null(strstr(p->err, "rank "));
+    assert_non_null(strstr(p->err, "of 1.00 MiB in use"));
+}
+
+/* The main job on the real corpus: ZeRO-3 matches DDP bit for bit. */
+static void test_train_check_ddp_passes(void **state) {
+    (void)state;
+    char data[1024];
+    snprintf(data, sizeof data, "%s/data/tinyshakespeare.txt", test_shared_dir());
+    const char *strategies[] = {"zero1", "zero2", "zero3"};
+    for (int i = 0; i < 3; i++) {
+        const test_proc_t *p = run_args("train", "--world", "3", "--strategy", strategies[i], "--data", data, "--steps",
+                                        "3", "--layers", "1", "--channels", "24", "--heads", "2", "--context", "16",
+                                        "--check", "ddp", NULL);
+        if (p->exit_code != 0) fail_msg("exit %d\n%s\n%s", p->exit_code, p->out, p->err);
+        assert_non_null(strstr(p->out, "step 3/3"));
+        assert_non_null(strstr(p->out, "ddp check: bit-identical"));
+        assert_non_null(strstr(p->out, "matched DDP bit for bit at all 3 steps"));
+        assert_non_null(strstr(p->out, "peak device memory per rank"));
+        assert_non_null(strstr(p->out, "reduce_scatter"));
+    }
+}
+
+/* No --data: the built-in corpus, so a fresh machine needs nothing else. */
+static void test_train_builtin_corpus(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("train", "--world", "2", "--steps", "2", "--layers", "1", "--channels", "16",
+                                    "--context", "16", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d\n%s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "data built-in"));
+    assert_non_null(strstr(p->out, "final loss"));
+}
+
+static void test_help_and_version(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("train", "--help", NULL);
+    assert_int_equal(p->exit_code, 0);
+    assert_non_null(strstr(p->out, "--device-mem"));
+    p = run_args("version", NULL);
+    assert_int_equal(p->exit_code, 0);
+    assert_non_null(strstr(p->out, "shardsim "));
+}
+
+int main(void) {
+    if (access(BIN, X_OK) != 0) {
+        fprintf(stderr, "test_cli: %s is not built (run make)\n", BIN);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unknown_command_and_option),
+        cmocka_unit_test(test_bad_numbers),
+        cmocka_unit_test(test_bad_data_files),
+        cmocka_unit_test(test_model_does_not_fit),
+        cmocka_unit_test(test_help_and_version),
+        cmocka_unit_test(test_train_builtin_corpus),
+        cmocka_unit_test(test_train_check_ddp_passes),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
