@@ -1,5 +1,6 @@
 # shardsim - GNU Make build.
 #   make                 build/shardsim and build/libshardsim.a
+#   make deps            install libcmocka-dev if missing (apt-get)
 #   make test            build and run every tests/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
 #   make bench           benchmarks (ratios, not timed tests)
@@ -46,7 +47,7 @@ HEADERS   := $(wildcard include/shardsim/*.h src/*.h tests/*.h)
 LIB := $(BUILD)/libshardsim.a
 BIN := $(BUILD)/shardsim
 
-.PHONY: all test bench clean
+.PHONY: all test bench clean deps
 all: $(BIN) $(LIB)
 	@echo "$(if $(OMP),✓ OpenMP,✗ OpenMP off)$(if $(SAN), (SAN=$(SAN)),)"
 
@@ -75,6 +76,13 @@ test: $(TEST_BINS) $(BIN)
 
 bench: $(BIN)
 	$(BIN) bench
+
+# Install what the tests need on Debian/Ubuntu (cmocka), if it is missing.
+deps:
+	@if [ -f /usr/include/cmocka.h ]; then echo "✓ cmocka found"; else \
+	  echo "✗ cmocka not found: installing libcmocka-dev"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libcmocka-dev; fi
 
 clean:
 	rm -rf build

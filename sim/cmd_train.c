@@ -276,6 +276,7 @@ int sim_cmd_train(int argc, char **argv) {
     float loss = NAN;
     double total_time = 0;
     long tokens_per_step = (long)cfg->world_size * cfg->micro_batch * cfg->model.context;
+    double run_start = now_s();
     for (long step = 0; step < o.steps; step++) {
         double t0 = now_s();
         if (shs_trainer_step(main_run, &loss) != SHS_OK) {
@@ -321,7 +322,7 @@ int sim_cmd_train(int argc, char **argv) {
             }
             printf(" | ddp check: bit-identical");
         }
-        printf("\n");
+        printf(" | eta %.0f s\n", (now_s() - run_start) / (double)(step + 1) * (double)(o.steps - step - 1));
         fflush(stdout);
     }
     if (o.steps > 0)

@@ -51,6 +51,11 @@ static void fill(float *x, size_t n, float lo, float hi) {
     for (size_t i = 0; i < n; i++) x[i] = urand(lo, hi);
 }
 
+/* Values of widely varying magnitude, so that reordering a float sum shows. */
+static void fill_wide(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = ldexpf(urand(-1, 1), (int)(next_u64() % 17) - 8);
+}
+
 #define MAX_HOST 128
 static void *host_bufs[MAX_HOST];
 static int n_host;
@@ -655,6 +660,29 @@ static void test_encoder_backward(void **state) {
     check_fd("encoder dwpe", enc_loss, &e, e.wpe, T * C, dwpe);
 }
 
+/* Each dwte row and each dwpe row sums its (b,t) terms in increasing order,
+ * in f32, starting from zero. */
+static void test_encoder_backward_order(void **state) {
+    shs_device_t *d = new_dev(3);
+    seed(16);
+    enum { B = 4, T = 3, C = 16, V = 5 };
+    int32_t tokens[B * T] = {2, 2, 4, 2, 0, 2, 2, 2, 4, 1, 2, 4};
+    float *dout = hf(B * T * C);
+    fill_wide(dout, B * T * C);
+    float *d_dwte = dnew(d, V * C), *d_dwpe = dnew(d, T * C);
+    zero(d, d_dwte, sizeof(float) * V * C);
+    zero(d, d_dwpe, sizeof(float) * T * C);
+    shs_encoder_backward(d, d_dwte, d_dwpe, dput(d, dout, B * T * C), dput_i32(d, tokens, B * T), B, T, C);
+    float *wte = hf(V * C), *wpe = hf(T * C);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int c = 0; c < C; c++) {
+            wte[tokens[bt] * C + c] += dout[bt * C + c];
+            wpe[(bt % T) * C + c] += dout[bt * C + c];
+        }
+    check_bits("encoder dwte order", fetch(d, d_dwte, V * C), wte, V * C);
+    check_bits("encoder dwpe order", fetch(d, d_dwpe, T * C), wpe, T * C);
+}
+
 /* ---- elementwise ------------------------------------------------------------ */
 
 static void test_elementwise(void **state) {
@@ -1009,12 +1037,12 @@ static void test_thread_determinism(void **state) {
     float *inp = hf(DBT * DC), *w = hf(DOC * DC), *bias = hf(DOC), *dout = hf(DBT * DOC);
     float *qkv = hf(nqkv), *attdout = hf(nbt);
     int32_t tokens[DB * DT];
-    fill(inp, DBT * DC, -1, 1);
-    fill(w, DOC * DC, -1, 1);
+    fill_wide(inp, DBT * DC);
+    fill_wide(w, DOC * DC);
     fill(bias, DOC, -1, 1);
-    fill(dout, DBT * DOC, -1, 1);
+    fill_wide(dout, DBT * DOC);
     fill(qkv, nqkv, -2, 2);
-    fill(attdout, nbt, -1, 1);
+    fill_wide(attdout, nbt);
     for (int i = 0; i < DB * DT; i++) tokens[i] = (int32_t)(next_u64() % DV);
     det_out_t r1, r4;
     run_layers(new_dev(1), &r1, inp, w, bias, dout, qkv, attdout, tokens);
@@ -1049,6 +1077,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_gelu_backward, teardown),
         cmocka_unit_test_teardown(test_encoder_forward, teardown),
         cmocka_unit_test_teardown(test_encoder_backward, teardown),
+        cmocka_unit_test_teardown(test_encoder_backward_order, teardown),
         cmocka_unit_test_teardown(test_elementwise, teardown),
         cmocka_unit_test_teardown(test_softmax_xent, teardown),
         cmocka_unit_test_teardown(test_softmax_xent_backward_fd, teardown),
