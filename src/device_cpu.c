@@ -6,7 +6,7 @@
  * over independent output elements only, so each output element is computed
  * with one fixed summation order whatever dev->num_threads is. Results are
  * therefore bit-identical across thread counts and runs.
- * What it is not: fast. No BLAS, no fast-math, no reassociated reductions;
+ * What it is not: a BLAS. No fast-math, no reassociated reductions, no FMA;
  * the matmul is register-tiled but every dot product still sums in order.
  *
  * "Accumulates" here always means: the kernel computes the gradient term from
@@ -38,6 +38,10 @@
 #define PARALLEL (void)nth;
 #define FOR
 #endif
+
+/* Column sums over rows (dbias, dweight of layernorm) walk COLS adjacent
+ * columns per thread so each row read is one cache line, not a strided hop. */
+#define COLS 16
 
 static int threads(const shs_device_t *dev) { return dev->num_threads > 1 ? dev->num_threads : 1; }
 
@@ -182,11 +186,14 @@ static void cpu_matmul_backward(shs_device_t *dev, float *dinp, float *dweight, 
     if (dinp) gemm_accumulate(nth, dinp, C, BT, C, dout, OC, 1, weight, C, OC);
     gemm_accumulate(nth, dweight, C, OC, C, dout, 1, OC, inp, C, BT);
     if (dbias) {
+        int nb = (OC + COLS - 1) / COLS;
         PARALLEL_FOR
-        for (int o = 0; o < OC; o++) {
-            float s = 0.0f;
-            for (int r = 0; r < BT; r++) s += dout[(size_t)r * OC + o];
-            dbias[o] += s;
+        for (int ob = 0; ob < nb; ob++) {
+            int o0 = ob * COLS, no = imin(COLS, OC - o0);
+            float s[COLS] = {0};
+            for (int r = 0; r < BT; r++)
+                for (int j = 0; j < no; j++) s[j] += dout[(size_t)r * OC + o0 + j];
+            for (int j = 0; j < no; j++) dbias[o0 + j] += s[j];
         }
     }
 }
@@ -245,17 +252,23 @@ static void cpu_layernorm_backward(shs_device_t *dev, float *dinp, float *dweigh
             dx[c] += (g - g_mean - norm * gn_mean) * s;
         }
     }
+    int nb = (C + COLS - 1) / COLS;
     PARALLEL_FOR
-    for (int c = 0; c < C; c++) {
-        float dw = 0.0f, db = 0.0f;
+    for (int cb = 0; cb < nb; cb++) {
+        int c0 = cb * COLS, nc = imin(COLS, C - c0);
+        float dw[COLS] = {0}, db[COLS] = {0};
         for (int r = 0; r < N; r++) {
-            size_t i = (size_t)r * C + c;
-            float norm = (inp[i] - mean[r]) * rstd[r];
-            dw += dout[i] * norm;
-            db += dout[i];
+            const float *x = inp + (size_t)r * C + c0, *dy = dout + (size_t)r * C + c0;
+            for (int j = 0; j < nc; j++) {
+                float norm = (x[j] - mean[r]) * rstd[r];
+                dw[j] += dy[j] * norm;
+                db[j] += dy[j];
+            }
         }
-        dweight[c] += dw;
-        dbias[c] += db;
+        for (int j = 0; j < nc; j++) {
+            dweight[c0 + j] += dw[j];
+            dbias[c0 + j] += db[j];
+        }
     }
 }
 

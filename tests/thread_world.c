@@ -33,9 +33,9 @@ static void *tw_main(void *p) {
     return NULL;
 }
 
-void tw_fail(tw_rank_t *r, const char *file, int line, const char *fmt, ...) {
+void tw_fail(tw_rank_t *r, const char *file, int line, const char *cond, const char *fmt, ...) {
     if (r->failure[0]) return;
-    int n = snprintf(r->failure, sizeof r->failure, "%s:%d: rank %d: ", file, line, r->rank);
+    int n = snprintf(r->failure, sizeof r->failure, "%s:%d: rank %d: expected %s: ", file, line, r->rank, cond);
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof r->failure) vsnprintf(r->failure + n, sizeof r->failure - (size_t)n, fmt, ap);

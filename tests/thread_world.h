@@ -31,11 +31,13 @@ void tw_assert_all(const tw_rank_t *ranks, int n, shs_status_t expect);
 /* tw_run + tw_assert_all(SHS_OK) + free. */
 void tw_run_ok(int n, int timeout_ms, tw_fn fn, void *arg);
 
-void tw_fail(tw_rank_t *r, const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void tw_fail(tw_rank_t *r, const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* The message (printf format and arguments) is required. */
 #define TW_EXPECT(r, cond, ...)                                                                    \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            tw_fail((r), __FILE__, __LINE__, "expected " #cond ": " __VA_ARGS__);                  \
+            tw_fail((r), __FILE__, __LINE__, #cond, __VA_ARGS__);                                  \
             return SHS_INTERNAL;                                                                   \
         }                                                                                          \
     } while (0)

@@ -12,8 +12,10 @@
  *   B batch (sequences per rank), T time (context), C channels, NH heads,
  *   V vocabulary, BT = B*T rows, OC output channels, n element count.
  * All float tensors are f32, row-major. "accumulates" means the kernel adds
- * (+=) into the output, as gradient kernels do; otherwise outputs are
- * overwritten. Unless stated, outputs must not alias inputs.
+ * (+=) into the output, as gradient kernels do: it computes its term from
+ * zero in a fixed order and adds it once, so backward into a pre-filled
+ * buffer P is bit-identical to P + (backward into zeros). Otherwise outputs
+ * are overwritten. Unless stated, outputs must not alias inputs.
  * Kernels are deterministic: each output element is computed with one fixed
  * summation order whatever the number of threads.
  * Argument errors in kernels are programming errors and abort (SHS_ASSERT);
@@ -190,7 +192,8 @@ void shs_adamw_update(shs_device_t *dev, float *param, const float *grad, float 
                       const shs_adamw_hparams_t *hp);
 /* One SGD step on n elements, in place, as torch.optim.SGD (dampening 0,
  * nesterov off): g' = g + wd p; buf = momentum buf + g'; p -= lr buf.
- * momentum_buf may be NULL when momentum == 0 (then buf = g'). */
+ * When momentum == 0 the step is p -= lr g' and momentum_buf (may be NULL)
+ * is not touched. */
 void shs_sgd_update(shs_device_t *dev, float *param, const float *grad, float *momentum_buf, size_t n,
                     float lr, float momentum, float weight_decay);
 
