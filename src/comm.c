@@ -7,6 +7,7 @@
  * sequence number and leave the communicator usable (as NCCL's
  * ncclInvalidArgument); the other ranks, already inside the collective, then
  * wait for this rank until it calls again correctly or the timeout fires.
+ * Stats count completed calls only.
  * What it is not: data movement or cross-rank checks (see comm_thread.c).
  */
 #include <stdlib.h>
@@ -20,7 +21,6 @@ static const char *const coll_op_names[SHS_NUM_COLL_OPS] = {
 };
 
 static int redop_valid(shs_redop_t op) { return (int)op >= 0 && op < SHS_NUM_REDOPS; }
-static int dtype_valid(shs_dtype_t t) { return (int)t >= 0 && t < SHS_NUM_DTYPES; }
 
 const char *shs_redop_name(shs_redop_t op) { return redop_valid(op) ? redop_names[op] : "invalid"; }
 
@@ -36,16 +36,12 @@ const char *shs_coll_op_name(shs_coll_op_t op) {
 }
 
 void shs__call_format(char *buf, size_t size, const shs__call_t *c) {
-    const char *dt = shs_dtype_name(c->dtype), *rd = shs_redop_name(c->redop);
+    const char *name = shs_coll_op_name(c->op), *dt = shs_dtype_name(c->dtype), *rd = shs_redop_name(c->redop);
     unsigned long long n = (unsigned long long)c->count;
-    const char *name = shs_coll_op_name(c->op);
     switch (c->op) {
-    case SHS_OP_ALL_GATHER:
-    case SHS_OP_ALL_REDUCE:
+    case SHS_OP_ALL_GATHER: snprintf(buf, size, "%s(count=%llu, dtype=%s)", name, n, dt); break;
     case SHS_OP_REDUCE_SCATTER:
-        if (c->op == SHS_OP_ALL_GATHER) snprintf(buf, size, "%s(count=%llu, dtype=%s)", name, n, dt);
-        else snprintf(buf, size, "%s(count=%llu, dtype=%s, op=%s)", name, n, dt, rd);
-        break;
+    case SHS_OP_ALL_REDUCE: snprintf(buf, size, "%s(count=%llu, dtype=%s, op=%s)", name, n, dt, rd); break;
     case SHS_OP_BROADCAST: snprintf(buf, size, "%s(count=%llu, dtype=%s, root=%d)", name, n, dt, c->root); break;
     case SHS_OP_REDUCE:
         snprintf(buf, size, "%s(count=%llu, dtype=%s, op=%s, root=%d)", name, n, dt, rd, c->root);
@@ -128,8 +124,8 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
 
 /* Common checks; on success *bytes = count * size of dtype. */
 static shs_status_t check_call(const shs_comm_t *comm, const shs__call_t *c, int needs_redop, size_t *bytes) {
-    size_t esize = shs_dtype_size(c->dtype);
-    if (!dtype_valid(c->dtype)) return arg_error(comm, c->op, "invalid dtype");
+    size_t esize = shs_dtype_size(c->dtype); /* 0: invalid */
+    if (esize == 0) return arg_error(comm, c->op, "invalid dtype");
     if (needs_redop && !redop_valid(c->redop)) return arg_error(comm, c->op, "invalid reduction op");
     if (c->count > SIZE_MAX / esize / (size_t)comm->nranks)
         return arg_error(comm, c->op, "count too large (byte size overflows)");

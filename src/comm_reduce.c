@@ -47,7 +47,7 @@ static inline float f16_round(float f) { return shs_f16_to_f32(shs_f32_to_f16(f)
 /* Every loop runs over a tile. GCC's -O2 vectorizer (very-cheap cost model)
  * only takes loops whose trip count is a known constant, so full tiles get a
  * loop of exactly TILE iterations and only the last, partial tile does not. */
-#define TILE_LOOP(i, n, ...)                                                                      \
+#define TILE_LOOP(i, n, ...)                                                                       \
     do {                                                                                           \
         if ((n) == TILE)                                                                           \
             for (size_t i = 0; i < TILE; i++) { __VA_ARGS__; }                                     \

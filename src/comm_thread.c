@@ -70,8 +70,8 @@ struct shared {
     alignas(64) _Atomic uint64_t arrived;   /* barrier arrivals of all ranks, ever */
     alignas(64) _Atomic uint32_t gen;       /* futex word: 2 * generation | GEN_FAILED */
     _Atomic uint32_t sleepers;              /* ranks in or entering FUTEX_WAIT */
-    /* Failure record: written once under fail_mu before GEN_FAILED is set,
-     * read by anyone who has seen GEN_FAILED, never changed after. */
+    /* Failure record: written under fail_mu before GEN_FAILED is set, read
+     * by anyone who has seen GEN_FAILED, never changed after that. */
     pthread_mutex_t fail_mu;
     fail_kind_t fail_kind;
     int fail_rank;
@@ -303,54 +303,60 @@ static shs_status_t failed_status(const shs_comm_t *comm, const shs__call_t *cal
     }
 }
 
-/* Called by a rank whose wait for generation `g` ran out. Fails the
- * communicator unless the barrier completed meanwhile (the CAS decides). */
-static void declare_timeout(const shs_comm_t *comm, const shs__call_t *call, uint32_t g) {
-    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+/* "timed out after 0.300 s waiting for ranks [3]; last calls: ranks [0-2]
+ * all_reduce seq 7 (in progress); ranks [3] barrier seq 6 (completed)", as
+ * seen by `rank`: missing are the ranks that entered fewer barriers. */
+static void format_timeout(const shared_t *sh, int rank, char *d, size_t size) {
     int n = sh->nranks;
-    pthread_mutex_lock(&sh->fail_mu);
-    if (sh->fail_kind != FAIL_NONE || atomic_load(&sh->gen) != g) goto out;
-
-    char *d = sh->fail_detail;
-    size_t len = 0, size = sizeof sh->fail_detail;
+    size_t len = 0;
     appendf(d, size, &len, "timed out after %.3f s waiting for ranks ", sh->timeout_ms / 1000.0);
     uint64_t *last = malloc((size_t)n * sizeof *last);
     unsigned char *in_set = calloc((size_t)n, 2), *printed = in_set ? in_set + n : NULL;
     if (!last || !in_set) {
         appendf(d, size, &len, "(out of host memory listing them)");
-    } else {
-        uint64_t mine = atomic_load_explicit(&sh->slots[comm->rank].arrivals, memory_order_relaxed);
-        for (int j = 0; j < n; j++) {
-            in_set[j] = atomic_load_explicit(&sh->slots[j].arrivals, memory_order_relaxed) < mine;
-            last[j] = atomic_load_explicit(&sh->slots[j].last_call, memory_order_relaxed);
-        }
+        free(last);
+        free(in_set);
+        return;
+    }
+    uint64_t mine = atomic_load_explicit(&sh->slots[rank].arrivals, memory_order_relaxed);
+    for (int j = 0; j < n; j++) {
+        in_set[j] = atomic_load_explicit(&sh->slots[j].arrivals, memory_order_relaxed) < mine;
+        last[j] = atomic_load_explicit(&sh->slots[j].last_call, memory_order_relaxed);
+    }
+    append_rank_set(d, size, &len, in_set, n);
+    appendf(d, size, &len, "; last calls:");
+    for (int j = 0; j < n; j++) {
+        if (printed[j]) continue;
+        for (int k = 0; k < n; k++) in_set[k] = k >= j && last[k] == last[j];
+        for (int k = j; k < n; k++) printed[k] |= in_set[k];
+        appendf(d, size, &len, "%s ranks ", j ? ";" : "");
         append_rank_set(d, size, &len, in_set, n);
-        appendf(d, size, &len, "; last calls:");
-        for (int j = 0; j < n; j++) {         /* ranks with the same last call grouped */
-            if (printed[j]) continue;
-            for (int k = 0; k < n; k++) in_set[k] = k >= j && last[k] == last[j];
-            for (int k = j; k < n; k++) printed[k] |= in_set[k];
-            appendf(d, size, &len, "%s ranks ", j ? ";" : "");
-            append_rank_set(d, size, &len, in_set, n);
-            if (last[j] == NO_CALL) appendf(d, size, &len, " no call yet");
-            else
-                appendf(d, size, &len, " %s seq %llu (%s)", shs_coll_op_name((shs_coll_op_t)((last[j] >> 1) & 0x7f)),
-                        (unsigned long long)(last[j] >> 8), last[j] & 1 ? "completed" : "in progress");
-        }
+        if (last[j] == NO_CALL) appendf(d, size, &len, " no call yet");
+        else
+            appendf(d, size, &len, " %s seq %llu (%s)", shs_coll_op_name((shs_coll_op_t)((last[j] >> 1) & 0x7f)),
+                    (unsigned long long)(last[j] >> 8), last[j] & 1 ? "completed" : "in progress");
     }
     free(last);
     free(in_set);
+}
 
-    /* The record is complete before GEN_FAILED can be seen; if the barrier
-     * completed meanwhile the CAS fails and nobody ever reads it. */
-    sh->fail_kind = FAIL_TIMEOUT;
-    sh->fail_rank = comm->rank;
-    sh->fail_seq = call->seq;
-    sh->fail_op = call->op;
-    uint32_t expected = g;
-    if (atomic_compare_exchange_strong(&sh->gen, &expected, g | GEN_FAILED)) futex_wake_all(&sh->gen);
-    else sh->fail_kind = FAIL_NONE;
-out:
+/* Called by a rank whose wait for generation `g` ran out. Fails the
+ * communicator unless the barrier completed meanwhile (the CAS decides); the
+ * record is complete before GEN_FAILED can be seen, and when the CAS fails
+ * nobody ever reads it. */
+static void declare_timeout(const shs_comm_t *comm, const shs__call_t *call, uint32_t g) {
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    pthread_mutex_lock(&sh->fail_mu);
+    if (sh->fail_kind == FAIL_NONE && atomic_load(&sh->gen) == g) {
+        format_timeout(sh, comm->rank, sh->fail_detail, sizeof sh->fail_detail);
+        sh->fail_kind = FAIL_TIMEOUT;
+        sh->fail_rank = comm->rank;
+        sh->fail_seq = call->seq;
+        sh->fail_op = call->op;
+        uint32_t expected = g;
+        if (atomic_compare_exchange_strong(&sh->gen, &expected, g | GEN_FAILED)) futex_wake_all(&sh->gen);
+        else sh->fail_kind = FAIL_NONE;
+    }
     pthread_mutex_unlock(&sh->fail_mu);
 }
 
