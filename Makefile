@@ -3,7 +3,6 @@
 #   make deps            install libcmocka-dev if missing (apt-get)
 #   make test            build and run every tests/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
-#   make bench           benchmarks (ratios, not timed tests)
 # Never add -ffast-math or -Ofast: bit-exactness depends on IEEE semantics.
 
 CC      ?= gcc
@@ -47,7 +46,7 @@ HEADERS   := $(wildcard include/shardsim/*.h src/*.h tests/*.h)
 LIB := $(BUILD)/libshardsim.a
 BIN := $(BUILD)/shardsim
 
-.PHONY: all test bench clean deps
+.PHONY: all test clean deps
 all: $(BIN) $(LIB)
 	@echo "$(if $(OMP),✓ OpenMP,✗ OpenMP off)$(if $(SAN), (SAN=$(SAN)),)"
 
@@ -73,9 +72,6 @@ test: $(TEST_BINS) $(BIN)
 	  if ! SHS_SHARED_DIR=$(SHARED) $$t; then fail=1; echo "FAILED: $$t"; fi; \
 	done; \
 	if [ $$fail -ne 0 ]; then echo "some tests FAILED"; exit 1; fi; echo "all test binaries passed"
-
-bench: $(BIN)
-	$(BIN) bench
 
 # Install what the tests need on Debian/Ubuntu (cmocka), if it is missing.
 deps:

@@ -25,6 +25,7 @@ typedef struct {
     const char *data_path;
     long steps;
     int check_ddp;
+    long inject_bitflip;   /* step after which to flip a parameter bit (0: never) */
     int device_mem_given;
 } train_opts_t;
 
@@ -56,6 +57,8 @@ static void train_usage(FILE *f) {
             "                         (default: this machine's RAM x 0.75 shared by the ranks)\n"
             "  --bucket-mb X          DDP gradient bucket size in MiB (default 25)\n"
             "  --timeout SEC          collective timeout (default %d)\n"
+            "  --inject-bitflip STEP  after step STEP flip the lowest bit of the last wte element\n"
+            "                         in the checked run (shows what --check reports)\n"
             "  -h, --help             this text\n",
             SHS_MAX_WORLD, d.world_size, shs_strategy_name(d.strategy), d.model.num_layers, d.model.num_heads,
             d.model.channels, d.model.context, d.micro_batch, (unsigned long long)d.seed,
@@ -104,6 +107,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         if (0) {}
         INT_OPT("--world", 1, SHS_MAX_WORLD, c->world_size)
         INT_OPT("--steps", 0, 100000000, o->steps)
+        INT_OPT("--inject-bitflip", 1, 100000000, o->inject_bitflip)
         INT_OPT("--layers", 1, SHS_GPT_MAX_LAYERS, c->model.num_layers)
         INT_OPT("--heads", 1, 65536, c->model.num_heads)
         INT_OPT("--channels", 1, 65536, c->model.channels)
@@ -289,6 +293,14 @@ int sim_cmd_train(int argc, char **argv) {
         total_time += dt;
         printf("step %*ld/%ld | loss %.6f | %8.1f ms | %7.0f tok/s", (int)snprintf(NULL, 0, "%ld", o.steps), step + 1,
                o.steps, (double)loss, dt * 1e3, (double)tokens_per_step / dt);
+        if (o.inject_bitflip == step + 1) {
+            size_t last_wte = lo->tensors[0].numel - 1;
+            if (shs_trainer_flip_param_bit(main_run, 0, last_wte) != SHS_OK) {
+                printf("\n");
+                report_error("bit flip");
+                goto done;
+            }
+        }
         if (ref_run) {
             float ref_loss;
             shs_param_diff_t diff;
@@ -311,12 +323,17 @@ int sim_cmd_train(int argc, char **argv) {
             }
             if (!shs_compare_snapshots(lo, cfg->world_size, snap_a, snap_b, &diff)) {
                 printf(" | ddp check: PARAMETERS DIFFER\n");
-                const char *tname = diff.tensor >= 0 ? lo->tensors[diff.tensor].name : "(padding)";
-                fprintf(stderr,
-                        "shardsim: check failed at step %ld: first difference in unit %s, tensor %s, element %zu: "
-                        "%.9g (%s) != %.9g (ddp)\n",
-                        step + 1, lo->units[diff.unit].name, tname, diff.index, (double)diff.a,
-                        shs_strategy_name(cfg->strategy), (double)diff.b);
+                char where[160];
+                if (diff.tensor >= 0) {
+                    const shs_tensor_info_t *ti = &lo->tensors[diff.tensor];
+                    snprintf(where, sizeof where, "tensor %s, element %zu (row %zu, col %zu)", ti->name, diff.index,
+                             diff.index / (size_t)ti->cols, diff.index % (size_t)ti->cols);
+                } else {
+                    snprintf(where, sizeof where, "padding element %zu (must stay 0)", diff.index);
+                }
+                fprintf(stderr, "shardsim: check failed at step %ld: first difference in unit %s, %s: %.9g (%s) != %.9g (ddp)\n",
+                        step + 1, lo->units[diff.unit].name, where, (double)diff.a, shs_strategy_name(cfg->strategy),
+                        (double)diff.b);
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }

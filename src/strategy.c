@@ -277,3 +277,17 @@ shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out) {
     memset(out, 0, u->shard.size * sizeof(float));
     return shs_memcpy_d2h(s->dev, out, src, avail * sizeof(float));
 }
+
+shs_status_t shs_strategy_flip_param_bit(shs_strategy_t *s, int unit, size_t index) {
+    if (unit < 0 || unit >= s->layout->num_units || index >= s->units[unit].numel)
+        return shs_set_error(SHS_INVALID_ARG, "bit flip: no element %zu in unit %d", index, unit);
+    unit_state_t *u = &s->units[unit];
+    float *p;
+    if (holds_full_params(s)) p = u->params + index;
+    else if (index >= u->shard.offset && index < u->shard.offset + u->shard.size) p = u->params + (index - u->shard.offset);
+    else return SHS_OK;
+    uint32_t bits;
+    SHS_CHECK(shs_memcpy_d2h(s->dev, &bits, p, sizeof bits));
+    bits ^= 1u;
+    return shs_memcpy_h2d(s->dev, p, &bits, sizeof bits);
+}

@@ -23,6 +23,8 @@ struct shs_trainer {
     long step;             /* steps completed */
     float loss;            /* written by rank 0 */
     float *snapshot_out;   /* target of the snapshot job */
+    int flip_unit;         /* arguments of the bit-flip job */
+    size_t flip_index;
 };
 
 shs_train_config_t shs_train_default_config(void) {
@@ -83,6 +85,11 @@ static shs_status_t snapshot_job(shs_rank_ctx_t *ctx, void *arg) {
         base += shs_padded_numel(numel, ctx->world_size);
     }
     return SHS_OK;
+}
+
+static shs_status_t flip_job(shs_rank_ctx_t *ctx, void *arg) {
+    shs_trainer_t *t = arg;
+    return shs_strategy_flip_param_bit(t->ranks[ctx->rank].strategy, t->flip_unit, t->flip_index);
 }
 
 static shs_status_t teardown_job(shs_rank_ctx_t *ctx, void *arg) {
@@ -169,6 +176,12 @@ size_t shs_trainer_snapshot_len(const shs_trainer_t *t) {
 shs_status_t shs_trainer_snapshot(shs_trainer_t *t, float *out) {
     t->snapshot_out = out;
     return shs_world_run(t->world, snapshot_job, t);
+}
+
+shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index) {
+    t->flip_unit = unit;
+    t->flip_index = index;
+    return shs_world_run(t->world, flip_job, t);
 }
 
 void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out) {

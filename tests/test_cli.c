@@ -125,6 +125,21 @@ static void test_train_check_ddp_passes(void **state) {
     }
 }
 
+/* A planted one-bit fault is found and named, with exit code 3. */
+static void test_check_names_first_difference(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("train", "--world", "3", "--strategy", "zero2", "--steps", "4", "--layers", "1",
+                                    "--channels", "16", "--context", "16", "--check", "ddp", "--inject-bitflip", "2",
+                                    NULL);
+    if (p->exit_code != 3) fail_msg("exit %d\n%s\n%s", p->exit_code, p->out, p->err);
+    assert_non_null(strstr(p->out, "step 1/4"));
+    assert_non_null(strstr(p->out, "ddp check: PARAMETERS DIFFER"));
+    assert_null(strstr(p->out, "step 3/4"));
+    /* wte is (256, 16): its last element is 4095 = row 255, col 15 */
+    assert_non_null(strstr(p->err, "check failed at step 2: first difference in unit embed, tensor wte, "
+                                   "element 4095 (row 255, col 15)"));
+}
+
 /* No --data: the built-in corpus, so a fresh machine needs nothing else. */
 static void test_train_builtin_corpus(void **state) {
     (void)state;
@@ -157,6 +172,7 @@ int main(void) {
         cmocka_unit_test(test_model_does_not_fit),
         cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_train_builtin_corpus),
+        cmocka_unit_test(test_check_names_first_difference),
         cmocka_unit_test(test_train_check_ddp_passes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -74,4 +74,10 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step);
  * Needs no communication for any strategy. */
 shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out);
 
+/* Fault injection for testing checkers: flip the least significant bit of
+ * element `index` of unit `unit`'s parameters in every copy this rank holds
+ * (all ranks for full-parameter stages, the owner only for ZeRO-3).
+ * Errors: SHS_INVALID_ARG for an index past the unit. */
+shs_status_t shs_strategy_flip_param_bit(shs_strategy_t *s, int unit, size_t index);
+
 #endif

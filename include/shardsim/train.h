@@ -61,6 +61,10 @@ int shs_trainer_world_size(const shs_trainer_t *t);
 size_t shs_trainer_snapshot_len(const shs_trainer_t *t);
 shs_status_t shs_trainer_snapshot(shs_trainer_t *t, float *out);
 
+/* Flip the lowest bit of one parameter element on every rank that holds it
+ * (shs_strategy_flip_param_bit): a planted fault for testing --check. */
+shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index);
+
 void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out);
 void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *out);
 
