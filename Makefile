@@ -1,6 +1,7 @@
 # shardsim - GNU Make build.
 #   make                 build/shardsim and build/libshardsim.a
-#   make deps            install libcmocka-dev if missing (apt-get)
+#   make deps            install libcmocka-dev and libjansson-dev if missing (apt-get)
+#   make bench           benchmarks: ratios measured in one run, not timed tests
 #   make test            build and run every tests/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
 # Never add -ffast-math or -Ofast: bit-exactness depends on IEEE semantics.
@@ -31,6 +32,13 @@ else
   $(error SAN must be empty, 'address' or 'thread')
 endif
 
+# jansson (JSON output of bench) is optional: found -> built in.
+JANSSON := $(shell echo '\#include <jansson.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo yes)
+ifeq ($(JANSSON),yes)
+  BASE_CFLAGS += -DSHS_HAVE_JANSSON
+  LDLIBS += -ljansson
+endif
+
 CFLAGS += $(BASE_CFLAGS) $(OMP) -DSHS_SHARED_DIR='"$(SHARED)"' -DSHS_BIN_PATH='"$(abspath $(BUILD))/shardsim"'
 LDLIBS += $(OMP)
 
@@ -46,9 +54,10 @@ HEADERS   := $(wildcard include/shardsim/*.h src/*.h tests/*.h)
 LIB := $(BUILD)/libshardsim.a
 BIN := $(BUILD)/shardsim
 
-.PHONY: all test clean deps
+.PHONY: all test bench clean deps
 all: $(BIN) $(LIB)
 	@echo "$(if $(OMP),✓ OpenMP,✗ OpenMP off)$(if $(SAN), (SAN=$(SAN)),)"
+	@echo "$(if $(JANSSON),✓ jansson: bench --format json,✗ jansson not found: bench --format json disabled (make deps installs it))"
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -73,12 +82,18 @@ test: $(TEST_BINS) $(BIN)
 	done; \
 	if [ $$fail -ne 0 ]; then echo "some tests FAILED"; exit 1; fi; echo "all test binaries passed"
 
+bench: $(BIN)
+	$(BIN) bench
+
 # Install what the tests need on Debian/Ubuntu (cmocka), if it is missing.
 deps:
-	@if [ -f /usr/include/cmocka.h ]; then echo "✓ cmocka found"; else \
-	  echo "✗ cmocka not found: installing libcmocka-dev"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libcmocka-dev; fi
+	@missing=""; \
+	for p in cmocka:libcmocka-dev jansson:libjansson-dev; do \
+	  h=$${p%%:*}; pkg=$${p#*:}; \
+	  if [ -f /usr/include/$$h.h ]; then echo "✓ $$h found"; else echo "✗ $$h not found: installing $$pkg"; missing="$$missing $$pkg"; fi; \
+	done; \
+	if [ -n "$$missing" ]; then SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
 
 clean:
 	rm -rf build

@@ -14,6 +14,7 @@ static void usage(FILE *f) {
             "\n"
             "commands:\n"
             "  train     train a GPT on simulated GPUs (threads) under a strategy\n"
+            "  bench     collective, training-step and matmul benchmarks (ratios)\n"
             "  help      this text; 'shardsim <command> --help' for a command's options\n"
             "  version   print the version\n");
 }
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return sim_cmd_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) return sim_cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return 0;

@@ -1,0 +1,78 @@
+/* bench.h - measurements behind `shardsim bench`: collective bandwidth in
+ * the nccl-tests conventions, memcpy bandwidth for the same working set, the
+ * CPU backend's matmul rate, and the machine's fp32 peak estimate.
+ *
+ * Conventions (nccl-tests, doc/PERFORMANCE.md):
+ *   size     all_reduce / broadcast: the buffer (count * dtype size);
+ *            all_gather: the receive buffer (N * sendcount * size);
+ *            reduce_scatter: the send buffer (N * recvcount * size)
+ *   algbw    size / time
+ *   busbw    algbw * 2(N-1)/N (all_reduce), * (N-1)/N (all_gather,
+ *            reduce_scatter), * 1 (broadcast)
+ * Memory traffic: the bytes any algorithm must move through memory
+ * (shs_bench_min_traffic). memcpy moves 2 bytes (read + write) per byte
+ * copied; both are counted the same way, so their ratio says how close a
+ * collective comes to the machine's copy bandwidth.
+ * What it is not: a timed test. Numbers depend on the machine and its load.
+ */
+#ifndef SHARDSIM_BENCH_H
+#define SHARDSIM_BENCH_H
+
+#include <stddef.h>
+
+#include "shardsim/comm.h"
+#include "shardsim/world.h"
+
+typedef struct {
+    shs_coll_op_t op;
+    int nranks;
+    size_t bytes;          /* nccl-tests size */
+    size_t count;          /* elements of that size */
+    shs_dtype_t dtype;
+    shs_redop_t redop;
+    int in_place;
+    int iters;
+    double time_us;        /* mean per call */
+    double algbw, busbw;   /* GB/s (1e9 bytes) */
+    double traffic;        /* minimal memory traffic per call, bytes */
+} shs_bench_coll_t;
+
+/* busbw / algbw for an op at N ranks (nccl-tests factors). */
+double shs_bench_busbw_factor(shs_coll_op_t op, int nranks);
+/* Minimal bytes read + written per call over all ranks, every input read
+ * once and every output written once (S = nccl-tests size):
+ * all_reduce N S + N S; all_gather S + N S; reduce_scatter N S + S;
+ * broadcast S + N S. */
+double shs_bench_min_traffic(shs_coll_op_t op, int nranks, size_t bytes);
+
+/* Time `op` (all_reduce, all_gather, reduce_scatter or broadcast; f32, sum,
+ * root 0) on world `w` for a nccl-tests size of `bytes` (rounded down to a
+ * multiple of 4 N). Runs warm-up calls, then enough calls for about
+ * `target_s` seconds (at least 3). Errors: collective errors, OOM. */
+shs_status_t shs_bench_collective(shs_world_t *w, shs_coll_op_t op, size_t bytes, int in_place, double target_s,
+                                  shs_bench_coll_t *out);
+
+/* memcpy bandwidth in bytes moved per second (read + write) over a working
+ * set of `working_set` bytes (half source, half destination), copied by
+ * `threads` threads in parallel, best of several repetitions. */
+double shs_bench_memcpy_bw(size_t working_set, int threads);
+
+/* GFLOP/s (2 BT C OC flops per call) of shs_matmul_forward on a CPU device
+ * with `threads` kernel threads. */
+double shs_bench_matmul_gflops(int BT, int C, int OC, int threads);
+
+typedef struct {
+    int cores;             /* online CPUs */
+    double ghz;            /* max frequency if the kernel reports it, else current */
+    int vector_floats;     /* f32 lanes of the widest vector ISA the CPU has */
+    int fma;               /* 1 if FMA is available */
+    int fma_units;         /* assumed vector FMA (or add+mul) pipes per core: 2 */
+    double peak_gflops;    /* cores * ghz * vector_floats * (fma ? 2 : 1) * fma_units */
+    char isa[16];          /* "avx512f", "avx2", "avx", "sse2" */
+} shs_cpu_peak_t;
+
+/* Estimate the fp32 peak from /proc/cpuinfo and cpufreq (Linux x86);
+ * fields are best effort elsewhere. */
+void shs_bench_cpu_peak(shs_cpu_peak_t *out);
+
+#endif

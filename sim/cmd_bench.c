@@ -1,0 +1,388 @@
+/* cmd_bench.c - `shardsim bench`: collective bandwidth tables in the
+ * nccl-tests format with the same run's memcpy bandwidth beside each row,
+ * training step time per strategy, and matmul GFLOP/s against the CPU's
+ * estimated fp32 peak. Text, or JSON through jansson when it was found at
+ * build time.
+ * What it is not: a pass/fail test; it reports ratios measured in one run.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef SHS_HAVE_JANSSON
+#include <jansson.h>
+#endif
+
+#include "args.h"
+#include "commands.h"
+#include "shardsim/bench.h"
+#include "shardsim/train.h"
+#include "shardsim/units.h"
+
+#define MAX_WORLDS 16
+
+typedef struct {
+    shs_coll_op_t ops[4];
+    int num_ops;
+    int worlds[MAX_WORLDS];
+    int num_worlds;
+    size_t min_bytes, max_bytes;
+    double factor;
+    int in_place;
+    double row_seconds;
+    int json;
+    int do_coll, do_train, do_matmul;
+    int train_steps;
+} bench_opts_t;
+
+static void bench_usage(FILE *f) {
+    fprintf(f,
+            "usage: shardsim bench [options]\n"
+            "\n"
+            "Measure collectives over threads (nccl-tests conventions), the training step per\n"
+            "strategy and the matmul rate; every figure is set beside a reference measured in\n"
+            "the same run (memcpy bandwidth, DDP step time, estimated fp32 peak).\n"
+            "\n"
+            "  --op OP            all_reduce | all_gather | reduce_scatter | broadcast | all\n"
+            "                     (default all; repeatable)\n"
+            "  --world N          ranks (default: 2, 4, 8, 16; repeatable)\n"
+            "  --min-bytes SIZE   smallest size (default 1K; nccl-tests -b)\n"
+            "  --max-bytes SIZE   largest size (default 256M; nccl-tests -e)\n"
+            "  --factor F         size multiplier between rows (default 4; nccl-tests -f)\n"
+            "  --in-place         in-place collectives (default out of place)\n"
+            "  --seconds S        target time per row (default 0.2)\n"
+            "  --only WHAT        coll | train | matmul (default all three; repeatable)\n"
+            "  --train-steps N    timed steps per strategy (default 4)\n"
+            "  --format F         text | json (default text)\n"
+            "  -h, --help         this text\n");
+}
+
+static int bench_error(const char *what, const char *detail) {
+    fprintf(stderr, "shardsim: error: %s%s (see 'shardsim bench --help')\n", what, detail ? detail : "");
+    return SIM_EXIT_USAGE;
+}
+
+static int parse_op(const char *s, bench_opts_t *o) {
+    static const shs_coll_op_t all[] = {SHS_OP_ALL_REDUCE, SHS_OP_ALL_GATHER, SHS_OP_REDUCE_SCATTER, SHS_OP_BROADCAST};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(s, "all") == 0 || strcmp(s, shs_coll_op_name(all[i])) == 0) {
+            int dup = 0;
+            for (int k = 0; k < o->num_ops; k++) dup |= o->ops[k] == all[i];
+            if (!dup) o->ops[o->num_ops++] = all[i];
+            if (strcmp(s, "all") != 0) return 0;
+        }
+    }
+    return strcmp(s, "all") == 0 ? 0 : -1;
+}
+
+static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
+    char err[256];
+    memset(o, 0, sizeof *o);
+    o->min_bytes = 1024;
+    o->max_bytes = (size_t)256 << 20;
+    o->factor = 4;
+    o->row_seconds = 0.2;
+    o->train_steps = 4;
+    int only = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long iv;
+        double fv;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            bench_usage(stdout);
+            return SIM_EXIT_OK;
+        }
+        if (strcmp(a, "--in-place") == 0) {
+            o->in_place = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) return bench_error("unexpected argument ", a);
+        if (!v) return bench_error("missing value for ", a);
+        i++;
+        if (strcmp(a, "--op") == 0) {
+            if (parse_op(v, o)) return bench_error("unknown --op ", v);
+        } else if (strcmp(a, "--world") == 0) {
+            if (sim_parse_int(v, 1, SHS_MAX_WORLD, &iv, err, sizeof err)) return bench_error("--world: ", err);
+            if (o->num_worlds == MAX_WORLDS) return bench_error("too many --world values", NULL);
+            o->worlds[o->num_worlds++] = (int)iv;
+        } else if (strcmp(a, "--min-bytes") == 0) {
+            if (shs_parse_bytes(v, &o->min_bytes, err, sizeof err)) return bench_error("--min-bytes: ", err);
+        } else if (strcmp(a, "--max-bytes") == 0) {
+            if (shs_parse_bytes(v, &o->max_bytes, err, sizeof err)) return bench_error("--max-bytes: ", err);
+        } else if (strcmp(a, "--factor") == 0) {
+            if (sim_parse_float(v, 1.01, 1024, &fv, err, sizeof err)) return bench_error("--factor: ", err);
+            o->factor = fv;
+        } else if (strcmp(a, "--seconds") == 0) {
+            if (sim_parse_float(v, 0.001, 60, &fv, err, sizeof err)) return bench_error("--seconds: ", err);
+            o->row_seconds = fv;
+        } else if (strcmp(a, "--train-steps") == 0) {
+            if (sim_parse_int(v, 1, 1000, &iv, err, sizeof err)) return bench_error("--train-steps: ", err);
+            o->train_steps = (int)iv;
+        } else if (strcmp(a, "--only") == 0) {
+            only = 1;
+            if (strcmp(v, "coll") == 0) o->do_coll = 1;
+            else if (strcmp(v, "train") == 0) o->do_train = 1;
+            else if (strcmp(v, "matmul") == 0) o->do_matmul = 1;
+            else return bench_error("unknown --only ", v);
+        } else if (strcmp(a, "--format") == 0) {
+            if (strcmp(v, "json") == 0) o->json = 1;
+            else if (strcmp(v, "text") != 0) return bench_error("unknown --format ", v);
+        } else {
+            return bench_error("unknown option ", a);
+        }
+    }
+    if (!only) o->do_coll = o->do_train = o->do_matmul = 1;
+    if (!o->num_ops) parse_op("all", o);
+    if (!o->num_worlds) {
+        static const int def[] = {2, 4, 8, 16};
+        memcpy(o->worlds, def, sizeof def);
+        o->num_worlds = 4;
+    }
+    if (o->min_bytes > o->max_bytes) return bench_error("--min-bytes is larger than --max-bytes", NULL);
+    if (o->max_bytes > ((size_t)1 << 36)) return bench_error("--max-bytes is larger than 64 GiB", NULL);
+    return -1;
+}
+
+/* Everything measured, kept for the JSON report. */
+typedef struct {
+    shs_bench_coll_t *coll;
+    double *coll_memcpy, *coll_ratio;
+    int num_coll, cap_coll;
+    double train_ms[SHS_NUM_STRATEGIES];
+    int train_world, have_train;
+    struct { const char *what; int BT, C, OC; double gflops; } mm[8];
+    int num_mm;
+    shs_cpu_peak_t peak;
+} results_t;
+
+static void add_coll(results_t *r, const shs_bench_coll_t *c, double mbw, double ratio) {
+    if (r->num_coll == r->cap_coll) {
+        int cap = r->cap_coll ? 2 * r->cap_coll : 64;
+        shs_bench_coll_t *nc = realloc(r->coll, (size_t)cap * sizeof *nc);
+        double *nm = realloc(r->coll_memcpy, (size_t)cap * sizeof *nm);
+        double *nr = realloc(r->coll_ratio, (size_t)cap * sizeof *nr);
+        if (nc) r->coll = nc;
+        if (nm) r->coll_memcpy = nm;
+        if (nr) r->coll_ratio = nr;
+        if (!nc || !nm || !nr) return;
+        r->cap_coll = cap;
+    }
+    r->coll[r->num_coll] = *c;
+    r->coll_memcpy[r->num_coll] = mbw;
+    r->coll_ratio[r->num_coll++] = ratio;
+}
+
+/* memcpy bandwidth by working set, measured once per size in this run */
+typedef struct {
+    size_t ws[256];
+    double bw[256];
+    int n;
+} memcpy_cache_t;
+
+static double memcpy_bw(memcpy_cache_t *c, size_t ws) {
+    for (int i = 0; i < c->n; i++)
+        if (c->ws[i] == ws) return c->bw[i];
+    double bw = shs_bench_memcpy_bw(ws, 2);
+    if (c->n < 256) {
+        c->ws[c->n] = ws;
+        c->bw[c->n++] = bw;
+    }
+    return bw;
+}
+
+/* Bytes every rank's buffers occupy together (the collective's working set). */
+static size_t working_set(shs_coll_op_t op, int n, size_t bytes, int in_place) {
+    size_t per_rank_in = op == SHS_OP_ALL_GATHER ? bytes / n : bytes;
+    size_t per_rank_out = op == SHS_OP_REDUCE_SCATTER ? bytes / n : bytes;
+    size_t per_rank = in_place ? (per_rank_in > per_rank_out ? per_rank_in : per_rank_out) : per_rank_in + per_rank_out;
+    return per_rank * (size_t)n;
+}
+
+static int run_collectives(const bench_opts_t *o, results_t *res) {
+    memcpy_cache_t cache = {0};
+    double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (!o->json)
+        printf("# collectives over threads: f32, sum, root 0, %s; memcpy = 2 threads over the same working set\n"
+               "# traffic/memcpy = (minimal bytes read+written by all ranks per call / time) / memcpy bytes per s\n",
+               o->in_place ? "in place" : "out of place");
+    for (int wi = 0; wi < o->num_worlds; wi++) {
+        int n = o->worlds[wi];
+        shs_world_t *w;
+        shs_world_config_t wc = {.world_size = n, .device_mem = SIZE_MAX, .timeout_ms = 600000, .name = "bench"};
+        if (shs_world_create(&w, &wc) != SHS_OK) {
+            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            return SIM_EXIT_ERROR;
+        }
+        for (int oi = 0; oi < o->num_ops; oi++) {
+            shs_coll_op_t op = o->ops[oi];
+            if (!o->json)
+                printf("#\n# %s  nranks %d\n# %12s %12s %5s %6s %10s %12s %8s %11s %11s\n", shs_coll_op_name(op), n,
+                       "size(B)", "count", "type", "redop", "time(us)", "memcpy(GB/s)", "traffic/", "algbw(GB/s)",
+                       "busbw(GB/s)");
+            for (double sz = (double)o->min_bytes; sz <= (double)o->max_bytes * 1.0000001; sz *= o->factor) {
+                size_t bytes = (size_t)sz;
+                if (bytes < (size_t)n * 4) continue;
+                size_t ws = working_set(op, n, bytes, o->in_place);
+                if ((double)ws > 0.5 * ram) {
+                    if (!o->json) printf("  %12zu  (skipped: %zu bytes of buffers exceed half of RAM)\n", bytes, ws);
+                    continue;
+                }
+                shs_bench_coll_t r;
+                if (shs_bench_collective(w, op, bytes, o->in_place, o->row_seconds, &r) != SHS_OK) {
+                    fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+                    shs_world_destroy(w);
+                    return SIM_EXIT_ERROR;
+                }
+                double mbw = memcpy_bw(&cache, ws);
+                double ratio = mbw > 0 ? r.traffic / (r.time_us * 1e-6) / mbw : 0;
+                add_coll(res, &r, mbw, ratio);
+                if (!o->json) {
+                    printf("  %12zu %12zu %5s %6s %10.2f %12.2f %8.3f %11.3f %11.3f\n", r.bytes, r.count, "f32", "sum",
+                           r.time_us, mbw / 1e9, ratio, r.algbw, r.busbw);
+                    fflush(stdout);
+                }
+            }
+        }
+        shs_world_destroy(w);
+    }
+    return SIM_EXIT_OK;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Default model at world 4; steps of the four strategies interleaved so
+ * that machine noise hits them alike. */
+static int run_training(const bench_opts_t *o, results_t *res) {
+    shs_corpus_t corpus;
+    shs_corpus_builtin(&corpus);
+    shs_trainer_t *t[SHS_NUM_STRATEGIES] = {0};
+    double total[SHS_NUM_STRATEGIES] = {0};
+    int rc = SIM_EXIT_ERROR;
+    shs_train_config_t cfg = shs_train_default_config();
+    for (int k = 0; k < SHS_NUM_STRATEGIES; k++) {
+        cfg.strategy = (shs_strategy_kind_t)k;
+        float loss;
+        if (shs_trainer_create(&t[k], &cfg, &corpus) != SHS_OK || shs_trainer_step(t[k], &loss) != SHS_OK) goto out;
+    }
+    for (int s = 0; s < o->train_steps; s++) {
+        for (int k = 0; k < SHS_NUM_STRATEGIES; k++) {
+            float loss;
+            double t0 = now_s();
+            if (shs_trainer_step(t[k], &loss) != SHS_OK) goto out;
+            total[k] += now_s() - t0;
+        }
+    }
+    if (!o->json)
+        printf("#\n# training step: default model (L=%d C=%d T=%d), world %d, micro-batch %d, %d interleaved steps each\n"
+               "# %-10s %12s %12s\n",
+               cfg.model.num_layers, cfg.model.channels, cfg.model.context, cfg.world_size, cfg.micro_batch,
+               o->train_steps, "strategy", "step(ms)", "ratio/ddp");
+    for (int k = 0; k < SHS_NUM_STRATEGIES; k++) {
+        double ms = total[k] / o->train_steps * 1e3, ratio = total[k] / total[SHS_DDP];
+        res->train_ms[k] = ms;
+        if (!o->json)
+            printf("  %-10s %12.1f %12.3f\n", shs_strategy_name((shs_strategy_kind_t)k), ms, ratio);
+    }
+    res->train_world = cfg.world_size;
+    res->have_train = 1;
+    rc = SIM_EXIT_OK;
+out:
+    if (rc != SIM_EXIT_OK) fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+    for (int k = 0; k < SHS_NUM_STRATEGIES; k++) shs_trainer_destroy(t[k]);
+    return rc;
+}
+
+static int run_matmul(const bench_opts_t *o, results_t *res) {
+    shs_cpu_peak_t peak;
+    shs_bench_cpu_peak(&peak);
+    res->peak = peak;
+    /* the default model's shapes (BT = 4 x 64) and a GPT-2 small layer */
+    static const struct { const char *what; int BT, C, OC; } shapes[] = {
+        {"attn qkv", 256, 128, 384},   {"attn proj", 256, 128, 128}, {"mlp fc", 256, 128, 512},
+        {"mlp proj", 256, 512, 128},   {"lm head", 256, 128, 256},   {"gpt2 mlp fc", 1024, 768, 3072},
+    };
+    if (!o->json)
+        printf("#\n# matmul forward (CPU backend, %d threads); fp32 peak estimate: %d cores x %.2f GHz x %d lanes (%s)"
+               " x %d (fma) x %d pipes = %.0f GFLOP/s\n# %-12s %6s %6s %6s %10s %10s\n",
+               peak.cores, peak.cores, peak.ghz, peak.vector_floats, peak.isa, peak.fma ? 2 : 1, peak.fma_units,
+               peak.peak_gflops, "shape", "BT", "C", "OC", "GFLOP/s", "of peak");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        double g = shs_bench_matmul_gflops(shapes[i].BT, shapes[i].C, shapes[i].OC, peak.cores);
+        double frac = peak.peak_gflops > 0 ? g / peak.peak_gflops : 0;
+        res->mm[res->num_mm].what = shapes[i].what;
+        res->mm[res->num_mm].BT = shapes[i].BT;
+        res->mm[res->num_mm].C = shapes[i].C;
+        res->mm[res->num_mm].OC = shapes[i].OC;
+        res->mm[res->num_mm++].gflops = g;
+        if (!o->json)
+            printf("  %-12s %6d %6d %6d %10.1f %9.1f%%\n", shapes[i].what, shapes[i].BT, shapes[i].C, shapes[i].OC, g,
+                   100 * frac);
+    }
+    return SIM_EXIT_OK;
+}
+
+#ifdef SHS_HAVE_JANSSON
+static void print_json(const results_t *r) {
+    json_t *root = json_object(), *coll = json_array(), *train = json_array(), *mm = json_array();
+    for (int i = 0; i < r->num_coll; i++) {
+        const shs_bench_coll_t *c = &r->coll[i];
+        json_array_append_new(coll, json_pack("{s:s,s:i,s:I,s:I,s:s,s:s,s:b,s:i,s:f,s:f,s:f,s:f,s:f}", "op",
+                                              shs_coll_op_name(c->op), "nranks", c->nranks, "size_bytes",
+                                              (json_int_t)c->bytes, "count", (json_int_t)c->count, "type", "f32",
+                                              "redop", "sum", "in_place", c->in_place, "iters", c->iters, "time_us",
+                                              c->time_us, "memcpy_GBps", r->coll_memcpy[i] / 1e9,
+                                              "traffic_over_memcpy", r->coll_ratio[i], "algbw_GBps", c->algbw,
+                                              "busbw_GBps", c->busbw));
+    }
+    for (int k = 0; r->have_train && k < SHS_NUM_STRATEGIES; k++)
+        json_array_append_new(train, json_pack("{s:s,s:i,s:f,s:f}", "strategy", shs_strategy_name((shs_strategy_kind_t)k),
+                                               "world", r->train_world, "step_ms", r->train_ms[k], "ratio_to_ddp",
+                                               r->train_ms[k] / r->train_ms[SHS_DDP]));
+    for (int i = 0; i < r->num_mm; i++)
+        json_array_append_new(mm, json_pack("{s:s,s:i,s:i,s:i,s:f,s:f}", "shape", r->mm[i].what, "BT", r->mm[i].BT, "C",
+                                            r->mm[i].C, "OC", r->mm[i].OC, "gflops", r->mm[i].gflops, "of_peak",
+                                            r->peak.peak_gflops > 0 ? r->mm[i].gflops / r->peak.peak_gflops : 0.0));
+    json_object_set_new(root, "collectives", coll);
+    json_object_set_new(root, "train", train);
+    json_object_set_new(root, "matmul", mm);
+    if (r->num_mm)
+        json_object_set_new(root, "cpu", json_pack("{s:i,s:f,s:s,s:b,s:i,s:f}", "cores", r->peak.cores, "ghz",
+                                                   r->peak.ghz, "isa", r->peak.isa, "fma", r->peak.fma,
+                                                   "vector_floats", r->peak.vector_floats, "peak_gflops",
+                                                   r->peak.peak_gflops));
+    json_dumpf(root, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(root);
+}
+#endif
+
+int sim_cmd_bench(int argc, char **argv) {
+    bench_opts_t o;
+    int rc = parse_bench_args(argc, argv, &o);
+    if (rc >= 0) return rc;
+#ifndef SHS_HAVE_JANSSON
+    if (o.json) {
+        fprintf(stderr, "shardsim: error: --format json needs jansson, which this build did not find (make deps)\n");
+        return SIM_EXIT_USAGE;
+    }
+#endif
+    results_t res = {0};
+    rc = SIM_EXIT_OK;
+    if (o.do_coll) rc = run_collectives(&o, &res);
+    if (rc == SIM_EXIT_OK && o.do_train) rc = run_training(&o, &res);
+    if (rc == SIM_EXIT_OK && o.do_matmul) rc = run_matmul(&o, &res);
+#ifdef SHS_HAVE_JANSSON
+    if (rc == SIM_EXIT_OK && o.json) print_json(&res);
+#endif
+    free(res.coll);
+    free(res.coll_memcpy);
+    free(res.coll_ratio);
+    return rc;
+}

@@ -1,0 +1,120 @@
+/* test_bench.c - the benchmark's arithmetic and output, not its speed:
+ * nccl-tests bus-bandwidth factors and minimal-traffic closed forms, sizes
+ * and counts per op, and `shardsim bench` output (text rows start with the
+ * size and end with busbw; JSON parses and has every row). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+#ifdef SHS_HAVE_JANSSON
+#include <jansson.h>
+#endif
+
+#include "harness.h"
+#include "shardsim/bench.h"
+
+static void test_busbw_factors_and_traffic(void **state) {
+    (void)state;
+    assert_true(shs_bench_busbw_factor(SHS_OP_ALL_REDUCE, 4) == 1.5);
+    assert_true(shs_bench_busbw_factor(SHS_OP_ALL_GATHER, 4) == 0.75);
+    assert_true(shs_bench_busbw_factor(SHS_OP_REDUCE_SCATTER, 8) == 0.875);
+    assert_true(shs_bench_busbw_factor(SHS_OP_BROADCAST, 8) == 1.0);
+    assert_true(shs_bench_min_traffic(SHS_OP_ALL_REDUCE, 4, 1000) == 8000.0);
+    assert_true(shs_bench_min_traffic(SHS_OP_ALL_GATHER, 4, 1000) == 5000.0);
+    assert_true(shs_bench_min_traffic(SHS_OP_REDUCE_SCATTER, 4, 1000) == 5000.0);
+    assert_true(shs_bench_min_traffic(SHS_OP_BROADCAST, 4, 1000) == 5000.0);
+}
+
+static void test_matmul_rate_and_peak(void **state) {
+    (void)state;
+    assert_true(shs_bench_matmul_gflops(16, 24, 40, 1) > 0);
+    shs_cpu_peak_t p;
+    shs_bench_cpu_peak(&p);
+    assert_true(p.cores >= 1);
+    assert_true(p.vector_floats >= 4);
+    assert_true(p.peak_gflops == p.cores * p.ghz * p.vector_floats * (p.fma ? 2 : 1) * p.fma_units);
+}
+
+static void test_collective_sizes(void **state) {
+    (void)state;
+    shs_world_t *w;
+    shs_world_config_t cfg = {.world_size = 3, .device_mem = SIZE_MAX, .timeout_ms = 20000, .name = "b"};
+    assert_int_equal(shs_world_create(&w, &cfg), SHS_OK);
+    static const shs_coll_op_t ops[] = {SHS_OP_ALL_REDUCE, SHS_OP_ALL_GATHER, SHS_OP_REDUCE_SCATTER, SHS_OP_BROADCAST};
+    for (int ip = 0; ip < 2; ip++) {
+        for (int i = 0; i < 4; i++) {
+            shs_bench_coll_t r;
+            assert_int_equal(shs_bench_collective(w, ops[i], 3010, ip, 0.001, &r), SHS_OK);
+            assert_int_equal(r.bytes, 3000); /* whole f32 elements, a multiple of N */
+            assert_int_equal(r.count, 750);
+            assert_true(r.iters >= 3);
+            assert_true(r.time_us > 0);
+            assert_true(r.busbw == r.algbw * shs_bench_busbw_factor(ops[i], 3));
+        }
+    }
+    shs_world_destroy(w);
+}
+
+static void test_cli_text_rows(void **state) {
+    (void)state;
+    char *argv[] = {SHS_BIN_PATH, "bench", "--only", "coll", "--world", "2", "--op", "reduce_scatter", "--min-bytes",
+                    "1K", "--max-bytes", "16K", "--seconds", "0.005", NULL};
+    static test_proc_t p;
+    test_run_process(argv, 120, &p);
+    assert_int_equal(p.exit_code, 0);
+    int rows = 0;
+    for (char *line = strtok(p.out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        unsigned long size;
+        double cols[6];
+        char type[8], op[8];
+        assert_int_equal(sscanf(line, "%lu %*u %7s %7s %lf %lf %lf %lf %lf", &size, type, op, &cols[0], &cols[1],
+                                &cols[2], &cols[3], &cols[4]), 8);
+        assert_int_equal(size, 1024ul << (2 * rows));   /* 1K, 4K, 16K: nccl-tests -f 4 */
+        assert_true(cols[4] == cols[4] && cols[4] > 0);  /* last column: busbw */
+        rows++;
+    }
+    assert_int_equal(rows, 3);
+    char *bad[] = {SHS_BIN_PATH, "bench", "--op", "all_to_all", NULL};
+    test_run_process(bad, 60, &p);
+    assert_int_equal(p.exit_code, 2);
+    assert_non_null(strstr(p.err, "unknown --op all_to_all"));
+}
+
+#ifdef SHS_HAVE_JANSSON
+static void test_cli_json(void **state) {
+    (void)state;
+    char *argv[] = {SHS_BIN_PATH, "bench", "--only", "coll", "--world", "2", "--world", "3", "--op",
+                    "all_reduce", "--min-bytes", "4K", "--max-bytes", "8K", "--factor", "2", "--seconds", "0.005",
+                    "--format", "json", NULL};
+    static test_proc_t p;
+    test_run_process(argv, 300, &p);
+    assert_int_equal(p.exit_code, 0);
+    json_error_t err;
+    json_t *root = json_loads(p.out, 0, &err);
+    if (!root) fail_msg("bench JSON does not parse: %s (line %d)\n%s", err.text, err.line, p.out);
+    json_t *coll = json_object_get(root, "collectives");
+    assert_int_equal(json_array_size(coll), 4); /* 2 worlds x 2 sizes */
+    json_t *row = json_array_get(coll, 3);
+    assert_int_equal(json_integer_value(json_object_get(row, "nranks")), 3);
+    assert_int_equal(json_integer_value(json_object_get(row, "size_bytes")), 8184); /* 8K rounded to 12-byte multiples */
+    assert_true(json_real_value(json_object_get(row, "busbw_GBps")) > 0);
+    assert_int_equal(json_array_size(json_object_get(root, "matmul")), 0); /* not asked for */
+    json_decref(root);
+}
+#endif
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_busbw_factors_and_traffic),
+        cmocka_unit_test(test_collective_sizes),
+        cmocka_unit_test(test_matmul_rate_and_peak),
+        cmocka_unit_test(test_cli_text_rows),
+#ifdef SHS_HAVE_JANSSON
+        cmocka_unit_test(test_cli_json),
+#endif
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
