@@ -8,7 +8,8 @@
 
 CC      ?= gcc
 SAN     ?=
-SHARED  ?= $(abspath ../shared)
+# The shared data the tests read: $(SHARED), or $SHS_SHARED_DIR if set, else ../shared.
+SHARED  ?= $(if $(SHS_SHARED_DIR),$(SHS_SHARED_DIR),$(abspath ../shared))
 
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O2 -Wall -Wextra -Wshadow \
                -Wno-unused-parameter -ffp-contract=off -pthread

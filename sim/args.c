@@ -11,8 +11,12 @@ int sim_parse_int(const char *s, long min, long max, long *out, char *err, size_
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || errno) {
+    if (!*s || *end || (errno && errno != ERANGE)) {
         snprintf(err, errlen, "'%s' is not an integer", s);
+        return -1;
+    }
+    if (errno == ERANGE) {
+        snprintf(err, errlen, "%s is out of range %ld..%ld", s, min, max);
         return -1;
     }
     if (v < min || v > max) {

@@ -5,6 +5,7 @@
  * after every step.
  * What it is not: the training loop itself (src/train.c).
  */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -57,8 +58,9 @@ static void train_usage(FILE *f) {
             "                         (default: this machine's RAM x 0.75 shared by the ranks)\n"
             "  --bucket-mb X          DDP gradient bucket size in MiB (default 25)\n"
             "  --timeout SEC          collective timeout (default %d)\n"
-            "  --inject-bitflip STEP  after step STEP flip the lowest bit of the last wte element\n"
-            "                         in the checked run (shows what --check reports)\n"
+            "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
+            "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
+            "                         --check reports; needs --check ddp\n"
             "  -h, --help             this text\n",
             SHS_MAX_WORLD, d.world_size, shs_strategy_name(d.strategy), d.model.num_layers, d.model.num_heads,
             d.model.channels, d.model.context, d.micro_batch, (unsigned long long)d.seed,
@@ -72,13 +74,88 @@ static int usage_error(const char *fmt, const char *a, const char *b) {
     return SIM_EXIT_USAGE;
 }
 
+/* The options of `train`: each parsed by type and range, then applied in
+ * apply_options() so that their order on the command line never matters. */
+typedef enum {
+    O_WORLD, O_STEPS, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_SEED, O_INJECT_BITFLIP,
+    O_LR, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WEIGHT_DECAY, O_TIMEOUT, O_BUCKET_MB,
+    O_DEVICE_MEM, O_STRATEGY, O_OPTIMIZER, O_DATA, O_CHECK, O_NUM_OPTIONS
+} opt_id_t;
+
+typedef enum { T_INT, T_F32, T_FLOAT, T_STR } opt_type_t;
+
+static const struct {
+    const char *name;
+    opt_type_t type;
+    double lo, hi;           /* inclusive range (T_INT, T_F32, T_FLOAT) */
+    int hi_open;             /* the upper bound itself is excluded */
+} options[O_NUM_OPTIONS] = {
+    [O_WORLD] = {"--world", T_INT, 1, SHS_MAX_WORLD, 0},
+    [O_STEPS] = {"--steps", T_INT, 1, 100000000, 0},
+    [O_LAYERS] = {"--layers", T_INT, 1, SHS_GPT_MAX_LAYERS, 0},
+    [O_HEADS] = {"--heads", T_INT, 1, 65536, 0},
+    [O_CHANNELS] = {"--channels", T_INT, 1, 65536, 0},
+    [O_CONTEXT] = {"--context", T_INT, 1, 65536, 0},
+    [O_MICRO_BATCH] = {"--micro-batch", T_INT, 1, 65536, 0},
+    [O_SEED] = {"--seed", T_INT, 0, (double)LONG_MAX, 0},
+    [O_INJECT_BITFLIP] = {"--inject-bitflip", T_INT, 1, 100000000, 0},
+    [O_LR] = {"--lr", T_F32, 0, 1e6, 0},
+    [O_BETA1] = {"--beta1", T_F32, 0, 1, 1},       /* torch: 0 <= beta < 1 */
+    [O_BETA2] = {"--beta2", T_F32, 0, 1, 1},
+    [O_EPS] = {"--eps", T_F32, 0, 1, 0},
+    [O_MOMENTUM] = {"--momentum", T_F32, 0, 1, 0},
+    [O_WEIGHT_DECAY] = {"--weight-decay", T_F32, 0, 1e6, 0},
+    [O_TIMEOUT] = {"--timeout", T_FLOAT, 0.001, 86400, 0},
+    [O_BUCKET_MB] = {"--bucket-mb", T_FLOAT, 0.001, 1048576, 0},
+    [O_DEVICE_MEM] = {"--device-mem", T_STR, 0, 0, 0},
+    [O_STRATEGY] = {"--strategy", T_STR, 0, 0, 0},
+    [O_OPTIMIZER] = {"--optimizer", T_STR, 0, 0, 0},
+    [O_DATA] = {"--data", T_STR, 0, 0, 0},
+    [O_CHECK] = {"--check", T_STR, 0, 0, 0},
+};
+
+typedef struct {
+    int given[O_NUM_OPTIONS];
+    double num[O_NUM_OPTIONS];
+    const char *str[O_NUM_OPTIONS];
+} parsed_t;
+
+static int parse_value(opt_id_t id, const char *val, parsed_t *p) {
+    char err[256];
+    const char *name = options[id].name;
+    long iv;
+    double fv;
+    switch (options[id].type) {
+    case T_INT:
+        if (sim_parse_int(val, (long)options[id].lo, (long)options[id].hi, &iv, err, sizeof err))
+            return usage_error("%s: %s", name, err);
+        p->num[id] = (double)iv;
+        break;
+    case T_F32:
+    case T_FLOAT:
+        if (sim_parse_float(val, options[id].lo, options[id].hi, &fv, err, sizeof err))
+            return usage_error("%s: %s", name, err);
+        if (options[id].hi_open && fv >= options[id].hi) {
+            snprintf(err, sizeof err, "%g is out of range [%g, %g)", fv, options[id].lo, options[id].hi);
+            return usage_error("%s: %s", name, err);
+        }
+        if (options[id].type == T_F32 && fv != 0.0 && (float)fv == 0.0f) {
+            snprintf(err, sizeof err, "%g is below the smallest f32 (about 1.4e-45)", fv);
+            return usage_error("%s: %s", name, err);
+        }
+        p->num[id] = fv;
+        break;
+    case T_STR:
+        p->str[id] = val;
+        break;
+    }
+    p->given[id] = 1;
+    return -1;
+}
+
 /* Parse argv into o. Returns -1 to continue, or an exit code. */
 static int parse_train_args(int argc, char **argv, train_opts_t *o) {
-    char err[256];
-    int wd_given = 0;
-    double wd = 0;
-    o->cfg = shs_train_default_config();
-    o->steps = 50;
+    parsed_t p = {0};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -88,79 +165,70 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         if (strncmp(arg, "--", 2) != 0) return usage_error("unexpected argument '%s'%s", arg, "");
         char name[64];
         const char *val = NULL, *eq = strchr(arg, '=');
-        if (eq) {
-            snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
-            val = eq + 1;
-        } else {
-            snprintf(name, sizeof name, "%s", arg);
-            if (i + 1 < argc) val = argv[i + 1];
-        }
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+        int id = -1;
+        for (int k = 0; k < O_NUM_OPTIONS; k++)
+            if (strcmp(name, options[k].name) == 0) id = k;
+        if (id < 0) return usage_error("unknown option '%s'%s", name, "");
+        if (eq) val = eq + 1;
+        else if (i + 1 < argc) val = argv[++i];
         if (!val) return usage_error("option %s needs a value%s", name, "");
-        long iv;
-        double fv;
-        int bad = 0;
-        shs_train_config_t *c = &o->cfg;
-#define INT_OPT(opt, lo, hi, dst) \
-    else if (strcmp(name, opt) == 0) { if (sim_parse_int(val, lo, hi, &iv, err, sizeof err)) bad = 1; else dst = iv; }
-#define FLT_OPT(opt, lo, hi, dst) \
-    else if (strcmp(name, opt) == 0) { if (sim_parse_float(val, lo, hi, &fv, err, sizeof err)) bad = 1; else dst = (float)fv; }
-        if (0) {}
-        INT_OPT("--world", 1, SHS_MAX_WORLD, c->world_size)
-        INT_OPT("--steps", 0, 100000000, o->steps)
-        INT_OPT("--inject-bitflip", 1, 100000000, o->inject_bitflip)
-        INT_OPT("--layers", 1, SHS_GPT_MAX_LAYERS, c->model.num_layers)
-        INT_OPT("--heads", 1, 65536, c->model.num_heads)
-        INT_OPT("--channels", 1, 65536, c->model.channels)
-        INT_OPT("--context", 1, 65536, c->model.context)
-        INT_OPT("--micro-batch", 1, 65536, c->micro_batch)
-        FLT_OPT("--lr", 0, 1e6, c->optim.lr)
-        FLT_OPT("--beta1", 0, 1, c->optim.beta1)
-        FLT_OPT("--beta2", 0, 1, c->optim.beta2)
-        FLT_OPT("--eps", 0, 1, c->optim.eps)
-        FLT_OPT("--momentum", 0, 1, c->optim.momentum)
-        else if (strcmp(name, "--seed") == 0) {
-            if (sim_parse_int(val, 0, LONG_MAX, &iv, err, sizeof err)) bad = 1;
-            else c->seed = (uint64_t)iv;
-        } else if (strcmp(name, "--weight-decay") == 0) {
-            if (sim_parse_float(val, 0, 1e6, &wd, err, sizeof err)) bad = 1;
-            else wd_given = 1;
-        } else if (strcmp(name, "--timeout") == 0) {
-            if (sim_parse_float(val, 0.001, 86400, &fv, err, sizeof err)) bad = 1;
-            else c->timeout_ms = (int)ceil(fv * 1000.0);
-        } else if (strcmp(name, "--bucket-mb") == 0) {
-            if (sim_parse_float(val, 0.001, 1048576, &fv, err, sizeof err)) bad = 1;
-            else c->bucket_bytes = (size_t)(fv * 1048576.0);
-        } else if (strcmp(name, "--device-mem") == 0) {
-            if (shs_parse_bytes(val, &c->device_mem, err, sizeof err)) bad = 1;
-            else o->device_mem_given = 1;
-        } else if (strcmp(name, "--strategy") == 0) {
-            if (shs_strategy_parse(val, &c->strategy))
-                return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2 or zero3", val, "");
-        } else if (strcmp(name, "--optimizer") == 0) {
-            shs_optim_kind_t k;
-            if (shs_optim_parse(val, &k)) return usage_error("unknown optimizer '%s'%s: use adamw or sgd", val, "");
-            float lr = c->optim.lr;
-            c->optim = shs_optim_default(k);
-            c->optim.lr = lr;
-        } else if (strcmp(name, "--data") == 0) {
-            o->data_path = val;
-        } else if (strcmp(name, "--check") == 0) {
-            if (strcmp(val, "ddp") != 0) return usage_error("--check takes 'ddp' (got '%s')%s", val, "");
-            o->check_ddp = 1;
-        } else {
-            return usage_error("unknown option '%s'%s", name, "");
-        }
-#undef INT_OPT
-#undef FLT_OPT
-        if (bad) return usage_error("%s: %s", name, err);
-        if (!eq) i++;
+        int rc = parse_value((opt_id_t)id, val, &p);
+        if (rc >= 0) return rc;
     }
-    if (wd_given) o->cfg.optim.weight_decay = (float)wd;
-    if (o->cfg.model.channels % o->cfg.model.num_heads != 0) {
-        char h[16], c[16];
-        snprintf(h, sizeof h, "%d", o->cfg.model.num_heads);
-        snprintf(c, sizeof c, "%d", o->cfg.model.channels);
-        return usage_error("--heads %s must divide --channels %s", h, c);
+
+    shs_train_config_t *c = &o->cfg;
+    *c = shs_train_default_config();
+    o->steps = 50;
+    if (p.given[O_OPTIMIZER] && shs_optim_parse(p.str[O_OPTIMIZER], &c->optim.kind))
+        return usage_error("unknown optimizer '%s'%s: use adamw or sgd", p.str[O_OPTIMIZER], "");
+    c->optim = shs_optim_default(c->optim.kind);
+    const char *opt_name = shs_optim_name(c->optim.kind);
+    static const opt_id_t adamw_only[] = {O_BETA1, O_BETA2, O_EPS}, sgd_only[] = {O_MOMENTUM};
+    for (int k = 0; k < 3 && c->optim.kind != SHS_OPTIM_ADAMW; k++)
+        if (p.given[adamw_only[k]]) return usage_error("%s applies to adamw, not %s", options[adamw_only[k]].name, opt_name);
+    if (c->optim.kind != SHS_OPTIM_SGD && p.given[sgd_only[0]])
+        return usage_error("%s applies to sgd, not %s", options[sgd_only[0]].name, opt_name);
+
+#define SET(id, dst) if (p.given[id]) dst = p.num[id]
+    SET(O_WORLD, c->world_size);
+    SET(O_STEPS, o->steps);
+    SET(O_LAYERS, c->model.num_layers);
+    SET(O_HEADS, c->model.num_heads);
+    SET(O_CHANNELS, c->model.channels);
+    SET(O_CONTEXT, c->model.context);
+    SET(O_MICRO_BATCH, c->micro_batch);
+    SET(O_SEED, c->seed);
+    SET(O_INJECT_BITFLIP, o->inject_bitflip);
+    SET(O_LR, c->optim.lr);
+    SET(O_BETA1, c->optim.beta1);
+    SET(O_BETA2, c->optim.beta2);
+    SET(O_EPS, c->optim.eps);
+    SET(O_MOMENTUM, c->optim.momentum);
+    SET(O_WEIGHT_DECAY, c->optim.weight_decay);
+#undef SET
+    if (p.given[O_TIMEOUT]) c->timeout_ms = (int)ceil(p.num[O_TIMEOUT] * 1000.0);
+    if (p.given[O_BUCKET_MB]) c->bucket_bytes = (size_t)(p.num[O_BUCKET_MB] * 1048576.0);
+    if (p.given[O_DEVICE_MEM]) {
+        char err[256];
+        if (shs_parse_bytes(p.str[O_DEVICE_MEM], &c->device_mem, err, sizeof err))
+            return usage_error("%s: %s", "--device-mem", err);
+        o->device_mem_given = 1;
+    }
+    if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy))
+        return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2 or zero3", p.str[O_STRATEGY], "");
+    o->data_path = p.str[O_DATA];
+    if (p.given[O_CHECK]) {
+        if (strcmp(p.str[O_CHECK], "ddp") != 0) return usage_error("--check takes 'ddp' (got '%s')%s", p.str[O_CHECK], "");
+        o->check_ddp = 1;
+    }
+    if (o->inject_bitflip && (!o->check_ddp || o->inject_bitflip > o->steps))
+        return usage_error("--inject-bitflip needs --check ddp and a step within --steps%s%s", "", "");
+    if (c->model.channels % c->model.num_heads != 0) {
+        char h[16], ch[16];
+        snprintf(h, sizeof h, "%d", c->model.num_heads);
+        snprintf(ch, sizeof ch, "%d", c->model.channels);
+        return usage_error("--heads %s must divide --channels %s", h, ch);
     }
     return -1;
 }
@@ -221,10 +289,11 @@ int sim_cmd_train(int argc, char **argv) {
     shs_train_config_t *cfg = &o.cfg;
 
     if (!o.device_mem_given) {
-        /* Simulated devices live in host RAM: share 3/4 of it, so an oversized
-         * model or world fails with a clean out-of-memory error naming the rank. */
+        /* Simulated devices live in host RAM: share 3/4 of it among all ranks
+         * (of both runs under --check), so an oversized model or world fails
+         * with a clean out-of-memory error naming the rank. */
         double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-        if (ram > 0) cfg->device_mem = (size_t)(ram * 0.75 / cfg->world_size);
+        if (ram > 0) cfg->device_mem = (size_t)(ram * 0.75 / cfg->world_size / (o.check_ddp ? 2 : 1));
     }
 
     shs_corpus_t corpus;
@@ -247,7 +316,7 @@ int sim_cmd_train(int argc, char **argv) {
         if (!o.device_mem_given && strstr(shs_last_error(), "out of device memory"))
             fprintf(stderr, "shardsim: note: the %d simulated devices share this machine's RAM (%s each); "
                             "use a smaller --world or model, or set --device-mem\n",
-                    cfg->world_size, shs_format_bytes(b1, sizeof b1, (double)cfg->device_mem));
+                    cfg->world_size * (o.check_ddp ? 2 : 1), shs_format_bytes(b1, sizeof b1, (double)cfg->device_mem));
         goto done;
     }
     const shs_gpt_layout_t *lo = shs_trainer_layout(main_run);
@@ -291,11 +360,15 @@ int sim_cmd_train(int argc, char **argv) {
         }
         double dt = now_s() - t0;
         total_time += dt;
+        if (!isfinite(loss)) {
+            fprintf(stderr, "shardsim: error: step %ld: the loss is %g: training diverged (try a lower --lr)\n",
+                    step + 1, (double)loss);
+            goto done;
+        }
         printf("step %*ld/%ld | loss %.6f | %8.1f ms | %7.0f tok/s", (int)snprintf(NULL, 0, "%ld", o.steps), step + 1,
                o.steps, (double)loss, dt * 1e3, (double)tokens_per_step / dt);
         if (o.inject_bitflip == step + 1) {
-            size_t last_wte = lo->tensors[0].numel - 1;
-            if (shs_trainer_flip_param_bit(main_run, 0, last_wte) != SHS_OK) {
+            if (shs_trainer_flip_param_bit(main_run, 0, 0) != SHS_OK) { /* wte[0][0] */
                 printf("\n");
                 report_error("bit flip");
                 goto done;
@@ -337,6 +410,29 @@ int sim_cmd_train(int argc, char **argv) {
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
+            const char *which[2] = {shs_strategy_name(cfg->strategy), "ddp"};
+            shs_trainer_t *runs[2] = {main_run, ref_run};
+            float *snaps[2] = {snap_a, snap_b};
+            for (int k = 0; k < 2; k++) {
+                shs_replica_diff_t rd;
+                int ok = shs_trainer_check_replicas(runs[k], snaps[k], &rd);
+                if (ok < 0) {
+                    printf("\n");
+                    report_error("replica check");
+                    goto done;
+                }
+                if (!ok) {
+                    printf(" | ddp check: REPLICAS DIFFER\n");
+                    int ti = shs_gpt_tensor_at(lo, rd.unit, rd.index);
+                    fprintf(stderr,
+                            "shardsim: check failed at step %ld: in the %s run, rank %d's copy of unit %s, tensor %s, "
+                            "element %zu differs from the shard owner's\n",
+                            step + 1, which[k], rd.rank, lo->units[rd.unit].name, lo->tensors[ti].name,
+                            rd.index - lo->tensors[ti].offset);
+                    exit_code = SIM_EXIT_NOT_EQUAL;
+                    goto done;
+                }
+            }
             printf(" | ddp check: bit-identical");
         }
         printf(" | eta %.0f s\n", (now_s() - run_start) / (double)(step + 1) * (double)(o.steps - step - 1));
@@ -348,7 +444,10 @@ int sim_cmd_train(int argc, char **argv) {
     if (ref_run) printf("check: %s matched DDP bit for bit at all %ld steps\n", shs_strategy_name(cfg->strategy), o.steps);
     exit_code = SIM_EXIT_OK;
 done:
-    fflush(stdout);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "shardsim: error: cannot write the output: %s\n", strerror(errno));
+        if (exit_code == SIM_EXIT_OK) exit_code = SIM_EXIT_ERROR;
+    }
     shs_trainer_destroy(ref_run);
     shs_trainer_destroy(main_run);
     free(snap_a);

@@ -101,8 +101,17 @@ const char *shs_comm_name(const shs_comm_t *comm) { return comm ? comm->name : "
 
 void shs_comm_get_stats(const shs_comm_t *comm, shs_comm_stats_t *out) {
     if (!out) return;
-    if (comm) *out = comm->stats;
-    else memset(out, 0, sizeof *out);
+    if (!comm) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = comm->stats;
+    /* ring model, from the exact byte totals (rounded down once, not per call) */
+    uint64_t n = (uint64_t)comm->nranks;
+    for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
+        uint64_t num = op == SHS_OP_ALL_REDUCE ? 2 * (n - 1) : n - 1;
+        out->bytes_sent[op] = (uint64_t)((unsigned __int128)out->bytes[op] * num / n);
+    }
 }
 
 void shs_comm_abort(shs_comm_t *comm, const char *reason) {
@@ -149,14 +158,13 @@ static shs__call_t new_call(shs_comm_t *comm, shs_coll_op_t op, const void *send
 }
 
 /* Numbers the call, dispatches, and counts it in the stats on success. */
-static shs_status_t run(shs_comm_t *comm, shs__call_t *c, uint64_t bytes, uint64_t bytes_sent,
+static shs_status_t run(shs_comm_t *comm, shs__call_t *c, uint64_t bytes,
                         shs_status_t (*fn)(shs_comm_t *, const shs__call_t *)) {
     c->seq = comm->seq++;
     shs_status_t s = fn(comm, c);
     if (s == SHS_OK) {
         comm->stats.calls[c->op]++;
         comm->stats.bytes[c->op] += bytes;
-        comm->stats.bytes_sent[c->op] += bytes_sent;
     }
     return s;
 }
@@ -177,7 +185,7 @@ shs_status_t shs_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount
     if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
     if (overlaps(sendbuf, bytes, recvbuf, n * bytes) && (const char *)sendbuf != (char *)recvbuf + comm->rank * bytes)
         return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf + rank*sendcount)");
-    return run(comm, &c, n * bytes, (n - 1) * bytes, comm->iface->all_gather);
+    return run(comm, &c, n * bytes, comm->iface->all_gather);
 }
 
 shs_status_t shs_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shs_dtype_t dtype,
@@ -189,40 +197,40 @@ shs_status_t shs_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvc
     if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
     if (overlaps(sendbuf, n * bytes, recvbuf, bytes) && (char *)recvbuf != (const char *)sendbuf + comm->rank * bytes)
         return arg_error(comm, c.op, "buffers overlap but are not in place (recvbuf == sendbuf + rank*recvcount)");
-    return run(comm, &c, n * bytes, (n - 1) * bytes, comm->iface->reduce_scatter);
+    return run(comm, &c, n * bytes, comm->iface->reduce_scatter);
 }
 
 shs_status_t shs_all_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype, shs_redop_t op,
                             shs_comm_t *comm) {
     CHECK_COMM(comm, SHS_OP_ALL_REDUCE);
     shs__call_t c = new_call(comm, SHS_OP_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0);
-    size_t bytes, n = (size_t)comm->nranks;
+    size_t bytes;
     SHS_CHECK(check_call(comm, &c, 1, &bytes));
     if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
     if (sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes))
         return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
-    return run(comm, &c, bytes, 2 * (n - 1) * bytes / n, comm->iface->all_reduce);
+    return run(comm, &c, bytes, comm->iface->all_reduce);
 }
 
 shs_status_t shs_broadcast(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype, int root,
                            shs_comm_t *comm) {
     CHECK_COMM(comm, SHS_OP_BROADCAST);
     shs__call_t c = new_call(comm, SHS_OP_BROADCAST, sendbuf, recvbuf, count, dtype, SHS_SUM, root);
-    size_t bytes, n = (size_t)comm->nranks;
+    size_t bytes;
     SHS_CHECK(check_call(comm, &c, 0, &bytes));
     SHS_CHECK(check_root(comm, &c));
     int is_root = comm->rank == root;
     if (bytes && (!recvbuf || (is_root && !sendbuf))) return arg_error(comm, c.op, "NULL buffer with count > 0");
     if (is_root && sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes))
         return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
-    return run(comm, &c, bytes, (n - 1) * bytes / n, comm->iface->broadcast);
+    return run(comm, &c, bytes, comm->iface->broadcast);
 }
 
 shs_status_t shs_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype, shs_redop_t op, int root,
                         shs_comm_t *comm) {
     CHECK_COMM(comm, SHS_OP_REDUCE);
     shs__call_t c = new_call(comm, SHS_OP_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
-    size_t bytes, n = (size_t)comm->nranks;
+    size_t bytes;
     SHS_CHECK(check_call(comm, &c, 1, &bytes));
     SHS_CHECK(check_root(comm, &c));
     int is_root = comm->rank == root;
@@ -230,13 +238,13 @@ shs_status_t shs_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dt
     if (is_root && sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes))
         return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
     if (!is_root) c.recvbuf = NULL;
-    return run(comm, &c, bytes, (n - 1) * bytes / n, comm->iface->reduce);
+    return run(comm, &c, bytes, comm->iface->reduce);
 }
 
 shs_status_t shs_barrier(shs_comm_t *comm) {
     CHECK_COMM(comm, SHS_OP_BARRIER);
     shs__call_t c = new_call(comm, SHS_OP_BARRIER, NULL, NULL, 0, SHS_I8, SHS_SUM, 0);
-    return run(comm, &c, 0, 0, comm->iface->barrier);
+    return run(comm, &c, 0, comm->iface->barrier);
 }
 
 shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **newcomm) {

@@ -27,6 +27,12 @@ shs_status_t shs_corpus_load(shs_corpus_t *c, const char *path) {
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;
         if (len < cap) break;
+        if (cap >= SHS_CORPUS_MAX_BYTES) {
+            free(buf);
+            fclose(f);
+            return shs_set_error(SHS_IO, "data file '%s' is larger than the %zu-byte limit", path,
+                                 (size_t)SHS_CORPUS_MAX_BYTES);
+        }
         uint8_t *nb = realloc(buf, cap * 2);
         if (!nb) { free(buf); buf = NULL; break; }
         buf = nb;

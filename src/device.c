@@ -42,7 +42,7 @@ void shs_device_destroy(shs_device_t *dev) {
     if (!dev) return;
     for (size_t i = 0; i < dev->table_cap; i++) {
         void *p = dev->table[i].ptr;
-        if (p && p != TOMBSTONE) dev->iface->free(dev, p);
+        if (p && p != TOMBSTONE) dev->iface->free(dev, p, dev->table[i].bytes);
     }
     free(dev->table);
     if (dev->iface->destroy) dev->iface->destroy(dev);
@@ -130,7 +130,7 @@ shs_status_t shs_device_alloc(shs_device_t *dev, void **ptr, size_t bytes, shs_m
     if (st != SHS_OK) return st;
     st = table_insert(dev, (shs__alloc_entry_t){.ptr = p, .bytes = bytes, .cat = cat});
     if (st != SHS_OK) {
-        dev->iface->free(dev, p);
+        dev->iface->free(dev, p, bytes);
         return st;
     }
     s->num_allocs++;
@@ -153,7 +153,7 @@ void shs_device_free(shs_device_t *dev, void *ptr) {
     dev->stats.total_current -= e->bytes;
     dev->stats.num_allocs--;
     e->ptr = TOMBSTONE;
-    dev->iface->free(dev, ptr);
+    dev->iface->free(dev, ptr, e->bytes);
 }
 
 shs_status_t shs_memcpy_h2d(shs_device_t *dev, void *dst, const void *src, size_t bytes) {

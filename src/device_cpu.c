@@ -18,11 +18,14 @@
  * V vocabulary, BT = B*T rows, OC output channels, n element count.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device_impl.h"
+#include "shardsim/units.h"
 
 /* OpenMP loop over independent outputs; `nth` must be in scope. Without
  * OpenMP (e.g. the TSan build) the loops simply run serially. */
@@ -49,18 +52,51 @@ static int imin(int a, int b) { return a < b ? a : b; }
 
 /* ---- memory ---------------------------------------------------------- */
 
+/* All CPU devices of the process share the host's RAM: their allocations
+ * together may not exceed 80% of it, so an oversized simulation fails with a
+ * clear error instead of meeting the kernel's OOM killer. */
+static _Atomic size_t host_bytes_in_use;
+
+static size_t host_budget(void) {
+    static _Atomic size_t budget;
+    size_t b = atomic_load(&budget);
+    if (!b) {
+        double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        b = ram > 0 ? (size_t)(ram * 0.8) : SIZE_MAX;
+        atomic_store(&budget, b);
+    }
+    return b;
+}
+
 static shs_status_t cpu_alloc(shs_device_t *dev, void **ptr, size_t bytes) {
     void *p = NULL;
+    *ptr = NULL;
+    size_t before = atomic_fetch_add(&host_bytes_in_use, bytes), budget = host_budget();
+    if (before + bytes < before || before + bytes > budget) {
+        atomic_fetch_sub(&host_bytes_in_use, bytes);
+        char req[32], used[32], ram[32];
+        return shs_set_error(SHS_HOST_OOM,
+                             "rank %d: cannot allocate %s: the simulated devices of this process already hold %s "
+                             "of host memory, and the limit is %s (80%% of RAM)",
+                             dev->rank, shs_format_bytes(req, sizeof req, (double)bytes),
+                             shs_format_bytes(used, sizeof used, (double)before),
+                             shs_format_bytes(ram, sizeof ram, (double)budget));
+    }
     /* bytes == 0 still gets its own (unique, non-NULL) block */
     if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0 || !p) {
-        *ptr = NULL;
-        return shs_set_error(SHS_HOST_OOM, "rank %d: host allocation of %zu bytes failed", dev->rank, bytes);
+        atomic_fetch_sub(&host_bytes_in_use, bytes);
+        char req[32];
+        return shs_set_error(SHS_HOST_OOM, "rank %d: host allocation of %s failed", dev->rank,
+                             shs_format_bytes(req, sizeof req, (double)bytes));
     }
     *ptr = p;
     return SHS_OK;
 }
 
-static void cpu_free(shs_device_t *dev, void *ptr) { free(ptr); }
+static void cpu_free(shs_device_t *dev, void *ptr, size_t bytes) {
+    free(ptr);
+    atomic_fetch_sub(&host_bytes_in_use, bytes);
+}
 
 static shs_status_t cpu_memcpy(shs_device_t *dev, void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);

@@ -14,7 +14,7 @@ typedef struct shs_device_iface {
     const char *name;
     /* memory */
     shs_status_t (*alloc)(shs_device_t *dev, void **ptr, size_t bytes);
-    void (*free)(shs_device_t *dev, void *ptr);
+    void (*free)(shs_device_t *dev, void *ptr, size_t bytes);   /* bytes as allocated */
     shs_status_t (*memcpy_h2d)(shs_device_t *dev, void *dst, const void *src, size_t bytes);
     shs_status_t (*memcpy_d2h)(shs_device_t *dev, void *dst, const void *src, size_t bytes);
     shs_status_t (*memcpy_d2d)(shs_device_t *dev, void *dst, const void *src, size_t bytes);

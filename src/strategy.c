@@ -254,10 +254,12 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
         size_t n;
         switch (s->cfg.kind) {
         case SHS_DDP: param = u->params; grad = u->grad_full; n = u->numel; break;
-        case SHS_ZERO1: param = u->params + u->shard.offset; grad = u->grad_full + u->shard.offset; n = u->shard.size; break;
-        case SHS_ZERO2: param = u->params + u->shard.offset; grad = u->grad_shard; n = u->shard.size; break;
-        default: param = u->params; grad = u->grad_shard; n = u->shard.size; break;
+        case SHS_ZERO1: param = u->params + u->shard.offset; grad = u->grad_full + u->shard.offset; n = u->shard.valid; break;
+        case SHS_ZERO2: param = u->params + u->shard.offset; grad = u->grad_shard; n = u->shard.valid; break;
+        default: param = u->params; grad = u->grad_shard; n = u->shard.valid; break;
         }
+        /* padding (past shard.valid) is never updated, so it stays exactly 0
+         * whatever the optimizer would make of 0/0 (e.g. AdamW with eps = 0) */
         shs_optim_step(s->dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
     }
     if (s->cfg.kind == SHS_ZERO1 || s->cfg.kind == SHS_ZERO2) {
@@ -276,6 +278,13 @@ shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out) {
     size_t avail = s->cfg.kind == SHS_DDP ? u->shard.valid : u->shard.size;
     memset(out, 0, u->shard.size * sizeof(float));
     return shs_memcpy_d2h(s->dev, out, src, avail * sizeof(float));
+}
+
+shs_status_t shs_strategy_read_full(shs_strategy_t *s, int unit, float *out) {
+    if (!holds_full_params(s))
+        return shs_set_error(SHS_UNSUPPORTED, "rank %d: %s keeps only a shard of each unit", s->rank,
+                             shs_strategy_name(s->cfg.kind));
+    return shs_memcpy_d2h(s->dev, out, s->units[unit].params, s->units[unit].numel * sizeof(float));
 }
 
 shs_status_t shs_strategy_flip_param_bit(shs_strategy_t *s, int unit, size_t index) {

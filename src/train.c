@@ -1,6 +1,7 @@
 /* train.c - the data-parallel training loop over a world of rank threads. */
 #include "shardsim/train.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,8 @@ struct shs_trainer {
     long step;             /* steps completed */
     float loss;            /* written by rank 0 */
     float *snapshot_out;   /* target of the snapshot job */
+    const float *replica_ref;      /* the snapshot the replica job compares with */
+    shs_replica_diff_t *replica_diffs; /* one per rank */
     int flip_unit;         /* arguments of the bit-flip job */
     size_t flip_index;
 };
@@ -87,8 +90,43 @@ static shs_status_t snapshot_job(shs_rank_ctx_t *ctx, void *arg) {
     return SHS_OK;
 }
 
+static shs_status_t replica_job(shs_rank_ctx_t *ctx, void *arg) {
+    shs_trainer_t *t = arg;
+    shs_replica_diff_t *d = &t->replica_diffs[ctx->rank];
+    d->rank = -1;
+    if (t->cfg.strategy == SHS_ZERO3) return SHS_OK;
+    size_t base = 0, max_numel = 0;
+    for (int u = 0; u < t->layout.num_units; u++)
+        if (t->layout.units[u].numel > max_numel) max_numel = t->layout.units[u].numel;
+    float *mine = malloc((max_numel ? max_numel : 1) * sizeof(float));
+    if (!mine) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate replica buffer", ctx->rank);
+    shs_status_t st = SHS_OK;
+    for (int u = 0; u < t->layout.num_units && d->rank < 0; u++) {
+        size_t numel = t->layout.units[u].numel;
+        st = shs_strategy_read_full(t->ranks[ctx->rank].strategy, u, mine);
+        if (st != SHS_OK) break;
+        const float *ref = t->replica_ref + base;
+        if (memcmp(mine, ref, numel * sizeof(float)) != 0) {
+            size_t i = 0;
+            while (memcmp(mine + i, ref + i, sizeof(float)) == 0) i++;
+            *d = (shs_replica_diff_t){.rank = ctx->rank, .unit = u, .index = i};
+        }
+        base += shs_padded_numel(numel, ctx->world_size);
+    }
+    free(mine);
+    return st;
+}
+
+/* The fault lands in one rank's memory: the highest rank holding the
+ * element (the owner under ZeRO-3, the last replica otherwise). */
 static shs_status_t flip_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
+    int target = ctx->world_size - 1;
+    if (t->cfg.strategy == SHS_ZERO3) {
+        size_t S = shs_shard_size(t->layout.units[t->flip_unit].numel, ctx->world_size);
+        target = S ? (int)(t->flip_index / S) : 0;
+    }
+    if (ctx->rank != target) return SHS_OK;
     return shs_strategy_flip_param_bit(t->ranks[ctx->rank].strategy, t->flip_unit, t->flip_index);
 }
 
@@ -118,6 +156,13 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
                              "context length %d needs at least %d bytes of text, but '%s' has %zu",
                              cfg->model.context, cfg->model.context + 1, corpus ? corpus->source : "?",
                              corpus ? corpus->len : (size_t)0);
+    /* kernels index rows and (b, head, t) triples with int */
+    size_t B = (size_t)cfg->micro_batch, T = (size_t)cfg->model.context, C = (size_t)cfg->model.channels;
+    size_t widest = 4 * C > SHS_GPT_VOCAB ? 4 * C : SHS_GPT_VOCAB;
+    if (B * T * widest > INT_MAX || B * (size_t)cfg->model.num_heads * T * T > INT_MAX)
+        return shs_set_error(SHS_INVALID_ARG,
+                             "micro-batch %d x context %d is too large for this model (activation tensors of more "
+                             "than 2^31 elements)", cfg->micro_batch, cfg->model.context);
     shs_trainer_t *t = calloc(1, sizeof *t);
     if (!t) return shs_set_error(SHS_HOST_OOM, "cannot allocate trainer");
     t->cfg = *cfg;
@@ -176,6 +221,22 @@ size_t shs_trainer_snapshot_len(const shs_trainer_t *t) {
 shs_status_t shs_trainer_snapshot(shs_trainer_t *t, float *out) {
     t->snapshot_out = out;
     return shs_world_run(t->world, snapshot_job, t);
+}
+
+int shs_trainer_check_replicas(shs_trainer_t *t, const float *snapshot, shs_replica_diff_t *diff) {
+    diff->rank = -1;
+    t->replica_ref = snapshot;
+    t->replica_diffs = calloc((size_t)t->cfg.world_size, sizeof *t->replica_diffs);
+    if (!t->replica_diffs || shs_world_run(t->world, replica_job, t) != SHS_OK) {
+        free(t->replica_diffs);
+        t->replica_diffs = NULL;
+        return -1;
+    }
+    for (int r = 0; r < t->cfg.world_size && diff->rank < 0; r++)
+        if (t->replica_diffs[r].rank >= 0) *diff = t->replica_diffs[r];
+    free(t->replica_diffs);
+    t->replica_diffs = NULL;
+    return diff->rank < 0;
 }
 
 shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index) {

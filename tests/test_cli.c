@@ -71,6 +71,7 @@ static void test_unknown_command_and_option(void **state) {
     expect_error(run_args("train", "--wrold", "4", NULL), 2, "unknown option '--wrold'");
     expect_error(run_args("train", "stray", NULL), 2, "unexpected argument 'stray'");
     expect_error(run_args("train", "--steps", NULL), 2, "--steps needs a value");
+    expect_error(run_args("train", "--bogus", NULL), 2, "unknown option '--bogus'");
     expect_error(run_args("train", "--strategy", "zero4", NULL), 2, "unknown strategy 'zero4'");
     expect_error(run_args("train", "--check", "zero1", NULL), 2, "--check takes 'ddp'");
     expect_error(run_args("train", "--optimizer", "lion", NULL), 2, "unknown optimizer 'lion'");
@@ -81,10 +82,57 @@ static void test_bad_numbers(void **state) {
     expect_error(run_args("train", "--world", "0", NULL), 2, "--world: 0 is out of range");
     expect_error(run_args("train", "--world", "1000000", NULL), 2, "--world: 1000000 is out of range");
     expect_error(run_args("train", "--world", "-3", NULL), 2, "out of range");
+    expect_error(run_args("train", "--world", "99999999999999999999", NULL), 2, "--world: 99999999999999999999 is out of range");
+    expect_error(run_args("train", "--steps", "0", NULL), 2, "--steps: 0 is out of range");
     expect_error(run_args("train", "--steps", "ten", NULL), 2, "'ten' is not an integer");
     expect_error(run_args("train", "--lr", "fast", NULL), 2, "'fast' is not a number");
     expect_error(run_args("train", "--device-mem", "80Gb", NULL), 2, "unknown unit");
     expect_error(run_args("train", "--heads", "3", "--channels", "16", NULL), 2, "--heads 3 must divide --channels 16");
+}
+
+/* Option order never matters, and options of the other optimizer are refused. */
+static void test_optimizer_options(void **state) {
+    (void)state;
+    static char a[65536], b[65536];
+    const test_proc_t *p = run_args("train", "--world", "1", "--steps", "3", "--layers", "1", "--channels", "16",
+                                    "--context", "16", "--momentum", "0.9", "--optimizer", "sgd", NULL);
+    assert_int_equal(p->exit_code, 0);
+    snprintf(a, sizeof a, "%s", p->out);
+    p = run_args("train", "--world", "1", "--steps", "3", "--layers", "1", "--channels", "16", "--context", "16",
+                 "--optimizer", "sgd", "--momentum", "0.9", NULL);
+    assert_int_equal(p->exit_code, 0);
+    snprintf(b, sizeof b, "%s", p->out);
+    const char *la = strstr(a, "step 3/3 | loss "), *lb = strstr(b, "step 3/3 | loss ");
+    assert_non_null(la);
+    assert_non_null(lb);
+    assert_memory_equal(la, lb, 30);
+    p = run_args("train", "--world", "1", "--steps", "3", "--layers", "1", "--channels", "16", "--context", "16",
+                 "--optimizer", "sgd", NULL);
+    assert_memory_not_equal(strstr(p->out, "step 3/3 | loss "), lb, 30); /* momentum made a difference */
+    expect_error(run_args("train", "--momentum", "0.9", NULL), 2, "--momentum applies to sgd, not adamw");
+    expect_error(run_args("train", "--optimizer", "sgd", "--beta1", "0.8", NULL), 2, "--beta1 applies to adamw, not sgd");
+    expect_error(run_args("train", "--beta1", "1", NULL), 2, "--beta1: 1 is out of range [0, 1)");
+    expect_error(run_args("train", "--lr", "1e-50", NULL), 2, "below the smallest f32");
+}
+
+/* AdamW with eps = 0 makes 0/0 on padding: padding must still stay 0. */
+static void test_eps_zero_keeps_padding(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("train", "--world", "3", "--steps", "2", "--layers", "1", "--channels", "16",
+                                    "--context", "16", "--eps", "0", "--check", "ddp", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d\n%s\n%s", p->exit_code, p->out, p->err);
+}
+
+static void test_divergence_and_output_errors(void **state) {
+    (void)state;
+    expect_error(run_args("train", "--world", "2", "--steps", "5", "--layers", "1", "--channels", "16", "--context",
+                          "16", "--lr", "1e6", NULL), 1, "training diverged");
+    /* a full disk is an error, not a silent success */
+    char *argv[] = {"/bin/sh", "-c", BIN " train --world 1 --steps 1 --layers 1 --channels 8 --context 8 > /dev/full",
+                    NULL};
+    test_run_process(argv, 60, &proc);
+    assert_int_equal(proc.exit_code, 1);
+    assert_non_null(strstr(proc.err, "cannot write the output"));
 }
 
 static void test_bad_data_files(void **state) {
@@ -125,19 +173,28 @@ static void test_train_check_ddp_passes(void **state) {
     }
 }
 
-/* A planted one-bit fault is found and named, with exit code 3. */
+/* A planted one-bit fault is found and named, with exit code 3: under
+ * ZeRO-3 in the owner's shard, under ZeRO-2 in the last rank's replica. */
 static void test_check_names_first_difference(void **state) {
     (void)state;
-    const test_proc_t *p = run_args("train", "--world", "3", "--strategy", "zero2", "--steps", "4", "--layers", "1",
+    const test_proc_t *p = run_args("train", "--world", "3", "--strategy", "zero3", "--steps", "4", "--layers", "1",
                                     "--channels", "16", "--context", "16", "--check", "ddp", "--inject-bitflip", "2",
                                     NULL);
     if (p->exit_code != 3) fail_msg("exit %d\n%s\n%s", p->exit_code, p->out, p->err);
     assert_non_null(strstr(p->out, "step 1/4"));
     assert_non_null(strstr(p->out, "ddp check: PARAMETERS DIFFER"));
     assert_null(strstr(p->out, "step 3/4"));
-    /* wte is (256, 16): its last element is 4095 = row 255, col 15 */
     assert_non_null(strstr(p->err, "check failed at step 2: first difference in unit embed, tensor wte, "
-                                   "element 4095 (row 255, col 15)"));
+                                   "element 0 (row 0, col 0)"));
+    p = run_args("train", "--world", "3", "--strategy", "zero2", "--steps", "3", "--layers", "1", "--channels", "16",
+                 "--context", "16", "--check", "ddp", "--inject-bitflip", "1", NULL);
+    if (p->exit_code != 3) fail_msg("exit %d\n%s\n%s", p->exit_code, p->out, p->err);
+    assert_non_null(strstr(p->out, "ddp check: REPLICAS DIFFER"));
+    assert_non_null(strstr(p->err, "check failed at step 1: in the zero2 run, rank 2's copy of unit embed, tensor wte, "
+                                   "element 0 differs from the shard owner's"));
+    expect_error(run_args("train", "--inject-bitflip", "1", NULL), 2, "--inject-bitflip needs --check ddp");
+    expect_error(run_args("train", "--check", "ddp", "--steps", "2", "--inject-bitflip", "3", NULL), 2,
+                 "--inject-bitflip needs --check ddp");
 }
 
 /* No --data: the built-in corpus, so a fresh machine needs nothing else. */
@@ -169,6 +226,9 @@ int main(void) {
         cmocka_unit_test(test_unknown_command_and_option),
         cmocka_unit_test(test_bad_numbers),
         cmocka_unit_test(test_bad_data_files),
+        cmocka_unit_test(test_optimizer_options),
+        cmocka_unit_test(test_eps_zero_keeps_padding),
+        cmocka_unit_test(test_divergence_and_output_errors),
         cmocka_unit_test(test_model_does_not_fit),
         cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_train_builtin_corpus),

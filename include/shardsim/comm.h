@@ -70,7 +70,8 @@ typedef struct {
     /* Bytes of the collective's buffer: all_reduce/broadcast/reduce count*size;
      * all_gather and reduce_scatter the whole (N * per-rank) buffer. */
     uint64_t bytes[SHS_NUM_COLL_OPS];
-    /* Bytes this rank sends under a ring algorithm, the nccl-tests busbw model:
+    /* Bytes this rank sends under a ring algorithm, the nccl-tests busbw model,
+     * computed from the byte totals above (rounded down once):
      * all_reduce 2(N-1)/N * bytes; all_gather, reduce_scatter (N-1)/N * bytes;
      * broadcast, reduce (N-1)/N * bytes on average per rank. */
     uint64_t bytes_sent[SHS_NUM_COLL_OPS];

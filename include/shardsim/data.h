@@ -22,8 +22,11 @@ typedef struct {
     int owned;          /* bytes were allocated by shs_corpus_load */
 } shs_corpus_t;
 
-/* Read a whole file. Errors (SHS_IO, text names the path and the reason):
- * unreadable, a directory, empty. */
+/* Largest corpus read (4 GiB): also bounds endless inputs like /dev/zero. */
+#define SHS_CORPUS_MAX_BYTES ((size_t)1 << 32)
+
+/* Read a whole file (or pipe). Errors (SHS_IO, text names the path and the
+ * reason): unreadable, a directory, empty, larger than SHS_CORPUS_MAX_BYTES. */
 shs_status_t shs_corpus_load(shs_corpus_t *c, const char *path);
 /* The built-in default corpus (no I/O). */
 void shs_corpus_builtin(shs_corpus_t *c);

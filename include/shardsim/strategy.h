@@ -74,10 +74,16 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step);
  * Needs no communication for any strategy. */
 shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out);
 
+/* For stages that keep full parameters on every rank (DDP, ZeRO-1, ZeRO-2):
+ * copy this rank's full copy of unit `unit` (numel floats) to host `out`.
+ * ZeRO-3 returns SHS_UNSUPPORTED (it holds only its shard). */
+shs_status_t shs_strategy_read_full(shs_strategy_t *s, int unit, float *out);
+
 /* Fault injection for testing checkers: flip the least significant bit of
- * element `index` of unit `unit`'s parameters in every copy this rank holds
- * (all ranks for full-parameter stages, the owner only for ZeRO-3).
- * Errors: SHS_INVALID_ARG for an index past the unit. */
+ * element `index` of unit `unit`'s parameters in this rank's copy, if it
+ * holds that element (any rank for full-parameter stages, the owner only for
+ * ZeRO-3; otherwise nothing happens). Errors: SHS_INVALID_ARG for an index
+ * past the unit. */
 shs_status_t shs_strategy_flip_param_bit(shs_strategy_t *s, int unit, size_t index);
 
 #endif

@@ -61,8 +61,23 @@ int shs_trainer_world_size(const shs_trainer_t *t);
 size_t shs_trainer_snapshot_len(const shs_trainer_t *t);
 shs_status_t shs_trainer_snapshot(shs_trainer_t *t, float *out);
 
-/* Flip the lowest bit of one parameter element on every rank that holds it
- * (shs_strategy_flip_param_bit): a planted fault for testing --check. */
+/* Where a rank's full replica first differs from the snapshot. */
+typedef struct {
+    int rank;            /* -1: every replica matches */
+    int unit;
+    size_t index;        /* element within the unit */
+} shs_replica_diff_t;
+
+/* For stages that keep full parameters on every rank (DDP, ZeRO-1, ZeRO-2),
+ * compare every rank's full copy bit for bit with `snapshot` (as filled by
+ * shs_trainer_snapshot: each element as its owner holds it). Returns 1 when
+ * all replicas match (always for ZeRO-3), 0 with the first difference
+ * (lowest rank first), or -1 when a rank failed (shs_last_error()). */
+int shs_trainer_check_replicas(shs_trainer_t *t, const float *snapshot, shs_replica_diff_t *diff);
+
+/* Flip the lowest bit of one parameter element in one rank's memory: the
+ * highest rank holding it (the owner under ZeRO-3, rank N-1's replica
+ * otherwise). A planted fault for testing --check. */
 shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index);
 
 void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out);
