@@ -156,6 +156,8 @@ typedef struct {
     struct { const char *what; int BT, C, OC; double gflops; } mm[8];
     int num_mm;
     shs_cpu_peak_t peak;
+    struct { int world, micro_batch; double step_ms, device_bytes, extra_bytes; } scale[8];
+    int num_scale;
 } results_t;
 
 static void add_coll(results_t *r, const shs_bench_coll_t *c, double mbw, double ratio) {
@@ -299,6 +301,63 @@ out:
     return rc;
 }
 
+/* ZeRO-3 at a fixed global batch of 16 sequences: step time as N grows, and
+ * what each rank holds beyond the model's own state (params, grads,
+ * optimizer state, activations): peak communication and other buffers. */
+static int run_scaling(const bench_opts_t *o, results_t *res) {
+    static const int worlds[] = {1, 2, 4, 8, 16};
+    shs_corpus_t corpus;
+    shs_corpus_builtin(&corpus);
+    if (!o->json)
+        printf("#\n# scaling: zero3, default model, global batch 16 sequences, %d steps per world\n"
+               "# %6s %6s %10s %10s %16s %12s %10s\n",
+               o->train_steps, "world", "mbatch", "step(ms)", "ratio/N=1", "model's own(MiB)", "buffers(MiB)", "buffers(%)");
+    double base = 0;
+    for (size_t i = 0; i < sizeof worlds / sizeof worlds[0]; i++) {
+        shs_train_config_t cfg = shs_train_default_config();
+        cfg.world_size = worlds[i];
+        cfg.micro_batch = 16 / worlds[i];
+        shs_trainer_t *t;
+        float loss;
+        if (shs_trainer_create(&t, &cfg, &corpus) != SHS_OK || shs_trainer_step(t, &loss) != SHS_OK) {
+            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            return SIM_EXIT_ERROR;
+        }
+        double t0 = now_s();
+        for (int s = 0; s < o->train_steps; s++) {
+            if (shs_trainer_step(t, &loss) != SHS_OK) {
+                fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+                shs_trainer_destroy(t);
+                return SIM_EXIT_ERROR;
+            }
+        }
+        double ms = (now_s() - t0) / o->train_steps * 1e3;
+        double own = 0, extra = 0; /* worst rank */
+        for (int r = 0; r < cfg.world_size; r++) {
+            shs_mem_stats_t m;
+            shs_trainer_mem_stats(t, r, &m);
+            double o_r = (double)(m.peak[SHS_MEM_PARAMS] + m.peak[SHS_MEM_GRADS] + m.peak[SHS_MEM_OPTIM] +
+                                  m.peak[SHS_MEM_ACTIVATIONS]);
+            double e_r = (double)(m.peak[SHS_MEM_COMM] + m.peak[SHS_MEM_OTHER]);
+            if (e_r > extra) { extra = e_r; own = o_r; }
+            if (r == 0 && extra == 0) own = o_r;
+        }
+        double per_rank = own;
+        shs_trainer_destroy(t);
+        if (i == 0) base = ms;
+        int k = res->num_scale++;
+        res->scale[k].world = cfg.world_size;
+        res->scale[k].micro_batch = cfg.micro_batch;
+        res->scale[k].step_ms = ms;
+        res->scale[k].device_bytes = per_rank;
+        res->scale[k].extra_bytes = extra;
+        if (!o->json)
+            printf("  %6d %6d %10.1f %10.3f %16.2f %12.2f %10.1f\n", cfg.world_size, cfg.micro_batch, ms, ms / base,
+                   per_rank / 1048576.0, extra / 1048576.0, 100.0 * extra / per_rank);
+    }
+    return SIM_EXIT_OK;
+}
+
 static int run_matmul(const bench_opts_t *o, results_t *res) {
     shs_cpu_peak_t peak;
     shs_bench_cpu_peak(&peak);
@@ -349,6 +408,14 @@ static void print_json(const results_t *r) {
         json_array_append_new(mm, json_pack("{s:s,s:i,s:i,s:i,s:f,s:f}", "shape", r->mm[i].what, "BT", r->mm[i].BT, "C",
                                             r->mm[i].C, "OC", r->mm[i].OC, "gflops", r->mm[i].gflops, "of_peak",
                                             r->peak.peak_gflops > 0 ? r->mm[i].gflops / r->peak.peak_gflops : 0.0));
+    json_t *scale = json_array();
+    for (int i = 0; i < r->num_scale; i++)
+        json_array_append_new(scale, json_pack("{s:i,s:i,s:f,s:f,s:f,s:f}", "world", r->scale[i].world, "micro_batch",
+                                               r->scale[i].micro_batch, "step_ms", r->scale[i].step_ms,
+                                               "ratio_to_world1", r->scale[i].step_ms / r->scale[0].step_ms,
+                                               "model_bytes_per_rank", r->scale[i].device_bytes,
+                                               "buffer_bytes_per_rank", r->scale[i].extra_bytes));
+    json_object_set_new(root, "scaling", scale);
     json_object_set_new(root, "collectives", coll);
     json_object_set_new(root, "train", train);
     json_object_set_new(root, "matmul", mm);
@@ -377,6 +444,7 @@ int sim_cmd_bench(int argc, char **argv) {
     rc = SIM_EXIT_OK;
     if (o.do_coll) rc = run_collectives(&o, &res);
     if (rc == SIM_EXIT_OK && o.do_train) rc = run_training(&o, &res);
+    if (rc == SIM_EXIT_OK && o.do_train) rc = run_scaling(&o, &res);
     if (rc == SIM_EXIT_OK && o.do_matmul) rc = run_matmul(&o, &res);
 #ifdef SHS_HAVE_JANSSON
     if (rc == SIM_EXIT_OK && o.json) print_json(&res);
