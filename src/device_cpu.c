@@ -6,8 +6,9 @@
  * over independent output elements only, so each output element is computed
  * with one fixed summation order whatever dev->num_threads is. Results are
  * therefore bit-identical across thread counts and runs.
- * What it is not: a BLAS. No fast-math, no reassociated reductions, no FMA;
- * the matmul is register-tiled but every dot product still sums in order.
+ * What it is not: a BLAS. No fast-math, no reassociated reductions. The
+ * matmul lives in matmul_cpu.c: fma chains in a fixed order, vectorised across
+ * outputs only, so its bits do not depend on the instruction set either.
  *
  * "Accumulates" here always means: the kernel computes the gradient term from
  * zero in its fixed order and then adds it to the output once, so backward
@@ -25,24 +26,18 @@
 #include <unistd.h>
 
 #include "device_impl.h"
+#include "matmul_cpu.h"
 #include "shardsim/units.h"
 
 /* OpenMP loop over independent outputs; `nth` must be in scope. Without
  * OpenMP (e.g. the TSan build) the loops simply run serially. */
 #ifdef _OPENMP
 #define PARALLEL_FOR _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")
-#define PARALLEL_FOR2 \
-    _Pragma("omp parallel for collapse(2) schedule(static) num_threads(nth) if(nth > 1)")
-#define PARALLEL _Pragma("omp parallel num_threads(nth) if(nth > 1)")
-#define FOR _Pragma("omp for schedule(static)")
 #else
 #define PARALLEL_FOR (void)nth;
-#define PARALLEL_FOR2 (void)nth;
-#define PARALLEL (void)nth;
-#define FOR
 #endif
 
-/* Column sums over rows (dbias, dweight of layernorm) walk COLS adjacent
+/* Column sums over rows (dweight and dbias of layernorm) walk COLS adjacent
  * columns per thread so each row read is one cache line, not a strided hop. */
 #define COLS 16
 
@@ -116,123 +111,6 @@ static shs_status_t cpu_memset(shs_device_t *dev, void *dst, int value, size_t b
 static shs_status_t cpu_sync(shs_device_t *dev) { return SHS_OK; }
 
 static void cpu_destroy(shs_device_t *dev) {} /* no backend context */
-
-/* ---- matmul ---------------------------------------------------------------
- * All three matmul products are computed by one register-tiled loop:
- *     acc[i][j] = init[i][j] + sum_{k=0..K-1} A(i,k) * Bm[k*ldb + j]
- * for a tile of MR rows i and NR columns j, with A(i,k) = A[i*asi + k*ask]
- * and Bm contiguous in j. Every acc[i][j] adds its K terms in increasing k,
- * so tiling, vectorisation across j and threading never reorder a sum; the
- * result equals the plain scalar loop bit for bit.
- *   forward   out (BT,OC):   A = inp (BT,C),  Bm = packed weight^T panel (C,NR)
- *   dinp      (BT,C):        A = dout (BT,OC), Bm = weight (OC,C)
- *   dweight   (OC,C):        A = dout^T,       Bm = inp (BT,C)
- */
-#define MR 8
-#define NR 8
-
-typedef struct {
-    const float *A;
-    size_t asi, ask;
-    const float *Bm;
-    size_t ldb;
-    int K;
-} gemm_args_t;
-
-/* acc (MR,NR) holds init on entry and the result on return. */
-static void tile_full(float acc[MR][NR], const gemm_args_t *g) {
-    float t[MR][NR];
-    memcpy(t, acc, sizeof t);
-    for (int k = 0; k < g->K; k++) {
-        const float *b = g->Bm + (size_t)k * g->ldb;
-        for (int i = 0; i < MR; i++) {
-            float a = g->A[i * g->asi + k * g->ask];
-            for (int j = 0; j < NR; j++) t[i][j] += a * b[j];
-        }
-    }
-    memcpy(acc, t, sizeof t);
-}
-
-/* Same for an edge tile of mr <= MR rows and nr <= NR columns. */
-static void tile_edge(float acc[MR][NR], int mr, int nr, const gemm_args_t *g) {
-    for (int k = 0; k < g->K; k++) {
-        const float *b = g->Bm + (size_t)k * g->ldb;
-        for (int i = 0; i < mr; i++) {
-            float a = g->A[i * g->asi + k * g->ask];
-            for (int j = 0; j < nr; j++) acc[i][j] += a * b[j];
-        }
-    }
-}
-
-static void tile(float acc[MR][NR], int mr, int nr, const gemm_args_t *g) {
-    if (mr == MR && nr == NR) tile_full(acc, g);
-    else tile_edge(acc, mr, nr, g);
-}
-
-static void cpu_matmul_forward(shs_device_t *dev, float *out, const float *inp, const float *weight,
-                               const float *bias, int BT, int C, int OC) {
-    int nth = threads(dev);
-    int npanels = (OC + NR - 1) / NR;
-    PARALLEL
-    {
-        /* this thread's copy of weight rows o0..o0+nr-1, transposed to (C,NR) */
-        float *panel = malloc(((size_t)C * NR + 1) * sizeof(float));
-        SHS_ASSERT(panel != NULL);
-        FOR
-        for (int p = 0; p < npanels; p++) {
-            int o0 = p * NR, nr = imin(NR, OC - o0);
-            for (int c = 0; c < C; c++)
-                for (int j = 0; j < NR; j++)
-                    panel[(size_t)c * NR + j] = j < nr ? weight[(size_t)(o0 + j) * C + c] : 0.0f;
-            for (int r0 = 0; r0 < BT; r0 += MR) {
-                int mr = imin(MR, BT - r0);
-                float acc[MR][NR];
-                for (int i = 0; i < MR; i++)
-                    for (int j = 0; j < NR; j++) acc[i][j] = bias && j < nr ? bias[o0 + j] : 0.0f;
-                gemm_args_t g = {inp + (size_t)r0 * C, (size_t)C, 1, panel, NR, C};
-                tile(acc, mr, nr, &g);
-                for (int i = 0; i < mr; i++)
-                    for (int j = 0; j < nr; j++) out[(size_t)(r0 + i) * OC + o0 + j] = acc[i][j];
-            }
-        }
-        free(panel);
-    }
-}
-
-/* out (M,N) += A @ Bm over K, tiles shared out among threads. */
-static void gemm_accumulate(int nth, float *out, size_t ldo, int M, int N, const float *A, size_t asi,
-                            size_t ask, const float *Bm, size_t ldb, int K) {
-    int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR;
-    PARALLEL_FOR2
-    for (int tj = 0; tj < nt; tj++) {
-        for (int ti = 0; ti < mt; ti++) {
-            int i0 = ti * MR, j0 = tj * NR, mr = imin(MR, M - i0), nr = imin(NR, N - j0);
-            float acc[MR][NR] = {{0}};
-            gemm_args_t g = {A + i0 * asi, asi, ask, Bm + j0, ldb, K};
-            tile(acc, mr, nr, &g);
-            for (int i = 0; i < mr; i++)
-                for (int j = 0; j < nr; j++) out[(size_t)(i0 + i) * ldo + j0 + j] += acc[i][j];
-        }
-    }
-}
-
-static void cpu_matmul_backward(shs_device_t *dev, float *dinp, float *dweight, float *dbias, const float *dout,
-                                const float *inp, const float *weight, int BT, int C, int OC) {
-    int nth = threads(dev);
-    if (dinp) gemm_accumulate(nth, dinp, C, BT, C, dout, OC, 1, weight, C, OC);
-    gemm_accumulate(nth, dweight, C, OC, C, dout, 1, OC, inp, C, BT);
-    if (dbias) {
-        int nb = (OC + COLS - 1) / COLS;
-        PARALLEL_FOR
-        for (int ob = 0; ob < nb; ob++) {
-            int o0 = ob * COLS, no = imin(COLS, OC - o0);
-            float s[COLS] = {0};
-            for (int r = 0; r < BT; r++)
-                for (int j = 0; j < no; j++) s[j] += dout[(size_t)r * OC + o0 + j];
-            for (int j = 0; j < no; j++) dbias[o0 + j] += s[j];
-        }
-    }
-}
 
 /* ---- layernorm --------------------------------------------------------- */
 
@@ -672,8 +550,8 @@ const shs_device_iface_t shs__cpu_iface = {
     .memset = cpu_memset,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
-    .matmul_forward = cpu_matmul_forward,
-    .matmul_backward = cpu_matmul_backward,
+    .matmul_forward = shs__cpu_matmul_forward,
+    .matmul_backward = shs__cpu_matmul_backward,
     .layernorm_forward = cpu_layernorm_forward,
     .layernorm_backward = cpu_layernorm_backward,
     .attention_forward = cpu_attention_forward,

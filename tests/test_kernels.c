@@ -14,8 +14,9 @@
  *            f32 input (the realised step is used);
  *            |analytic - numeric| <= 2e-3 * max(1, |numeric|)
  *   OPT_TOL  optimizers vs f64 step: 2e-6 relative (max(1, |ref|) for params)
- * What the contract defines exactly (single f32 operations, f64 sums, casts,
- * thread-count independence, accumulation) is compared bit for bit.
+ * What the contract defines exactly (single f32 operations, fma chains, f64
+ * sums, casts, thread-count and instruction-set independence, accumulation)
+ * is compared bit for bit.
  */
 #include <float.h>
 #include <math.h>
@@ -29,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "matmul_cpu.h" /* private: the matmul's instruction-set test hook */
 #include "shardsim/device.h"
 
 #define FWD_TOL 1e-5
@@ -184,6 +186,35 @@ static void matmul_oracle(double *ref, double *scale, const float *inp, const fl
         }
 }
 
+/* The documented chains, on the host with C99 fmaf(): each out element is
+ * acc = bias (or 0); acc = fma(inp, w, acc) for c = 0..C-1. */
+static void matmul_fma_ref(float *out, const float *inp, const float *w, const float *bias, int BT, int C, int OC) {
+    for (int r = 0; r < BT; r++)
+        for (int o = 0; o < OC; o++) {
+            float acc = bias ? bias[o] : 0.0f;
+            for (int c = 0; c < C; c++) acc = fmaf(inp[r * C + c], w[o * C + c], acc);
+            out[r * OC + o] = acc;
+        }
+}
+
+/* Backward terms as fma chains from 0 over the reduction index in order,
+ * each added once to what dinp and dweight held. */
+static void matmul_backward_fma_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                                    int BT, int C, int OC) {
+    for (int r = 0; r < BT; r++)
+        for (int c = 0; c < C; c++) {
+            float t = 0.0f;
+            for (int o = 0; o < OC; o++) t = fmaf(dout[r * OC + o], w[o * C + c], t);
+            dinp[r * C + c] += t;
+        }
+    for (int o = 0; o < OC; o++)
+        for (int c = 0; c < C; c++) {
+            float t = 0.0f;
+            for (int r = 0; r < BT; r++) t = fmaf(dout[r * OC + o], inp[r * C + c], t);
+            dw[o * C + c] += t;
+        }
+}
+
 static void test_matmul_forward(void **state) {
     static const int shapes[][3] = {{7, 13, 11}, {19, 37, 21}, {16, 8, 24}, {1, 1, 1}, {3, 0, 5}};
     shs_device_t *d = new_dev(1);
@@ -203,15 +234,10 @@ static void test_matmul_forward(void **state) {
             float *out = fetch(d, d_out, BT * OC);
             matmul_oracle(ref, scale, inp, w, b, BT, C, OC);
             check_close(with_bias ? "matmul out (bias)" : "matmul out", out, ref, scale, BT * OC, FWD_TOL);
-            /* the documented order: start from bias (or 0), add c = 0..C-1 in f32 */
+            /* the documented order: an fma chain over c = 0..C-1 from the bias (or 0) */
             float *ordered = hf(BT * OC);
-            for (int r = 0; r < BT; r++)
-                for (int o = 0; o < OC; o++) {
-                    float acc = b ? b[o] : 0.0f;
-                    for (int c = 0; c < C; c++) acc += inp[r * C + c] * w[o * C + c];
-                    ordered[r * OC + o] = acc;
-                }
-            check_bits("matmul out vs in-order f32 sum", out, ordered, BT * OC);
+            matmul_fma_ref(ordered, inp, w, b, BT, C, OC);
+            check_bits("matmul out vs in-order fma chain", out, ordered, BT * OC);
         }
     }
 }
@@ -310,6 +336,119 @@ static void test_matmul_backward(void **state) {
     check_fd("matmul dinp", matmul_loss, &m, m.inp, BT * C, dinp);
     check_fd("matmul dweight", matmul_loss, &m, m.w, OC * C, dw);
     check_fd("matmul dbias", matmul_loss, &m, m.b, OC, db);
+}
+
+/* ---- matmul: instruction-set paths and thread counts ------------------------
+ * Every path (scalar fmaf, AVX2, AVX-512) must give the bits of the host fma
+ * chains, for the forward (with and without bias), dinp and dweight, on shapes
+ * that cut tiles (12 x 32) at every edge, include 0 and 1, and span several
+ * K blocks (256) in each product's reduction (C, OC, BT). */
+static const int mm_shapes[][3] = {
+    {1, 1, 1},   {0, 5, 3},    {3, 0, 5},   {4, 6, 0},    {13, 37, 45}, {25, 300, 70},
+    {300, 17, 33}, {11, 20, 290}, {24, 64, 64}, {37, 48, 29}, {12, 513, 97},
+};
+
+typedef struct {
+    int BT, C, OC;
+    float *inp, *w, *bias, *dout, *pre_inp, *pre_w, *pre_b;   /* host inputs */
+} mm_case_t;
+
+typedef struct {
+    float *out, *out_nb, *dinp, *dw, *db;
+} mm_result_t;
+
+static void mm_case_init(mm_case_t *m, int BT, int C, int OC) {
+    m->BT = BT, m->C = C, m->OC = OC;
+    m->inp = hf(BT * C), m->w = hf(OC * C), m->bias = hf(OC), m->dout = hf(BT * OC);
+    m->pre_inp = hf(BT * C), m->pre_w = hf(OC * C), m->pre_b = hf(OC);
+    fill_wide(m->inp, BT * C);
+    fill_wide(m->w, OC * C);
+    fill(m->bias, OC, -1, 1);
+    fill_wide(m->dout, BT * OC);
+    fill(m->pre_inp, BT * C, -3, 3);
+    fill(m->pre_w, OC * C, -3, 3);
+    fill(m->pre_b, OC, -3, 3);
+}
+
+/* forward with and without bias; backward into the pre-filled buffers */
+static void mm_run(shs_device_t *d, const mm_case_t *m, mm_result_t *r) {
+    int BT = m->BT, C = m->C, OC = m->OC;
+    float *d_inp = dput(d, m->inp, BT * C), *d_w = dput(d, m->w, OC * C), *d_b = dput(d, m->bias, OC);
+    float *d_dout = dput(d, m->dout, BT * OC), *d_out = dnew(d, BT * OC);
+    float *d_dinp = dput(d, m->pre_inp, BT * C), *d_dw = dput(d, m->pre_w, OC * C), *d_db = dput(d, m->pre_b, OC);
+    shs_matmul_forward(d, d_out, d_inp, d_w, d_b, BT, C, OC);
+    r->out = fetch(d, d_out, BT * OC);
+    shs_matmul_forward(d, d_out, d_inp, d_w, NULL, BT, C, OC);
+    r->out_nb = fetch(d, d_out, BT * OC);
+    shs_matmul_backward(d, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, BT, C, OC);
+    r->dinp = fetch(d, d_dinp, BT * C), r->dw = fetch(d, d_dw, OC * C), r->db = fetch(d, d_db, OC);
+}
+
+static void mm_assert_equal(const mm_result_t *a, const mm_result_t *b, const mm_case_t *m) {
+    size_t no = sizeof(float) * m->BT * m->OC, ni = sizeof(float) * m->BT * m->C, nw = sizeof(float) * m->OC * m->C;
+    if (no) assert_memory_equal(a->out, b->out, no);
+    if (no) assert_memory_equal(a->out_nb, b->out_nb, no);
+    if (ni) assert_memory_equal(a->dinp, b->dinp, ni);
+    if (nw) assert_memory_equal(a->dw, b->dw, nw);
+    if (m->OC) assert_memory_equal(a->db, b->db, sizeof(float) * m->OC);
+}
+
+static void test_matmul_isa_paths(void **state) {
+    int tested[SHS__MM_NUM_ISA] = {0};
+    for (size_t s = 0; s < sizeof mm_shapes / sizeof mm_shapes[0]; s++) {
+        int BT = mm_shapes[s][0], C = mm_shapes[s][1], OC = mm_shapes[s][2];
+        seed(100 + s);
+        mm_case_t m;
+        mm_case_init(&m, BT, C, OC);
+        /* the host chains */
+        float *ref_out = hf(BT * OC), *ref_out_nb = hf(BT * OC), *ref_dinp = hf(BT * C), *ref_dw = hf(OC * C);
+        matmul_fma_ref(ref_out, m.inp, m.w, m.bias, BT, C, OC);
+        matmul_fma_ref(ref_out_nb, m.inp, m.w, NULL, BT, C, OC);
+        memcpy(ref_dinp, m.pre_inp, sizeof(float) * BT * C);
+        memcpy(ref_dw, m.pre_w, sizeof(float) * OC * C);
+        matmul_backward_fma_ref(ref_dinp, ref_dw, m.dout, m.inp, m.w, BT, C, OC);
+
+        shs_device_t *d = new_dev(2);
+        mm_result_t r[SHS__MM_NUM_ISA];
+        for (int isa = SHS__MM_ISA_SCALAR; isa < SHS__MM_NUM_ISA; isa++) {
+            if (!shs__cpu_matmul_force_isa((shs__mm_isa_t)isa)) continue;
+            assert_int_equal(shs__cpu_matmul_isa(), isa);
+            mm_run(d, &m, &r[isa]);
+            tested[isa] = 1;
+            const char *name = shs__cpu_matmul_isa_name((shs__mm_isa_t)isa);
+            char what[96];
+            snprintf(what, sizeof what, "%s %dx%dx%d out", name, BT, C, OC);
+            check_bits(what, r[isa].out, ref_out, BT * OC);
+            snprintf(what, sizeof what, "%s %dx%dx%d out (no bias)", name, BT, C, OC);
+            check_bits(what, r[isa].out_nb, ref_out_nb, BT * OC);
+            snprintf(what, sizeof what, "%s %dx%dx%d dinp +=", name, BT, C, OC);
+            check_bits(what, r[isa].dinp, ref_dinp, BT * C);
+            snprintf(what, sizeof what, "%s %dx%dx%d dweight +=", name, BT, C, OC);
+            check_bits(what, r[isa].dw, ref_dw, OC * C);
+            if (isa != SHS__MM_ISA_SCALAR) mm_assert_equal(&r[isa], &r[SHS__MM_ISA_SCALAR], &m);
+        }
+        assert_true(shs__cpu_matmul_force_isa(SHS__MM_ISA_AUTO));
+        teardown(state);
+    }
+    assert_true(tested[SHS__MM_ISA_SCALAR]);
+    for (int isa = SHS__MM_ISA_SCALAR; isa < SHS__MM_NUM_ISA; isa++)
+        print_message("matmul path %-6s %s\n", shs__cpu_matmul_isa_name((shs__mm_isa_t)isa),
+                      tested[isa] ? "compared" : "not available here");
+}
+
+static void test_matmul_thread_counts(void **state) {
+    for (size_t s = 0; s < sizeof mm_shapes / sizeof mm_shapes[0]; s++) {
+        seed(200 + s);
+        mm_case_t m;
+        mm_case_init(&m, mm_shapes[s][0], mm_shapes[s][1], mm_shapes[s][2]);
+        mm_result_t r1, r2, r3;
+        mm_run(new_dev(1), &m, &r1);
+        mm_run(new_dev(2), &m, &r2);
+        mm_run(new_dev(3), &m, &r3);
+        mm_assert_equal(&r1, &r2, &m);
+        mm_assert_equal(&r1, &r3, &m);
+        teardown(state);
+    }
 }
 
 /* ---- layernorm ------------------------------------------------------------ */
@@ -1069,6 +1208,8 @@ int main(void) {
         cmocka_unit_test_teardown(test_memory_ops, teardown),
         cmocka_unit_test_teardown(test_matmul_forward, teardown),
         cmocka_unit_test_teardown(test_matmul_backward, teardown),
+        cmocka_unit_test_teardown(test_matmul_isa_paths, teardown),
+        cmocka_unit_test_teardown(test_matmul_thread_counts, teardown),
         cmocka_unit_test_teardown(test_layernorm_forward, teardown),
         cmocka_unit_test_teardown(test_layernorm_backward, teardown),
         cmocka_unit_test_teardown(test_attention_forward, teardown),

@@ -100,12 +100,21 @@ void shs_device_reset_peak(shs_device_t *dev);
 /* ---- kernels (all f32 unless stated) --------------------------------- */
 
 /* out (BT,OC) = inp (BT,C) @ weight(OC,C)^T + bias (OC); bias may be NULL.
- * Each out element sums c = 0..C-1 in order, starting from the bias (or 0). */
+ * Each out element is one chain of fused multiply-adds (fmaf: one rounding
+ * per step) in increasing c: acc = bias[o] (or 0); for c = 0..C-1:
+ * acc = fma(inp[r,c], weight[o,c], acc); out[r,o] = acc. The bits are the
+ * same for every thread count and every instruction set. */
 void shs_matmul_forward(shs_device_t *dev, float *out, const float *inp, const float *weight,
                         const float *bias, int BT, int C, int OC);
 /* Backward of shs_matmul_forward. Accumulates: dinp (BT,C) += dout @ weight;
  * dweight (OC,C) += dout^T @ inp; dbias (OC) += column sums of dout.
- * dinp and dbias may be NULL (not needed). */
+ * dinp and dbias may be NULL (not needed). Each term is computed from 0 in a
+ * fixed order and then added once (x = x + term):
+ *   dinp[r,c]    term = fma chain over o = 0..OC-1 of dout[r,o] * weight[o,c]
+ *   dweight[o,c] term = fma chain over r = 0..BT-1 of dout[r,o] * inp[r,c]
+ *   dbias[o]     term = f32 sum (plain adds) over r = 0..BT-1 of dout[r,o]
+ * where an fma chain is t = 0; t = fma(x_k, y_k, t) for k in increasing order.
+ * The bits are the same for every thread count and every instruction set. */
 void shs_matmul_backward(shs_device_t *dev, float *dinp, float *dweight, float *dbias, const float *dout,
                          const float *inp, const float *weight, int BT, int C, int OC);
 
