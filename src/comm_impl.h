@@ -62,6 +62,20 @@ struct shs_comm_id {
     void *ctx;
 };
 
+/* Thresholds of the thread backend's algorithms (comm_thread.c), here so
+ * the tests can check both sides of each. Bytes per rank unless noted.
+ *   STAGE_BYTES       staging buffer per rank and parity: a call whose
+ *                     staged input fits (all_reduce, all_gather block,
+ *                     reduce_scatter sendbuf, broadcast, reduce) is staged
+ *                     and takes one barrier;
+ *   ONE_SHOT_MAX      staged all_reduce also needs count*size*N <= this;
+ *   STREAM_MIN        streaming stores when the output of all ranks
+ *                     together (all_reduce count*size*N, all_gather
+ *                     N*N*block, reduce_scatter N*block) exceeds this. */
+#define SHS__STAGE_BYTES (16 * 1024)
+#define SHS__ONE_SHOT_MAX_BYTES (64 * 1024)
+#define SHS__STREAM_MIN_BYTES ((size_t)8 << 20)
+
 extern const shs__comm_iface_t shs__comm_thread_iface;
 /* Create the thread backend's rendezvous state (the id's ctx). */
 shs_status_t shs__comm_thread_id_create(void **ctx, int nranks, int timeout_ms, const char *name);
@@ -77,5 +91,15 @@ void shs__call_format(char *buf, size_t size, const shs__call_t *call);
  * dst may equal any source: each tile of dst is written after all sources of
  * that tile were read. Sources must not overlap dst otherwise. */
 void shs__reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shs_dtype_t dtype, shs_redop_t op);
+/* The same reduction, each tile stored to every dsts[k] (k < ndst) after all
+ * sources of that tile were read (so any dst may equal any source at the same
+ * offsets). `stream`: non-temporal stores (for outputs larger than the cache;
+ * followed by a store fence before returning). */
+void shs__reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t n, shs_dtype_t dtype,
+                       shs_redop_t op, int stream);
+/* src (bytes) to every dsts[k], chunk by chunk so src is read from memory
+ * once; a dst equal to src is skipped. `stream` as above. */
+void shs__copy_multi(void *const *dsts, int ndst, const void *src, size_t bytes, int stream);
+void shs__stream_fence(void);
 
 #endif

@@ -9,8 +9,11 @@
  * Work goes tile by tile: a tile of the first source is loaded into an
  * accumulator (f32 for the 16-bit floats), every further source is combined
  * into it by one vectorizable loop per (dtype, op), and the tile is stored.
- * That is why dst may equal a source (in-place collectives).
+ * That is why dst may equal a source (in-place collectives). The tile may go
+ * to several destinations (one rank writing its reduced chunk into every
+ * rank's output), with ordinary or streaming stores.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "comm_impl.h"
@@ -152,22 +155,113 @@ static const store_fn store_table[SHS_NUM_DTYPES] = {
 /* NULL: the accumulator has the dtype's own layout (memcpy). */
 static const load_fn load_table[SHS_NUM_DTYPES] = {[SHS_F16] = f16_load, [SHS_BF16] = bf16_load};
 
-void shs__reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shs_dtype_t dtype, shs_redop_t op) {
-    SHS_ASSERT(nsrc >= 1 && dtype >= 0 && dtype < SHS_NUM_DTYPES && op >= 0 && op < SHS_NUM_REDOPS);
+/* ---- copies, optionally with non-temporal (streaming) stores ----------- */
+
+/* Streaming stores bypass the cache: no read-for-ownership of the destination
+ * line and no eviction of data that is still needed, which is what lets a
+ * collective on buffers larger than the cache approach memcpy's bandwidth.
+ * SSE2 (baseline on x86-64) on x86-64; plain memcpy elsewhere and under TSan
+ * (which does not see intrinsic stores). */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#include <emmintrin.h>
+#define HAVE_STREAM 1
+#else
+#define HAVE_STREAM 0
+#endif
+
+static void stream_copy(void *dst, const void *src, size_t bytes) {
+#if HAVE_STREAM
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head > bytes) head = bytes;
+    memcpy(d, s, head);
+    d += head, s += head, bytes -= head;
+    for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, bytes);
+#else
+    memcpy(dst, src, bytes);
+#endif
+}
+
+void shs__stream_fence(void) {
+#if HAVE_STREAM
+    _mm_sfence();
+#endif
+}
+
+/* Ask for [p, p+bytes) ahead of use: a large, uncached collective is bound by
+ * how many memory reads are in flight, and the hardware prefetchers stop at
+ * every 4 KiB page. */
+static void prefetch_range(const void *p, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)p + off, 0, 3);
+}
+
+static void copy_out(void *dst, const void *src, size_t bytes, int stream) {
+    if (dst == src || !bytes) return;
+    if (stream) stream_copy(dst, src, bytes);
+    else memcpy(dst, src, bytes);
+}
+
+void shs__copy_multi(void *const *dsts, int ndst, const void *src, size_t bytes, int stream) {
+    enum { CHUNK = 16 * 1024 }; /* src chunk stays in L1 while it goes to every dst */
+    for (size_t off = 0; off < bytes; off += CHUNK) {
+        size_t m = bytes - off < CHUNK ? bytes - off : CHUNK;
+        if (stream && off + m < bytes) prefetch_range((const char *)src + off + m, bytes - off - m < CHUNK ? bytes - off - m : CHUNK);
+        for (int k = 0; k < ndst; k++) copy_out((char *)dsts[k] + off, (const char *)src + off, m, stream);
+    }
+    if (stream) shs__stream_fence();
+}
+
+/* ---- the reduction ------------------------------------------------------- */
+
+void shs__reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t n, shs_dtype_t dtype,
+                       shs_redop_t op, int stream) {
+    SHS_ASSERT(nsrc >= 1 && ndst >= 1 && dtype >= 0 && dtype < SHS_NUM_DTYPES && op >= 0 && op < SHS_NUM_REDOPS);
     size_t esize = shs_dtype_size(dtype);
     combine_fn combine = combine_table[dtype][op == SHS_AVG ? SHS_SUM : op];
     store_fn store = store_table[dtype];
     load_fn load = load_table[dtype];
     int divisor = op == SHS_AVG ? nsrc : 1;
+    /* The stored tile goes straight to a single cached dst; otherwise it is
+     * formed once (in `out`, or in acc itself when acc has the dtype's layout
+     * and nothing is divided) and copied to every dst. */
+    int direct = ndst == 1 && !stream, acc_is_out = !load && divisor == 1;
     union { float f[TILE]; double d[TILE]; uint64_t u[TILE]; } acc; /* (TILE) in the accumulator type */
+    union { double d[TILE]; uint64_t u[TILE]; } out;                 /* (TILE) in the dtype */
 
     for (size_t off = 0; off < n; off += TILE) {
         size_t m = n - off < TILE ? n - off : TILE;
         size_t byte_off = off * esize;
+        if (stream && off + m < n) {
+            size_t next = (n - off - m < TILE ? n - off - m : TILE) * esize;
+            for (int j = 0; j < nsrc; j++) prefetch_range((const char *)srcs[j] + byte_off + m * esize, next);
+        }
         const char *first = (const char *)srcs[0] + byte_off;
         if (load) load(&acc, first, m);
         else memcpy(&acc, first, m * esize);
         for (int j = 1; j < nsrc; j++) combine(&acc, (const char *)srcs[j] + byte_off, m);
-        store((char *)dst + byte_off, &acc, m, divisor);
+        if (direct) {
+            store((char *)dsts[0] + byte_off, &acc, m, divisor);
+            continue;
+        }
+        const void *tile = &acc;
+        if (!acc_is_out) {
+            store(&out, &acc, m, divisor);
+            tile = &out;
+        }
+        for (int k = 0; k < ndst; k++) copy_out((char *)dsts[k] + byte_off, tile, m * esize, stream);
     }
+    if (stream) shs__stream_fence();
+}
+
+void shs__reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shs_dtype_t dtype, shs_redop_t op) {
+    shs__reduce_multi(&dst, 1, srcs, nsrc, n, dtype, op, 0);
 }

@@ -3,10 +3,14 @@
  *
  * What it is: direct (one-hop) collectives. Each rank posts its call and
  * buffer pointers in its slot of the shared state; after a barrier every rank
- * reads the other ranks' buffers itself. Barriers are C11 atomics on a
- * generation word that doubles as a futex word, so waiting is a short spin,
- * then sched_yield, then a futex sleep with the communicator's timeout; the
- * word's low bit marks the communicator failed, which wakes every sleeper.
+ * reads (or writes) the other ranks' buffers itself. Small calls are staged:
+ * each rank copies its input into its staging buffer before the barrier, so
+ * the call needs that one barrier only. Barriers are C11 atomics on a
+ * generation word that doubles as a futex word, so waiting is a short spin
+ * (only when ranks <= cores), then sched_yield for a bounded time, then a
+ * futex sleep with the communicator's timeout; the last rank to arrive wakes
+ * the sleepers; the word's low bit marks the communicator failed, which wakes
+ * every sleeper.
  * The cross-rank checks (same op, count, dtype, reduce op, root, sequence
  * number), the timeout and abort of comm.h live here.
  * What it is not: a model of a network (no rings, no link bandwidth), or
@@ -15,6 +19,13 @@
  * Vocabulary used by the algorithms below:
  *   slot      per-rank record in the shared state: the posted call (shs__call_t,
  *             with sendbuf/recvbuf), barrier arrival count, last call seen.
+ *   parity    seq & 1. Posted calls and staging buffers come in two copies,
+ *             one per parity: a rank writes call s's copy before the first
+ *             barrier of s, and everyone is done reading call s-2's copy
+ *             (same parity) before any barrier of s-1 completes, so no extra
+ *             barrier is needed to protect them.
+ *   stage     per-rank, per-parity staging buffer of STAGE_BYTES in the shared
+ *             state, for the one-barrier algorithms on small calls.
  *   block     the count elements that one rank contributes (all_gather) or
  *             receives (reduce_scatter).
  *   chunk     rank r's share of a count-element buffer when the work of one
@@ -24,6 +35,8 @@
  *             buffer only in a phase where that rank does not write the same
  *             elements, and the exit barrier keeps every buffer alive until
  *             nobody reads it; that is what makes the in-place forms safe.
+ * The number of barriers of a call depends only on (op, count, dtype, N), the
+ * fields every rank checks after the first one, so all ranks agree on it.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -43,9 +56,12 @@
 #include "comm_impl.h"
 
 #define GEN_FAILED 1u          /* low bit of the generation word */
-#define SPIN_ITERS 2000        /* pause-loop polls before yielding (only when ranks <= cores) */
-#define YIELD_ITERS 16         /* sched_yield polls before sleeping in the futex */
-#define ONE_SHOT_MAX_BYTES (64 * 1024) /* all_reduce one-shot when count*size*N <= this */
+#define SPIN_POLLS 256         /* pause-loop polls before yielding (only when ranks <= cores) */
+#define YIELD_SECONDS 100e-6   /* then sched_yield polls for this long before sleeping in the futex
+                                * (a futex wake-up costs tens of us on a VM; a yield ~1 us) */
+#define STAGE_BYTES SHS__STAGE_BYTES               /* thresholds: see comm_impl.h */
+#define ONE_SHOT_MAX_BYTES SHS__ONE_SHOT_MAX_BYTES
+#define STREAM_MIN_BYTES SHS__STREAM_MIN_BYTES
 #define FAIL_TEXT 768
 #define NO_CALL UINT64_MAX
 
@@ -54,7 +70,7 @@ typedef enum { FAIL_NONE, FAIL_MISMATCH, FAIL_TIMEOUT, FAIL_ABORT } fail_kind_t;
 typedef struct shared shared_t;
 
 typedef struct {
-    alignas(64) shs__call_t call;     /* written by its rank before the entry barrier */
+    alignas(64) shs__call_t call[2];  /* by parity; written by its rank before the entry barrier */
     _Atomic(shared_t *) split_child;  /* split: the leader's new shared state, or NULL */
     _Atomic uint64_t arrivals;        /* barriers this rank has entered */
     _Atomic uint64_t last_call;       /* pack_call(seq, op, done) or NO_CALL */
@@ -67,6 +83,8 @@ struct shared {
     int timeout_ms;
     int spin_iters;                   /* 0 when ranks outnumber cores */
     char *name;
+    char *stage;                      /* (nranks, 2, STAGE_BYTES) */
+    /* Separate lines: waiters poll gen without disturbing arrivals. */
     alignas(64) _Atomic uint64_t arrived;   /* barrier arrivals of all ranks, ever */
     alignas(64) _Atomic uint32_t gen;       /* futex word: 2 * generation | GEN_FAILED */
     _Atomic uint32_t sleepers;              /* ranks in or entering FUTEX_WAIT */
@@ -86,7 +104,7 @@ typedef struct {
     shared_t *sh;
     uint64_t arrivals;                /* mirror of this rank's slot counter */
     const void **srcs;                /* (nranks) source pointers for shs__reduce */
-    void *scratch;                    /* (ONE_SHOT_MAX_BYTES / nranks) in-place one-shot all_reduce */
+    void **dsts;                      /* (nranks) destination pointers */
 } rank_ctx_t;
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -176,6 +194,7 @@ static void copy_bytes(void *dst, const void *src, size_t bytes) {
 
 static void shared_free(shared_t *sh) {
     pthread_mutex_destroy(&sh->fail_mu);
+    free(sh->stage);
     free(sh->name);
     free(sh);
 }
@@ -189,12 +208,14 @@ static shared_t *shared_create(int nranks, int timeout_ms, const char *name, int
     size = (size + 63) / 64 * 64;
     shared_t *sh = aligned_alloc(64, size);
     char *name_copy = strdup(name);
-    if (!sh || !name_copy) { free(sh); free(name_copy); return NULL; }
+    char *stage = aligned_alloc(64, (size_t)nranks * 2 * STAGE_BYTES);
+    if (!sh || !name_copy || !stage) { free(sh); free(name_copy); free(stage); return NULL; }
     memset(sh, 0, size);
+    sh->stage = stage;
     atomic_init(&sh->refs, refs);
     sh->nranks = nranks;
     sh->timeout_ms = timeout_ms;
-    sh->spin_iters = nranks <= online_cpus() ? SPIN_ITERS : 0;
+    sh->spin_iters = nranks <= online_cpus() ? SPIN_POLLS : 0;
     sh->name = name_copy;
     atomic_init(&sh->arrived, 0);
     atomic_init(&sh->gen, 0);
@@ -221,16 +242,15 @@ static void thread_id_release(void *ctx) { shared_unref(ctx); }
 
 /* Give `comm` rank `rank` of `sh`; the caller already holds the reference. */
 static shs_status_t attach(shs_comm_t *comm, shared_t *sh, int rank) {
-    size_t scratch_bytes = ONE_SHOT_MAX_BYTES / (size_t)sh->nranks;
     size_t srcs_off = (sizeof(rank_ctx_t) + 63) / 64 * 64;
-    size_t scratch_off = srcs_off + ((size_t)sh->nranks * sizeof(void *) + 63) / 64 * 64;
-    char *mem = aligned_alloc(64, scratch_off + (scratch_bytes + 63) / 64 * 64);
+    size_t dsts_off = srcs_off + ((size_t)sh->nranks * sizeof(void *) + 63) / 64 * 64;
+    char *mem = aligned_alloc(64, dsts_off + ((size_t)sh->nranks * sizeof(void *) + 63) / 64 * 64);
     if (!mem) return shs_set_error(SHS_HOST_OOM, "rank %d: comm '%s': out of host memory", rank, sh->name);
     rank_ctx_t *ctx = (rank_ctx_t *)mem;
     ctx->sh = sh;
     ctx->arrivals = 0;
     ctx->srcs = (const void **)(mem + srcs_off);
-    ctx->scratch = mem + scratch_off;
+    ctx->dsts = (void **)(mem + dsts_off);
     comm->ctx = ctx;
     comm->rank = rank;
     comm->nranks = sh->nranks;
@@ -364,8 +384,10 @@ static void declare_timeout(const shs_comm_t *comm, const shs__call_t *call, uin
 
 /* All ranks enter; the last one moves the generation on with a CAS that fails
  * only if the communicator failed meanwhile, so a barrier either completes
- * for every rank or fails for every rank. Waiters poll: spin (unless ranks
- * outnumber cores), yield, then FUTEX_WAIT with the remaining timeout. */
+ * for every rank or fails for every rank. Waiters poll: spin briefly (unless
+ * ranks outnumber cores: then the ranks they wait for need the core), yield
+ * for up to YIELD_SECONDS, then FUTEX_WAIT with the remaining timeout; only
+ * the last arrival wakes sleepers, and only when there are any. */
 static shs_status_t barrier(shs_comm_t *comm, const shs__call_t *call) {
     rank_ctx_t *ctx = comm->ctx;
     shared_t *sh = ctx->sh;
@@ -384,11 +406,12 @@ static shs_status_t barrier(shs_comm_t *comm, const shs__call_t *call) {
         if ((v = atomic_load_explicit(&sh->gen, memory_order_acquire)) != g) goto done;
         cpu_relax();
     }
-    for (int i = 0; i < YIELD_ITERS; i++) {
+    double start = now_s();
+    while (now_s() - start < YIELD_SECONDS) {
         sched_yield();
         if ((v = atomic_load_explicit(&sh->gen, memory_order_acquire)) != g) goto done;
     }
-    double deadline = now_s() + sh->timeout_ms / 1000.0;
+    double deadline = start + sh->timeout_ms / 1000.0;
     atomic_fetch_add(&sh->sleepers, 1);
     while ((v = atomic_load(&sh->gen)) == g) {
         double left = deadline - now_s();
@@ -407,6 +430,11 @@ done:
 
 /* ---- call protocol: post, barrier, check ... exit ---------------------- */
 
+#define PARITY(call) ((int)((call)->seq & 1))
+#define POSTED(sh, j, call) (&(sh)->slots[(j)].call[PARITY(call)])
+/* Rank j's staging buffer for `call`. */
+#define STAGE(sh, j, call) ((sh)->stage + ((size_t)(j) * 2 + (size_t)PARITY(call)) * STAGE_BYTES)
+
 static int calls_match(const shs__call_t *a, const shs__call_t *b) {
     return a->op == b->op && a->seq == b->seq && a->count == b->count && a->dtype == b->dtype &&
            a->redop == b->redop && a->root == b->root;
@@ -415,16 +443,16 @@ static int calls_match(const shs__call_t *a, const shs__call_t *b) {
 /* Every rank runs this on the same posted calls, so all reach the same verdict. */
 static shs_status_t check_calls(shs_comm_t *comm, const shs__call_t *call) {
     shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
-    const shs__call_t *ref = &sh->slots[0].call;
+    const shs__call_t *ref = POSTED(sh, 0, call);
     int first_bad = -1, nbad = 0;
     for (int j = 1; j < sh->nranks; j++) {
-        if (calls_match(ref, &sh->slots[j].call)) continue;
+        if (calls_match(ref, POSTED(sh, j, call))) continue;
         if (first_bad < 0) first_bad = j;
         nbad++;
     }
     if (first_bad < 0) return SHS_OK;
 
-    const shs__call_t *bad = &sh->slots[first_bad].call;
+    const shs__call_t *bad = POSTED(sh, first_bad, call);
     char a[128], b[128], detail[FAIL_TEXT];
     shs__call_format(a, sizeof a, ref);
     shs__call_format(b, sizeof b, bad);
@@ -446,19 +474,25 @@ static shs_status_t check_calls(shs_comm_t *comm, const shs__call_t *call) {
     return shs_set_error(SHS_MISMATCH, "rank %d: %s", comm->rank, detail);
 }
 
-/* Post this rank's call, wait for all, compare all calls. After it returns
- * SHS_OK the slots hold every rank's call until the next barrier. */
-static shs_status_t begin(shs_comm_t *comm, const shs__call_t *call) {
+/* Post this rank's call (and copy `stage_bytes` of `stage_src` into its
+ * staging buffer), wait for all, compare all calls. After it returns SHS_OK
+ * the slots and staging buffers of this parity hold every rank's call and
+ * data until the next call's first barrier completes. */
+static shs_status_t begin_staged(shs_comm_t *comm, const shs__call_t *call, const void *stage_src,
+                                 size_t stage_bytes) {
     shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
     slot_t *me = &sh->slots[comm->rank];
     atomic_store_explicit(&me->last_call, pack_call(call->seq, call->op, 0), memory_order_relaxed);
     /* A failed communicator may still have ranks reading the slots (mismatch
-     * verdict), so the slot is written only while it is healthy. */
+     * verdict), so slot and stage are written only while it is healthy. */
     if (atomic_load_explicit(&sh->gen, memory_order_acquire) & GEN_FAILED) return failed_status(comm, call, 0);
-    me->call = *call;
+    me->call[PARITY(call)] = *call;
+    if (stage_bytes) memcpy(STAGE(sh, comm->rank, call), stage_src, stage_bytes);
     SHS_CHECK(barrier(comm, call));
     return check_calls(comm, call);
 }
+
+static shs_status_t begin(shs_comm_t *comm, const shs__call_t *call) { return begin_staged(comm, call, NULL, 0); }
 
 static shs_status_t finish(shs_comm_t *comm, const shs__call_t *call, int exit_barrier) {
     if (exit_barrier) SHS_CHECK(barrier(comm, call));
@@ -468,65 +502,91 @@ static shs_status_t finish(shs_comm_t *comm, const shs__call_t *call, int exit_b
     return SHS_OK;
 }
 
-#define POSTED(sh, j) (&(sh)->slots[(j)].call)
+/* Streaming stores for outputs that cannot stay in cache anyway. */
+static int use_stream(size_t output_bytes_all_ranks) { return output_bytes_all_ranks > STREAM_MIN_BYTES; }
 
 /* ---- all_gather -------------------------------------------------------
- * Direct all-gather. Block j = sendcount elements of rank j.
+ * Block j = sendcount elements of rank j. Two algorithms, chosen from
+ * (count, dtype) alone:
+ * Staged, when a block fits STAGE_BYTES (one barrier):
+ *   post+stage  every rank posts its call and copies its sendbuf to its stage.
+ *   check       barrier, compare calls.
+ *   copy        rank r copies every rank's stage into its recvbuf.
+ * Direct push, otherwise:
  *   post+check  every rank posts (sendbuf, recvbuf), barrier, compare calls.
- *   copy        rank r copies block j from rank j's sendbuf to its recvbuf at
- *               j*sendcount for every j (its own block only when not in
- *               place). In place, rank r's sendbuf is its own recvbuf block r,
- *               which rank r does not write and the others only read.
- *   exit        barrier: no sendbuf is reused while another rank reads it.
+ *   push        rank r copies its sendbuf into block r of every rank's
+ *               recvbuf, chunk by chunk (each chunk read once), streaming
+ *               stores when the output exceeds the cache. In place, rank r's
+ *               sendbuf is its recvbuf block r, which it skips; nobody else
+ *               writes or reads block r of recvbuf r.
+ *   exit        barrier: every recvbuf is complete, no sendbuf is reused
+ *               while another rank could read it.
  */
 static shs_status_t thread_all_gather(shs_comm_t *comm, const shs__call_t *call) {
-    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
-    SHS_CHECK(begin(comm, call));
+    rank_ctx_t *ctx = comm->ctx;
+    shared_t *sh = ctx->sh;
+    int n = sh->nranks;
     size_t block = call->count * shs_dtype_size(call->dtype);
-    if (block)
-        for (int j = 0; j < sh->nranks; j++)
-            copy_bytes((char *)call->recvbuf + (size_t)j * block, POSTED(sh, j)->sendbuf, block);
+    if (block <= STAGE_BYTES) {
+        SHS_CHECK(begin_staged(comm, call, call->sendbuf, block));
+        for (int j = 0; j < n; j++) copy_bytes((char *)call->recvbuf + (size_t)j * block, STAGE(sh, j, call), block);
+        return finish(comm, call, 0);
+    }
+    SHS_CHECK(begin(comm, call));
+    for (int j = 0; j < n; j++) ctx->dsts[j] = (char *)POSTED(sh, j, call)->recvbuf + (size_t)comm->rank * block;
+    shs__copy_multi(ctx->dsts, n, call->sendbuf, block, use_stream(block * (size_t)n * (size_t)n));
     return finish(comm, call, 1);
 }
 
 /* ---- reduce_scatter ---------------------------------------------------
- * Direct reduce-scatter. Block r = elements [r*recvcount, (r+1)*recvcount)
- * of every sendbuf.
- *   post+check  as all_gather.
+ * Block r = elements [r*recvcount, (r+1)*recvcount) of every sendbuf.
+ * Staged, when a whole sendbuf (N blocks) fits STAGE_BYTES (one barrier):
+ *   post+stage  every rank posts its call and copies its sendbuf to its stage.
+ *   check       barrier, compare calls.
+ *   reduce      rank r reduces block r of every stage, in rank order, into
+ *               its recvbuf.
+ * Direct, otherwise:
+ *   post+check  every rank posts (sendbuf, recvbuf), barrier, compare calls.
  *   reduce      rank r reduces block r of every rank's sendbuf, in rank order,
  *               into its recvbuf. In place (recvbuf == block r of its own
  *               sendbuf) each tile is read from all ranks before it is
  *               written, and the others read only their own blocks.
- *   exit        barrier.
+ *   exit        barrier: no sendbuf is reused while another rank reads it.
  */
 static shs_status_t thread_reduce_scatter(shs_comm_t *comm, const shs__call_t *call) {
     rank_ctx_t *ctx = comm->ctx;
     shared_t *sh = ctx->sh;
-    SHS_CHECK(begin(comm, call));
+    int n = sh->nranks, r = comm->rank;
     size_t block = call->count * shs_dtype_size(call->dtype);
+    int staged = block * (size_t)n <= STAGE_BYTES;
+    SHS_CHECK(begin_staged(comm, call, call->sendbuf, staged ? block * (size_t)n : 0));
     if (block) {
-        for (int j = 0; j < sh->nranks; j++)
-            ctx->srcs[j] = (const char *)POSTED(sh, j)->sendbuf + (size_t)comm->rank * block;
-        shs__reduce(call->recvbuf, ctx->srcs, sh->nranks, call->count, call->dtype, call->redop);
+        for (int j = 0; j < n; j++)
+            ctx->srcs[j] = (staged ? STAGE(sh, j, call) : (const char *)POSTED(sh, j, call)->sendbuf) + (size_t)r * block;
+        shs__reduce_multi(&call->recvbuf, 1, ctx->srcs, n, call->count, call->dtype, call->redop,
+                          use_stream(block * (size_t)n));
     }
-    return finish(comm, call, 1);
+    return finish(comm, call, !staged);
 }
 
 /* ---- all_reduce -------------------------------------------------------
  * Two algorithms, chosen from (count, dtype, N) alone so every rank agrees.
- * One-shot, for small buffers (count*size*N <= ONE_SHOT_MAX_BYTES):
- *   post+check  as all_gather.
- *   reduce      every rank reduces the whole buffer from all sendbufs, into
- *               its recvbuf, or when in place into its scratch.
- *   done        barrier (nobody reads sendbufs any more); in place, copy
- *               scratch to recvbuf. Two barriers, N-fold redundant work.
- * Direct reduce-scatter + all-gather, otherwise. Chunk r is rank r's share:
- *   post+check  as all_gather.
- *   reduce      rank r reduces chunk r of every sendbuf into chunk r of its
- *               own recvbuf (in place safe as in reduce_scatter).
- *   gather      barrier; rank r copies chunk j of rank j's recvbuf into its
- *               recvbuf, for every j != r.
- *   exit        barrier.
+ * Staged one-shot, for small buffers (count*size <= STAGE_BYTES and
+ * count*size*N <= ONE_SHOT_MAX_BYTES), one barrier:
+ *   post+stage  every rank posts its call and copies its sendbuf to its stage.
+ *   check       barrier, compare calls.
+ *   reduce      every rank reduces the whole buffer from all stages into its
+ *               recvbuf (N-fold redundant work, no further barrier; in place
+ *               is safe because the stages are copies).
+ * Direct fused reduce + broadcast, otherwise. Chunk r is rank r's share:
+ *   post+check  every rank posts (sendbuf, recvbuf), barrier, compare calls.
+ *   reduce+put  rank r reduces chunk r of every sendbuf, tile by tile, and
+ *               stores each tile into chunk r of every rank's recvbuf
+ *               (streaming stores when the output exceeds the cache): every
+ *               input byte is read once and every output byte written once.
+ *               Only rank r touches chunk r of any buffer, and a tile is
+ *               stored after all its sources were read, so in place is safe.
+ *   exit        barrier: every recvbuf is complete, sendbufs are free.
  * Both produce per element op over ranks 0..N-1, so results are identical.
  */
 static shs_status_t thread_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
@@ -534,49 +594,59 @@ static shs_status_t thread_all_reduce(shs_comm_t *comm, const shs__call_t *call)
     shared_t *sh = ctx->sh;
     int n = sh->nranks, r = comm->rank;
     size_t esize = shs_dtype_size(call->dtype), bytes = call->count * esize;
-    SHS_CHECK(begin(comm, call));
 
-    if (bytes <= ONE_SHOT_MAX_BYTES / (size_t)n) {
-        int in_place = call->sendbuf == call->recvbuf;
+    if (bytes <= STAGE_BYTES && bytes * (size_t)n <= ONE_SHOT_MAX_BYTES) {
+        SHS_CHECK(begin_staged(comm, call, call->sendbuf, bytes));
         if (bytes) {
-            for (int j = 0; j < n; j++) ctx->srcs[j] = POSTED(sh, j)->sendbuf;
-            shs__reduce(in_place ? ctx->scratch : call->recvbuf, ctx->srcs, n, call->count, call->dtype, call->redop);
+            for (int j = 0; j < n; j++) ctx->srcs[j] = STAGE(sh, j, call);
+            shs__reduce(call->recvbuf, ctx->srcs, n, call->count, call->dtype, call->redop);
         }
-        SHS_CHECK(barrier(comm, call));
-        if (in_place) copy_bytes(call->recvbuf, ctx->scratch, bytes);
         return finish(comm, call, 0);
     }
 
+    SHS_CHECK(begin(comm, call));
     size_t off = chunk_start(call->count, n, r), len = chunk_start(call->count, n, r + 1) - off;
-    for (int j = 0; j < n; j++) ctx->srcs[j] = (const char *)POSTED(sh, j)->sendbuf + off * esize;
-    shs__reduce((char *)call->recvbuf + off * esize, ctx->srcs, n, len, call->dtype, call->redop);
-    SHS_CHECK(barrier(comm, call));
-    for (int j = 0; j < n; j++) {
-        if (j == r) continue;
-        size_t joff = chunk_start(call->count, n, j), jlen = chunk_start(call->count, n, j + 1) - joff;
-        copy_bytes((char *)call->recvbuf + joff * esize, (const char *)POSTED(sh, j)->recvbuf + joff * esize,
-                   jlen * esize);
+    if (len) {
+        for (int j = 0; j < n; j++) {
+            ctx->srcs[j] = (const char *)POSTED(sh, j, call)->sendbuf + off * esize;
+            ctx->dsts[j] = (char *)POSTED(sh, j, call)->recvbuf + off * esize;
+        }
+        shs__reduce_multi(ctx->dsts, n, ctx->srcs, n, len, call->dtype, call->redop,
+                          use_stream(bytes * (size_t)n));
     }
     return finish(comm, call, 1);
 }
 
 /* ---- broadcast ----------------------------------------------------------
- * Direct broadcast.
- *   post+check  as all_gather.
+ * Staged, when the buffer fits STAGE_BYTES (one barrier):
+ *   post+stage  every rank posts its call; the root copies its sendbuf to
+ *               its stage.
+ *   check       barrier, compare calls.
+ *   copy        every rank copies the root's stage into its recvbuf.
+ * Direct, otherwise:
+ *   post+check  every rank posts (sendbuf, recvbuf), barrier, compare calls.
  *   copy        every rank copies the root's sendbuf into its recvbuf (the
  *               root too, unless in place).
  *   exit        barrier: the root's sendbuf is read until everyone is done.
  */
 static shs_status_t thread_broadcast(shs_comm_t *comm, const shs__call_t *call) {
     shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
-    SHS_CHECK(begin(comm, call));
-    copy_bytes(call->recvbuf, POSTED(sh, call->root)->sendbuf, call->count * shs_dtype_size(call->dtype));
-    return finish(comm, call, 1);
+    size_t bytes = call->count * shs_dtype_size(call->dtype);
+    int staged = bytes <= STAGE_BYTES, is_root = comm->rank == call->root;
+    SHS_CHECK(begin_staged(comm, call, call->sendbuf, staged && is_root ? bytes : 0));
+    const void *src = staged ? STAGE(sh, call->root, call) : POSTED(sh, call->root, call)->sendbuf;
+    if (!(staged && is_root)) copy_bytes(call->recvbuf, src, bytes);
+    else copy_bytes(call->recvbuf, call->sendbuf, bytes);
+    return finish(comm, call, !staged);
 }
 
 /* ---- reduce ---------------------------------------------------------------
- * Direct reduce, the work split over all ranks.
- *   post+check  as all_gather.
+ * Staged, when the buffer fits STAGE_BYTES (one barrier):
+ *   post+stage  every rank posts its call and copies its sendbuf to its stage.
+ *   check       barrier, compare calls.
+ *   reduce      the root reduces every stage into its recvbuf.
+ * Direct, the work split over all ranks, otherwise:
+ *   post+check  every rank posts (sendbuf, recvbuf), barrier, compare calls.
  *   reduce      rank r reduces chunk r of every sendbuf into chunk r of the
  *               root's recvbuf (in place at the root safe as in
  *               reduce_scatter).
@@ -586,24 +656,32 @@ static shs_status_t thread_reduce(shs_comm_t *comm, const shs__call_t *call) {
     rank_ctx_t *ctx = comm->ctx;
     shared_t *sh = ctx->sh;
     int n = sh->nranks, r = comm->rank;
-    size_t esize = shs_dtype_size(call->dtype);
+    size_t esize = shs_dtype_size(call->dtype), bytes = call->count * esize;
+    if (bytes <= STAGE_BYTES) {
+        SHS_CHECK(begin_staged(comm, call, call->sendbuf, bytes));
+        if (r == call->root && bytes) {
+            for (int j = 0; j < n; j++) ctx->srcs[j] = STAGE(sh, j, call);
+            shs__reduce(call->recvbuf, ctx->srcs, n, call->count, call->dtype, call->redop);
+        }
+        return finish(comm, call, 0);
+    }
     SHS_CHECK(begin(comm, call));
     size_t off = chunk_start(call->count, n, r), len = chunk_start(call->count, n, r + 1) - off;
     if (len) {
-        for (int j = 0; j < n; j++) ctx->srcs[j] = (const char *)POSTED(sh, j)->sendbuf + off * esize;
-        shs__reduce((char *)POSTED(sh, call->root)->recvbuf + off * esize, ctx->srcs, n, len, call->dtype,
+        for (int j = 0; j < n; j++) ctx->srcs[j] = (const char *)POSTED(sh, j, call)->sendbuf + off * esize;
+        shs__reduce((char *)POSTED(sh, call->root, call)->recvbuf + off * esize, ctx->srcs, n, len, call->dtype,
                     call->redop);
     }
     return finish(comm, call, 1);
 }
 
 /* ---- barrier ----------------------------------------------------------
- *   post+check  every rank posts its call, barrier, compare calls.
- *   exit        barrier: nobody posts its next call while slots are read.
+ *   post+check  every rank posts its call, barrier, compare calls. One
+ *               barrier: the next call posts into the other parity.
  */
 static shs_status_t thread_barrier(shs_comm_t *comm, const shs__call_t *call) {
     SHS_CHECK(begin(comm, call));
-    return finish(comm, call, 1);
+    return finish(comm, call, 0);
 }
 
 /* ---- split ------------------------------------------------------------
@@ -625,7 +703,7 @@ static shs_status_t thread_split(shs_comm_t *comm, const shs__call_t *call, shs_
     int leader = -1, members = 0, newrank = 0;
     if (color != SHS_SPLIT_NOCOLOR) {
         for (int j = 0; j < n; j++) {
-            const shs__call_t *c = POSTED(sh, j);
+            const shs__call_t *c = POSTED(sh, j, call);
             if (c->color != color) continue;
             if (leader < 0) leader = j;
             members++;

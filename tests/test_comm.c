@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "comm_impl.h" /* the algorithm thresholds */
 #include "shardsim/comm.h"
 #include "thread_world.h"
 
@@ -446,6 +447,134 @@ static shs_status_t rank_bit_identical(tw_rank_t *r) {
 static void test_all_reduce_bit_identical_to_rs_ag(void **state) {
     (void)state;
     for (int w = 0; w < NUM_WORLD_SIZES; w++) tw_run_ok(world_sizes[w], DATA_TIMEOUT_MS, rank_bit_identical, NULL);
+}
+
+/* ---- both sides of every algorithm threshold ------------------------------ */
+
+/* Every collective at the largest count of one algorithm and one element
+ * more (staged vs direct, cached vs streaming stores), in place and out of
+ * place, for f32 sum and avg and bf16 sum, bit for bit against the serial
+ * rank-order oracle on random inputs. */
+typedef enum { TH_ALL_REDUCE, TH_REDUCE_SCATTER, TH_ALL_GATHER, TH_BROADCAST, TH_REDUCE, TH_NUM } th_coll_t;
+
+/* random_f32's kind of value (order-dependent sums), cheaper to draw. */
+static float th_input(shs_dtype_t t, int r, size_t g) {
+    static const float pow2[17] = {0x1p-8f, 0x1p-7f, 0x1p-6f, 0x1p-5f, 0x1p-4f, 0x1p-3f, 0x1p-2f, 0x1p-1f, 1.0f,
+                                   0x1p1f,  0x1p2f,  0x1p3f,  0x1p4f,  0x1p5f,  0x1p6f,  0x1p7f,  0x1p8f};
+    uint64_t h = mix64((uint64_t)r << 40 ^ g);
+    float v = (1.0f + (float)(h & 0xffffff) / 16777216.0f) * pow2[(h >> 24) % 17];
+    return round_to(t, (h >> 40) & 1 ? -v : v);
+}
+
+static void th_put(void *buf, shs_dtype_t t, size_t i, float v) {
+    if (t == SHS_F32) ((float *)buf)[i] = v;
+    else ((uint16_t *)buf)[i] = shs_f32_to_bf16(v);
+}
+
+static int th_same(const void *buf, shs_dtype_t t, size_t i, float want) {
+    if (t == SHS_F32) return memcmp((const float *)buf + i, &want, 4) == 0;
+    return ((const uint16_t *)buf)[i] == shs_f32_to_bf16(want);
+}
+
+/* op over ranks 0..n-1 of th_input at global index g, rounded after each op. */
+static float th_oracle(shs_dtype_t t, shs_redop_t op, int n, size_t g) {
+    float acc = th_input(t, 0, g);
+    for (int j = 1; j < n; j++) acc = round_to(t, acc + th_input(t, j, g));
+    return op == SHS_AVG ? acc / (float)n : acc;
+}
+
+/* The counts on both sides of each threshold of `coll` at N = n. */
+static int th_counts(th_coll_t coll, int n, size_t es, size_t out[4]) {
+    size_t stage = SHS__STAGE_BYTES / es, un = (size_t)n;
+    switch (coll) {
+    case TH_ALL_REDUCE: {
+        size_t one_shot = SHS__ONE_SHOT_MAX_BYTES / un / es;
+        size_t c = one_shot < stage ? one_shot : stage, s = SHS__STREAM_MIN_BYTES / un / es;
+        out[0] = c, out[1] = c + 1, out[2] = s, out[3] = s + 1;
+        return 4;
+    }
+    case TH_REDUCE_SCATTER: {
+        size_t s = SHS__STREAM_MIN_BYTES / un / es;
+        out[0] = stage / un, out[1] = stage / un + 1, out[2] = s, out[3] = s + 1;
+        return 4;
+    }
+    case TH_ALL_GATHER: {
+        size_t s = SHS__STREAM_MIN_BYTES / un / un / es;
+        out[0] = stage, out[1] = stage + 1, out[2] = s, out[3] = s + 1;
+        return 4;
+    }
+    default: out[0] = stage, out[1] = stage + 1; return 2;
+    }
+}
+
+static shs_status_t th_run(tw_rank_t *r, th_coll_t coll, size_t count, shs_dtype_t t, shs_redop_t op, int ip) {
+    int n = r->nranks, me = r->rank, root = n - 1;
+    size_t es = shs_dtype_size(t), un = (size_t)n;
+    size_t send_elems = coll == TH_REDUCE_SCATTER ? un * count : count;
+    size_t recv_elems = coll == TH_ALL_GATHER ? un * count : count;
+    size_t big = send_elems > recv_elems ? send_elems : recv_elems;
+    char *a = xmalloc(big * es), *b = ip ? NULL : xmalloc(big * es);
+    char *send = a, *recv = ip ? a : b;
+    if (ip && coll == TH_REDUCE_SCATTER) recv = a + (size_t)me * count * es;
+    if (ip && coll == TH_ALL_GATHER) send = a + (size_t)me * count * es;
+    for (size_t i = 0; i < send_elems; i++) {
+        size_t g = coll == TH_REDUCE_SCATTER ? i : coll == TH_ALL_GATHER ? (size_t)me * count + i : i;
+        th_put(send, t, i, th_input(t, coll == TH_BROADCAST ? root : me, g));
+    }
+    shs_status_t s;
+    switch (coll) {
+    case TH_ALL_REDUCE: s = shs_all_reduce(send, recv, count, t, op, r->comm); break;
+    case TH_REDUCE_SCATTER: s = shs_reduce_scatter(send, recv, count, t, op, r->comm); break;
+    case TH_ALL_GATHER: s = shs_all_gather(send, recv, count, t, r->comm); break;
+    case TH_BROADCAST: s = shs_broadcast(send, recv, count, t, root, r->comm); break;
+    default: s = shs_reduce(send, recv, count, t, op, root, r->comm); break;
+    }
+    static const char *const names[TH_NUM] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"};
+    int bad = s != SHS_OK;
+    size_t first_bad = 0;
+    /* the streaming sizes are checked at every 7th element and in full near
+     * the end (the oracle is the slow part) */
+    size_t stride = recv_elems > 100000 ? 7 : 1, tail = recv_elems > 2048 ? recv_elems - 2048 : 0;
+    if (!bad && (coll != TH_REDUCE || me == root)) {
+        for (size_t i = 0; i < recv_elems && !bad; i += i >= tail ? 1 : stride) {
+            float want;
+            switch (coll) {
+            case TH_REDUCE_SCATTER: want = th_oracle(t, op, n, (size_t)me * count + i); break;
+            case TH_ALL_GATHER: want = th_input(t, (int)(i / count), i); break;
+            case TH_BROADCAST: want = th_input(t, root, i); break;
+            default: want = th_oracle(t, op, n, i); break;
+            }
+            if (!th_same(recv, t, i, want)) bad = 1, first_bad = i;
+        }
+    }
+    free(a);
+    free(b);
+    TW_EXPECT(r, !bad, "%s %s %s N=%d count=%zu in_place=%d: %s at %zu", names[coll], shs_dtype_name(t),
+              shs_redop_name(op), n, count, ip, s != SHS_OK ? shs_last_error() : "differs from the oracle",
+              first_bad);
+    return SHS_OK;
+}
+
+static shs_status_t rank_thresholds(tw_rank_t *r) {
+    const struct { shs_dtype_t t; shs_redop_t op; } kinds[] = {{SHS_F32, SHS_SUM}, {SHS_F32, SHS_AVG}, {SHS_BF16, SHS_SUM}};
+    for (int coll = 0; coll < TH_NUM; coll++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            size_t counts[4];
+            int nc = th_counts((th_coll_t)coll, r->nranks, shs_dtype_size(kinds[k].t), counts);
+            for (int c = 0; c < nc; c++)
+                for (int ip = 0; ip < 2; ip++) {
+                    if (c >= 2 && kinds[k].op == SHS_AVG) continue; /* streaming: sum covers the store paths */
+                    shs_status_t s = th_run(r, (th_coll_t)coll, counts[c], kinds[k].t, kinds[k].op, ip);
+                    if (s != SHS_OK) return s;
+                }
+        }
+    return SHS_OK;
+}
+
+static void test_algorithm_thresholds(void **state) {
+    (void)state;
+    const int sizes[] = {1, 2, 3, 8};
+    for (size_t w = 0; w < sizeof sizes / sizeof sizes[0]; w++) tw_run_ok(sizes[w], DATA_TIMEOUT_MS, rank_thresholds, NULL);
 }
 
 /* Host-side check of main-thread visible results: assert_memory_equal on one
@@ -902,6 +1031,7 @@ int main(void) {
         cmocka_unit_test(test_reduce),
         cmocka_unit_test(test_half_precision_rounding_per_op),
         cmocka_unit_test(test_all_reduce_bit_identical_to_rs_ag),
+        cmocka_unit_test(test_algorithm_thresholds),
         cmocka_unit_test(test_all_reduce_equals_rs_ag_memory),
         cmocka_unit_test(test_barrier),
         cmocka_unit_test(test_split),
