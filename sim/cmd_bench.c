@@ -141,6 +141,7 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
         memcpy(o->worlds, def, sizeof def);
         o->num_worlds = 4;
     }
+    if (o->min_bytes == 0) return bench_error("--min-bytes must be at least 1 byte", NULL);
     if (o->min_bytes > o->max_bytes) return bench_error("--min-bytes is larger than --max-bytes", NULL);
     if (o->max_bytes > ((size_t)1 << 36)) return bench_error("--max-bytes is larger than 64 GiB", NULL);
     return -1;
@@ -176,6 +177,8 @@ static void add_coll(results_t *r, const shs_bench_coll_t *c, double mbw, double
     r->coll_memcpy[r->num_coll] = mbw;
     r->coll_ratio[r->num_coll++] = ratio;
 }
+
+static int reduces(shs_coll_op_t op) { return op == SHS_OP_ALL_REDUCE || op == SHS_OP_REDUCE_SCATTER; }
 
 /* memcpy bandwidth by working set, measured once per size in this run */
 typedef struct {
@@ -224,9 +227,16 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
                 printf("#\n# %s  nranks %d\n# %12s %12s %5s %6s %10s %12s %8s %11s %11s\n", shs_coll_op_name(op), n,
                        "size(B)", "count", "type", "redop", "time(us)", "memcpy(GB/s)", "traffic/", "algbw(GB/s)",
                        "busbw(GB/s)");
+            size_t unit = (size_t)n * sizeof(float), last = 0;
+            int skipped_small = 0;
             for (double sz = (double)o->min_bytes; sz <= (double)o->max_bytes * 1.0000001; sz *= o->factor) {
-                size_t bytes = (size_t)sz;
-                if (bytes < (size_t)n * 4) continue;
+                size_t bytes = (size_t)sz / unit * unit; /* whole f32 elements, a multiple of N */
+                if (bytes == 0) {
+                    skipped_small = 1;
+                    continue;
+                }
+                if (bytes == last) continue; /* a small --factor rounds to the same row */
+                last = bytes;
                 size_t ws = working_set(op, n, bytes, o->in_place);
                 if ((double)ws > 0.5 * ram) {
                     if (!o->json) printf("  %12zu  (skipped: %zu bytes of buffers exceed half of RAM)\n", bytes, ws);
@@ -242,11 +252,13 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
                 double ratio = mbw > 0 ? r.traffic / (r.time_us * 1e-6) / mbw : 0;
                 add_coll(res, &r, mbw, ratio);
                 if (!o->json) {
-                    printf("  %12zu %12zu %5s %6s %10.2f %12.2f %8.3f %11.3f %11.3f\n", r.bytes, r.count, "f32", "sum",
-                           r.time_us, mbw / 1e9, ratio, r.algbw, r.busbw);
+                    printf("  %12zu %12zu %5s %6s %10.2f %12.2f %8.3f %11.3f %11.3f\n", r.bytes, r.count, "f32",
+                           reduces(op) ? "sum" : "none", r.time_us, mbw / 1e9, ratio, r.algbw, r.busbw);
                     fflush(stdout);
                 }
             }
+            if (skipped_small && !o->json)
+                printf("# (sizes below %zu bytes skipped: one f32 element per rank is the smallest row)\n", unit);
         }
         shs_world_destroy(w);
     }
@@ -395,7 +407,7 @@ static void print_json(const results_t *r) {
         json_array_append_new(coll, json_pack("{s:s,s:i,s:I,s:I,s:s,s:s,s:b,s:i,s:f,s:f,s:f,s:f,s:f}", "op",
                                               shs_coll_op_name(c->op), "nranks", c->nranks, "size_bytes",
                                               (json_int_t)c->bytes, "count", (json_int_t)c->count, "type", "f32",
-                                              "redop", "sum", "in_place", c->in_place, "iters", c->iters, "time_us",
+                                              "redop", reduces(c->op) ? "sum" : "none", "in_place", c->in_place, "iters", c->iters, "time_us",
                                               c->time_us, "memcpy_GBps", r->coll_memcpy[i] / 1e9,
                                               "traffic_over_memcpy", r->coll_ratio[i], "algbw_GBps", c->algbw,
                                               "busbw_GBps", c->busbw));
@@ -410,11 +422,11 @@ static void print_json(const results_t *r) {
                                             r->peak.peak_gflops > 0 ? r->mm[i].gflops / r->peak.peak_gflops : 0.0));
     json_t *scale = json_array();
     for (int i = 0; i < r->num_scale; i++)
-        json_array_append_new(scale, json_pack("{s:i,s:i,s:f,s:f,s:f,s:f}", "world", r->scale[i].world, "micro_batch",
+        json_array_append_new(scale, json_pack("{s:i,s:i,s:f,s:f,s:I,s:I}", "world", r->scale[i].world, "micro_batch",
                                                r->scale[i].micro_batch, "step_ms", r->scale[i].step_ms,
                                                "ratio_to_world1", r->scale[i].step_ms / r->scale[0].step_ms,
-                                               "model_bytes_per_rank", r->scale[i].device_bytes,
-                                               "buffer_bytes_per_rank", r->scale[i].extra_bytes));
+                                               "model_bytes_per_rank", (json_int_t)r->scale[i].device_bytes,
+                                               "buffer_bytes_per_rank", (json_int_t)r->scale[i].extra_bytes));
     json_object_set_new(root, "scaling", scale);
     json_object_set_new(root, "collectives", coll);
     json_object_set_new(root, "train", train);

@@ -242,7 +242,7 @@ static double now_s(void) {
 static void print_summary(const shs_trainer_t *t, float final_loss, long steps) {
     int n = shs_trainer_world_size(t);
     char b[32];
-    printf("\nsummary\n  final loss %.6f after %ld steps\n", final_loss, steps);
+    printf("\nsummary\n  final loss %.6f after %ld step%s\n", final_loss, steps, steps == 1 ? "" : "s");
     printf("  peak device memory per rank (MiB)\n    %-6s", "rank");
     for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) printf(" %11s", shs_mem_category_name((shs_mem_category_t)c));
     printf(" %11s\n", "total");
@@ -323,9 +323,17 @@ int sim_cmd_train(int argc, char **argv) {
     printf("shardsim train: %d ranks (cpu), strategy %s, model L=%d C=%d NH=%d T=%d, %.3fM params in %d units\n",
            cfg->world_size, shs_strategy_name(cfg->strategy), cfg->model.num_layers, cfg->model.channels,
            cfg->model.num_heads, cfg->model.context, (double)lo->num_params / 1e6, lo->num_units);
-    printf("  data %s (%s), micro-batch %d x %d tokens per rank, %s lr %g, seed %llu, device memory %s per rank\n",
+    char optim_desc[128];
+    if (cfg->optim.kind == SHS_OPTIM_ADAMW)
+        snprintf(optim_desc, sizeof optim_desc, "adamw lr %g betas (%g, %g) eps %g wd %g", (double)cfg->optim.lr,
+                 (double)cfg->optim.beta1, (double)cfg->optim.beta2, (double)cfg->optim.eps,
+                 (double)cfg->optim.weight_decay);
+    else
+        snprintf(optim_desc, sizeof optim_desc, "sgd lr %g momentum %g wd %g", (double)cfg->optim.lr,
+                 (double)cfg->optim.momentum, (double)cfg->optim.weight_decay);
+    printf("  data %s (%s), micro-batch %d x %d tokens per rank, %s, seed %llu, device memory %s per rank\n",
            corpus.source, shs_format_bytes(b1, sizeof b1, (double)corpus.len), cfg->micro_batch, cfg->model.context,
-           shs_optim_name(cfg->optim.kind), (double)cfg->optim.lr, (unsigned long long)cfg->seed,
+           optim_desc, (unsigned long long)cfg->seed,
            cfg->device_mem == SIZE_MAX ? "unlimited" : shs_format_bytes(b2, sizeof b2, (double)cfg->device_mem));
     if (o.check_ddp) {
         shs_train_config_t rc_cfg = *cfg;

@@ -157,26 +157,33 @@ static shs_status_t init_params(shs_strategy_t *s, int unit, size_t begin, size_
     return st;
 }
 
-static shs_status_t alloc_zeroed(shs_strategy_t *s, float **p, size_t n, shs_mem_category_t cat, const char *tag) {
-    SHS_CHECK(shs_device_alloc(s->dev, (void **)p, n * sizeof(float), cat, tag));
-    return shs_memset(s->dev, *p, 0, n * sizeof(float));
+static shs_status_t alloc_floats(shs_strategy_t *s, float **p, size_t n, shs_mem_category_t cat, const char *tag) {
+    return shs_device_alloc(s->dev, (void **)p, n * sizeof(float), cat, tag);
 }
 
-static shs_status_t setup_unit(shs_strategy_t *s, int i) {
+static size_t optim_state_len(const shs_strategy_t *s, const unit_state_t *u) {
+    return (size_t)shs_optim_state_per_param(&s->cfg.optim) * (s->cfg.kind == SHS_DDP ? u->numel : u->shard.size);
+}
+
+/* Reserve a unit's persistent buffers without touching them, so that a model
+ * too large for the device fails before any slow initialization. */
+static shs_status_t alloc_unit(shs_strategy_t *s, int i) {
     unit_state_t *u = &s->units[i];
-    int zero = s->cfg.kind != SHS_DDP;
-    if (holds_full_params(s)) {
-        SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->params, u->full_len * sizeof(float), SHS_MEM_PARAMS,
-                                   "parameters"));
-        SHS_CHECK(init_params(s, i, 0, u->full_len, u->params));
-    } else {
-        SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->params, u->shard.size * sizeof(float), SHS_MEM_PARAMS,
-                                   "parameter shard"));
-        SHS_CHECK(init_params(s, i, u->shard.offset, u->shard.offset + u->shard.size, u->params));
-    }
-    if (shards_grads(s)) SHS_CHECK(alloc_zeroed(s, &u->grad_shard, u->shard.size, SHS_MEM_GRADS, "gradient shard"));
-    size_t n_state = (size_t)shs_optim_state_per_param(&s->cfg.optim) * (zero ? u->shard.size : u->numel);
-    if (n_state) SHS_CHECK(alloc_zeroed(s, &u->optim_state, n_state, SHS_MEM_OPTIM, "optimizer state"));
+    if (holds_full_params(s)) SHS_CHECK(alloc_floats(s, &u->params, u->full_len, SHS_MEM_PARAMS, "parameters"));
+    else SHS_CHECK(alloc_floats(s, &u->params, u->shard.size, SHS_MEM_PARAMS, "parameter shard"));
+    if (shards_grads(s)) SHS_CHECK(alloc_floats(s, &u->grad_shard, u->shard.size, SHS_MEM_GRADS, "gradient shard"));
+    size_t n_state = optim_state_len(s, u);
+    if (n_state) SHS_CHECK(alloc_floats(s, &u->optim_state, n_state, SHS_MEM_OPTIM, "optimizer state"));
+    return SHS_OK;
+}
+
+/* Initial parameters (shs_gpt_init_range), zero gradient shard and state. */
+static shs_status_t init_unit(shs_strategy_t *s, int i) {
+    unit_state_t *u = &s->units[i];
+    if (holds_full_params(s)) SHS_CHECK(init_params(s, i, 0, u->full_len, u->params));
+    else SHS_CHECK(init_params(s, i, u->shard.offset, u->shard.offset + u->shard.size, u->params));
+    if (u->grad_shard) SHS_CHECK(shs_memset(s->dev, u->grad_shard, 0, u->shard.size * sizeof(float)));
+    if (u->optim_state) SHS_CHECK(shs_memset(s->dev, u->optim_state, 0, optim_state_len(s, u) * sizeof(float)));
     return SHS_OK;
 }
 
@@ -213,7 +220,8 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
                                         SHS_MEM_GRADS, "gradients"), st, fail);
         for (int i = 0; i < layout->num_units; i++) s->units[i].grad_full = s->grad_block + s->units[i].grad_offset;
     }
-    for (int i = 0; i < layout->num_units; i++) SHS_CHECK_GOTO(setup_unit(s, i), st, fail);
+    for (int i = 0; i < layout->num_units; i++) SHS_CHECK_GOTO(alloc_unit(s, i), st, fail);
+    for (int i = 0; i < layout->num_units; i++) SHS_CHECK_GOTO(init_unit(s, i), st, fail);
     *out = s;
     return SHS_OK;
 fail:

@@ -54,8 +54,10 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     rs->tokens = malloc(bt * sizeof(int32_t));
     rs->targets = malloc(bt * sizeof(int32_t));
     if (!rs->tokens || !rs->targets) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate batch", ctx->rank);
-    SHS_CHECK(shs_strategy_create(&rs->strategy, &scfg, &t->layout, ctx->dev, ctx->comm));
+    /* activations first: their allocation is cheap, the strategy's includes
+     * initializing the parameters, so a model that cannot fit fails fast */
     SHS_CHECK(shs_gpt_create(&rs->gpt, &t->layout, ctx->dev, t->cfg.micro_batch));
+    SHS_CHECK(shs_strategy_create(&rs->strategy, &scfg, &t->layout, ctx->dev, ctx->comm));
     SHS_CHECK(shs_device_alloc(ctx->dev, (void **)&rs->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
     return SHS_OK;
 }

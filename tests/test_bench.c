@@ -73,7 +73,11 @@ static void test_cli_text_rows(void **state) {
         assert_int_equal(sscanf(line, "%lu %*u %7s %7s %lf %lf %lf %lf %lf", &size, type, op, &cols[0], &cols[1],
                                 &cols[2], &cols[3], &cols[4]), 8);
         assert_int_equal(size, 1024ul << (2 * rows));   /* 1K, 4K, 16K: nccl-tests -f 4 */
-        assert_true(cols[4] == cols[4] && cols[4] > 0);  /* last column: busbw */
+        /* time > 0; the last column is busbw (>= 0: it may print 0.000 when
+         * the machine is so loaded that a 1 KiB call takes milliseconds) */
+        assert_true(cols[0] > 0);
+        assert_true(cols[4] == cols[4] && cols[4] >= 0);
+        assert_string_equal(op, "sum");
         rows++;
     }
     assert_int_equal(rows, 3);
@@ -81,6 +85,21 @@ static void test_cli_text_rows(void **state) {
     test_run_process(bad, 60, &p);
     assert_int_equal(p.exit_code, 2);
     assert_non_null(strstr(p.err, "unknown --op all_to_all"));
+    char *zero[] = {SHS_BIN_PATH, "bench", "--min-bytes", "0", NULL};
+    test_run_process(zero, 60, &p);
+    assert_int_equal(p.exit_code, 2);
+    assert_non_null(strstr(p.err, "--min-bytes must be at least 1 byte"));
+    /* a factor that rounds to the same size gives each row once, and sizes
+     * below one element per rank are skipped with a note */
+    char *fine[] = {SHS_BIN_PATH, "bench", "--only", "coll", "--world", "2", "--op", "all_gather", "--min-bytes", "4",
+                    "--max-bytes", "30", "--factor", "1.01", "--seconds", "0.002", NULL};
+    test_run_process(fine, 60, &p);
+    assert_int_equal(p.exit_code, 0);
+    assert_non_null(strstr(p.out, "sizes below 8 bytes skipped"));
+    rows = 0;
+    for (char *line = strtok(p.out, "\n"); line; line = strtok(NULL, "\n"))
+        if (line[0] != '#') rows++;
+    assert_int_equal(rows, 3); /* 8, 16, 24 */
 }
 
 #ifdef SHS_HAVE_JANSSON
