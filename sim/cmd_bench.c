@@ -21,6 +21,7 @@
 #include "shardsim/bench.h"
 #include "shardsim/train.h"
 #include "shardsim/units.h"
+#include "shardsim/clock.h"
 
 #define MAX_WORLDS 16
 
@@ -265,12 +266,6 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
     return SIM_EXIT_OK;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Default model at world 4; steps of the four strategies interleaved so
  * that machine noise hits them alike. */
 static int run_training(const bench_opts_t *o, results_t *res) {
@@ -288,9 +283,9 @@ static int run_training(const bench_opts_t *o, results_t *res) {
     for (int s = 0; s < o->train_steps; s++) {
         for (int k = 0; k < SHS_NUM_STRATEGIES; k++) {
             float loss;
-            double t0 = now_s();
+            double t0 = shs_now_seconds();
             if (shs_trainer_step(t[k], &loss) != SHS_OK) goto out;
-            total[k] += now_s() - t0;
+            total[k] += shs_now_seconds() - t0;
         }
     }
     if (!o->json)
@@ -335,7 +330,7 @@ static int run_scaling(const bench_opts_t *o, results_t *res) {
             fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
             return SIM_EXIT_ERROR;
         }
-        double t0 = now_s();
+        double t0 = shs_now_seconds();
         for (int s = 0; s < o->train_steps; s++) {
             if (shs_trainer_step(t, &loss) != SHS_OK) {
                 fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
@@ -343,7 +338,7 @@ static int run_scaling(const bench_opts_t *o, results_t *res) {
                 return SIM_EXIT_ERROR;
             }
         }
-        double ms = (now_s() - t0) / o->train_steps * 1e3;
+        double ms = (shs_now_seconds() - t0) / o->train_steps * 1e3;
         double own = 0, extra = 0; /* worst rank */
         for (int r = 0; r < cfg.world_size; r++) {
             shs_mem_stats_t m;

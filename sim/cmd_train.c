@@ -20,6 +20,7 @@
 #include "shardsim/train.h"
 #include "shardsim/units.h"
 #include "shardsim/world.h"
+#include "shardsim/clock.h"
 
 typedef struct {
     shs_train_config_t cfg;
@@ -233,12 +234,6 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     return -1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void print_summary(const shs_trainer_t *t, float final_loss, long steps) {
     int n = shs_trainer_world_size(t);
     char b[32];
@@ -357,16 +352,16 @@ int sim_cmd_train(int argc, char **argv) {
     float loss = NAN;
     double total_time = 0;
     long tokens_per_step = (long)cfg->world_size * cfg->micro_batch * cfg->model.context;
-    double run_start = now_s();
+    double run_start = shs_now_seconds();
     for (long step = 0; step < o.steps; step++) {
-        double t0 = now_s();
+        double t0 = shs_now_seconds();
         if (shs_trainer_step(main_run, &loss) != SHS_OK) {
             char what[64];
             snprintf(what, sizeof what, "step %ld", step + 1);
             report_error(what);
             goto done;
         }
-        double dt = now_s() - t0;
+        double dt = shs_now_seconds() - t0;
         total_time += dt;
         if (!isfinite(loss)) {
             fprintf(stderr, "shardsim: error: step %ld: the loss is %g: training diverged (try a lower --lr)\n",
@@ -443,7 +438,7 @@ int sim_cmd_train(int argc, char **argv) {
             }
             printf(" | ddp check: bit-identical");
         }
-        printf(" | eta %.0f s\n", (now_s() - run_start) / (double)(step + 1) * (double)(o.steps - step - 1));
+        printf(" | eta %.0f s\n", (shs_now_seconds() - run_start) / (double)(step + 1) * (double)(o.steps - step - 1));
         fflush(stdout);
     }
     if (o.steps > 0)

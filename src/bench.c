@@ -9,12 +9,7 @@
 #include <unistd.h>
 
 #include "shardsim/device.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "shardsim/clock.h"
 
 double shs_bench_busbw_factor(shs_coll_op_t op, int n) {
     switch (op) {
@@ -79,20 +74,20 @@ static shs_status_t coll_job(shs_rank_ctx_t *ctx, void *arg) {
     /* warm-up: two calls, the second timed to size the run */
     SHS_CHECK_GOTO(call_once(j, ctx, send, recv), st, out);
     SHS_CHECK_GOTO(shs_barrier(ctx->comm), st, out);
-    double t0 = now_s();
+    double t0 = shs_now_seconds();
     SHS_CHECK_GOTO(call_once(j, ctx, send, recv), st, out);
     SHS_CHECK_GOTO(shs_barrier(ctx->comm), st, out);
     if (ctx->rank == 0) {
-        double one = now_s() - t0;
+        double one = shs_now_seconds() - t0;
         double want = one > 0 ? j->target_s / one : 1000;
         j->iters = want < 3 ? 3 : want > 10000 ? 10000 : (int)want;
     }
     SHS_CHECK_GOTO(shs_barrier(ctx->comm), st, out); /* publishes iters */
     int iters = j->iters;
-    t0 = now_s();
+    t0 = shs_now_seconds();
     for (int i = 0; i < iters; i++) SHS_CHECK_GOTO(call_once(j, ctx, send, recv), st, out);
     SHS_CHECK_GOTO(shs_barrier(ctx->comm), st, out);
-    if (ctx->rank == 0) j->elapsed = now_s() - t0;
+    if (ctx->rank == 0) j->elapsed = shs_now_seconds() - t0;
 out:
     shs_device_free(ctx->dev, big);
     shs_device_free(ctx->dev, other);
@@ -145,12 +140,12 @@ typedef struct {
 static void *copy_worker(void *p) {
     copy_part_t *c = p;
     pthread_barrier_wait(c->start);
-    c->t0 = now_s();
+    c->t0 = shs_now_seconds();
     for (int r = 0; r < c->reps; r++) {
         memcpy(c->dst, c->src, c->n);
         __asm__ __volatile__("" ::: "memory"); /* keep every repetition */
     }
-    c->t1 = now_s();
+    c->t1 = shs_now_seconds();
     return NULL;
 }
 
@@ -217,9 +212,9 @@ double shs_bench_matmul_gflops(int BT, int C, int OC, int threads) {
         int reps = (int)(2e9 / flop);
         reps = reps < 3 ? 3 : reps > 1000 ? 1000 : reps;
         for (int trial = 0; trial < 3; trial++) {
-            double t0 = now_s();
+            double t0 = shs_now_seconds();
             for (int r = 0; r < reps; r++) shs_matmul_forward(dev, out, inp, w, b, BT, C, OC);
-            double g = flop * reps / (now_s() - t0) / 1e9;
+            double g = flop * reps / (shs_now_seconds() - t0) / 1e9;
             if (g > gflops) gflops = g;
         }
     }

@@ -54,6 +54,7 @@
 #endif
 
 #include "comm_impl.h"
+#include "shardsim/clock.h"
 
 #define GEN_FAILED 1u          /* low bit of the generation word */
 #define SPIN_POLLS 256         /* pause-loop polls before yielding (only when ranks <= cores) */
@@ -108,12 +109,6 @@ typedef struct {
 } rank_ctx_t;
 
 /* ---- small helpers ----------------------------------------------------- */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -406,15 +401,15 @@ static shs_status_t barrier(shs_comm_t *comm, const shs__call_t *call) {
         if ((v = atomic_load_explicit(&sh->gen, memory_order_acquire)) != g) goto done;
         cpu_relax();
     }
-    double start = now_s();
-    while (now_s() - start < YIELD_SECONDS) {
+    double start = shs_now_seconds();
+    while (shs_now_seconds() - start < YIELD_SECONDS) {
         sched_yield();
         if ((v = atomic_load_explicit(&sh->gen, memory_order_acquire)) != g) goto done;
     }
     double deadline = start + sh->timeout_ms / 1000.0;
     atomic_fetch_add(&sh->sleepers, 1);
     while ((v = atomic_load(&sh->gen)) == g) {
-        double left = deadline - now_s();
+        double left = deadline - shs_now_seconds();
         if (left <= 0) {
             declare_timeout(comm, call, g);
             v = atomic_load(&sh->gen);

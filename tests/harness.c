@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "shardsim/clock.h"
 
 const char *test_shared_dir(void) {
     const char *d = getenv("SHS_SHARED_DIR");
@@ -25,10 +26,17 @@ shs_status_t test_load_shakespeare(shs_corpus_t *c) {
     return st;
 }
 
-static double mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+shs_corpus_t test_corpus;
+
+int test_corpus_setup(void **state) {
+    (void)state;
+    return test_load_shakespeare(&test_corpus) == SHS_OK ? 0 : -1;
+}
+
+int test_corpus_teardown(void **state) {
+    (void)state;
+    shs_corpus_free(&test_corpus);
+    return 0;
 }
 
 void test_run_process(char *const argv[], double timeout_s, test_proc_t *p) {
@@ -49,10 +57,10 @@ void test_run_process(char *const argv[], double timeout_s, test_proc_t *p) {
     close(pe[1]);
     size_t no = 0, ne = 0;
     int open_fds = 2;
-    double deadline = mono() + timeout_s;
+    double deadline = shs_now_seconds() + timeout_s;
     struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
     while (open_fds > 0) {
-        int ms = (int)((deadline - mono()) * 1000);
+        int ms = (int)((deadline - shs_now_seconds()) * 1000);
         if (ms <= 0) {
             p->timed_out = 1;
             kill(pid, SIGKILL);

@@ -12,6 +12,12 @@ const char *test_shared_dir(void);
 /* Load ../shared/data/tinyshakespeare.txt; prints why on failure. */
 shs_status_t test_load_shakespeare(shs_corpus_t *c);
 
+/* Group fixtures (cmocka_run_group_tests) that load Tiny Shakespeare into
+ * test_corpus and free it. */
+extern shs_corpus_t test_corpus;
+int test_corpus_setup(void **state);
+int test_corpus_teardown(void **state);
+
 typedef struct {
     int exit_code;     /* -1: killed by a signal or timed out */
     int timed_out;

@@ -21,18 +21,13 @@
 #include "comm_impl.h" /* the algorithm thresholds */
 #include "shardsim/comm.h"
 #include "thread_world.h"
+#include "shardsim/clock.h"
 
 static const int world_sizes[] = {1, 2, 3, 4, 5, 8};
 #define NUM_WORLD_SIZES (int)(sizeof world_sizes / sizeof world_sizes[0])
 #define DATA_TIMEOUT_MS 20000  /* only reached if a test is broken */
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -769,9 +764,9 @@ static shs_status_t rank_small_all_reduces(tw_rank_t *r) {
 static void test_oversubscribed_small_all_reduces(void **state) {
     (void)state;
     const int n = 16;
-    double t0 = now_s();
+    double t0 = shs_now_seconds();
     tw_run_ok(n, DATA_TIMEOUT_MS, rank_small_all_reduces, NULL);
-    double dt = now_s() - t0;
+    double dt = shs_now_seconds() - t0;
     print_message("    16 ranks on %ld cores: 2000 all_reduce(256 x f32) in %.3f s, %.1f us per call\n",
                   sysconf(_SC_NPROCESSORS_ONLN), dt, dt / 2000 * 1e6);
 }
@@ -861,9 +856,9 @@ static shs_status_t rank_timeout(tw_rank_t *r) {
 }
 
 static void check_timeout(int n, timeout_case_t *tc, const char *missing_text, const char *last_calls_text) {
-    double t0 = now_s();
+    double t0 = shs_now_seconds();
     tw_rank_t *ranks = tw_run(n, 500, rank_timeout, tc);
-    double dt = now_s() - t0;
+    double dt = shs_now_seconds() - t0;
     for (int r = 0; r < n; r++) {
         const char *e = ranks[r].error;
         if (in_list(tc->missing, r)) {

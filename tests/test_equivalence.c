@@ -19,18 +19,6 @@
 
 #define STEPS 3
 
-static shs_corpus_t corpus;
-
-static int load_corpus(void **state) {
-    (void)state;
-    return test_load_shakespeare(&corpus) == SHS_OK ? 0 : -1;
-}
-static int free_corpus(void **state) {
-    (void)state;
-    shs_corpus_free(&corpus);
-    return 0;
-}
-
 typedef struct {
     float loss[STEPS];
     float *snap[STEPS];
@@ -39,7 +27,7 @@ typedef struct {
 
 static void run(const shs_train_config_t *cfg, run_record_t *rec) {
     shs_trainer_t *t = NULL;
-    shs_status_t st = shs_trainer_create(&t, cfg, &corpus);
+    shs_status_t st = shs_trainer_create(&t, cfg, &test_corpus);
     if (st != SHS_OK) fail_msg("trainer_create: %s", shs_last_error());
     rec->len = shs_trainer_snapshot_len(t);
     for (int s = 0; s < STEPS; s++) {
@@ -179,5 +167,5 @@ int main(void) {
         cmocka_unit_test(test_equivalence_padded_units_sgd_momentum),
         cmocka_unit_test(test_equivalence_wider_model),
     };
-    return cmocka_run_group_tests(tests, load_corpus, free_corpus);
+    return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }

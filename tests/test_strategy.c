@@ -22,8 +22,6 @@
 #define N 3
 #define STEPS 2
 
-static shs_corpus_t corpus;
-
 typedef struct {
     shs_mem_stats_t mem;
     shs_comm_stats_t comm;
@@ -37,7 +35,7 @@ static void run(shs_strategy_kind_t k, outcome_t *o, size_t bucket_bytes) {
     cfg.strategy = k;
     cfg.bucket_bytes = bucket_bytes;
     shs_trainer_t *t;
-    assert_int_equal(shs_trainer_create(&t, &cfg, &corpus), SHS_OK);
+    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
     float loss;
     for (int s = 0; s < STEPS; s++) assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
     shs_trainer_mem_stats(t, 1, &o->mem);
@@ -112,20 +110,10 @@ static void test_ddp_buckets(void **state) {
     assert_true(small.comm.calls[SHS_OP_ALL_REDUCE] > big.comm.calls[SHS_OP_ALL_REDUCE]);
 }
 
-static int setup(void **state) {
-    (void)state;
-    return test_load_shakespeare(&corpus) == SHS_OK ? 0 : -1;
-}
-static int teardown(void **state) {
-    (void)state;
-    shs_corpus_free(&corpus);
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_and_bytes_by_stage),
         cmocka_unit_test(test_ddp_buckets),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }

@@ -10,12 +10,7 @@
 #include <cmocka.h>
 
 #include "shardsim/world.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "shardsim/clock.h"
 
 static shs_status_t sum_ranks_job(shs_rank_ctx_t *ctx, void *arg) {
     int *out = arg;
@@ -60,18 +55,18 @@ static void test_failing_rank_aborts_waiters(void **state) {
     /* a 30 s timeout: the test passes only if the abort, not the timeout, ends the wait */
     shs_world_config_t cfg = {.world_size = 4, .device_mem = (size_t)1 << 30, .timeout_ms = 30000, .name = "world"};
     assert_int_equal(shs_world_create(&w, &cfg), SHS_OK);
-    double t0 = now_s();
+    double t0 = shs_now_seconds();
     shs_status_t st = shs_world_run(w, rank2_fails_job, NULL);
-    double dt = now_s() - t0;
+    double dt = shs_now_seconds() - t0;
     assert_int_equal(st, SHS_OUT_OF_MEMORY);           /* the cause, not the ABORTED it caused */
     assert_non_null(strstr(shs_last_error(), "rank 2"));
     assert_true(dt < 10.0);
     /* the world's communicator stays failed: later collectives return at once */
     int out[4];
-    t0 = now_s();
+    t0 = shs_now_seconds();
     st = shs_world_run(w, sum_ranks_job, out);
     assert_int_equal(st, SHS_ABORTED);
-    assert_true(now_s() - t0 < 10.0);
+    assert_true(shs_now_seconds() - t0 < 10.0);
     shs_world_destroy(w);
 }
 

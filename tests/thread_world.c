@@ -10,12 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <cmocka.h>
-
-static double tw_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "shardsim/clock.h"
 
 typedef struct {
     tw_rank_t *r;
@@ -26,9 +21,9 @@ static void *tw_main(void *p) {
     tw_job_t *job = p;
     tw_rank_t *r = job->r;
     shs_set_last_error_text("");
-    double t0 = tw_now();
+    double t0 = shs_now_seconds();
     r->status = job->fn(r);
-    r->seconds = tw_now() - t0;
+    r->seconds = shs_now_seconds() - t0;
     snprintf(r->error, sizeof r->error, "%s", shs_last_error());
     return NULL;
 }
