@@ -53,6 +53,11 @@ struct shs_strategy {
 static int holds_full_params(const shs_strategy_t *s) { return s->cfg.kind != SHS_ZERO3; }
 static int shards_grads(const shs_strategy_t *s) { return s->cfg.kind == SHS_ZERO2 || s->cfg.kind == SHS_ZERO3; }
 
+/* This rank's shard of a unit's parameters, in whichever buffer holds it. */
+static float *owned_params(const shs_strategy_t *s, const unit_state_t *u) {
+    return holds_full_params(s) ? u->params + u->shard.offset : u->params;
+}
+
 /* ---- parameter source: acquire / release --------------------------------- */
 
 static shs_status_t acquire_params(void *self, int unit, const float **params) {
@@ -262,9 +267,8 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
         size_t n;
         switch (s->cfg.kind) {
         case SHS_DDP: param = u->params; grad = u->grad_full; n = u->numel; break;
-        case SHS_ZERO1: param = u->params + u->shard.offset; grad = u->grad_full + u->shard.offset; n = u->shard.valid; break;
-        case SHS_ZERO2: param = u->params + u->shard.offset; grad = u->grad_shard; n = u->shard.valid; break;
-        default: param = u->params; grad = u->grad_shard; n = u->shard.valid; break;
+        case SHS_ZERO1: param = owned_params(s, u); grad = u->grad_full + u->shard.offset; n = u->shard.valid; break;
+        default: param = owned_params(s, u); grad = u->grad_shard; n = u->shard.valid; break;
         }
         /* padding (past shard.valid) is never updated, so it stays exactly 0
          * whatever the optimizer would make of 0/0 (e.g. AdamW with eps = 0) */
@@ -273,7 +277,7 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     if (s->cfg.kind == SHS_ZERO1 || s->cfg.kind == SHS_ZERO2) {
         for (int i = 0; i < s->layout->num_units; i++) {
             unit_state_t *u = &s->units[i];
-            SHS_CHECK(shs_all_gather(u->params + u->shard.offset, u->params, u->shard.size, SHS_F32, s->comm));
+            SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32, s->comm));
         }
     }
     return shs_device_sync(s->dev);
@@ -281,7 +285,7 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
 
 shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out) {
     unit_state_t *u = &s->units[unit];
-    const float *src = holds_full_params(s) ? u->params + u->shard.offset : u->params;
+    const float *src = owned_params(s, u);
     /* DDP's full buffer is unpadded: elements past numel read as zero */
     size_t avail = s->cfg.kind == SHS_DDP ? u->shard.valid : u->shard.size;
     memset(out, 0, u->shard.size * sizeof(float));
