@@ -15,17 +15,19 @@ BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O2 -Wall -Wextra -Wsha
                -Wno-unused-parameter -ffp-contract=off -pthread
 LDLIBS  := -lm -pthread
 
+# BUILDROOT: where objects go (override to build several trees side by side).
+BUILDROOT ?= build
 ifeq ($(SAN),)
-  BUILD := build
+  BUILD := $(BUILDROOT)
   OMP   := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 else ifeq ($(SAN),address)
-  BUILD := build/san-address
+  BUILD := $(BUILDROOT)/san-address
   OMP   := -fopenmp
   BASE_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
   LDLIBS += -fsanitize=address,undefined
 else ifeq ($(SAN),thread)
   # libgomp is not TSan-instrumented: OpenMP is off under TSan (kernels run serially).
-  BUILD := build/san-thread
+  BUILD := $(BUILDROOT)/san-thread
   OMP   :=
   BASE_CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
   LDLIBS += -fsanitize=thread
@@ -97,4 +99,4 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
 
 clean:
-	rm -rf build
+	rm -rf $(BUILDROOT)
