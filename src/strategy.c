@@ -38,7 +38,7 @@ typedef struct {
 
 struct shs_strategy {
     shs_strategy_config_t cfg;
-    const shs_gpt_layout_t *layout;
+    const shs_layout_t *layout;
     shs_device_t *dev;
     shs_comm_t *comm;
     int rank, nranks;
@@ -155,7 +155,7 @@ static shs_status_t init_params(shs_strategy_t *s, int unit, size_t begin, size_
     shs_status_t st = SHS_OK;
     for (size_t i = begin; i < end && st == SHS_OK; i += CHUNK) {
         size_t n = end - i < CHUNK ? end - i : CHUNK;
-        shs_gpt_init_range(s->layout, s->cfg.seed, unit, i, i + n, host);
+        shs_layout_init_range(s->layout, s->cfg.seed, unit, i, i + n, host);
         st = shs_memcpy_h2d(s->dev, dst + (i - begin), host, n * sizeof(float));
     }
     free(host);
@@ -182,7 +182,7 @@ static shs_status_t alloc_unit(shs_strategy_t *s, int i) {
     return SHS_OK;
 }
 
-/* Initial parameters (shs_gpt_init_range), zero gradient shard and state. */
+/* Initial parameters (shs_layout_init_range), zero gradient shard and state. */
 static shs_status_t init_unit(shs_strategy_t *s, int i) {
     unit_state_t *u = &s->units[i];
     if (holds_full_params(s)) SHS_CHECK(init_params(s, i, 0, u->full_len, u->params));
@@ -193,7 +193,7 @@ static shs_status_t init_unit(shs_strategy_t *s, int i) {
 }
 
 shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config_t *cfg,
-                                 const shs_gpt_layout_t *layout, shs_device_t *dev, shs_comm_t *comm) {
+                                 const shs_layout_t *layout, shs_device_t *dev, shs_comm_t *comm) {
     *out = NULL;
     if ((int)cfg->kind < 0 || cfg->kind >= SHS_NUM_STRATEGIES)
         return shs_set_error(SHS_INVALID_ARG, "invalid strategy %d", (int)cfg->kind);

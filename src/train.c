@@ -9,7 +9,7 @@
 #include "shardsim/world.h"
 
 typedef struct {
-    shs_gpt_t *gpt;
+    shs_model_t *model;
     shs_strategy_t *strategy;
     float *loss_dev;       /* (1) device scalar for the loss all-reduce */
     int32_t *tokens, *targets; /* host (B*T) */
@@ -18,7 +18,7 @@ typedef struct {
 struct shs_trainer {
     shs_train_config_t cfg;
     const shs_corpus_t *corpus;
-    shs_gpt_layout_t layout;
+    shs_layout_t layout;
     shs_world_t *world;
     rank_state_t *ranks;
     long step;             /* steps completed */
@@ -56,7 +56,7 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     if (!rs->tokens || !rs->targets) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate batch", ctx->rank);
     /* activations first: their allocation is cheap, the strategy's includes
      * initializing the parameters, so a model that cannot fit fails fast */
-    SHS_CHECK(shs_gpt_create(&rs->gpt, &t->layout, ctx->dev, t->cfg.micro_batch));
+    SHS_CHECK(shs_gpt_create(&rs->model, &t->layout, &t->cfg.model, ctx->dev, t->cfg.micro_batch));
     SHS_CHECK(shs_strategy_create(&rs->strategy, &scfg, &t->layout, ctx->dev, ctx->comm));
     SHS_CHECK(shs_device_alloc(ctx->dev, (void **)&rs->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
     return SHS_OK;
@@ -70,8 +70,8 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
                      t->cfg.model.context, rs->tokens, rs->targets);
     float local_loss, loss;
     SHS_CHECK(shs_strategy_begin_step(rs->strategy));
-    SHS_CHECK(shs_gpt_forward(rs->gpt, src, rs->tokens, rs->targets, &local_loss));
-    SHS_CHECK(shs_gpt_backward(rs->gpt, src));
+    SHS_CHECK(shs_model_forward(rs->model, src, rs->tokens, rs->targets, &local_loss));
+    SHS_CHECK(shs_model_backward(rs->model, src, 1.0f));
     SHS_CHECK(shs_strategy_finish_step(rs->strategy, t->step + 1));
     SHS_CHECK(shs_memcpy_h2d(ctx->dev, rs->loss_dev, &local_loss, sizeof local_loss));
     SHS_CHECK(shs_all_reduce(rs->loss_dev, rs->loss_dev, 1, SHS_F32, SHS_AVG, ctx->comm));
@@ -135,7 +135,7 @@ static shs_status_t flip_job(shs_rank_ctx_t *ctx, void *arg) {
 static shs_status_t teardown_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     rank_state_t *rs = &t->ranks[ctx->rank];
-    shs_gpt_destroy(rs->gpt);
+    shs_model_destroy(rs->model);
     shs_strategy_destroy(rs->strategy);
     shs_device_free(ctx->dev, rs->loss_dev);
     free(rs->tokens);
@@ -200,7 +200,7 @@ void shs_trainer_destroy(shs_trainer_t *t) {
         shs_set_last_error_text(keep);
     }
     free(t->ranks);
-    shs_gpt_layout_free(&t->layout);
+    shs_layout_free(&t->layout);
     free(t);
 }
 
@@ -211,7 +211,7 @@ shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss) {
     return SHS_OK;
 }
 
-const shs_gpt_layout_t *shs_trainer_layout(const shs_trainer_t *t) { return &t->layout; }
+const shs_layout_t *shs_trainer_layout(const shs_trainer_t *t) { return &t->layout; }
 int shs_trainer_world_size(const shs_trainer_t *t) { return t->cfg.world_size; }
 
 size_t shs_trainer_snapshot_len(const shs_trainer_t *t) {
@@ -255,7 +255,7 @@ void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *
     shs_comm_get_stats(shs_world_rank(t->world, rank)->comm, out);
 }
 
-int shs_compare_snapshots(const shs_gpt_layout_t *layout, int nranks, const float *a, const float *b,
+int shs_compare_snapshots(const shs_layout_t *layout, int nranks, const float *a, const float *b,
                           shs_param_diff_t *diff) {
     static const float zero = 0.0f;
     size_t base = 0;
@@ -266,7 +266,7 @@ int shs_compare_snapshots(const shs_gpt_layout_t *layout, int nranks, const floa
             int same = i < numel ? memcmp(pa, pb, sizeof(float)) == 0
                                  : memcmp(pa, &zero, sizeof zero) == 0 && memcmp(pb, &zero, sizeof zero) == 0;
             if (same) continue;
-            int ti = shs_gpt_tensor_at(layout, u, i);
+            int ti = shs_layout_tensor_at(layout, u, i);
             *diff = (shs_param_diff_t){.unit = u, .tensor = ti, .a = *pa, .b = *pb,
                                        .index = ti >= 0 ? i - layout->tensors[ti].offset : i};
             return 0;

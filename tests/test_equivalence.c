@@ -45,7 +45,7 @@ static void free_record(run_record_t *rec) {
 }
 
 /* Real elements memcmp-equal unit by unit; padding is +0.0 in the sharded run. */
-static void assert_same_params(const shs_gpt_layout_t *lo, int n, const float *ddp, const float *zero) {
+static void assert_same_params(const shs_layout_t *lo, int n, const float *ddp, const float *zero) {
     size_t base = 0;
     for (int u = 0; u < lo->num_units; u++) {
         size_t numel = lo->units[u].numel, padded = shs_padded_numel(numel, n);
@@ -61,7 +61,7 @@ static void assert_same_params(const shs_gpt_layout_t *lo, int n, const float *d
 
 static void check_matrix(shs_gpt_config_t model, int micro_batch, shs_optim_kind_t opt) {
     static const int worlds[] = {1, 2, 3, 4, 5, 8};
-    shs_gpt_layout_t lo;
+    shs_layout_t lo;
     assert_int_equal(shs_gpt_layout_create(&lo, &model), SHS_OK);
     for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
         shs_train_config_t cfg = shs_train_default_config();
@@ -95,7 +95,7 @@ static void check_matrix(shs_gpt_config_t model, int micro_batch, shs_optim_kind
         assert_true(ddp.loss[STEPS - 1] < ddp.loss[0]);
         free_record(&ddp);
     }
-    shs_gpt_layout_free(&lo);
+    shs_layout_free(&lo);
 }
 
 /* Unit sizes: embed 7*(256+13) = 1883 = 7*269, block 12*49 + 13*7 = 679 = 7*97:
@@ -104,11 +104,11 @@ static void check_matrix(shs_gpt_config_t model, int micro_batch, shs_optim_kind
 static void test_equivalence_padded_units_adamw(void **state) {
     (void)state;
     shs_gpt_config_t m = {.num_layers = 2, .num_heads = 7, .channels = 7, .context = 13};
-    shs_gpt_layout_t lo;
+    shs_layout_t lo;
     assert_int_equal(shs_gpt_layout_create(&lo, &m), SHS_OK);
     assert_int_equal(lo.units[0].numel, 1883);
     assert_int_equal(lo.units[1].numel, 679);
-    shs_gpt_layout_free(&lo);
+    shs_layout_free(&lo);
     check_matrix(m, 2, SHS_OPTIM_ADAMW);
 }
 

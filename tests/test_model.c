@@ -11,11 +11,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "shardsim/model.h"
+#include "shardsim/gpt.h"
 
 typedef struct {
     shs_device_t *dev;
-    const shs_gpt_layout_t *lo;
+    const shs_layout_t *lo;
     float **params, **grads;
     int *ready;          /* grads_ready calls per unit */
     int acquired;        /* outstanding param acquires */
@@ -46,9 +46,9 @@ static shs_status_t ps_ready(void *self, int unit) {
 }
 
 typedef struct {
-    shs_gpt_layout_t lo;
+    shs_layout_t lo;
     shs_device_t *dev;
-    shs_gpt_t *gpt;
+    shs_model_t *gpt;
     plain_source_t ps;
     shs_param_source_t src;
     int B;
@@ -59,14 +59,14 @@ static void fixture_init(fixture_t *f, shs_gpt_config_t cfg, int B) {
     memset(f, 0, sizeof *f);
     assert_int_equal(shs_gpt_layout_create(&f->lo, &cfg), SHS_OK);
     assert_int_equal(shs_device_create_cpu(&f->dev, 0, SIZE_MAX, 1), SHS_OK);
-    assert_int_equal(shs_gpt_create(&f->gpt, &f->lo, f->dev, B), SHS_OK);
+    assert_int_equal(shs_gpt_create(&f->gpt, &f->lo, &cfg, f->dev, B), SHS_OK);
     int U = f->lo.num_units;
     f->ps = (plain_source_t){.dev = f->dev, .lo = &f->lo, .params = calloc((size_t)U, sizeof(float *)),
                              .grads = calloc((size_t)U, sizeof(float *)), .ready = calloc((size_t)U, sizeof(int))};
     for (int u = 0; u < U; u++) {
         size_t n = f->lo.units[u].numel;
         float *host = malloc(n * sizeof(float));
-        shs_gpt_init_range(&f->lo, 42, u, 0, n, host);
+        shs_layout_init_range(&f->lo, 42, u, 0, n, host);
         /* nonzero biases and non-unit LayerNorm weights exercise every term */
         for (size_t i = 0; i < n; i++) host[i] += 0.05f * (float)sin(0.7 * (double)i + u);
         assert_int_equal(shs_device_alloc(f->dev, (void **)&f->ps.params[u], n * 4, SHS_MEM_PARAMS, NULL), SHS_OK);
@@ -86,22 +86,22 @@ static void fixture_init(fixture_t *f, shs_gpt_config_t cfg, int B) {
 }
 
 static void fixture_free(fixture_t *f) {
-    shs_gpt_destroy(f->gpt);
+    shs_model_destroy(f->gpt);
     shs_device_destroy(f->dev);
     free(f->ps.params);
     free(f->ps.grads);
     free(f->ps.ready);
     free(f->tok);
     free(f->tgt);
-    shs_gpt_layout_free(&f->lo);
+    shs_layout_free(&f->lo);
 }
 
 static float loss_at(fixture_t *f) {
     float loss;
-    assert_int_equal(shs_gpt_forward(f->gpt, &f->src, f->tok, f->tgt, &loss), SHS_OK);
+    assert_int_equal(shs_model_forward(f->gpt, &f->src, f->tok, f->tgt, &loss), SHS_OK);
     for (int u = 0; u < f->lo.num_units; u++) shs_memset(f->dev, f->ps.grads[u], 0, f->lo.units[u].numel * 4);
     memset(f->ps.ready, 0, (size_t)f->lo.num_units * sizeof(int));
-    assert_int_equal(shs_gpt_backward(f->gpt, &f->src), SHS_OK); /* releases the head's acquire */
+    assert_int_equal(shs_model_backward(f->gpt, &f->src, 1.0f), SHS_OK); /* releases the head's acquire */
     return loss;
 }
 
@@ -181,7 +181,7 @@ static void test_tied_embedding_gradient_has_both_uses(void **state) {
 static void test_init_follows_gpt2(void **state) {
     (void)state;
     shs_gpt_config_t cfg = {.num_layers = 4, .num_heads = 4, .channels = 64, .context = 32};
-    shs_gpt_layout_t lo;
+    shs_layout_t lo;
     assert_int_equal(shs_gpt_layout_create(&lo, &cfg), SHS_OK);
     /* parameter count: V*C + T*C + L*(12 C^2 + 13 C) + 2C */
     size_t C = 64, want = 256 * C + 32 * C + 4 * (12 * C * C + 13 * C) + 2 * C;
@@ -189,7 +189,7 @@ static void test_init_follows_gpt2(void **state) {
     for (int ti = 0; ti < lo.num_tensors; ti++) {
         const shs_tensor_info_t *t = &lo.tensors[ti];
         float *v = malloc(t->numel * 4);
-        shs_gpt_init_range(&lo, 7, t->unit, t->offset, t->offset + t->numel, v);
+        shs_layout_init_range(&lo, 7, t->unit, t->offset, t->offset + t->numel, v);
         double s = 0, s2 = 0;
         for (size_t i = 0; i < t->numel; i++) { s += v[i]; s2 += (double)v[i] * v[i]; }
         double mean = s / (double)t->numel, sd = sqrt(s2 / (double)t->numel - mean * mean);
@@ -205,16 +205,16 @@ static void test_init_follows_gpt2(void **state) {
         /* any sub-range gives the same values (shards are generated independently) */
         if (t->numel > 10) {
             float part[5];
-            shs_gpt_init_range(&lo, 7, t->unit, t->offset + 3, t->offset + 8, part);
+            shs_layout_init_range(&lo, 7, t->unit, t->offset + 3, t->offset + 8, part);
             assert_memory_equal(part, v + 3, sizeof part);
         }
         free(v);
     }
     /* padding past the unit is zero */
     float pad[3];
-    shs_gpt_init_range(&lo, 7, lo.num_units - 1, lo.units[lo.num_units - 1].numel, lo.units[lo.num_units - 1].numel + 3, pad);
+    shs_layout_init_range(&lo, 7, lo.num_units - 1, lo.units[lo.num_units - 1].numel, lo.units[lo.num_units - 1].numel + 3, pad);
     for (int i = 0; i < 3; i++) assert_true(pad[i] == 0.0f);
-    shs_gpt_layout_free(&lo);
+    shs_layout_free(&lo);
 }
 
 int main(void) {

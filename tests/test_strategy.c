@@ -46,7 +46,7 @@ static void run(shs_strategy_kind_t k, outcome_t *o, size_t bucket_bytes) {
 static void test_memory_and_bytes_by_stage(void **state) {
     (void)state;
     shs_gpt_config_t m = {.num_layers = 3, .num_heads = 5, .channels = 5, .context = 11};
-    shs_gpt_layout_t lo;
+    shs_layout_t lo;
     assert_int_equal(shs_gpt_layout_create(&lo, &m), SHS_OK);
     size_t psi = 0, padded = 0, shard = 0, max_block_padded = 0;
     for (int u = 0; u < lo.num_units; u++) {
@@ -97,7 +97,7 @@ static void test_memory_and_bytes_by_stage(void **state) {
     assert_int_equal(o[SHS_ZERO3].comm.bytes[SHS_OP_ALL_GATHER], 2 * STEPS * padded * F);
     /* ring model: all-reduce sends 2(N-1)/N of the buffer, the others (N-1)/N */
     assert_int_equal(o[SHS_ZERO3].comm.bytes_sent[SHS_OP_ALL_GATHER], 2 * STEPS * padded * F * (N - 1) / N);
-    shs_gpt_layout_free(&lo);
+    shs_layout_free(&lo);
 }
 
 /* Small buckets split DDP's all-reduce without changing the bytes. */

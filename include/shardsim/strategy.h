@@ -32,7 +32,7 @@
 
 #include "shardsim/comm.h"
 #include "shardsim/device.h"
-#include "shardsim/model.h"
+#include "shardsim/gpt.h"
 #include "shardsim/optim.h"
 
 typedef enum { SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_NUM_STRATEGIES } shs_strategy_kind_t;
@@ -52,11 +52,11 @@ typedef struct {
 typedef struct shs_strategy shs_strategy_t;
 
 /* Allocate this rank's parameters (initialized from cfg->seed via
- * shs_gpt_init_range), gradients and optimizer state on `dev`, and bind to
+ * shs_layout_init_range), gradients and optimizer state on `dev`, and bind to
  * `comm` (rank and world size come from it). Errors: SHS_OUT_OF_MEMORY (text
  * names the rank), SHS_HOST_OOM, SHS_INVALID_ARG. */
 shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config_t *cfg,
-                                 const shs_gpt_layout_t *layout, shs_device_t *dev, shs_comm_t *comm);
+                                 const shs_layout_t *layout, shs_device_t *dev, shs_comm_t *comm);
 void shs_strategy_destroy(shs_strategy_t *s);
 
 /* The parameter source the model's forward/backward call into. */

@@ -18,7 +18,7 @@
 #include "shardsim/comm.h"
 #include "shardsim/data.h"
 #include "shardsim/device.h"
-#include "shardsim/model.h"
+#include "shardsim/gpt.h"
 #include "shardsim/strategy.h"
 
 typedef struct {
@@ -52,7 +52,7 @@ void shs_trainer_destroy(shs_trainer_t *t);
  * (collective mismatch, timeout, abort, out of memory). */
 shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss);
 
-const shs_gpt_layout_t *shs_trainer_layout(const shs_trainer_t *t);
+const shs_layout_t *shs_trainer_layout(const shs_trainer_t *t);
 int shs_trainer_world_size(const shs_trainer_t *t);
 
 /* All parameters, unit after unit, each unit as its padded flat buffer
@@ -95,7 +95,7 @@ typedef struct {
  * (memcmp semantics: -0.0 != +0.0, NaN payloads count). Also requires every
  * padding element of both to be +0.0. Returns 1 if equal, else 0 with the
  * first difference in *diff. */
-int shs_compare_snapshots(const shs_gpt_layout_t *layout, int nranks, const float *a, const float *b,
+int shs_compare_snapshots(const shs_layout_t *layout, int nranks, const float *a, const float *b,
                           shs_param_diff_t *diff);
 
 #endif

@@ -1,15 +1,14 @@
-/* model.c - GPT-2-style decoder: parameter layout, initialization, forward
+/* gpt.c - GPT-2-style decoder: parameter layout, initialization, forward
  * and backward passes, all math through the device interface (device.h).
  * What it is not: sharding (strategy.c) or optimization (optim.c).
  * Legend: B micro-batch, T context, C channels, NH heads, L layers, V vocab.
  */
-#include "shardsim/model.h"
+#include "shardsim/gpt.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rng.h"
 
 /* ---- layout ------------------------------------------------------------ */
 
@@ -26,46 +25,21 @@ shs_status_t shs_gpt_config_validate(const shs_gpt_config_t *c) {
     return SHS_OK;
 }
 
-static void add_tensor(shs_gpt_layout_t *lo, int unit, const char *name, int rows, int cols,
-                       shs_init_kind_t init, float std) {
-    shs_tensor_info_t *t = &lo->tensors[lo->num_tensors];
-    shs_unit_info_t *u = &lo->units[unit];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->unit = unit;
-    t->offset = u->numel;
-    t->rows = rows;
-    t->cols = cols;
-    t->numel = (size_t)rows * (size_t)cols;
-    t->init = init;
-    t->std = std;
-    if (u->num_tensors == 0) u->first_tensor = lo->num_tensors;
-    u->num_tensors++;
-    u->numel += t->numel;
-    lo->num_params += t->numel;
-    lo->num_tensors++;
-}
-
-shs_status_t shs_gpt_layout_create(shs_gpt_layout_t *lo, const shs_gpt_config_t *cfg) {
+shs_status_t shs_gpt_layout_create(shs_layout_t *lo, const shs_gpt_config_t *cfg) {
     SHS_CHECK(shs_gpt_config_validate(cfg));
-    memset(lo, 0, sizeof *lo);
+    shs_layout_init(lo);
     int L = cfg->num_layers, C = cfg->channels, T = cfg->context, V = SHS_GPT_VOCAB;
-    lo->cfg = *cfg;
-    lo->num_units = L + 2;
-    lo->units = calloc((size_t)lo->num_units, sizeof *lo->units);
-    lo->tensors = calloc((size_t)(4 + 12 * L), sizeof *lo->tensors);
-    if (!lo->units || !lo->tensors) {
-        shs_gpt_layout_free(lo);
-        return shs_set_error(SHS_HOST_OOM, "cannot allocate model layout");
-    }
     const float std = 0.02f, proj_std = (float)(0.02 / sqrt(2.0 * L));
-    snprintf(lo->units[0].name, sizeof lo->units[0].name, "embed");
-    add_tensor(lo, 0, "wte", V, C, SHS_INIT_NORMAL, std);
-    add_tensor(lo, 0, "wpe", T, C, SHS_INIT_NORMAL, std);
+    shs_status_t st = SHS_OK;
+#define ADD(name, r, c, kind, s) SHS_CHECK_GOTO(shs_layout_add_tensor(lo, name, r, c, kind, s), st, fail)
+    SHS_CHECK_GOTO(shs_layout_add_unit(lo, "embed"), st, fail);
+    ADD("wte", V, C, SHS_INIT_NORMAL, std);
+    ADD("wpe", T, C, SHS_INIT_NORMAL, std);
     for (int l = 0; l < L; l++) {
-        int u = 1 + l;
-        char n[32];
-        snprintf(lo->units[u].name, sizeof lo->units[u].name, "block%d", l);
-#define T_(suffix, r, c, kind, s) (snprintf(n, sizeof n, "h.%d.%s", l, suffix), add_tensor(lo, u, n, r, c, kind, s))
+        char n[48];
+        snprintf(n, sizeof n, "block%d", l);
+        SHS_CHECK_GOTO(shs_layout_add_unit(lo, n), st, fail);
+#define T_(suffix, r, c, kind, s) snprintf(n, sizeof n, "h.%d.%s", l, suffix); ADD(n, r, c, kind, s)
         T_("ln_1.weight", C, 1, SHS_INIT_ONES, 0);
         T_("ln_1.bias", C, 1, SHS_INIT_ZEROS, 0);
         T_("attn.c_attn.weight", 3 * C, C, SHS_INIT_NORMAL, std);
@@ -80,44 +54,14 @@ shs_status_t shs_gpt_layout_create(shs_gpt_layout_t *lo, const shs_gpt_config_t 
         T_("mlp.c_proj.bias", C, 1, SHS_INIT_ZEROS, 0);
 #undef T_
     }
-    snprintf(lo->units[L + 1].name, sizeof lo->units[L + 1].name, "lnf");
-    add_tensor(lo, L + 1, "ln_f.weight", C, 1, SHS_INIT_ONES, 0);
-    add_tensor(lo, L + 1, "ln_f.bias", C, 1, SHS_INIT_ZEROS, 0);
+    SHS_CHECK_GOTO(shs_layout_add_unit(lo, "lnf"), st, fail);
+    ADD("ln_f.weight", C, 1, SHS_INIT_ONES, 0);
+    ADD("ln_f.bias", C, 1, SHS_INIT_ZEROS, 0);
+#undef ADD
     return SHS_OK;
-}
-
-void shs_gpt_layout_free(shs_gpt_layout_t *lo) {
-    free(lo->units);
-    free(lo->tensors);
-    lo->units = NULL;
-    lo->tensors = NULL;
-}
-
-int shs_gpt_tensor_at(const shs_gpt_layout_t *lo, int unit, size_t index) {
-    const shs_unit_info_t *u = &lo->units[unit];
-    for (int i = u->first_tensor; i < u->first_tensor + u->num_tensors; i++) {
-        const shs_tensor_info_t *t = &lo->tensors[i];
-        if (index >= t->offset && index < t->offset + t->numel) return i;
-    }
-    return -1;
-}
-
-void shs_gpt_init_range(const shs_gpt_layout_t *lo, uint64_t seed, int unit, size_t begin, size_t end,
-                        float *out) {
-    const shs_unit_info_t *u = &lo->units[unit];
-    size_t i = begin;
-    for (int ti = u->first_tensor; ti < u->first_tensor + u->num_tensors && i < end; ti++) {
-        const shs_tensor_info_t *t = &lo->tensors[ti];
-        for (; i < end && i < t->offset + t->numel; i++) {
-            if (i < t->offset) continue;
-            float v = 0.0f;
-            if (t->init == SHS_INIT_ONES) v = 1.0f;
-            else if (t->init == SHS_INIT_NORMAL)
-                v = (float)(t->std * shs__rand_normal(seed, (uint64_t)ti, (uint64_t)(i - t->offset)));
-            out[i - begin] = v;
-        }
-    }
-    for (; i < end; i++) out[i - begin] = 0.0f; /* padding */
+fail:
+    shs_layout_free(lo);
+    return st;
 }
 
 /* ---- activations --------------------------------------------------------- */
@@ -134,8 +78,10 @@ typedef struct {
     float *fcproj, *res3;               /* (BT,C) */
 } layer_acts_t;
 
-struct shs_gpt {
-    const shs_gpt_layout_t *layout;
+typedef struct {
+    shs_model_t base;                   /* ops: gpt_ops */
+    shs_gpt_config_t cfg;
+    const shs_layout_t *layout;
     shs_device_t *dev;
     int B;
     float *acts_mem;                    /* the whole forward activation block */
@@ -152,7 +98,7 @@ struct shs_gpt {
     int32_t *tokens, *targets;          /* (BT) device */
     const float *head_params;           /* unit 0 as kept resident from forward to backward */
     float *loss_sum;                    /* (1) device */
-};
+} shs_gpt_t;
 
 /* Carve `n` floats off *cursor (or just count them when base is NULL). */
 static float *carve(float *base, size_t *cursor, size_t n) {
@@ -162,7 +108,7 @@ static float *carve(float *base, size_t *cursor, size_t n) {
 }
 
 static void layout_acts(shs_gpt_t *g, float *base, size_t *total) {
-    const shs_gpt_config_t *c = &g->layout->cfg;
+    const shs_gpt_config_t *c = &g->cfg;
     size_t B = (size_t)g->B, T = (size_t)c->context, C = (size_t)c->channels, NH = (size_t)c->num_heads;
     size_t BT = B * T, V = SHS_GPT_VOCAB, cur = 0;
     g->encoded = carve(base, &cur, BT * C);
@@ -196,7 +142,7 @@ static void layout_acts(shs_gpt_t *g, float *base, size_t *total) {
 }
 
 static void layout_scratch(shs_gpt_t *g, float *base, size_t *total) {
-    const shs_gpt_config_t *c = &g->layout->cfg;
+    const shs_gpt_config_t *c = &g->cfg;
     size_t B = (size_t)g->B, T = (size_t)c->context, C = (size_t)c->channels, NH = (size_t)c->num_heads;
     size_t BT = B * T, cur = 0;
     g->dres = carve(base, &cur, BT * C);
@@ -210,21 +156,31 @@ static void layout_scratch(shs_gpt_t *g, float *base, size_t *total) {
     *total = cur;
 }
 
-shs_status_t shs_gpt_create(shs_gpt_t **out, const shs_gpt_layout_t *layout, shs_device_t *dev, int B) {
+static const shs_model_ops_t gpt_ops;
+static void gpt_destroy(shs_model_t *m);
+
+shs_status_t shs_gpt_create(shs_model_t **out, const shs_layout_t *layout, const shs_gpt_config_t *cfg,
+                            shs_device_t *dev, int B) {
     *out = NULL;
+    SHS_CHECK(shs_gpt_config_validate(cfg));
+    if (layout->num_units != cfg->num_layers + 2)
+        return shs_set_error(SHS_INVALID_ARG, "layout has %d units, a GPT with %d layers needs %d", layout->num_units,
+                             cfg->num_layers, cfg->num_layers + 2);
     if (B < 1) return shs_set_error(SHS_INVALID_ARG, "micro-batch must be >= 1 (got %d)", B);
     shs_gpt_t *g = calloc(1, sizeof *g);
     if (!g) return shs_set_error(SHS_HOST_OOM, "cannot allocate model");
+    g->base.ops = &gpt_ops;
+    g->cfg = *cfg;
     g->layout = layout;
     g->dev = dev;
     g->B = B;
-    g->layer = calloc((size_t)layout->cfg.num_layers, sizeof *g->layer);
+    g->layer = calloc((size_t)cfg->num_layers, sizeof *g->layer);
     shs_status_t st = SHS_OK;
     if (!g->layer) {
         st = shs_set_error(SHS_HOST_OOM, "cannot allocate model");
         goto fail;
     }
-    size_t n_acts, n_scratch, BT = (size_t)B * (size_t)layout->cfg.context;
+    size_t n_acts, n_scratch, BT = (size_t)B * (size_t)cfg->context;
     layout_acts(g, NULL, &n_acts);
     layout_scratch(g, NULL, &n_scratch);
     SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&g->acts_mem, n_acts * sizeof(float), SHS_MEM_ACTIVATIONS,
@@ -236,14 +192,15 @@ shs_status_t shs_gpt_create(shs_gpt_t **out, const shs_gpt_layout_t *layout, shs
     g->targets = g->tokens + BT;
     layout_acts(g, g->acts_mem, &n_acts);
     layout_scratch(g, g->scratch_mem, &n_scratch);
-    *out = g;
+    *out = &g->base;
     return SHS_OK;
 fail:
-    shs_gpt_destroy(g);
+    gpt_destroy(&g->base);
     return st;
 }
 
-void shs_gpt_destroy(shs_gpt_t *g) {
+static void gpt_destroy(shs_model_t *m) {
+    shs_gpt_t *g = (shs_gpt_t *)m;
     if (!g) return;
     shs_device_free(g->dev, g->acts_mem);
     shs_device_free(g->dev, g->scratch_mem);
@@ -261,7 +218,7 @@ typedef struct {
 
 /* Pointers to the 12 tensors of a block unit inside a flat buffer `base`
  * (parameters or gradients: same layout). */
-static block_params_t block_views(const shs_gpt_layout_t *lo, int l, const float *base) {
+static block_params_t block_views(const shs_layout_t *lo, int l, const float *base) {
     const shs_tensor_info_t *t = &lo->tensors[lo->units[1 + l].first_tensor];
     block_params_t p = {
         base + t[0].offset, base + t[1].offset, base + t[2].offset,  base + t[3].offset,
@@ -274,7 +231,7 @@ static block_params_t block_views(const shs_gpt_layout_t *lo, int l, const float
 /* ---- forward --------------------------------------------------------------- */
 
 static void block_forward(shs_gpt_t *g, int l, const float *x, const block_params_t *p) {
-    const shs_gpt_config_t *c = &g->layout->cfg;
+    const shs_gpt_config_t *c = &g->cfg;
     int B = g->B, T = c->context, C = c->channels, NH = c->num_heads, BT = B * T;
     shs_device_t *d = g->dev;
     layer_acts_t *a = &g->layer[l];
@@ -290,10 +247,11 @@ static void block_forward(shs_gpt_t *g, int l, const float *x, const block_param
     shs_residual_forward(d, a->res3, a->res2, a->fcproj, (size_t)BT * C);
 }
 
-shs_status_t shs_gpt_forward(shs_gpt_t *g, shs_param_source_t *src, const int32_t *tokens,
-                             const int32_t *targets, float *mean_loss) {
-    const shs_gpt_layout_t *lo = g->layout;
-    const shs_gpt_config_t *c = &lo->cfg;
+static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const int32_t *tokens,
+                               const int32_t *targets, float *mean_loss) {
+    shs_gpt_t *g = (shs_gpt_t *)m;
+    const shs_layout_t *lo = g->layout;
+    const shs_gpt_config_t *c = &g->cfg;
     int B = g->B, T = c->context, C = c->channels, L = c->num_layers, BT = B * T, V = SHS_GPT_VOCAB;
     shs_device_t *d = g->dev;
     size_t tok_bytes = (size_t)BT * sizeof(int32_t);
@@ -340,7 +298,7 @@ shs_status_t shs_gpt_forward(shs_gpt_t *g, shs_param_source_t *src, const int32_
 /* dres (BT,C) holds d(loss)/d(block output) on entry and d(loss)/d(block
  * input) on exit; parameter gradients accumulate into gw. */
 static void block_backward(shs_gpt_t *g, int l, const float *x, const block_params_t *p, block_params_t *gw) {
-    const shs_gpt_config_t *c = &g->layout->cfg;
+    const shs_gpt_config_t *c = &g->cfg;
     int B = g->B, T = c->context, C = c->channels, NH = c->num_heads, BT = B * T;
     shs_device_t *d = g->dev;
     layer_acts_t *a = &g->layer[l];
@@ -365,9 +323,10 @@ static void block_backward(shs_gpt_t *g, int l, const float *x, const block_para
 #undef W
 }
 
-shs_status_t shs_gpt_backward(shs_gpt_t *g, shs_param_source_t *src) {
-    const shs_gpt_layout_t *lo = g->layout;
-    const shs_gpt_config_t *c = &lo->cfg;
+static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float dloss) {
+    shs_gpt_t *g = (shs_gpt_t *)m;
+    const shs_layout_t *lo = g->layout;
+    const shs_gpt_config_t *c = &g->cfg;
     int B = g->B, T = c->context, C = c->channels, L = c->num_layers, BT = B * T, V = SHS_GPT_VOCAB;
     shs_device_t *d = g->dev;
     size_t btc = (size_t)BT * C;
@@ -381,7 +340,7 @@ shs_status_t shs_gpt_backward(shs_gpt_t *g, shs_param_source_t *src) {
     SHS_ASSERT(emb);
     g->head_params = NULL;
     SHS_CHECK(src->acquire_grads(src->self, 0, &demb));
-    shs_softmax_xent_backward(d, g->dlogits, g->probs, g->targets, 1.0f / (float)BT, BT, V);
+    shs_softmax_xent_backward(d, g->dlogits, g->probs, g->targets, dloss / (float)BT, BT, V);
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
     shs_matmul_backward(d, g->dbtc, demb + te[0].offset, NULL, g->dlogits, g->lnf, emb + te[0].offset, BT, C, V);
     SHS_CHECK(src->release_params(src->self, 0));
@@ -414,3 +373,5 @@ shs_status_t shs_gpt_backward(shs_gpt_t *g, shs_param_source_t *src) {
     SHS_CHECK(src->grads_ready(src->self, 0));
     return SHS_OK;
 }
+
+static const shs_model_ops_t gpt_ops = {gpt_forward, gpt_backward, gpt_destroy};
