@@ -314,7 +314,7 @@ int sim_cmd_train(int argc, char **argv) {
                     cfg->world_size * (o.check_ddp ? 2 : 1), shs_format_bytes(b1, sizeof b1, (double)cfg->device_mem));
         goto done;
     }
-    const shs_gpt_layout_t *lo = shs_trainer_layout(main_run);
+    const shs_layout_t *lo = shs_trainer_layout(main_run);
     printf("shardsim train: %d ranks (cpu), strategy %s, model L=%d C=%d NH=%d T=%d, %.3fM params in %d units\n",
            cfg->world_size, shs_strategy_name(cfg->strategy), cfg->model.num_layers, cfg->model.channels,
            cfg->model.num_heads, cfg->model.context, (double)lo->num_params / 1e6, lo->num_units);
@@ -397,7 +397,7 @@ int sim_cmd_train(int argc, char **argv) {
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
-            if (!shs_compare_snapshots(lo, cfg->world_size, snap_a, snap_b, &diff)) {
+            if (!shs_compare_snapshots(lo, cfg->world_size, cfg->shard_align, snap_a, snap_b, &diff)) {
                 printf(" | ddp check: PARAMETERS DIFFER\n");
                 char where[160];
                 if (diff.tensor >= 0) {
@@ -426,7 +426,7 @@ int sim_cmd_train(int argc, char **argv) {
                 }
                 if (!ok) {
                     printf(" | ddp check: REPLICAS DIFFER\n");
-                    int ti = shs_gpt_tensor_at(lo, rd.unit, rd.index);
+                    int ti = shs_layout_tensor_at(lo, rd.unit, rd.index);
                     fprintf(stderr,
                             "shardsim: check failed at step %ld: in the %s run, rank %d's copy of unit %s, tensor %s, "
                             "element %zu differs from the shard owner's\n",

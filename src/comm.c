@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "comm_impl.h"
+#include "shardsim/clock.h"
 
 static const char *const redop_names[SHS_NUM_REDOPS] = {"sum", "prod", "max", "min", "avg"};
 static const char *const coll_op_names[SHS_NUM_COLL_OPS] = {
@@ -161,13 +162,33 @@ static shs__call_t new_call(shs_comm_t *comm, shs_coll_op_t op, const void *send
 static shs_status_t run(shs_comm_t *comm, shs__call_t *c, uint64_t bytes,
                         shs_status_t (*fn)(shs_comm_t *, const shs__call_t *)) {
     c->seq = comm->seq++;
+    double t0 = comm->recorder ? shs_now_seconds() : 0;
     shs_status_t s = fn(comm, c);
     if (s == SHS_OK) {
         comm->stats.calls[c->op]++;
         comm->stats.bytes[c->op] += bytes;
     }
+    if (comm->recorder) {
+        shs_comm_call_info_t info = {.op = c->op, .count = c->count, .dtype = c->dtype, .redop = c->redop,
+                                     .root = c->root, .seq = c->seq, .bytes = c->count * shs_dtype_size(c->dtype),
+                                     .t_start = t0, .t_end = shs_now_seconds(), .marker = comm->marker, .status = s};
+        if (c->op == SHS_OP_BARRIER) info.bytes = 0;
+        comm->recorder(comm->recorder_user, comm, &info);
+    }
     return s;
 }
+
+void shs_comm_set_recorder(shs_comm_t *comm, shs_comm_recorder_fn fn, void *user) {
+    if (!comm) return;
+    comm->recorder = fn;
+    comm->recorder_user = user;
+}
+
+void shs_comm_set_marker(shs_comm_t *comm, const char *marker) {
+    if (comm) snprintf(comm->marker, sizeof comm->marker, "%s", marker ? marker : "");
+}
+
+const char *shs_comm_marker(const shs_comm_t *comm) { return comm ? comm->marker : ""; }
 
 #define CHECK_COMM(comm, op)                                                                     \
     do {                                                                                         \

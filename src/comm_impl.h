@@ -55,6 +55,9 @@ struct shs_comm {
     const char *name;            /* owned by the backend; lives as long as the handle */
     uint64_t seq;                /* sequence number of the next call */
     shs_comm_stats_t stats;
+    shs_comm_recorder_fn recorder;   /* optional: called after each collective */
+    void *recorder_user;
+    char marker[SHS_COMM_MARKER_MAX];
 };
 
 struct shs_comm_id {

@@ -263,9 +263,9 @@ void shs_sum(shs_device_t *dev, float *out, const float *x, size_t n) {
     SHS_ASSERT(out && (x || !n));
     dev->iface->sum(dev, out, x, n);
 }
-void shs_sum_squares(shs_device_t *dev, double *out, const float *x, size_t n) {
-    SHS_ASSERT(out && (x || !n));
-    dev->iface->sum_squares(dev, out, x, n);
+void shs_norm_accumulate(shs_device_t *dev, int64_t *acc, const float *x, size_t n, int p) {
+    SHS_ASSERT(acc && (x || !n) && (p == 0 || p == 1 || p == 2));
+    dev->iface->norm_accumulate(dev, acc, x, n, p);
 }
 void shs_cast(shs_device_t *dev, void *dst, shs_dtype_t dst_dtype, const void *src,
               shs_dtype_t src_dtype, size_t n) {

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "shardsim/exact_norm.h"
 #include "device_impl.h"
 #include "matmul_cpu.h"
 #include "shardsim/units.h"
@@ -441,10 +442,8 @@ static void cpu_sum(shs_device_t *dev, float *out, const float *x, size_t n) {
     out[0] = (float)s;
 }
 
-static void cpu_sum_squares(shs_device_t *dev, double *out, const float *x, size_t n) {
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i]; /* product exact in f64 */
-    out[0] = s;
+static void cpu_norm_accumulate(shs_device_t *dev, int64_t *acc, const float *x, size_t n, int p) {
+    shs_exact_norm_add(acc, x, n, p);
 }
 
 /* ---- cast ----------------------------------------------------------------
@@ -566,7 +565,7 @@ const shs_device_iface_t shs__cpu_iface = {
     .softmax_xent_forward = cpu_softmax_xent_forward,
     .softmax_xent_backward = cpu_softmax_xent_backward,
     .sum = cpu_sum,
-    .sum_squares = cpu_sum_squares,
+    .norm_accumulate = cpu_norm_accumulate,
     .cast = cpu_cast,
     .adamw_update = cpu_adamw_update,
     .sgd_update = cpu_sgd_update,

@@ -44,7 +44,7 @@ typedef struct shs_device_iface {
     void (*softmax_xent_forward)(shs_device_t *, float *, float *, const float *, const int32_t *, int, int);
     void (*softmax_xent_backward)(shs_device_t *, float *, const float *, const int32_t *, float, int, int);
     void (*sum)(shs_device_t *, float *, const float *, size_t);
-    void (*sum_squares)(shs_device_t *, double *, const float *, size_t);
+    void (*norm_accumulate)(shs_device_t *, int64_t *, const float *, size_t, int);
     void (*cast)(shs_device_t *, void *, shs_dtype_t, const void *, shs_dtype_t, size_t);
     void (*adamw_update)(shs_device_t *, float *, const float *, float *, float *, size_t,
                          const shs_adamw_hparams_t *);

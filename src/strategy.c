@@ -25,15 +25,16 @@ int shs_strategy_parse(const char *name, shs_strategy_kind_t *out) {
 /* One wrap unit's buffers on this rank. */
 typedef struct {
     size_t numel;          /* real elements */
+    int whole;             /* held whole and all-reduced: DDP, or a replicated unit */
     shs_shard_t shard;     /* this rank's range of the padded flat buffer */
-    size_t full_len;       /* elements in the full flat buffer: numel (DDP) or N*S (ZeRO) */
-    float *params;         /* DDP/Z1/Z2: full (full_len); Z3: shard (S) */
+    size_t full_len;       /* elements in the full flat buffer: numel (whole) or N*S (sharded) */
+    float *params;         /* whole/Z1/Z2: full (full_len); Z3: shard (S) */
     float *gathered;       /* Z3: all-gathered full params while acquired (COMM) */
     int gather_refs;       /* Z3: outstanding acquires */
-    float *grad_full;      /* DDP/Z1: view into grad_block; Z2/Z3: transient (COMM) */
+    float *grad_full;      /* whole/Z1: view into grad_block; Z2/Z3: transient (COMM) */
     float *grad_shard;     /* Z2/Z3: reduced gradient shard (S) */
-    size_t grad_offset;    /* DDP/Z1: offset of this unit in grad_block */
-    float *optim_state;    /* state_per_param * (DDP: numel, ZeRO: S) */
+    size_t grad_offset;    /* whole/Z1: offset of this unit in grad_block */
+    float *optim_state;    /* state_per_param * (whole: numel, sharded: S) */
 } unit_state_t;
 
 struct shs_strategy {
@@ -42,20 +43,40 @@ struct shs_strategy {
     shs_device_t *dev;
     shs_comm_t *comm;
     int rank, nranks;
+    int sync;              /* reduce in grads_ready (0: no_sync micro-batch) */
+    float grad_norm;       /* last step's total norm, -1 without clipping */
     unit_state_t *units;
-    float *grad_block;     /* DDP/Z1: every unit's gradient, contiguous (GRADS) */
+    float *grad_block;     /* whole and Z1 units' gradients, contiguous (GRADS) */
     size_t grad_block_len;
-    /* DDP bucket: the pending ready range [bucket_lo, bucket_hi) of grad_block */
+    int64_t *norm_acc;     /* SHS_NORM_ACC_WORDS (OTHER), with clipping */
+    /* bucket: the pending ready range [bucket_lo, bucket_hi) of grad_block */
     size_t bucket_lo, bucket_hi;
     shs_param_source_t source;
 };
 
-static int holds_full_params(const shs_strategy_t *s) { return s->cfg.kind != SHS_ZERO3; }
-static int shards_grads(const shs_strategy_t *s) { return s->cfg.kind == SHS_ZERO2 || s->cfg.kind == SHS_ZERO3; }
+static int stage_shards_params(const shs_strategy_t *s) { return s->cfg.kind == SHS_ZERO3; }
+static int stage_shards_grads(const shs_strategy_t *s) { return s->cfg.kind == SHS_ZERO2 || s->cfg.kind == SHS_ZERO3; }
+/* Whether the unit's parameters are held in full on this rank. */
+static int full_params(const shs_strategy_t *s, const unit_state_t *u) { return u->whole || !stage_shards_params(s); }
+/* Whether the unit's gradient lives in grad_block (rather than transiently). */
+static int in_grad_block(const shs_strategy_t *s, const unit_state_t *u) { return u->whole || !stage_shards_grads(s); }
 
 /* This rank's shard of a unit's parameters, in whichever buffer holds it. */
 static float *owned_params(const shs_strategy_t *s, const unit_state_t *u) {
-    return holds_full_params(s) ? u->params + u->shard.offset : u->params;
+    return full_params(s, u) ? u->params + u->shard.offset : u->params;
+}
+
+/* The elements the optimizer updates on this rank: parameters, their
+ * reduced gradient, and the count (padding is never updated, so it stays
+ * exactly 0 whatever the optimizer would make of 0/0, e.g. AdamW eps = 0). */
+static void update_range(const shs_strategy_t *s, const unit_state_t *u, float **param, float **grad, size_t *n) {
+    if (u->whole) {
+        *param = u->params; *grad = u->grad_full; *n = u->numel;
+    } else if (s->cfg.kind == SHS_ZERO1) {
+        *param = owned_params(s, u); *grad = u->grad_full + u->shard.offset; *n = u->shard.valid;
+    } else {
+        *param = owned_params(s, u); *grad = u->grad_shard; *n = u->shard.valid;
+    }
 }
 
 /* ---- parameter source: acquire / release --------------------------------- */
@@ -63,7 +84,7 @@ static float *owned_params(const shs_strategy_t *s, const unit_state_t *u) {
 static shs_status_t acquire_params(void *self, int unit, const float **params) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
-    if (holds_full_params(s)) {
+    if (full_params(s, u)) {
         *params = u->params;
         return SHS_OK;
     }
@@ -85,7 +106,7 @@ static shs_status_t acquire_params(void *self, int unit, const float **params) {
 static shs_status_t release_params(void *self, int unit) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
-    if (holds_full_params(s)) return SHS_OK;
+    if (full_params(s, u)) return SHS_OK;
     SHS_ASSERT(u->gather_refs > 0);
     if (--u->gather_refs == 0) {
         shs_device_free(s->dev, u->gathered);
@@ -97,7 +118,7 @@ static shs_status_t release_params(void *self, int unit) {
 static shs_status_t acquire_grads(void *self, int unit, float **grads) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
-    if (shards_grads(s) && !u->grad_full) {
+    if (!in_grad_block(s, u) && !u->grad_full) {
         SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->grad_full, u->full_len * sizeof(float), SHS_MEM_COMM,
                                    "unsharded gradient"));
         SHS_CHECK(shs_memset(s->dev, u->grad_full, 0, u->full_len * sizeof(float)));
@@ -114,10 +135,10 @@ static shs_status_t flush_bucket(shs_strategy_t *s) {
     return shs_all_reduce(p, p, n, SHS_F32, SHS_AVG, s->comm);
 }
 
-/* DDP: a finished unit joins the pending bucket when it is adjacent to it
+/* A whole unit joins the pending all-reduce bucket when it is adjacent to it
  * (units finish in reverse order, so buckets grow toward the front of
- * grad_block); a full bucket is all-reduced at once. */
-static shs_status_t ddp_grads_ready(shs_strategy_t *s, unit_state_t *u) {
+ * grad_block); a full bucket is all-reduced at once (torch DDP). */
+static shs_status_t bucket_grads_ready(shs_strategy_t *s, unit_state_t *u) {
     size_t lo = u->grad_offset, hi = lo + u->numel;
     if (s->bucket_hi != s->bucket_lo && hi != s->bucket_lo) SHS_CHECK(flush_bucket(s));
     if (s->bucket_hi == s->bucket_lo) s->bucket_hi = hi;
@@ -129,19 +150,15 @@ static shs_status_t ddp_grads_ready(shs_strategy_t *s, unit_state_t *u) {
 static shs_status_t grads_ready(void *self, int unit) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
-    switch (s->cfg.kind) {
-    case SHS_DDP:
-        return ddp_grads_ready(s, u);
-    case SHS_ZERO1: /* in place: this rank's shard of grad_full becomes the reduced shard */
+    if (!s->sync) return SHS_OK; /* no_sync: keep accumulating locally */
+    if (u->whole) return bucket_grads_ready(s, u);
+    if (s->cfg.kind == SHS_ZERO1) /* in place: this rank's shard of grad_full becomes the reduced shard */
         return shs_reduce_scatter(u->grad_full, u->grad_full + u->shard.offset, u->shard.size, SHS_F32, SHS_AVG,
                                   s->comm);
-    default: {
-        shs_status_t st = shs_reduce_scatter(u->grad_full, u->grad_shard, u->shard.size, SHS_F32, SHS_AVG, s->comm);
-        shs_device_free(s->dev, u->grad_full);
-        u->grad_full = NULL;
-        return st;
-    }
-    }
+    shs_status_t st = shs_reduce_scatter(u->grad_full, u->grad_shard, u->shard.size, SHS_F32, SHS_AVG, s->comm);
+    shs_device_free(s->dev, u->grad_full);
+    u->grad_full = NULL;
+    return st;
 }
 
 /* ---- create / destroy ------------------------------------------------------ */
@@ -166,17 +183,20 @@ static shs_status_t alloc_floats(shs_strategy_t *s, float **p, size_t n, shs_mem
     return shs_device_alloc(s->dev, (void **)p, n * sizeof(float), cat, tag);
 }
 
+/* Elements the unit's optimizer state covers per state array. */
+static size_t optim_len(const unit_state_t *u) { return u->whole ? u->numel : u->shard.size; }
+
 static size_t optim_state_len(const shs_strategy_t *s, const unit_state_t *u) {
-    return (size_t)shs_optim_state_per_param(&s->cfg.optim) * (s->cfg.kind == SHS_DDP ? u->numel : u->shard.size);
+    return (size_t)shs_optim_state_per_param(&s->cfg.optim) * optim_len(u);
 }
 
 /* Reserve a unit's persistent buffers without touching them, so that a model
  * too large for the device fails before any slow initialization. */
 static shs_status_t alloc_unit(shs_strategy_t *s, int i) {
     unit_state_t *u = &s->units[i];
-    if (holds_full_params(s)) SHS_CHECK(alloc_floats(s, &u->params, u->full_len, SHS_MEM_PARAMS, "parameters"));
+    if (full_params(s, u)) SHS_CHECK(alloc_floats(s, &u->params, u->full_len, SHS_MEM_PARAMS, "parameters"));
     else SHS_CHECK(alloc_floats(s, &u->params, u->shard.size, SHS_MEM_PARAMS, "parameter shard"));
-    if (shards_grads(s)) SHS_CHECK(alloc_floats(s, &u->grad_shard, u->shard.size, SHS_MEM_GRADS, "gradient shard"));
+    if (!in_grad_block(s, u)) SHS_CHECK(alloc_floats(s, &u->grad_shard, u->shard.size, SHS_MEM_GRADS, "gradient shard"));
     size_t n_state = optim_state_len(s, u);
     if (n_state) SHS_CHECK(alloc_floats(s, &u->optim_state, n_state, SHS_MEM_OPTIM, "optimizer state"));
     return SHS_OK;
@@ -185,7 +205,7 @@ static shs_status_t alloc_unit(shs_strategy_t *s, int i) {
 /* Initial parameters (shs_layout_init_range), zero gradient shard and state. */
 static shs_status_t init_unit(shs_strategy_t *s, int i) {
     unit_state_t *u = &s->units[i];
-    if (holds_full_params(s)) SHS_CHECK(init_params(s, i, 0, u->full_len, u->params));
+    if (full_params(s, u)) SHS_CHECK(init_params(s, i, 0, u->full_len, u->params));
     else SHS_CHECK(init_params(s, i, u->shard.offset, u->shard.offset + u->shard.size, u->params));
     if (u->grad_shard) SHS_CHECK(shs_memset(s->dev, u->grad_shard, 0, u->shard.size * sizeof(float)));
     if (u->optim_state) SHS_CHECK(shs_memset(s->dev, u->optim_state, 0, optim_state_len(s, u) * sizeof(float)));
@@ -197,34 +217,44 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     *out = NULL;
     if ((int)cfg->kind < 0 || cfg->kind >= SHS_NUM_STRATEGIES)
         return shs_set_error(SHS_INVALID_ARG, "invalid strategy %d", (int)cfg->kind);
+    if (cfg->clip_norm > 0 && cfg->norm_type != 0 && cfg->norm_type != 1 && cfg->norm_type != 2)
+        return shs_set_error(SHS_INVALID_ARG, "norm type must be 1, 2 or inf (got %d)", cfg->norm_type);
     shs_strategy_t *s = calloc(1, sizeof *s);
-    if (!s || !(s->units = calloc((size_t)layout->num_units, sizeof *s->units))) {
+    if (!s || !(s->units = calloc((size_t)layout->num_units ? (size_t)layout->num_units : 1, sizeof *s->units))) {
         free(s);
         return shs_set_error(SHS_HOST_OOM, "cannot allocate strategy state");
     }
     s->cfg = *cfg;
     if (!s->cfg.bucket_bytes) s->cfg.bucket_bytes = SHS_DEFAULT_BUCKET_BYTES;
+    if (!s->cfg.shard_align) s->cfg.shard_align = 1;
     s->layout = layout;
     s->dev = dev;
     s->comm = comm;
     s->rank = shs_comm_rank(comm);
     s->nranks = shs_comm_size(comm);
+    s->sync = 1;
+    s->grad_norm = -1.0f;
     s->source = (shs_param_source_t){s, acquire_params, release_params, acquire_grads, grads_ready};
 
     for (int i = 0; i < layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
         u->numel = layout->units[i].numel;
-        u->shard = shs_shard_of(u->numel, s->nranks, s->rank);
-        u->full_len = cfg->kind == SHS_DDP ? u->numel : shs_padded_numel(u->numel, s->nranks);
+        u->whole = cfg->kind == SHS_DDP || layout->units[i].replicated;
+        u->shard = shs_shard_of(u->numel, s->nranks, s->rank, s->cfg.shard_align);
+        u->full_len = u->whole ? u->numel : shs_padded_numel(u->numel, s->nranks, s->cfg.shard_align);
         u->grad_offset = s->grad_block_len;
-        if (!shards_grads(s)) s->grad_block_len += u->full_len;
+        if (in_grad_block(s, u)) s->grad_block_len += u->full_len;
     }
     shs_status_t st = SHS_OK;
-    if (!shards_grads(s)) {
+    if (s->grad_block_len) {
         SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&s->grad_block, s->grad_block_len * sizeof(float),
                                         SHS_MEM_GRADS, "gradients"), st, fail);
-        for (int i = 0; i < layout->num_units; i++) s->units[i].grad_full = s->grad_block + s->units[i].grad_offset;
+        for (int i = 0; i < layout->num_units; i++)
+            if (in_grad_block(s, &s->units[i])) s->units[i].grad_full = s->grad_block + s->units[i].grad_offset;
     }
+    if (cfg->clip_norm > 0)
+        SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&s->norm_acc, SHS_NORM_ACC_WORDS * sizeof(int64_t),
+                                        SHS_MEM_OTHER, "gradient norm"), st, fail);
     for (int i = 0; i < layout->num_units; i++) SHS_CHECK_GOTO(alloc_unit(s, i), st, fail);
     for (int i = 0; i < layout->num_units; i++) SHS_CHECK_GOTO(init_unit(s, i), st, fail);
     *out = s;
@@ -240,11 +270,12 @@ void shs_strategy_destroy(shs_strategy_t *s) {
         unit_state_t *u = &s->units[i];
         shs_device_free(s->dev, u->params);
         shs_device_free(s->dev, u->gathered);
-        if (shards_grads(s)) shs_device_free(s->dev, u->grad_full);
+        if (!in_grad_block(s, u)) shs_device_free(s->dev, u->grad_full);
         shs_device_free(s->dev, u->grad_shard);
         shs_device_free(s->dev, u->optim_state);
     }
     shs_device_free(s->dev, s->grad_block);
+    shs_device_free(s->dev, s->norm_acc);
     free(s->units);
     free(s);
 }
@@ -259,43 +290,128 @@ shs_status_t shs_strategy_begin_step(shs_strategy_t *s) {
     return SHS_OK;
 }
 
+void shs_strategy_set_sync(shs_strategy_t *s, int sync) {
+    s->sync = sync;
+    s->bucket_lo = s->bucket_hi = 0;
+}
+
+/* The total gradient norm (strategy.h): each element counted once. Under
+ * DDP every rank holds every reduced element and computes it alone; under
+ * ZeRO each rank adds its owned reduced shard (and rank 0 the replicated
+ * units) and the exact partial sums are all-reduced (integer sum: exact). */
+static shs_status_t total_grad_norm(shs_strategy_t *s, float *norm) {
+    int p = s->cfg.norm_type, local = s->cfg.kind == SHS_DDP;
+    SHS_CHECK(shs_memset(s->dev, s->norm_acc, 0, SHS_NORM_ACC_WORDS * sizeof(int64_t)));
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        if (u->whole && !local && s->rank != 0) continue;
+        float *param, *grad;
+        size_t n;
+        update_range(s, u, &param, &grad, &n);
+        shs_norm_accumulate(s->dev, s->norm_acc, grad, n, p);
+    }
+    if (!local) SHS_CHECK(shs_all_reduce(s->norm_acc, s->norm_acc, SHS_NORM_ACC_WORDS, SHS_I64,
+                                         p ? SHS_SUM : SHS_MAX, s->comm));
+    int64_t acc[SHS_NORM_ACC_WORDS];
+    SHS_CHECK(shs_memcpy_d2h(s->dev, acc, s->norm_acc, sizeof acc));
+    *norm = shs_exact_norm_finish(acc, p);
+    return SHS_OK;
+}
+
+/* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6) in f32,
+ * applied when below 1 to exactly the elements the optimizer reads. */
+static shs_status_t clip_grads(shs_strategy_t *s) {
+    SHS_CHECK(total_grad_norm(s, &s->grad_norm));
+    float coef = s->cfg.clip_norm / (s->grad_norm + 1e-6f);
+    if (!(coef < 1.0f)) return SHS_OK;
+    for (int i = 0; i < s->layout->num_units; i++) {
+        float *param, *grad;
+        size_t n;
+        update_range(s, &s->units[i], &param, &grad, &n);
+        if (n) shs_scale(s->dev, grad, coef, n);
+    }
+    return SHS_OK;
+}
+
 shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
-    if (s->cfg.kind == SHS_DDP) SHS_CHECK(flush_bucket(s));
+    SHS_ASSERT(s->sync);
+    SHS_CHECK(flush_bucket(s));
+    if (s->cfg.clip_norm > 0) SHS_CHECK(clip_grads(s));
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
         float *param, *grad;
         size_t n;
-        switch (s->cfg.kind) {
-        case SHS_DDP: param = u->params; grad = u->grad_full; n = u->numel; break;
-        case SHS_ZERO1: param = owned_params(s, u); grad = u->grad_full + u->shard.offset; n = u->shard.valid; break;
-        default: param = owned_params(s, u); grad = u->grad_shard; n = u->shard.valid; break;
-        }
-        /* padding (past shard.valid) is never updated, so it stays exactly 0
-         * whatever the optimizer would make of 0/0 (e.g. AdamW with eps = 0) */
+        update_range(s, u, &param, &grad, &n);
         shs_optim_step(s->dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
     }
     if (s->cfg.kind == SHS_ZERO1 || s->cfg.kind == SHS_ZERO2) {
         for (int i = 0; i < s->layout->num_units; i++) {
             unit_state_t *u = &s->units[i];
-            SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32, s->comm));
+            if (!u->whole) SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32, s->comm));
         }
     }
     return shs_device_sync(s->dev);
 }
 
+float shs_strategy_grad_norm(const shs_strategy_t *s) { return s->grad_norm; }
+
+int shs_strategy_holds_full(const shs_strategy_t *s, int unit) { return full_params(s, &s->units[unit]); }
+
+/* ---- reading and writing state ---------------------------------------------- */
+
 shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out) {
     unit_state_t *u = &s->units[unit];
     const float *src = owned_params(s, u);
-    /* DDP's full buffer is unpadded: elements past numel read as zero */
-    size_t avail = s->cfg.kind == SHS_DDP ? u->shard.valid : u->shard.size;
+    /* a whole unit's buffer is unpadded: elements past numel read as zero */
+    size_t avail = u->whole ? u->shard.valid : u->shard.size;
     memset(out, 0, u->shard.size * sizeof(float));
     return shs_memcpy_d2h(s->dev, out, src, avail * sizeof(float));
 }
 
+int shs_strategy_state_per_param(const shs_strategy_t *s) { return shs_optim_state_per_param(&s->cfg.optim); }
+
+shs_status_t shs_strategy_read_state(shs_strategy_t *s, int unit, float *params, float *state) {
+    SHS_CHECK(shs_strategy_read_shard(s, unit, params));
+    unit_state_t *u = &s->units[unit];
+    int k = shs_strategy_state_per_param(s);
+    size_t len = optim_len(u), S = u->shard.size;
+    /* whole units keep state for all numel elements: take the shard's range */
+    size_t from = u->whole ? u->shard.offset : 0;
+    for (int j = 0; j < k; j++) {
+        memset(state + (size_t)j * S, 0, S * sizeof(float));
+        SHS_CHECK(shs_memcpy_d2h(s->dev, state + (size_t)j * S, u->optim_state + (size_t)j * len + from,
+                                 u->shard.valid * sizeof(float)));
+    }
+    return SHS_OK;
+}
+
+shs_status_t shs_strategy_load_state(shs_strategy_t *s, int unit, const float *params, const float *state) {
+    unit_state_t *u = &s->units[unit];
+    int k = shs_strategy_state_per_param(s);
+    if (full_params(s, u)) {
+        SHS_CHECK(shs_memcpy_h2d(s->dev, u->params, params, u->numel * sizeof(float)));
+    } else {
+        SHS_CHECK(shs_memset(s->dev, u->params, 0, u->shard.size * sizeof(float)));
+        SHS_CHECK(shs_memcpy_h2d(s->dev, u->params, params + u->shard.offset, u->shard.valid * sizeof(float)));
+    }
+    size_t len = optim_len(u);
+    for (int j = 0; j < k; j++) {
+        float *dst = u->optim_state + (size_t)j * len;
+        const float *src = state + (size_t)j * u->numel;
+        if (u->whole) {
+            SHS_CHECK(shs_memcpy_h2d(s->dev, dst, src, u->numel * sizeof(float)));
+        } else {
+            SHS_CHECK(shs_memset(s->dev, dst, 0, len * sizeof(float)));
+            SHS_CHECK(shs_memcpy_h2d(s->dev, dst, src + u->shard.offset, u->shard.valid * sizeof(float)));
+        }
+    }
+    return SHS_OK;
+}
+
 shs_status_t shs_strategy_read_full(shs_strategy_t *s, int unit, float *out) {
-    if (!holds_full_params(s))
-        return shs_set_error(SHS_UNSUPPORTED, "rank %d: %s keeps only a shard of each unit", s->rank,
-                             shs_strategy_name(s->cfg.kind));
+    if (!full_params(s, &s->units[unit]))
+        return shs_set_error(SHS_UNSUPPORTED, "rank %d: %s keeps only a shard of unit %d", s->rank,
+                             shs_strategy_name(s->cfg.kind), unit);
     return shs_memcpy_d2h(s->dev, out, s->units[unit].params, s->units[unit].numel * sizeof(float));
 }
 
@@ -304,7 +420,7 @@ shs_status_t shs_strategy_flip_param_bit(shs_strategy_t *s, int unit, size_t ind
         return shs_set_error(SHS_INVALID_ARG, "bit flip: no element %zu in unit %d", index, unit);
     unit_state_t *u = &s->units[unit];
     float *p;
-    if (holds_full_params(s)) p = u->params + index;
+    if (full_params(s, u)) p = u->params + index;
     else if (index >= u->shard.offset && index < u->shard.offset + u->shard.size) p = u->params + (index - u->shard.offset);
     else return SHS_OK;
     uint32_t bits;

@@ -23,6 +23,7 @@ struct shs_trainer {
     rank_state_t *ranks;
     long step;             /* steps completed */
     float loss;            /* written by rank 0 */
+    float grad_norm;       /* written by rank 0 */
     float *snapshot_out;   /* target of the snapshot job */
     const float *replica_ref;      /* the snapshot the replica job compares with */
     shs_replica_diff_t *replica_diffs; /* one per rank */
@@ -48,15 +49,20 @@ shs_train_config_t shs_train_default_config(void) {
 static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     rank_state_t *rs = &t->ranks[ctx->rank];
-    shs_strategy_config_t scfg = {
-        .kind = t->cfg.strategy, .bucket_bytes = t->cfg.bucket_bytes, .optim = t->cfg.optim, .seed = t->cfg.seed};
+    shs_strategy_config_t scfg = {.kind = t->cfg.strategy, .bucket_bytes = t->cfg.bucket_bytes, .optim = t->cfg.optim,
+                                  .seed = t->cfg.seed, .shard_align = t->cfg.shard_align,
+                                  .clip_norm = t->cfg.clip_norm, .norm_type = t->cfg.norm_type};
     size_t bt = (size_t)t->cfg.micro_batch * (size_t)t->cfg.model.context;
     rs->tokens = malloc(bt * sizeof(int32_t));
     rs->targets = malloc(bt * sizeof(int32_t));
     if (!rs->tokens || !rs->targets) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate batch", ctx->rank);
     /* activations first: their allocation is cheap, the strategy's includes
      * initializing the parameters, so a model that cannot fit fails fast */
-    SHS_CHECK(shs_gpt_create(&rs->model, &t->layout, &t->cfg.model, ctx->dev, t->cfg.micro_batch));
+    if (t->cfg.netdesc)
+        SHS_CHECK(shs_netdesc_model_create(&rs->model, t->cfg.netdesc, &t->layout, ctx->dev, t->cfg.micro_batch,
+                                           t->cfg.model.context));
+    else
+        SHS_CHECK(shs_gpt_create(&rs->model, &t->layout, &t->cfg.model, ctx->dev, t->cfg.micro_batch));
     SHS_CHECK(shs_strategy_create(&rs->strategy, &scfg, &t->layout, ctx->dev, ctx->comm));
     SHS_CHECK(shs_device_alloc(ctx->dev, (void **)&rs->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
     return SHS_OK;
@@ -66,13 +72,26 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     rank_state_t *rs = &t->ranks[ctx->rank];
     shs_param_source_t *src = shs_strategy_source(rs->strategy);
-    shs_corpus_batch(t->corpus, t->cfg.seed, t->step, ctx->rank, ctx->world_size, t->cfg.micro_batch,
-                     t->cfg.model.context, rs->tokens, rs->targets);
-    float local_loss, loss;
+    int K = t->cfg.grad_accum > 1 ? t->cfg.grad_accum : 1;
+    /* the step's loss: mean over its K micro-batches (f32, in order) */
+    float local_loss = 0.0f, loss;
     SHS_CHECK(shs_strategy_begin_step(rs->strategy));
-    SHS_CHECK(shs_model_forward(rs->model, src, rs->tokens, rs->targets, &local_loss));
-    SHS_CHECK(shs_model_backward(rs->model, src, 1.0f));
+    for (int k = 0; k < K; k++) {
+        /* micro-batch k of step s is the data of "step" s*K + k: every rank's
+         * slice, every micro-batch distinct, whatever the strategy */
+        shs_corpus_batch(t->corpus, t->cfg.seed, t->step * K + k, ctx->rank, ctx->world_size, t->cfg.micro_batch,
+                         t->cfg.model.context, rs->tokens, rs->targets);
+        float micro_loss;
+        SHS_CHECK(shs_model_forward(rs->model, src, rs->tokens, rs->targets, &micro_loss));
+        shs_strategy_set_sync(rs->strategy, k == K - 1);
+        /* d(step loss)/d(micro loss) = 1/K: the gradient is the mean over
+         * the micro-batches, as `(loss / K).backward()` in torch */
+        SHS_CHECK(shs_model_backward(rs->model, src, 1.0f / (float)K));
+        local_loss += micro_loss;
+    }
+    local_loss /= (float)K;
     SHS_CHECK(shs_strategy_finish_step(rs->strategy, t->step + 1));
+    if (ctx->rank == 0) t->grad_norm = shs_strategy_grad_norm(rs->strategy);
     SHS_CHECK(shs_memcpy_h2d(ctx->dev, rs->loss_dev, &local_loss, sizeof local_loss));
     SHS_CHECK(shs_all_reduce(rs->loss_dev, rs->loss_dev, 1, SHS_F32, SHS_AVG, ctx->comm));
     SHS_CHECK(shs_memcpy_d2h(ctx->dev, &loss, rs->loss_dev, sizeof loss));
@@ -85,9 +104,9 @@ static shs_status_t snapshot_job(shs_rank_ctx_t *ctx, void *arg) {
     size_t base = 0;
     for (int u = 0; u < t->layout.num_units; u++) {
         size_t numel = t->layout.units[u].numel;
-        shs_shard_t sh = shs_shard_of(numel, ctx->world_size, ctx->rank);
+        shs_shard_t sh = shs_shard_of(numel, ctx->world_size, ctx->rank, t->cfg.shard_align);
         SHS_CHECK(shs_strategy_read_shard(t->ranks[ctx->rank].strategy, u, t->snapshot_out + base + sh.offset));
-        base += shs_padded_numel(numel, ctx->world_size);
+        base += shs_padded_numel(numel, ctx->world_size, t->cfg.shard_align);
     }
     return SHS_OK;
 }
@@ -96,7 +115,6 @@ static shs_status_t replica_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     shs_replica_diff_t *d = &t->replica_diffs[ctx->rank];
     d->rank = -1;
-    if (t->cfg.strategy == SHS_ZERO3) return SHS_OK;
     size_t base = 0, max_numel = 0;
     for (int u = 0; u < t->layout.num_units; u++)
         if (t->layout.units[u].numel > max_numel) max_numel = t->layout.units[u].numel;
@@ -105,15 +123,16 @@ static shs_status_t replica_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_status_t st = SHS_OK;
     for (int u = 0; u < t->layout.num_units && d->rank < 0; u++) {
         size_t numel = t->layout.units[u].numel;
+        const float *ref = t->replica_ref + base;
+        base += shs_padded_numel(numel, ctx->world_size, t->cfg.shard_align);
+        if (!shs_strategy_holds_full(t->ranks[ctx->rank].strategy, u)) continue;
         st = shs_strategy_read_full(t->ranks[ctx->rank].strategy, u, mine);
         if (st != SHS_OK) break;
-        const float *ref = t->replica_ref + base;
         if (memcmp(mine, ref, numel * sizeof(float)) != 0) {
             size_t i = 0;
             while (memcmp(mine + i, ref + i, sizeof(float)) == 0) i++;
             *d = (shs_replica_diff_t){.rank = ctx->rank, .unit = u, .index = i};
         }
-        base += shs_padded_numel(numel, ctx->world_size);
     }
     free(mine);
     return st;
@@ -125,7 +144,7 @@ static shs_status_t flip_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     int target = ctx->world_size - 1;
     if (t->cfg.strategy == SHS_ZERO3) {
-        size_t S = shs_shard_size(t->layout.units[t->flip_unit].numel, ctx->world_size);
+        size_t S = shs_shard_size(t->layout.units[t->flip_unit].numel, ctx->world_size, t->cfg.shard_align);
         target = S ? (int)(t->flip_index / S) : 0;
     }
     if (ctx->rank != target) return SHS_OK;
@@ -148,7 +167,13 @@ static shs_status_t teardown_job(shs_rank_ctx_t *ctx, void *arg) {
 
 shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *cfg, const shs_corpus_t *corpus) {
     *out = NULL;
-    SHS_CHECK(shs_gpt_config_validate(&cfg->model));
+    if (!cfg->netdesc) SHS_CHECK(shs_gpt_config_validate(&cfg->model));
+    else if (cfg->model.context < 1 || cfg->model.context > 65536)
+        return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", cfg->model.context);
+    if (cfg->grad_accum < 0 || cfg->grad_accum > 65536)
+        return shs_set_error(SHS_INVALID_ARG, "gradient accumulation must be in 1..65536 (got %d)", cfg->grad_accum);
+    if (cfg->clip_norm > 0 && cfg->norm_type != 0 && cfg->norm_type != 1 && cfg->norm_type != 2)
+        return shs_set_error(SHS_INVALID_ARG, "norm type must be 1, 2 or inf (got %d)", cfg->norm_type);
     if (cfg->world_size < 1 || cfg->world_size > SHS_MAX_WORLD)
         return shs_set_error(SHS_INVALID_ARG, "world size must be in 1..%d (got %d)", SHS_MAX_WORLD, cfg->world_size);
     if (cfg->micro_batch < 1 || cfg->micro_batch > 65536)
@@ -161,19 +186,24 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     /* kernels index rows and (b, head, t) triples with int */
     size_t B = (size_t)cfg->micro_batch, T = (size_t)cfg->model.context, C = (size_t)cfg->model.channels;
     size_t widest = 4 * C > SHS_GPT_VOCAB ? 4 * C : SHS_GPT_VOCAB;
-    if (B * T * widest > INT_MAX || B * (size_t)cfg->model.num_heads * T * T > INT_MAX)
+    if (!cfg->netdesc && (B * T * widest > INT_MAX || B * (size_t)cfg->model.num_heads * T * T > INT_MAX))
         return shs_set_error(SHS_INVALID_ARG,
                              "micro-batch %d x context %d is too large for this model (activation tensors of more "
                              "than 2^31 elements)", cfg->micro_batch, cfg->model.context);
     shs_trainer_t *t = calloc(1, sizeof *t);
     if (!t) return shs_set_error(SHS_HOST_OOM, "cannot allocate trainer");
     t->cfg = *cfg;
+    if (!t->cfg.shard_align) t->cfg.shard_align = 1;
     t->corpus = corpus;
-    shs_status_t st = shs_gpt_layout_create(&t->layout, &cfg->model);
+    shs_status_t st = cfg->netdesc ? shs_netdesc_layout_create(&t->layout, cfg->netdesc)
+                                   : shs_gpt_layout_create(&t->layout, &cfg->model);
     if (st != SHS_OK) {
         free(t);
         return st;
     }
+    if (cfg->strategy != SHS_DDP)
+        for (int u = 0; u < t->layout.num_units; u++)
+            if (t->layout.units[u].numel < cfg->replicate_below) t->layout.units[u].replicated = 1;
     t->ranks = calloc((size_t)cfg->world_size, sizeof *t->ranks);
     if (!t->ranks) {
         st = shs_set_error(SHS_HOST_OOM, "cannot allocate trainer");
@@ -213,10 +243,18 @@ shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss) {
 
 const shs_layout_t *shs_trainer_layout(const shs_trainer_t *t) { return &t->layout; }
 int shs_trainer_world_size(const shs_trainer_t *t) { return t->cfg.world_size; }
+const shs_train_config_t *shs_trainer_config(const shs_trainer_t *t) { return &t->cfg; }
+long shs_trainer_steps_done(const shs_trainer_t *t) { return t->step; }
+void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done) { t->step = steps_done; }
+float shs_trainer_last_grad_norm(const shs_trainer_t *t) { return t->cfg.clip_norm > 0 ? t->grad_norm : -1.0f; }
+
+shs_status_t shs_trainer_run(shs_trainer_t *t, shs_rank_fn job, void *arg) { return shs_world_run(t->world, job, arg); }
+shs_strategy_t *shs_trainer_strategy(shs_trainer_t *t, int rank) { return t->ranks[rank].strategy; }
 
 size_t shs_trainer_snapshot_len(const shs_trainer_t *t) {
     size_t n = 0;
-    for (int u = 0; u < t->layout.num_units; u++) n += shs_padded_numel(t->layout.units[u].numel, t->cfg.world_size);
+    for (int u = 0; u < t->layout.num_units; u++)
+        n += shs_padded_numel(t->layout.units[u].numel, t->cfg.world_size, t->cfg.shard_align);
     return n;
 }
 
@@ -255,12 +293,12 @@ void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *
     shs_comm_get_stats(shs_world_rank(t->world, rank)->comm, out);
 }
 
-int shs_compare_snapshots(const shs_layout_t *layout, int nranks, const float *a, const float *b,
+int shs_compare_snapshots(const shs_layout_t *layout, int nranks, size_t align, const float *a, const float *b,
                           shs_param_diff_t *diff) {
     static const float zero = 0.0f;
     size_t base = 0;
     for (int u = 0; u < layout->num_units; u++) {
-        size_t numel = layout->units[u].numel, padded = shs_padded_numel(numel, nranks);
+        size_t numel = layout->units[u].numel, padded = shs_padded_numel(numel, nranks, align ? align : 1);
         for (size_t i = 0; i < padded; i++) {
             const float *pa = a + base + i, *pb = b + base + i;
             int same = i < numel ? memcmp(pa, pb, sizeof(float)) == 0

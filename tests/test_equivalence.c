@@ -48,7 +48,7 @@ static void free_record(run_record_t *rec) {
 static void assert_same_params(const shs_layout_t *lo, int n, const float *ddp, const float *zero) {
     size_t base = 0;
     for (int u = 0; u < lo->num_units; u++) {
-        size_t numel = lo->units[u].numel, padded = shs_padded_numel(numel, n);
+        size_t numel = lo->units[u].numel, padded = shs_padded_numel(numel, n, 1);
         assert_memory_equal(ddp + base, zero + base, numel * sizeof(float));
         for (size_t i = numel; i < padded; i++) {
             uint32_t bits;

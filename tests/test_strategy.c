@@ -52,11 +52,11 @@ static void test_memory_and_bytes_by_stage(void **state) {
     for (int u = 0; u < lo.num_units; u++) {
         size_t n = lo.units[u].numel;
         psi += n;
-        padded += shs_padded_numel(n, N);
-        shard += shs_shard_size(n, N);
-        if (u >= 1 && u <= m.num_layers) max_block_padded = shs_padded_numel(n, N);
+        padded += shs_padded_numel(n, N, 1);
+        shard += shs_shard_size(n, N, 1);
+        if (u >= 1 && u <= m.num_layers) max_block_padded = shs_padded_numel(n, N, 1);
     }
-    size_t emb_padded = shs_padded_numel(lo.units[0].numel, N);
+    size_t emb_padded = shs_padded_numel(lo.units[0].numel, N, 1);
     assert_true(padded > psi); /* this model pads */
     const size_t F = sizeof(float);
     outcome_t o[SHS_NUM_STRATEGIES];

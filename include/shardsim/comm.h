@@ -124,6 +124,35 @@ shs_status_t shs_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dt
 /* Returns once every rank has called it. */
 shs_status_t shs_barrier(shs_comm_t *comm);
 
+/* ---- recording hook (trace_record.h builds traces on it) -------------- */
+
+/* One completed-or-failed call as the recorder sees it, after it returns. */
+typedef struct {
+    shs_coll_op_t op;
+    size_t count;          /* elements, NCCL's convention (all_gather send count, reduce_scatter recv count) */
+    shs_dtype_t dtype;
+    shs_redop_t redop;     /* SUM for ops without one */
+    int root;              /* 0 for ops without one */
+    uint64_t seq;          /* this rank's sequence number on the communicator */
+    uint64_t bytes;        /* this rank's part: count * dtype size (0 for barrier) */
+    double t_start, t_end; /* shs_now_seconds() around the call */
+    const char *marker;    /* the marker set when the call was made ("" if none) */
+    shs_status_t status;
+} shs_comm_call_info_t;
+
+typedef void (*shs_comm_recorder_fn)(void *user, const shs_comm_t *comm, const shs_comm_call_info_t *call);
+
+/* Call fn(user, comm, info) after every collective this rank's handle makes
+ * (not split), on the calling rank's thread; NULL fn turns it off. Calls
+ * rejected by argument checks are not reported (they consume no sequence
+ * number). */
+void shs_comm_set_recorder(shs_comm_t *comm, shs_comm_recorder_fn fn, void *user);
+/* The marker (phase/unit, e.g. "fwd/block3") attached to this rank's next
+ * calls; copied, truncated to SHS_COMM_MARKER_MAX - 1 bytes; NULL clears. */
+#define SHS_COMM_MARKER_MAX 64
+void shs_comm_set_marker(shs_comm_t *comm, const char *marker);
+const char *shs_comm_marker(const shs_comm_t *comm);
+
 #define SHS_SPLIT_NOCOLOR (-1)
 /* Collective over `comm` (like ncclCommSplit): ranks passing the same
  * `color` (>= 0) form a new communicator, ranked by (key, parent rank).

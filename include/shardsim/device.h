@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "shardsim/dtype.h"
+#include "shardsim/exact_norm.h"
 #include "shardsim/status.h"
 
 typedef struct shs_device shs_device_t;
@@ -174,9 +175,11 @@ void shs_softmax_xent_backward(shs_device_t *dev, float *dlogits, const float *p
 /* out[0] = sum of x (n), accumulated in f64 in index order, rounded once to f32.
  * out is a device pointer to one float. */
 void shs_sum(shs_device_t *dev, float *out, const float *x, size_t n);
-/* out[0] = sum of x[i]^2 (n), accumulated in f64 in index order, stored as f64.
- * out is a device pointer to one double. */
-void shs_sum_squares(shs_device_t *dev, double *out, const float *x, size_t n);
+/* Add |x[i]|^p (p = 1 or 2; 0 for max |x|) over n elements into the exact accumulator acc
+ * (device pointer to SHS_NORM_ACC_WORDS int64, see exact_norm.h; zero it to
+ * start). The result does not depend on how the elements are split across
+ * calls or ranks. Read it back and finish with shs_exact_norm_finish(). */
+void shs_norm_accumulate(shs_device_t *dev, int64_t *acc, const float *x, size_t n, int p);
 
 /* Convert n elements between float dtypes (f32, f16, bf16, f64), rounding to
  * nearest-even (dtype.h). dst and src must not overlap unless identical and

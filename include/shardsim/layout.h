@@ -32,6 +32,7 @@ typedef struct {
     char name[32];        /* e.g. "embed", "block0", "lnf" */
     size_t numel;         /* real elements of the flat parameter (no padding); may be 0 */
     int first_tensor, num_tensors;
+    int replicated;       /* kept whole on every rank, never sharded (strategy.h) */
 } shs_unit_info_t;
 
 typedef struct {

@@ -20,6 +20,19 @@
  *
  * Every reduction goes through the communicator's fixed rank order, and the
  * optimizer is elementwise, so all four give bit-identical parameters.
+ *
+ * Units marked replicated in the layout (small ones, --replicate-below) are
+ * held whole on every rank under every stage and all-reduced as under DDP
+ * (DeepSpeed's persistent small parameters; FSDP's ignored modules).
+ * Gradient accumulation follows torch's no_sync(): with sync off, backward
+ * only accumulates locally (ZeRO-2/3 keep the unit's full gradient across
+ * micro-batches); the micro-batch with sync on reduces the sum.
+ * Clipping follows torch.nn.utils.clip_grad_norm_: the total p-norm over
+ * every gradient element (each counted once: a rank's owned, reduced shard
+ * elements; replicated units by rank 0 only; never padding), computed
+ * exactly (exact_norm.h) so it is the same bits at every world size and
+ * stage; then coef = max_norm / (norm + 1e-6) in f32, and if coef < 1 every
+ * gradient element is multiplied by it.
  * Memory categories: persistent params/grads/optimizer state as PARAMS /
  * GRADS / OPTIM; ZeRO-3's gathered parameters and ZeRO-2/3's transient full
  * gradients as COMM (all-gather output, reduce-scatter input).
@@ -32,7 +45,8 @@
 
 #include "shardsim/comm.h"
 #include "shardsim/device.h"
-#include "shardsim/gpt.h"
+#include "shardsim/layout.h"
+#include "shardsim/param_source.h"
 #include "shardsim/optim.h"
 
 typedef enum { SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_NUM_STRATEGIES } shs_strategy_kind_t;
@@ -47,6 +61,9 @@ typedef struct {
     size_t bucket_bytes;         /* DDP all-reduce bucket size; 0 = default */
     shs_optim_config_t optim;
     uint64_t seed;               /* parameter initialization */
+    size_t shard_align;          /* shard.h alignment E in elements; 0 or 1: none */
+    float clip_norm;             /* max_norm; <= 0: no clipping */
+    int norm_type;               /* 1, 2, or 0 for inf */
 } shs_strategy_config_t;
 
 typedef struct shs_strategy shs_strategy_t;
@@ -62,21 +79,47 @@ void shs_strategy_destroy(shs_strategy_t *s);
 /* The parameter source the model's forward/backward call into. */
 shs_param_source_t *shs_strategy_source(shs_strategy_t *s);
 
-/* Before forward: zero the persistent gradient buffers. */
+/* Before the step's first forward: zero the persistent gradient buffers. */
 shs_status_t shs_strategy_begin_step(shs_strategy_t *s);
-/* After backward: finish gradient reduction, run the optimizer step
- * (1-based `step`) on the elements this rank owns, and re-gather parameters
- * where the stage keeps them full (ZeRO-1/2). Collective errors propagate. */
+/* Before each micro-batch's backward: sync = 0 only accumulates (no_sync),
+ * sync = 1 reduces gradients as units finish. The last micro-batch of a
+ * step must have sync = 1. Default 1. */
+void shs_strategy_set_sync(shs_strategy_t *s, int sync);
+/* After the last backward: finish gradient reduction, clip (if configured),
+ * run the optimizer step (1-based `step`) on the elements this rank owns,
+ * and re-gather parameters where the stage keeps them full (ZeRO-1/2).
+ * Collective errors propagate. */
 shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step);
+/* The total gradient norm of the last finish_step (before clipping), or -1
+ * when clipping is off. The same on every rank. */
+float shs_strategy_grad_norm(const shs_strategy_t *s);
+/* Whether this rank holds unit `unit`'s full parameters (DDP, ZeRO-1/2,
+ * replicated units) rather than only a shard (ZeRO-3). */
+int shs_strategy_holds_full(const shs_strategy_t *s, int unit);
 
 /* Copy this rank's shard of unit `unit`'s parameters (shs_shard_of(numel, N,
- * rank): size S, padding included, zeros past numel) to host `out` (S floats).
- * Needs no communication for any strategy. */
+ * rank, align): size S, padding included, zeros past numel) to host `out`
+ * (S floats). Needs no communication for any strategy. */
 shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out);
 
-/* For stages that keep full parameters on every rank (DDP, ZeRO-1, ZeRO-2):
- * copy this rank's full copy of unit `unit` (numel floats) to host `out`.
- * ZeRO-3 returns SHS_UNSUPPORTED (it holds only its shard). */
+/* Checkpointing. Number of f32 optimizer-state values per element. */
+int shs_strategy_state_per_param(const shs_strategy_t *s);
+/* This rank's shard (as read_shard) of unit `unit`'s parameters to host
+ * `params` (S floats) and of its optimizer state to host `state`
+ * (state_per_param arrays of S floats one after the other, [exp_avg |
+ * exp_avg_sq] for AdamW; zeros in padding). Units held whole give the same
+ * shard range, so every rank's part has the same form at any stage. No
+ * communication. `state` may be NULL when state_per_param is 0. */
+shs_status_t shs_strategy_read_state(shs_strategy_t *s, int unit, float *params, float *state);
+/* Set unit `unit`'s parameters and optimizer state from the full unsharded
+ * host arrays `params` (numel floats) and `state` (state_per_param arrays of
+ * numel floats one after the other); each rank keeps the part it holds. No
+ * communication. Errors: none beyond device copies. */
+shs_status_t shs_strategy_load_state(shs_strategy_t *s, int unit, const float *params, const float *state);
+
+/* For units this rank holds whole (shs_strategy_holds_full): copy this
+ * rank's full copy of unit `unit` (numel floats) to host `out`. Otherwise
+ * SHS_UNSUPPORTED (ZeRO-3 holds only its shard). */
 shs_status_t shs_strategy_read_full(shs_strategy_t *s, int unit, float *out);
 
 /* Fault injection for testing checkers: flip the least significant bit of

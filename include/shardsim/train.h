@@ -19,10 +19,13 @@
 #include "shardsim/data.h"
 #include "shardsim/device.h"
 #include "shardsim/gpt.h"
+#include "shardsim/netdesc.h"
+#include "shardsim/world.h"
 #include "shardsim/strategy.h"
 
 typedef struct {
-    shs_gpt_config_t model;
+    shs_gpt_config_t model;      /* the GPT; only model.context is used with netdesc */
+    const shs_netdesc_t *netdesc; /* NULL: the GPT; else this described model (outlives the trainer) */
     int world_size;              /* N ranks */
     int micro_batch;             /* B sequences per rank per step */
     shs_strategy_kind_t strategy;
@@ -31,6 +34,11 @@ typedef struct {
     size_t device_mem;           /* bytes per rank; SIZE_MAX unlimited */
     size_t bucket_bytes;         /* DDP bucket; 0 default */
     int timeout_ms;              /* collective timeout; <= 0 default */
+    int grad_accum;              /* K micro-batches per step, no_sync until the last; 0 or 1: none */
+    float clip_norm;             /* clip_grad_norm_ max_norm; <= 0: no clipping */
+    int norm_type;               /* 1, 2, or 0 for inf (with clip_norm) */
+    size_t replicate_below;      /* units with fewer elements stay unsharded (replicated); 0: none */
+    size_t shard_align;          /* --shard-align E (elements); 0 or 1: none */
 } shs_train_config_t;
 
 /* The defaults of `shardsim train`: L=4, NH=4, C=128, T=64, N=4, B=4,
@@ -54,6 +62,20 @@ shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss);
 
 const shs_layout_t *shs_trainer_layout(const shs_trainer_t *t);
 int shs_trainer_world_size(const shs_trainer_t *t);
+const shs_train_config_t *shs_trainer_config(const shs_trainer_t *t);
+/* Steps completed (the data position: step s reads batch s). */
+long shs_trainer_steps_done(const shs_trainer_t *t);
+/* Global gradient norm of the last step (as clipped against), or -1 when
+ * clipping is off. */
+float shs_trainer_last_grad_norm(const shs_trainer_t *t);
+
+/* For extensions that act on every rank (checkpoints): run job(ctx, arg) on
+ * every rank thread and wait (shs_world_run), and the strategy of a rank
+ * (valid inside such a job). */
+shs_status_t shs_trainer_run(shs_trainer_t *t, shs_rank_fn job, void *arg);
+shs_strategy_t *shs_trainer_strategy(shs_trainer_t *t, int rank);
+/* Continue from step `steps_done` (after loading a checkpoint). */
+void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done);
 
 /* All parameters, unit after unit, each unit as its padded flat buffer
  * (N * S floats; see shard.h), gathered from the ranks' shards without any
@@ -95,7 +117,7 @@ typedef struct {
  * (memcmp semantics: -0.0 != +0.0, NaN payloads count). Also requires every
  * padding element of both to be +0.0. Returns 1 if equal, else 0 with the
  * first difference in *diff. */
-int shs_compare_snapshots(const shs_layout_t *layout, int nranks, const float *a, const float *b,
+int shs_compare_snapshots(const shs_layout_t *layout, int nranks, size_t align, const float *a, const float *b,
                           shs_param_diff_t *diff);
 
 #endif

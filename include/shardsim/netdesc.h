@@ -1,0 +1,37 @@
+/* netdesc.h - user-defined models from a model-description file.
+ *
+ * What it is: a parser for a small text format that lists layers (Linear,
+ * LayerNorm, GELU, ReLU, Embedding) with wrap-unit boundaries and weight
+ * tying, the parameter layout it implies (layout.h), and a model (model.h)
+ * that runs it. Users reproduce their own model's parameter layout with it;
+ * tests build odd layouts (zero-size and tiny tensors, tied weights) with it.
+ * The format is documented in README.md ("Model-description files").
+ * What it is not: a general graph language; layers run in sequence.
+ */
+#ifndef SHARDSIM_NETDESC_H
+#define SHARDSIM_NETDESC_H
+
+#include "shardsim/device.h"
+#include "shardsim/layout.h"
+#include "shardsim/model.h"
+#include "shardsim/status.h"
+
+typedef struct shs_netdesc shs_netdesc_t;
+
+/* Parse a description from a file / from text (`source` names it in
+ * errors). Errors: SHS_IO (file), SHS_INVALID_ARG naming source, line and
+ * what is wrong (SHS_PARSE); SHS_HOST_OOM. Free with shs_netdesc_free. */
+shs_status_t shs_netdesc_load(shs_netdesc_t **out, const char *path);
+shs_status_t shs_netdesc_parse(shs_netdesc_t **out, const char *text, const char *source);
+void shs_netdesc_free(shs_netdesc_t *nd);
+
+/* The parameter layout the description implies. Errors: SHS_HOST_OOM. */
+shs_status_t shs_netdesc_layout_create(shs_layout_t *layout, const shs_netdesc_t *nd);
+
+/* The model on `dev` for micro-batches of B sequences of T positions;
+ * `layout` from shs_netdesc_layout_create(nd); nd and layout must outlive
+ * it. Errors: SHS_OUT_OF_MEMORY, SHS_INVALID_ARG. */
+shs_status_t shs_netdesc_model_create(shs_model_t **out, const shs_netdesc_t *nd, const shs_layout_t *layout,
+                                      shs_device_t *dev, int B, int T);
+
+#endif

@@ -1,0 +1,168 @@
+/* trace.h - communication traces: the in-memory model every recorder and
+ * importer fills, and shardsim's own text format.
+ *
+ * What it is: per-rank ordered records of communication calls (collectives
+ * and point-to-point), each naming its communicator (a group of global
+ * ranks), its per-communicator sequence number, op, count, dtype, reduce op,
+ * root or peer, a byte size with an explicit scope, start/end times and a
+ * marker string ("fwd/block3"). Importers of other formats (trace_import.h)
+ * normalize into this model: sizes in bytes, group-local ranks mapped to
+ * global ranks.
+ * What it is not: the analysis (trace_check.h), the replay
+ * (trace_replay.h) or any importer.
+ *
+ * TEXT FORMAT ("shardsim-trace 1"), line oriented, one record per line,
+ * fields separated by blanks, '-' for an absent value, '#' starts a comment:
+ *   shardsim-trace 1
+ *   world <N>
+ *   comm <name> <size> <global rank of local 0>,<of local 1>,...
+ *   <rank> <comm> <seq> <op> <count> <dtype> <redop> <root> <peer> <tag> <bytes> <scope> <t_start_us> <t_end_us> <marker>
+ * rank: global rank that issued the call; comm: a declared comm name;
+ * seq: per-communicator sequence number of this rank (from 0); op: see
+ * shs_trace_op_name(); count: elements (NCCL's convention: all_gather's send
+ * count, reduce_scatter's receive count, the whole buffer otherwise);
+ * dtype: shs_dtype_name() or '-'; redop: shs_redop_name() or '-'; root:
+ * comm-local root or '-'; peer: global rank of the send destination / recv
+ * source or '-'; tag: p2p tag or '-'; bytes: see shs_bytes_scope_t; scope:
+ * 'rank' or 'total'; times: microseconds since the trace's origin, or '-';
+ * marker: phase/unit without blanks, or '-'. A file may hold any subset of
+ * ranks; `shardsim train --trace DIR` writes DIR/rank<k>.trace, one per rank.
+ */
+#ifndef SHARDSIM_TRACE_H
+#define SHARDSIM_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "shardsim/comm.h"
+#include "shardsim/dtype.h"
+#include "shardsim/status.h"
+
+/* Largest world an importer accepts (groups naming ranks beyond it are refused). */
+#define SHS_TRACE_MAX_WORLD 65536
+
+typedef enum {
+    SHS_TOP_ALL_GATHER,
+    SHS_TOP_REDUCE_SCATTER,
+    SHS_TOP_ALL_REDUCE,
+    SHS_TOP_BROADCAST,
+    SHS_TOP_REDUCE,
+    SHS_TOP_BARRIER,
+    SHS_TOP_ALL_TO_ALL,
+    SHS_TOP_ALL_TO_ALLV,   /* per-rank sizes differ legitimately: bytes not compared */
+    SHS_TOP_GATHER,
+    SHS_TOP_SCATTER,
+    SHS_TOP_SEND,
+    SHS_TOP_RECV,
+    SHS_TOP_WAIT,          /* local completion of an async call (PyTorch's wait): never matched or replayed */
+    SHS_NUM_TRACE_OPS
+} shs_trace_op_t;
+
+/* "all_gather", ..., "send", "recv"; "invalid" otherwise. */
+const char *shs_trace_op_name(shs_trace_op_t op);
+/* Parse a name as printed above. 0 ok, -1 unknown. */
+int shs_trace_op_parse(const char *name, shs_trace_op_t *out);
+/* 1 for send/recv. */
+int shs_trace_op_is_p2p(shs_trace_op_t op);
+/* 1 for collectives (matched across a communicator's members by sequence number). */
+int shs_trace_op_is_coll(shs_trace_op_t op);
+/* The comm.h op for a trace op the thread backend runs natively, or -1. */
+int shs_trace_op_to_coll(shs_trace_op_t op);
+
+/* What a record's `bytes` counts.
+ *   PER_RANK: one rank's part: all_gather's input, reduce_scatter's output,
+ *             all_to_all's input, a p2p message; for all_reduce, broadcast
+ *             and reduce the buffer (per rank == whole).
+ *   TOTAL:    the whole collective buffer: all_gather's output,
+ *             reduce_scatter's input, N x per-rank for all_to_all. */
+typedef enum { SHS_BYTES_PER_RANK = 0, SHS_BYTES_TOTAL = 1 } shs_bytes_scope_t;
+
+#define SHS_TRACE_NONE (-1)   /* absent root / peer / tag / dtype / redop */
+
+typedef struct {
+    int32_t rank;          /* global rank that issued the call */
+    int32_t comm;          /* index into shs_trace_t.comms */
+    int64_t seq;           /* per-communicator sequence number of this rank, from 0 */
+    shs_trace_op_t op;
+    int32_t dtype;         /* shs_dtype_t, or SHS_TRACE_NONE when the source does not say */
+    int32_t redop;         /* shs_redop_t, or SHS_TRACE_NONE */
+    int32_t root;          /* comm-local root (broadcast, reduce, gather, scatter), or NONE */
+    int32_t peer;          /* send: destination, recv: source (global ranks), or NONE */
+    int32_t tag;           /* p2p tag, or NONE */
+    shs_bytes_scope_t scope;
+    uint64_t count;        /* elements (NCCL's convention, see the file header); 0 if unknown */
+    uint64_t bytes;        /* bytes, meaning per `scope` */
+    double t_start, t_end; /* seconds since the trace's origin; < 0 unknown */
+    uint32_t marker;       /* string id (shs_trace_str); 0 = none */
+} shs_trace_rec_t;
+
+typedef struct {
+    char *name;
+    int size;
+    int *ranks;            /* ranks[local] = global rank */
+} shs_trace_comm_t;
+
+typedef struct {
+    shs_trace_rec_t *recs;
+    size_t n, cap;
+} shs_trace_rank_t;
+
+typedef struct {
+    int world;             /* ranks 0..world-1 */
+    shs_trace_rank_t *ranks;   /* world entries */
+    shs_trace_comm_t *comms;
+    int ncomms, comms_cap;
+    char **strs;           /* strs[0] = "" */
+    uint32_t nstrs, strs_cap;
+    char format[32];       /* "shardsim", "nccl", "pytorch-et", ... (for reports) */
+} shs_trace_t;
+
+/* An empty trace of `world` ranks (0 allowed: importers grow it).
+ * Errors: SHS_INVALID_ARG (world > SHS_TRACE_MAX_WORLD), SHS_HOST_OOM. */
+shs_status_t shs_trace_create(shs_trace_t **out, int world);
+void shs_trace_free(shs_trace_t *t);
+/* Grow the world to at least `world` ranks (never shrinks). */
+shs_status_t shs_trace_ensure_world(shs_trace_t *t, int world);
+
+/* Declare (or find, by name) a communicator of `size` members whose global
+ * ranks are ranks[0..size) (NULL: 0..size-1). The world grows to cover them.
+ * A second declaration of a name must agree. *id gets its index.
+ * Errors: SHS_INVALID_ARG (empty name, size < 1, a rank out of
+ * [0, SHS_TRACE_MAX_WORLD), duplicates, disagreeing redeclaration). */
+shs_status_t shs_trace_add_comm(shs_trace_t *t, const char *name, int size, const int *ranks, int *id);
+/* Index of the comm named `name`, or -1. */
+int shs_trace_find_comm(const shs_trace_t *t, const char *name);
+/* Local rank of global rank `g` in comm `c`, or -1 when not a member. */
+int shs_trace_comm_local(const shs_trace_t *t, int c, int g);
+
+/* Intern a string (markers); returns its id (0 for NULL or ""), or
+ * UINT32_MAX when out of memory. */
+uint32_t shs_trace_intern(shs_trace_t *t, const char *s);
+const char *shs_trace_str(const shs_trace_t *t, uint32_t id);
+
+/* A record with every optional field absent. */
+shs_trace_rec_t shs_trace_rec_init(void);
+/* Append `r` to rank r->rank's sequence. Checks the rank is in the world and
+ * a member of the comm, the op and dtype are valid, and for p2p the peer is
+ * in the world. Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
+shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r);
+size_t shs_trace_num_records(const shs_trace_t *t);
+
+/* A record's size as `scope` (converting with the comm's size). */
+uint64_t shs_trace_rec_bytes(const shs_trace_t *t, const shs_trace_rec_t *r, shs_bytes_scope_t scope);
+
+/* Give every record the per-(rank, comm) sequence number of its position
+ * (0, 1, ...): for sources without sequence numbers. */
+void shs_trace_renumber(shs_trace_t *t);
+
+/* Write the trace in the text format: all ranks (rank < 0) or one rank.
+ * Errors: SHS_IO. */
+shs_status_t shs_trace_write_text(const shs_trace_t *t, FILE *f, int rank);
+/* Write DIR/rank<k>.trace for every rank, creating DIR if needed. */
+shs_status_t shs_trace_write_dir(const shs_trace_t *t, const char *dir);
+/* Read the text format from `buf` (len bytes; `name` names it in errors)
+ * into t, appending. Errors: SHS_PARSE "<name>:<line>: <reason>". */
+shs_status_t shs_trace_read_text(shs_trace_t *t, const char *buf, size_t len, const char *name);
+
+#endif

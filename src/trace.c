@@ -1,0 +1,241 @@
+/* trace.c - the in-memory trace model (see trace.h): ranks' record arrays,
+ * the communicator table, the string pool, byte-scope conversion.
+ * What it is not: any file format (trace_text.c and the importers). */
+#include "shardsim/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[SHS_NUM_TRACE_OPS] = {
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "barrier",
+    "all_to_all", "all_to_allv", "gather", "scatter", "send", "recv", "wait",
+};
+
+const char *shs_trace_op_name(shs_trace_op_t op) {
+    return (int)op >= 0 && op < SHS_NUM_TRACE_OPS ? op_names[op] : "invalid";
+}
+
+int shs_trace_op_parse(const char *name, shs_trace_op_t *out) {
+    for (int i = 0; i < SHS_NUM_TRACE_OPS; i++)
+        if (strcmp(name, op_names[i]) == 0) { *out = (shs_trace_op_t)i; return 0; }
+    return -1;
+}
+
+int shs_trace_op_is_p2p(shs_trace_op_t op) { return op == SHS_TOP_SEND || op == SHS_TOP_RECV; }
+
+int shs_trace_op_is_coll(shs_trace_op_t op) { return (int)op >= 0 && op < SHS_TOP_SEND; }
+
+int shs_trace_op_to_coll(shs_trace_op_t op) {
+    switch (op) {
+    case SHS_TOP_ALL_GATHER: return SHS_OP_ALL_GATHER;
+    case SHS_TOP_REDUCE_SCATTER: return SHS_OP_REDUCE_SCATTER;
+    case SHS_TOP_ALL_REDUCE: return SHS_OP_ALL_REDUCE;
+    case SHS_TOP_BROADCAST: return SHS_OP_BROADCAST;
+    case SHS_TOP_REDUCE: return SHS_OP_REDUCE;
+    case SHS_TOP_BARRIER: return SHS_OP_BARRIER;
+    default: return -1;
+    }
+}
+
+shs_status_t shs_trace_create(shs_trace_t **out, int world) {
+    *out = NULL;
+    if (world < 0 || world > SHS_TRACE_MAX_WORLD)
+        return shs_set_error(SHS_INVALID_ARG, "trace world %d out of range 0..%d", world, SHS_TRACE_MAX_WORLD);
+    shs_trace_t *t = calloc(1, sizeof *t);
+    if (!t) return shs_set_error(SHS_HOST_OOM, "cannot allocate trace");
+    snprintf(t->format, sizeof t->format, "shardsim");
+    if (shs_trace_intern(t, "") == UINT32_MAX /* id 0 is "" */ || shs_trace_ensure_world(t, world) != SHS_OK) {
+        shs_trace_free(t);
+        return shs_set_error(SHS_HOST_OOM, "cannot allocate trace");
+    }
+    *out = t;
+    return SHS_OK;
+}
+
+void shs_trace_free(shs_trace_t *t) {
+    if (!t) return;
+    for (int r = 0; r < t->world; r++) free(t->ranks[r].recs);
+    free(t->ranks);
+    for (int c = 0; c < t->ncomms; c++) {
+        free(t->comms[c].name);
+        free(t->comms[c].ranks);
+    }
+    free(t->comms);
+    for (uint32_t i = 0; i < t->nstrs; i++) free(t->strs[i]);
+    free(t->strs);
+    free(t);
+}
+
+shs_status_t shs_trace_ensure_world(shs_trace_t *t, int world) {
+    if (world <= t->world) return SHS_OK;
+    if (world > SHS_TRACE_MAX_WORLD)
+        return shs_set_error(SHS_INVALID_ARG, "rank %d beyond the largest world accepted (%d)", world - 1,
+                             SHS_TRACE_MAX_WORLD);
+    shs_trace_rank_t *r = realloc(t->ranks, (size_t)world * sizeof *r);
+    if (!r) return shs_set_error(SHS_HOST_OOM, "cannot grow trace to %d ranks", world);
+    memset(r + t->world, 0, (size_t)(world - t->world) * sizeof *r);
+    t->ranks = r;
+    t->world = world;
+    return SHS_OK;
+}
+
+int shs_trace_find_comm(const shs_trace_t *t, const char *name) {
+    for (int c = 0; c < t->ncomms; c++)
+        if (strcmp(t->comms[c].name, name) == 0) return c;
+    return -1;
+}
+
+int shs_trace_comm_local(const shs_trace_t *t, int c, int g) {
+    if (c < 0 || c >= t->ncomms) return -1;
+    const shs_trace_comm_t *cm = &t->comms[c];
+    if (g < cm->size && cm->ranks[g] == g) return g; /* the common identity layout */
+    for (int i = 0; i < cm->size; i++)
+        if (cm->ranks[i] == g) return i;
+    return -1;
+}
+
+shs_status_t shs_trace_add_comm(shs_trace_t *t, const char *name, int size, const int *ranks, int *id) {
+    if (!name || !*name) return shs_set_error(SHS_INVALID_ARG, "communicator without a name");
+    if (size < 1 || size > SHS_TRACE_MAX_WORLD)
+        return shs_set_error(SHS_INVALID_ARG, "communicator '%s': size %d out of range 1..%d", name, size,
+                             SHS_TRACE_MAX_WORLD);
+    int maxr = size - 1;
+    if (ranks) {
+        for (int i = 0; i < size; i++) {
+            if (ranks[i] < 0 || ranks[i] >= SHS_TRACE_MAX_WORLD)
+                return shs_set_error(SHS_INVALID_ARG, "communicator '%s': member rank %d out of range 0..%d", name,
+                                     ranks[i], SHS_TRACE_MAX_WORLD - 1);
+            if (ranks[i] > maxr) maxr = ranks[i];
+        }
+    }
+    int c = shs_trace_find_comm(t, name);
+    if (c >= 0) {
+        const shs_trace_comm_t *cm = &t->comms[c];
+        int same = cm->size == size;
+        for (int i = 0; same && i < size; i++) same = cm->ranks[i] == (ranks ? ranks[i] : i);
+        if (!same) return shs_set_error(SHS_INVALID_ARG, "communicator '%s' declared twice with different members", name);
+        if (id) *id = c;
+        return SHS_OK;
+    }
+    /* duplicates: a mark per member over [0, maxr] */
+    unsigned char *seen = calloc((size_t)maxr + 1, 1);
+    if (!seen) return shs_set_error(SHS_HOST_OOM, "cannot allocate communicator '%s'", name);
+    for (int i = 0; i < size; i++) {
+        int g = ranks ? ranks[i] : i;
+        if (seen[g]++) {
+            free(seen);
+            return shs_set_error(SHS_INVALID_ARG, "communicator '%s': rank %d listed twice", name, g);
+        }
+    }
+    free(seen);
+    SHS_CHECK(shs_trace_ensure_world(t, maxr + 1));
+    if (t->ncomms == t->comms_cap) {
+        int cap = t->comms_cap ? 2 * t->comms_cap : 8;
+        shs_trace_comm_t *nc = realloc(t->comms, (size_t)cap * sizeof *nc);
+        if (!nc) return shs_set_error(SHS_HOST_OOM, "cannot allocate communicator '%s'", name);
+        t->comms = nc;
+        t->comms_cap = cap;
+    }
+    shs_trace_comm_t *cm = &t->comms[t->ncomms];
+    cm->name = strdup(name);
+    cm->ranks = malloc((size_t)size * sizeof(int));
+    if (!cm->name || !cm->ranks) {
+        free(cm->name);
+        free(cm->ranks);
+        return shs_set_error(SHS_HOST_OOM, "cannot allocate communicator '%s'", name);
+    }
+    cm->size = size;
+    for (int i = 0; i < size; i++) cm->ranks[i] = ranks ? ranks[i] : i;
+    if (id) *id = t->ncomms;
+    t->ncomms++;
+    return SHS_OK;
+}
+
+uint32_t shs_trace_intern(shs_trace_t *t, const char *s) {
+    if (t->nstrs > 0 && (!s || !*s)) return 0;
+    /* markers are few and repeat: look back over the most recent ones first */
+    for (uint32_t i = t->nstrs; i-- > 1;)
+        if (strcmp(t->strs[i], s) == 0) return i;
+    if (t->nstrs == t->strs_cap) {
+        uint32_t cap = t->strs_cap ? 2 * t->strs_cap : 16;
+        char **ns = realloc(t->strs, cap * sizeof *ns);
+        if (!ns) return UINT32_MAX;
+        t->strs = ns;
+        t->strs_cap = cap;
+    }
+    char *d = strdup(s ? s : "");
+    if (!d) return UINT32_MAX;
+    t->strs[t->nstrs] = d;
+    return t->nstrs++;
+}
+
+const char *shs_trace_str(const shs_trace_t *t, uint32_t id) { return id < t->nstrs ? t->strs[id] : ""; }
+
+shs_trace_rec_t shs_trace_rec_init(void) {
+    return (shs_trace_rec_t){.rank = 0, .comm = 0, .seq = 0, .op = SHS_TOP_ALL_REDUCE, .dtype = SHS_TRACE_NONE,
+                             .redop = SHS_TRACE_NONE, .root = SHS_TRACE_NONE, .peer = SHS_TRACE_NONE,
+                             .tag = SHS_TRACE_NONE, .scope = SHS_BYTES_PER_RANK, .t_start = -1, .t_end = -1};
+}
+
+shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
+    if (r->rank < 0 || r->rank >= t->world)
+        return shs_set_error(SHS_INVALID_ARG, "rank %d outside the world of %d ranks", r->rank, t->world);
+    if (r->comm < 0 || r->comm >= t->ncomms)
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: undeclared communicator #%d", r->rank, r->comm);
+    if ((int)r->op < 0 || r->op >= SHS_NUM_TRACE_OPS) return shs_set_error(SHS_INVALID_ARG, "rank %d: invalid op", r->rank);
+    if (r->dtype != SHS_TRACE_NONE && shs_dtype_size((shs_dtype_t)r->dtype) == 0)
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: invalid dtype %d", r->rank, r->dtype);
+    if (r->redop != SHS_TRACE_NONE && (r->redop < 0 || r->redop >= SHS_NUM_REDOPS))
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: invalid reduce op %d", r->rank, r->redop);
+    const shs_trace_comm_t *cm = &t->comms[r->comm];
+    if (shs_trace_comm_local(t, r->comm, r->rank) < 0)
+        return shs_set_error(SHS_INVALID_ARG, "rank %d is not a member of communicator '%s'", r->rank, cm->name);
+    if (r->root != SHS_TRACE_NONE && (r->root < 0 || r->root >= cm->size))
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: root %d outside communicator '%s' of %d ranks", r->rank,
+                             r->root, cm->name, cm->size);
+    if (shs_trace_op_is_p2p(r->op) && (r->peer < 0 || r->peer >= t->world))
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: %s peer %d outside the world of %d ranks", r->rank,
+                             shs_trace_op_name(r->op), r->peer, t->world);
+    if (r->marker >= t->nstrs) return shs_set_error(SHS_INVALID_ARG, "rank %d: unknown marker id", r->rank);
+    shs_trace_rank_t *rk = &t->ranks[r->rank];
+    if (rk->n == rk->cap) {
+        size_t cap = rk->cap ? 2 * rk->cap : 64;
+        shs_trace_rec_t *nr = realloc(rk->recs, cap * sizeof *nr);
+        if (!nr) return shs_set_error(SHS_HOST_OOM, "cannot grow rank %d's trace", r->rank);
+        rk->recs = nr;
+        rk->cap = cap;
+    }
+    rk->recs[rk->n++] = *r;
+    return SHS_OK;
+}
+
+size_t shs_trace_num_records(const shs_trace_t *t) {
+    size_t n = 0;
+    for (int r = 0; r < t->world; r++) n += t->ranks[r].n;
+    return n;
+}
+
+/* Ops whose whole buffer is N x one rank's part. */
+static int scales_with_n(shs_trace_op_t op) {
+    return op == SHS_TOP_ALL_GATHER || op == SHS_TOP_REDUCE_SCATTER || op == SHS_TOP_ALL_TO_ALL ||
+           op == SHS_TOP_ALL_TO_ALLV || op == SHS_TOP_GATHER || op == SHS_TOP_SCATTER;
+}
+
+uint64_t shs_trace_rec_bytes(const shs_trace_t *t, const shs_trace_rec_t *r, shs_bytes_scope_t scope) {
+    if (r->scope == scope || !scales_with_n(r->op)) return r->bytes;
+    uint64_t n = (uint64_t)t->comms[r->comm].size;
+    return scope == SHS_BYTES_TOTAL ? r->bytes * n : r->bytes / n;
+}
+
+void shs_trace_renumber(shs_trace_t *t) {
+    int64_t *next = calloc((size_t)(t->ncomms ? t->ncomms : 1), sizeof *next);
+    if (!next) return;
+    for (int r = 0; r < t->world; r++) {
+        memset(next, 0, (size_t)(t->ncomms ? t->ncomms : 1) * sizeof *next);
+        for (size_t i = 0; i < t->ranks[r].n; i++) {
+            shs_trace_rec_t *rec = &t->ranks[r].recs[i];
+            rec->seq = next[rec->comm]++;
+        }
+    }
+    free(next);
+}

@@ -1,0 +1,245 @@
+/* trace_record.c - per-rank recording of collectives (see trace_record.h).
+ * What it is not: the communicator (comm.c calls the hook) or a format. */
+#include "shardsim/trace_record.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardsim/clock.h"
+
+typedef struct {
+    shs_comm_call_info_t info;   /* marker points into rank_buf_t.markers */
+    int comm;                    /* index into the recorder's comm table */
+} entry_t;
+
+#define HOOKS_PER_RANK 8   /* communicators recorded per rank */
+
+struct rank_buf;
+typedef struct {
+    struct rank_buf *buf;
+    int comm;
+} hook_t;
+
+typedef struct rank_buf {
+    struct shs_trace_recorder *rec;
+    int rank;
+    entry_t *e;
+    size_t n, cap;
+    char **markers;              /* this rank's distinct markers */
+    size_t nmarkers, markers_cap;
+    int oom;
+    hook_t hooks[HOOKS_PER_RANK];
+    int nhooks;
+} rank_buf_t;
+
+typedef struct {
+    char name[128];
+    int size;
+    int *members;
+} comm_desc_t;
+
+struct shs_trace_recorder {
+    int world;
+    double origin;
+    rank_buf_t *ranks;
+    comm_desc_t *comms;          /* guarded by mu */
+    int ncomms;
+    pthread_mutex_t mu;
+};
+
+shs_status_t shs_trace_recorder_create(shs_trace_recorder_t **out, int world) {
+    *out = NULL;
+    if (world < 1 || world > SHS_TRACE_MAX_WORLD) return shs_set_error(SHS_INVALID_ARG, "recorder world %d", world);
+    shs_trace_recorder_t *r = calloc(1, sizeof *r);
+    if (!r || !(r->ranks = calloc((size_t)world, sizeof *r->ranks))) {
+        free(r);
+        return shs_set_error(SHS_HOST_OOM, "cannot allocate trace recorder");
+    }
+    r->world = world;
+    r->origin = shs_now_seconds();
+    pthread_mutex_init(&r->mu, NULL);
+    for (int i = 0; i < world; i++) r->ranks[i] = (rank_buf_t){.rec = r, .rank = i};
+    *out = r;
+    return SHS_OK;
+}
+
+void shs_trace_recorder_free(shs_trace_recorder_t *r) {
+    if (!r) return;
+    for (int i = 0; i < r->world; i++) {
+        free(r->ranks[i].e);
+        for (size_t k = 0; k < r->ranks[i].nmarkers; k++) free(r->ranks[i].markers[k]);
+        free(r->ranks[i].markers);
+    }
+    for (int c = 0; c < r->ncomms; c++) free(r->comms[c].members);
+    free(r->comms);
+    free(r->ranks);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* Index of comm `name` in the recorder's table, adding it; -1 on OOM. */
+static int comm_index(shs_trace_recorder_t *r, const shs_comm_t *comm, const int *members) {
+    pthread_mutex_lock(&r->mu);
+    int found = -1;
+    for (int c = 0; c < r->ncomms && found < 0; c++)
+        if (strcmp(r->comms[c].name, shs_comm_name(comm)) == 0) found = c;
+    if (found < 0) {
+        int size = shs_comm_size(comm);
+        comm_desc_t *nc = realloc(r->comms, (size_t)(r->ncomms + 1) * sizeof *nc);
+        int *m = malloc((size_t)size * sizeof(int));
+        if (nc) r->comms = nc;
+        if (nc && m) {
+            for (int i = 0; i < size; i++) m[i] = members ? members[i] : i;
+            comm_desc_t *d = &r->comms[r->ncomms];
+            snprintf(d->name, sizeof d->name, "%s", shs_comm_name(comm));
+            d->size = size;
+            d->members = m;
+            found = r->ncomms++;
+        } else {
+            free(m);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return found;
+}
+
+static const char *keep_marker(rank_buf_t *b, const char *m) {
+    if (!m || !*m) return "";
+    for (size_t k = b->nmarkers; k-- > 0;)
+        if (strcmp(b->markers[k], m) == 0) return b->markers[k];
+    if (b->nmarkers == b->markers_cap) {
+        size_t cap = b->markers_cap ? 2 * b->markers_cap : 16;
+        char **nm = realloc(b->markers, cap * sizeof *nm);
+        if (!nm) return NULL;
+        b->markers = nm;
+        b->markers_cap = cap;
+    }
+    char *d = strdup(m);
+    if (!d) return NULL;
+    b->markers[b->nmarkers++] = d;
+    return d;
+}
+
+static void on_call(void *user, const shs_comm_t *comm, const shs_comm_call_info_t *call) {
+    (void)comm;
+    hook_t *h = user;
+    rank_buf_t *b = h->buf;
+    if (call->status != SHS_OK || b->oom) return;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 256;
+        entry_t *ne = realloc(b->e, cap * sizeof *ne);
+        if (!ne) { b->oom = 1; return; }
+        b->e = ne;
+        b->cap = cap;
+    }
+    entry_t *e = &b->e[b->n];
+    e->info = *call;
+    e->comm = h->comm;
+    e->info.marker = keep_marker(b, call->marker);
+    if (!e->info.marker) { b->oom = 1; return; }
+    b->n++;
+}
+
+shs_status_t shs_trace_recorder_attach(shs_trace_recorder_t *r, shs_comm_t *comm, int rank, const int *members) {
+    if (!r || !comm || rank < 0 || rank >= r->world)
+        return shs_set_error(SHS_INVALID_ARG, "recorder attach: rank %d outside 0..%d", rank, r ? r->world - 1 : -1);
+    rank_buf_t *b = &r->ranks[rank];
+    if (b->nhooks == HOOKS_PER_RANK)
+        return shs_set_error(SHS_INVALID_ARG, "recorder attach: rank %d has %d communicators recorded already", rank,
+                             HOOKS_PER_RANK);
+    int c = comm_index(r, comm, members);
+    if (c < 0) return shs_set_error(SHS_HOST_OOM, "recorder attach: out of memory");
+    hook_t *h = &b->hooks[b->nhooks++];
+    *h = (hook_t){.buf = b, .comm = c};
+    shs_comm_set_recorder(comm, on_call, h);
+    return SHS_OK;
+}
+
+shs_status_t shs_trace_recorder_finish(shs_trace_recorder_t *r, shs_trace_t **out) {
+    *out = NULL;
+    shs_trace_t *t;
+    SHS_CHECK(shs_trace_create(&t, r->world));
+    shs_status_t st = SHS_OK;
+    int *ids = calloc((size_t)r->ncomms + 1, sizeof *ids);
+    if (!ids) st = shs_set_error(SHS_HOST_OOM, "cannot build trace");
+    for (int c = 0; st == SHS_OK && c < r->ncomms; c++)
+        st = shs_trace_add_comm(t, r->comms[c].name, r->comms[c].size, r->comms[c].members, &ids[c]);
+    for (int k = 0; st == SHS_OK && k < r->world; k++) {
+        rank_buf_t *b = &r->ranks[k];
+        if (b->oom) st = shs_set_error(SHS_HOST_OOM, "rank %d ran out of memory while recording", k);
+        for (size_t i = 0; st == SHS_OK && i < b->n; i++) {
+            const shs_comm_call_info_t *ci = &b->e[i].info;
+            shs_trace_rec_t rec = shs_trace_rec_init();
+            static const shs_trace_op_t map[SHS_NUM_COLL_OPS] = {
+                SHS_TOP_ALL_GATHER, SHS_TOP_REDUCE_SCATTER, SHS_TOP_ALL_REDUCE, SHS_TOP_BROADCAST,
+                SHS_TOP_REDUCE, SHS_TOP_BARRIER, SHS_TOP_BARRIER};
+            rec.rank = k;
+            rec.comm = ids[b->e[i].comm];
+            rec.seq = (int64_t)ci->seq;
+            rec.op = map[ci->op];
+            rec.count = ci->count;
+            rec.bytes = ci->bytes;
+            if (rec.op != SHS_TOP_BARRIER) rec.dtype = ci->dtype;
+            if (rec.op == SHS_TOP_REDUCE_SCATTER || rec.op == SHS_TOP_ALL_REDUCE || rec.op == SHS_TOP_REDUCE)
+                rec.redop = ci->redop;
+            if (rec.op == SHS_TOP_BROADCAST || rec.op == SHS_TOP_REDUCE) rec.root = ci->root;
+            rec.t_start = ci->t_start - r->origin;
+            rec.t_end = ci->t_end - r->origin;
+            if (rec.t_start < 0) rec.t_start = 0;
+            if (rec.t_end < rec.t_start) rec.t_end = rec.t_start;
+            rec.marker = shs_trace_intern(t, ci->marker);
+            if (rec.marker == UINT32_MAX) st = shs_set_error(SHS_HOST_OOM, "cannot build trace");
+            else st = shs_trace_append(t, &rec);
+        }
+    }
+    free(ids);
+    if (st != SHS_OK) {
+        shs_trace_free(t);
+        return st;
+    }
+    *out = t;
+    return SHS_OK;
+}
+
+/* ---- unit markers ------------------------------------------------------ */
+
+static void mark_unit(shs_trace_marking_source_t *w, int unit) {
+    char m[SHS_COMM_MARKER_MAX];
+    const char *cur = shs_comm_marker(w->comm);
+    size_t plen = strcspn(cur, "/");
+    const char *uname = unit >= 0 && unit < w->layout->num_units ? w->layout->units[unit].name : "?";
+    snprintf(m, sizeof m, "%.*s/%s", (int)plen, cur, uname);
+    shs_comm_set_marker(w->comm, m);
+}
+
+static shs_status_t mk_acquire_params(void *self, int unit, const float **params) {
+    shs_trace_marking_source_t *w = self;
+    mark_unit(w, unit);
+    return w->inner->acquire_params(w->inner->self, unit, params);
+}
+static shs_status_t mk_release_params(void *self, int unit) {
+    shs_trace_marking_source_t *w = self;
+    mark_unit(w, unit);
+    return w->inner->release_params(w->inner->self, unit);
+}
+static shs_status_t mk_acquire_grads(void *self, int unit, float **grads) {
+    shs_trace_marking_source_t *w = self;
+    mark_unit(w, unit);
+    return w->inner->acquire_grads(w->inner->self, unit, grads);
+}
+static shs_status_t mk_grads_ready(void *self, int unit) {
+    shs_trace_marking_source_t *w = self;
+    mark_unit(w, unit);
+    return w->inner->grads_ready(w->inner->self, unit);
+}
+
+shs_param_source_t *shs_trace_marking_source(shs_trace_marking_source_t *w, shs_param_source_t *inner,
+                                             shs_comm_t *comm, const shs_layout_t *layout) {
+    w->inner = inner;
+    w->comm = comm;
+    w->layout = layout;
+    w->src = (shs_param_source_t){.self = w, .acquire_params = mk_acquire_params, .release_params = mk_release_params,
+                                  .acquire_grads = mk_acquire_grads, .grads_ready = mk_grads_ready};
+    return &w->src;
+}
