@@ -24,6 +24,7 @@ struct shs_trainer {
     long step;             /* steps completed */
     float loss;            /* written by rank 0 */
     float grad_norm;       /* written by rank 0 */
+    shs_loss_scale_state_t scaler;
     float *snapshot_out;   /* target of the snapshot job */
     const float *replica_ref;      /* the snapshot the replica job compares with */
     shs_replica_diff_t *replica_diffs; /* one per rank */
@@ -194,6 +195,7 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     if (!t) return shs_set_error(SHS_HOST_OOM, "cannot allocate trainer");
     t->cfg = *cfg;
     if (!t->cfg.shard_align) t->cfg.shard_align = 1;
+    t->scaler.scale = 1.0f;
     t->corpus = corpus;
     shs_status_t st = cfg->netdesc ? shs_netdesc_layout_create(&t->layout, cfg->netdesc)
                                    : shs_gpt_layout_create(&t->layout, &cfg->model);
@@ -246,6 +248,8 @@ int shs_trainer_world_size(const shs_trainer_t *t) { return t->cfg.world_size; }
 const shs_train_config_t *shs_trainer_config(const shs_trainer_t *t) { return &t->cfg; }
 long shs_trainer_steps_done(const shs_trainer_t *t) { return t->step; }
 void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done) { t->step = steps_done; }
+shs_loss_scale_state_t shs_trainer_loss_scale(const shs_trainer_t *t) { return t->scaler; }
+void shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t st) { t->scaler = st; }
 float shs_trainer_last_grad_norm(const shs_trainer_t *t) { return t->cfg.clip_norm > 0 ? t->grad_norm : -1.0f; }
 
 shs_status_t shs_trainer_run(shs_trainer_t *t, shs_rank_fn job, void *arg) { return shs_world_run(t->world, job, arg); }

@@ -77,6 +77,17 @@ shs_strategy_t *shs_trainer_strategy(shs_trainer_t *t, int rank);
 /* Continue from step `steps_done` (after loading a checkpoint). */
 void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done);
 
+/* Dynamic loss scaling state (fp16; torch.cuda.amp.GradScaler): the
+ * current scale and the count of consecutive steps without overflow.
+ * Without fp16 the scale is 1 and never changes. Part of a checkpoint. */
+typedef struct {
+    float scale;
+    long good_steps;
+    long skipped_steps;  /* steps skipped for overflow so far */
+} shs_loss_scale_state_t;
+shs_loss_scale_state_t shs_trainer_loss_scale(const shs_trainer_t *t);
+void shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t st);
+
 /* All parameters, unit after unit, each unit as its padded flat buffer
  * (N * S floats; see shard.h), gathered from the ranks' shards without any
  * collective. shs_trainer_snapshot_len() floats. */
