@@ -59,6 +59,14 @@ static void train_usage(FILE *f) {
             "                         (default: this machine's RAM x 0.75 shared by the ranks)\n"
             "  --bucket-mb X          DDP gradient bucket size in MiB (default 25)\n"
             "  --timeout SEC          collective timeout (default %d)\n"
+            "  --grad-accum K         micro-batches per step; gradients are only reduced on the last\n"
+            "                         (torch no_sync); the step's gradient is their mean (default 1)\n"
+            "  --clip-grad-norm X     clip the global gradient norm to X (torch clip_grad_norm_),\n"
+            "                         computed exactly so it is the same bits at every world size\n"
+            "  --norm-type P          1 | 2 | inf, with --clip-grad-norm (default 2)\n"
+            "  --replicate-below N    keep units of fewer than N elements unsharded on every rank\n"
+            "                         (all-reduced like DDP; DeepSpeed's persistence threshold)\n"
+            "  --shard-align E        every shard starts on a multiple of E elements (default 1)\n"
             "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
             "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
             "                         --check reports; needs --check ddp\n"
@@ -80,7 +88,8 @@ static int usage_error(const char *fmt, const char *a, const char *b) {
 typedef enum {
     O_WORLD, O_STEPS, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_SEED, O_INJECT_BITFLIP,
     O_LR, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WEIGHT_DECAY, O_TIMEOUT, O_BUCKET_MB,
-    O_DEVICE_MEM, O_STRATEGY, O_OPTIMIZER, O_DATA, O_CHECK, O_NUM_OPTIONS
+    O_DEVICE_MEM, O_STRATEGY, O_OPTIMIZER, O_DATA, O_CHECK,
+    O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_NUM_OPTIONS
 } opt_id_t;
 
 typedef enum { T_INT, T_F32, T_FLOAT, T_STR } opt_type_t;
@@ -113,6 +122,11 @@ static const struct {
     [O_OPTIMIZER] = {"--optimizer", T_STR, 0, 0, 0},
     [O_DATA] = {"--data", T_STR, 0, 0, 0},
     [O_CHECK] = {"--check", T_STR, 0, 0, 0},
+    [O_GRAD_ACCUM] = {"--grad-accum", T_INT, 1, 65536, 0},
+    [O_CLIP_GRAD_NORM] = {"--clip-grad-norm", T_F32, 0, 1e30, 0},
+    [O_NORM_TYPE] = {"--norm-type", T_STR, 0, 0, 0},
+    [O_REPLICATE_BELOW] = {"--replicate-below", T_INT, 0, 1e15, 0},
+    [O_SHARD_ALIGN] = {"--shard-align", T_INT, 1, 1 << 20, 0},
 };
 
 typedef struct {
@@ -207,7 +221,20 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     SET(O_EPS, c->optim.eps);
     SET(O_MOMENTUM, c->optim.momentum);
     SET(O_WEIGHT_DECAY, c->optim.weight_decay);
+    SET(O_GRAD_ACCUM, c->grad_accum);
+    SET(O_CLIP_GRAD_NORM, c->clip_norm);
+    SET(O_REPLICATE_BELOW, c->replicate_below);
+    SET(O_SHARD_ALIGN, c->shard_align);
 #undef SET
+    c->norm_type = 2;
+    if (p.given[O_NORM_TYPE]) {
+        const char *nt = p.str[O_NORM_TYPE];
+        if (strcmp(nt, "1") == 0) c->norm_type = 1;
+        else if (strcmp(nt, "2") == 0) c->norm_type = 2;
+        else if (strcmp(nt, "inf") == 0) c->norm_type = 0;
+        else return usage_error("--norm-type takes 1, 2 or inf (got '%s')%s", nt, "");
+        if (!p.given[O_CLIP_GRAD_NORM]) return usage_error("--norm-type needs --clip-grad-norm%s%s", "", "");
+    }
     if (p.given[O_TIMEOUT]) c->timeout_ms = (int)ceil(p.num[O_TIMEOUT] * 1000.0);
     if (p.given[O_BUCKET_MB]) c->bucket_bytes = (size_t)(p.num[O_BUCKET_MB] * 1048576.0);
     if (p.given[O_DEVICE_MEM]) {
@@ -351,7 +378,8 @@ int sim_cmd_train(int argc, char **argv) {
 
     float loss = NAN;
     double total_time = 0;
-    long tokens_per_step = (long)cfg->world_size * cfg->micro_batch * cfg->model.context;
+    long tokens_per_step = (long)cfg->world_size * cfg->micro_batch * cfg->model.context *
+                           (cfg->grad_accum > 1 ? cfg->grad_accum : 1);
     double run_start = shs_now_seconds();
     for (long step = 0; step < o.steps; step++) {
         double t0 = shs_now_seconds();
@@ -370,6 +398,7 @@ int sim_cmd_train(int argc, char **argv) {
         }
         printf("step %*ld/%ld | loss %.6f | %8.1f ms | %7.0f tok/s", (int)snprintf(NULL, 0, "%ld", o.steps), step + 1,
                o.steps, (double)loss, dt * 1e3, (double)tokens_per_step / dt);
+        if (cfg->clip_norm > 0) printf(" | grad norm %.6g", (double)shs_trainer_last_grad_norm(main_run));
         if (o.inject_bitflip == step + 1) {
             if (shs_trainer_flip_param_bit(main_run, 0, 0) != SHS_OK) { /* wte[0][0] */
                 printf("\n");
@@ -388,6 +417,14 @@ int sim_cmd_train(int argc, char **argv) {
             if (shs_trainer_snapshot(main_run, snap_a) != SHS_OK || shs_trainer_snapshot(ref_run, snap_b) != SHS_OK) {
                 printf("\n");
                 report_error("snapshot");
+                goto done;
+            }
+            float norm = shs_trainer_last_grad_norm(main_run), ref_norm = shs_trainer_last_grad_norm(ref_run);
+            if (memcmp(&norm, &ref_norm, sizeof norm) != 0) {
+                printf("\n");
+                fprintf(stderr, "check: step %ld: gradient norm differs: %s %.9g, ddp %.9g\n", step + 1,
+                        shs_strategy_name(cfg->strategy), (double)norm, (double)ref_norm);
+                exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
             if (memcmp(&loss, &ref_loss, sizeof loss) != 0) {

@@ -1,0 +1,86 @@
+/* trace_import.h - read communication traces of other tools (and
+ * shardsim's own) into the trace model (trace.h).
+ *
+ * What it is: one reader per format, each normalizing into the same trace:
+ * sizes in bytes with an explicit scope, group-local ranks mapped to global
+ * ranks, per-communicator sequence numbers (from the source when it has
+ * them, else by position). Formats and their sources:
+ *   shardsim     this project's text format (trace.h)
+ *   nccl         NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL logs (NCCL's
+ *                enqueue.cc log line; "Init COMPLETE" lines map comms to
+ *                ranks); one combined file or one file per rank
+ *   pytorch-et   PyTorch Execution Trace JSON (schema 1.0.x, as read by
+ *                PARAM's et_replay): record_param_comms nodes (named attrs
+ *                or positional inputs), "## process_group:init ##", wait
+ *   chakra       Chakra ET protobuf (mlcommons/chakra et_def.proto;
+ *                varint-delimited GlobalMetadata then Node messages), one
+ *                file per rank, via protobuf-c
+ *   astra        ASTRA-sim 1.0 text workloads (DATA, MICRO, HYBRID_*:
+ *                every layer's comms on all N ranks)
+ *   kineto       PyTorch profiler (Kineto) Chrome-trace JSON:
+ *                record_param_comms args, or older nccl:<op> annotations
+ *                with "Input Dims" and ncclKernel_* kernels
+ *   flight       PyTorch Flight Recorder JSON dumps (entries with
+ *                collective_seq_id, profiling_name, input_sizes, state)
+ * JSON formats need jansson and chakra needs protobuf-c at build time;
+ * without them those readers return SHS_UNSUPPORTED saying so.
+ * Every reader refuses malformed input with SHS_PARSE and a message naming
+ * the file and the line or record; sizes above SHS_TRACE_MAX_BYTES per
+ * call and ranks beyond SHS_TRACE_MAX_WORLD are refused too.
+ * What it is not: the analysis or the replay.
+ */
+#ifndef SHARDSIM_TRACE_IMPORT_H
+#define SHARDSIM_TRACE_IMPORT_H
+
+#include "shardsim/trace.h"
+
+/* Largest byte size of one call an importer accepts (1 PiB): refuses absurd sizes. */
+#define SHS_TRACE_MAX_BYTES ((uint64_t)1 << 50)
+
+typedef enum {
+    SHS_TFMT_UNKNOWN,
+    SHS_TFMT_SHARDSIM,
+    SHS_TFMT_NCCL,
+    SHS_TFMT_PYTORCH_ET,
+    SHS_TFMT_CHAKRA,
+    SHS_TFMT_ASTRA,
+    SHS_TFMT_KINETO,
+    SHS_TFMT_FLIGHT,
+    SHS_NUM_TFMTS
+} shs_trace_format_t;
+
+const char *shs_trace_format_name(shs_trace_format_t f); /* "shardsim", "nccl", ... */
+int shs_trace_format_parse(const char *name, shs_trace_format_t *out); /* 0 ok, -1 unknown */
+/* Guess the format from a file's first bytes (len bytes of `buf`). */
+shs_trace_format_t shs_trace_detect(const char *buf, size_t len);
+
+/* One input file as the readers see it. */
+typedef struct {
+    const char *name;      /* path, for messages */
+    const char *buf;       /* contents, NUL-terminated */
+    size_t len;
+    int rank;              /* rank of a per-rank file (from its content or name), -1 unknown */
+    int world;             /* ranks to expand to (ASTRA-sim; --world), 0: the format's default */
+} shs_trace_input_t;
+
+shs_status_t shs_trace_import_text(shs_trace_t *t, const shs_trace_input_t *in);
+shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in);
+shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t *in);
+shs_status_t shs_trace_import_chakra(shs_trace_t *t, const shs_trace_input_t *in);
+shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in);
+shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in);
+shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in);
+
+typedef struct {
+    shs_trace_format_t format;  /* SHS_TFMT_UNKNOWN: detect per file */
+    int world;                  /* 0: from the trace */
+    /* out: */
+    int files_read, files_skipped;  /* in a directory, files of no known format are skipped */
+} shs_trace_load_opts_t;
+
+/* Load PATH: a file, or a directory of per-rank files (sorted by name; a
+ * file's rank comes from its content or else the last number in its name).
+ * Errors: SHS_IO, SHS_PARSE, SHS_UNSUPPORTED, SHS_INVALID_ARG, SHS_HOST_OOM. */
+shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_opts_t *opts);
+
+#endif
