@@ -42,7 +42,7 @@ static void add_max(int64_t *acc, const float *x, size_t n) {
 }
 
 void shs_exact_norm_add(int64_t *acc, const float *x, size_t n, int p) {
-    if (p == 0) {
+    if (p == SHS_NORM_INF) {
         add_max(acc, x, n);
         return;
     }
@@ -71,7 +71,7 @@ void shs_exact_norm_add(int64_t *acc, const float *x, size_t n, int p) {
 }
 
 float shs_exact_norm_finish(int64_t *acc, int p) {
-    if (p == 0) {
+    if (p == SHS_NORM_INF) {
         if (acc[NAN_WORD]) return NAN;
         uint32_t bits = (uint32_t)acc[0];
         float v;

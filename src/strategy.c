@@ -217,7 +217,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     *out = NULL;
     if ((int)cfg->kind < 0 || cfg->kind >= SHS_NUM_STRATEGIES)
         return shs_set_error(SHS_INVALID_ARG, "invalid strategy %d", (int)cfg->kind);
-    if (cfg->clip_norm > 0 && cfg->norm_type != 0 && cfg->norm_type != 1 && cfg->norm_type != 2)
+    if (cfg->clip_norm > 0 && cfg->norm_type && cfg->norm_type != SHS_NORM_INF && cfg->norm_type != 1 && cfg->norm_type != 2)
         return shs_set_error(SHS_INVALID_ARG, "norm type must be 1, 2 or inf (got %d)", cfg->norm_type);
     shs_strategy_t *s = calloc(1, sizeof *s);
     if (!s || !(s->units = calloc((size_t)layout->num_units ? (size_t)layout->num_units : 1, sizeof *s->units))) {
@@ -300,7 +300,7 @@ void shs_strategy_set_sync(shs_strategy_t *s, int sync) {
  * ZeRO each rank adds its owned reduced shard (and rank 0 the replicated
  * units) and the exact partial sums are all-reduced (integer sum: exact). */
 static shs_status_t total_grad_norm(shs_strategy_t *s, float *norm) {
-    int p = s->cfg.norm_type, local = s->cfg.kind == SHS_DDP;
+    int p = s->cfg.norm_type ? s->cfg.norm_type : 2, local = s->cfg.kind == SHS_DDP;
     SHS_CHECK(shs_memset(s->dev, s->norm_acc, 0, SHS_NORM_ACC_WORDS * sizeof(int64_t)));
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
@@ -311,7 +311,7 @@ static shs_status_t total_grad_norm(shs_strategy_t *s, float *norm) {
         shs_norm_accumulate(s->dev, s->norm_acc, grad, n, p);
     }
     if (!local) SHS_CHECK(shs_all_reduce(s->norm_acc, s->norm_acc, SHS_NORM_ACC_WORDS, SHS_I64,
-                                         p ? SHS_SUM : SHS_MAX, s->comm));
+                                         p == SHS_NORM_INF ? SHS_MAX : SHS_SUM, s->comm));
     int64_t acc[SHS_NORM_ACC_WORDS];
     SHS_CHECK(shs_memcpy_d2h(s->dev, acc, s->norm_acc, sizeof acc));
     *norm = shs_exact_norm_finish(acc, p);

@@ -16,53 +16,12 @@
 #include "shardsim/shard.h"
 #include "shardsim/train.h"
 #include "harness.h"
+#include "run_record.h"
 
 #define STEPS 3
 
-typedef struct {
-    float loss[STEPS];
-    float *snap[STEPS];
-    size_t len;
-} run_record_t;
-
-static void run(const shs_train_config_t *cfg, run_record_t *rec) {
-    shs_trainer_t *t = NULL;
-    shs_status_t st = shs_trainer_create(&t, cfg, &test_corpus);
-    if (st != SHS_OK) fail_msg("trainer_create: %s", shs_last_error());
-    rec->len = shs_trainer_snapshot_len(t);
-    for (int s = 0; s < STEPS; s++) {
-        st = shs_trainer_step(t, &rec->loss[s]);
-        if (st != SHS_OK) fail_msg("step %d: %s", s, shs_last_error());
-        rec->snap[s] = malloc(rec->len * sizeof(float));
-        assert_non_null(rec->snap[s]);
-        assert_int_equal(shs_trainer_snapshot(t, rec->snap[s]), SHS_OK);
-    }
-    shs_trainer_destroy(t);
-}
-
-static void free_record(run_record_t *rec) {
-    for (int s = 0; s < STEPS; s++) free(rec->snap[s]);
-}
-
-/* Real elements memcmp-equal unit by unit; padding is +0.0 in the sharded run. */
-static void assert_same_params(const shs_layout_t *lo, int n, const float *ddp, const float *zero) {
-    size_t base = 0;
-    for (int u = 0; u < lo->num_units; u++) {
-        size_t numel = lo->units[u].numel, padded = shs_padded_numel(numel, n, 1);
-        assert_memory_equal(ddp + base, zero + base, numel * sizeof(float));
-        for (size_t i = numel; i < padded; i++) {
-            uint32_t bits;
-            memcpy(&bits, zero + base + i, 4);
-            assert_int_equal(bits, 0u);
-        }
-        base += padded;
-    }
-}
-
 static void check_matrix(shs_gpt_config_t model, int micro_batch, shs_optim_kind_t opt) {
     static const int worlds[] = {1, 2, 3, 4, 5, 8};
-    shs_layout_t lo;
-    assert_int_equal(shs_gpt_layout_create(&lo, &model), SHS_OK);
     for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
         shs_train_config_t cfg = shs_train_default_config();
         cfg.model = model;
@@ -78,16 +37,13 @@ static void check_matrix(shs_gpt_config_t model, int micro_batch, shs_optim_kind
         cfg.bucket_bytes = 4096; /* several DDP buckets even for tiny models */
         cfg.strategy = SHS_DDP;
         run_record_t ddp = {0};
-        run(&cfg, &ddp);
+        record_run(&cfg, &test_corpus, STEPS, &ddp);
         for (int k = SHS_ZERO1; k <= SHS_ZERO3; k++) {
             cfg.strategy = (shs_strategy_kind_t)k;
             run_record_t z = {0};
-            run(&cfg, &z);
+            record_run(&cfg, &test_corpus, STEPS, &z);
             assert_int_equal(z.len, ddp.len);
-            for (int s = 0; s < STEPS; s++) {
-                assert_memory_equal(&ddp.loss[s], &z.loss[s], sizeof(float));
-                assert_same_params(&lo, worlds[w], ddp.snap[s], z.snap[s]);
-            }
+            assert_same_run(&ddp, &z);
             free_record(&z);
         }
         /* training moved the parameters: the comparison was not vacuous */
@@ -95,7 +51,6 @@ static void check_matrix(shs_gpt_config_t model, int micro_batch, shs_optim_kind
         assert_true(ddp.loss[STEPS - 1] < ddp.loss[0]);
         free_record(&ddp);
     }
-    shs_layout_free(&lo);
 }
 
 /* Unit sizes: embed 7*(256+13) = 1883 = 7*269, block 12*49 + 13*7 = 679 = 7*97:
@@ -135,10 +90,10 @@ static void test_ddp_matches_single_rank_large_batch(void **state) {
     cfg.world_size = 4;
     cfg.micro_batch = 1;
     run_record_t wide = {0}, single = {0};
-    run(&cfg, &wide);
+    record_run(&cfg, &test_corpus, STEPS, &wide);
     cfg.world_size = 1;
     cfg.micro_batch = 4;
-    run(&cfg, &single);
+    record_run(&cfg, &test_corpus, STEPS, &single);
     for (int s = 0; s < STEPS; s++) {
         double a = wide.loss[s], b = single.loss[s];
         if (fabs(a - b) > 1e-5 * fabs(b)) fail_msg("step %d: loss %.9g (4x1) vs %.9g (1x4)", s, a, b);
@@ -154,7 +109,7 @@ static void test_initial_loss_near_log_vocab(void **state) {
     cfg.model = (shs_gpt_config_t){.num_layers = 2, .num_heads = 4, .channels = 32, .context = 32};
     cfg.world_size = 2;
     run_record_t r = {0};
-    run(&cfg, &r);
+    record_run(&cfg, &test_corpus, STEPS, &r);
     assert_true(fabs(r.loss[0] - log(256.0)) < 0.05);
     free_record(&r);
 }

@@ -28,14 +28,15 @@
 
 #define SHS_NORM_DIGITS 20                       /* base-2^32 digits, LSB 2^-298 */
 #define SHS_NORM_ACC_WORDS (SHS_NORM_DIGITS + 2) /* + NaN count, + infinity count */
+#define SHS_NORM_INF (-1)                         /* norm type: max |x| */
 
 /* Add |x[i]|^p (p = 1 or 2) for n elements into acc (SHS_NORM_ACC_WORDS
  * int64, zeroed to start). Host memory. Digits are carried as needed, so
- * any n is safe. p = 0 means the inf-norm: word 0 keeps max |x| (as its f32
+ * any n is safe. p = SHS_NORM_INF means the inf-norm: word 0 keeps max |x| (as its f32
  * bits) and partial accumulators combine by an elementwise max instead. */
 void shs_exact_norm_add(int64_t *acc, const float *x, size_t n, int p);
 
-/* The p-norm of everything added (p = 0: max |x|): (sum)^(1/p), the exact sum rounded to
+/* The p-norm of everything added (p = SHS_NORM_INF: max |x|): (sum)^(1/p), the exact sum rounded to
  * double (top digits first, a fixed rule), then the root in double, then
  * rounded to f32. NaN if any term was NaN, +inf if any was infinite (and
  * none NaN). acc is normalized in place. */
