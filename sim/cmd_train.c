@@ -17,6 +17,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "shardsim/shard.h"
 #include "shardsim/train.h"
 #include "shardsim/units.h"
 #include "shardsim/world.h"
@@ -25,6 +26,7 @@
 typedef struct {
     shs_train_config_t cfg;
     const char *data_path;
+    const char *model_file;   /* --model-file: a described model instead of the GPT */
     long steps;
     int check_ddp;
     long inject_bitflip;   /* step after which to flip a parameter bit (0: never) */
@@ -41,9 +43,15 @@ static void train_usage(FILE *f) {
             "  --world N              ranks (simulated GPUs), 1..%d (default %d)\n"
             "  --strategy S           ddp | zero1 | zero2 | zero3 (default %s)\n"
             "  --data PATH            training text (default: built-in corpus)\n"
+            "  --model-file PATH      train the model a description file lists instead of the GPT\n"
+            "                         (README: Model-description files); --layers, --heads and\n"
+            "                         --channels then do not apply, --context still sets T\n"
             "  --steps N              training steps (default 50)\n"
             "  --check ddp            also run DDP on the same data; compare loss and every\n"
             "                         parameter bit for bit after each step (exit 3 on a difference)\n"
+            "  --reduce-order O       rank | ring: order in which all-reduce and reduce-scatter add\n"
+            "                         ranks (default rank, exact). ring: as NCCL's ring algorithm;\n"
+            "                         with --check ddp, print the drift from DDP each step (exit 0)\n"
             "  --layers L             transformer blocks (default %d)\n"
             "  --heads NH             attention heads, must divide channels (default %d)\n"
             "  --channels C           model width (default %d)\n"
@@ -67,6 +75,12 @@ static void train_usage(FILE *f) {
             "  --replicate-below N    keep units of fewer than N elements unsharded on every rank\n"
             "                         (all-reduced like DDP; DeepSpeed's persistence threshold)\n"
             "  --shard-align E        every shard starts on a multiple of E elements (default 1)\n"
+            "  --param-dtype D        f32 | bf16 | f16: parameters as the model computes with them\n"
+            "                         (FSDP MixedPrecision param_dtype; f32 master weights stay on the\n"
+            "                         shards; ZeRO-3 all-gathers in D). f16 turns on dynamic loss scaling\n"
+            "  --reduce-dtype D       f32 | bf16 | f16: gradient reduction dtype (default: param dtype)\n"
+            "  --init-scale X         f16 loss scaling: initial scale (default 65536, GradScaler's)\n"
+            "  --growth-interval N    f16 loss scaling: double the scale after N good steps (default 2000)\n"
             "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
             "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
             "                         --check reports; needs --check ddp\n"
@@ -89,7 +103,10 @@ typedef enum {
     O_WORLD, O_STEPS, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_SEED, O_INJECT_BITFLIP,
     O_LR, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WEIGHT_DECAY, O_TIMEOUT, O_BUCKET_MB,
     O_DEVICE_MEM, O_STRATEGY, O_OPTIMIZER, O_DATA, O_CHECK,
-    O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_NUM_OPTIONS
+    O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN,
+    O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_REDUCE_ORDER,
+    O_MODEL_FILE,
+    O_NUM_OPTIONS
 } opt_id_t;
 
 typedef enum { T_INT, T_F32, T_FLOAT, T_STR } opt_type_t;
@@ -122,11 +139,17 @@ static const struct {
     [O_OPTIMIZER] = {"--optimizer", T_STR, 0, 0, 0},
     [O_DATA] = {"--data", T_STR, 0, 0, 0},
     [O_CHECK] = {"--check", T_STR, 0, 0, 0},
+    [O_REDUCE_ORDER] = {"--reduce-order", T_STR, 0, 0, 0},
     [O_GRAD_ACCUM] = {"--grad-accum", T_INT, 1, 65536, 0},
     [O_CLIP_GRAD_NORM] = {"--clip-grad-norm", T_F32, 0, 1e30, 0},
     [O_NORM_TYPE] = {"--norm-type", T_STR, 0, 0, 0},
     [O_REPLICATE_BELOW] = {"--replicate-below", T_INT, 0, 1e15, 0},
     [O_SHARD_ALIGN] = {"--shard-align", T_INT, 1, 1 << 20, 0},
+    [O_PARAM_DTYPE] = {"--param-dtype", T_STR, 0, 0, 0},
+    [O_REDUCE_DTYPE] = {"--reduce-dtype", T_STR, 0, 0, 0},
+    [O_INIT_SCALE] = {"--init-scale", T_F32, 1e-30, 1e30, 0},
+    [O_GROWTH_INTERVAL] = {"--growth-interval", T_INT, 1, 1000000000, 0},
+    [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
 };
 
 typedef struct {
@@ -227,11 +250,24 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     SET(O_SHARD_ALIGN, c->shard_align);
 #undef SET
     c->norm_type = 2;
+    if (p.given[O_INIT_SCALE]) c->scaler.init_scale = (float)p.num[O_INIT_SCALE];
+    if (p.given[O_GROWTH_INTERVAL]) c->scaler.growth_interval = (int)p.num[O_GROWTH_INTERVAL];
+    static const opt_id_t dtype_opts[] = {O_PARAM_DTYPE, O_REDUCE_DTYPE};
+    for (int k = 0; k < 2; k++) {
+        if (!p.given[dtype_opts[k]]) continue;
+        shs_dtype_t t;
+        if (shs_dtype_parse(p.str[dtype_opts[k]], &t) || (t != SHS_F32 && t != SHS_BF16 && t != SHS_F16))
+            return usage_error("%s takes f32, bf16 or f16 (got '%s')", options[dtype_opts[k]].name, p.str[dtype_opts[k]]);
+        if (k) c->reduce_dtype = t;
+        else c->param_dtype = t;
+    }
+    if ((p.given[O_INIT_SCALE] || p.given[O_GROWTH_INTERVAL]) && c->param_dtype != SHS_F16)
+        return usage_error("--init-scale and --growth-interval apply to --param-dtype f16 (loss scaling)%s%s", "", "");
     if (p.given[O_NORM_TYPE]) {
         const char *nt = p.str[O_NORM_TYPE];
         if (strcmp(nt, "1") == 0) c->norm_type = 1;
         else if (strcmp(nt, "2") == 0) c->norm_type = 2;
-        else if (strcmp(nt, "inf") == 0) c->norm_type = 0;
+        else if (strcmp(nt, "inf") == 0) c->norm_type = SHS_NORM_INF;
         else return usage_error("--norm-type takes 1, 2 or inf (got '%s')%s", nt, "");
         if (!p.given[O_CLIP_GRAD_NORM]) return usage_error("--norm-type needs --clip-grad-norm%s%s", "", "");
     }
@@ -246,13 +282,19 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy))
         return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2 or zero3", p.str[O_STRATEGY], "");
     o->data_path = p.str[O_DATA];
+    o->model_file = p.str[O_MODEL_FILE];
+    static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS};
+    for (int k = 0; k < 3 && o->model_file; k++)
+        if (p.given[gpt_only[k]]) return usage_error("%s does not apply with --model-file%s", options[gpt_only[k]].name, "");
+    if (p.given[O_REDUCE_ORDER] && shs_reduce_order_parse(p.str[O_REDUCE_ORDER], &c->reduce_order))
+        return usage_error("unknown reduce order '%s'%s: use rank or ring", p.str[O_REDUCE_ORDER], "");
     if (p.given[O_CHECK]) {
         if (strcmp(p.str[O_CHECK], "ddp") != 0) return usage_error("--check takes 'ddp' (got '%s')%s", p.str[O_CHECK], "");
         o->check_ddp = 1;
     }
     if (o->inject_bitflip && (!o->check_ddp || o->inject_bitflip > o->steps))
         return usage_error("--inject-bitflip needs --check ddp and a step within --steps%s%s", "", "");
-    if (c->model.channels % c->model.num_heads != 0) {
+    if (!o->model_file && c->model.channels % c->model.num_heads != 0) {
         char h[16], ch[16];
         snprintf(h, sizeof h, "%d", c->model.num_heads);
         snprintf(ch, sizeof ch, "%d", c->model.channels);
@@ -300,6 +342,31 @@ static void print_summary(const shs_trainer_t *t, float final_loss, long steps) 
     }
 }
 
+/* --reduce-order ring with --check ddp: how far snapshot a (the strategy)
+ * is from b (DDP) over the real elements (padding skipped): the largest
+ * |a - b| and the largest |a - b| / max(|a|, |b|) (0 where both are 0); a NaN
+ * difference counts as infinite. */
+typedef struct {
+    double max_abs, max_rel;
+} drift_t;
+
+static drift_t param_drift(const shs_layout_t *lo, int nranks, size_t align, const float *a, const float *b) {
+    drift_t d = {0, 0};
+    size_t base = 0;
+    for (int u = 0; u < lo->num_units; u++) {
+        size_t numel = lo->units[u].numel;
+        for (size_t i = 0; i < numel; i++) {
+            double x = a[base + i], y = b[base + i], ad = fabs(x - y), m = fmax(fabs(x), fabs(y));
+            if (isnan(ad)) ad = INFINITY;
+            double rel = ad == 0 ? 0 : m > 0 && isfinite(m) ? ad / m : INFINITY;
+            if (ad > d.max_abs) d.max_abs = ad;
+            if (rel > d.max_rel) d.max_rel = rel;
+        }
+        base += shs_padded_numel(numel, nranks, align ? align : 1);
+    }
+    return d;
+}
+
 static void report_error(const char *what) {
     fprintf(stderr, "shardsim: error: %s%s%s\n", what ? what : "", what ? ": " : "", shs_last_error());
 }
@@ -318,10 +385,20 @@ int sim_cmd_train(int argc, char **argv) {
         if (ram > 0) cfg->device_mem = (size_t)(ram * 0.75 / cfg->world_size / (o.check_ddp ? 2 : 1));
     }
 
+    shs_netdesc_t *nd = NULL;  /* outlives the trainers */
+    if (o.model_file) {
+        if (shs_netdesc_load(&nd, o.model_file) != SHS_OK) {
+            report_error(NULL);
+            return SIM_EXIT_ERROR;
+        }
+        cfg->netdesc = nd;
+    }
+
     shs_corpus_t corpus;
     if (o.data_path) {
         if (shs_corpus_load(&corpus, o.data_path) != SHS_OK) {
             report_error(NULL);
+            shs_netdesc_free(nd);
             return SIM_EXIT_ERROR;
         }
     } else {
@@ -329,6 +406,10 @@ int sim_cmd_train(int argc, char **argv) {
     }
 
     shs_trainer_t *main_run = NULL, *ref_run = NULL;
+    /* ring order is not exact: --check ddp reports the drift instead of failing */
+    int drift_mode = o.check_ddp && cfg->reduce_order == SHS_REDUCE_ORDER_RING;
+    double worst_loss_drift = 0;
+    drift_t worst = {0, 0};
     float *snap_a = NULL, *snap_b = NULL;
     int exit_code = SIM_EXIT_ERROR;
     char b1[32], b2[32];
@@ -342,9 +423,15 @@ int sim_cmd_train(int argc, char **argv) {
         goto done;
     }
     const shs_layout_t *lo = shs_trainer_layout(main_run);
-    printf("shardsim train: %d ranks (cpu), strategy %s, model L=%d C=%d NH=%d T=%d, %.3fM params in %d units\n",
-           cfg->world_size, shs_strategy_name(cfg->strategy), cfg->model.num_layers, cfg->model.channels,
-           cfg->model.num_heads, cfg->model.context, (double)lo->num_params / 1e6, lo->num_units);
+    char model_desc[320];
+    if (nd)
+        snprintf(model_desc, sizeof model_desc, "model %s T=%d, %zu params", o.model_file, cfg->model.context,
+                 lo->num_params);
+    else
+        snprintf(model_desc, sizeof model_desc, "model L=%d C=%d NH=%d T=%d, %.3fM params", cfg->model.num_layers,
+                 cfg->model.channels, cfg->model.num_heads, cfg->model.context, (double)lo->num_params / 1e6);
+    printf("shardsim train: %d ranks (cpu), strategy %s, %s in %d units\n", cfg->world_size,
+           shs_strategy_name(cfg->strategy), model_desc, lo->num_units);
     char optim_desc[128];
     if (cfg->optim.kind == SHS_OPTIM_ADAMW)
         snprintf(optim_desc, sizeof optim_desc, "adamw lr %g betas (%g, %g) eps %g wd %g", (double)cfg->optim.lr,
@@ -371,8 +458,12 @@ int sim_cmd_train(int argc, char **argv) {
             fprintf(stderr, "shardsim: error: out of host memory for --check snapshots\n");
             goto done;
         }
-        printf("  check: DDP on the same data, loss and all %zu parameters compared bit for bit each step\n",
-               (size_t)lo->num_params);
+        if (drift_mode)
+            printf("  check: DDP on the same data, both in ring reduce order; drift of the loss and of all %zu "
+                   "parameters from DDP each step\n", (size_t)lo->num_params);
+        else
+            printf("  check: DDP on the same data, loss and all %zu parameters compared bit for bit each step\n",
+                   (size_t)lo->num_params);
     }
     fflush(stdout);
 
@@ -398,7 +489,13 @@ int sim_cmd_train(int argc, char **argv) {
         }
         printf("step %*ld/%ld | loss %.6f | %8.1f ms | %7.0f tok/s", (int)snprintf(NULL, 0, "%ld", o.steps), step + 1,
                o.steps, (double)loss, dt * 1e3, (double)tokens_per_step / dt);
-        if (cfg->clip_norm > 0) printf(" | grad norm %.6g", (double)shs_trainer_last_grad_norm(main_run));
+        if (cfg->param_dtype == SHS_F16) {
+            shs_strategy_t *s0 = shs_trainer_strategy(main_run, 0);
+            printf(" | scale %g%s", (double)shs_strategy_loss_scale(s0).scale,
+                   shs_strategy_step_skipped(s0) ? " (overflow: step skipped)" : "");
+        }
+        if (cfg->clip_norm > 0 && !shs_strategy_step_skipped(shs_trainer_strategy(main_run, 0)))
+            printf(" | grad norm %.6g", (double)shs_trainer_last_grad_norm(main_run));
         if (o.inject_bitflip == step + 1) {
             if (shs_trainer_flip_param_bit(main_run, 0, 0) != SHS_OK) { /* wte[0][0] */
                 printf("\n");
@@ -420,21 +517,21 @@ int sim_cmd_train(int argc, char **argv) {
                 goto done;
             }
             float norm = shs_trainer_last_grad_norm(main_run), ref_norm = shs_trainer_last_grad_norm(ref_run);
-            if (memcmp(&norm, &ref_norm, sizeof norm) != 0) {
+            if (!drift_mode && memcmp(&norm, &ref_norm, sizeof norm) != 0) {
                 printf("\n");
                 fprintf(stderr, "check: step %ld: gradient norm differs: %s %.9g, ddp %.9g\n", step + 1,
                         shs_strategy_name(cfg->strategy), (double)norm, (double)ref_norm);
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
-            if (memcmp(&loss, &ref_loss, sizeof loss) != 0) {
+            if (!drift_mode && memcmp(&loss, &ref_loss, sizeof loss) != 0) {
                 printf(" | ddp check: LOSS DIFFERS\n");
                 fprintf(stderr, "shardsim: check failed at step %ld: loss %.9g (%s) != %.9g (ddp)\n", step + 1,
                         (double)loss, shs_strategy_name(cfg->strategy), (double)ref_loss);
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
-            if (!shs_compare_snapshots(lo, cfg->world_size, cfg->shard_align, snap_a, snap_b, &diff)) {
+            if (!drift_mode && !shs_compare_snapshots(lo, cfg->world_size, cfg->shard_align, snap_a, snap_b, &diff)) {
                 printf(" | ddp check: PARAMETERS DIFFER\n");
                 char where[160];
                 if (diff.tensor >= 0) {
@@ -473,7 +570,16 @@ int sim_cmd_train(int argc, char **argv) {
                     goto done;
                 }
             }
-            printf(" | ddp check: bit-identical");
+            if (drift_mode) {
+                drift_t d = param_drift(lo, cfg->world_size, cfg->shard_align, snap_a, snap_b);
+                double dl = (double)loss - (double)ref_loss;
+                printf(" | drift vs ddp: loss %+.3e, params max abs %.3e, max rel %.3e", dl, d.max_abs, d.max_rel);
+                worst_loss_drift = fmax(worst_loss_drift, fabs(dl));
+                worst.max_abs = fmax(worst.max_abs, d.max_abs);
+                worst.max_rel = fmax(worst.max_rel, d.max_rel);
+            } else {
+                printf(" | ddp check: bit-identical");
+            }
         }
         printf(" | eta %.0f s\n", (shs_now_seconds() - run_start) / (double)(step + 1) * (double)(o.steps - step - 1));
         fflush(stdout);
@@ -481,7 +587,12 @@ int sim_cmd_train(int argc, char **argv) {
     if (o.steps > 0)
         printf("mean step time %.1f ms\n", total_time / (double)o.steps * 1e3);
     print_summary(main_run, loss, o.steps);
-    if (ref_run) printf("check: %s matched DDP bit for bit at all %ld steps\n", shs_strategy_name(cfg->strategy), o.steps);
+    if (ref_run && drift_mode)
+        printf("check: reduce order ring: %s drifted from DDP by at most %.3e in loss, %.3e (abs) and %.3e (rel) "
+               "in parameters over %ld steps\n", shs_strategy_name(cfg->strategy), worst_loss_drift, worst.max_abs,
+               worst.max_rel, o.steps);
+    else if (ref_run)
+        printf("check: %s matched DDP bit for bit at all %ld steps\n", shs_strategy_name(cfg->strategy), o.steps);
     exit_code = SIM_EXIT_OK;
 done:
     if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -493,5 +604,6 @@ done:
     free(snap_a);
     free(snap_b);
     shs_corpus_free(&corpus);
+    shs_netdesc_free(nd);
     return exit_code;
 }

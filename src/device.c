@@ -227,6 +227,14 @@ void shs_gelu_backward(shs_device_t *dev, float *dinp, const float *inp, const f
     SHS_ASSERT(dinp && inp && dout);
     dev->iface->gelu_backward(dev, dinp, inp, dout, n);
 }
+void shs_relu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
+    SHS_ASSERT(out && inp);
+    dev->iface->relu_forward(dev, out, inp, n);
+}
+void shs_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
+    SHS_ASSERT(dinp && inp && dout);
+    dev->iface->relu_backward(dev, dinp, inp, dout, n);
+}
 void shs_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,
                          const float *wpe, int B, int T, int C) {
     SHS_ASSERT(out && tokens && wte && wpe && B >= 0 && T >= 0 && C >= 0);
@@ -264,7 +272,7 @@ void shs_sum(shs_device_t *dev, float *out, const float *x, size_t n) {
     dev->iface->sum(dev, out, x, n);
 }
 void shs_norm_accumulate(shs_device_t *dev, int64_t *acc, const float *x, size_t n, int p) {
-    SHS_ASSERT(acc && (x || !n) && (p == 0 || p == 1 || p == 2));
+    SHS_ASSERT(acc && (x || !n) && (p == SHS_NORM_INF || p == 1 || p == 2));
     dev->iface->norm_accumulate(dev, acc, x, n, p);
 }
 void shs_cast(shs_device_t *dev, void *dst, shs_dtype_t dst_dtype, const void *src,

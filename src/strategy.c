@@ -5,6 +5,7 @@
  */
 #include "shardsim/strategy.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +30,9 @@ typedef struct {
     shs_shard_t shard;     /* this rank's range of the padded flat buffer */
     size_t full_len;       /* elements in the full flat buffer: numel (whole) or N*S (sharded) */
     float *params;         /* whole/Z1/Z2: full (full_len); Z3: shard (S) */
-    float *gathered;       /* Z3: all-gathered full params while acquired (COMM) */
-    int gather_refs;       /* Z3: outstanding acquires */
+    float *gathered;       /* Z3 or low precision: f32 compute params while acquired (COMM) */
+    int gather_refs;       /* outstanding acquires of `gathered` */
+    size_t plant_inf;      /* plant_grad_inf: element + 1 to poison at finish_step, 0 none */
     float *grad_full;      /* whole/Z1: view into grad_block; Z2/Z3: transient (COMM) */
     float *grad_shard;     /* Z2/Z3: reduced gradient shard (S) */
     size_t grad_offset;    /* whole/Z1: offset of this unit in grad_block */
@@ -45,6 +47,9 @@ struct shs_strategy {
     int rank, nranks;
     int sync;              /* reduce in grads_ready (0: no_sync micro-batch) */
     float grad_norm;       /* last step's total norm, -1 without clipping */
+    int scaling;           /* dynamic loss scaling on (param dtype f16) */
+    shs_loss_scale_state_t scaler;
+    int skipped;           /* the last step was skipped for overflow */
     unit_state_t *units;
     float *grad_block;     /* whole and Z1 units' gradients, contiguous (GRADS) */
     size_t grad_block_len;
@@ -79,19 +84,60 @@ static void update_range(const shs_strategy_t *s, const unit_state_t *u, float *
     }
 }
 
+/* ---- precision helpers ------------------------------------------------------ */
+
+static int low_precision(const shs_strategy_t *s) { return s->cfg.param_dtype != SHS_F32; }
+
+/* Round n f32 values at dst (from src; may be the same) to dtype t, through
+ * a temporary t buffer (COMM): dst = (f32)(t)src. */
+static shs_status_t round_to(shs_strategy_t *s, float *dst, const float *src, size_t n, shs_dtype_t t) {
+    if (n == 0) return SHS_OK;
+    void *tmp;
+    SHS_CHECK(shs_device_alloc(s->dev, &tmp, n * shs_dtype_size(t), SHS_MEM_COMM, "low-precision copy"));
+    shs_cast(s->dev, tmp, t, src, SHS_F32, n);
+    shs_cast(s->dev, dst, SHS_F32, tmp, t, n);
+    shs_device_free(s->dev, tmp);
+    return SHS_OK;
+}
+
+/* The unit's full parameters in compute precision into u->gathered (f32,
+ * full_len): ZeRO-3 all-gathers its shards in param_dtype; full holders round
+ * their copy. */
+static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
+    shs_dtype_t pd = s->cfg.param_dtype;
+    size_t len = full_params(s, u) ? u->numel : u->full_len;
+    SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->gathered, (len ? len : 1) * sizeof(float), SHS_MEM_COMM,
+                               low_precision(s) ? "compute params (f32 view)" : "zero3 gathered params"));
+    if (full_params(s, u)) return round_to(s, u->gathered, u->params, u->numel, pd);
+    if (pd == SHS_F32) return shs_all_gather(u->params, u->gathered, u->shard.size, SHS_F32, s->comm);
+    size_t es = shs_dtype_size(pd);
+    void *lp_shard = NULL, *lp_full = NULL;
+    shs_status_t st = shs_device_alloc(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, SHS_MEM_COMM,
+                                       "low-precision shard");
+    if (st == SHS_OK)
+        st = shs_device_alloc(s->dev, &lp_full, (u->full_len ? u->full_len : 1) * es, SHS_MEM_COMM,
+                              "zero3 gathered params (low precision)");
+    if (st == SHS_OK) {
+        shs_cast(s->dev, lp_shard, pd, u->params, SHS_F32, u->shard.size);
+        st = shs_all_gather(lp_shard, lp_full, u->shard.size, pd, s->comm);
+    }
+    if (st == SHS_OK) shs_cast(s->dev, u->gathered, SHS_F32, lp_full, pd, u->full_len);
+    shs_device_free(s->dev, lp_shard);
+    shs_device_free(s->dev, lp_full);
+    return st;
+}
+
 /* ---- parameter source: acquire / release --------------------------------- */
 
 static shs_status_t acquire_params(void *self, int unit, const float **params) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
-    if (full_params(s, u)) {
+    if (full_params(s, u) && !low_precision(s)) {
         *params = u->params;
         return SHS_OK;
     }
     if (u->gather_refs == 0) {
-        SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->gathered, u->full_len * sizeof(float), SHS_MEM_COMM,
-                                   "zero3 gathered params"));
-        shs_status_t st = shs_all_gather(u->params, u->gathered, u->shard.size, SHS_F32, s->comm);
+        shs_status_t st = materialize_params(s, u);
         if (st != SHS_OK) {
             shs_device_free(s->dev, u->gathered);
             u->gathered = NULL;
@@ -106,7 +152,7 @@ static shs_status_t acquire_params(void *self, int unit, const float **params) {
 static shs_status_t release_params(void *self, int unit) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
-    if (full_params(s, u)) return SHS_OK;
+    if (full_params(s, u) && !low_precision(s)) return SHS_OK;
     SHS_ASSERT(u->gather_refs > 0);
     if (--u->gather_refs == 0) {
         shs_device_free(s->dev, u->gathered);
@@ -127,12 +173,41 @@ static shs_status_t acquire_grads(void *self, int unit, float **grads) {
     return SHS_OK;
 }
 
+/* AVG all-reduce of n f32 gradients in place, carried in reduce_dtype. */
+static shs_status_t all_reduce_grads(shs_strategy_t *s, float *p, size_t n) {
+    shs_dtype_t rd = s->cfg.reduce_dtype;
+    if (rd == SHS_F32) return shs_all_reduce(p, p, n, SHS_F32, SHS_AVG, s->comm);
+    void *tmp;
+    SHS_CHECK(shs_device_alloc(s->dev, &tmp, n * shs_dtype_size(rd), SHS_MEM_COMM, "reduce buffer"));
+    shs_cast(s->dev, tmp, rd, p, SHS_F32, n);
+    shs_status_t st = shs_all_reduce(tmp, tmp, n, rd, SHS_AVG, s->comm);
+    if (st == SHS_OK) shs_cast(s->dev, p, SHS_F32, tmp, rd, n);
+    shs_device_free(s->dev, tmp);
+    return st;
+}
+
+/* AVG reduce-scatter of a unit's full f32 gradient (full_len) into `out`
+ * (S f32; may be full + shard.offset: in place), carried in reduce_dtype. */
+static shs_status_t reduce_scatter_grads(shs_strategy_t *s, unit_state_t *u, float *full, float *out) {
+    shs_dtype_t rd = s->cfg.reduce_dtype;
+    if (rd == SHS_F32) return shs_reduce_scatter(full, out, u->shard.size, SHS_F32, SHS_AVG, s->comm);
+    size_t es = shs_dtype_size(rd);
+    void *tmp;
+    SHS_CHECK(shs_device_alloc(s->dev, &tmp, (u->full_len ? u->full_len : 1) * es, SHS_MEM_COMM, "reduce buffer"));
+    shs_cast(s->dev, tmp, rd, full, SHS_F32, u->full_len);
+    char *mine = (char *)tmp + u->shard.offset * es;
+    shs_status_t st = shs_reduce_scatter(tmp, mine, u->shard.size, rd, SHS_AVG, s->comm);
+    if (st == SHS_OK) shs_cast(s->dev, out, SHS_F32, mine, rd, u->shard.size);
+    shs_device_free(s->dev, tmp);
+    return st;
+}
+
 static shs_status_t flush_bucket(shs_strategy_t *s) {
     size_t n = s->bucket_hi - s->bucket_lo;
     if (n == 0) return SHS_OK;
     float *p = s->grad_block + s->bucket_lo;
     s->bucket_hi = s->bucket_lo;
-    return shs_all_reduce(p, p, n, SHS_F32, SHS_AVG, s->comm);
+    return all_reduce_grads(s, p, n);
 }
 
 /* A whole unit joins the pending all-reduce bucket when it is adjacent to it
@@ -150,12 +225,13 @@ static shs_status_t bucket_grads_ready(shs_strategy_t *s, unit_state_t *u) {
 static shs_status_t grads_ready(void *self, int unit) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
+    /* gradients come out of backward in param_dtype (accumulation included) */
+    if (low_precision(s)) SHS_CHECK(round_to(s, u->grad_full, u->grad_full, u->numel, s->cfg.param_dtype));
     if (!s->sync) return SHS_OK; /* no_sync: keep accumulating locally */
     if (u->whole) return bucket_grads_ready(s, u);
     if (s->cfg.kind == SHS_ZERO1) /* in place: this rank's shard of grad_full becomes the reduced shard */
-        return shs_reduce_scatter(u->grad_full, u->grad_full + u->shard.offset, u->shard.size, SHS_F32, SHS_AVG,
-                                  s->comm);
-    shs_status_t st = shs_reduce_scatter(u->grad_full, u->grad_shard, u->shard.size, SHS_F32, SHS_AVG, s->comm);
+        return reduce_scatter_grads(s, u, u->grad_full, u->grad_full + u->shard.offset);
+    shs_status_t st = reduce_scatter_grads(s, u, u->grad_full, u->grad_shard);
     shs_device_free(s->dev, u->grad_full);
     u->grad_full = NULL;
     return st;
@@ -219,6 +295,12 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         return shs_set_error(SHS_INVALID_ARG, "invalid strategy %d", (int)cfg->kind);
     if (cfg->clip_norm > 0 && cfg->norm_type && cfg->norm_type != SHS_NORM_INF && cfg->norm_type != 1 && cfg->norm_type != 2)
         return shs_set_error(SHS_INVALID_ARG, "norm type must be 1, 2 or inf (got %d)", cfg->norm_type);
+    for (int k = 0; k < 2; k++) {
+        shs_dtype_t t = k ? cfg->reduce_dtype : cfg->param_dtype;
+        if (t != 0 && t != SHS_F32 && t != SHS_BF16 && t != SHS_F16)
+            return shs_set_error(SHS_INVALID_ARG, "%s dtype must be f32, bf16 or f16 (got %s)", k ? "reduce" : "param",
+                                 shs_dtype_name(t));
+    }
     shs_strategy_t *s = calloc(1, sizeof *s);
     if (!s || !(s->units = calloc((size_t)layout->num_units ? (size_t)layout->num_units : 1, sizeof *s->units))) {
         free(s);
@@ -234,6 +316,15 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     s->nranks = shs_comm_size(comm);
     s->sync = 1;
     s->grad_norm = -1.0f;
+    if (s->cfg.param_dtype == 0) s->cfg.param_dtype = SHS_F32;
+    if (s->cfg.reduce_dtype == 0) s->cfg.reduce_dtype = s->cfg.param_dtype;
+    shs_loss_scaler_config_t *sc = &s->cfg.scaler;
+    if (sc->init_scale <= 0) sc->init_scale = 65536.0f;
+    if (sc->growth_factor <= 0) sc->growth_factor = 2.0f;
+    if (sc->backoff_factor <= 0) sc->backoff_factor = 0.5f;
+    if (sc->growth_interval <= 0) sc->growth_interval = 2000;
+    s->scaling = s->cfg.param_dtype == SHS_F16;
+    s->scaler.scale = s->scaling ? sc->init_scale : 1.0f;
     s->source = (shs_param_source_t){s, acquire_params, release_params, acquire_grads, grads_ready};
 
     for (int i = 0; i < layout->num_units; i++) {
@@ -252,7 +343,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         for (int i = 0; i < layout->num_units; i++)
             if (in_grad_block(s, &s->units[i])) s->units[i].grad_full = s->grad_block + s->units[i].grad_offset;
     }
-    if (cfg->clip_norm > 0)
+    if (cfg->clip_norm > 0 || s->scaling)
         SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&s->norm_acc, SHS_NORM_ACC_WORDS * sizeof(int64_t),
                                         SHS_MEM_OTHER, "gradient norm"), st, fail);
     for (int i = 0; i < layout->num_units; i++) SHS_CHECK_GOTO(alloc_unit(s, i), st, fail);
@@ -299,12 +390,11 @@ void shs_strategy_set_sync(shs_strategy_t *s, int sync) {
  * DDP every rank holds every reduced element and computes it alone; under
  * ZeRO each rank adds its owned reduced shard (and rank 0 the replicated
  * units) and the exact partial sums are all-reduced (integer sum: exact). */
-static shs_status_t total_grad_norm(shs_strategy_t *s, float *norm) {
-    int p = s->cfg.norm_type ? s->cfg.norm_type : 2, local = s->cfg.kind == SHS_DDP;
+static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, float *norm) {
     SHS_CHECK(shs_memset(s->dev, s->norm_acc, 0, SHS_NORM_ACC_WORDS * sizeof(int64_t)));
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
-        if (u->whole && !local && s->rank != 0) continue;
+        if (u->whole && !local && s->rank != 0 && p != SHS_NORM_INF) continue;
         float *param, *grad;
         size_t n;
         update_range(s, u, &param, &grad, &n);
@@ -320,15 +410,60 @@ static shs_status_t total_grad_norm(shs_strategy_t *s, float *norm) {
 
 /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6) in f32,
  * applied when below 1 to exactly the elements the optimizer reads. */
-static shs_status_t clip_grads(shs_strategy_t *s) {
-    SHS_CHECK(total_grad_norm(s, &s->grad_norm));
-    float coef = s->cfg.clip_norm / (s->grad_norm + 1e-6f);
-    if (!(coef < 1.0f)) return SHS_OK;
+/* Multiply the gradient elements the optimizer reads by `coef`. */
+static void scale_grads(shs_strategy_t *s, float coef) {
     for (int i = 0; i < s->layout->num_units; i++) {
         float *param, *grad;
         size_t n;
         update_range(s, &s->units[i], &param, &grad, &n);
         if (n) shs_scale(s->dev, grad, coef, n);
+    }
+}
+
+static shs_status_t clip_grads(shs_strategy_t *s) {
+    int p = s->cfg.norm_type ? s->cfg.norm_type : 2;
+    SHS_CHECK(total_grad_norm(s, p, s->cfg.kind == SHS_DDP, &s->grad_norm));
+    float coef = s->cfg.clip_norm / (s->grad_norm + 1e-6f);
+    if (coef < 1.0f) scale_grads(s, coef);
+    return SHS_OK;
+}
+
+/* Write +inf into a planted element of the reduced gradient, on the one rank
+ * whose shard range holds it (also for whole units, so the fault is on a
+ * single rank). */
+static shs_status_t plant_faults(shs_strategy_t *s) {
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        if (!u->plant_inf) continue;
+        size_t index = (size_t)u->plant_inf - 1;
+        u->plant_inf = 0;
+        if (index < u->shard.offset || index >= u->shard.offset + u->shard.valid) continue;
+        float *param, *grad;
+        size_t n;
+        update_range(s, u, &param, &grad, &n);
+        float inf = INFINITY;
+        SHS_CHECK(shs_memcpy_h2d(s->dev, grad + (u->whole ? index : index - u->shard.offset), &inf, sizeof inf));
+    }
+    return SHS_OK;
+}
+
+/* GradScaler: an overflow anywhere (inf/NaN in any rank's reduced gradient)
+ * is OR-ed across ranks, always through the communicator (a fault may sit on
+ * one rank only), so every rank decides alike. Sets *skip; updates the scale
+ * as GradScaler.update(). */
+static shs_status_t check_overflow(shs_strategy_t *s, int *skip) {
+    float maxabs;
+    SHS_CHECK(total_grad_norm(s, SHS_NORM_INF, 0, &maxabs));
+    shs_loss_scale_state_t *st = &s->scaler;
+    const shs_loss_scaler_config_t *c = &s->cfg.scaler;
+    *skip = !isfinite(maxabs);
+    if (*skip) {
+        st->scale *= c->backoff_factor;
+        st->good_steps = 0;
+        st->skipped_steps++;
+    } else if (++st->good_steps == c->growth_interval) {
+        st->scale *= c->growth_factor;
+        st->good_steps = 0;
     }
     return SHS_OK;
 }
@@ -336,6 +471,14 @@ static shs_status_t clip_grads(shs_strategy_t *s) {
 shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     SHS_ASSERT(s->sync);
     SHS_CHECK(flush_bucket(s));
+    SHS_CHECK(plant_faults(s));
+    s->skipped = 0;
+    if (s->scaling) {
+        float scale = s->scaler.scale; /* the scale backward used */
+        SHS_CHECK(check_overflow(s, &s->skipped));
+        if (s->skipped) return shs_device_sync(s->dev); /* parameters and optimizer state unchanged */
+        scale_grads(s, 1.0f / scale); /* unscale before clipping, as GradScaler.unscale_ */
+    }
     if (s->cfg.clip_norm > 0) SHS_CHECK(clip_grads(s));
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
@@ -354,6 +497,17 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
 }
 
 float shs_strategy_grad_norm(const shs_strategy_t *s) { return s->grad_norm; }
+
+shs_loss_scale_state_t shs_strategy_loss_scale(const shs_strategy_t *s) { return s->scaler; }
+void shs_strategy_set_loss_scale(shs_strategy_t *s, shs_loss_scale_state_t st) { s->scaler = st; }
+int shs_strategy_step_skipped(const shs_strategy_t *s) { return s->skipped; }
+
+shs_status_t shs_strategy_plant_grad_inf(shs_strategy_t *s, int unit, size_t index) {
+    if (unit < 0 || unit >= s->layout->num_units || index >= s->units[unit].numel)
+        return shs_set_error(SHS_INVALID_ARG, "plant inf: no element %zu in unit %d", index, unit);
+    s->units[unit].plant_inf = index + 1;
+    return SHS_OK;
+}
 
 int shs_strategy_holds_full(const shs_strategy_t *s, int unit) { return full_params(s, &s->units[unit]); }
 

@@ -24,7 +24,7 @@ struct shs_trainer {
     long step;             /* steps completed */
     float loss;            /* written by rank 0 */
     float grad_norm;       /* written by rank 0 */
-    shs_loss_scale_state_t scaler;
+    shs_loss_scale_state_t scaler_in; /* argument of the set-loss-scale job */
     float *snapshot_out;   /* target of the snapshot job */
     const float *replica_ref;      /* the snapshot the replica job compares with */
     shs_replica_diff_t *replica_diffs; /* one per rank */
@@ -52,7 +52,9 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     rank_state_t *rs = &t->ranks[ctx->rank];
     shs_strategy_config_t scfg = {.kind = t->cfg.strategy, .bucket_bytes = t->cfg.bucket_bytes, .optim = t->cfg.optim,
                                   .seed = t->cfg.seed, .shard_align = t->cfg.shard_align,
-                                  .clip_norm = t->cfg.clip_norm, .norm_type = t->cfg.norm_type};
+                                  .clip_norm = t->cfg.clip_norm, .norm_type = t->cfg.norm_type,
+                                  .param_dtype = t->cfg.param_dtype, .reduce_dtype = t->cfg.reduce_dtype,
+                                  .scaler = t->cfg.scaler};
     size_t bt = (size_t)t->cfg.micro_batch * (size_t)t->cfg.model.context;
     rs->tokens = malloc(bt * sizeof(int32_t));
     rs->targets = malloc(bt * sizeof(int32_t));
@@ -77,6 +79,7 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     /* the step's loss: mean over its K micro-batches (f32, in order) */
     float local_loss = 0.0f, loss;
     SHS_CHECK(shs_strategy_begin_step(rs->strategy));
+    float scale = shs_strategy_loss_scale(rs->strategy).scale; /* 1 without fp16 loss scaling */
     for (int k = 0; k < K; k++) {
         /* micro-batch k of step s is the data of "step" s*K + k: every rank's
          * slice, every micro-batch distinct, whatever the strategy */
@@ -86,8 +89,9 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
         SHS_CHECK(shs_model_forward(rs->model, src, rs->tokens, rs->targets, &micro_loss));
         shs_strategy_set_sync(rs->strategy, k == K - 1);
         /* d(step loss)/d(micro loss) = 1/K: the gradient is the mean over
-         * the micro-batches, as `(loss / K).backward()` in torch */
-        SHS_CHECK(shs_model_backward(rs->model, src, 1.0f / (float)K));
+         * the micro-batches, as `(loss / K).backward()` in torch; times the
+         * loss scale, as `scaler.scale(loss / K).backward()` */
+        SHS_CHECK(shs_model_backward(rs->model, src, scale / (float)K));
         local_loss += micro_loss;
     }
     local_loss /= (float)K;
@@ -173,7 +177,8 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
         return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", cfg->model.context);
     if (cfg->grad_accum < 0 || cfg->grad_accum > 65536)
         return shs_set_error(SHS_INVALID_ARG, "gradient accumulation must be in 1..65536 (got %d)", cfg->grad_accum);
-    if (cfg->clip_norm > 0 && cfg->norm_type != 0 && cfg->norm_type != 1 && cfg->norm_type != 2)
+    if (cfg->clip_norm > 0 && cfg->norm_type != 0 && cfg->norm_type != SHS_NORM_INF && cfg->norm_type != 1 &&
+        cfg->norm_type != 2)
         return shs_set_error(SHS_INVALID_ARG, "norm type must be 1, 2 or inf (got %d)", cfg->norm_type);
     if (cfg->world_size < 1 || cfg->world_size > SHS_MAX_WORLD)
         return shs_set_error(SHS_INVALID_ARG, "world size must be in 1..%d (got %d)", SHS_MAX_WORLD, cfg->world_size);
@@ -195,7 +200,6 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     if (!t) return shs_set_error(SHS_HOST_OOM, "cannot allocate trainer");
     t->cfg = *cfg;
     if (!t->cfg.shard_align) t->cfg.shard_align = 1;
-    t->scaler.scale = 1.0f;
     t->corpus = corpus;
     shs_status_t st = cfg->netdesc ? shs_netdesc_layout_create(&t->layout, cfg->netdesc)
                                    : shs_gpt_layout_create(&t->layout, &cfg->model);
@@ -212,7 +216,7 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
         goto fail;
     }
     shs_world_config_t wc = {.world_size = cfg->world_size, .device_mem = cfg->device_mem,
-                             .timeout_ms = cfg->timeout_ms, .name = "world"};
+                             .timeout_ms = cfg->timeout_ms, .name = "world", .reduce_order = cfg->reduce_order};
     SHS_CHECK_GOTO(shs_world_create(&t->world, &wc), st, fail);
     SHS_CHECK_GOTO(shs_world_run(t->world, setup_job, t), st, fail);
     *out = t;
@@ -248,8 +252,20 @@ int shs_trainer_world_size(const shs_trainer_t *t) { return t->cfg.world_size; }
 const shs_train_config_t *shs_trainer_config(const shs_trainer_t *t) { return &t->cfg; }
 long shs_trainer_steps_done(const shs_trainer_t *t) { return t->step; }
 void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done) { t->step = steps_done; }
-shs_loss_scale_state_t shs_trainer_loss_scale(const shs_trainer_t *t) { return t->scaler; }
-void shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t st) { t->scaler = st; }
+shs_loss_scale_state_t shs_trainer_loss_scale(const shs_trainer_t *t) {
+    return shs_strategy_loss_scale(t->ranks[0].strategy);
+}
+
+static shs_status_t set_scale_job(shs_rank_ctx_t *ctx, void *arg) {
+    shs_trainer_t *t = arg;
+    shs_strategy_set_loss_scale(t->ranks[ctx->rank].strategy, t->scaler_in);
+    return SHS_OK;
+}
+
+shs_status_t shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t st) {
+    t->scaler_in = st;
+    return shs_world_run(t->world, set_scale_job, t);
+}
 float shs_trainer_last_grad_norm(const shs_trainer_t *t) { return t->cfg.clip_norm > 0 ? t->grad_norm : -1.0f; }
 
 shs_status_t shs_trainer_run(shs_trainer_t *t, shs_rank_fn job, void *arg) { return shs_world_run(t->world, job, arg); }

@@ -189,6 +189,110 @@ static void test_shard_align_matches_ddp(void **state) {
         }
 }
 
+/* --param-dtype / --reduce-dtype: f32 master weights, compute on rounded
+ * parameters, reduction in the reduce dtype: every stage equals DDP. */
+static void test_mixed_precision_matches_ddp(void **state) {
+    static const shs_dtype_t combos[][2] = {
+        {SHS_BF16, SHS_BF16}, {SHS_BF16, SHS_F32}, {SHS_F16, SHS_F16}, {SHS_F32, SHS_BF16}};
+    for (int c = 0; c < 4; c++)
+        for (int w = 0; w < NWORLDS; w++) {
+            if (c > 0 && worlds[w] != 3 && worlds[w] != 8) continue; /* the full sweep: make test-full */
+            shs_train_config_t cfg = small_config(worlds[w]);
+            cfg.param_dtype = combos[c][0];
+            cfg.reduce_dtype = combos[c][1];
+            cfg.scaler.init_scale = 1024.0f;
+            cfg.grad_accum = 2;
+            check_stages_match_ddp(cfg, 2);
+        }
+}
+
+/* The precision is really in effect: bf16 runs differ from f32, and the
+ * ZeRO-3 all-gathers move half the bytes (2-byte elements). */
+static void test_mixed_precision_is_applied(void **state) {
+    shs_train_config_t cfg = small_config(2);
+    cfg.strategy = SHS_ZERO3;
+    run_record_t f32, bf16;
+    record_run(&cfg, &test_corpus, 1, &f32);
+    cfg.param_dtype = SHS_BF16;
+    record_run(&cfg, &test_corpus, 1, &bf16);
+    assert_true(memcmp(&f32.loss[0], &bf16.loss[0], sizeof(float)) != 0);
+    free_record(&f32);
+    free_record(&bf16);
+    uint64_t bytes[2];
+    for (int k = 0; k < 2; k++) {
+        cfg.param_dtype = k ? SHS_BF16 : SHS_F32;
+        shs_trainer_t *t;
+        assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+        float loss;
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        shs_comm_stats_t cs;
+        shs_trainer_comm_stats(t, 0, &cs);
+        bytes[k] = cs.bytes[SHS_OP_ALL_GATHER];
+        shs_trainer_destroy(t);
+    }
+    assert_true(bytes[0] > 0 && bytes[1] * 2 == bytes[0]);
+}
+
+static shs_status_t plant_job(shs_rank_ctx_t *ctx, void *arg) {
+    shs_trainer_t *t = arg;
+    return shs_strategy_plant_grad_inf(shs_trainer_strategy(t, ctx->rank), 1, 5);
+}
+
+/* Bug report 8: fp16 with dynamic loss scaling and an inf planted in one
+ * element of one rank's reduced gradient shard: every rank skips the step,
+ * the scale halves everywhere, parameters (and the next step) are as if the
+ * step had not happened. */
+static void test_fp16_overflow_skips_everywhere(void **state) {
+    for (int k = SHS_DDP; k <= SHS_ZERO3; k++) {
+        shs_train_config_t cfg = small_config(3);
+        cfg.strategy = (shs_strategy_kind_t)k;
+        cfg.param_dtype = SHS_F16;
+        cfg.scaler.init_scale = 1024.0f;
+        shs_trainer_t *t;
+        assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+        float loss;
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        for (int r = 0; r < 3; r++) assert_false(shs_strategy_step_skipped(shs_trainer_strategy(t, r)));
+        size_t len = shs_trainer_snapshot_len(t);
+        float *before = malloc(len * sizeof(float)), *after = malloc(len * sizeof(float));
+        assert_int_equal(shs_trainer_snapshot(t, before), SHS_OK);
+        assert_int_equal(shs_trainer_run(t, plant_job, t), SHS_OK);
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        assert_int_equal(shs_trainer_snapshot(t, after), SHS_OK);
+        assert_memory_equal(before, after, len * sizeof(float));
+        for (int r = 0; r < 3; r++) {
+            shs_strategy_t *s = shs_trainer_strategy(t, r);
+            assert_true(shs_strategy_step_skipped(s));
+            shs_loss_scale_state_t ls = shs_strategy_loss_scale(s);
+            assert_true(ls.scale == 512.0f);
+            assert_int_equal(ls.skipped_steps, 1);
+            assert_int_equal(ls.good_steps, 0);
+        }
+        /* and training goes on */
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        assert_int_equal(shs_trainer_snapshot(t, after), SHS_OK);
+        assert_memory_not_equal(before, after, len * sizeof(float));
+        free(before);
+        free(after);
+        shs_trainer_destroy(t);
+    }
+}
+
+/* GradScaler growth: after growth_interval good steps the scale doubles. */
+static void test_fp16_scale_growth(void **state) {
+    shs_train_config_t cfg = small_config(2);
+    cfg.strategy = SHS_ZERO2;
+    cfg.param_dtype = SHS_F16;
+    cfg.scaler.init_scale = 256.0f;
+    cfg.scaler.growth_interval = 2;
+    shs_trainer_t *t;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+    float loss;
+    for (int s = 0; s < 4; s++) assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+    assert_true(shs_trainer_loss_scale(t).scale == 1024.0f);
+    shs_trainer_destroy(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grad_accum_matches_ddp),
@@ -198,6 +302,10 @@ int main(void) {
         cmocka_unit_test(test_clip_threshold_semantics),
         cmocka_unit_test(test_replicated_units_match_ddp),
         cmocka_unit_test(test_shard_align_matches_ddp),
+        cmocka_unit_test(test_mixed_precision_matches_ddp),
+        cmocka_unit_test(test_mixed_precision_is_applied),
+        cmocka_unit_test(test_fp16_overflow_skips_everywhere),
+        cmocka_unit_test(test_fp16_scale_growth),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }

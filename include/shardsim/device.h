@@ -147,6 +147,11 @@ void shs_gelu_forward(shs_device_t *dev, float *out, const float *inp, size_t n)
 /* Accumulates dinp (n) += gelu'(inp) * dout. */
 void shs_gelu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n);
 
+/* ReLU: out (n) = max(inp, +0), NaN passed through (torch.relu). n elements. */
+void shs_relu_forward(shs_device_t *dev, float *out, const float *inp, size_t n);
+/* Accumulates dinp (n) += (inp > 0 ? dout : 0): the derivative at 0 is 0, as in torch. */
+void shs_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n);
+
 /* Token + position embedding: out (B,T,C) = wte[tokens[b,t]] + wpe[t].
  * tokens (B,T) int32 in [0,V) (device memory); wte (V,C); wpe (>=T,C). */
 void shs_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,
@@ -175,7 +180,7 @@ void shs_softmax_xent_backward(shs_device_t *dev, float *dlogits, const float *p
 /* out[0] = sum of x (n), accumulated in f64 in index order, rounded once to f32.
  * out is a device pointer to one float. */
 void shs_sum(shs_device_t *dev, float *out, const float *x, size_t n);
-/* Add |x[i]|^p (p = 1 or 2; 0 for max |x|) over n elements into the exact accumulator acc
+/* Add |x[i]|^p (p = 1 or 2; SHS_NORM_INF for max |x|) over n elements into the exact accumulator acc
  * (device pointer to SHS_NORM_ACC_WORDS int64, see exact_norm.h; zero it to
  * start). The result does not depend on how the elements are split across
  * calls or ranks. Read it back and finish with shs_exact_norm_finish(). */

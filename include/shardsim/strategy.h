@@ -27,6 +27,22 @@
  * Gradient accumulation follows torch's no_sync(): with sync off, backward
  * only accumulates locally (ZeRO-2/3 keep the unit's full gradient across
  * micro-batches); the micro-batch with sync on reduces the sum.
+ * Mixed precision follows FSDP's MixedPrecision(param_dtype, reduce_dtype):
+ * f32 master parameters stay on the shards and the optimizer updates them;
+ * the model computes with parameters rounded to param_dtype (ZeRO-3
+ * all-gathers them in param_dtype, so the bytes moved halve); every
+ * micro-batch's gradient is rounded to param_dtype, then reduced in
+ * reduce_dtype (default: param_dtype), each add rounded in that dtype (comm.h),
+ * and widened to f32 for the optimizer. The CPU kernels compute in f32, so a
+ * unit's f32 working copy of the rounded parameters lives while it is
+ * acquired (COMM; an emulation cost a GPU would not have, 4 bytes per element
+ * beside the 2-byte gathered copy). Activations stay f32.
+ * With param_dtype f16, dynamic loss scaling follows torch.cuda.amp.GradScaler
+ * (init 2^16, growth x2 every 2000 good steps, backoff x0.5): backward runs on
+ * loss x scale; after reduction every rank checks its owned gradient for
+ * inf/NaN and the flags are OR-ed across ranks (an all-reduce MAX), so every
+ * rank skips the step together and changes the scale identically;
+ * otherwise gradients are unscaled (x 1/scale in f32) before clipping.
  * Clipping follows torch.nn.utils.clip_grad_norm_: the total p-norm over
  * every gradient element (each counted once: a rank's owned, reduced shard
  * elements; replicated units by rank 0 only; never padding), computed
@@ -51,6 +67,21 @@
 
 typedef enum { SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_NUM_STRATEGIES } shs_strategy_kind_t;
 
+/* Dynamic loss scaling (torch.cuda.amp.GradScaler's parameters). */
+typedef struct {
+    float init_scale;            /* 0: 65536 */
+    float growth_factor;         /* 0: 2 */
+    float backoff_factor;        /* 0: 0.5 */
+    int growth_interval;         /* 0: 2000 */
+} shs_loss_scaler_config_t;
+
+/* Its state: identical on every rank. */
+typedef struct {
+    float scale;                 /* 1 without loss scaling */
+    long good_steps;             /* consecutive steps without overflow */
+    long skipped_steps;          /* steps skipped for overflow so far */
+} shs_loss_scale_state_t;
+
 const char *shs_strategy_name(shs_strategy_kind_t k); /* "ddp", "zero1", "zero2", "zero3" */
 int shs_strategy_parse(const char *name, shs_strategy_kind_t *out); /* 0 ok, -1 unknown */
 
@@ -63,7 +94,10 @@ typedef struct {
     uint64_t seed;               /* parameter initialization */
     size_t shard_align;          /* shard.h alignment E in elements; 0 or 1: none */
     float clip_norm;             /* max_norm; <= 0: no clipping */
-    int norm_type;               /* 1, 2, or 0 for inf */
+    int norm_type;               /* 1, 2 (0 means 2), or SHS_NORM_INF (exact_norm.h) */
+    shs_dtype_t param_dtype;     /* SHS_F32, SHS_BF16 or SHS_F16; 0 (SHS_I8) means F32 */
+    shs_dtype_t reduce_dtype;    /* SHS_F32, SHS_BF16, SHS_F16; 0 means param_dtype */
+    shs_loss_scaler_config_t scaler; /* with param_dtype f16; zeros mean GradScaler's defaults */
 } shs_strategy_config_t;
 
 typedef struct shs_strategy shs_strategy_t;
@@ -90,6 +124,17 @@ void shs_strategy_set_sync(shs_strategy_t *s, int sync);
  * and re-gather parameters where the stage keeps them full (ZeRO-1/2).
  * Collective errors propagate. */
 shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step);
+/* Loss scaling: the current state (the trainer multiplies the loss gradient
+ * by state.scale), and setting it (checkpoint resume). */
+shs_loss_scale_state_t shs_strategy_loss_scale(const shs_strategy_t *s);
+void shs_strategy_set_loss_scale(shs_strategy_t *s, shs_loss_scale_state_t st);
+/* Whether the last finish_step skipped the update for an inf/NaN gradient. */
+int shs_strategy_step_skipped(const shs_strategy_t *s);
+/* Fault injection for tests: at the next finish_step, after reduction, the
+ * rank owning element `index` of unit `unit` writes +inf there in its
+ * reduced gradient. Errors: SHS_INVALID_ARG for an index past the unit. */
+shs_status_t shs_strategy_plant_grad_inf(shs_strategy_t *s, int unit, size_t index);
+
 /* The total gradient norm of the last finish_step (before clipping), or -1
  * when clipping is off. The same on every rank. */
 float shs_strategy_grad_norm(const shs_strategy_t *s);

@@ -36,9 +36,13 @@ typedef struct {
     int timeout_ms;              /* collective timeout; <= 0 default */
     int grad_accum;              /* K micro-batches per step, no_sync until the last; 0 or 1: none */
     float clip_norm;             /* clip_grad_norm_ max_norm; <= 0: no clipping */
-    int norm_type;               /* 1, 2, or 0 for inf (with clip_norm) */
+    int norm_type;               /* 1, 2 (0 means 2), or SHS_NORM_INF (with clip_norm) */
     size_t replicate_below;      /* units with fewer elements stay unsharded (replicated); 0: none */
     size_t shard_align;          /* --shard-align E (elements); 0 or 1: none */
+    shs_dtype_t param_dtype;     /* --param-dtype: SHS_F32 (0 means f32), SHS_BF16, SHS_F16 */
+    shs_dtype_t reduce_dtype;    /* --reduce-dtype: 0 means param_dtype */
+    shs_loss_scaler_config_t scaler; /* fp16 dynamic loss scaling; zeros: GradScaler defaults */
+    shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
 } shs_train_config_t;
 
 /* The defaults of `shardsim train`: L=4, NH=4, C=128, T=64, N=4, B=4,
@@ -77,16 +81,12 @@ shs_strategy_t *shs_trainer_strategy(shs_trainer_t *t, int rank);
 /* Continue from step `steps_done` (after loading a checkpoint). */
 void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done);
 
-/* Dynamic loss scaling state (fp16; torch.cuda.amp.GradScaler): the
- * current scale and the count of consecutive steps without overflow.
- * Without fp16 the scale is 1 and never changes. Part of a checkpoint. */
-typedef struct {
-    float scale;
-    long good_steps;
-    long skipped_steps;  /* steps skipped for overflow so far */
-} shs_loss_scale_state_t;
+/* Dynamic loss scaling state (fp16; strategy.h, torch.cuda.amp.GradScaler):
+ * the current scale and the count of consecutive steps without overflow.
+ * Without fp16 the scale is 1 and never changes. Part of a checkpoint.
+ * Get reads rank 0 (all ranks agree); set writes every rank. */
 shs_loss_scale_state_t shs_trainer_loss_scale(const shs_trainer_t *t);
-void shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t st);
+shs_status_t shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t st);
 
 /* All parameters, unit after unit, each unit as its padded flat buffer
  * (N * S floats; see shard.h), gathered from the ranks' shards without any
