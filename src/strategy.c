@@ -261,6 +261,9 @@ static shs_status_t alloc_floats(shs_strategy_t *s, float **p, size_t n, shs_mem
 
 /* Elements the unit's optimizer state covers per state array. */
 static size_t optim_len(const unit_state_t *u) { return u->whole ? u->numel : u->shard.size; }
+/* The optimizer steps on update_range's n elements with state [m (n) | v (n)]:
+ * the distance between state arrays (numel whole, the valid part of a shard). */
+static size_t optim_stride(const unit_state_t *u) { return u->whole ? u->numel : u->shard.valid; }
 
 static size_t optim_state_len(const shs_strategy_t *s, const unit_state_t *u) {
     return (size_t)shs_optim_state_per_param(&s->cfg.optim) * optim_len(u);
@@ -528,12 +531,12 @@ shs_status_t shs_strategy_read_state(shs_strategy_t *s, int unit, float *params,
     SHS_CHECK(shs_strategy_read_shard(s, unit, params));
     unit_state_t *u = &s->units[unit];
     int k = shs_strategy_state_per_param(s);
-    size_t len = optim_len(u), S = u->shard.size;
+    size_t S = u->shard.size, stride = optim_stride(u);
     /* whole units keep state for all numel elements: take the shard's range */
     size_t from = u->whole ? u->shard.offset : 0;
     for (int j = 0; j < k; j++) {
         memset(state + (size_t)j * S, 0, S * sizeof(float));
-        SHS_CHECK(shs_memcpy_d2h(s->dev, state + (size_t)j * S, u->optim_state + (size_t)j * len + from,
+        SHS_CHECK(shs_memcpy_d2h(s->dev, state + (size_t)j * S, u->optim_state + (size_t)j * stride + from,
                                  u->shard.valid * sizeof(float)));
     }
     return SHS_OK;
@@ -548,16 +551,13 @@ shs_status_t shs_strategy_load_state(shs_strategy_t *s, int unit, const float *p
         SHS_CHECK(shs_memset(s->dev, u->params, 0, u->shard.size * sizeof(float)));
         SHS_CHECK(shs_memcpy_h2d(s->dev, u->params, params + u->shard.offset, u->shard.valid * sizeof(float)));
     }
-    size_t len = optim_len(u);
+    size_t stride = optim_stride(u);
+    if (k) SHS_CHECK(shs_memset(s->dev, u->optim_state, 0, optim_state_len(s, u) * sizeof(float)));
     for (int j = 0; j < k; j++) {
-        float *dst = u->optim_state + (size_t)j * len;
+        float *dst = u->optim_state + (size_t)j * stride;
         const float *src = state + (size_t)j * u->numel;
-        if (u->whole) {
-            SHS_CHECK(shs_memcpy_h2d(s->dev, dst, src, u->numel * sizeof(float)));
-        } else {
-            SHS_CHECK(shs_memset(s->dev, dst, 0, len * sizeof(float)));
-            SHS_CHECK(shs_memcpy_h2d(s->dev, dst, src + u->shard.offset, u->shard.valid * sizeof(float)));
-        }
+        if (u->whole) SHS_CHECK(shs_memcpy_h2d(s->dev, dst, src, u->numel * sizeof(float)));
+        else SHS_CHECK(shs_memcpy_h2d(s->dev, dst, src + u->shard.offset, u->shard.valid * sizeof(float)));
     }
     return SHS_OK;
 }
