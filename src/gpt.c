@@ -160,7 +160,7 @@ static const shs_model_ops_t gpt_ops;
 static void gpt_destroy(shs_model_t *m);
 
 shs_status_t shs_gpt_create(shs_model_t **out, const shs_layout_t *layout, const shs_gpt_config_t *cfg,
-                            shs_device_t *dev, int B) {
+                            shs_device_t *dev, int B, int checkpoint_activations) {
     *out = NULL;
     SHS_CHECK(shs_gpt_config_validate(cfg));
     if (layout->num_units != cfg->num_layers + 2)

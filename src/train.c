@@ -65,7 +65,8 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
         SHS_CHECK(shs_netdesc_model_create(&rs->model, t->cfg.netdesc, &t->layout, ctx->dev, t->cfg.micro_batch,
                                            t->cfg.model.context));
     else
-        SHS_CHECK(shs_gpt_create(&rs->model, &t->layout, &t->cfg.model, ctx->dev, t->cfg.micro_batch));
+        SHS_CHECK(shs_gpt_create(&rs->model, &t->layout, &t->cfg.model, ctx->dev, t->cfg.micro_batch,
+                                 t->cfg.checkpoint_activations));
     SHS_CHECK(shs_strategy_create(&rs->strategy, &scfg, &t->layout, ctx->dev, ctx->comm));
     SHS_CHECK(shs_device_alloc(ctx->dev, (void **)&rs->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
     return SHS_OK;

@@ -59,7 +59,7 @@ static void fixture_init(fixture_t *f, shs_gpt_config_t cfg, int B) {
     memset(f, 0, sizeof *f);
     assert_int_equal(shs_gpt_layout_create(&f->lo, &cfg), SHS_OK);
     assert_int_equal(shs_device_create_cpu(&f->dev, 0, SIZE_MAX, 1), SHS_OK);
-    assert_int_equal(shs_gpt_create(&f->gpt, &f->lo, &cfg, f->dev, B), SHS_OK);
+    assert_int_equal(shs_gpt_create(&f->gpt, &f->lo, &cfg, f->dev, B, 0), SHS_OK);
     int U = f->lo.num_units;
     f->ps = (plain_source_t){.dev = f->dev, .lo = &f->lo, .params = calloc((size_t)U, sizeof(float *)),
                              .grads = calloc((size_t)U, sizeof(float *)), .ready = calloc((size_t)U, sizeof(int))};

@@ -50,11 +50,15 @@ shs_status_t shs_gpt_layout_create(shs_layout_t *layout, const shs_gpt_config_t 
 
 /* A GPT on `dev` for B sequences per rank, with its activation buffers
  * (category ACTIVATIONS). `layout` must come from shs_gpt_layout_create(cfg)
- * and outlive the model. forward keeps unit 0 acquired for the tied LM head;
+ * and outlive the model. checkpoint_activations != 0: activation
+ * checkpointing per block (torch.utils.checkpoint around each block): the
+ * forward keeps only each block's input, and backward recomputes the
+ * block's forward before its backward; results are bit-identical, activation
+ * memory lower. forward keeps unit 0 acquired for the tied LM head;
  * backward starts with the head, releases it, and calls grads_ready in
  * reverse unit order (unit 0 last, summing both uses of wte).
  * Errors: SHS_OUT_OF_MEMORY (text names the rank), SHS_INVALID_ARG. */
 shs_status_t shs_gpt_create(shs_model_t **out, const shs_layout_t *layout, const shs_gpt_config_t *cfg,
-                            shs_device_t *dev, int B);
+                            shs_device_t *dev, int B, int checkpoint_activations);
 
 #endif
