@@ -1,6 +1,7 @@
 # shardsim - GNU Make build.
 #   make                 build/shardsim and build/libshardsim.a
-#   make deps            install libcmocka-dev and libjansson-dev if missing (apt-get)
+#   make deps            install libcmocka-dev, libjansson-dev, libprotobuf-c-dev and
+#                        protobuf-c-compiler if missing (apt-get)
 #   make bench           benchmarks: ratios measured in one run, not timed tests
 #   make test            build and run every tests/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
@@ -42,11 +43,21 @@ ifeq ($(JANSSON),yes)
   LDLIBS += -ljansson
 endif
 
-CFLAGS += $(BASE_CFLAGS) $(OMP) -DSHS_SHARED_DIR='"$(SHARED)"' -DSHS_BIN_PATH='"$(abspath $(BUILD))/shardsim"'
+# protobuf-c (Chakra ET import/export) is optional: protoc-c and the header found -> built in.
+PROTOC_C   := $(shell command -v protoc-c 2>/dev/null)
+PROTOBUF_C := $(if $(PROTOC_C),$(shell echo '\#include <protobuf-c/protobuf-c.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo yes),)
+GEN_DIR    := $(BUILD)/gen
+ifeq ($(PROTOBUF_C),yes)
+  BASE_CFLAGS += -DSHS_HAVE_PROTOBUF_C -I$(GEN_DIR)
+  LDLIBS += -lprotobuf-c
+  GEN_OBJS := $(BUILD)/obj/gen/et_def.pb-c.o
+endif
+
+CFLAGS += $(BASE_CFLAGS) $(OMP) -DSHS_SOURCE_DIR='"$(CURDIR)"' -DSHS_SHARED_DIR='"$(SHARED)"' -DSHS_BIN_PATH='"$(abspath $(BUILD))/shardsim"'
 LDLIBS += $(OMP)
 
 LIB_SRCS  := $(wildcard src/*.c)
-LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/src/%.o,$(LIB_SRCS))
+LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/src/%.o,$(LIB_SRCS)) $(GEN_OBJS)
 SIM_SRCS  := $(wildcard sim/*.c)
 SIM_OBJS  := $(patsubst sim/%.c,$(BUILD)/obj/sim/%.o,$(SIM_SRCS))
 TEST_SRCS := $(wildcard tests/test_*.c)
@@ -60,11 +71,25 @@ BIN := $(BUILD)/shardsim
 .PHONY: all test bench clean deps
 all: $(BIN) $(LIB)
 	@echo "$(if $(OMP),✓ OpenMP,✗ OpenMP off)$(if $(SAN), (SAN=$(SAN)),)"
-	@echo "$(if $(JANSSON),✓ jansson: bench --format json,✗ jansson not found: bench --format json disabled (make deps installs it))"
+	@echo "$(if $(JANSSON),✓ jansson: bench --format json and JSON trace import,✗ jansson not found: bench --format json and JSON trace import disabled (make deps installs it))"
+	@echo "$(if $(PROTOBUF_C),✓ protobuf-c: Chakra ET import/export,✗ protobuf-c not found: Chakra ET import/export disabled (make deps installs it))"
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# Chakra ET: C generated from proto/et_def.proto at build time.
+$(GEN_DIR)/et_def.pb-c.c $(GEN_DIR)/et_def.pb-c.h: proto/et_def.proto
+	@mkdir -p $(GEN_DIR)
+	$(PROTOC_C) --c_out=$(GEN_DIR) --proto_path=proto proto/et_def.proto
+
+$(BUILD)/obj/gen/et_def.pb-c.o: $(GEN_DIR)/et_def.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -w -c $< -o $@
+
+ifeq ($(PROTOBUF_C),yes)
+$(BUILD)/obj/src/trace_chakra.o $(BUILD)/obj/src/trace_export.o: $(GEN_DIR)/et_def.pb-c.h
+endif
 
 $(LIB): $(LIB_OBJS)
 	@rm -f $@
@@ -91,10 +116,11 @@ bench: $(BIN)
 # Install what the tests need on Debian/Ubuntu (cmocka), if it is missing.
 deps:
 	@missing=""; \
-	for p in cmocka:libcmocka-dev jansson:libjansson-dev; do \
+	for p in cmocka:libcmocka-dev jansson:libjansson-dev protobuf-c/protobuf-c:libprotobuf-c-dev; do \
 	  h=$${p%%:*}; pkg=$${p#*:}; \
 	  if [ -f /usr/include/$$h.h ]; then echo "✓ $$h found"; else echo "✗ $$h not found: installing $$pkg"; missing="$$missing $$pkg"; fi; \
 	done; \
+	if command -v protoc-c >/dev/null 2>&1; then echo "✓ protoc-c found"; else echo "✗ protoc-c not found: installing protobuf-c-compiler"; missing="$$missing protobuf-c-compiler"; fi; \
 	if [ -n "$$missing" ]; then SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
 

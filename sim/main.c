@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  train     train a GPT on simulated GPUs (threads) under a strategy\n"
             "  bench     collective, training-step and matmul benchmarks (ratios)\n"
+            "  replay    check and replay a communication trace (NCCL log, PyTorch ET, Chakra, ...)\n"
             "  help      this text; 'shardsim <command> --help' for a command's options\n"
             "  version   print the version\n");
 }
@@ -27,6 +28,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return sim_cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return sim_cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "replay") == 0) return sim_cmd_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return 0;

@@ -151,6 +151,25 @@ shs_status_t shs_trace_add_comm(shs_trace_t *t, const char *name, int size, cons
     return SHS_OK;
 }
 
+shs_status_t shs_trace_grow_identity_comm(shs_trace_t *t, const char *name, int size, int *id) {
+    int c = shs_trace_find_comm(t, name);
+    if (c < 0) return shs_trace_add_comm(t, name, size, NULL, id);
+    shs_trace_comm_t *cm = &t->comms[c];
+    for (int i = 0; i < cm->size; i++)
+        if (cm->ranks[i] != i) return shs_set_error(SHS_INVALID_ARG, "communicator '%s' is not the identity group", name);
+    if (size > cm->size) {
+        if (size > SHS_TRACE_MAX_WORLD) return shs_set_error(SHS_INVALID_ARG, "communicator '%s': size %d too large", name, size);
+        int *nr = realloc(cm->ranks, (size_t)size * sizeof *nr);
+        if (!nr) return shs_set_error(SHS_HOST_OOM, "cannot grow communicator '%s'", name);
+        for (int i = cm->size; i < size; i++) nr[i] = i;
+        cm->ranks = nr;
+        cm->size = size;
+        SHS_CHECK(shs_trace_ensure_world(t, size));
+    }
+    if (id) *id = c;
+    return SHS_OK;
+}
+
 uint32_t shs_trace_intern(shs_trace_t *t, const char *s) {
     if (t->nstrs > 0 && (!s || !*s)) return 0;
     /* markers are few and repeat: look back over the most recent ones first */

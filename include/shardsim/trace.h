@@ -131,6 +131,12 @@ shs_status_t shs_trace_ensure_world(shs_trace_t *t, int world);
  * Errors: SHS_INVALID_ARG (empty name, size < 1, a rank out of
  * [0, SHS_TRACE_MAX_WORLD), duplicates, disagreeing redeclaration). */
 shs_status_t shs_trace_add_comm(shs_trace_t *t, const char *name, int size, const int *ranks, int *id);
+/* Declare or extend a communicator whose members are the identity 0..size-1
+ * (a default process group whose size a per-rank reader learns file by
+ * file): an existing identity comm of that name grows to `size`.
+ * Errors: as shs_trace_add_comm; SHS_INVALID_ARG if the name is taken by a
+ * non-identity comm. */
+shs_status_t shs_trace_grow_identity_comm(shs_trace_t *t, const char *name, int size, int *id);
 /* Index of the comm named `name`, or -1. */
 int shs_trace_find_comm(const shs_trace_t *t, const char *name);
 /* Local rank of global rank `g` in comm `c`, or -1 when not a member. */

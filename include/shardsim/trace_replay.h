@@ -1,0 +1,44 @@
+/* trace_replay.h - run a trace's per-rank sequences on the thread backend
+ * with real buffers.
+ *
+ * What it is: one thread per rank; one communicator per trace
+ * communicator (comm.h, so every call is also cross-checked by the
+ * backend); each collective the backend has (all_gather, reduce_scatter,
+ * all_reduce, broadcast, reduce, barrier) runs with buffers of the
+ * record's size, capped at max_bytes for the largest buffer of the call
+ * (the element count is scaled down, never to 0). all_to_all(v), gather
+ * and scatter run as a barrier on their communicator (the ordering, not
+ * the data); send/recv and wait are not run (trace_check.h matches
+ * send/recv). Unknown dtypes move bytes (u8). Run only consistent traces
+ * (shs_trace_check): an inconsistent one ends in the backend's mismatch or
+ * timeout error.
+ * What it is not: a timing model of a real network (trace_net.h).
+ */
+#ifndef SHARDSIM_TRACE_REPLAY_H
+#define SHARDSIM_TRACE_REPLAY_H
+
+#include "shardsim/trace.h"
+
+typedef struct {
+    uint64_t max_bytes;    /* cap on one call's largest buffer per rank (bytes); 0: none */
+    uint64_t mem_limit;    /* refuse when all ranks' buffers together exceed this (bytes); 0: 4 GiB */
+    int timeout_ms;        /* collective timeout; <= 0 default */
+} shs_replay_opts_t;
+
+typedef struct {
+    uint64_t calls[SHS_NUM_TRACE_OPS];          /* records replayed, all ranks */
+    uint64_t trace_bytes[SHS_NUM_TRACE_OPS];    /* their sizes in the trace (per-rank scope, summed) */
+    uint64_t moved_bytes[SHS_NUM_TRACE_OPS];    /* per-rank bytes actually passed to the backend, summed */
+    uint64_t sync_only[SHS_NUM_TRACE_OPS];      /* run as a barrier */
+    uint64_t not_run[SHS_NUM_TRACE_OPS];        /* p2p and wait */
+    uint64_t capped;                            /* calls whose size was capped */
+    uint64_t buffer_bytes;                      /* buffers allocated, all ranks */
+    double seconds;                             /* wall time of the replay */
+} shs_replay_stats_t;
+
+/* Replay `t`. Errors: SHS_INVALID_ARG (world beyond 1024 threads, buffers
+ * over mem_limit: the message suggests --max-bytes), SHS_HOST_OOM, and any
+ * collective error (SHS_MISMATCH, SHS_TIMEOUT, ...) with its rank's text. */
+shs_status_t shs_trace_replay(const shs_trace_t *t, const shs_replay_opts_t *opts, shs_replay_stats_t *stats);
+
+#endif

@@ -1,0 +1,180 @@
+/* cmd_replay.c - `shardsim replay PATH`: load a trace (any supported format,
+ * detected from content), check its consistency, and replay it on rank
+ * threads with real buffers.
+ * Exit: 0 consistent and replayed, 1 inconsistent / replay failed /
+ * unreadable or malformed input, 2 usage.
+ * What it is not: the analysis or the importers (src/trace_*.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+#include "shardsim/trace_check.h"
+#include "shardsim/trace_import.h"
+#include "shardsim/trace_replay.h"
+#include "shardsim/units.h"
+
+static void replay_usage(FILE *f) {
+    fprintf(f,
+            "usage: shardsim replay PATH [options]\n"
+            "\n"
+            "Load a communication trace (a file, or a directory of per-rank files), check that\n"
+            "the ranks' sequences agree and would not deadlock, then run it on simulated GPUs.\n"
+            "Formats (detected from content): shardsim, nccl, pytorch-et, chakra, astra, kineto, flight.\n"
+            "\n"
+            "  --format F        read as format F instead of detecting it\n"
+            "  --world N         ranks: expand an ASTRA-sim workload to N ranks (default 8); for\n"
+            "                    other formats, ranks with no file are added (and reported missing)\n"
+            "  --max-bytes SIZE  cap each call's largest buffer per rank, e.g. 1MiB (default: no cap;\n"
+            "                    the replay refuses to allocate more than --mem-limit in all)\n"
+            "  --mem-limit SIZE  total replay buffers allowed (default 4GiB)\n"
+            "  --check-only      analyse, do not replay\n"
+            "  --max-issues K    issues to print (default 20)\n"
+            "  --timeout SEC     collective timeout during the replay (default 10)\n"
+            "  --export-text F   also write the normalized trace in shardsim's text format to F\n"
+            "  -h, --help        this text\n");
+}
+
+static int usage_error(const char *msg, const char *arg) {
+    fprintf(stderr, "shardsim: error: %s%s%s (see 'shardsim replay --help')\n", msg, arg ? " " : "", arg ? arg : "");
+    return SIM_EXIT_USAGE;
+}
+
+static const char *human(char *buf, size_t n, double b) { return shs_format_bytes(buf, n, b); }
+
+int sim_cmd_replay(int argc, char **argv) {
+    const char *path = NULL, *export_text = NULL;
+    shs_trace_load_opts_t lo = {0};
+    shs_replay_opts_t ro = {.timeout_ms = 10000};
+    long max_issues = 20;
+    int check_only = 0;
+    char err[256];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            replay_usage(stdout);
+            return SIM_EXIT_OK;
+        }
+        if (strcmp(a, "--check-only") == 0) { check_only = 1; continue; }
+        if (a[0] != '-') {
+            if (path) return usage_error("more than one PATH:", a);
+            path = a;
+            continue;
+        }
+        if (i + 1 >= argc) return usage_error("missing value for", a);
+        const char *v = argv[++i];
+        long n;
+        size_t sz;
+        if (strcmp(a, "--format") == 0) {
+            if (shs_trace_format_parse(v, &lo.format)) return usage_error("unknown format (shardsim, nccl, pytorch-et, chakra, astra, kineto, flight):", v);
+        } else if (strcmp(a, "--world") == 0) {
+            if (sim_parse_int(v, 1, SHS_TRACE_MAX_WORLD, &n, err, sizeof err)) return usage_error("--world:", err);
+            lo.world = (int)n;
+        } else if (strcmp(a, "--max-bytes") == 0) {
+            if (shs_parse_bytes(v, &sz, err, sizeof err) || sz == 0) return usage_error("--max-bytes:", sz == 0 ? "must be > 0" : err);
+            ro.max_bytes = sz == SIZE_MAX ? 0 : sz;
+        } else if (strcmp(a, "--mem-limit") == 0) {
+            if (shs_parse_bytes(v, &sz, err, sizeof err) || sz == 0) return usage_error("--mem-limit:", err);
+            ro.mem_limit = sz;
+        } else if (strcmp(a, "--max-issues") == 0) {
+            if (sim_parse_int(v, 1, 100000, &max_issues, err, sizeof err)) return usage_error("--max-issues:", err);
+        } else if (strcmp(a, "--timeout") == 0) {
+            if (sim_parse_int(v, 1, 3600, &n, err, sizeof err)) return usage_error("--timeout:", err);
+            ro.timeout_ms = (int)n * 1000;
+        } else if (strcmp(a, "--export-text") == 0) {
+            export_text = v;
+        } else {
+            return usage_error("unknown option", a);
+        }
+    }
+    if (!path) return usage_error("missing PATH", NULL);
+
+    shs_trace_t *t;
+    if (shs_trace_load(&t, path, &lo) != SHS_OK) {
+        fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+        return SIM_EXIT_ERROR;
+    }
+    size_t nrec = shs_trace_num_records(t);
+    printf("shardsim replay: %s\n  format %s, %d ranks, %d communicator%s, %zu records", path, t->format, t->world,
+           t->ncomms, t->ncomms == 1 ? "" : "s", nrec);
+    if (lo.files_read > 1 || lo.files_skipped) printf(" from %d files", lo.files_read);
+    if (lo.files_skipped) printf(" (%d files of no known format skipped)", lo.files_skipped);
+    printf("\n");
+    for (int c = 0; c < t->ncomms; c++) {
+        const shs_trace_comm_t *cm = &t->comms[c];
+        printf("  comm %s: %d ranks [", cm->name, cm->size);
+        for (int k = 0; k < cm->size && k < 16; k++) printf(k ? ",%d" : "%d", cm->ranks[k]);
+        printf("%s]\n", cm->size > 16 ? ",..." : "");
+    }
+    int rc = SIM_EXIT_OK;
+    if (export_text) {
+        FILE *f = fopen(export_text, "w");
+        if (!f || shs_trace_write_text(t, f, -1) != SHS_OK) {
+            fprintf(stderr, "shardsim: error: cannot write %s\n", export_text);
+            rc = SIM_EXIT_ERROR;
+        }
+        if (f) fclose(f);
+    }
+
+    /* per-op summary over all ranks, from the trace */
+    uint64_t calls[SHS_NUM_TRACE_OPS] = {0}, bytes[SHS_NUM_TRACE_OPS] = {0};
+    for (int r = 0; r < t->world; r++)
+        for (size_t i = 0; i < t->ranks[r].n; i++) {
+            const shs_trace_rec_t *x = &t->ranks[r].recs[i];
+            calls[x->op]++;
+            bytes[x->op] += shs_trace_rec_bytes(t, x, SHS_BYTES_PER_RANK);
+        }
+    printf("\n  %-15s %10s %14s   (all ranks; bytes = each rank's part, summed)\n", "op", "calls", "bytes");
+    char hb[32];
+    for (int k = 0; k < SHS_NUM_TRACE_OPS; k++)
+        if (calls[k]) printf("  %-15s %10llu %14s\n", shs_trace_op_name((shs_trace_op_t)k), (unsigned long long)calls[k], human(hb, sizeof hb, (double)bytes[k]));
+
+    shs_trace_report_t rep;
+    if (shs_trace_check(t, &rep, (size_t)max_issues) != SHS_OK) {
+        fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+        shs_trace_free(t);
+        return SIM_EXIT_ERROR;
+    }
+    printf("\nconsistency: ");
+    if (rep.total == 0) {
+        printf("OK: every communicator's calls agree (op, count, dtype, reduce op, root, bytes) at every sequence "
+               "number; %zu collective instances and %zu send/recv pairs complete, no deadlock\n",
+               rep.coll_completed, rep.p2p_matched);
+    } else {
+        printf("%zu issue%s (%d rank%s blocked forever; %zu collective instances and %zu send/recv pairs complete "
+               "before)\n", rep.total, rep.total == 1 ? "" : "s", rep.ranks_blocked, rep.ranks_blocked == 1 ? "" : "s",
+               rep.coll_completed, rep.p2p_matched);
+        static const char *const kind[] = {"mismatch", "missing", "order", "deadlock", "unmatched send"};
+        for (size_t i = 0; i < rep.n; i++) printf("  [%s] %s\n", kind[rep.issues[i].kind], rep.issues[i].text);
+        if (rep.total > rep.n) printf("  ... %zu more (--max-issues)\n", rep.total - rep.n);
+        rc = SIM_EXIT_ERROR;
+    }
+    int consistent = rep.total == 0;
+    shs_trace_report_free(&rep);
+
+    if (consistent && !check_only) {
+        shs_replay_stats_t s;
+        shs_status_t st = shs_trace_replay(t, &ro, &s);
+        if (st != SHS_OK) {
+            fprintf(stderr, "shardsim: error: replay failed: %s\n", shs_last_error());
+            rc = SIM_EXIT_ERROR;
+        } else {
+            char hm[32], hbuf[32];
+            printf("\nreplay on %d threads: %.3f s, buffers %s in all", t->world, s.seconds, human(hbuf, sizeof hbuf, (double)s.buffer_bytes));
+            if (ro.max_bytes) printf(", %llu calls capped at %s", (unsigned long long)s.capped, human(hm, sizeof hm, (double)ro.max_bytes));
+            printf("\n  %-15s %10s %14s %14s  %s\n", "op", "calls", "trace bytes", "moved bytes", "how");
+            for (int k = 0; k < SHS_NUM_TRACE_OPS; k++) {
+                if (!s.calls[k]) continue;
+                const char *how = s.not_run[k] ? (k == SHS_TOP_WAIT ? "local (not run)" : "matched in the analysis, not run")
+                                  : s.sync_only[k] ? "as a barrier (no data)" : "real buffers";
+                printf("  %-15s %10llu %14s %14s  %s\n", shs_trace_op_name((shs_trace_op_t)k),
+                       (unsigned long long)s.calls[k], human(hb, sizeof hb, (double)s.trace_bytes[k]),
+                       human(hm, sizeof hm, (double)s.moved_bytes[k]), how);
+            }
+        }
+    }
+    shs_trace_free(t);
+    return rc;
+}

@@ -1,0 +1,189 @@
+/* trace_replay.c - replay a trace on rank threads with real buffers (see
+ * trace_replay.h). What it is not: the consistency analysis. */
+#include "shardsim/trace_replay.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardsim/clock.h"
+#include "shardsim/world.h"
+
+typedef struct {
+    const shs_trace_t *t;
+    const shs_replay_opts_t *o;
+    shs_comm_id_t **ids;
+    shs_replay_stats_t *per_rank;   /* world entries */
+    shs_status_t *status;
+    char (*errors)[1024];
+    pthread_t *threads;
+} replay_t;
+
+typedef struct {
+    replay_t *rp;
+    int rank;
+} arg_t;
+
+/* The call's element type and per-rank element count (NCCL's count), capped. */
+static void call_shape(const shs_trace_t *t, const shs_trace_rec_t *r, uint64_t cap, shs_dtype_t *dt, size_t *count,
+                       size_t *sendb, size_t *recvb, int *capped) {
+    int n = t->comms[r->comm].size;
+    *dt = r->dtype != SHS_TRACE_NONE ? (shs_dtype_t)r->dtype : SHS_U8;
+    size_t es = shs_dtype_size(*dt);
+    uint64_t per = shs_trace_rec_bytes(t, r, SHS_BYTES_PER_RANK);
+    uint64_t c = r->dtype != SHS_TRACE_NONE && r->count ? r->count : per / es;
+    int gathers = r->op == SHS_TOP_ALL_GATHER || r->op == SHS_TOP_REDUCE_SCATTER;
+    uint64_t biggest = c * es * (gathers ? (uint64_t)n : 1);
+    *capped = 0;
+    if (cap && biggest > cap) {
+        uint64_t cc = cap / (es * (gathers ? (uint64_t)n : 1));
+        c = cc ? cc : 1;
+        *capped = 1;
+    }
+    *count = (size_t)c;
+    size_t part = (size_t)c * es;
+    switch (r->op) {
+    case SHS_TOP_ALL_GATHER: *sendb = part; *recvb = part * (size_t)n; break;
+    case SHS_TOP_REDUCE_SCATTER: *sendb = part * (size_t)n; *recvb = part; break;
+    case SHS_TOP_ALL_REDUCE: case SHS_TOP_BROADCAST: case SHS_TOP_REDUCE: *sendb = *recvb = part; break;
+    default: *sendb = *recvb = 0; *count = 0;
+    }
+}
+
+static void *rank_main(void *p) {
+    arg_t *a = p;
+    replay_t *rp = a->rp;
+    const shs_trace_t *t = rp->t;
+    int g = a->rank;
+    shs_replay_stats_t *s = &rp->per_rank[g];
+    shs_status_t st = SHS_OK;
+    shs_comm_t **h = calloc((size_t)t->ncomms + 1, sizeof *h);
+    const shs_trace_rank_t *rk = &t->ranks[g];
+    size_t maxs = 1, maxr = 1;
+    for (size_t i = 0; i < rk->n; i++) {
+        shs_dtype_t dt;
+        size_t c, sb, rb;
+        int cp;
+        call_shape(t, &rk->recs[i], rp->o->max_bytes, &dt, &c, &sb, &rb, &cp);
+        if (sb > maxs) maxs = sb;
+        if (rb > maxr) maxr = rb;
+    }
+    char *sendbuf = malloc(maxs), *recvbuf = malloc(maxr);
+    if (!h || !sendbuf || !recvbuf) st = shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate replay buffers", g);
+    if (sendbuf) memset(sendbuf, 1, maxs); /* small positive values in every dtype */
+    for (int c = 0; c < t->ncomms && st == SHS_OK; c++) {
+        int local = shs_trace_comm_local(t, c, g);
+        if (local >= 0) st = shs_comm_init_rank(&h[c], rp->ids[c], local);
+    }
+    for (size_t i = 0; i < rk->n && st == SHS_OK; i++) {
+        const shs_trace_rec_t *r = &rk->recs[i];
+        shs_dtype_t dt;
+        size_t c, sb, rb;
+        int cp;
+        call_shape(t, r, rp->o->max_bytes, &dt, &c, &sb, &rb, &cp);
+        shs_comm_t *cm = h[r->comm];
+        shs_redop_t op = r->redop != SHS_TRACE_NONE ? (shs_redop_t)r->redop : SHS_SUM;
+        int root = r->root != SHS_TRACE_NONE ? r->root : 0;
+        s->calls[r->op]++;
+        s->trace_bytes[r->op] += shs_trace_rec_bytes(t, r, SHS_BYTES_PER_RANK);
+        s->capped += (uint64_t)cp;
+        switch (r->op) {
+        case SHS_TOP_ALL_GATHER: st = shs_all_gather(sendbuf, recvbuf, c, dt, cm); break;
+        case SHS_TOP_REDUCE_SCATTER: st = shs_reduce_scatter(sendbuf, recvbuf, c, dt, op, cm); break;
+        case SHS_TOP_ALL_REDUCE: st = shs_all_reduce(sendbuf, recvbuf, c, dt, op, cm); break;
+        case SHS_TOP_BROADCAST: st = shs_broadcast(sendbuf, recvbuf, c, dt, root, cm); break;
+        case SHS_TOP_REDUCE: st = shs_reduce(sendbuf, recvbuf, c, dt, op, root, cm); break;
+        case SHS_TOP_BARRIER: st = shs_barrier(cm); break;
+        case SHS_TOP_SEND: case SHS_TOP_RECV: case SHS_TOP_WAIT: s->not_run[r->op]++; continue;
+        default: s->sync_only[r->op]++; st = shs_barrier(cm); continue;
+        }
+        s->moved_bytes[r->op] += sb < rb ? sb : rb;
+    }
+    s->buffer_bytes = maxs + maxr;
+    rp->status[g] = st;
+    if (st != SHS_OK) {
+        snprintf(rp->errors[g], sizeof rp->errors[g], "%s", shs_last_error());
+        for (int c = 0; c < t->ncomms; c++)
+            if (h && h[c]) shs_comm_abort(h[c], rp->errors[g]);
+    }
+    for (int c = 0; h && c < t->ncomms; c++) shs_comm_destroy(h[c]);
+    free(h);
+    free(sendbuf);
+    free(recvbuf);
+    return NULL;
+}
+
+shs_status_t shs_trace_replay(const shs_trace_t *t, const shs_replay_opts_t *o, shs_replay_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    if (t->world < 1 || t->world > SHS_MAX_WORLD)
+        return shs_set_error(SHS_INVALID_ARG, "replay runs one thread per rank: %d ranks is outside 1..%d", t->world,
+                             SHS_MAX_WORLD);
+    /* buffer budget, before any allocation */
+    uint64_t limit = o->mem_limit ? o->mem_limit : ((uint64_t)4 << 30), need = 0;
+    for (int g = 0; g < t->world; g++) {
+        size_t maxs = 1, maxr = 1;
+        for (size_t i = 0; i < t->ranks[g].n; i++) {
+            shs_dtype_t dt;
+            size_t c, sb, rb;
+            int cp;
+            call_shape(t, &t->ranks[g].recs[i], o->max_bytes, &dt, &c, &sb, &rb, &cp);
+            if (sb > maxs) maxs = sb;
+            if (rb > maxr) maxr = rb;
+        }
+        need += maxs + maxr;
+        if (need > limit)
+            return shs_set_error(SHS_INVALID_ARG, "replay would need more than %llu bytes of buffers (ranks 0..%d "
+                                 "alone need %llu); cap each call with --max-bytes",
+                                 (unsigned long long)limit, g, (unsigned long long)need);
+    }
+    replay_t rp = {.t = t, .o = o};
+    int W = t->world;
+    rp.ids = calloc((size_t)t->ncomms + 1, sizeof *rp.ids);
+    rp.per_rank = calloc((size_t)W, sizeof *rp.per_rank);
+    rp.status = calloc((size_t)W, sizeof *rp.status);
+    rp.errors = calloc((size_t)W, sizeof *rp.errors);
+    rp.threads = calloc((size_t)W, sizeof *rp.threads);
+    arg_t *args = calloc((size_t)W, sizeof *args);
+    shs_status_t st = SHS_OK;
+    if (!rp.ids || !rp.per_rank || !rp.status || !rp.errors || !rp.threads || !args)
+        st = shs_set_error(SHS_HOST_OOM, "cannot allocate the replay");
+    for (int c = 0; c < t->ncomms && st == SHS_OK; c++)
+        st = shs_comm_id_create(&rp.ids[c], t->comms[c].size, o->timeout_ms, t->comms[c].name);
+    double t0 = shs_now_seconds();
+    int started = 0;
+    for (int g = 0; g < W && st == SHS_OK; g++) {
+        args[g] = (arg_t){&rp, g};
+        if (pthread_create(&rp.threads[g], NULL, rank_main, &args[g]) != 0)
+            st = shs_set_error(SHS_SYSTEM, "cannot start replay thread %d", g);
+        else
+            started++;
+    }
+    for (int g = 0; g < started; g++) pthread_join(rp.threads[g], NULL);
+    out->seconds = shs_now_seconds() - t0;
+    if (st == SHS_OK && started < W) st = SHS_SYSTEM;
+    /* report the first non-ABORTED failure (the cause), else the first */
+    int first = -1;
+    for (int g = 0; g < started && st == SHS_OK; g++)
+        if (rp.status[g] != SHS_OK && (first < 0 || (rp.status[first] == SHS_ABORTED && rp.status[g] != SHS_ABORTED))) first = g;
+    if (first >= 0) st = shs_set_error(rp.status[first], "%s", rp.errors[first]);
+    for (int g = 0; g < started; g++) {
+        const shs_replay_stats_t *s = &rp.per_rank[g];
+        for (int k = 0; k < SHS_NUM_TRACE_OPS; k++) {
+            out->calls[k] += s->calls[k];
+            out->trace_bytes[k] += s->trace_bytes[k];
+            out->moved_bytes[k] += s->moved_bytes[k];
+            out->sync_only[k] += s->sync_only[k];
+            out->not_run[k] += s->not_run[k];
+        }
+        out->capped += s->capped;
+        out->buffer_bytes += s->buffer_bytes;
+    }
+    for (int c = 0; rp.ids && c < t->ncomms; c++) shs_comm_id_release(rp.ids[c]);
+    free(rp.ids);
+    free(rp.per_rank);
+    free(rp.status);
+    free(rp.errors);
+    free(rp.threads);
+    free(args);
+    return st;
+}

@@ -1,0 +1,265 @@
+/* test_trace.c - the trace model, shardsim's text format, the recorder hook
+ * and the consistency analysis on hand-written cases whose defects are
+ * known by construction (traces/cases/ and traces built here). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "shardsim/trace.h"
+#include "shardsim/trace_check.h"
+#include "shardsim/trace_import.h"
+#include "shardsim/trace_record.h"
+#include "thread_world.h"
+
+static shs_trace_t *load_case(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/cases/%s", SHS_SOURCE_DIR, name);
+    shs_trace_t *t = NULL;
+    if (shs_trace_load(&t, path, NULL) != SHS_OK) fail_msg("%s", shs_last_error());
+    return t;
+}
+
+static shs_trace_t *from_text(const char *text) {
+    shs_trace_t *t;
+    assert_int_equal(shs_trace_create(&t, 0), SHS_OK);
+    if (shs_trace_read_text(t, text, strlen(text), "mem") != SHS_OK) fail_msg("%s", shs_last_error());
+    return t;
+}
+
+static void test_text_round_trip(void **state) {
+    (void)state;
+    shs_trace_t *t;
+    assert_int_equal(shs_trace_create(&t, 3), SHS_OK);
+    int sub, ranks[2] = {2, 0};
+    assert_int_equal(shs_trace_add_comm(t, "world", 3, NULL, NULL), SHS_OK);
+    assert_int_equal(shs_trace_add_comm(t, "pair", 2, ranks, &sub), SHS_OK);
+    shs_trace_rec_t r = shs_trace_rec_init();
+    r.rank = 2; r.comm = sub; r.seq = 7; r.op = SHS_TOP_BROADCAST; r.count = 3; r.dtype = SHS_BF16; r.root = 1;
+    r.bytes = 6; r.t_start = 1.5e-3; r.t_end = 2.25e-3; r.marker = shs_trace_intern(t, "fwd/block3");
+    assert_int_equal(shs_trace_append(t, &r), SHS_OK);
+    shs_trace_rec_t s = shs_trace_rec_init();
+    s.rank = 0; s.comm = 0; s.op = SHS_TOP_SEND; s.peer = 1; s.tag = 9; s.bytes = 100;
+    assert_int_equal(shs_trace_append(t, &s), SHS_OK);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(shs_trace_write_text(t, f, -1), SHS_OK);
+    fclose(f);
+    shs_trace_t *u = from_text(buf);
+    assert_int_equal(u->world, 3);
+    assert_int_equal(u->ncomms, 2);
+    int p = shs_trace_find_comm(u, "pair");
+    assert_int_equal(u->comms[p].ranks[0], 2);
+    assert_int_equal(u->comms[p].ranks[1], 0);
+    assert_int_equal(u->ranks[2].n, 1);
+    const shs_trace_rec_t *q = &u->ranks[2].recs[0];
+    assert_int_equal(q->seq, 7);
+    assert_int_equal(q->op, SHS_TOP_BROADCAST);
+    assert_int_equal(q->dtype, SHS_BF16);
+    assert_int_equal(q->root, 1);
+    assert_int_equal(q->redop, SHS_TRACE_NONE);
+    assert_int_equal(q->bytes, 6);
+    assert_true(q->t_start > 1.4999e-3 && q->t_start < 1.5001e-3);
+    assert_string_equal(shs_trace_str(u, q->marker), "fwd/block3");
+    const shs_trace_rec_t *w = &u->ranks[0].recs[0];
+    assert_int_equal(w->op, SHS_TOP_SEND);
+    assert_int_equal(w->peer, 1);
+    assert_int_equal(w->tag, 9);
+    assert_true(w->t_start < 0);
+    /* writing the re-read trace gives the same text (diff-friendly, stable) */
+    char *buf2 = NULL;
+    size_t len2 = 0;
+    f = open_memstream(&buf2, &len2);
+    assert_int_equal(shs_trace_write_text(u, f, -1), SHS_OK);
+    fclose(f);
+    assert_string_equal(buf, buf2);
+    free(buf);
+    free(buf2);
+    shs_trace_free(t);
+    shs_trace_free(u);
+}
+
+static void expect_parse_error(const char *text, const char *needle) {
+    shs_trace_t *t;
+    assert_int_equal(shs_trace_create(&t, 0), SHS_OK);
+    assert_int_equal(shs_trace_read_text(t, text, strlen(text), "bad.trace"), SHS_PARSE);
+    if (!strstr(shs_last_error(), needle)) fail_msg("want '%s' in: %s", needle, shs_last_error());
+    shs_trace_free(t);
+}
+
+static void test_text_errors_name_file_and_line(void **state) {
+    (void)state;
+    const char *h = "shardsim-trace 1\nworld 2\ncomm world 2 0,1\n";
+    char b[512];
+    expect_parse_error("nonsense\n", "bad.trace:1:");
+    snprintf(b, sizeof b, "%s0 world 0 all_gather 4 f32 - - - - 16 rank - - -\n0 world 1 frobnicate 4\n", h);
+    expect_parse_error(b, "bad.trace:5:");
+    snprintf(b, sizeof b, "%s0 world 0 all_gather 4 f99 - - - - 16 rank - - -\n", h);
+    expect_parse_error(b, "unknown dtype 'f99'");
+    snprintf(b, sizeof b, "%s5 world 0 all_gather 4 f32 - - - - 16 rank - - -\n", h);
+    expect_parse_error(b, "bad.trace:4: rank '5'");
+    snprintf(b, sizeof b, "%s0 nope 0 all_gather 4 f32 - - - - 16 rank - - -\n", h);
+    expect_parse_error(b, "communicator 'nope' is not declared");
+    expect_parse_error("shardsim-trace 1\ncomm world 2 0,0\n", "listed twice");
+    expect_parse_error("shardsim-trace 1\ncomm world 2 0,99999999\n", "bad.trace:2:");
+    snprintf(b, sizeof b, "%s0 world 0 all_gather 99999999999999999999999 f32 - - - - 16 rank - - -\n", h);
+    expect_parse_error(b, "bad count");
+}
+
+/* ---- recorder ------------------------------------------------------------ */
+
+static shs_trace_recorder_t *g_rec;
+
+static shs_status_t record_fn(tw_rank_t *r) {
+    SHS_CHECK(shs_trace_recorder_attach(g_rec, r->comm, r->rank, NULL));
+    float buf[8 * 4] = {0};
+    shs_comm_set_marker(r->comm, "fwd/block0");
+    SHS_CHECK(shs_all_gather(buf + r->rank * 8, buf, 8, SHS_F32, r->comm));
+    shs_comm_set_marker(r->comm, "bwd/block0");
+    SHS_CHECK(shs_reduce_scatter(buf, buf + r->rank * 8, 8, SHS_F32, SHS_AVG, r->comm));
+    shs_comm_set_marker(r->comm, "optim");
+    SHS_CHECK(shs_all_reduce(buf, buf, 3, SHS_BF16, SHS_SUM, r->comm));
+    return SHS_OK;
+}
+
+static void test_recorder_records_every_call(void **state) {
+    (void)state;
+    assert_int_equal(shs_trace_recorder_create(&g_rec, 4), SHS_OK);
+    tw_rank_t *ranks = tw_run(4, 10000, record_fn, NULL);
+    tw_assert_all(ranks, 4, SHS_OK);
+    free(ranks);
+    shs_trace_t *t;
+    assert_int_equal(shs_trace_recorder_finish(g_rec, &t), SHS_OK);
+    shs_trace_recorder_free(g_rec);
+    assert_int_equal(t->world, 4);
+    assert_int_equal(t->ncomms, 1);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(t->ranks[r].n, 3);
+        const shs_trace_rec_t *x = t->ranks[r].recs;
+        assert_int_equal(x[0].op, SHS_TOP_ALL_GATHER);
+        assert_int_equal(x[0].count, 8);
+        assert_int_equal(x[0].bytes, 32);
+        assert_int_equal(shs_trace_rec_bytes(t, &x[0], SHS_BYTES_TOTAL), 128);
+        assert_int_equal(x[1].op, SHS_TOP_REDUCE_SCATTER);
+        assert_int_equal(x[1].redop, SHS_AVG);
+        assert_int_equal(x[2].op, SHS_TOP_ALL_REDUCE);
+        assert_int_equal(x[2].dtype, SHS_BF16);
+        assert_int_equal(x[2].bytes, 6);
+        for (int k = 0; k < 3; k++) {
+            assert_int_equal(x[k].seq, k);
+            assert_true(x[k].t_start >= 0 && x[k].t_end >= x[k].t_start);
+        }
+        assert_string_equal(shs_trace_str(t, x[0].marker), "fwd/block0");
+        assert_string_equal(shs_trace_str(t, x[1].marker), "bwd/block0");
+        assert_string_equal(shs_trace_str(t, x[2].marker), "optim");
+    }
+    shs_trace_report_t rep;
+    assert_int_equal(shs_trace_check(t, &rep, 8), SHS_OK);
+    assert_int_equal(rep.total, 0);
+    assert_int_equal(rep.coll_completed, 3);
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+/* ---- analysis on hand-written defects ---------------------------------- */
+
+static shs_trace_report_t check(shs_trace_t *t) {
+    shs_trace_report_t rep;
+    assert_int_equal(shs_trace_check(t, &rep, 32), SHS_OK);
+    return rep;
+}
+
+static void test_skipped_op_is_missing_at_its_seq(void **state) {
+    (void)state;
+    shs_trace_t *t = load_case("skip-op.trace");
+    shs_trace_report_t rep = check(t);
+    assert_true(rep.total >= 1);
+    assert_int_equal(rep.issues[0].kind, SHS_ISSUE_MISSING);
+    assert_int_equal(rep.issues[0].seq, 1);
+    assert_int_equal(rep.issues[0].rank, 2);
+    assert_int_equal(rep.issues[0].other, 0);
+    /* ranks 0, 1, 3 wait at seq 1 for rank 2, which waits at seq 2: all four blocked */
+    assert_int_equal(rep.ranks_blocked, 4);
+    assert_int_equal(rep.coll_completed, 1);
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+static void test_count_mismatch_names_ranks_and_seq(void **state) {
+    (void)state;
+    shs_trace_t *t = load_case("count-mismatch.trace");
+    shs_trace_report_t rep = check(t);
+    assert_int_equal(rep.total, 1);
+    assert_int_equal(rep.issues[0].kind, SHS_ISSUE_MISMATCH);
+    assert_int_equal(rep.issues[0].seq, 1);
+    assert_int_equal(rep.issues[0].rank, 3);
+    assert_int_equal(rep.issues[0].other, 0);
+    assert_non_null(strstr(rep.issues[0].text, "count differs"));
+    assert_non_null(strstr(rep.issues[0].text, "count=2048"));
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+static void test_dtype_mismatch_names_ranks_and_seq(void **state) {
+    (void)state;
+    shs_trace_t *t = load_case("dtype-mismatch.trace");
+    shs_trace_report_t rep = check(t);
+    assert_int_equal(rep.total, 1);
+    assert_int_equal(rep.issues[0].kind, SHS_ISSUE_MISMATCH);
+    assert_int_equal(rep.issues[0].seq, 2);
+    assert_int_equal(rep.issues[0].rank, 1);
+    assert_non_null(strstr(rep.issues[0].text, "dtype differs"));
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+static void test_unmatched_p2p(void **state) {
+    (void)state;
+    shs_trace_t *t = load_case("p2p-unmatched.trace");
+    shs_trace_report_t rep = check(t);
+    assert_int_equal(rep.total, 2);
+    assert_int_equal(rep.ranks_blocked, 1);
+    int dead = 0, unsent = 0;
+    for (size_t i = 0; i < rep.n; i++) {
+        if (rep.issues[i].kind == SHS_ISSUE_DEADLOCK && rep.issues[i].rank == 1 && rep.issues[i].other == 0) dead++;
+        if (rep.issues[i].kind == SHS_ISSUE_UNMATCHED_SEND && rep.issues[i].rank == 0 && rep.issues[i].other == 1) unsent++;
+    }
+    assert_int_equal(dead, 1);
+    assert_int_equal(unsent, 1);
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+/* A cross-communicator cycle: rank 0 calls A then B, rank 1 calls B then A;
+ * each sequence alone is consistent, the execution deadlocks. */
+static void test_cross_comm_order_deadlock(void **state) {
+    (void)state;
+    shs_trace_t *t = from_text("shardsim-trace 1\nworld 2\ncomm A 2 0,1\ncomm B 2 0,1\n"
+                               "0 A 0 barrier 0 - - - - - 0 rank - - -\n0 B 0 barrier 0 - - - - - 0 rank - - -\n"
+                               "1 B 0 barrier 0 - - - - - 0 rank - - -\n1 A 0 barrier 0 - - - - - 0 rank - - -\n");
+    shs_trace_report_t rep = check(t);
+    assert_int_equal(rep.ranks_blocked, 2);
+    assert_int_equal(rep.coll_completed, 0);
+    for (size_t i = 0; i < rep.n; i++) assert_int_equal(rep.issues[i].kind, SHS_ISSUE_DEADLOCK);
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_text_round_trip),
+        cmocka_unit_test(test_text_errors_name_file_and_line),
+        cmocka_unit_test(test_recorder_records_every_call),
+        cmocka_unit_test(test_skipped_op_is_missing_at_its_seq),
+        cmocka_unit_test(test_count_mismatch_names_ranks_and_seq),
+        cmocka_unit_test(test_dtype_mismatch_names_ranks_and_seq),
+        cmocka_unit_test(test_unmatched_p2p),
+        cmocka_unit_test(test_cross_comm_order_deadlock),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

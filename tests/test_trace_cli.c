@@ -1,0 +1,79 @@
+/* test_trace_cli.c - `shardsim replay` as a user runs it: consistent traces
+ * replay and exit 0 with per-op counts; inconsistent ones exit 1 naming the
+ * ranks and sequence number; malformed files exit 1 with one error line
+ * naming the file. Every run has a wall-clock limit: a hang fails. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+static test_proc_t proc;
+
+static const test_proc_t *replay(const char *path, const char *a1, const char *a2) {
+    char *argv[] = {(char *)SHS_BIN_PATH, "replay", (char *)path, (char *)a1, (char *)a2, NULL};
+    if (!a1) argv[3] = NULL;
+    else if (!a2) argv[4] = NULL;
+    test_run_process(argv, 60.0, &proc);
+    assert_false(proc.timed_out);
+    return &proc;
+}
+
+static void expect(const test_proc_t *p, int code, const char *needle_out, const char *needle_err) {
+    if (p->exit_code != code || (needle_out && !strstr(p->out, needle_out)) || (needle_err && !strstr(p->err, needle_err)))
+        fail_msg("want exit %d, '%s' in stdout, '%s' in stderr; got exit %d\nstdout:\n%s\nstderr:\n%s", code,
+                 needle_out ? needle_out : "", needle_err ? needle_err : "", p->exit_code, p->out, p->err);
+}
+
+static void test_replay_nccl_log(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/nccl-log/fsdp-4rank-bf16.log", test_shared_dir());
+    const test_proc_t *p = replay(path, "--max-bytes", "256KiB");
+    expect(p, 0, "consistency: OK", NULL);
+    assert_non_null(strstr(p->out, "format nccl, 4 ranks"));
+    assert_non_null(strstr(p->out, "replay on 4 threads"));
+    /* 4 ranks x 12 all-gathers */
+    assert_non_null(strstr(p->out, "all_gather              48"));
+}
+
+static void test_replay_reports_mismatch(void **state) {
+    (void)state;
+    const test_proc_t *p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", NULL, NULL);
+    expect(p, 1, "comm world seq 1: rank 2 never issues all_reduce", NULL);
+    assert_null(strstr(p->out, "replay on"));
+    p = replay(SHS_SOURCE_DIR "/traces/cases/count-mismatch.trace", "--check-only", NULL);
+    expect(p, 1, "count differs: rank 0", NULL);
+}
+
+static void test_replay_bad_input(void **state) {
+    (void)state;
+    char path[] = "/tmp/shardsim-replay-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *txt = "shardsim-trace 1\nworld 2\ncomm world 2 0,1\n0 world 0 all_gather -3 f32 - - - - 4 rank - - -\n";
+    assert_int_equal(write(fd, txt, strlen(txt)), (ssize_t)strlen(txt));
+    close(fd);
+    const test_proc_t *p = replay(path, NULL, NULL);
+    expect(p, 1, NULL, ":4: bad count");
+    assert_non_null(strstr(p->err, path));
+    unlink(path);
+    p = replay("/nonexistent/trace", NULL, NULL);
+    expect(p, 1, NULL, "no such file");
+    p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--format", "bogus");
+    expect(p, 2, NULL, "unknown format");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_nccl_log),
+        cmocka_unit_test(test_replay_reports_mismatch),
+        cmocka_unit_test(test_replay_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,317 @@
+/* test_trace_import.c - every importer on the real files of
+ * ../shared/traces/ (expected values from their README and from counting
+ * lines/nodes by hand: grep, awk), the hand-written Kineto and Flight
+ * Recorder cases in traces/cases/, and malformed inputs, which must fail
+ * with SHS_PARSE naming the file and the line or record. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "shardsim/trace_check.h"
+#include "shardsim/trace_import.h"
+
+static char tmpdir[256];
+
+static shs_trace_t *load(const char *rel, shs_trace_format_t fmt, int world) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/%s", test_shared_dir(), rel);
+    shs_trace_load_opts_t o = {.format = fmt, .world = world};
+    shs_trace_t *t = NULL;
+    if (shs_trace_load(&t, path, &o) != SHS_OK) fail_msg("%s", shs_last_error());
+    return t;
+}
+
+static shs_trace_t *load_case(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/cases/%s", SHS_SOURCE_DIR, name);
+    shs_trace_t *t = NULL;
+    if (shs_trace_load(&t, path, NULL) != SHS_OK) fail_msg("%s", shs_last_error());
+    return t;
+}
+
+static size_t issues(const shs_trace_t *t, shs_trace_report_t *keep) {
+    shs_trace_report_t rep;
+    assert_int_equal(shs_trace_check(t, &rep, 16), SHS_OK);
+    size_t n = rep.total;
+    for (size_t i = 0; i < rep.n && n; i++) fprintf(stderr, "  issue: %s\n", rep.issues[i].text);
+    if (keep) *keep = rep;
+    else shs_trace_report_free(&rep);
+    return n;
+}
+
+static int count_op(const shs_trace_t *t, int rank, shs_trace_op_t op) {
+    int n = 0;
+    for (size_t i = 0; i < t->ranks[rank].n; i++) n += t->ranks[rank].recs[i].op == op;
+    return n;
+}
+
+/* fsdp-4rank-bf16.log: 4 ranks, each 12 AllGather (bf16), 6 ReduceScatter
+ * (f32), 2 AllReduce (grep -c per [rank]); opCount 0..0x13. */
+static void test_nccl_log(void **state) {
+    (void)state;
+    shs_trace_t *t = load("nccl-log/fsdp-4rank-bf16.log", SHS_TFMT_UNKNOWN, 0);
+    assert_string_equal(t->format, "nccl");
+    assert_int_equal(t->world, 4);
+    assert_int_equal(t->ncomms, 1);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(t->ranks[r].n, 20);
+        assert_int_equal(count_op(t, r, SHS_TOP_ALL_GATHER), 12);
+        assert_int_equal(count_op(t, r, SHS_TOP_REDUCE_SCATTER), 6);
+        assert_int_equal(count_op(t, r, SHS_TOP_ALL_REDUCE), 2);
+        /* hexadecimal opCount: record 16 is opCount 10 (= 16), the last 13 (= 19) */
+        assert_int_equal(t->ranks[r].recs[16].seq, 16);
+        assert_int_equal(t->ranks[r].recs[19].seq, 19);
+    }
+    /* rank 0's first line: AllGather count 294912 datatype 9 (bf16): per rank */
+    const shs_trace_rec_t *x = &t->ranks[0].recs[0];
+    assert_int_equal(x->dtype, SHS_BF16);
+    assert_int_equal(x->count, 294912);
+    assert_int_equal(x->bytes, 294912 * 2);
+    assert_int_equal(x->scope, SHS_BYTES_PER_RANK);
+    assert_int_equal(shs_trace_rec_bytes(t, x, SHS_BYTES_TOTAL), 4 * 294912 * 2);
+    /* rank 0's opCount 4: ReduceScatter count 147456 datatype 7 op 0 */
+    assert_int_equal(t->ranks[0].recs[4].op, SHS_TOP_REDUCE_SCATTER);
+    assert_int_equal(t->ranks[0].recs[4].dtype, SHS_F32);
+    assert_int_equal(t->ranks[0].recs[4].redop, SHS_SUM);
+    assert_int_equal(issues(t, NULL), 0);
+    shs_trace_free(t);
+}
+
+/* DLRM: 8 ranks x 13 record_param_comms (3 allreduce, 4 all_to_allv, 1
+ * all_to_all, 5 wait), consistent (README). */
+static void test_pytorch_et_dlrm(void **state) {
+    (void)state;
+    shs_trace_t *t = load("pytorch-et/dlrm-8rank", SHS_TFMT_UNKNOWN, 0);
+    assert_string_equal(t->format, "pytorch-et");
+    assert_int_equal(t->world, 8);
+    for (int r = 0; r < 8; r++) {
+        assert_int_equal(t->ranks[r].n, 13);
+        assert_int_equal(count_op(t, r, SHS_TOP_ALL_REDUCE), 3);
+        assert_int_equal(count_op(t, r, SHS_TOP_ALL_TO_ALLV), 4);
+        assert_int_equal(count_op(t, r, SHS_TOP_ALL_TO_ALL), 1);
+        assert_int_equal(count_op(t, r, SHS_TOP_WAIT), 5);
+    }
+    /* the first allreduce is 394241 floats (tensor descriptor numel 394241, itemsize 4) */
+    int found = 0;
+    for (size_t i = 0; i < t->ranks[0].n && !found; i++) {
+        const shs_trace_rec_t *x = &t->ranks[0].recs[i];
+        if (x->op != SHS_TOP_ALL_REDUCE) continue;
+        assert_int_equal(x->count, 394241);
+        assert_int_equal(x->dtype, SHS_F32);
+        assert_int_equal(x->bytes, 394241 * 4);
+        found = 1;
+    }
+    assert_true(found);
+    assert_int_equal(issues(t, NULL), 0);
+    shs_trace_free(t);
+}
+
+/* ET 1.0.2: one rank of a 2-rank group, 10 all_gather + 10 wait; rank 1 has
+ * no file, so it is reported missing at seq 0. */
+static void test_pytorch_et_102_single_rank(void **state) {
+    (void)state;
+    shs_trace_t *t = load("pytorch-et/chakra-1.0.2/1.0.2-chakra.0.0.4.json", SHS_TFMT_UNKNOWN, 0);
+    assert_int_equal(t->world, 2);
+    assert_int_equal(t->comms[0].size, 2);
+    assert_int_equal(count_op(t, 0, SHS_TOP_ALL_GATHER), 10);
+    assert_int_equal(count_op(t, 0, SHS_TOP_WAIT), 10);
+    assert_int_equal(t->ranks[1].n, 0);
+    shs_trace_report_t rep;
+    assert_true(issues(t, &rep) > 0);
+    assert_int_equal(rep.issues[0].kind, SHS_ISSUE_MISSING);
+    assert_int_equal(rep.issues[0].rank, 1);
+    assert_int_equal(rep.issues[0].seq, 0);
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+/* Chakra microbenchmarks: one 1 MiB collective per rank (comm_size 1048576). */
+static void test_chakra_microbench(void **state) {
+    (void)state;
+    static const struct { const char *dir; int n; shs_trace_op_t op; } cases[] = {
+        {"all_reduce_4npus_1MB", 4, SHS_TOP_ALL_REDUCE}, {"all_reduce_8npus_1MB", 8, SHS_TOP_ALL_REDUCE},
+        {"all_gather_4npus_1MB", 4, SHS_TOP_ALL_GATHER}, {"all_gather_8npus_1MB", 8, SHS_TOP_ALL_GATHER},
+        {"reduce_scatter_4npus_1MB", 4, SHS_TOP_REDUCE_SCATTER}, {"reduce_scatter_8npus_1MB", 8, SHS_TOP_REDUCE_SCATTER},
+        {"all_to_all_4npus_1MB", 4, SHS_TOP_ALL_TO_ALL}, {"all_to_all_8npus_1MB", 8, SHS_TOP_ALL_TO_ALL}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "chakra-et/microbench/%s", cases[k].dir);
+        shs_trace_t *t = load(rel, SHS_TFMT_UNKNOWN, 0);
+        assert_string_equal(t->format, "chakra");
+        assert_int_equal(t->world, cases[k].n);
+        for (int r = 0; r < cases[k].n; r++) {
+            assert_int_equal(t->ranks[r].n, 1);
+            assert_int_equal(t->ranks[r].recs[0].op, cases[k].op);
+            assert_int_equal(t->ranks[r].recs[0].bytes, 1048576);
+        }
+        assert_int_equal(issues(t, NULL), 0);
+        shs_trace_free(t);
+    }
+}
+
+/* Ring all-reduce from send/recv: 14 sends + 14 recvs per rank (7 compute
+ * nodes skipped); every pair matches: 8 x 14 = 112. The .xml is skipped. */
+static void test_chakra_ring_p2p(void **state) {
+    (void)state;
+    shs_trace_t *t = load("chakra-et/custom_ring_allreduce_8npus_1MB", SHS_TFMT_UNKNOWN, 0);
+    assert_int_equal(t->world, 8);
+    for (int r = 0; r < 8; r++) {
+        assert_int_equal(count_op(t, r, SHS_TOP_SEND), 14);
+        assert_int_equal(count_op(t, r, SHS_TOP_RECV), 14);
+        assert_int_equal(t->ranks[r].recs[0].peer, (r + 1) % 8);
+        assert_int_equal(t->ranks[r].recs[0].bytes, 131072);
+    }
+    shs_trace_report_t rep;
+    assert_int_equal(issues(t, &rep), 0);
+    assert_int_equal(rep.p2p_matched, 112);
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+/* ASTRA-sim text: microAllReduce is one 1 MiB all-reduce (wg) per rank;
+ * ResNet-50 has 54 layers, each with a weight-gradient ALLREDUCE and no
+ * other comm (awk count 54). */
+static void test_astra_text(void **state) {
+    (void)state;
+    shs_trace_t *t = load("astra-sim/text-workloads/microAllReduce.txt", SHS_TFMT_UNKNOWN, 4);
+    assert_string_equal(t->format, "astra");
+    assert_int_equal(t->world, 4);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(t->ranks[r].n, 1);
+        assert_int_equal(t->ranks[r].recs[0].op, SHS_TOP_ALL_REDUCE);
+        assert_int_equal(t->ranks[r].recs[0].bytes, 1048576);
+    }
+    assert_int_equal(issues(t, NULL), 0);
+    shs_trace_free(t);
+    t = load("astra-sim/text-workloads/Resnet50_DataParallel.txt", SHS_TFMT_UNKNOWN, 2);
+    assert_int_equal(t->ranks[1].n, 54);
+    /* backward runs the layers in reverse: the first record is the last layer's */
+    assert_int_equal(t->ranks[0].recs[53].bytes, 37632); /* conv1's weight gradient, last */
+    assert_int_equal(issues(t, NULL), 0);
+    shs_trace_free(t);
+}
+
+static void test_kineto_and_flight_cases(void **state) {
+    (void)state;
+    shs_trace_t *t = load_case("kineto-2rank");
+    assert_string_equal(t->format, "kineto");
+    assert_int_equal(t->world, 2);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(t->ranks[r].n, 3); /* the ncclDevKernel event is not counted twice */
+        assert_int_equal(t->ranks[r].recs[0].op, SHS_TOP_ALL_GATHER);
+        assert_int_equal(t->ranks[r].recs[0].bytes, 4096 * 2);
+        assert_int_equal(t->ranks[r].recs[1].op, SHS_TOP_REDUCE_SCATTER);
+        assert_int_equal(t->ranks[r].recs[1].count, 4096);
+    }
+    assert_int_equal(issues(t, NULL), 0);
+    shs_trace_free(t);
+    t = load_case("kineto-old-2rank");
+    assert_int_equal(t->ranks[0].n, 2);
+    assert_int_equal(t->ranks[0].recs[0].count, 1024 * 256);
+    assert_int_equal(t->ranks[0].recs[1].op, SHS_TOP_BROADCAST);
+    assert_int_equal(t->ranks[0].recs[1].dtype, SHS_F16);
+    shs_trace_free(t);
+    /* rank 1 never issues collective_seq_id 3 (rank 0's entry is 'started') */
+    t = load_case("flight-2rank-hang");
+    shs_trace_report_t rep;
+    assert_true(issues(t, &rep) > 0);
+    assert_int_equal(rep.issues[0].kind, SHS_ISSUE_MISSING);
+    assert_int_equal(rep.issues[0].seq, 3);
+    assert_int_equal(rep.issues[0].rank, 1);
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+/* ---- malformed input ----------------------------------------------------- */
+
+static char *write_tmp(const char *name, const void *data, size_t n) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(data, 1, n, f);
+    fclose(f);
+    return path;
+}
+
+static void expect_load_error(const char *path, shs_trace_format_t fmt, const char *needle) {
+    shs_trace_load_opts_t o = {.format = fmt};
+    shs_trace_t *t = NULL;
+    shs_status_t st = shs_trace_load(&t, path, &o);
+    assert_null(t);
+    assert_int_not_equal(st, SHS_OK);
+    if (!strstr(shs_last_error(), needle) || !strstr(shs_last_error(), path))
+        fail_msg("want '%s' and the path in: %s", needle, shs_last_error());
+}
+
+static void test_malformed_inputs(void **state) {
+    (void)state;
+    char src[1024];
+    snprintf(src, sizeof src, "%s/traces/chakra-et/custom_ring_allreduce_8npus_1MB/custom_allreduce.0.et", test_shared_dir());
+    FILE *f = fopen(src, "rb");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n > 200);
+    expect_load_error(write_tmp("trunc.0.et", buf, n - 7), SHS_TFMT_CHAKRA, "truncated");
+    /* a length prefix pointing at garbage: protobuf-c refuses the message */
+    char bad[] = {0x05, 0x0a, 0x01, 'x', 0x12, 0x00, 0x03, (char)0xff, (char)0xff, (char)0xff};
+    expect_load_error(write_tmp("garbage.0.et", bad, sizeof bad), SHS_TFMT_CHAKRA, "record 1");
+    const char *js = "{\"schema\": \"1.0.1\", \"nodes\": [ {\"name\": \"record_param_comms\", \"id\": 3,";
+    expect_load_error(write_tmp("trunc.json", js, strlen(js)), SHS_TFMT_UNKNOWN, "malformed JSON");
+    const char *neg = "{\"schema\": \"1.0.2\", \"nodes\": [{\"name\": \"record_param_comms\", \"id\": 3, \"inputs\": "
+                      "{\"values\": [], \"types\": []}, \"attrs\": [{\"name\": \"collective_name\", \"value\": \"allreduce\"},"
+                      "{\"name\": \"in_msg_nelems\", \"value\": -5}]}]}";
+    expect_load_error(write_tmp("neg.json", neg, strlen(neg)), SHS_TFMT_UNKNOWN, "node 3");
+    const char *nccl = "h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 comm 0x5 [nranks=2] stream 0x6\n"
+                       "h:1:1 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 4 datatype 42 op 0 root 0 comm 0x5 [nranks=2] stream 0x6\n";
+    expect_load_error(write_tmp("bad.log", nccl, strlen(nccl)), SHS_TFMT_UNKNOWN, ":2: unknown datatype id");
+    const char *huge = "h:1:1 [0] NCCL INFO AllGather: opCount 0 sendbuff 0x1 recvbuff 0x2 count 999999999999999999 datatype 7 op 0 root 0 comm 0x5 [nranks=2] stream 0x6\n";
+    expect_load_error(write_tmp("huge.log", huge, strlen(huge)), SHS_TFMT_UNKNOWN, "absurd size");
+    const char *astra = "DATA\n3\nconv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1048576 5\n";
+    expect_load_error(write_tmp("trunc.txt", astra, strlen(astra)), SHS_TFMT_UNKNOWN, "truncated: 1 of 3");
+    const char *kin = "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"record_param_comms\", \"ts\": 1, \"args\": "
+                      "{\"Collective name\": \"frobnicate\"}}]}";
+    expect_load_error(write_tmp("k.json", kin, strlen(kin)), SHS_TFMT_UNKNOWN, "traceEvents[0]: unknown collective");
+    const char *fr = "{\"pg_config\": {\"0\": {\"name\": \"0\", \"ranks\": \"[0, 70000]\"}}, \"entries\": "
+                     "[{\"profiling_name\": \"nccl:all_reduce\", \"process_group\": [\"0\", \"x\"], \"collective_seq_id\": 1}]}";
+    expect_load_error(write_tmp("fr.json", fr, strlen(fr)), SHS_TFMT_UNKNOWN, "entries[0]");
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/shardsim-trace-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+#if !defined(SHS_HAVE_JANSSON) || !defined(SHS_HAVE_PROTOBUF_C)
+    printf("test_trace_import: SKIPPED: built without jansson or protobuf-c (make deps)\n");
+    return 0;
+#endif
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nccl_log),
+        cmocka_unit_test(test_pytorch_et_dlrm),
+        cmocka_unit_test(test_pytorch_et_102_single_rank),
+        cmocka_unit_test(test_chakra_microbench),
+        cmocka_unit_test(test_chakra_ring_p2p),
+        cmocka_unit_test(test_astra_text),
+        cmocka_unit_test(test_kineto_and_flight_cases),
+        cmocka_unit_test(test_malformed_inputs),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
