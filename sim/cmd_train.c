@@ -22,6 +22,8 @@
 #include "shardsim/units.h"
 #include "shardsim/world.h"
 #include "shardsim/clock.h"
+#include "shardsim/checkpoint.h"
+#include "shardsim/safetensors.h"
 
 typedef struct {
     shs_train_config_t cfg;
@@ -31,6 +33,8 @@ typedef struct {
     int check_ddp;
     long inject_bitflip;   /* step after which to flip a parameter bit (0: never) */
     int device_mem_given;
+    const char *save_dir, *resume_dir, *export_path; /* checkpoint.h, safetensors.h */
+    long save_every;       /* also save after every this many steps (0: only at the end) */
 } train_opts_t;
 
 static void train_usage(FILE *f) {
@@ -84,6 +88,11 @@ static void train_usage(FILE *f) {
             "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
             "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
             "                         --check reports; needs --check ddp\n"
+            "  --save DIR             save a sharded checkpoint into DIR at the end (crash-safe)\n"
+            "  --save-every N         also save after every N steps (needs --save)\n"
+            "  --resume DIR           continue from the checkpoint in DIR, at any --world,\n"
+            "                         --strategy and --shard-align (model and optimizer must match)\n"
+            "  --export-safetensors FILE  write the final full weights as safetensors\n"
             "  -h, --help             this text\n",
             SHS_MAX_WORLD, d.world_size, shs_strategy_name(d.strategy), d.model.num_layers, d.model.num_heads,
             d.model.channels, d.model.context, d.micro_batch, (unsigned long long)d.seed,
@@ -106,6 +115,7 @@ typedef enum {
     O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN,
     O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_REDUCE_ORDER,
     O_MODEL_FILE,
+    O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_NUM_OPTIONS
 } opt_id_t;
 
@@ -139,6 +149,10 @@ static const struct {
     [O_OPTIMIZER] = {"--optimizer", T_STR, 0, 0, 0},
     [O_DATA] = {"--data", T_STR, 0, 0, 0},
     [O_CHECK] = {"--check", T_STR, 0, 0, 0},
+    [O_SAVE] = {"--save", T_STR, 0, 0, 0},
+    [O_SAVE_EVERY] = {"--save-every", T_INT, 1, 100000000, 0},
+    [O_RESUME] = {"--resume", T_STR, 0, 0, 0},
+    [O_EXPORT_SAFETENSORS] = {"--export-safetensors", T_STR, 0, 0, 0},
     [O_REDUCE_ORDER] = {"--reduce-order", T_STR, 0, 0, 0},
     [O_GRAD_ACCUM] = {"--grad-accum", T_INT, 1, 65536, 0},
     [O_CLIP_GRAD_NORM] = {"--clip-grad-norm", T_F32, 0, 1e30, 0},
@@ -283,6 +297,11 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2 or zero3", p.str[O_STRATEGY], "");
     o->data_path = p.str[O_DATA];
     o->model_file = p.str[O_MODEL_FILE];
+    o->save_dir = p.str[O_SAVE];
+    o->resume_dir = p.str[O_RESUME];
+    o->export_path = p.str[O_EXPORT_SAFETENSORS];
+    if (p.given[O_SAVE_EVERY]) o->save_every = (long)p.num[O_SAVE_EVERY];
+    if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
     static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS};
     for (int k = 0; k < 3 && o->model_file; k++)
         if (p.given[gpt_only[k]]) return usage_error("%s does not apply with --model-file%s", options[gpt_only[k]].name, "");
@@ -444,10 +463,18 @@ int sim_cmd_train(int argc, char **argv) {
            corpus.source, shs_format_bytes(b1, sizeof b1, (double)corpus.len), cfg->micro_batch, cfg->model.context,
            optim_desc, (unsigned long long)cfg->seed,
            cfg->device_mem == SIZE_MAX ? "unlimited" : shs_format_bytes(b2, sizeof b2, (double)cfg->device_mem));
+    if (o.resume_dir) {
+        if (shs_checkpoint_resume(main_run, o.resume_dir) != SHS_OK) {
+            report_error("--resume");
+            goto done;
+        }
+        printf("  resumed from %s after step %ld\n", o.resume_dir, shs_trainer_steps_done(main_run));
+    }
     if (o.check_ddp) {
         shs_train_config_t rc_cfg = *cfg;
         rc_cfg.strategy = SHS_DDP;
-        if (shs_trainer_create(&ref_run, &rc_cfg, &corpus) != SHS_OK) {
+        if (shs_trainer_create(&ref_run, &rc_cfg, &corpus) != SHS_OK ||
+            (o.resume_dir && shs_checkpoint_resume(ref_run, o.resume_dir) != SHS_OK)) {
             report_error("reference DDP run");
             goto done;
         }
@@ -583,9 +610,28 @@ int sim_cmd_train(int argc, char **argv) {
         }
         printf(" | eta %.0f s\n", (shs_now_seconds() - run_start) / (double)(step + 1) * (double)(o.steps - step - 1));
         fflush(stdout);
+        if (o.save_every && shs_trainer_steps_done(main_run) % o.save_every == 0 && step + 1 < o.steps &&
+            shs_checkpoint_save(main_run, o.save_dir) != SHS_OK) {
+            report_error("--save-every");
+            goto done;
+        }
     }
     if (o.steps > 0)
         printf("mean step time %.1f ms\n", total_time / (double)o.steps * 1e3);
+    if (o.save_dir) {
+        if (shs_checkpoint_save(main_run, o.save_dir) != SHS_OK) {
+            report_error("--save");
+            goto done;
+        }
+        printf("saved checkpoint %s (step %ld)\n", o.save_dir, shs_trainer_steps_done(main_run));
+    }
+    if (o.export_path) {
+        if (shs_export_safetensors(main_run, o.export_path) != SHS_OK) {
+            report_error("--export-safetensors");
+            goto done;
+        }
+        printf("exported %s\n", o.export_path);
+    }
     print_summary(main_run, loss, o.steps);
     if (ref_run && drift_mode)
         printf("check: reduce order ring: %s drifted from DDP by at most %.3e in loss, %.3e (abs) and %.3e (rel) "
