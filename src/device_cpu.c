@@ -313,6 +313,23 @@ static void cpu_gelu_backward(shs_device_t *dev, float *dinp, const float *inp, 
     }
 }
 
+/* ---- ReLU ----------------------------------------------------------------- */
+
+static void cpu_relu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
+    int nth = threads(dev);
+    PARALLEL_FOR
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = x > 0.0f ? x : (isnan(x) ? x : 0.0f);
+    }
+}
+
+static void cpu_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
+    int nth = threads(dev);
+    PARALLEL_FOR
+    for (size_t i = 0; i < n; i++) dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
 /* ---- encoder ------------------------------------------------------------ */
 
 static void cpu_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,
@@ -557,6 +574,8 @@ const shs_device_iface_t shs__cpu_iface = {
     .attention_backward = cpu_attention_backward,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
     .encoder_forward = cpu_encoder_forward,
     .encoder_backward = cpu_encoder_backward,
     .residual_forward = cpu_residual_forward,

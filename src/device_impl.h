@@ -34,6 +34,8 @@ typedef struct shs_device_iface {
                                const float *, int, int, int, int);
     void (*gelu_forward)(shs_device_t *, float *, const float *, size_t);
     void (*gelu_backward)(shs_device_t *, float *, const float *, const float *, size_t);
+    void (*relu_forward)(shs_device_t *, float *, const float *, size_t);
+    void (*relu_backward)(shs_device_t *, float *, const float *, const float *, size_t);
     void (*encoder_forward)(shs_device_t *, float *, const int32_t *, const float *, const float *, int,
                             int, int);
     void (*encoder_backward)(shs_device_t *, float *, float *, const float *, const int32_t *, int, int,

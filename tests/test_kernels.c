@@ -719,6 +719,79 @@ static void test_gelu_backward(void **state) {
     assert_true(gb[1] == 0.0f);
 }
 
+/* ---- ReLU --------------------------------------------------------------------- */
+
+/* Closed form: max(x, +0) with NaN kept; backward adds dout where x > 0 (0 at x = 0). */
+static void test_relu(void **state) {
+    shs_device_t *d = new_dev(3);
+    seed(16);
+    enum { N = 1001 };
+    float *x = hf(N), *dout = hf(N), *pre = hf(N), *want = hf(N);
+    fill(x, N, -2, 2);
+    fill(dout, N, -1, 1);
+    fill(pre, N, -3, 3);
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = NAN, x[3] = INFINITY, x[4] = -INFINITY, x[5] = 1e-40f, x[6] = -1e-40f;
+    float *d_x = dput(d, x, N), *d_out = dnew(d, N);
+    shs_relu_forward(d, d_out, d_x, N);
+    float *out = fetch(d, d_out, N);
+    for (int i = 0; i < N; i++) want[i] = isnan(x[i]) ? x[i] : x[i] > 0 ? x[i] : 0.0f;
+    check_bits("relu out", out, want, N);
+    assert_true(isnan(out[2]) && out[3] == INFINITY && out[4] == 0.0f && out[5] == 1e-40f);
+    float *d_dx = dput(d, pre, N);
+    shs_relu_backward(d, d_dx, d_x, dput(d, dout, N), N);
+    for (int i = 0; i < N; i++) want[i] = pre[i] + (x[i] > 0 ? dout[i] : 0.0f);
+    check_bits("relu dinp +=", fetch(d, d_dx, N), want, N);
+    int passed = 0;
+    for (int i = 0; i < N; i++) passed += x[i] > 0;
+    assert_true(passed > N / 3 && passed < 2 * N / 3); /* both branches taken */
+    shs_relu_forward(d, d_out, d_x, 0); /* n = 0 touches nothing */
+    check_bits("relu n=0", fetch(d, d_out, N), out, N);
+}
+
+/* Zero-size matmuls: C = 0 gives out = bias (or 0) exactly; OC = 0 and
+ * BT = 0 leave every gradient buffer as it was. */
+static void test_matmul_zero_sizes(void **state) {
+    shs_device_t *d = new_dev(2);
+    seed(17);
+    float bias[5], pre[40], junk[40];
+    fill(bias, 5, -1, 1);
+    fill(pre, 40, 0.5f, 3);   /* positive: x + 0 keeps its bits */
+    fill(junk, 40, -1, 1);
+    float *d_bias = dput(d, bias, 5), *d_any = dput(d, junk, 40), *d_out = dput(d, junk, 40);
+    /* C = 0: BT=4 rows of the bias */
+    shs_matmul_forward(d, d_out, d_any, d_any, d_bias, 4, 0, 5);
+    float *out = fetch(d, d_out, 20), *want = hf(20);
+    for (int r = 0; r < 4; r++) memcpy(want + r * 5, bias, sizeof bias);
+    check_bits("matmul C=0 with bias", out, want, 20);
+    shs_matmul_forward(d, d_out, d_any, d_any, NULL, 4, 0, 5);
+    memset(want, 0, 20 * sizeof(float));
+    check_bits("matmul C=0", fetch(d, d_out, 20), want, 20);
+    /* backward with C = 0: dbias still gets the column sums of dout */
+    float *d_db = dput(d, pre, 5), *d_dw = dput(d, pre, 40), *d_dinp = dput(d, pre, 40);
+    shs_matmul_backward(d, d_dinp, d_dw, d_db, d_any, d_any, d_any, 4, 0, 5);
+    float *db = fetch(d, d_db, 5);
+    for (int o = 0; o < 5; o++) {
+        float s = 0.0f;
+        for (int r = 0; r < 4; r++) s += junk[r * 5 + o];
+        want[o] = pre[o] + s;
+    }
+    check_bits("matmul C=0 dbias", db, want, 5);
+    check_bits("matmul C=0 dinp untouched", fetch(d, d_dinp, 40), pre, 40);
+    check_bits("matmul C=0 dweight untouched", fetch(d, d_dw, 40), pre, 40);
+    /* OC = 0: the output is empty, dinp += 0 */
+    put(d, d_out, junk, 40 * sizeof(float));
+    shs_matmul_forward(d, d_out, d_any, d_any, d_bias, 4, 6, 0);
+    check_bits("matmul OC=0 out untouched", fetch(d, d_out, 40), junk, 40);
+    shs_matmul_backward(d, d_dinp, d_dw, d_db, d_any, d_any, d_any, 4, 6, 0);
+    check_bits("matmul OC=0 dinp", fetch(d, d_dinp, 24), pre, 24);
+    check_bits("matmul OC=0 dbias", fetch(d, d_db, 5), db, 5);
+    /* BT = 0: dweight and dbias += 0 */
+    put(d, d_dw, pre, 40 * sizeof(float));
+    shs_matmul_backward(d, NULL, d_dw, d_db, d_any, d_any, d_any, 0, 4, 5);
+    check_bits("matmul BT=0 dweight", fetch(d, d_dw, 20), pre, 20);
+    check_bits("matmul BT=0 dbias", fetch(d, d_db, 5), db, 5);
+}
+
 /* ---- encoder ---------------------------------------------------------------- */
 
 static const int32_t enc_tokens[2 * 5] = {3, 7, 3, 0, 10, 7, 7, 1, 3, 9}; /* B=2, T=5, V=11, repeats */
@@ -1211,6 +1284,8 @@ int main(void) {
         cmocka_unit_test_teardown(test_attention_backward, teardown),
         cmocka_unit_test_teardown(test_gelu_forward, teardown),
         cmocka_unit_test_teardown(test_gelu_backward, teardown),
+        cmocka_unit_test_teardown(test_relu, teardown),
+        cmocka_unit_test_teardown(test_matmul_zero_sizes, teardown),
         cmocka_unit_test_teardown(test_encoder_forward, teardown),
         cmocka_unit_test_teardown(test_encoder_backward, teardown),
         cmocka_unit_test_teardown(test_encoder_backward_order, teardown),

@@ -19,8 +19,10 @@
 typedef struct shs_netdesc shs_netdesc_t;
 
 /* Parse a description from a file / from text (`source` names it in
- * errors). Errors: SHS_IO (file), SHS_INVALID_ARG naming source, line and
- * what is wrong (SHS_PARSE); SHS_HOST_OOM. Free with shs_netdesc_free. */
+ * errors). Errors: SHS_IO (file); SHS_PARSE with the text
+ * "source:line: what is wrong" ("source: what" for the whole file: empty,
+ * no used layer, over 1 MiB, a NUL byte); SHS_HOST_OOM. Free with
+ * shs_netdesc_free. */
 shs_status_t shs_netdesc_load(shs_netdesc_t **out, const char *path);
 shs_status_t shs_netdesc_parse(shs_netdesc_t **out, const char *text, const char *source);
 void shs_netdesc_free(shs_netdesc_t *nd);
@@ -30,7 +32,17 @@ shs_status_t shs_netdesc_layout_create(shs_layout_t *layout, const shs_netdesc_t
 
 /* The model on `dev` for micro-batches of B sequences of T positions;
  * `layout` from shs_netdesc_layout_create(nd); nd and layout must outlive
- * it. Errors: SHS_OUT_OF_MEMORY, SHS_INVALID_ARG. */
+ * it. Input per position (tokens are bytes): an Embedding(V, C) first looks
+ * up row token % V; any other first layer of width `in` gets the one-hot
+ * vector of token % in. Loss: mean softmax cross-entropy of the last used
+ * layer's K outputs against target % K. Activations are on the device
+ * (category ACTIVATIONS). forward acquires each unit that has parameters,
+ * in order, and the Embedding's unit again around a tied Linear; backward
+ * visits every unit (unused and empty ones too) in reverse: acquire_grads,
+ * its layers, then grads_ready exactly once (a tied Embedding's unit is
+ * also acquired by the tied Linear, and reports ready after both uses).
+ * Errors: SHS_OUT_OF_MEMORY, SHS_INVALID_ARG (a layout of another
+ * description, B or T < 1, activations over 2^31 elements). */
 shs_status_t shs_netdesc_model_create(shs_model_t **out, const shs_netdesc_t *nd, const shs_layout_t *layout,
                                       shs_device_t *dev, int B, int T);
 
