@@ -18,6 +18,9 @@
 
 #include "args.h"
 #include "commands.h"
+
+/* The training table: DDP and ZeRO-1/2/3 (hybrid sharding at its default group size is ZeRO-3/2). */
+#define SHS_BENCH_STRATEGIES (SHS_ZERO3 + 1)
 #include "shardsim/bench.h"
 #include "shardsim/train.h"
 #include "shardsim/units.h"
@@ -154,7 +157,7 @@ typedef struct {
     shs_bench_coll_t *coll;
     double *coll_memcpy, *coll_ratio;
     int num_coll, cap_coll;
-    double train_ms[SHS_NUM_STRATEGIES];
+    double train_ms[SHS_BENCH_STRATEGIES];
     int train_world, have_train;
     struct { const char *what; int BT, C, OC; double gflops; } mm[8];
     int num_mm;
@@ -272,17 +275,17 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
 static int run_training(const bench_opts_t *o, results_t *res) {
     shs_corpus_t corpus;
     shs_corpus_builtin(&corpus);
-    shs_trainer_t *t[SHS_NUM_STRATEGIES] = {0};
-    double total[SHS_NUM_STRATEGIES] = {0};
+    shs_trainer_t *t[SHS_BENCH_STRATEGIES] = {0};
+    double total[SHS_BENCH_STRATEGIES] = {0};
     int rc = SIM_EXIT_ERROR;
     shs_train_config_t cfg = shs_train_default_config();
-    for (int k = 0; k < SHS_NUM_STRATEGIES; k++) {
+    for (int k = 0; k < SHS_BENCH_STRATEGIES; k++) {
         cfg.strategy = (shs_strategy_kind_t)k;
         float loss;
         if (shs_trainer_create(&t[k], &cfg, &corpus) != SHS_OK || shs_trainer_step(t[k], &loss) != SHS_OK) goto out;
     }
     for (int s = 0; s < o->train_steps; s++) {
-        for (int k = 0; k < SHS_NUM_STRATEGIES; k++) {
+        for (int k = 0; k < SHS_BENCH_STRATEGIES; k++) {
             float loss;
             double t0 = shs_now_seconds();
             if (shs_trainer_step(t[k], &loss) != SHS_OK) goto out;
@@ -294,7 +297,7 @@ static int run_training(const bench_opts_t *o, results_t *res) {
                "# %-10s %12s %12s\n",
                cfg.model.num_layers, cfg.model.channels, cfg.model.context, cfg.world_size, cfg.micro_batch,
                o->train_steps, "strategy", "step(ms)", "ratio/ddp");
-    for (int k = 0; k < SHS_NUM_STRATEGIES; k++) {
+    for (int k = 0; k < SHS_BENCH_STRATEGIES; k++) {
         double ms = total[k] / o->train_steps * 1e3, ratio = total[k] / total[SHS_DDP];
         res->train_ms[k] = ms;
         if (!o->json)
@@ -305,7 +308,7 @@ static int run_training(const bench_opts_t *o, results_t *res) {
     rc = SIM_EXIT_OK;
 out:
     if (rc != SIM_EXIT_OK) fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
-    for (int k = 0; k < SHS_NUM_STRATEGIES; k++) shs_trainer_destroy(t[k]);
+    for (int k = 0; k < SHS_BENCH_STRATEGIES; k++) shs_trainer_destroy(t[k]);
     return rc;
 }
 
@@ -408,7 +411,7 @@ static void print_json(const results_t *r) {
                                               "traffic_over_memcpy", r->coll_ratio[i], "algbw_GBps", c->algbw,
                                               "busbw_GBps", c->busbw));
     }
-    for (int k = 0; r->have_train && k < SHS_NUM_STRATEGIES; k++)
+    for (int k = 0; r->have_train && k < SHS_BENCH_STRATEGIES; k++)
         json_array_append_new(train, json_pack("{s:s,s:i,s:f,s:f}", "strategy", shs_strategy_name((shs_strategy_kind_t)k),
                                                "world", r->train_world, "step_ms", r->train_ms[k], "ratio_to_ddp",
                                                r->train_ms[k] / r->train_ms[SHS_DDP]));

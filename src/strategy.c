@@ -11,7 +11,8 @@
 
 #include "shardsim/shard.h"
 
-static const char *const strategy_names[SHS_NUM_STRATEGIES] = {"ddp", "zero1", "zero2", "zero3"};
+static const char *const strategy_names[SHS_NUM_STRATEGIES] = {"ddp", "zero1", "zero2", "zero3", "hybrid_shard",
+                                                                "hybrid_shard_zero2"};
 
 const char *shs_strategy_name(shs_strategy_kind_t k) {
     return (int)k >= 0 && k < SHS_NUM_STRATEGIES ? strategy_names[k] : "invalid";
@@ -43,8 +44,12 @@ struct shs_strategy {
     shs_strategy_config_t cfg;
     const shs_layout_t *layout;
     shs_device_t *dev;
-    shs_comm_t *comm;
+    shs_comm_t *comm;      /* the world: DDP all-reduces, norms, overflow flags */
     int rank, nranks;
+    /* sharding: over the world, or for hybrid sharding over this rank's
+     * group of shard_group_size consecutive ranks, replicated across groups */
+    shs_comm_t *shard_comm, *replica_comm; /* replica_comm: hybrid only */
+    int shard_n, shard_rank, replica;
     int sync;              /* reduce in grads_ready (0: no_sync micro-batch) */
     float grad_norm;       /* last step's total norm, -1 without clipping */
     int scaling;           /* dynamic loss scaling on (param dtype f16) */
@@ -59,8 +64,15 @@ struct shs_strategy {
     shs_param_source_t source;
 };
 
-static int stage_shards_params(const shs_strategy_t *s) { return s->cfg.kind == SHS_ZERO3; }
-static int stage_shards_grads(const shs_strategy_t *s) { return s->cfg.kind == SHS_ZERO2 || s->cfg.kind == SHS_ZERO3; }
+static int stage_shards_params(const shs_strategy_t *s) {
+    return s->cfg.kind == SHS_ZERO3 || s->cfg.kind == SHS_HYBRID_SHARD;
+}
+static int stage_shards_grads(const shs_strategy_t *s) { return s->cfg.kind != SHS_DDP && s->cfg.kind != SHS_ZERO1; }
+/* Stages that keep full parameters but update only a shard, re-gathering
+ * after the optimizer step. */
+static int stage_regathers(const shs_strategy_t *s) {
+    return s->cfg.kind == SHS_ZERO1 || s->cfg.kind == SHS_ZERO2 || s->cfg.kind == SHS_HYBRID_SHARD_ZERO2;
+}
 /* Whether the unit's parameters are held in full on this rank. */
 static int full_params(const shs_strategy_t *s, const unit_state_t *u) { return u->whole || !stage_shards_params(s); }
 /* Whether the unit's gradient lives in grad_block (rather than transiently). */
@@ -109,7 +121,7 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
     SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->gathered, (len ? len : 1) * sizeof(float), SHS_MEM_COMM,
                                low_precision(s) ? "compute params (f32 view)" : "zero3 gathered params"));
     if (full_params(s, u)) return round_to(s, u->gathered, u->params, u->numel, pd);
-    if (pd == SHS_F32) return shs_all_gather(u->params, u->gathered, u->shard.size, SHS_F32, s->comm);
+    if (pd == SHS_F32) return shs_all_gather(u->params, u->gathered, u->shard.size, SHS_F32, s->shard_comm);
     size_t es = shs_dtype_size(pd);
     void *lp_shard = NULL, *lp_full = NULL;
     shs_status_t st = shs_device_alloc(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, SHS_MEM_COMM,
@@ -119,7 +131,7 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
                               "zero3 gathered params (low precision)");
     if (st == SHS_OK) {
         shs_cast(s->dev, lp_shard, pd, u->params, SHS_F32, u->shard.size);
-        st = shs_all_gather(lp_shard, lp_full, u->shard.size, pd, s->comm);
+        st = shs_all_gather(lp_shard, lp_full, u->shard.size, pd, s->shard_comm);
     }
     if (st == SHS_OK) shs_cast(s->dev, u->gathered, SHS_F32, lp_full, pd, u->full_len);
     shs_device_free(s->dev, lp_shard);
@@ -187,17 +199,24 @@ static shs_status_t all_reduce_grads(shs_strategy_t *s, float *p, size_t n) {
 }
 
 /* AVG reduce-scatter of a unit's full f32 gradient (full_len) into `out`
- * (S f32; may be full + shard.offset: in place), carried in reduce_dtype. */
+ * (S f32; may be full + shard.offset: in place) over the shard group, then
+ * for hybrid sharding an AVG all-reduce of the shard across the replicas
+ * (PyTorch HSDP's order); carried in reduce_dtype. */
 static shs_status_t reduce_scatter_grads(shs_strategy_t *s, unit_state_t *u, float *full, float *out) {
     shs_dtype_t rd = s->cfg.reduce_dtype;
-    if (rd == SHS_F32) return shs_reduce_scatter(full, out, u->shard.size, SHS_F32, SHS_AVG, s->comm);
+    size_t S = u->shard.size;
+    if (rd == SHS_F32) {
+        SHS_CHECK(shs_reduce_scatter(full, out, S, SHS_F32, SHS_AVG, s->shard_comm));
+        return s->replica_comm ? shs_all_reduce(out, out, S, SHS_F32, SHS_AVG, s->replica_comm) : SHS_OK;
+    }
     size_t es = shs_dtype_size(rd);
     void *tmp;
     SHS_CHECK(shs_device_alloc(s->dev, &tmp, (u->full_len ? u->full_len : 1) * es, SHS_MEM_COMM, "reduce buffer"));
     shs_cast(s->dev, tmp, rd, full, SHS_F32, u->full_len);
     char *mine = (char *)tmp + u->shard.offset * es;
-    shs_status_t st = shs_reduce_scatter(tmp, mine, u->shard.size, rd, SHS_AVG, s->comm);
-    if (st == SHS_OK) shs_cast(s->dev, out, SHS_F32, mine, rd, u->shard.size);
+    shs_status_t st = shs_reduce_scatter(tmp, mine, S, rd, SHS_AVG, s->shard_comm);
+    if (st == SHS_OK && s->replica_comm) st = shs_all_reduce(mine, mine, S, rd, SHS_AVG, s->replica_comm);
+    if (st == SHS_OK) shs_cast(s->dev, out, SHS_F32, mine, rd, S);
     shs_device_free(s->dev, tmp);
     return st;
 }
@@ -317,6 +336,9 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     s->comm = comm;
     s->rank = shs_comm_rank(comm);
     s->nranks = shs_comm_size(comm);
+    s->shard_comm = comm;
+    s->shard_n = s->nranks;
+    s->shard_rank = s->rank;
     s->sync = 1;
     s->grad_norm = -1.0f;
     if (s->cfg.param_dtype == 0) s->cfg.param_dtype = SHS_F32;
@@ -330,16 +352,29 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     s->scaler.scale = s->scaling ? sc->init_scale : 1.0f;
     s->source = (shs_param_source_t){s, acquire_params, release_params, acquire_grads, grads_ready};
 
+    shs_status_t st = SHS_OK;
+    if (cfg->kind == SHS_HYBRID_SHARD || cfg->kind == SHS_HYBRID_SHARD_ZERO2) {
+        int G = cfg->shard_group_size ? cfg->shard_group_size : s->nranks;
+        if (G < 1 || s->nranks % G != 0) {
+            st = shs_set_error(SHS_INVALID_ARG, "shard group size %d must divide the world size %d", G, s->nranks);
+            goto fail;
+        }
+        /* groups of G consecutive ranks shard; ranks equal mod G replicate */
+        SHS_CHECK_GOTO(shs_comm_split(comm, s->rank / G, s->rank, &s->shard_comm), st, fail);
+        SHS_CHECK_GOTO(shs_comm_split(comm, s->rank % G, s->rank, &s->replica_comm), st, fail);
+        s->shard_n = G;
+        s->shard_rank = s->rank % G;
+        s->replica = s->rank / G;
+    }
     for (int i = 0; i < layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
         u->numel = layout->units[i].numel;
         u->whole = cfg->kind == SHS_DDP || layout->units[i].replicated;
-        u->shard = shs_shard_of(u->numel, s->nranks, s->rank, s->cfg.shard_align);
-        u->full_len = u->whole ? u->numel : shs_padded_numel(u->numel, s->nranks, s->cfg.shard_align);
+        u->shard = shs_shard_of(u->numel, s->shard_n, s->shard_rank, s->cfg.shard_align);
+        u->full_len = u->whole ? u->numel : shs_padded_numel(u->numel, s->shard_n, s->cfg.shard_align);
         u->grad_offset = s->grad_block_len;
         if (in_grad_block(s, u)) s->grad_block_len += u->full_len;
     }
-    shs_status_t st = SHS_OK;
     if (s->grad_block_len) {
         SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&s->grad_block, s->grad_block_len * sizeof(float),
                                         SHS_MEM_GRADS, "gradients"), st, fail);
@@ -370,6 +405,8 @@ void shs_strategy_destroy(shs_strategy_t *s) {
     }
     shs_device_free(s->dev, s->grad_block);
     shs_device_free(s->dev, s->norm_acc);
+    if (s->shard_comm != s->comm) shs_comm_destroy(s->shard_comm);
+    shs_comm_destroy(s->replica_comm);
     free(s->units);
     free(s);
 }
@@ -397,7 +434,8 @@ static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, float *
     SHS_CHECK(shs_memset(s->dev, s->norm_acc, 0, SHS_NORM_ACC_WORDS * sizeof(int64_t)));
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
-        if (u->whole && !local && s->rank != 0 && p != SHS_NORM_INF) continue;
+        /* counted once: whole units by rank 0, shards by the first replica */
+        if (!local && p != SHS_NORM_INF && (u->whole ? s->rank != 0 : s->replica != 0)) continue;
         float *param, *grad;
         size_t n;
         update_range(s, u, &param, &grad, &n);
@@ -490,16 +528,36 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
         update_range(s, u, &param, &grad, &n);
         shs_optim_step(s->dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
     }
-    if (s->cfg.kind == SHS_ZERO1 || s->cfg.kind == SHS_ZERO2) {
+    if (stage_regathers(s)) {
         for (int i = 0; i < s->layout->num_units; i++) {
             unit_state_t *u = &s->units[i];
-            if (!u->whole) SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32, s->comm));
+            if (!u->whole)
+                SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32, s->shard_comm));
         }
     }
     return shs_device_sync(s->dev);
 }
 
 float shs_strategy_grad_norm(const shs_strategy_t *s) { return s->grad_norm; }
+
+void shs_strategy_add_comm_stats(const shs_strategy_t *s, shs_comm_stats_t *acc) {
+    const shs_comm_t *sub[2] = {s->shard_comm != s->comm ? s->shard_comm : NULL, s->replica_comm};
+    for (int k = 0; k < 2; k++) {
+        if (!sub[k]) continue;
+        shs_comm_stats_t cs;
+        shs_comm_get_stats(sub[k], &cs);
+        for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
+            acc->calls[op] += cs.calls[op];
+            acc->bytes[op] += cs.bytes[op];
+            acc->bytes_sent[op] += cs.bytes_sent[op];
+        }
+    }
+}
+
+void shs_strategy_shard_info(const shs_strategy_t *s, int unit, shs_shard_t *shard, int *replica) {
+    *shard = s->units[unit].shard;
+    *replica = s->replica;
+}
 
 shs_loss_scale_state_t shs_strategy_loss_scale(const shs_strategy_t *s) { return s->scaler; }
 void shs_strategy_set_loss_scale(shs_strategy_t *s, shs_loss_scale_state_t st) { s->scaler = st; }

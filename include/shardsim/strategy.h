@@ -21,6 +21,17 @@
  * Every reduction goes through the communicator's fixed rank order, and the
  * optimizer is elementwise, so all four give bit-identical parameters.
  *
+ *   HYBRID_SHARD, HYBRID_SHARD_ZERO2 (FSDP's hybrid sharding, HSDP): the
+ *          world is split (shs_comm_split, like ncclCommSplit) into N/G
+ *          groups of G consecutive ranks; each group shards as ZeRO-3 / ZeRO-2
+ *          among its G ranks and the groups are replicas. A unit's gradient is
+ *          reduce-scattered within the group, then the shard is all-reduced
+ *          across the replicas (rank r's replica peers: r mod G equal).
+ *          NOT bit-identical to DDP when 1 < G < N: the sum over ranks is
+ *          taken as a sum of group sums, ((x0+x1)+(x2+x3)), not DDP's
+ *          (((x0+x1)+x2)+x3); G = N (one replica) equals ZeRO-3 / ZeRO-2 and
+ *          G = 1 equals DDP, bit for bit. Replicas stay bit-identical.
+ *
  * Units marked replicated in the layout (small ones, --replicate-below) are
  * held whole on every rank under every stage and all-reduced as under DDP
  * (DeepSpeed's persistent small parameters; FSDP's ignored modules).
@@ -63,9 +74,18 @@
 #include "shardsim/device.h"
 #include "shardsim/layout.h"
 #include "shardsim/param_source.h"
+#include "shardsim/shard.h"
 #include "shardsim/optim.h"
 
-typedef enum { SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_NUM_STRATEGIES } shs_strategy_kind_t;
+typedef enum {
+    SHS_DDP,
+    SHS_ZERO1,
+    SHS_ZERO2,
+    SHS_ZERO3,
+    SHS_HYBRID_SHARD,        /* FSDP HYBRID_SHARD: ZeRO-3 within groups, replicated across */
+    SHS_HYBRID_SHARD_ZERO2,  /* FSDP _HYBRID_SHARD_ZERO2: ZeRO-2 within groups, replicated across */
+    SHS_NUM_STRATEGIES
+} shs_strategy_kind_t;
 
 /* Dynamic loss scaling (torch.cuda.amp.GradScaler's parameters). */
 typedef struct {
@@ -82,7 +102,8 @@ typedef struct {
     long skipped_steps;          /* steps skipped for overflow so far */
 } shs_loss_scale_state_t;
 
-const char *shs_strategy_name(shs_strategy_kind_t k); /* "ddp", "zero1", "zero2", "zero3" */
+/* "ddp", "zero1", "zero2", "zero3", "hybrid_shard", "hybrid_shard_zero2" */
+const char *shs_strategy_name(shs_strategy_kind_t k);
 int shs_strategy_parse(const char *name, shs_strategy_kind_t *out); /* 0 ok, -1 unknown */
 
 #define SHS_DEFAULT_BUCKET_BYTES ((size_t)25 << 20) /* torch DDP bucket_cap_mb = 25 */
@@ -93,6 +114,7 @@ typedef struct {
     shs_optim_config_t optim;
     uint64_t seed;               /* parameter initialization */
     size_t shard_align;          /* shard.h alignment E in elements; 0 or 1: none */
+    int shard_group_size;        /* hybrid: ranks per shard group (divides N); 0 means N */
     float clip_norm;             /* max_norm; <= 0: no clipping */
     int norm_type;               /* 1, 2 (0 means 2), or SHS_NORM_INF (exact_norm.h) */
     shs_dtype_t param_dtype;     /* SHS_F32, SHS_BF16 or SHS_F16; 0 (SHS_I8) means F32 */
@@ -138,6 +160,14 @@ shs_status_t shs_strategy_plant_grad_inf(shs_strategy_t *s, int unit, size_t ind
 /* The total gradient norm of the last finish_step (before clipping), or -1
  * when clipping is off. The same on every rank. */
 float shs_strategy_grad_norm(const shs_strategy_t *s);
+/* Add the traffic of the strategy's own sub-communicators (hybrid sharding's
+ * shard and replica groups) to *acc; the world communicator's is not
+ * included. */
+void shs_strategy_add_comm_stats(const shs_strategy_t *s, shs_comm_stats_t *acc);
+/* This rank's shard of unit `unit` within its shard group (offset, size,
+ * valid over the group's padded flat buffer: N-way for ZeRO, G-way for
+ * hybrid) and its replica index (0 except hybrid: the group index). */
+void shs_strategy_shard_info(const shs_strategy_t *s, int unit, shs_shard_t *shard, int *replica);
 /* Whether this rank holds unit `unit`'s full parameters (DDP, ZeRO-1/2,
  * replicated units) rather than only a shard (ZeRO-3). */
 int shs_strategy_holds_full(const shs_strategy_t *s, int unit);

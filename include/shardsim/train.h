@@ -42,6 +42,7 @@ typedef struct {
     shs_dtype_t param_dtype;     /* --param-dtype: SHS_F32 (0 means f32), SHS_BF16, SHS_F16 */
     shs_dtype_t reduce_dtype;    /* --reduce-dtype: 0 means param_dtype */
     shs_loss_scaler_config_t scaler; /* fp16 dynamic loss scaling; zeros: GradScaler defaults */
+    int shard_group_size;        /* hybrid sharding: ranks per shard group; 0 means N */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
 } shs_train_config_t;
