@@ -23,6 +23,8 @@
 #include "shardsim/units.h"
 #include "shardsim/world.h"
 #include "shardsim/clock.h"
+#include "shardsim/checkpoint.h"
+#include "shardsim/safetensors.h"
 
 typedef struct {
     shs_train_config_t cfg;
@@ -32,6 +34,8 @@ typedef struct {
     int check_ddp;
     long inject_bitflip;   /* step after which to flip a parameter bit (0: never) */
     int device_mem_given;
+    const char *save_dir, *resume_dir, *export_path; /* checkpoint.h, safetensors.h */
+    long save_every;       /* also save after every this many steps (0: only at the end) */
     const char *trace_dir; /* --trace: record every collective of every rank */
 } train_opts_t;
 
@@ -43,7 +47,10 @@ static void train_usage(FILE *f) {
             "Train a GPT-2-style model (byte vocabulary) on N simulated GPUs (threads).\n"
             "\n"
             "  --world N              ranks (simulated GPUs), 1..%d (default %d)\n"
-            "  --strategy S           ddp | zero1 | zero2 | zero3 (default %s)\n"
+            "  --strategy S           ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2\n"
+            "                         (default %s)\n"
+            "  --shard-group-size G   hybrid_*: shard within groups of G consecutive ranks, replicate\n"
+            "                         across the N/G groups (default N)\n"
             "  --data PATH            training text (default: built-in corpus)\n"
             "  --model-file PATH      train the model a description file lists instead of the GPT\n"
             "                         (README: Model-description files); --layers, --heads and\n"
@@ -83,9 +90,16 @@ static void train_usage(FILE *f) {
             "  --reduce-dtype D       f32 | bf16 | f16: gradient reduction dtype (default: param dtype)\n"
             "  --init-scale X         f16 loss scaling: initial scale (default 65536, GradScaler's)\n"
             "  --growth-interval N    f16 loss scaling: double the scale after N good steps (default 2000)\n"
+            "  --checkpoint-activations  activation checkpointing per block: keep only each block's\n"
+            "                         input, recompute its forward in backward (same results, less memory)\n"
             "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
             "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
             "                         --check reports; needs --check ddp\n"
+            "  --save DIR             save a sharded checkpoint into DIR at the end (crash-safe)\n"
+            "  --save-every N         also save after every N steps (needs --save)\n"
+            "  --resume DIR           continue from the checkpoint in DIR, at any --world,\n"
+            "                         --strategy and --shard-align (model and optimizer must match)\n"
+            "  --export-safetensors FILE  write the final full weights as safetensors\n"
             "  --trace DIR            record every collective of every rank to DIR/rank<k>.trace\n"
             "                         (shardsim's trace format; see shardsim replay)\n"
             "  -h, --help             this text\n",
@@ -108,13 +122,14 @@ typedef enum {
     O_LR, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WEIGHT_DECAY, O_TIMEOUT, O_BUCKET_MB,
     O_DEVICE_MEM, O_STRATEGY, O_OPTIMIZER, O_DATA, O_CHECK,
     O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN,
-    O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_REDUCE_ORDER,
-    O_MODEL_FILE,
+    O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_SHARD_GROUP_SIZE, O_REDUCE_ORDER,
+    O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
+    O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_TRACE,
     O_NUM_OPTIONS
 } opt_id_t;
 
-typedef enum { T_INT, T_F32, T_FLOAT, T_STR } opt_type_t;
+typedef enum { T_INT, T_F32, T_FLOAT, T_STR, T_FLAG /* takes no value */ } opt_type_t;
 
 static const struct {
     const char *name;
@@ -144,6 +159,10 @@ static const struct {
     [O_OPTIMIZER] = {"--optimizer", T_STR, 0, 0, 0},
     [O_DATA] = {"--data", T_STR, 0, 0, 0},
     [O_CHECK] = {"--check", T_STR, 0, 0, 0},
+    [O_SAVE] = {"--save", T_STR, 0, 0, 0},
+    [O_SAVE_EVERY] = {"--save-every", T_INT, 1, 100000000, 0},
+    [O_RESUME] = {"--resume", T_STR, 0, 0, 0},
+    [O_EXPORT_SAFETENSORS] = {"--export-safetensors", T_STR, 0, 0, 0},
     [O_REDUCE_ORDER] = {"--reduce-order", T_STR, 0, 0, 0},
     [O_GRAD_ACCUM] = {"--grad-accum", T_INT, 1, 65536, 0},
     [O_CLIP_GRAD_NORM] = {"--clip-grad-norm", T_F32, 0, 1e30, 0},
@@ -154,7 +173,9 @@ static const struct {
     [O_REDUCE_DTYPE] = {"--reduce-dtype", T_STR, 0, 0, 0},
     [O_INIT_SCALE] = {"--init-scale", T_F32, 1e-30, 1e30, 0},
     [O_GROWTH_INTERVAL] = {"--growth-interval", T_INT, 1, 1000000000, 0},
+    [O_SHARD_GROUP_SIZE] = {"--shard-group-size", T_INT, 1, SHS_MAX_WORLD, 0},
     [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
+    [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_FLAG, 0, 0, 0},
     [O_TRACE] = {"--trace", T_STR, 0, 0, 0},
 };
 
@@ -192,6 +213,8 @@ static int parse_value(opt_id_t id, const char *val, parsed_t *p) {
     case T_STR:
         p->str[id] = val;
         break;
+    case T_FLAG:
+        break;
     }
     p->given[id] = 1;
     return -1;
@@ -214,6 +237,11 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         for (int k = 0; k < O_NUM_OPTIONS; k++)
             if (strcmp(name, options[k].name) == 0) id = k;
         if (id < 0) return usage_error("unknown option '%s'%s", name, "");
+        if (options[id].type == T_FLAG) {
+            if (eq) return usage_error("option %s takes no value%s", name, "");
+            p.given[id] = 1;
+            continue;
+        }
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
         if (!val) return usage_error("option %s needs a value%s", name, "");
@@ -255,7 +283,9 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     SET(O_REPLICATE_BELOW, c->replicate_below);
     SET(O_SHARD_ALIGN, c->shard_align);
 #undef SET
+    c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS];
     c->norm_type = 2;
+    if (p.given[O_SHARD_GROUP_SIZE]) c->shard_group_size = (int)p.num[O_SHARD_GROUP_SIZE];
     if (p.given[O_INIT_SCALE]) c->scaler.init_scale = (float)p.num[O_INIT_SCALE];
     if (p.given[O_GROWTH_INTERVAL]) c->scaler.growth_interval = (int)p.num[O_GROWTH_INTERVAL];
     static const opt_id_t dtype_opts[] = {O_PARAM_DTYPE, O_REDUCE_DTYPE};
@@ -286,12 +316,17 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         o->device_mem_given = 1;
     }
     if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy))
-        return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2 or zero3", p.str[O_STRATEGY], "");
+        return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2", p.str[O_STRATEGY], "");
     o->data_path = p.str[O_DATA];
-    o->trace_dir = p.str[O_TRACE];
     o->model_file = p.str[O_MODEL_FILE];
-    static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS};
-    for (int k = 0; k < 3 && o->model_file; k++)
+    o->save_dir = p.str[O_SAVE];
+    o->resume_dir = p.str[O_RESUME];
+    o->export_path = p.str[O_EXPORT_SAFETENSORS];
+    o->trace_dir = p.str[O_TRACE];
+    if (p.given[O_SAVE_EVERY]) o->save_every = (long)p.num[O_SAVE_EVERY];
+    if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
+    static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS};
+    for (int k = 0; k < 4 && o->model_file; k++)
         if (p.given[gpt_only[k]]) return usage_error("%s does not apply with --model-file%s", options[gpt_only[k]].name, "");
     if (p.given[O_REDUCE_ORDER] && shs_reduce_order_parse(p.str[O_REDUCE_ORDER], &c->reduce_order))
         return usage_error("unknown reduce order '%s'%s: use rank or ring", p.str[O_REDUCE_ORDER], "");
@@ -413,8 +448,15 @@ int sim_cmd_train(int argc, char **argv) {
     }
 
     shs_trainer_t *main_run = NULL, *ref_run = NULL;
-    /* ring order is not exact: --check ddp reports the drift instead of failing */
-    int drift_mode = o.check_ddp && cfg->reduce_order == SHS_REDUCE_ORDER_RING;
+    /* not exact by design, so --check ddp reports the drift instead of failing:
+     * ring reduce order, and hybrid sharding with 1 < G < N (a sum of group
+     * sums is not DDP's rank-order sum; strategy.h) */
+    int G = cfg->shard_group_size ? cfg->shard_group_size : cfg->world_size;
+    int hybrid_inexact = (cfg->strategy == SHS_HYBRID_SHARD || cfg->strategy == SHS_HYBRID_SHARD_ZERO2) && G > 1 &&
+                         G < cfg->world_size;
+    int drift_mode = o.check_ddp && (cfg->reduce_order == SHS_REDUCE_ORDER_RING || hybrid_inexact);
+    const char *drift_why = cfg->reduce_order == SHS_REDUCE_ORDER_RING ? "reduce order ring" /* NCCL's ring order */
+                                                                        : "hybrid sharding (a sum of group sums)";
     double worst_loss_drift = 0;
     drift_t worst = {0, 0};
     float *snap_a = NULL, *snap_b = NULL;
@@ -456,10 +498,19 @@ int sim_cmd_train(int argc, char **argv) {
            corpus.source, shs_format_bytes(b1, sizeof b1, (double)corpus.len), cfg->micro_batch, cfg->model.context,
            optim_desc, (unsigned long long)cfg->seed,
            cfg->device_mem == SIZE_MAX ? "unlimited" : shs_format_bytes(b2, sizeof b2, (double)cfg->device_mem));
+    if (o.resume_dir) {
+        if (shs_checkpoint_resume(main_run, o.resume_dir) != SHS_OK) {
+            report_error("--resume");
+            goto done;
+        }
+        printf("  resumed from %s after step %ld\n", o.resume_dir, shs_trainer_steps_done(main_run));
+    }
     if (o.check_ddp) {
         shs_train_config_t rc_cfg = *cfg;
         rc_cfg.strategy = SHS_DDP;
-        if (shs_trainer_create(&ref_run, &rc_cfg, &corpus) != SHS_OK) {
+        rc_cfg.checkpoint_activations = 0; /* the reference keeps every activation */
+        if (shs_trainer_create(&ref_run, &rc_cfg, &corpus) != SHS_OK ||
+            (o.resume_dir && shs_checkpoint_resume(ref_run, o.resume_dir) != SHS_OK)) {
             report_error("reference DDP run");
             goto done;
         }
@@ -471,8 +522,10 @@ int sim_cmd_train(int argc, char **argv) {
             goto done;
         }
         if (drift_mode)
-            printf("  check: DDP on the same data, both in ring reduce order; drift of the loss and of all %zu "
-                   "parameters from DDP each step\n", (size_t)lo->num_params);
+            printf("  check: DDP on the same data%s; %s is not bit-exact by design: drift of the loss and of all "
+                   "%zu parameters from DDP each step (replicas still compared bit for bit)\n",
+                   cfg->reduce_order == SHS_REDUCE_ORDER_RING ? ", both in ring reduce order" : "", drift_why,
+                   (size_t)lo->num_params);
         else
             printf("  check: DDP on the same data, loss and all %zu parameters compared bit for bit each step\n",
                    (size_t)lo->num_params);
@@ -595,9 +648,28 @@ int sim_cmd_train(int argc, char **argv) {
         }
         printf(" | eta %.0f s\n", (shs_now_seconds() - run_start) / (double)(step + 1) * (double)(o.steps - step - 1));
         fflush(stdout);
+        if (o.save_every && shs_trainer_steps_done(main_run) % o.save_every == 0 && step + 1 < o.steps &&
+            shs_checkpoint_save(main_run, o.save_dir) != SHS_OK) {
+            report_error("--save-every");
+            goto done;
+        }
     }
     if (o.steps > 0)
         printf("mean step time %.1f ms\n", total_time / (double)o.steps * 1e3);
+    if (o.save_dir) {
+        if (shs_checkpoint_save(main_run, o.save_dir) != SHS_OK) {
+            report_error("--save");
+            goto done;
+        }
+        printf("saved checkpoint %s (step %ld)\n", o.save_dir, shs_trainer_steps_done(main_run));
+    }
+    if (o.export_path) {
+        if (shs_export_safetensors(main_run, o.export_path) != SHS_OK) {
+            report_error("--export-safetensors");
+            goto done;
+        }
+        printf("exported %s\n", o.export_path);
+    }
     if (trace_rec) {
         shs_status_t trace_st = sim_trace_finish(trace_rec, o.trace_dir);
         trace_rec = NULL;
@@ -608,8 +680,8 @@ int sim_cmd_train(int argc, char **argv) {
     }
     print_summary(main_run, loss, o.steps);
     if (ref_run && drift_mode)
-        printf("check: reduce order ring: %s drifted from DDP by at most %.3e in loss, %.3e (abs) and %.3e (rel) "
-               "in parameters over %ld steps\n", shs_strategy_name(cfg->strategy), worst_loss_drift, worst.max_abs,
+        printf("check: %s: %s drifted from DDP by at most %.3e in loss, %.3e (abs) and %.3e (rel) "
+               "in parameters over %ld steps\n", drift_why, shs_strategy_name(cfg->strategy), worst_loss_drift, worst.max_abs,
                worst.max_rel, o.steps);
     else if (ref_run)
         printf("check: %s matched DDP bit for bit at all %ld steps\n", shs_strategy_name(cfg->strategy), o.steps);

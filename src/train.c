@@ -29,7 +29,7 @@ struct shs_trainer {
     float *snapshot_out;   /* target of the snapshot job */
     const float *replica_ref;      /* the snapshot the replica job compares with */
     shs_replica_diff_t *replica_diffs; /* one per rank */
-    int flip_unit;         /* arguments of the bit-flip job */
+    int flip_unit, flip_rank; /* arguments of the bit-flip job */
     size_t flip_index;
 };
 
@@ -53,6 +53,7 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     rank_state_t *rs = &t->ranks[ctx->rank];
     shs_strategy_config_t scfg = {.kind = t->cfg.strategy, .bucket_bytes = t->cfg.bucket_bytes, .optim = t->cfg.optim,
                                   .seed = t->cfg.seed, .shard_align = t->cfg.shard_align,
+                                  .shard_group_size = t->cfg.shard_group_size,
                                   .clip_norm = t->cfg.clip_norm, .norm_type = t->cfg.norm_type,
                                   .param_dtype = t->cfg.param_dtype, .reduce_dtype = t->cfg.reduce_dtype,
                                   .scaler = t->cfg.scaler};
@@ -111,14 +112,20 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     return SHS_OK;
 }
 
+/* Each rank of the first replica (every rank but under hybrid sharding)
+ * writes its shard, padding included, at its offset in the unit. A hybrid
+ * group's G-way padded buffer fits in the N-way one (G divides N); the rest
+ * stays as zeroed by shs_trainer_snapshot. */
 static shs_status_t snapshot_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
+    shs_strategy_t *s = t->ranks[ctx->rank].strategy;
     size_t base = 0;
     for (int u = 0; u < t->layout.num_units; u++) {
-        size_t numel = t->layout.units[u].numel;
-        shs_shard_t sh = shs_shard_of(numel, ctx->world_size, ctx->rank, t->cfg.shard_align);
-        SHS_CHECK(shs_strategy_read_shard(t->ranks[ctx->rank].strategy, u, t->snapshot_out + base + sh.offset));
-        base += shs_padded_numel(numel, ctx->world_size, t->cfg.shard_align);
+        shs_shard_t sh;
+        int replica;
+        shs_strategy_shard_info(s, u, &sh, &replica);
+        if (replica == 0) SHS_CHECK(shs_strategy_read_shard(s, u, t->snapshot_out + base + sh.offset));
+        base += shs_padded_numel(t->layout.units[u].numel, ctx->world_size, t->cfg.shard_align);
     }
     return SHS_OK;
 }
@@ -129,7 +136,9 @@ static shs_status_t replica_job(shs_rank_ctx_t *ctx, void *arg) {
     d->rank = -1;
     size_t base = 0, max_numel = 0;
     for (int u = 0; u < t->layout.num_units; u++)
-        if (t->layout.units[u].numel > max_numel) max_numel = t->layout.units[u].numel;
+        if (shs_padded_numel(t->layout.units[u].numel, ctx->world_size, t->cfg.shard_align) > max_numel)
+            max_numel = shs_padded_numel(t->layout.units[u].numel, ctx->world_size, t->cfg.shard_align);
+    /* a full unit, or a shard: at most the N-way padded length (G divides N) */
     float *mine = malloc((max_numel ? max_numel : 1) * sizeof(float));
     if (!mine) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate replica buffer", ctx->rank);
     shs_status_t st = SHS_OK;
@@ -137,29 +146,33 @@ static shs_status_t replica_job(shs_rank_ctx_t *ctx, void *arg) {
         size_t numel = t->layout.units[u].numel;
         const float *ref = t->replica_ref + base;
         base += shs_padded_numel(numel, ctx->world_size, t->cfg.shard_align);
-        if (!shs_strategy_holds_full(t->ranks[ctx->rank].strategy, u)) continue;
-        st = shs_strategy_read_full(t->ranks[ctx->rank].strategy, u, mine);
+        shs_strategy_t *s = t->ranks[ctx->rank].strategy;
+        size_t from = 0, n = numel;
+        if (shs_strategy_holds_full(s, u)) {
+            st = shs_strategy_read_full(s, u, mine);
+        } else { /* a shard: compare its real elements (a replica's under hybrid sharding) */
+            shs_shard_t sh;
+            int replica;
+            shs_strategy_shard_info(s, u, &sh, &replica);
+            from = sh.offset;
+            n = sh.valid;
+            st = shs_strategy_read_shard(s, u, mine);
+        }
         if (st != SHS_OK) break;
-        if (memcmp(mine, ref, numel * sizeof(float)) != 0) {
+        if (memcmp(mine, ref + from, n * sizeof(float)) != 0) {
             size_t i = 0;
-            while (memcmp(mine + i, ref + i, sizeof(float)) == 0) i++;
-            *d = (shs_replica_diff_t){.rank = ctx->rank, .unit = u, .index = i};
+            while (memcmp(mine + i, ref + from + i, sizeof(float)) == 0) i++;
+            *d = (shs_replica_diff_t){.rank = ctx->rank, .unit = u, .index = from + i};
         }
     }
     free(mine);
     return st;
 }
 
-/* The fault lands in one rank's memory: the highest rank holding the
- * element (the owner under ZeRO-3, the last replica otherwise). */
+/* The fault lands in one rank's memory: t->flip_rank's. */
 static shs_status_t flip_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
-    int target = ctx->world_size - 1;
-    if (t->cfg.strategy == SHS_ZERO3) {
-        size_t S = shs_shard_size(t->layout.units[t->flip_unit].numel, ctx->world_size, t->cfg.shard_align);
-        target = S ? (int)(t->flip_index / S) : 0;
-    }
-    if (ctx->rank != target) return SHS_OK;
+    if (ctx->rank != t->flip_rank) return SHS_OK;
     return shs_strategy_flip_param_bit(t->ranks[ctx->rank].strategy, t->flip_unit, t->flip_index);
 }
 
@@ -286,6 +299,7 @@ size_t shs_trainer_snapshot_len(const shs_trainer_t *t) {
 }
 
 shs_status_t shs_trainer_snapshot(shs_trainer_t *t, float *out) {
+    memset(out, 0, shs_trainer_snapshot_len(t) * sizeof(float));
     t->snapshot_out = out;
     return shs_world_run(t->world, snapshot_job, t);
 }
@@ -307,8 +321,18 @@ int shs_trainer_check_replicas(shs_trainer_t *t, const float *snapshot, shs_repl
 }
 
 shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index) {
+    if (unit < 0 || unit >= t->layout.num_units || index >= t->layout.units[unit].numel)
+        return shs_set_error(SHS_INVALID_ARG, "bit flip: no element %zu in unit %d", index, unit);
     t->flip_unit = unit;
     t->flip_index = index;
+    /* the highest rank holding the element: the last replica, or its owner */
+    for (t->flip_rank = t->cfg.world_size - 1; t->flip_rank > 0; t->flip_rank--) {
+        shs_strategy_t *s = t->ranks[t->flip_rank].strategy;
+        shs_shard_t sh;
+        int replica;
+        shs_strategy_shard_info(s, unit, &sh, &replica);
+        if (shs_strategy_holds_full(s, unit) || (index >= sh.offset && index < sh.offset + sh.size)) break;
+    }
     return shs_world_run(t->world, flip_job, t);
 }
 
@@ -318,6 +342,7 @@ void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *ou
 
 void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *out) {
     shs_comm_get_stats(shs_world_rank(t->world, rank)->comm, out);
+    shs_strategy_add_comm_stats(t->ranks[rank].strategy, out);
 }
 
 int shs_compare_snapshots(const shs_layout_t *layout, int nranks, size_t align, const float *a, const float *b,
