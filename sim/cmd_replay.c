@@ -12,6 +12,7 @@
 #include "args.h"
 #include "commands.h"
 #include "shardsim/trace_check.h"
+#include "shardsim/trace_export.h"
 #include "shardsim/trace_import.h"
 #include "shardsim/trace_replay.h"
 #include "shardsim/units.h"
@@ -34,6 +35,7 @@ static void replay_usage(FILE *f) {
             "  --max-issues K    issues to print (default 20)\n"
             "  --timeout SEC     collective timeout during the replay (default 10)\n"
             "  --export-text F   also write the normalized trace in shardsim's text format to F\n"
+            "  --export-chakra P also write Chakra ET files P.<rank>.et (for ASTRA-sim)\n"
             "  -h, --help        this text\n");
 }
 
@@ -45,7 +47,7 @@ static int usage_error(const char *msg, const char *arg) {
 static const char *human(char *buf, size_t n, double b) { return shs_format_bytes(buf, n, b); }
 
 int sim_cmd_replay(int argc, char **argv) {
-    const char *path = NULL, *export_text = NULL;
+    const char *path = NULL, *export_text = NULL, *export_chakra = NULL;
     shs_trace_load_opts_t lo = {0};
     shs_replay_opts_t ro = {.timeout_ms = 10000};
     long max_issues = 20;
@@ -85,6 +87,8 @@ int sim_cmd_replay(int argc, char **argv) {
             ro.timeout_ms = (int)n * 1000;
         } else if (strcmp(a, "--export-text") == 0) {
             export_text = v;
+        } else if (strcmp(a, "--export-chakra") == 0) {
+            export_chakra = v;
         } else {
             return usage_error("unknown option", a);
         }
@@ -116,6 +120,14 @@ int sim_cmd_replay(int argc, char **argv) {
             rc = SIM_EXIT_ERROR;
         }
         if (f) fclose(f);
+    }
+    if (export_chakra) {
+        if (shs_trace_export_chakra(t, export_chakra) != SHS_OK) {
+            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            rc = SIM_EXIT_ERROR;
+        } else {
+            printf("  wrote %s.<rank>.et (Chakra ET, %d files)\n", export_chakra, t->world);
+        }
     }
 
     /* per-op summary over all ranks, from the trace */

@@ -1,0 +1,24 @@
+/* trace_export.h - write a trace for other tools.
+ *
+ * What it is: Chakra ET export (one protobuf file per rank, the format
+ * ASTRA-sim's Chakra workload reader takes): a GlobalMetadata message
+ * (version "0.0.4"), then per call one Node, each varint32-length-prefixed;
+ * collectives as COMM_COLL_NODE with attrs comm_type (CollectiveCommType),
+ * comm_size (bytes of the input: one rank's part for all_gather and
+ * all_to_all, the whole buffer for reduce_scatter), is_cpu_op = false;
+ * send/recv as COMM_SEND_NODE / COMM_RECV_NODE with comm_dst / comm_src and
+ * comm_tag. Each node's data_deps is the rank's previous node, so the calls
+ * run in trace order. Waits are not written.
+ * What it is not: an exporter of compute nodes; traces with more than one
+ * communicator are refused (Chakra's process groups are not written).
+ */
+#ifndef SHARDSIM_TRACE_EXPORT_H
+#define SHARDSIM_TRACE_EXPORT_H
+
+#include "shardsim/trace.h"
+
+/* Write <prefix>.<rank>.et for every rank. Errors: SHS_IO, SHS_UNSUPPORTED
+ * (built without protobuf-c; several communicators), SHS_HOST_OOM. */
+shs_status_t shs_trace_export_chakra(const shs_trace_t *t, const char *prefix);
+
+#endif
