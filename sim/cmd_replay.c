@@ -16,6 +16,7 @@
 #include "shardsim/trace_import.h"
 #include "shardsim/trace_replay.h"
 #include "shardsim/units.h"
+#include "replay_timing.h"
 
 static void replay_usage(FILE *f) {
     fprintf(f,
@@ -32,6 +33,10 @@ static void replay_usage(FILE *f) {
             "                    the replay refuses to allocate more than --mem-limit in all)\n"
             "  --mem-limit SIZE  total replay buffers allowed (default 4GiB)\n"
             "  --check-only      analyse, do not replay\n"
+            "  --network N       estimate each call's time: a preset (hgx-h100, ring-50, pcie) or an\n"
+            "                    ASTRA-sim network .yml (npus_count, bandwidth GB/s, latency ns)\n"
+            "  --algo A          ring | tree | direct for --network (default ring)\n"
+            "  --compare-algorithms   with --network: ring, tree and direct side by side\n"
             "  --max-issues K    issues to print (default 20)\n"
             "  --timeout SEC     collective timeout during the replay (default 10)\n"
             "  --export-text F   also write the normalized trace in shardsim's text format to F\n"
@@ -51,7 +56,9 @@ int sim_cmd_replay(int argc, char **argv) {
     shs_trace_load_opts_t lo = {0};
     shs_replay_opts_t ro = {.timeout_ms = 10000};
     long max_issues = 20;
-    int check_only = 0;
+    int check_only = 0, compare = 0;
+    const char *network = NULL;
+    shs_net_algo_t algo = SHS_ALGO_RING;
     char err[256];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -60,6 +67,7 @@ int sim_cmd_replay(int argc, char **argv) {
             return SIM_EXIT_OK;
         }
         if (strcmp(a, "--check-only") == 0) { check_only = 1; continue; }
+        if (strcmp(a, "--compare-algorithms") == 0) { compare = 1; continue; }
         if (a[0] != '-') {
             if (path) return usage_error("more than one PATH:", a);
             path = a;
@@ -87,6 +95,10 @@ int sim_cmd_replay(int argc, char **argv) {
             ro.timeout_ms = (int)n * 1000;
         } else if (strcmp(a, "--export-text") == 0) {
             export_text = v;
+        } else if (strcmp(a, "--network") == 0) {
+            network = v;
+        } else if (strcmp(a, "--algo") == 0) {
+            if (shs_net_algo_parse(v, &algo)) return usage_error("--algo takes ring, tree or direct, not", v);
         } else if (strcmp(a, "--export-chakra") == 0) {
             export_chakra = v;
         } else {
@@ -94,6 +106,15 @@ int sim_cmd_replay(int argc, char **argv) {
         }
     }
     if (!path) return usage_error("missing PATH", NULL);
+    if (compare && !network) return usage_error("--compare-algorithms needs --network", NULL);
+    shs_net_t net;
+    if (network && shs_net_preset(network, &net) != SHS_OK) {
+        if (!strchr(network, '/') && !strstr(network, ".yml")) return usage_error(shs_last_error(), NULL);
+        if (shs_net_load(network, &net) != SHS_OK) {
+            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            return SIM_EXIT_ERROR;
+        }
+    }
 
     shs_trace_t *t;
     if (shs_trace_load(&t, path, &lo) != SHS_OK) {
@@ -165,6 +186,7 @@ int sim_cmd_replay(int argc, char **argv) {
     }
     int consistent = rep.total == 0;
     shs_trace_report_free(&rep);
+    if (network) sim_print_timing(t, &net, algo, compare);
 
     if (consistent && !check_only) {
         shs_replay_stats_t s;

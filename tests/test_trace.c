@@ -6,13 +6,16 @@
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "shardsim/trace.h"
 #include "shardsim/trace_check.h"
 #include "shardsim/trace_import.h"
+#include "shardsim/trace_net.h"
 #include "shardsim/trace_record.h"
+#include "harness.h"
 #include "thread_world.h"
 
 static shs_trace_t *load_case(const char *name) {
@@ -250,6 +253,41 @@ static void test_cross_comm_order_deadlock(void **state) {
     shs_trace_free(t);
 }
 
+/* alpha-beta values computed by hand (trace_net.h formulas) */
+static void test_net_model_hand_values(void **state) {
+    (void)state;
+    shs_net_t net;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/astra-sim/network/Ring_8npus.yml", test_shared_dir());
+    assert_int_equal(shs_net_load(path, &net), SHS_OK);
+    assert_true(net.intra_bw == 50e9 && fabs(net.intra_lat - 500e-9) < 1e-18);
+    double S = 1048576;
+    /* ring: 2*7*(500e-9 + S/(8*50e9)) = 14 * 3.12144e-6 */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 8, 0) - 4.370016e-5) < 1e-12);
+    /* tree: 2*3*500e-9 + 2*S/50e9 */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_TREE, SHS_TOP_ALL_REDUCE, S, 8, 0) - 4.494304e-5) < 1e-12);
+    /* direct: 2*(500e-9 + 7*S/(8*50e9)) */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_DIRECT, SHS_TOP_ALL_REDUCE, S, 8, 0) - 3.770016e-5) < 1e-12);
+    /* ring all-gather of 4 ranks: 3*(500e-9 + S/(4*50e9)) */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_GATHER, S, 4, 0) - 3 * (500e-9 + S / 200e9)) < 1e-15);
+    assert_true(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 1, 0) == 0);
+    snprintf(path, sizeof path, "%s/traces/astra-sim/network/HGX-H100-validated.yml", test_shared_dir());
+    assert_int_equal(shs_net_load(path, &net), SHS_OK);
+    assert_true(net.intra_bw == 400e9 && fabs(net.intra_lat - 936.25e-9) < 1e-18);
+    /* 16 ranks over 8-GPU nodes use the inter-node link of the preset */
+    assert_int_equal(shs_net_preset("hgx-h100", &net), SHS_OK);
+    shs_trace_t *t = from_text("shardsim-trace 1\nworld 16\ncomm world 16 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+                               "comm node0 8 0,1,2,3,4,5,6,7\n"
+                               "0 world 0 all_reduce 262144 f32 sum - - - 1048576 rank - - -\n"
+                               "0 node0 0 all_reduce 262144 f32 sum - - - 1048576 rank - - -\n");
+    double inter = shs_net_rec_time(&net, SHS_ALGO_RING, t, &t->ranks[0].recs[0]);
+    double intra = shs_net_rec_time(&net, SHS_ALGO_RING, t, &t->ranks[0].recs[1]);
+    assert_true(fabs(inter - 30 * (5e-6 + S / (16 * 50e9))) < 1e-12);
+    assert_true(fabs(intra - 14 * (936.25e-9 + S / (8 * 400e9))) < 1e-12);
+    assert_true(fabs(shs_net_busbw_factor(SHS_TOP_ALL_REDUCE, 8) - 1.75) < 1e-15);
+    shs_trace_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_round_trip),
@@ -260,6 +298,7 @@ int main(void) {
         cmocka_unit_test(test_dtype_mismatch_names_ranks_and_seq),
         cmocka_unit_test(test_unmatched_p2p),
         cmocka_unit_test(test_cross_comm_order_deadlock),
+        cmocka_unit_test(test_net_model_hand_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

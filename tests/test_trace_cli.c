@@ -69,6 +69,21 @@ static void test_replay_bad_input(void **state) {
     expect(p, 2, NULL, "unknown format");
 }
 
+static void test_replay_network(void **state) {
+    (void)state;
+    char path[1024], yml[1024];
+    snprintf(path, sizeof path, "%s/traces/chakra-et/microbench/all_reduce_8npus_1MB", test_shared_dir());
+    snprintf(yml, sizeof yml, "%s/traces/astra-sim/network/Ring_8npus.yml", test_shared_dir());
+    char *argv[] = {(char *)SHS_BIN_PATH, "replay", path, "--network", yml, "--compare-algorithms", "--check-only", NULL};
+    test_run_process(argv, 60.0, &proc);
+    /* 2*7*(500 ns + 1 MiB/(8*50 GB/s)) = 0.0437 ms; busbw = 1 MiB/43.7 us * 1.75 */
+    expect(&proc, 0, "timing (alpha-beta, ring)", NULL);
+    assert_non_null(strstr(proc.out, "all_reduce             1     1.00 MiB        0.044      23.99      41.99"));
+    assert_non_null(strstr(proc.out, "top 1 calls by time"));
+    const test_proc_t *p = replay(path, "--network", "no-such-preset");
+    expect(p, 2, NULL, "unknown network preset");
+}
+
 /* calls of `op` in a table line "  <op>   <calls> ..." of `text`, or -1 */
 static long table_calls(const char *text, const char *op) {
     char key[64];
@@ -121,6 +136,7 @@ int main(void) {
         cmocka_unit_test(test_replay_reports_mismatch),
         cmocka_unit_test(test_replay_bad_input),
         cmocka_unit_test(test_train_trace_round_trip),
+        cmocka_unit_test(test_replay_network),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
