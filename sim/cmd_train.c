@@ -51,6 +51,14 @@ static void train_usage(FILE *f) {
             "                         (default %s)\n"
             "  --shard-group-size G   hybrid_*: shard within groups of G consecutive ranks, replicate\n"
             "                         across the N/G groups (default N)\n"
+            "  --reshard-after-forward true|false   free gathered units after forward use (default true;\n"
+            "                         false keeps them until backward, FSDP SHARD_GRAD_OP)\n"
+            "  --backward-prefetch pre|post|none    gather the next unit before / after the current\n"
+            "                         unit's backward, or when needed (default pre, FSDP's)\n"
+            "  --forward-prefetch true|false        gather the next unit during forward (default false)\n"
+            "  --limit-all-gathers N  at most N units gathered ahead (default 0: no limit)\n"
+            "  --poison-freed-buffers true|false    debugging: fill freed communication buffers with\n"
+            "                         NaN so that a use after free shows in the results\n"
             "  --data PATH            training text (default: built-in corpus)\n"
             "  --model-file PATH      train the model a description file lists instead of the GPT\n"
             "                         (README: Model-description files); --layers, --heads and\n"
@@ -122,7 +130,8 @@ typedef enum {
     O_LR, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WEIGHT_DECAY, O_TIMEOUT, O_BUCKET_MB,
     O_DEVICE_MEM, O_STRATEGY, O_OPTIMIZER, O_DATA, O_CHECK,
     O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN,
-    O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_SHARD_GROUP_SIZE, O_REDUCE_ORDER,
+    O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_SHARD_GROUP_SIZE,
+    O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH, O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_POISON_FREED, O_REDUCE_ORDER,
     O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
     O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_TRACE,
@@ -174,6 +183,11 @@ static const struct {
     [O_INIT_SCALE] = {"--init-scale", T_F32, 1e-30, 1e30, 0},
     [O_GROWTH_INTERVAL] = {"--growth-interval", T_INT, 1, 1000000000, 0},
     [O_SHARD_GROUP_SIZE] = {"--shard-group-size", T_INT, 1, SHS_MAX_WORLD, 0},
+    [O_RESHARD_AFTER_FORWARD] = {"--reshard-after-forward", T_STR, 0, 0, 0},
+    [O_BACKWARD_PREFETCH] = {"--backward-prefetch", T_STR, 0, 0, 0},
+    [O_FORWARD_PREFETCH] = {"--forward-prefetch", T_STR, 0, 0, 0},
+    [O_LIMIT_ALL_GATHERS] = {"--limit-all-gathers", T_INT, 0, 1 << 20, 0},
+    [O_POISON_FREED] = {"--poison-freed-buffers", T_STR, 0, 0, 0},
     [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
     [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_FLAG, 0, 0, 0},
     [O_TRACE] = {"--trace", T_STR, 0, 0, 0},
@@ -286,6 +300,26 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS];
     c->norm_type = 2;
     if (p.given[O_SHARD_GROUP_SIZE]) c->shard_group_size = (int)p.num[O_SHARD_GROUP_SIZE];
+    if (p.given[O_LIMIT_ALL_GATHERS]) c->limit_all_gathers = (int)p.num[O_LIMIT_ALL_GATHERS];
+    static const opt_id_t bool_opts[] = {O_RESHARD_AFTER_FORWARD, O_FORWARD_PREFETCH, O_POISON_FREED};
+    int bool_vals[3] = {1, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        if (!p.given[bool_opts[k]]) continue;
+        const char *v = p.str[bool_opts[k]];
+        if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) bool_vals[k] = 1;
+        else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) bool_vals[k] = 0;
+        else return usage_error("%s takes true or false (got '%s')", options[bool_opts[k]].name, v);
+    }
+    c->keep_after_forward = !bool_vals[0];
+    c->forward_prefetch = bool_vals[1];
+    c->poison_freed = bool_vals[2];
+    if (p.given[O_BACKWARD_PREFETCH]) {
+        const char *v = p.str[O_BACKWARD_PREFETCH];
+        if (strcmp(v, "pre") == 0) c->backward_prefetch = SHS_PREFETCH_PRE;
+        else if (strcmp(v, "post") == 0) c->backward_prefetch = SHS_PREFETCH_POST;
+        else if (strcmp(v, "none") == 0) c->backward_prefetch = SHS_PREFETCH_NONE;
+        else return usage_error("--backward-prefetch takes pre, post or none (got '%s')%s", v, "");
+    }
     if (p.given[O_INIT_SCALE]) c->scaler.init_scale = (float)p.num[O_INIT_SCALE];
     if (p.given[O_GROWTH_INTERVAL]) c->scaler.growth_interval = (int)p.num[O_GROWTH_INTERVAL];
     static const opt_id_t dtype_opts[] = {O_PARAM_DTYPE, O_REDUCE_DTYPE};

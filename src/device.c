@@ -153,8 +153,11 @@ void shs_device_free(shs_device_t *dev, void *ptr) {
     dev->stats.total_current -= e->bytes;
     dev->stats.num_allocs--;
     e->ptr = TOMBSTONE;
+    if (dev->poison_freed & (1 << e->cat)) dev->iface->memset(dev, ptr, 0xff, e->bytes); /* all-ones: f32 NaN */
     dev->iface->free(dev, ptr, e->bytes);
 }
+
+void shs_device_set_poison_freed(shs_device_t *dev, unsigned category_mask) { dev->poison_freed = (int)category_mask; }
 
 shs_status_t shs_memcpy_h2d(shs_device_t *dev, void *dst, const void *src, size_t bytes) {
     if (!bytes) return SHS_OK;

@@ -69,6 +69,7 @@ struct shs_device {
     shs__alloc_entry_t *table;
     size_t table_cap;    /* power of two */
     size_t table_used;   /* live + tombstones */
+    int poison_freed;    /* shs_device_set_poison_freed: category mask */
 };
 
 /* Wrap a filled vtable into a device (used by backend constructors). */

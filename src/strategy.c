@@ -32,7 +32,8 @@ typedef struct {
     size_t full_len;       /* elements in the full flat buffer: numel (whole) or N*S (sharded) */
     float *params;         /* whole/Z1/Z2: full (full_len); Z3: shard (S) */
     float *gathered;       /* Z3 or low precision: f32 compute params while acquired (COMM) */
-    int gather_refs;       /* outstanding acquires of `gathered` */
+    int gather_refs;       /* outstanding acquires of `gathered` (a held ref included) */
+    int held;              /* gathered ahead (prefetch) or kept after forward: one ref held for the next acquire */
     size_t plant_inf;      /* plant_grad_inf: element + 1 to poison at finish_step, 0 none */
     float *grad_full;      /* whole/Z1: view into grad_block; Z2/Z3: transient (COMM) */
     float *grad_shard;     /* Z2/Z3: reduced gradient shard (S) */
@@ -55,6 +56,13 @@ struct shs_strategy {
     int scaling;           /* dynamic loss scaling on (param dtype f16) */
     shs_loss_scale_state_t scaler;
     int skipped;           /* the last step was skipped for overflow */
+    shs_phase_t phase;
+    /* execution order, per phase: units in order of first acquire during this
+     * pass (order) and during the last complete one (prev); FSDP records it
+     * the same way to drive prefetching */
+    int *order[2], *prev[2];
+    int order_len[2], prev_len[2];
+    int held_prefetches;   /* units gathered ahead and not yet used */
     unit_state_t *units;
     float *grad_block;     /* whole and Z1 units' gradients, contiguous (GRADS) */
     size_t grad_block_len;
@@ -141,36 +149,115 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
 
 /* ---- parameter source: acquire / release --------------------------------- */
 
-static shs_status_t acquire_params(void *self, int unit, const float **params) {
-    shs_strategy_t *s = self;
-    unit_state_t *u = &s->units[unit];
-    if (full_params(s, u) && !low_precision(s)) {
-        *params = u->params;
-        return SHS_OK;
-    }
+/* Whether acquiring the unit materializes a buffer (all-gather or rounding). */
+static int gathers(const shs_strategy_t *s, const unit_state_t *u) { return !full_params(s, u) || low_precision(s); }
+
+static void drop_gathered(shs_strategy_t *s, unit_state_t *u) {
+    shs_device_free(s->dev, u->gathered);
+    u->gathered = NULL;
+    u->gather_refs = 0;
+}
+
+/* Take one reference on the unit's materialized parameters, gathering them
+ * if none is live. */
+static shs_status_t take_gathered(shs_strategy_t *s, unit_state_t *u) {
     if (u->gather_refs == 0) {
         shs_status_t st = materialize_params(s, u);
         if (st != SHS_OK) {
-            shs_device_free(s->dev, u->gathered);
-            u->gathered = NULL;
+            drop_gathered(s, u);
             return st;
         }
     }
     u->gather_refs++;
+    return SHS_OK;
+}
+
+/* Prefetch (FSDP forward_prefetch / backward_prefetch): gather `unit` now,
+ * ahead of its use, holding one reference for its next acquire. Skipped
+ * when it is already live or limit_all_gathers units are already held. The
+ * decision depends only on state every rank shares, so all ranks issue the
+ * same all-gathers in the same order. */
+static shs_status_t prefetch(shs_strategy_t *s, int unit) {
+    if (unit < 0) return SHS_OK;
+    unit_state_t *u = &s->units[unit];
+    if (!gathers(s, u) || u->gather_refs > 0) return SHS_OK;
+    if (s->cfg.limit_all_gathers > 0 && s->held_prefetches >= s->cfg.limit_all_gathers) return SHS_OK;
+    SHS_CHECK(take_gathered(s, u));
+    u->held = 1;
+    s->held_prefetches++;
+    return SHS_OK;
+}
+
+/* The unit that follows `unit` in the last complete pass of the current
+ * phase, or -1 (none, or no pass recorded yet: the first forward and the
+ * first backward do not prefetch). */
+static int next_unit(const shs_strategy_t *s, int unit) {
+    int ph = s->phase;
+    for (int i = 0; i + 1 < s->prev_len[ph]; i++)
+        if (s->prev[ph][i] == unit) return s->prev[ph][i + 1];
+    return -1;
+}
+
+static shs_status_t acquire_params(void *self, int unit, const float **params) {
+    shs_strategy_t *s = self;
+    unit_state_t *u = &s->units[unit];
+    { /* record the execution order */
+        int ph = s->phase, seen = 0;
+        for (int i = 0; i < s->order_len[ph] && !seen; i++) seen = s->order[ph][i] == unit;
+        if (!seen) s->order[ph][s->order_len[ph]++] = unit;
+    }
+    if (!gathers(s, u)) {
+        *params = u->params;
+        return SHS_OK;
+    }
+    if (u->held) { /* gathered ahead or kept from forward: take over that reference */
+        if (u->held == 1) s->held_prefetches--;
+        u->held = 0;
+    } else {
+        SHS_CHECK(take_gathered(s, u));
+    }
     *params = u->gathered;
+    if (s->phase == SHS_PHASE_FORWARD && s->cfg.forward_prefetch) SHS_CHECK(prefetch(s, next_unit(s, unit)));
+    if (s->phase == SHS_PHASE_BACKWARD && s->cfg.backward_prefetch == SHS_PREFETCH_PRE)
+        SHS_CHECK(prefetch(s, next_unit(s, unit)));
     return SHS_OK;
 }
 
 static shs_status_t release_params(void *self, int unit) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
-    if (full_params(s, u) && !low_precision(s)) return SHS_OK;
+    if (!gathers(s, u)) return SHS_OK;
     SHS_ASSERT(u->gather_refs > 0);
-    if (--u->gather_refs == 0) {
-        shs_device_free(s->dev, u->gathered);
-        u->gathered = NULL;
+    if (--u->gather_refs > 0) return SHS_OK;
+    if (s->phase == SHS_PHASE_FORWARD && s->cfg.keep_after_forward && !full_params(s, u)) {
+        u->gather_refs = 1; /* keep it for backward (FSDP SHARD_GRAD_OP) */
+        u->held = 2;
+        return SHS_OK;
     }
+    drop_gathered(s, u);
     return SHS_OK;
+}
+
+/* Free whatever is still held (a prefetch never used, a unit kept from
+ * forward that backward did not need). Local: no communication. */
+static void drop_held(shs_strategy_t *s) {
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        if (u->held && u->gather_refs == 1) drop_gathered(s, u);
+        else if (u->held) u->gather_refs--;
+        u->held = 0;
+    }
+    s->held_prefetches = 0;
+}
+
+void shs_strategy_set_phase(shs_strategy_t *s, shs_phase_t phase) {
+    /* entering a phase: its last complete pass becomes the reference */
+    if (s->order_len[phase]) {
+        memcpy(s->prev[phase], s->order[phase], (size_t)s->order_len[phase] * sizeof(int));
+        s->prev_len[phase] = s->order_len[phase];
+    }
+    s->order_len[phase] = 0;
+    s->phase = phase;
 }
 
 static shs_status_t acquire_grads(void *self, int unit, float **grads) {
@@ -244,6 +331,7 @@ static shs_status_t bucket_grads_ready(shs_strategy_t *s, unit_state_t *u) {
 static shs_status_t grads_ready(void *self, int unit) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
+    if (s->cfg.backward_prefetch == SHS_PREFETCH_POST) SHS_CHECK(prefetch(s, next_unit(s, unit)));
     /* gradients come out of backward in param_dtype (accumulation included) */
     if (low_precision(s)) SHS_CHECK(round_to(s, u->grad_full, u->grad_full, u->numel, s->cfg.param_dtype));
     if (!s->sync) return SHS_OK; /* no_sync: keep accumulating locally */
@@ -351,6 +439,19 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     s->scaling = s->cfg.param_dtype == SHS_F16;
     s->scaler.scale = s->scaling ? sc->init_scale : 1.0f;
     s->source = (shs_param_source_t){s, acquire_params, release_params, acquire_grads, grads_ready};
+    s->phase = SHS_PHASE_FORWARD;
+    int orders_ok = 1;
+    for (int ph = 0; ph < 2; ph++) {
+        s->order[ph] = calloc((size_t)layout->num_units + 1, sizeof(int));
+        s->prev[ph] = calloc((size_t)layout->num_units + 1, sizeof(int));
+        orders_ok = orders_ok && s->order[ph] && s->prev[ph];
+    }
+    if (!orders_ok) {
+        for (int ph = 0; ph < 2; ph++) free(s->order[ph]), free(s->prev[ph]);
+        free(s->units);
+        free(s);
+        return shs_set_error(SHS_HOST_OOM, "cannot allocate strategy state");
+    }
 
     shs_status_t st = SHS_OK;
     if (cfg->kind == SHS_HYBRID_SHARD || cfg->kind == SHS_HYBRID_SHARD_ZERO2) {
@@ -405,6 +506,7 @@ void shs_strategy_destroy(shs_strategy_t *s) {
     }
     shs_device_free(s->dev, s->grad_block);
     shs_device_free(s->dev, s->norm_acc);
+    for (int ph = 0; ph < 2; ph++) free(s->order[ph]), free(s->prev[ph]);
     if (s->shard_comm != s->comm) shs_comm_destroy(s->shard_comm);
     shs_comm_destroy(s->replica_comm);
     free(s->units);
@@ -416,6 +518,7 @@ shs_param_source_t *shs_strategy_source(shs_strategy_t *s) { return &s->source; 
 /* ---- step -------------------------------------------------------------------- */
 
 shs_status_t shs_strategy_begin_step(shs_strategy_t *s) {
+    drop_held(s);
     s->bucket_lo = s->bucket_hi = 0;
     if (s->grad_block) SHS_CHECK(shs_memset(s->dev, s->grad_block, 0, s->grad_block_len * sizeof(float)));
     return SHS_OK;
@@ -511,6 +614,7 @@ static shs_status_t check_overflow(shs_strategy_t *s, int *skip) {
 
 shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     SHS_ASSERT(s->sync);
+    drop_held(s);
     SHS_CHECK(flush_bucket(s));
     SHS_CHECK(plant_faults(s));
     s->skipped = 0;

@@ -54,6 +54,10 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_strategy_config_t scfg = {.kind = t->cfg.strategy, .bucket_bytes = t->cfg.bucket_bytes, .optim = t->cfg.optim,
                                   .seed = t->cfg.seed, .shard_align = t->cfg.shard_align,
                                   .shard_group_size = t->cfg.shard_group_size,
+                                  .keep_after_forward = t->cfg.keep_after_forward,
+                                  .backward_prefetch = t->cfg.backward_prefetch,
+                                  .forward_prefetch = t->cfg.forward_prefetch,
+                                  .limit_all_gathers = t->cfg.limit_all_gathers,
                                   .clip_norm = t->cfg.clip_norm, .norm_type = t->cfg.norm_type,
                                   .param_dtype = t->cfg.param_dtype, .reduce_dtype = t->cfg.reduce_dtype,
                                   .scaler = t->cfg.scaler};
@@ -69,6 +73,7 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     else
         SHS_CHECK(shs_gpt_create(&rs->model, &t->layout, &t->cfg.model, ctx->dev, t->cfg.micro_batch,
                                  t->cfg.checkpoint_activations));
+    if (t->cfg.poison_freed) shs_device_set_poison_freed(ctx->dev, 1u << SHS_MEM_COMM);
     SHS_CHECK(shs_strategy_create(&rs->strategy, &scfg, &t->layout, ctx->dev, ctx->comm));
     SHS_CHECK(shs_device_alloc(ctx->dev, (void **)&rs->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
     return SHS_OK;
@@ -91,12 +96,14 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
                          t->cfg.model.context, rs->tokens, rs->targets);
         float micro_loss;
         shs_comm_set_marker(ctx->comm, "fwd");
+        shs_strategy_set_phase(rs->strategy, SHS_PHASE_FORWARD);
         SHS_CHECK(shs_model_forward(rs->model, src, rs->tokens, rs->targets, &micro_loss));
         shs_strategy_set_sync(rs->strategy, k == K - 1);
         /* d(step loss)/d(micro loss) = 1/K: the gradient is the mean over
          * the micro-batches, as `(loss / K).backward()` in torch; times the
          * loss scale, as `scaler.scale(loss / K).backward()` */
         shs_comm_set_marker(ctx->comm, "bwd");
+        shs_strategy_set_phase(rs->strategy, SHS_PHASE_BACKWARD);
         SHS_CHECK(shs_model_backward(rs->model, src, scale / (float)K));
         local_loss += micro_loss;
     }

@@ -373,6 +373,90 @@ static void test_hybrid_bad_group_size(void **state) {
     assert_non_null(strstr(shs_last_error(), "shard group size 3 must divide the world size 4"));
 }
 
+/* Bug report 9 and FSDP's reshard/prefetch knobs: every freed
+ * communication buffer is filled with NaN, and with prefetch on or off,
+ * resharding after forward or not, the results equal DDP's (so no stale
+ * buffer is read and no NaN leaks). */
+static void test_prefetch_and_reshard_match_ddp(void **state) {
+    typedef struct { int keep, fwd, limit; shs_prefetch_t bwd; } knobs_t;
+    static const knobs_t knobs[] = {
+        {0, 0, 0, SHS_PREFETCH_NONE}, {0, 0, 0, SHS_PREFETCH_PRE}, {0, 0, 0, SHS_PREFETCH_POST},
+        {0, 1, 0, SHS_PREFETCH_PRE},  {1, 1, 1, SHS_PREFETCH_POST}, {1, 0, 0, SHS_PREFETCH_NONE},
+    };
+    static const int nw[] = {2, 3, 5};
+    for (int w = 0; w < 3; w++) {
+        shs_train_config_t cfg = small_config(nw[w]);
+        cfg.poison_freed = 1;
+        cfg.grad_accum = 2;
+        cfg.strategy = SHS_DDP;
+        run_record_t ddp;
+        record_run(&cfg, &test_corpus, 2, &ddp);
+        for (int k = 0; k < 6; k++)
+            for (int prec = 0; prec < 2; prec++) {
+                cfg.strategy = SHS_ZERO3;
+                cfg.keep_after_forward = knobs[k].keep;
+                cfg.forward_prefetch = knobs[k].fwd;
+                cfg.limit_all_gathers = knobs[k].limit;
+                cfg.backward_prefetch = knobs[k].bwd;
+                cfg.param_dtype = prec ? SHS_BF16 : SHS_F32;
+                run_record_t z;
+                if (prec) { /* the reference with the same precision */
+                    shs_train_config_t d = cfg;
+                    d.strategy = SHS_DDP;
+                    run_record_t dd;
+                    record_run(&d, &test_corpus, 2, &dd);
+                    record_run(&cfg, &test_corpus, 2, &z);
+                    assert_same_run(&dd, &z);
+                    free_record(&dd);
+                } else {
+                    record_run(&cfg, &test_corpus, 2, &z);
+                    assert_same_run(&ddp, &z);
+                }
+                free_record(&z);
+            }
+        free_record(&ddp);
+    }
+}
+
+/* The knobs do what they say: keeping gathered units from forward to
+ * backward saves the backward all-gathers and raises the peak of gathered
+ * memory; prefetching raises the peak without changing the gather count. */
+static void test_prefetch_changes_order_and_peak(void **state) {
+    typedef struct { int keep; shs_prefetch_t bwd; } knobs_t;
+    static const knobs_t knobs[] = {{0, SHS_PREFETCH_NONE}, {0, SHS_PREFETCH_PRE}, {1, SHS_PREFETCH_NONE}};
+    uint64_t gathers[3];
+    size_t peak[3];
+    for (int k = 0; k < 3; k++) {
+        shs_train_config_t cfg = small_config(2);
+        cfg.model.num_layers = 4;
+        cfg.strategy = SHS_ZERO3;
+        cfg.keep_after_forward = knobs[k].keep;
+        cfg.backward_prefetch = knobs[k].bwd;
+        shs_trainer_t *t;
+        assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+        float loss;
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        shs_comm_stats_t cs;
+        shs_trainer_comm_stats(t, 0, &cs);
+        uint64_t first = cs.calls[SHS_OP_ALL_GATHER];
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        shs_trainer_comm_stats(t, 0, &cs);
+        cs.calls[SHS_OP_ALL_GATHER] -= first; /* the second step's: prefetch by recorded order */
+        shs_mem_stats_t ms;
+        shs_trainer_mem_stats(t, 0, &ms);
+        gathers[k] = cs.calls[SHS_OP_ALL_GATHER];
+        peak[k] = ms.peak[SHS_MEM_COMM];
+        shs_trainer_destroy(t);
+    }
+    /* 6 units: forward gathers embed, 4 blocks, lnf, and embed again for the
+     * head (kept into backward); backward gathers lnf and the 4 blocks */
+    assert_int_equal(gathers[0], 7 + 5);
+    assert_int_equal(gathers[1], gathers[0]);
+    assert_int_equal(gathers[2], 6); /* kept: each unit once */
+    assert_true(peak[1] > peak[0]);
+    assert_true(peak[2] > peak[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grad_accum_matches_ddp),
@@ -389,6 +473,8 @@ int main(void) {
         cmocka_unit_test(test_hybrid_exact_shapes),
         cmocka_unit_test(test_hybrid_replicated_shapes),
         cmocka_unit_test(test_hybrid_bad_group_size),
+        cmocka_unit_test(test_prefetch_and_reshard_match_ddp),
+        cmocka_unit_test(test_prefetch_changes_order_and_peak),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }

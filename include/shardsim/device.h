@@ -84,6 +84,10 @@ shs_status_t shs_device_alloc(shs_device_t *dev, void **ptr, size_t bytes, shs_m
 /* Release an allocation made on this device. NULL is a no-op; a pointer not
  * owned by this device aborts. */
 void shs_device_free(shs_device_t *dev, void *ptr);
+/* Debugging use-after-free: from now on, fill every freed allocation whose
+ * category bit (1 << category) is in the mask with all-ones bytes (an f32
+ * NaN) before releasing it, so a stale read poisons results. 0: off. */
+void shs_device_set_poison_freed(shs_device_t *dev, unsigned category_mask);
 /* Copies of `bytes` bytes. Device ranges must lie inside allocations of this
  * device. Host->device, device->host, device->device (may overlap: memmove). */
 shs_status_t shs_memcpy_h2d(shs_device_t *dev, void *dst, const void *src, size_t bytes);

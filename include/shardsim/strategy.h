@@ -87,6 +87,12 @@ typedef enum {
     SHS_NUM_STRATEGIES
 } shs_strategy_kind_t;
 
+/* FSDP's BackwardPrefetch: gather the next unit (in reverse forward order)
+ * before the current unit's backward computation (PRE), after it (POST, at
+ * grads_ready), or only when needed (NONE). */
+typedef enum { SHS_PREFETCH_PRE = 0, SHS_PREFETCH_POST = 1, SHS_PREFETCH_NONE = 2 } shs_prefetch_t;
+typedef enum { SHS_PHASE_FORWARD, SHS_PHASE_BACKWARD } shs_phase_t;
+
 /* Dynamic loss scaling (torch.cuda.amp.GradScaler's parameters). */
 typedef struct {
     float init_scale;            /* 0: 65536 */
@@ -115,6 +121,14 @@ typedef struct {
     uint64_t seed;               /* parameter initialization */
     size_t shard_align;          /* shard.h alignment E in elements; 0 or 1: none */
     int shard_group_size;        /* hybrid: ranks per shard group (divides N); 0 means N */
+    /* When gathered parameters live (ZeRO-3, hybrid_shard; also the rounded
+     * copies of mixed precision). They change the order of all-gathers and
+     * the peak memory, never the results. */
+    int keep_after_forward;      /* reshard_after_forward=False: keep gathered units from forward to
+                                  * backward (FSDP SHARD_GRAD_OP); 0 frees after use (FULL_SHARD) */
+    shs_prefetch_t backward_prefetch; /* default PRE (FSDP's default) */
+    int forward_prefetch;        /* gather the next unit (previous forward's order) during forward */
+    int limit_all_gathers;       /* at most this many units gathered ahead; 0: no limit */
     float clip_norm;             /* max_norm; <= 0: no clipping */
     int norm_type;               /* 1, 2 (0 means 2), or SHS_NORM_INF (exact_norm.h) */
     shs_dtype_t param_dtype;     /* SHS_F32, SHS_BF16 or SHS_F16; 0 (SHS_I8) means F32 */
@@ -135,6 +149,9 @@ void shs_strategy_destroy(shs_strategy_t *s);
 /* The parameter source the model's forward/backward call into. */
 shs_param_source_t *shs_strategy_source(shs_strategy_t *s);
 
+/* Before each forward and each backward: which pass the acquires belong to
+ * (execution order recording, prefetch, reshard_after_forward). */
+void shs_strategy_set_phase(shs_strategy_t *s, shs_phase_t phase);
 /* Before the step's first forward: zero the persistent gradient buffers. */
 shs_status_t shs_strategy_begin_step(shs_strategy_t *s);
 /* Before each micro-batch's backward: sync = 0 only accumulates (no_sync),

@@ -43,6 +43,11 @@ typedef struct {
     shs_dtype_t reduce_dtype;    /* --reduce-dtype: 0 means param_dtype */
     shs_loss_scaler_config_t scaler; /* fp16 dynamic loss scaling; zeros: GradScaler defaults */
     int shard_group_size;        /* hybrid sharding: ranks per shard group; 0 means N */
+    int keep_after_forward;      /* --reshard-after-forward false */
+    shs_prefetch_t backward_prefetch; /* --backward-prefetch pre (0, default) | post | none */
+    int forward_prefetch;        /* --forward-prefetch */
+    int limit_all_gathers;       /* --limit-all-gathers N: units gathered ahead at most; 0 no limit */
+    int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
 } shs_train_config_t;
