@@ -57,6 +57,9 @@ static void train_usage(FILE *f) {
             "                         unit's backward, or when needed (default pre, FSDP's)\n"
             "  --forward-prefetch true|false        gather the next unit during forward (default false)\n"
             "  --limit-all-gathers N  at most N units gathered ahead (default 0: no limit)\n"
+            "  --offload none|optimizer|params      CPU offload: optimizer state and master weights on\n"
+            "                         the host, the optimizer step there (ZeRO-Offload); params: the\n"
+            "                         parameter shards too (zero3, hybrid_shard; FSDP CPUOffload)\n"
             "  --poison-freed-buffers true|false    debugging: fill freed communication buffers with\n"
             "                         NaN so that a use after free shows in the results\n"
             "  --data PATH            training text (default: built-in corpus)\n"
@@ -131,7 +134,8 @@ typedef enum {
     O_DEVICE_MEM, O_STRATEGY, O_OPTIMIZER, O_DATA, O_CHECK,
     O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN,
     O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_SHARD_GROUP_SIZE,
-    O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH, O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_POISON_FREED, O_REDUCE_ORDER,
+    O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH, O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_POISON_FREED,
+    O_OFFLOAD, O_REDUCE_ORDER,
     O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
     O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_TRACE,
@@ -188,6 +192,7 @@ static const struct {
     [O_FORWARD_PREFETCH] = {"--forward-prefetch", T_STR, 0, 0, 0},
     [O_LIMIT_ALL_GATHERS] = {"--limit-all-gathers", T_INT, 0, 1 << 20, 0},
     [O_POISON_FREED] = {"--poison-freed-buffers", T_STR, 0, 0, 0},
+    [O_OFFLOAD] = {"--offload", T_STR, 0, 0, 0},
     [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
     [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_FLAG, 0, 0, 0},
     [O_TRACE] = {"--trace", T_STR, 0, 0, 0},
@@ -313,6 +318,13 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     c->keep_after_forward = !bool_vals[0];
     c->forward_prefetch = bool_vals[1];
     c->poison_freed = bool_vals[2];
+    if (p.given[O_OFFLOAD]) {
+        const char *v = p.str[O_OFFLOAD];
+        if (strcmp(v, "none") == 0) c->offload = SHS_OFFLOAD_NONE;
+        else if (strcmp(v, "optimizer") == 0) c->offload = SHS_OFFLOAD_OPTIMIZER;
+        else if (strcmp(v, "params") == 0) c->offload = SHS_OFFLOAD_PARAMS;
+        else return usage_error("--offload takes none, optimizer or params (got '%s')%s", v, "");
+    }
     if (p.given[O_BACKWARD_PREFETCH]) {
         const char *v = p.str[O_BACKWARD_PREFETCH];
         if (strcmp(v, "pre") == 0) c->backward_prefetch = SHS_PREFETCH_PRE;
@@ -379,7 +391,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     return -1;
 }
 
-static void print_summary(const shs_trainer_t *t, float final_loss, long steps) {
+static void print_summary(shs_trainer_t *t, float final_loss, long steps) {
     int n = shs_trainer_world_size(t);
     char b[32];
     printf("\nsummary\n  final loss %.6f after %ld step%s\n", final_loss, steps, steps == 1 ? "" : "s");
@@ -397,6 +409,17 @@ static void print_summary(const shs_trainer_t *t, float final_loss, long steps) 
         printf("    %-6d", r);
         for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) printf(" %11.3f", (double)m.peak[c] / 1048576.0);
         printf(" %11.3f\n", (double)m.total_peak / 1048576.0);
+    }
+    if (shs_trainer_config(t)->offload != SHS_OFFLOAD_NONE) {
+        uint64_t h2d, d2h;
+        shs_mem_stats_t hm;
+        shs_strategy_offload_stats(shs_trainer_strategy(t, 0), &h2d, &d2h, &hm);
+        char b2[32], b3[32];
+        printf("  offload (rank 0): peak host memory params %s, grads %s, optim %s; copied host->device %s, "
+               "device->host %s over the run\n", shs_format_bytes(b, sizeof b, (double)hm.peak[SHS_MEM_PARAMS]),
+               shs_format_bytes(b2, sizeof b2, (double)hm.peak[SHS_MEM_GRADS]),
+               shs_format_bytes(b3, sizeof b3, (double)hm.peak[SHS_MEM_OPTIM]),
+               shs_format_bytes((char[32]){0}, 32, (double)h2d), shs_format_bytes((char[32]){0}, 32, (double)d2h));
     }
     shs_comm_stats_t cs, sum = {0};
     for (int r = 0; r < n; r++) {
@@ -542,6 +565,7 @@ int sim_cmd_train(int argc, char **argv) {
     if (o.check_ddp) {
         shs_train_config_t rc_cfg = *cfg;
         rc_cfg.strategy = SHS_DDP;
+        rc_cfg.offload = SHS_OFFLOAD_NONE; /* offloading must not change a bit: compare with plain DDP */
         rc_cfg.checkpoint_activations = 0; /* the reference keeps every activation */
         if (shs_trainer_create(&ref_run, &rc_cfg, &corpus) != SHS_OK ||
             (o.resume_dir && shs_checkpoint_resume(ref_run, o.resume_dir) != SHS_OK)) {

@@ -38,13 +38,19 @@ typedef struct {
     float *grad_full;      /* whole/Z1: view into grad_block; Z2/Z3: transient (COMM) */
     float *grad_shard;     /* Z2/Z3: reduced gradient shard (S) */
     size_t grad_offset;    /* whole/Z1: offset of this unit in grad_block */
-    float *optim_state;    /* state_per_param * (whole: numel, sharded: S) */
+    float *optim_state;    /* state_per_param * (whole: numel, sharded: S); on the host when offloading */
+    float *host_grad;      /* offload: the reduced gradient range the optimizer reads (host, GRADS) */
+    float *master;         /* offload optimizer: f32 master copy of the updated range (host, PARAMS);
+                            * offload params: NULL (the parameter shard itself lives on the host) */
 } unit_state_t;
 
 struct shs_strategy {
     shs_strategy_config_t cfg;
     const shs_layout_t *layout;
     shs_device_t *dev;
+    shs_device_t *host;    /* offload: host memory (its own accounting) and the CPU optimizer */
+    shs_device_t *opt_dev; /* where the optimizer, clipping and overflow checks run: host or dev */
+    uint64_t h2d_bytes, d2h_bytes; /* offload traffic */
     shs_comm_t *comm;      /* the world: DDP all-reduces, norms, overflow flags */
     int rank, nranks;
     /* sharding: over the world, or for hybrid sharding over this rank's
@@ -94,7 +100,7 @@ static float *owned_params(const shs_strategy_t *s, const unit_state_t *u) {
 /* The elements the optimizer updates on this rank: parameters, their
  * reduced gradient, and the count (padding is never updated, so it stays
  * exactly 0 whatever the optimizer would make of 0/0, e.g. AdamW eps = 0). */
-static void update_range(const shs_strategy_t *s, const unit_state_t *u, float **param, float **grad, size_t *n) {
+static void device_range(const shs_strategy_t *s, const unit_state_t *u, float **param, float **grad, size_t *n) {
     if (u->whole) {
         *param = u->params; *grad = u->grad_full; *n = u->numel;
     } else if (s->cfg.kind == SHS_ZERO1) {
@@ -102,6 +108,32 @@ static void update_range(const shs_strategy_t *s, const unit_state_t *u, float *
     } else {
         *param = owned_params(s, u); *grad = u->grad_shard; *n = u->shard.valid;
     }
+}
+
+/* Whether the unit's parameter shard itself lives on the host (offload params). */
+static int params_on_host(const shs_strategy_t *s, const unit_state_t *u) {
+    return s->cfg.offload == SHS_OFFLOAD_PARAMS && !full_params(s, u);
+}
+static shs_device_t *params_dev(const shs_strategy_t *s, const unit_state_t *u) {
+    return params_on_host(s, u) ? s->host : s->dev;
+}
+
+/* The optimizer's view of the range (on opt_dev): the device range, or with
+ * offloading the host copies of the gradient and of the parameters. */
+static void update_range(const shs_strategy_t *s, const unit_state_t *u, float **param, float **grad, size_t *n) {
+    device_range(s, u, param, grad, n);
+    if (!s->host) return;
+    *grad = u->host_grad;
+    if (u->master) *param = u->master;
+}
+
+/* The master copy of the updated range from the device parameters. */
+static shs_status_t download_master(shs_strategy_t *s, unit_state_t *u) {
+    if (!u->master) return SHS_OK;
+    float *param, *grad;
+    size_t n;
+    device_range(s, u, &param, &grad, &n);
+    return shs_memcpy_d2h(s->dev, u->master, param, n * sizeof(float));
 }
 
 /* ---- precision helpers ------------------------------------------------------ */
@@ -129,7 +161,24 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
     SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->gathered, (len ? len : 1) * sizeof(float), SHS_MEM_COMM,
                                low_precision(s) ? "compute params (f32 view)" : "zero3 gathered params"));
     if (full_params(s, u)) return round_to(s, u->gathered, u->params, u->numel, pd);
-    if (pd == SHS_F32) return shs_all_gather(u->params, u->gathered, u->shard.size, SHS_F32, s->shard_comm);
+    const float *shard = u->params;
+    float *staged = NULL;
+    if (params_on_host(s, u)) { /* offloaded shard: copy it in first */
+        SHS_CHECK(shs_device_alloc(s->dev, (void **)&staged, (u->shard.size ? u->shard.size : 1) * sizeof(float),
+                                   SHS_MEM_COMM, "parameter shard from host"));
+        shs_status_t st = shs_memcpy_h2d(s->dev, staged, u->params, u->shard.size * sizeof(float));
+        if (st != SHS_OK) {
+            shs_device_free(s->dev, staged);
+            return st;
+        }
+        s->h2d_bytes += u->shard.size * sizeof(float);
+        shard = staged;
+    }
+    if (pd == SHS_F32) {
+        shs_status_t st = shs_all_gather(shard, u->gathered, u->shard.size, SHS_F32, s->shard_comm);
+        shs_device_free(s->dev, staged);
+        return st;
+    }
     size_t es = shs_dtype_size(pd);
     void *lp_shard = NULL, *lp_full = NULL;
     shs_status_t st = shs_device_alloc(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, SHS_MEM_COMM,
@@ -138,12 +187,13 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
         st = shs_device_alloc(s->dev, &lp_full, (u->full_len ? u->full_len : 1) * es, SHS_MEM_COMM,
                               "zero3 gathered params (low precision)");
     if (st == SHS_OK) {
-        shs_cast(s->dev, lp_shard, pd, u->params, SHS_F32, u->shard.size);
+        shs_cast(s->dev, lp_shard, pd, shard, SHS_F32, u->shard.size);
         st = shs_all_gather(lp_shard, lp_full, u->shard.size, pd, s->shard_comm);
     }
     if (st == SHS_OK) shs_cast(s->dev, u->gathered, SHS_F32, lp_full, pd, u->full_len);
     shs_device_free(s->dev, lp_shard);
     shs_device_free(s->dev, lp_full);
+    shs_device_free(s->dev, staged);
     return st;
 }
 
@@ -348,7 +398,7 @@ static shs_status_t grads_ready(void *self, int unit) {
 
 /* Fill elements [begin, end) of unit `unit`'s flat parameter into device
  * memory `dst`, generating the initial values on the host in chunks. */
-static shs_status_t init_params(shs_strategy_t *s, int unit, size_t begin, size_t end, float *dst) {
+static shs_status_t init_params(shs_strategy_t *s, shs_device_t *d, int unit, size_t begin, size_t end, float *dst) {
     enum { CHUNK = 1 << 16 };
     float *host = malloc(CHUNK * sizeof(float));
     if (!host) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate init buffer", s->rank);
@@ -356,7 +406,7 @@ static shs_status_t init_params(shs_strategy_t *s, int unit, size_t begin, size_
     for (size_t i = begin; i < end && st == SHS_OK; i += CHUNK) {
         size_t n = end - i < CHUNK ? end - i : CHUNK;
         shs_layout_init_range(s->layout, s->cfg.seed, unit, i, i + n, host);
-        st = shs_memcpy_h2d(s->dev, dst + (i - begin), host, n * sizeof(float));
+        st = shs_memcpy_h2d(d, dst + (i - begin), host, n * sizeof(float));
     }
     free(host);
     return st;
@@ -381,21 +431,31 @@ static size_t optim_state_len(const shs_strategy_t *s, const unit_state_t *u) {
 static shs_status_t alloc_unit(shs_strategy_t *s, int i) {
     unit_state_t *u = &s->units[i];
     if (full_params(s, u)) SHS_CHECK(alloc_floats(s, &u->params, u->full_len, SHS_MEM_PARAMS, "parameters"));
-    else SHS_CHECK(alloc_floats(s, &u->params, u->shard.size, SHS_MEM_PARAMS, "parameter shard"));
+    else SHS_CHECK(shs_device_alloc(params_dev(s, u), (void **)&u->params, u->shard.size * sizeof(float),
+                                    SHS_MEM_PARAMS, params_on_host(s, u) ? "offloaded parameter shard" : "parameter shard"));
     if (!in_grad_block(s, u)) SHS_CHECK(alloc_floats(s, &u->grad_shard, u->shard.size, SHS_MEM_GRADS, "gradient shard"));
-    size_t n_state = optim_state_len(s, u);
-    if (n_state) SHS_CHECK(alloc_floats(s, &u->optim_state, n_state, SHS_MEM_OPTIM, "optimizer state"));
+    size_t n_state = optim_state_len(s, u), n_opt = optim_len(u);
+    if (n_state)
+        SHS_CHECK(shs_device_alloc(s->opt_dev, (void **)&u->optim_state, n_state * sizeof(float), SHS_MEM_OPTIM,
+                                   "optimizer state"));
+    if (s->host) {
+        SHS_CHECK(shs_device_alloc(s->host, (void **)&u->host_grad, (n_opt ? n_opt : 1) * sizeof(float),
+                                   SHS_MEM_GRADS, "offloaded gradient"));
+        if (!params_on_host(s, u))
+            SHS_CHECK(shs_device_alloc(s->host, (void **)&u->master, (n_opt ? n_opt : 1) * sizeof(float),
+                                       SHS_MEM_PARAMS, "master parameters"));
+    }
     return SHS_OK;
 }
 
 /* Initial parameters (shs_layout_init_range), zero gradient shard and state. */
 static shs_status_t init_unit(shs_strategy_t *s, int i) {
     unit_state_t *u = &s->units[i];
-    if (full_params(s, u)) SHS_CHECK(init_params(s, i, 0, u->full_len, u->params));
-    else SHS_CHECK(init_params(s, i, u->shard.offset, u->shard.offset + u->shard.size, u->params));
+    if (full_params(s, u)) SHS_CHECK(init_params(s, s->dev, i, 0, u->full_len, u->params));
+    else SHS_CHECK(init_params(s, params_dev(s, u), i, u->shard.offset, u->shard.offset + u->shard.size, u->params));
     if (u->grad_shard) SHS_CHECK(shs_memset(s->dev, u->grad_shard, 0, u->shard.size * sizeof(float)));
-    if (u->optim_state) SHS_CHECK(shs_memset(s->dev, u->optim_state, 0, optim_state_len(s, u) * sizeof(float)));
-    return SHS_OK;
+    if (u->optim_state) SHS_CHECK(shs_memset(s->opt_dev, u->optim_state, 0, optim_state_len(s, u) * sizeof(float)));
+    return download_master(s, u);
 }
 
 shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config_t *cfg,
@@ -429,6 +489,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     s->shard_rank = s->rank;
     s->sync = 1;
     s->grad_norm = -1.0f;
+    s->opt_dev = dev;
     if (s->cfg.param_dtype == 0) s->cfg.param_dtype = SHS_F32;
     if (s->cfg.reduce_dtype == 0) s->cfg.reduce_dtype = s->cfg.param_dtype;
     shs_loss_scaler_config_t *sc = &s->cfg.scaler;
@@ -467,6 +528,16 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         s->shard_rank = s->rank % G;
         s->replica = s->rank / G;
     }
+    if (cfg->offload != SHS_OFFLOAD_NONE) {
+        if (cfg->offload == SHS_OFFLOAD_PARAMS && !stage_shards_params(s)) {
+            st = shs_set_error(SHS_INVALID_ARG, "offloading parameters needs sharded parameters (zero3 or "
+                               "hybrid_shard), not %s; use --offload optimizer", shs_strategy_name(cfg->kind));
+            goto fail;
+        }
+        /* host memory: unlimited here, accounted apart from the device */
+        SHS_CHECK_GOTO(shs_device_create_cpu(&s->host, s->rank, SIZE_MAX, 1), st, fail);
+        s->opt_dev = s->host;
+    }
     for (int i = 0; i < layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
         u->numel = layout->units[i].numel;
@@ -483,7 +554,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
             if (in_grad_block(s, &s->units[i])) s->units[i].grad_full = s->grad_block + s->units[i].grad_offset;
     }
     if (cfg->clip_norm > 0 || s->scaling)
-        SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&s->norm_acc, SHS_NORM_ACC_WORDS * sizeof(int64_t),
+        SHS_CHECK_GOTO(shs_device_alloc(s->opt_dev, (void **)&s->norm_acc, SHS_NORM_ACC_WORDS * sizeof(int64_t),
                                         SHS_MEM_OTHER, "gradient norm"), st, fail);
     for (int i = 0; i < layout->num_units; i++) SHS_CHECK_GOTO(alloc_unit(s, i), st, fail);
     for (int i = 0; i < layout->num_units; i++) SHS_CHECK_GOTO(init_unit(s, i), st, fail);
@@ -498,18 +569,21 @@ void shs_strategy_destroy(shs_strategy_t *s) {
     if (!s) return;
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
-        shs_device_free(s->dev, u->params);
+        shs_device_free(params_dev(s, u), u->params);
         shs_device_free(s->dev, u->gathered);
         if (!in_grad_block(s, u)) shs_device_free(s->dev, u->grad_full);
         shs_device_free(s->dev, u->grad_shard);
-        shs_device_free(s->dev, u->optim_state);
+        shs_device_free(s->opt_dev, u->optim_state);
+        if (s->host) shs_device_free(s->host, u->host_grad);
+        if (s->host) shs_device_free(s->host, u->master);
     }
     shs_device_free(s->dev, s->grad_block);
-    shs_device_free(s->dev, s->norm_acc);
+    shs_device_free(s->opt_dev, s->norm_acc);
     for (int ph = 0; ph < 2; ph++) free(s->order[ph]), free(s->prev[ph]);
     if (s->shard_comm != s->comm) shs_comm_destroy(s->shard_comm);
     shs_comm_destroy(s->replica_comm);
     free(s->units);
+    shs_device_destroy(s->host);
     free(s);
 }
 
@@ -534,7 +608,7 @@ void shs_strategy_set_sync(shs_strategy_t *s, int sync) {
  * ZeRO each rank adds its owned reduced shard (and rank 0 the replicated
  * units) and the exact partial sums are all-reduced (integer sum: exact). */
 static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, float *norm) {
-    SHS_CHECK(shs_memset(s->dev, s->norm_acc, 0, SHS_NORM_ACC_WORDS * sizeof(int64_t)));
+    SHS_CHECK(shs_memset(s->opt_dev, s->norm_acc, 0, SHS_NORM_ACC_WORDS * sizeof(int64_t)));
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
         /* counted once: whole units by rank 0, shards by the first replica */
@@ -542,28 +616,28 @@ static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, float *
         float *param, *grad;
         size_t n;
         update_range(s, u, &param, &grad, &n);
-        shs_norm_accumulate(s->dev, s->norm_acc, grad, n, p);
+        shs_norm_accumulate(s->opt_dev, s->norm_acc, grad, n, p);
     }
     if (!local) SHS_CHECK(shs_all_reduce(s->norm_acc, s->norm_acc, SHS_NORM_ACC_WORDS, SHS_I64,
                                          p == SHS_NORM_INF ? SHS_MAX : SHS_SUM, s->comm));
     int64_t acc[SHS_NORM_ACC_WORDS];
-    SHS_CHECK(shs_memcpy_d2h(s->dev, acc, s->norm_acc, sizeof acc));
+    SHS_CHECK(shs_memcpy_d2h(s->opt_dev, acc, s->norm_acc, sizeof acc));
     *norm = shs_exact_norm_finish(acc, p);
     return SHS_OK;
 }
 
-/* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6) in f32,
- * applied when below 1 to exactly the elements the optimizer reads. */
 /* Multiply the gradient elements the optimizer reads by `coef`. */
 static void scale_grads(shs_strategy_t *s, float coef) {
     for (int i = 0; i < s->layout->num_units; i++) {
         float *param, *grad;
         size_t n;
         update_range(s, &s->units[i], &param, &grad, &n);
-        if (n) shs_scale(s->dev, grad, coef, n);
+        if (n) shs_scale(s->opt_dev, grad, coef, n);
     }
 }
 
+/* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6) in f32,
+ * applied when below 1 to exactly the elements the optimizer reads. */
 static shs_status_t clip_grads(shs_strategy_t *s) {
     int p = s->cfg.norm_type ? s->cfg.norm_type : 2;
     SHS_CHECK(total_grad_norm(s, p, s->cfg.kind == SHS_DDP, &s->grad_norm));
@@ -586,7 +660,7 @@ static shs_status_t plant_faults(shs_strategy_t *s) {
         size_t n;
         update_range(s, u, &param, &grad, &n);
         float inf = INFINITY;
-        SHS_CHECK(shs_memcpy_h2d(s->dev, grad + (u->whole ? index : index - u->shard.offset), &inf, sizeof inf));
+        SHS_CHECK(shs_memcpy_h2d(s->opt_dev, grad + (u->whole ? index : index - u->shard.offset), &inf, sizeof inf));
     }
     return SHS_OK;
 }
@@ -612,10 +686,41 @@ static shs_status_t check_overflow(shs_strategy_t *s, int *skip) {
     return SHS_OK;
 }
 
+/* Offload: the reduced gradient range of every unit goes to the host, where
+ * clipping, the overflow check and the optimizer run (ZeRO-Offload's CPU
+ * step, Ren et al. 2021; FSDP CPUOffload). */
+static shs_status_t offload_grads(shs_strategy_t *s) {
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        float *param, *grad;
+        size_t n;
+        device_range(s, u, &param, &grad, &n);
+        SHS_CHECK(shs_memcpy_d2h(s->dev, u->host_grad, grad, n * sizeof(float)));
+        s->d2h_bytes += n * sizeof(float);
+    }
+    return SHS_OK;
+}
+
+/* Offload optimizer: the updated master range goes back to the device
+ * parameters (offloaded parameter shards are updated in place on the host). */
+static shs_status_t upload_params(shs_strategy_t *s) {
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        if (!u->master) continue;
+        float *param, *grad;
+        size_t n;
+        device_range(s, u, &param, &grad, &n);
+        SHS_CHECK(shs_memcpy_h2d(s->dev, param, u->master, n * sizeof(float)));
+        s->h2d_bytes += n * sizeof(float);
+    }
+    return SHS_OK;
+}
+
 shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     SHS_ASSERT(s->sync);
     drop_held(s);
     SHS_CHECK(flush_bucket(s));
+    if (s->host) SHS_CHECK(offload_grads(s));
     SHS_CHECK(plant_faults(s));
     s->skipped = 0;
     if (s->scaling) {
@@ -630,8 +735,9 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
         float *param, *grad;
         size_t n;
         update_range(s, u, &param, &grad, &n);
-        shs_optim_step(s->dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
+        shs_optim_step(s->opt_dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
     }
+    if (s->host) SHS_CHECK(upload_params(s));
     if (stage_regathers(s)) {
         for (int i = 0; i < s->layout->num_units; i++) {
             unit_state_t *u = &s->units[i];
@@ -676,6 +782,14 @@ shs_status_t shs_strategy_plant_grad_inf(shs_strategy_t *s, int unit, size_t ind
 
 int shs_strategy_holds_full(const shs_strategy_t *s, int unit) { return full_params(s, &s->units[unit]); }
 
+void shs_strategy_offload_stats(const shs_strategy_t *s, uint64_t *h2d_bytes, uint64_t *d2h_bytes,
+                                shs_mem_stats_t *host) {
+    *h2d_bytes = s->h2d_bytes;
+    *d2h_bytes = s->d2h_bytes;
+    if (s->host) shs_device_mem_stats(s->host, host);
+    else memset(host, 0, sizeof *host);
+}
+
 /* ---- reading and writing state ---------------------------------------------- */
 
 shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out) {
@@ -684,7 +798,7 @@ shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out) {
     /* a whole unit's buffer is unpadded: elements past numel read as zero */
     size_t avail = u->whole ? u->shard.valid : u->shard.size;
     memset(out, 0, u->shard.size * sizeof(float));
-    return shs_memcpy_d2h(s->dev, out, src, avail * sizeof(float));
+    return shs_memcpy_d2h(params_dev(s, u), out, src, avail * sizeof(float));
 }
 
 int shs_strategy_state_per_param(const shs_strategy_t *s) { return shs_optim_state_per_param(&s->cfg.optim); }
@@ -698,7 +812,7 @@ shs_status_t shs_strategy_read_state(shs_strategy_t *s, int unit, float *params,
     size_t from = u->whole ? u->shard.offset : 0;
     for (int j = 0; j < k; j++) {
         memset(state + (size_t)j * S, 0, S * sizeof(float));
-        SHS_CHECK(shs_memcpy_d2h(s->dev, state + (size_t)j * S, u->optim_state + (size_t)j * stride + from,
+        SHS_CHECK(shs_memcpy_d2h(s->opt_dev, state + (size_t)j * S, u->optim_state + (size_t)j * stride + from,
                                  u->shard.valid * sizeof(float)));
     }
     return SHS_OK;
@@ -710,18 +824,19 @@ shs_status_t shs_strategy_load_state(shs_strategy_t *s, int unit, const float *p
     if (full_params(s, u)) {
         SHS_CHECK(shs_memcpy_h2d(s->dev, u->params, params, u->numel * sizeof(float)));
     } else {
-        SHS_CHECK(shs_memset(s->dev, u->params, 0, u->shard.size * sizeof(float)));
-        SHS_CHECK(shs_memcpy_h2d(s->dev, u->params, params + u->shard.offset, u->shard.valid * sizeof(float)));
+        shs_device_t *pd = params_dev(s, u);
+        SHS_CHECK(shs_memset(pd, u->params, 0, u->shard.size * sizeof(float)));
+        SHS_CHECK(shs_memcpy_h2d(pd, u->params, params + u->shard.offset, u->shard.valid * sizeof(float)));
     }
     size_t stride = optim_stride(u);
-    if (k) SHS_CHECK(shs_memset(s->dev, u->optim_state, 0, optim_state_len(s, u) * sizeof(float)));
+    if (k) SHS_CHECK(shs_memset(s->opt_dev, u->optim_state, 0, optim_state_len(s, u) * sizeof(float)));
     for (int j = 0; j < k; j++) {
         float *dst = u->optim_state + (size_t)j * stride;
         const float *src = state + (size_t)j * u->numel;
-        if (u->whole) SHS_CHECK(shs_memcpy_h2d(s->dev, dst, src, u->numel * sizeof(float)));
-        else SHS_CHECK(shs_memcpy_h2d(s->dev, dst, src + u->shard.offset, u->shard.valid * sizeof(float)));
+        if (u->whole) SHS_CHECK(shs_memcpy_h2d(s->opt_dev, dst, src, u->numel * sizeof(float)));
+        else SHS_CHECK(shs_memcpy_h2d(s->opt_dev, dst, src + u->shard.offset, u->shard.valid * sizeof(float)));
     }
-    return SHS_OK;
+    return download_master(s, u);
 }
 
 shs_status_t shs_strategy_read_full(shs_strategy_t *s, int unit, float *out) {
@@ -740,7 +855,9 @@ shs_status_t shs_strategy_flip_param_bit(shs_strategy_t *s, int unit, size_t ind
     else if (index >= u->shard.offset && index < u->shard.offset + u->shard.size) p = u->params + (index - u->shard.offset);
     else return SHS_OK;
     uint32_t bits;
-    SHS_CHECK(shs_memcpy_d2h(s->dev, &bits, p, sizeof bits));
+    shs_device_t *d = params_dev(s, u);
+    SHS_CHECK(shs_memcpy_d2h(d, &bits, p, sizeof bits));
     bits ^= 1u;
-    return shs_memcpy_h2d(s->dev, p, &bits, sizeof bits);
+    SHS_CHECK(shs_memcpy_h2d(d, p, &bits, sizeof bits));
+    return download_master(s, u); /* the fault is in the parameters the optimizer also updates */
 }

@@ -58,6 +58,7 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
                                   .backward_prefetch = t->cfg.backward_prefetch,
                                   .forward_prefetch = t->cfg.forward_prefetch,
                                   .limit_all_gathers = t->cfg.limit_all_gathers,
+                                  .offload = t->cfg.offload,
                                   .clip_norm = t->cfg.clip_norm, .norm_type = t->cfg.norm_type,
                                   .param_dtype = t->cfg.param_dtype, .reduce_dtype = t->cfg.reduce_dtype,
                                   .scaler = t->cfg.scaler};

@@ -62,8 +62,9 @@ static void test_grad_accum_matches_ddp(void **state) {
  * the mean gradient, and hence the SGD update, agrees to rounding. A run that
  * dropped micro-batches (bug report 6) or weighted the first step
  * differently (bug report 5) would be off by O(1) of the update. */
-static void check_accum_means_all(shs_strategy_kind_t kind, int K) {
+static void check_accum_means_all(shs_strategy_kind_t kind, int K, shs_offload_t offload) {
     shs_train_config_t a = small_config(1);
+    a.offload = offload;
     a.micro_batch = 1;
     a.grad_accum = K;
     a.strategy = kind;
@@ -99,10 +100,10 @@ static void check_accum_means_all(shs_strategy_kind_t kind, int K) {
 }
 
 static void test_grad_accum_means_every_micro_batch(void **state) {
-    check_accum_means_all(SHS_ZERO2, 3); /* bug report 6: world 1, ZeRO-2 and ZeRO-3, 3 steps */
-    check_accum_means_all(SHS_ZERO3, 3);
-    check_accum_means_all(SHS_ZERO2, 4); /* bug report 5 (without offload) */
-    check_accum_means_all(SHS_DDP, 4);
+    check_accum_means_all(SHS_ZERO2, 3, SHS_OFFLOAD_NONE); /* bug report 6: world 1, ZeRO-2 and ZeRO-3 */
+    check_accum_means_all(SHS_ZERO3, 3, SHS_OFFLOAD_NONE);
+    check_accum_means_all(SHS_ZERO2, 4, SHS_OFFLOAD_OPTIMIZER); /* bug report 5: ZeRO-2, 4 steps, CPU offload */
+    check_accum_means_all(SHS_DDP, 4, SHS_OFFLOAD_NONE);
 }
 
 /* Bug report 2: ZeRO-1 (and 2, 3) with clipping active; the norm comes only
@@ -457,6 +458,83 @@ static void test_prefetch_changes_order_and_peak(void **state) {
     assert_true(peak[2] > peak[1]);
 }
 
+/* CPU offload of the optimizer (every stage) and of the parameters
+ * (ZeRO-3, hybrid_shard) equals DDP without offload, bit for bit, also with
+ * fp16 loss scaling, clipping and gradient accumulation (bug report 5's
+ * ZeRO-2 + 4 accumulation steps + optimizer offload included). */
+static void test_offload_matches_ddp(void **state) {
+    for (int w = 0; w < NWORLDS; w++) {
+        shs_train_config_t cfg = small_config(worlds[w]);
+        cfg.grad_accum = worlds[w] == 3 ? 4 : 2;
+        cfg.clip_norm = 0.05f;
+        if (worlds[w] == 5) {
+            cfg.param_dtype = SHS_F16;
+            cfg.scaler.init_scale = 1024.0f;
+        }
+        cfg.strategy = SHS_DDP;
+        run_record_t ddp;
+        record_run(&cfg, &test_corpus, 2, &ddp);
+        for (int k = SHS_DDP; k <= SHS_HYBRID_SHARD; k++)
+            for (int off = SHS_OFFLOAD_OPTIMIZER; off <= SHS_OFFLOAD_PARAMS; off++) {
+                if (off == SHS_OFFLOAD_PARAMS && k != SHS_ZERO3 && k != SHS_HYBRID_SHARD) continue;
+                shs_train_config_t c = cfg;
+                c.strategy = (shs_strategy_kind_t)k;
+                c.offload = (shs_offload_t)off;
+                run_record_t z;
+                record_run(&c, &test_corpus, 2, &z);
+                assert_same_run(&ddp, &z);
+                free_record(&z);
+            }
+        free_record(&ddp);
+    }
+}
+
+/* Accounting: with the optimizer offloaded the device holds no optimizer
+ * state; the host holds 2 S (AdamW) and the master copy S per unit; each
+ * step copies each rank's updated range (its valid shard elements) down and
+ * up once. With parameters offloaded the device holds no parameters. */
+static void test_offload_accounting(void **state) {
+    shs_train_config_t cfg = small_config(3);
+    cfg.strategy = SHS_ZERO3;
+    for (int off = SHS_OFFLOAD_OPTIMIZER; off <= SHS_OFFLOAD_PARAMS; off++) {
+        cfg.offload = (shs_offload_t)off;
+        shs_trainer_t *t;
+        assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+        float loss;
+        for (int s = 0; s < 2; s++) assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        const shs_layout_t *lo = shs_trainer_layout(t);
+        size_t shard = 0, valid = 0;
+        for (int u = 0; u < lo->num_units; u++) {
+            shs_shard_t sh = shs_shard_of(lo->units[u].numel, 3, 1, 1);
+            shard += sh.size;
+            valid += sh.valid;
+        }
+        shs_mem_stats_t dm, hm;
+        uint64_t h2d, d2h;
+        shs_trainer_mem_stats(t, 1, &dm);
+        shs_strategy_offload_stats(shs_trainer_strategy(t, 1), &h2d, &d2h, &hm);
+        assert_int_equal(dm.peak[SHS_MEM_OPTIM], 0);
+        assert_int_equal(hm.peak[SHS_MEM_OPTIM], 2 * shard * sizeof(float));
+        assert_int_equal(hm.peak[SHS_MEM_GRADS], shard * sizeof(float));
+        assert_int_equal(d2h, 2 * valid * sizeof(float));
+        if (off == SHS_OFFLOAD_OPTIMIZER) {
+            assert_int_equal(dm.peak[SHS_MEM_PARAMS], shard * sizeof(float));
+            assert_int_equal(hm.peak[SHS_MEM_PARAMS], shard * sizeof(float));
+            assert_int_equal(h2d, 2 * valid * sizeof(float));
+        } else {
+            assert_int_equal(dm.peak[SHS_MEM_PARAMS], 0);
+            assert_int_equal(hm.peak[SHS_MEM_PARAMS], shard * sizeof(float));
+            assert_true(h2d > 0); /* shards staged in before each all-gather */
+        }
+        shs_trainer_destroy(t);
+    }
+    cfg.strategy = SHS_ZERO2;
+    cfg.offload = SHS_OFFLOAD_PARAMS;
+    shs_trainer_t *t = NULL;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "needs sharded parameters"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grad_accum_matches_ddp),
@@ -475,6 +553,8 @@ int main(void) {
         cmocka_unit_test(test_hybrid_bad_group_size),
         cmocka_unit_test(test_prefetch_and_reshard_match_ddp),
         cmocka_unit_test(test_prefetch_changes_order_and_peak),
+        cmocka_unit_test(test_offload_matches_ddp),
+        cmocka_unit_test(test_offload_accounting),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }

@@ -87,6 +87,14 @@ typedef enum {
     SHS_NUM_STRATEGIES
 } shs_strategy_kind_t;
 
+/* CPU offload: NONE; OPTIMIZER (ZeRO-Offload: optimizer state and f32
+ * master parameters on the host, each step's reduced gradient range copied
+ * to the host, the optimizer run there, the updated range copied back);
+ * PARAMS (FSDP CPUOffload(offload_params=True), ZeRO-3 / hybrid_shard only:
+ * the parameter shards live on the host too and are copied in before each
+ * all-gather). Host memory is accounted apart (shs_strategy_offload_stats). */
+typedef enum { SHS_OFFLOAD_NONE = 0, SHS_OFFLOAD_OPTIMIZER = 1, SHS_OFFLOAD_PARAMS = 2 } shs_offload_t;
+
 /* FSDP's BackwardPrefetch: gather the next unit (in reverse forward order)
  * before the current unit's backward computation (PRE), after it (POST, at
  * grads_ready), or only when needed (NONE). */
@@ -129,6 +137,7 @@ typedef struct {
     shs_prefetch_t backward_prefetch; /* default PRE (FSDP's default) */
     int forward_prefetch;        /* gather the next unit (previous forward's order) during forward */
     int limit_all_gathers;       /* at most this many units gathered ahead; 0: no limit */
+    shs_offload_t offload;
     float clip_norm;             /* max_norm; <= 0: no clipping */
     int norm_type;               /* 1, 2 (0 means 2), or SHS_NORM_INF (exact_norm.h) */
     shs_dtype_t param_dtype;     /* SHS_F32, SHS_BF16 or SHS_F16; 0 (SHS_I8) means F32 */
@@ -185,6 +194,11 @@ void shs_strategy_add_comm_stats(const shs_strategy_t *s, shs_comm_stats_t *acc)
  * valid over the group's padded flat buffer: N-way for ZeRO, G-way for
  * hybrid) and its replica index (0 except hybrid: the group index). */
 void shs_strategy_shard_info(const shs_strategy_t *s, int unit, shs_shard_t *shard, int *replica);
+/* Offload: bytes copied host->device and device->host so far (parameters,
+ * gradients), and the host memory in use by category (zeros without
+ * offload). */
+void shs_strategy_offload_stats(const shs_strategy_t *s, uint64_t *h2d_bytes, uint64_t *d2h_bytes,
+                                shs_mem_stats_t *host);
 /* Whether this rank holds unit `unit`'s full parameters (DDP, ZeRO-1/2,
  * replicated units) rather than only a shard (ZeRO-3). */
 int shs_strategy_holds_full(const shs_strategy_t *s, int unit);

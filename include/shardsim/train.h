@@ -47,6 +47,7 @@ typedef struct {
     shs_prefetch_t backward_prefetch; /* --backward-prefetch pre (0, default) | post | none */
     int forward_prefetch;        /* --forward-prefetch */
     int limit_all_gathers;       /* --limit-all-gathers N: units gathered ahead at most; 0 no limit */
+    shs_offload_t offload;       /* --offload none | optimizer | params (strategy.h) */
     int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
