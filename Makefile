@@ -5,6 +5,7 @@
 #   make bench           benchmarks: ratios measured in one run, not timed tests
 #   make test            build and run every tests/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
+#   make test-full       every issue-3 feature x world sizes {1,2,3,5,8} (a few minutes)
 # Never add -ffast-math or -Ofast: bit-exactness depends on IEEE semantics.
 
 CC      ?= gcc
@@ -68,7 +69,7 @@ HEADERS   := $(wildcard include/shardsim/*.h src/*.h tests/*.h)
 LIB := $(BUILD)/libshardsim.a
 BIN := $(BUILD)/shardsim
 
-.PHONY: all test bench clean deps
+.PHONY: all test test-full bench clean deps
 all: $(BIN) $(LIB)
 	@echo "$(if $(OMP),✓ OpenMP,✗ OpenMP off)$(if $(SAN), (SAN=$(SAN)),)"
 	@echo "$(if $(JANSSON),✓ jansson: bench --format json and JSON trace import,✗ jansson not found: bench --format json and JSON trace import disabled (make deps installs it))"
@@ -109,6 +110,11 @@ test: $(TEST_BINS) $(BIN)
 	  if ! SHS_SHARED_DIR=$(SHARED) $$t; then fail=1; echo "FAILED: $$t"; fi; \
 	done; \
 	if [ $$fail -ne 0 ]; then echo "some tests FAILED"; exit 1; fi; echo "all test binaries passed"
+
+# The full cross-product of issue 3's features x world sizes {1,2,3,5,8}
+# (make test runs a representative part of it).
+test-full:
+	@SHS_TEST_FULL=1 $(MAKE) --no-print-directory test
 
 bench: $(BIN)
 	$(BIN) bench

@@ -21,6 +21,13 @@
 static const int worlds[] = {1, 2, 3, 5, 8};
 #define NWORLDS (int)(sizeof worlds / sizeof worlds[0])
 
+/* `make test-full` (SHS_TEST_FULL=1) crosses every item with every world
+ * size; `make test` runs a representative part. */
+static int full_sweep(void) {
+    const char *e = getenv("SHS_TEST_FULL");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 /* A small GPT whose units no world size above 1 divides evenly. */
 static shs_train_config_t small_config(int world) {
     shs_train_config_t c = shs_train_default_config();
@@ -197,7 +204,7 @@ static void test_mixed_precision_matches_ddp(void **state) {
         {SHS_BF16, SHS_BF16}, {SHS_BF16, SHS_F32}, {SHS_F16, SHS_F16}, {SHS_F32, SHS_BF16}};
     for (int c = 0; c < 4; c++)
         for (int w = 0; w < NWORLDS; w++) {
-            if (c > 0 && worlds[w] != 3 && worlds[w] != 8) continue; /* the full sweep: make test-full */
+            if (c > 0 && worlds[w] != 3 && worlds[w] != 8 && !full_sweep()) continue;
             shs_train_config_t cfg = small_config(worlds[w]);
             cfg.param_dtype = combos[c][0];
             cfg.reduce_dtype = combos[c][1];
@@ -297,8 +304,8 @@ static void test_fp16_scale_growth(void **state) {
 /* Hybrid sharding, shapes (G ranks per shard group, R replicas): with one
  * replica it is ZeRO-3 / ZeRO-2 and with G = 1 it is DDP, bit for bit. */
 static void test_hybrid_exact_shapes(void **state) {
-    static const int shapes[][2] = {{4, 1}, {1, 4}, {3, 1}, {1, 1}};
-    for (int k = 0; k < 4; k++)
+    static const int shapes[][2] = {{4, 1}, {1, 4}, {3, 1}, {1, 1}, {8, 1}, {1, 5}, {5, 1}};
+    for (int k = 0; k < (full_sweep() ? 7 : 4); k++)
         for (int kind = SHS_HYBRID_SHARD; kind <= SHS_HYBRID_SHARD_ZERO2; kind++) {
             shs_train_config_t cfg = small_config(shapes[k][0] * shapes[k][1]);
             cfg.shard_group_size = shapes[k][0];
@@ -319,8 +326,8 @@ static void test_hybrid_exact_shapes(void **state) {
  * loss stays within rounding of DDP's, and the gathers stay in the group
  * (all-gather buffers are G-way: a G/N share of ZeRO-3's bytes). */
 static void test_hybrid_replicated_shapes(void **state) {
-    static const int shapes[][2] = {{2, 2}, {2, 3}};
-    for (int k = 0; k < 2; k++) {
+    static const int shapes[][2] = {{2, 2}, {2, 3}, {4, 2}, {2, 4}};
+    for (int k = 0; k < (full_sweep() ? 4 : 2); k++) {
         int G = shapes[k][0], N = G * shapes[k][1];
         shs_train_config_t cfg = small_config(N);
         cfg.shard_group_size = G;
@@ -384,8 +391,8 @@ static void test_prefetch_and_reshard_match_ddp(void **state) {
         {0, 0, 0, SHS_PREFETCH_NONE}, {0, 0, 0, SHS_PREFETCH_PRE}, {0, 0, 0, SHS_PREFETCH_POST},
         {0, 1, 0, SHS_PREFETCH_PRE},  {1, 1, 1, SHS_PREFETCH_POST}, {1, 0, 0, SHS_PREFETCH_NONE},
     };
-    static const int nw[] = {2, 3, 5};
-    for (int w = 0; w < 3; w++) {
+    static const int nw[] = {2, 3, 5, 1, 8};
+    for (int w = 0; w < (full_sweep() ? 5 : 3); w++) {
         shs_train_config_t cfg = small_config(nw[w]);
         cfg.poison_freed = 1;
         cfg.grad_accum = 2;
