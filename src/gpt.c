@@ -12,7 +12,12 @@
 
 /* ---- layout ------------------------------------------------------------ */
 
+int shs_gpt_vocab(const shs_gpt_config_t *c) { return c->vocab ? c->vocab : SHS_GPT_VOCAB; }
+
 shs_status_t shs_gpt_config_validate(const shs_gpt_config_t *c) {
+    if (c->vocab < 0 || c->vocab > (1 << 20))
+        return shs_set_error(SHS_INVALID_ARG, "vocab must be in 1..%d, or 0 for %d (got %d)", 1 << 20, SHS_GPT_VOCAB,
+                             c->vocab);
     if (c->num_layers < 1 || c->num_layers > SHS_GPT_MAX_LAYERS)
         return shs_set_error(SHS_INVALID_ARG, "layers must be in 1..%d (got %d)", SHS_GPT_MAX_LAYERS, c->num_layers);
     if (c->channels < 1 || c->channels > 65536)
@@ -28,7 +33,7 @@ shs_status_t shs_gpt_config_validate(const shs_gpt_config_t *c) {
 shs_status_t shs_gpt_layout_create(shs_layout_t *lo, const shs_gpt_config_t *cfg) {
     SHS_CHECK(shs_gpt_config_validate(cfg));
     shs_layout_init(lo);
-    int L = cfg->num_layers, C = cfg->channels, T = cfg->context, V = SHS_GPT_VOCAB;
+    int L = cfg->num_layers, C = cfg->channels, T = cfg->context, V = shs_gpt_vocab(cfg);
     const float std = 0.02f, proj_std = (float)(0.02 / sqrt(2.0 * L));
     shs_status_t st = SHS_OK;
 #define ADD(name, r, c, kind, s) SHS_CHECK_GOTO(shs_layout_add_tensor(lo, name, r, c, kind, s), st, fail)
@@ -84,9 +89,10 @@ typedef struct {
     const shs_layout_t *layout;
     shs_device_t *dev;
     int B;
+    int checkpoint;                     /* activation checkpointing per block */
     float *acts_mem;                    /* the whole forward activation block */
     float *encoded;                     /* (BT,C) */
-    layer_acts_t *layer;                /* L */
+    layer_acts_t *layer;                /* L; checkpointing: one shared set but res3 */
     float *lnf, *lnf_mean, *lnf_rstd;   /* (BT,C), (BT), (BT) */
     float *logits, *probs, *losses;     /* (BT,V), (BT,V), (BT) */
     float *scratch_mem;                 /* backward scratch block */
@@ -107,12 +113,19 @@ static float *carve(float *base, size_t *cursor, size_t n) {
     return p;
 }
 
+/* Without checkpointing every block keeps its own intermediates. With it,
+ * each block keeps only its output res3 (the next block's input; block 0's
+ * input is encoded) and all other intermediates live in one set shared by
+ * every block, refilled by the recompute in backward. */
 static void layout_acts(shs_gpt_t *g, float *base, size_t *total) {
     const shs_gpt_config_t *c = &g->cfg;
     size_t B = (size_t)g->B, T = (size_t)c->context, C = (size_t)c->channels, NH = (size_t)c->num_heads;
-    size_t BT = B * T, V = SHS_GPT_VOCAB, cur = 0;
+    size_t BT = B * T, V = (size_t)shs_gpt_vocab(c), cur = 0;
+    int L = c->num_layers;
     g->encoded = carve(base, &cur, BT * C);
-    for (int l = 0; l < c->num_layers; l++) {
+    if (g->checkpoint)
+        for (int l = 0; l < L; l++) g->layer[l].res3 = carve(base, &cur, BT * C);
+    for (int l = 0; l < (g->checkpoint ? 1 : L); l++) {
         layer_acts_t *a = &g->layer[l];
         a->ln1 = carve(base, &cur, BT * C);
         a->ln1_mean = carve(base, &cur, BT);
@@ -129,7 +142,12 @@ static void layout_acts(shs_gpt_t *g, float *base, size_t *total) {
         a->fch = carve(base, &cur, BT * 4 * C);
         a->fch_gelu = carve(base, &cur, BT * 4 * C);
         a->fcproj = carve(base, &cur, BT * C);
-        a->res3 = carve(base, &cur, BT * C);
+        if (!g->checkpoint) a->res3 = carve(base, &cur, BT * C);
+    }
+    for (int l = 1; g->checkpoint && l < L; l++) {
+        float *res3 = g->layer[l].res3;
+        g->layer[l] = g->layer[0];
+        g->layer[l].res3 = res3;
     }
     g->lnf = carve(base, &cur, BT * C);
     g->lnf_mean = carve(base, &cur, BT);
@@ -152,7 +170,7 @@ static void layout_scratch(shs_gpt_t *g, float *base, size_t *total) {
     g->dqkv = carve(base, &cur, BT * 3 * C);
     g->dpreatt = carve(base, &cur, B * NH * T * T);
     g->datt = carve(base, &cur, B * NH * T * T);
-    g->dlogits = carve(base, &cur, BT * SHS_GPT_VOCAB);
+    g->dlogits = carve(base, &cur, BT * (size_t)shs_gpt_vocab(c));
     *total = cur;
 }
 
@@ -174,6 +192,7 @@ shs_status_t shs_gpt_create(shs_model_t **out, const shs_layout_t *layout, const
     g->layout = layout;
     g->dev = dev;
     g->B = B;
+    g->checkpoint = checkpoint_activations != 0;
     g->layer = calloc((size_t)cfg->num_layers, sizeof *g->layer);
     shs_status_t st = SHS_OK;
     if (!g->layer) {
@@ -252,7 +271,7 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const i
     shs_gpt_t *g = (shs_gpt_t *)m;
     const shs_layout_t *lo = g->layout;
     const shs_gpt_config_t *c = &g->cfg;
-    int B = g->B, T = c->context, C = c->channels, L = c->num_layers, BT = B * T, V = SHS_GPT_VOCAB;
+    int B = g->B, T = c->context, C = c->channels, L = c->num_layers, BT = B * T, V = shs_gpt_vocab(c);
     shs_device_t *d = g->dev;
     size_t tok_bytes = (size_t)BT * sizeof(int32_t);
     SHS_CHECK(shs_memcpy_h2d(d, g->tokens, tokens, tok_bytes));
@@ -327,7 +346,7 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
     shs_gpt_t *g = (shs_gpt_t *)m;
     const shs_layout_t *lo = g->layout;
     const shs_gpt_config_t *c = &g->cfg;
-    int B = g->B, T = c->context, C = c->channels, L = c->num_layers, BT = B * T, V = SHS_GPT_VOCAB;
+    int B = g->B, T = c->context, C = c->channels, L = c->num_layers, BT = B * T, V = shs_gpt_vocab(c);
     shs_device_t *d = g->dev;
     size_t btc = (size_t)BT * C;
     const shs_tensor_info_t *te = &lo->tensors[lo->units[0].first_tensor];
@@ -362,7 +381,9 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
         SHS_CHECK(src->acquire_params(src->self, 1 + l, &w));
         SHS_CHECK(src->acquire_grads(src->self, 1 + l, &gw));
         block_params_t p = block_views(lo, l, w), pg = block_views(lo, l, gw);
-        block_backward(g, l, l > 0 ? g->layer[l - 1].res3 : g->encoded, &p, &pg);
+        const float *x = l > 0 ? g->layer[l - 1].res3 : g->encoded;
+        if (g->checkpoint) block_forward(g, l, x, &p); /* deterministic: the same bits as the forward's */
+        block_backward(g, l, x, &p, &pg);
         SHS_CHECK(src->release_params(src->self, 1 + l));
         SHS_CHECK(src->grads_ready(src->self, 1 + l));
     }

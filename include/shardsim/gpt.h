@@ -38,7 +38,12 @@ typedef struct {
     int num_heads;     /* NH >= 1, divides C */
     int channels;      /* C >= 1 */
     int context;       /* T >= 1 */
+    int vocab;         /* V: 0 means SHS_GPT_VOCAB (the 256 byte values); presets
+                        * (model_preset.h) use GPT-2's 50257 */
 } shs_gpt_config_t;
+
+/* The vocabulary size V of a config (its vocab field, 0 meaning SHS_GPT_VOCAB). */
+int shs_gpt_vocab(const shs_gpt_config_t *cfg);
 
 /* Check a config: returns SHS_INVALID_ARG with a message naming the field. */
 shs_status_t shs_gpt_config_validate(const shs_gpt_config_t *cfg);
@@ -54,7 +59,8 @@ shs_status_t shs_gpt_layout_create(shs_layout_t *layout, const shs_gpt_config_t 
  * checkpointing per block (torch.utils.checkpoint around each block): the
  * forward keeps only each block's input, and backward recomputes the
  * block's forward before its backward; results are bit-identical, activation
- * memory lower. forward keeps unit 0 acquired for the tied LM head;
+ * memory lower: L blocks' intermediates become one set shared by every
+ * block plus L saved block outputs of B*T*C floats. forward keeps unit 0 acquired for the tied LM head;
  * backward starts with the head, releases it, and calls grads_ready in
  * reverse unit order (unit 0 last, summing both uses of wte).
  * Errors: SHS_OUT_OF_MEMORY (text names the rank), SHS_INVALID_ARG. */
