@@ -77,6 +77,11 @@ void shs_checkpoint_meta_of(shs_trainer_t *t, shs_checkpoint_meta_t *m) {
         snprintf(m->model, sizeof m->model, "gpt layers=%d heads=%d channels=%d context=%d", c->model.num_layers,
                  c->model.num_heads, c->model.channels, c->model.context);
     m->world_size = c->world_size;
+    /* hybrid sharding: the first replica's G ranks hold one copy of every
+     * shard, so the checkpoint is a G-rank one (the other replicas hold the
+     * same bits, checked by --check ddp's replica comparison) */
+    if ((c->strategy == SHS_HYBRID_SHARD || c->strategy == SHS_HYBRID_SHARD_ZERO2) && c->shard_group_size > 0)
+        m->world_size = c->shard_group_size;
     m->shard_align = c->shard_align ? c->shard_align : 1;
     m->strategy = c->strategy;
     m->optim = c->optim;
@@ -143,11 +148,6 @@ shs_status_t shs_checkpoint_writer_begin(shs_checkpoint_writer_t **out, const ch
         return shs_set_error(SHS_INVALID_ARG, "checkpoint %s: invalid world size, alignment, state or step", dir);
     if (!meta->model[0] || strchr(meta->model, '\n'))
         return shs_set_error(SHS_INVALID_ARG, "checkpoint %s: the model description is empty or has a line break", dir);
-    /* hybrid sharding shards over groups (S from the group size) and
-     * replicates across them: not in this format's one-shard-per-rank form */
-    if (strncmp(shs_strategy_name(meta->strategy), "hybrid", 6) == 0)
-        return shs_set_error(SHS_UNSUPPORTED, "checkpoint %s: saving a %s run is not supported (resuming into one is)",
-                             dir, shs_strategy_name(meta->strategy));
     for (int u = 0; u < lo->num_units; u++)
         if (has_space(lo->units[u].name))
             return shs_set_error(SHS_UNSUPPORTED, "checkpoint %s: unit name '%s' is empty or has spaces", dir,
@@ -390,6 +390,7 @@ typedef struct {
 
 static shs_status_t save_job(shs_rank_ctx_t *ctx, void *arg) {
     job_arg_t *a = arg;
+    if (ctx->rank >= a->w->meta->world_size) return SHS_OK; /* a hybrid run's other replicas */
     return shs_checkpoint_write_rank(a->w, ctx->rank, shs_trainer_strategy(a->t, ctx->rank));
 }
 
