@@ -21,6 +21,19 @@ static const char *const coll_op_names[SHS_NUM_COLL_OPS] = {
     "all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "barrier", "split",
 };
 
+static const char *const reduce_order_names[SHS_NUM_REDUCE_ORDERS] = {"rank", "ring"};
+
+const char *shs_reduce_order_name(shs_reduce_order_t order) {
+    return (int)order >= 0 && order < SHS_NUM_REDUCE_ORDERS ? reduce_order_names[order] : "invalid";
+}
+
+int shs_reduce_order_parse(const char *name, shs_reduce_order_t *out) {
+    if (!name) return -1;
+    for (int k = 0; k < SHS_NUM_REDUCE_ORDERS; k++)
+        if (strcmp(name, reduce_order_names[k]) == 0) { *out = (shs_reduce_order_t)k; return 0; }
+    return -1;
+}
+
 static int redop_valid(shs_redop_t op) { return (int)op >= 0 && op < SHS_NUM_REDOPS; }
 
 const char *shs_redop_name(shs_redop_t op) { return redop_valid(op) ? redop_names[op] : "invalid"; }
@@ -42,7 +55,10 @@ void shs__call_format(char *buf, size_t size, const shs__call_t *c) {
     switch (c->op) {
     case SHS_OP_ALL_GATHER: snprintf(buf, size, "%s(count=%llu, dtype=%s)", name, n, dt); break;
     case SHS_OP_REDUCE_SCATTER:
-    case SHS_OP_ALL_REDUCE: snprintf(buf, size, "%s(count=%llu, dtype=%s, op=%s)", name, n, dt, rd); break;
+    case SHS_OP_ALL_REDUCE:
+        snprintf(buf, size, "%s(count=%llu, dtype=%s, op=%s%s)", name, n, dt, rd,
+                 c->order == SHS_REDUCE_ORDER_RING ? ", order=ring" : "");
+        break;
     case SHS_OP_BROADCAST: snprintf(buf, size, "%s(count=%llu, dtype=%s, root=%d)", name, n, dt, c->root); break;
     case SHS_OP_REDUCE:
         snprintf(buf, size, "%s(count=%llu, dtype=%s, op=%s, root=%d)", name, n, dt, rd, c->root);
@@ -113,6 +129,19 @@ void shs_comm_get_stats(const shs_comm_t *comm, shs_comm_stats_t *out) {
         uint64_t num = op == SHS_OP_ALL_REDUCE ? 2 * (n - 1) : n - 1;
         out->bytes_sent[op] = (uint64_t)((unsigned __int128)out->bytes[op] * num / n);
     }
+}
+
+shs_status_t shs_comm_set_reduce_order(shs_comm_t *comm, shs_reduce_order_t order) {
+    if (!comm) return shs_set_error(SHS_INVALID_ARG, "shs_comm_set_reduce_order: comm is NULL");
+    if ((int)order < 0 || order >= SHS_NUM_REDUCE_ORDERS)
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: shs_comm_set_reduce_order on comm '%s': unknown order %d",
+                             comm->rank, comm->name, (int)order);
+    comm->reduce_order = order;
+    return SHS_OK;
+}
+
+shs_reduce_order_t shs_comm_reduce_order(const shs_comm_t *comm) {
+    return comm ? comm->reduce_order : SHS_REDUCE_ORDER_RANK;
 }
 
 void shs_comm_abort(shs_comm_t *comm, const char *reason) {
@@ -213,6 +242,7 @@ shs_status_t shs_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvc
                                 shs_redop_t op, shs_comm_t *comm) {
     CHECK_COMM(comm, SHS_OP_REDUCE_SCATTER);
     shs__call_t c = new_call(comm, SHS_OP_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0);
+    c.order = comm->reduce_order;
     size_t bytes, n = (size_t)comm->nranks;
     SHS_CHECK(check_call(comm, &c, 1, &bytes));
     if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
@@ -225,6 +255,7 @@ shs_status_t shs_all_reduce(const void *sendbuf, void *recvbuf, size_t count, sh
                             shs_comm_t *comm) {
     CHECK_COMM(comm, SHS_OP_ALL_REDUCE);
     shs__call_t c = new_call(comm, SHS_OP_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0);
+    c.order = comm->reduce_order;
     size_t bytes;
     SHS_CHECK(check_call(comm, &c, 1, &bytes));
     if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
@@ -280,5 +311,6 @@ shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **n
     c.seq = comm->seq++;
     shs_status_t s = comm->iface->split(comm, &c, newcomm);
     if (s == SHS_OK) comm->stats.calls[SHS_OP_SPLIT]++;
+    if (s == SHS_OK && *newcomm) (*newcomm)->reduce_order = comm->reduce_order;
     return s;
 }

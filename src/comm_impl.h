@@ -24,6 +24,7 @@ typedef struct {
     shs_dtype_t dtype;
     shs_redop_t redop;
     int root;
+    shs_reduce_order_t order; /* all_reduce and reduce_scatter: the handle's order; others RANK */
     uint64_t seq;
     int color, key;          /* split only; not compared across ranks */
 } shs__call_t;
@@ -54,6 +55,7 @@ struct shs_comm {
     int rank, nranks;
     const char *name;            /* owned by the backend; lives as long as the handle */
     uint64_t seq;                /* sequence number of the next call */
+    shs_reduce_order_t reduce_order; /* for all_reduce and reduce_scatter (comm.h) */
     shs_comm_stats_t stats;
     shs_comm_recorder_fn recorder;   /* optional: called after each collective */
     void *recorder_user;

@@ -13,8 +13,9 @@
  * every sleeper.
  * The cross-rank checks (same op, count, dtype, reduce op, root, sequence
  * number), the timeout and abort of comm.h live here.
- * What it is not: a model of a network (no rings, no link bandwidth), or
- * usable across processes.
+ * What it is not: a model of a network (no link bandwidth, no ring data
+ * movement: ring reduce order only reorders the sources), or usable across
+ * processes.
  *
  * Vocabulary used by the algorithms below:
  *   slot      per-rank record in the shared state: the posted call (shs__call_t,
@@ -432,7 +433,7 @@ done:
 
 static int calls_match(const shs__call_t *a, const shs__call_t *b) {
     return a->op == b->op && a->seq == b->seq && a->count == b->count && a->dtype == b->dtype &&
-           a->redop == b->redop && a->root == b->root;
+           a->redop == b->redop && a->root == b->root && a->order == b->order;
 }
 
 /* Every rank runs this on the same posted calls, so all reach the same verdict. */
@@ -547,6 +548,8 @@ static shs_status_t thread_all_gather(shs_comm_t *comm, const shs__call_t *call)
  *               sendbuf) each tile is read from all ranks before it is
  *               written, and the others read only their own blocks.
  *   exit        barrier: no sendbuf is reused while another rank reads it.
+ * Ring order (comm.h) changes only the order of the sources: rank r reduces
+ * block r over ranks r+1, r+2, ..., r (mod N) instead of 0, ..., N-1.
  */
 static shs_status_t thread_reduce_scatter(shs_comm_t *comm, const shs__call_t *call) {
     rank_ctx_t *ctx = comm->ctx;
@@ -554,10 +557,14 @@ static shs_status_t thread_reduce_scatter(shs_comm_t *comm, const shs__call_t *c
     int n = sh->nranks, r = comm->rank;
     size_t block = call->count * shs_dtype_size(call->dtype);
     int staged = block * (size_t)n <= STAGE_BYTES;
+    /* ring order: block r's chain is ranks r+1, ..., r (mod N) */
+    int first = call->order == SHS_REDUCE_ORDER_RING ? r + 1 : 0;
     SHS_CHECK(begin_staged(comm, call, call->sendbuf, staged ? block * (size_t)n : 0));
     if (block) {
-        for (int j = 0; j < n; j++)
-            ctx->srcs[j] = (staged ? STAGE(sh, j, call) : (const char *)POSTED(sh, j, call)->sendbuf) + (size_t)r * block;
+        for (int k = 0; k < n; k++) {
+            int j = (first + k) % n;
+            ctx->srcs[k] = (staged ? STAGE(sh, j, call) : (const char *)POSTED(sh, j, call)->sendbuf) + (size_t)r * block;
+        }
         shs__reduce_multi(&call->recvbuf, 1, ctx->srcs, n, call->count, call->dtype, call->redop,
                           use_stream(block * (size_t)n));
     }
@@ -583,8 +590,13 @@ static shs_status_t thread_reduce_scatter(shs_comm_t *comm, const shs__call_t *c
  *               stored after all its sources were read, so in place is safe.
  *   exit        barrier: every recvbuf is complete, sendbufs are free.
  * Both produce per element op over ranks 0..N-1, so results are identical.
+ * Ring order (comm.h) is a separate path, ring_all_reduce(), so the rank-order
+ * path above stays as it is.
  */
+static shs_status_t ring_all_reduce(shs_comm_t *comm, const shs__call_t *call);
+
 static shs_status_t thread_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
+    if (call->order == SHS_REDUCE_ORDER_RING) return ring_all_reduce(comm, call);
     rank_ctx_t *ctx = comm->ctx;
     shared_t *sh = ctx->sh;
     int n = sh->nranks, r = comm->rank;
@@ -605,6 +617,61 @@ static shs_status_t thread_all_reduce(shs_comm_t *comm, const shs__call_t *call)
         for (int j = 0; j < n; j++) {
             ctx->srcs[j] = (const char *)POSTED(sh, j, call)->sendbuf + off * esize;
             ctx->dsts[j] = (char *)POSTED(sh, j, call)->recvbuf + off * esize;
+        }
+        shs__reduce_multi(ctx->dsts, n, ctx->srcs, n, len, call->dtype, call->redop,
+                          use_stream(bytes * (size_t)n));
+    }
+    return finish(comm, call, 1);
+}
+
+/* ---- all_reduce in ring order ------------------------------------------
+ * Vocabulary of comm.h's RING REDUCTION ORDER: S = ceil(count/N); ring chunk
+ * c = elements [min(c*S, count), min((c+1)*S, count)); its chain is ranks
+ * c+1, c+2, ..., c (mod N). The same two algorithms as the rank order, with
+ * the same thresholds (so all ranks agree), but the work is cut by ring chunk:
+ * Staged one-shot:
+ *   post+stage, check  as in rank order.
+ *   reduce      every rank reduces each ring chunk c of all stages, sources
+ *               in c's chain order, into its recvbuf.
+ * Direct fused reduce + broadcast:
+ *   post+check  as in rank order.
+ *   reduce+put  rank r reduces ring chunk r of every sendbuf in chunk r's
+ *               chain order and stores each tile into chunk r of every rank's
+ *               recvbuf (in place is safe as in rank order: only rank r
+ *               touches chunk r).
+ *   exit        barrier.
+ */
+static void ring_chunk(size_t count, int n, int c, size_t *off, size_t *len) {
+    size_t S = count / (size_t)n + (count % (size_t)n != 0);
+    size_t lo = (size_t)c * S < count ? (size_t)c * S : count;
+    size_t hi = count - lo < S ? count : lo + S;
+    *off = lo;
+    *len = hi - lo;
+}
+
+static shs_status_t ring_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
+    rank_ctx_t *ctx = comm->ctx;
+    shared_t *sh = ctx->sh;
+    int n = sh->nranks, r = comm->rank;
+    size_t esize = shs_dtype_size(call->dtype), bytes = call->count * esize, off, len;
+
+    if (bytes <= STAGE_BYTES && bytes * (size_t)n <= ONE_SHOT_MAX_BYTES) {
+        SHS_CHECK(begin_staged(comm, call, call->sendbuf, bytes));
+        for (int c = 0; c < n; c++) {
+            ring_chunk(call->count, n, c, &off, &len);
+            if (!len) continue;
+            for (int k = 0; k < n; k++) ctx->srcs[k] = STAGE(sh, (c + 1 + k) % n, call) + off * esize;
+            shs__reduce((char *)call->recvbuf + off * esize, ctx->srcs, n, len, call->dtype, call->redop);
+        }
+        return finish(comm, call, 0);
+    }
+
+    SHS_CHECK(begin(comm, call));
+    ring_chunk(call->count, n, r, &off, &len);
+    if (len) {
+        for (int k = 0; k < n; k++) {
+            ctx->srcs[k] = (const char *)POSTED(sh, (r + 1 + k) % n, call)->sendbuf + off * esize;
+            ctx->dsts[k] = (char *)POSTED(sh, k, call)->recvbuf + off * esize;
         }
         shs__reduce_multi(ctx->dsts, n, ctx->srcs, n, len, call->dtype, call->redop,
                           use_stream(bytes * (size_t)n));

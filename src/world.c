@@ -91,6 +91,7 @@ shs_status_t shs_world_create(shs_world_t **out, const shs_world_config_t *cfg) 
         s->ctx.world_size = w->n;
         SHS_CHECK_GOTO(shs_device_create_cpu(&s->ctx.dev, r, cfg->device_mem, threads), st, fail);
         SHS_CHECK_GOTO(shs_comm_init_rank(&s->ctx.comm, id, r), st, fail);
+        SHS_CHECK_GOTO(shs_comm_set_reduce_order(s->ctx.comm, cfg->reduce_order), st, fail);
     }
     for (int r = 0; r < w->n; r++) {
         /* small stacks: 64 ranks must not cost 512 MiB of address space */

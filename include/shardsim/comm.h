@@ -19,6 +19,34 @@
  * all_gather(reduce_scatter(x)) and to reduce(x) followed by broadcast.
  * MAX/MIN return the first NaN operand if any operand is NaN.
  *
+ * RING REDUCTION ORDER (opt-in, shs_comm_set_reduce_order(); the default
+ * SHS_REDUCE_ORDER_RANK is the fixed order above). SHS_REDUCE_ORDER_RING
+ * emulates the order in which NCCL's ring algorithm adds (NCCL issues #855
+ * and #1055: a ring reduce-scatter is one chained reduce per chunk, each
+ * chunk's chain starting at a different rank, and "sum over n gpus = sum over
+ * n-1 gpus + value of one gpu"; the finished sum is then sent unchanged to
+ * every rank). The buffer is cut into N chunks:
+ *   reduce_scatter  chunk c = rank c's output block,
+ *                   elements [c*recvcount, (c+1)*recvcount);
+ *   all_reduce      S = ceil(count/N), chunk c = elements
+ *                   [min(c*S, count), min((c+1)*S, count)) (trailing chunks
+ *                   may be short or empty).
+ * Every element of chunk c is combined in the order
+ *   r = x_{(c+1)%N}; r = op(r, x_{(c+2)%N}); ...; r = op(r, x_c)
+ * (the chain starts at the rank after the chunk's owner and ends with the
+ * owner c, which in the reduce-scatter phase is where the chunk's sum lands),
+ * with the same per-op rounding in the dtype as above (f16/bf16 round at every
+ * hop, f32 rounds naturally); AVG divides the chain's sum by N at the end.
+ * Every rank receives the same result. At N <= 2 both orders give the same
+ * bits for SUM/AVG/PROD (one commutative op per element). all_reduce(x) is
+ * bit-identical to all_gather(reduce_scatter(x)) when count = N*recvcount
+ * (the chunks coincide), and in general NOT otherwise: an element's result
+ * depends on which chunk it falls in, i.e. on the buffer's length and offset
+ * - which is why DDP (bucketed all-reduce) and FSDP (per-unit reduce-scatter)
+ * drift apart at N >= 3. Real NCCL cuts buffers further (channels, slices,
+ * protocol steps); this is the single-channel, single-loop ring. reduce (to a
+ * root), broadcast and all_gather are unaffected: reduce keeps rank order.
+ *
  * CONSISTENCY CHECKS. Each rank numbers its calls on a communicator
  * (sequence number, from 0). Every collective compares all ranks' calls
  * (op, count, dtype, reduce op, root, sequence number); on any difference
@@ -64,6 +92,13 @@ const char *shs_coll_op_name(shs_coll_op_t op);  /* "all_gather", "reduce_scatte
 
 #define SHS_COMM_DEFAULT_TIMEOUT_MS 60000
 
+/* The order in which all_reduce and reduce_scatter combine ranks (see RING
+ * REDUCTION ORDER above). RANK (0) is the default. */
+typedef enum { SHS_REDUCE_ORDER_RANK = 0, SHS_REDUCE_ORDER_RING = 1, SHS_NUM_REDUCE_ORDERS = 2 } shs_reduce_order_t;
+
+const char *shs_reduce_order_name(shs_reduce_order_t order);            /* "rank", "ring" */
+int shs_reduce_order_parse(const char *name, shs_reduce_order_t *out);  /* 0 ok, -1 unknown */
+
 /* Per-rank counters, by collective op. */
 typedef struct {
     uint64_t calls[SHS_NUM_COLL_OPS];
@@ -96,6 +131,15 @@ int shs_comm_size(const shs_comm_t *comm);
 const char *shs_comm_name(const shs_comm_t *comm);
 void shs_comm_get_stats(const shs_comm_t *comm, shs_comm_stats_t *out);
 
+/* Set this rank's reduction order for its later all_reduce and
+ * reduce_scatter calls. A local setting, no communication: every rank must
+ * set the same order, else its next all_reduce or reduce_scatter returns
+ * SHS_MISMATCH on every rank (the order is part of the checked call).
+ * Communicators made by shs_comm_split() inherit the parent handle's order.
+ * Errors: SHS_INVALID_ARG (NULL comm, unknown order). */
+shs_status_t shs_comm_set_reduce_order(shs_comm_t *comm, shs_reduce_order_t order);
+shs_reduce_order_t shs_comm_reduce_order(const shs_comm_t *comm); /* RANK for NULL */
+
 /* Mark the communicator failed with `reason` and wake every waiting rank,
  * which returns SHS_ABORTED naming this rank and the reason. Safe to call from
  * any thread, any number of times (the first reason is kept). */
@@ -105,12 +149,14 @@ void shs_comm_abort(shs_comm_t *comm, const char *reason);
  * In place iff sendbuf == recvbuf + rank*sendcount (in elements). */
 shs_status_t shs_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shs_dtype_t dtype,
                             shs_comm_t *comm);
-/* recvbuf (recvcount) = op over ranks (rank order) of sendbuf[rank*recvcount ...
+/* recvbuf (recvcount) = op over ranks (the communicator's reduce order:
+ * rank order by default) of sendbuf[rank*recvcount ...
  * (rank+1)*recvcount) (sendbuf holds N*recvcount). In place iff
  * recvbuf == sendbuf + rank*recvcount. */
 shs_status_t shs_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shs_dtype_t dtype,
                                 shs_redop_t op, shs_comm_t *comm);
-/* recvbuf (count) = op over ranks of sendbuf (count). In place iff sendbuf == recvbuf. */
+/* recvbuf (count) = op over ranks (the communicator's reduce order) of
+ * sendbuf (count). In place iff sendbuf == recvbuf. */
 shs_status_t shs_all_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype,
                             shs_redop_t op, shs_comm_t *comm);
 /* recvbuf (count) on every rank = root's sendbuf (count). sendbuf is read on
@@ -157,7 +203,8 @@ const char *shs_comm_marker(const shs_comm_t *comm);
 /* Collective over `comm` (like ncclCommSplit): ranks passing the same
  * `color` (>= 0) form a new communicator, ranked by (key, parent rank).
  * color == SHS_SPLIT_NOCOLOR gives *newcomm = NULL. The child is named
- * "<parent>/<color>" and inherits the timeout. */
+ * "<parent>/<color>" and inherits the timeout and, per handle, the reduce
+ * order. */
 shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **newcomm);
 
 #endif

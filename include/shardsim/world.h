@@ -34,11 +34,12 @@ typedef struct {
     size_t device_mem;     /* bytes per rank; SIZE_MAX unlimited */
     int timeout_ms;        /* collective timeout; <= 0: default */
     const char *name;      /* communicator name, e.g. "world" */
+    shs_reduce_order_t reduce_order; /* all_reduce/reduce_scatter order (comm.h); 0 = RANK */
 } shs_world_config_t;
 
 /* Start world_size rank threads with a CPU device each (kernel threads per
  * device = max(1, cores / world_size)) and a world communicator.
- * Errors: SHS_INVALID_ARG (world size), SHS_HOST_OOM, SHS_SYSTEM. */
+ * Errors: SHS_INVALID_ARG (world size, reduce order), SHS_HOST_OOM, SHS_SYSTEM. */
 shs_status_t shs_world_create(shs_world_t **out, const shs_world_config_t *cfg);
 /* Stop the threads and free devices and communicators. NULL is a no-op. */
 void shs_world_destroy(shs_world_t *w);
