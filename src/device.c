@@ -183,6 +183,15 @@ shs_status_t shs_device_sync(shs_device_t *dev) { return dev->iface->sync ? dev-
 
 void shs_device_mem_stats(const shs_device_t *dev, shs_mem_stats_t *out) { *out = dev->stats; }
 
+shs_status_t shs_device_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    if (!dev->iface->kernel_stats)
+        return shs_set_error(SHS_UNSUPPORTED, "rank %d: the %s backend does not count kernel work", dev->rank,
+                             dev->iface->name);
+    dev->iface->kernel_stats(dev, out);
+    return SHS_OK;
+}
+
 void shs_device_reset_peak(shs_device_t *dev) {
     for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) dev->stats.peak[c] = dev->stats.current[c];
     dev->stats.total_peak = dev->stats.total_current;

@@ -51,6 +51,8 @@ typedef struct shs_device_iface {
     void (*adamw_update)(shs_device_t *, float *, const float *, float *, float *, size_t,
                          const shs_adamw_hparams_t *);
     void (*sgd_update)(shs_device_t *, float *, const float *, float *, size_t, float, float, float);
+    /* (optional) kernel work counters; NULL: shs_device_kernel_stats says unsupported */
+    void (*kernel_stats)(const shs_device_t *, shs_kernel_stats_t *);
 } shs_device_iface_t;
 
 /* One live allocation, kept by device.c in an open-addressing table. */
@@ -78,5 +80,7 @@ shs_status_t shs__device_new(shs_device_t **out, const shs_device_iface_t *iface
 
 /* The CPU backend's vtable (device_cpu.c). */
 extern const shs_device_iface_t shs__cpu_iface;
+/* The meta backend's vtable (device_meta.c). */
+extern const shs_device_iface_t shs__meta_iface;
 
 #endif

@@ -6,6 +6,7 @@
 #include "shardsim/strategy.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,7 +233,15 @@ static shs_status_t prefetch(shs_strategy_t *s, int unit) {
     unit_state_t *u = &s->units[unit];
     if (!gathers(s, u) || u->gather_refs > 0) return SHS_OK;
     if (s->cfg.limit_all_gathers > 0 && s->held_prefetches >= s->cfg.limit_all_gathers) return SHS_OK;
-    SHS_CHECK(take_gathered(s, u));
+    /* in traces the gather is marked with the unit it is for ("bwd/block0"),
+     * not the unit whose acquire triggered it */
+    char saved[SHS_COMM_MARKER_MAX], mark[SHS_COMM_MARKER_MAX];
+    snprintf(saved, sizeof saved, "%s", shs_comm_marker(s->shard_comm));
+    snprintf(mark, sizeof mark, "%.*s/%s", (int)strcspn(saved, "/"), saved, s->layout->units[unit].name);
+    shs_comm_set_marker(s->shard_comm, mark);
+    shs_status_t st = take_gathered(s, u);
+    shs_comm_set_marker(s->shard_comm, saved);
+    SHS_CHECK(st);
     u->held = 1;
     s->held_prefetches++;
     return SHS_OK;
@@ -400,6 +409,7 @@ static shs_status_t grads_ready(void *self, int unit) {
  * memory `dst`, generating the initial values on the host in chunks. */
 static shs_status_t init_params(shs_strategy_t *s, shs_device_t *d, int unit, size_t begin, size_t end, float *dst) {
     enum { CHUNK = 1 << 16 };
+    if (shs_device_is_meta(d)) return SHS_OK; /* meta: no values to generate (device.h) */
     float *host = malloc(CHUNK * sizeof(float));
     if (!host) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate init buffer", s->rank);
     shs_status_t st = SHS_OK;
@@ -535,7 +545,8 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
             goto fail;
         }
         /* host memory: unlimited here, accounted apart from the device */
-        SHS_CHECK_GOTO(shs_device_create_cpu(&s->host, s->rank, SIZE_MAX, 1), st, fail);
+        SHS_CHECK_GOTO(shs_device_is_meta(dev) ? shs_device_create_meta(&s->host, s->rank, SIZE_MAX)
+                                               : shs_device_create_cpu(&s->host, s->rank, SIZE_MAX, 1), st, fail);
         s->opt_dev = s->host;
     }
     for (int i = 0; i < layout->num_units; i++) {

@@ -65,6 +65,35 @@ typedef struct {
  * (SIZE_MAX for unlimited). `num_threads` OpenMP threads run each kernel
  * (<= 1: serial). Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
 shs_status_t shs_device_create_cpu(shs_device_t **out, int rank, size_t capacity, int num_threads);
+/* Create a META device for `rank`: it keeps the books of a real device and
+ * moves no data (issue 4's "meta backend"; src/device_meta.c). Allocations
+ * are accounted exactly as on the CPU device (category, current, peak,
+ * capacity) but hand out fake, unique addresses in a reserved range that
+ * must never be dereferenced; copies and memset do nothing, except that a
+ * device->host copy to real host memory fills it with zeros; kernels only
+ * add their FLOPs and memory traffic to the counters of
+ * shs_device_kernel_stats(). Needs a 64-bit address space.
+ * Errors: SHS_HOST_OOM. */
+shs_status_t shs_device_create_meta(shs_device_t **out, int rank, size_t capacity);
+/* Whether `dev` is a meta device (code that fills device memory from host
+ * data, e.g. parameter initialization, skips the work on it). */
+int shs_device_is_meta(const shs_device_t *dev);
+
+/* Work the kernels of a device have done since it was created. Counted by
+ * backends that model cost (meta); FLOPs as the usual 2 per multiply-add,
+ * bytes as each kernel's minimal memory traffic (inputs read once, outputs
+ * written once); the per-kernel formulas are in src/device_meta.c. */
+typedef struct {
+    uint64_t kernels;    /* kernel launches */
+    uint64_t flops;      /* floating-point operations */
+    uint64_t bytes;      /* bytes read + written by the kernels */
+    uint64_t matmul_flops; /* of flops: matmuls and attention (tensor-core work on a GPU) */
+} shs_kernel_stats_t;
+
+/* Fill *out. Errors: SHS_UNSUPPORTED for a backend that does not count
+ * (cpu); *out is zeroed then. */
+shs_status_t shs_device_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t *out);
+
 /* Frees the device; every live allocation is released. NULL is a no-op. */
 void shs_device_destroy(shs_device_t *dev);
 int shs_device_rank(const shs_device_t *dev);

@@ -1,0 +1,117 @@
+/* meta_run.h - one training step of the real model and strategy code on the
+ * meta backend, for representative ranks of a world of any size (issue 4).
+ *
+ * What it is: the trainer's step (train.c: model forward, backward, the
+ * strategy's gradient reduction and optimizer step, the loss all-reduce)
+ * executed by one thread per representative rank on a meta device
+ * (device.h: allocations accounted, no memory touched, kernels counted) and
+ * a meta communicator (meta.h: collectives counted, nothing moved). Data-
+ * parallel ranks are symmetric except for who owns the padding of each
+ * flat parameter, so rank 0 and rank N-1 are run; memory and communication
+ * are the same on both (the test checks it), FLOPs differ by the padding.
+ * The counts are the ones the CPU backend gives for the same configuration,
+ * byte for byte (tests/test_meta.c).
+ * It also records a timeline: the step cut at every unit's forward and
+ * backward and at the optimizer step, with memory per category at each
+ * boundary, the peak inside each segment, its FLOPs and its collectives.
+ * What it is not: a time model (compare's step-time estimate prices these
+ * counts), or a trainer (no values are computed).
+ */
+#ifndef SHARDSIM_META_RUN_H
+#define SHARDSIM_META_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardsim/comm.h"
+#include "shardsim/device.h"
+#include "shardsim/train.h"
+
+typedef struct {
+    /* The job as `shardsim train` would run it: model (GPT config with
+     * vocab, or netdesc), world_size (1..SHS_MAX_WORLD), micro_batch,
+     * strategy, optim, param/reduce dtype, offload, checkpoint_activations,
+     * shard_group_size, prefetch options, bucket_bytes, grad_accum,
+     * clip_norm, replicate_below, shard_align. device_mem is the capacity
+     * of the meta device (SIZE_MAX: unlimited, so peaks are measured even
+     * when they exceed a real device). Ignored: seed, timeout_ms,
+     * poison_freed, reduce_order (no values exist). */
+    shs_train_config_t train;
+    /* Wrap policy (FSDP auto-wrap). 0: one unit per transformer block (and
+     * the embedding and the final LayerNorm as units of their own: the CPU
+     * trainer's layout). N > 0: consecutive blocks grouped greedily into one
+     * flat parameter until it holds at least N parameters (FSDP's
+     * size_based_auto_wrap_policy(min_num_params = N)); the last group may
+     * be smaller. GPT only. */
+    size_t wrap_min_params;
+    /* Training steps to run (0 means 1). Prefetching follows the execution
+     * order recorded in the previous step (strategy.h), so the second step
+     * is the steady state; the timeline and last_step_comm are the last
+     * step's. */
+    int steps;
+} shs_meta_config_t;
+
+typedef enum {
+    SHS_META_SEG_SETUP,      /* model and strategy creation */
+    SHS_META_SEG_FORWARD,    /* forward of one wrap unit */
+    SHS_META_SEG_BACKWARD,   /* backward of one wrap unit */
+    SHS_META_SEG_OPTIM,      /* gradient flush, clipping, optimizer step, re-gather */
+    SHS_META_SEG_LOSS        /* the loss all-reduce */
+} shs_meta_seg_kind_t;
+
+/* One collective as the representative rank issued it. */
+typedef struct {
+    shs_coll_op_t op;
+    uint64_t bytes;          /* whole buffer (comm.h's stats convention: all_gather and
+                              * reduce_scatter N x the per-rank part) */
+    int comm_size;           /* ranks in its communicator */
+    int group;               /* 0 world, 1 shard group, 2 replica group (hybrid) */
+    int segment;             /* index into the timeline */
+} shs_meta_call_t;
+
+/* One segment of the step. */
+typedef struct {
+    shs_meta_seg_kind_t kind;
+    int unit;                /* wrap unit (in the strategy's layout), -1 for other kinds */
+    char label[48];          /* "fwd embed", "bwd blocks 3-5", "optim", ... */
+    size_t mem_end[SHS_MEM_NUM_CATEGORIES]; /* device bytes per category when it ends */
+    size_t peak_total;       /* highest device total inside it */
+    uint64_t flops;          /* device kernel FLOPs inside it (not the offload host's) */
+    uint64_t calls_begin, calls_end; /* its collectives: [begin, end) of calls */
+} shs_meta_segment_t;
+
+/* What one representative rank counted. */
+typedef struct {
+    int rank;
+    shs_mem_stats_t mem;         /* device: current and peak per category (peaks over all steps) */
+    shs_mem_stats_t host;        /* offload host memory (zeros without offload) */
+    shs_comm_stats_t comm;       /* world + sub-communicators, all steps (shs_trainer_comm_stats' sum) */
+    shs_comm_stats_t last_step_comm; /* the last step alone */
+    shs_kernel_stats_t kernels;  /* device kernels, all steps */
+    uint64_t h2d_bytes, d2h_bytes;   /* offload copies, all steps */
+    shs_meta_segment_t *segments;    /* the last step's timeline */
+    int num_segments;
+    shs_meta_call_t *calls;      /* the last step's collectives */
+    size_t num_calls;
+} shs_meta_rank_result_t;
+
+typedef struct {
+    size_t num_params;           /* Ψ: real parameters (no padding) */
+    size_t padded_params;        /* Σ over units of the flat buffer each rank's shard is cut from */
+    int num_units;               /* wrap units the strategy sees */
+    int world_size;
+    int num_ranks;               /* 1 (N = 1) or 2: ranks[0] is rank 0, ranks[1] rank N-1 */
+    shs_meta_rank_result_t ranks[2];
+} shs_meta_result_t;
+
+/* Run cfg->steps training steps on the meta backend for rank 0 and rank
+ * N-1. Fills *out (free with shs_meta_result_free). Errors: SHS_INVALID_ARG
+ * (config), SHS_OUT_OF_MEMORY (the meta device's capacity: text names the
+ * rank and allocation), SHS_HOST_OOM. */
+shs_status_t shs_meta_run(const shs_meta_config_t *cfg, shs_meta_result_t *out);
+void shs_meta_result_free(shs_meta_result_t *r);
+
+/* The rank whose device peak is highest (ties: rank 0's). */
+const shs_meta_rank_result_t *shs_meta_worst_rank(const shs_meta_result_t *r);
+
+#endif
