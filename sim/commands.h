@@ -10,5 +10,6 @@ enum { SIM_EXIT_OK = 0, SIM_EXIT_ERROR = 1, SIM_EXIT_USAGE = 2, SIM_EXIT_NOT_EQU
 int sim_cmd_train(int argc, char **argv);
 int sim_cmd_bench(int argc, char **argv);
 int sim_cmd_replay(int argc, char **argv);
+int sim_cmd_compare(int argc, char **argv);
 
 #endif

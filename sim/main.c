@@ -16,6 +16,7 @@ static void usage(FILE *f) {
             "  train     train a GPT on simulated GPUs (threads) under a strategy\n"
             "  bench     collective, training-step and matmul benchmarks (ratios)\n"
             "  replay    check and replay a communication trace (NCCL log, PyTorch ET, Chakra, ...)\n"
+            "  compare   every strategy for one model at any scale on the meta backend: memory, bytes, time\n"
             "  help      this text; 'shardsim <command> --help' for a command's options\n"
             "  version   print the version\n");
 }
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return sim_cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return sim_cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "replay") == 0) return sim_cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0) return sim_cmd_compare(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return 0;

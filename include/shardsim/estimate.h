@@ -1,0 +1,94 @@
+/* estimate.h - closed forms of the ZeRO paper and a step-time estimate for
+ * what a meta run counted (issue 4; `shardsim compare`).
+ *
+ * What it is:
+ *  - Model-state bytes per rank as Rajbhandari et al. 2019 ("ZeRO: Memory
+ *    Optimizations Toward Training Trillion Parameter Models"), §5, with Ψ
+ *    parameters, N ranks and K bytes of optimizer state per parameter:
+ *      DDP (2+2+K)Ψ;  ZeRO-1 (P_os) 2Ψ + 2Ψ + KΨ/N;
+ *      ZeRO-2 (P_os+g) 2Ψ + (2+K)Ψ/N;  ZeRO-3 (P_os+g+p) (2+2+K)Ψ/N;
+ *    the paper's widths are fp16 parameters and gradients (2 + 2) and, for
+ *    mixed-precision Adam, K = 12 (fp32 master parameters, momentum and
+ *    variance). shardsim keeps f32 master parameters as the parameters
+ *    themselves (rounded to param_dtype on the fly) and f32 gradients, so
+ *    its widths are 4 + 4 + 4·(optimizer state values): AdamW 4 + 4 + 8,
+ *    the same 16 bytes per parameter, split differently. The forms below
+ *    use shardsim's widths with the paper's partitioning: what the measured
+ *    bytes must equal when no unit needs padding.
+ *  - Communication volume per rank per step (the paper's §7): DDP
+ *    all-reduce 2Ψ, ZeRO-1/2 reduce-scatter Ψ + all-gather Ψ = 2Ψ, ZeRO-3
+ *    2Ψ of all-gathers (forward, backward) + Ψ of reduce-scatter = 3Ψ
+ *    elements, i.e. bytes sent per rank (N-1)/N of those times the element
+ *    width under the ring algorithm (nccl-tests' busbw convention).
+ *  - A step-time estimate: per timeline segment, compute = max(FLOPs /
+ *    (peak x efficiency), kernel bytes / HBM bandwidth) (a roofline); each
+ *    collective priced by trace_net.h's alpha-beta model on a topology of
+ *    GPUs per node (intra-node NVLink, inter-node InfiniBand); a segment's
+ *    collectives overlap its compute (FSDP prefetch and asynchronous
+ *    reduce-scatter), so only max(0, comm - compute) is exposed in forward
+ *    and backward segments, all of it elsewhere; offload adds PCIe copies
+ *    and the host's optimizer pass (memory bound) to the optimizer segment.
+ *    MFU = model FLOPs (6Ψ + 12·L·C·T per token, PaLM, Chowdhery et al.
+ *    2022, App. B; recomputation not counted) / (step time x peak).
+ * What it is not: a measurement. Every constant of the presets is cited in
+ * src/estimate.c.
+ */
+#ifndef SHARDSIM_ESTIMATE_H
+#define SHARDSIM_ESTIMATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardsim/meta_run.h"
+#include "shardsim/trace_net.h"
+
+/* Per-rank model-state bytes in shardsim's widths with the paper's
+ * partitioning (see above). `psi` parameters, `n` the sharding degree (N,
+ * or G for hybrid), `state_per_param` optimizer f32 values per parameter
+ * (optim.h). Offloaded state is on the host: 0 on the device. */
+typedef struct {
+    double params, grads, optim;
+} shs_zero_states_t;
+shs_zero_states_t shs_zero_states(shs_strategy_kind_t kind, double psi, int n, int state_per_param,
+                                  shs_offload_t offload);
+/* The paper's total (2+2+K)Ψ form for the stage, with K = 12. */
+double shs_zero_paper_total(shs_strategy_kind_t kind, double psi, int n);
+/* The paper's communication volume, in elements, per rank per step: 2Ψ
+ * (DDP, ZeRO-1, ZeRO-2), 3Ψ (ZeRO-3); hybrid: the ZeRO-3/ZeRO-2 volume in
+ * the group plus the replica all-reduce of the shard, 2Ψ/G. */
+double shs_zero_paper_volume(shs_strategy_kind_t kind, double psi, int N, int G);
+
+/* A GPU and its links. */
+typedef struct {
+    char name[32];
+    double peak_flops_16;   /* dense bf16/f16 tensor FLOP/s */
+    double peak_flops_32;   /* dense tf32 tensor FLOP/s (f32 param dtype) */
+    double hbm_bw;          /* bytes/s */
+    double mem_bytes;       /* device memory */
+    double pcie_bw;         /* host<->device bytes/s, one direction */
+    double host_bw;         /* host memory bytes/s available to one GPU's optimizer pass */
+    shs_net_t net;          /* NVLink within a node, InfiniBand between */
+} shs_hw_t;
+
+/* Presets "h100-sxm", "h200", "a100" (sources in estimate.c).
+ * Errors: SHS_INVALID_ARG (unknown name). */
+shs_status_t shs_hw_preset(const char *name, shs_hw_t *out);
+
+typedef struct {
+    double compute_s;       /* sum of segment compute times */
+    double comm_s;          /* every collective, serialized */
+    double exposed_comm_s;  /* the part not hidden under compute */
+    double offload_s;       /* PCIe copies and the host optimizer pass */
+    double step_s;          /* compute + exposed comm + offload */
+    double model_flops;     /* 6Ψ + 12LCT per token, this rank's tokens */
+    double mfu;             /* model_flops / (step_s x peak) */
+} shs_step_estimate_t;
+
+/* Estimate one step of rank result `r` (the last step's timeline) for the
+ * job `cfg` on `hw` with matmul efficiency `eff` (0..1], collectives priced
+ * with algorithm `algo` (SHS_NUM_ALGOS: per call the faster of ring and
+ * tree, as NCCL's tuner chooses). */
+void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *res, const shs_meta_rank_result_t *r,
+                       const shs_hw_t *hw, double eff, shs_net_algo_t algo, shs_step_estimate_t *out);
+
+#endif

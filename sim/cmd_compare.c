@@ -1,0 +1,446 @@
+/* cmd_compare.c - `shardsim compare`: every data-parallel strategy for one
+ * model at one scale, measured by running the real strategy and model code
+ * on the meta backend (meta_run.h), beside the ZeRO paper's closed forms
+ * and a step-time estimate (estimate.h). Text table, JSON or CSV; optional
+ * SVG of each strategy's memory over one step (compare_plot.c).
+ * What it is not: the meta backend or the time model (src/).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+#include "compare_plot.h"
+#include "shardsim/estimate.h"
+#include "shardsim/meta_run.h"
+#include "shardsim/model_preset.h"
+#include "shardsim/optim.h"
+#include "shardsim/units.h"
+
+#ifdef SHS_HAVE_JANSSON
+#include <jansson.h>
+#endif
+
+static void compare_usage(FILE *f) {
+    fprintf(f,
+            "usage: shardsim compare [options]\n"
+            "\n"
+            "Run one training step of every strategy (DDP, ZeRO-1/2/3, hybrid sharding; each with and\n"
+            "without CPU offload and activation checkpointing) on the meta backend: the real strategy and\n"
+            "model code, with memory and collectives counted and no data moved. Prints per-rank memory\n"
+            "by category beside the ZeRO paper's closed forms, bytes sent per collective, and a step-time\n"
+            "estimate.\n"
+            "\n"
+            "  --model NAME         preset: gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b gpt3-6.7b gpt3-13b\n"
+            "                       gpt3-175b (default gpt2-124m); --layers/--channels/--heads/--context/\n"
+            "                       --vocab override its fields (a custom GPT)\n"
+            "  --world N            ranks, 1..1024 (default 8)\n"
+            "  --param-dtype D      f32 | bf16 | f16 (default bf16)\n"
+            "  --reduce-dtype D     gradient reduction dtype (default: param dtype)\n"
+            "  --optimizer O        adamw | sgd (sgd: momentum 0.9) (default adamw)\n"
+            "  --micro-batch B      sequences per rank (default 1)\n"
+            "  --device-mem SIZE    device memory for the fits column (default: the GPU preset's)\n"
+            "  --wrap P             block (one unit per block) | size:N (blocks grouped into units of at\n"
+            "                       least N parameters, FSDP's size-based auto-wrap) (default block)\n"
+            "  --shard-group-size G hybrid sharding group (default 8 when it divides N, else N)\n"
+            "  --strategies LIST    comma-separated subset, e.g. ddp,zero3 (default all)\n"
+            "  --variants V         all (plain, +ckpt, +offload, +ckpt+offload) | plain (default all)\n"
+            "  --gpu G              h100-sxm | h200 | a100 (default h100-sxm)\n"
+            "  --efficiency E       fraction of peak FLOP/s the kernels reach (default 0.5)\n"
+            "  --algo A             ring | tree | auto (per call the faster) (default auto)\n"
+            "  --format F           table | json | csv (default table)\n"
+            "  --plot FILE.svg      memory of one rank over the step, one panel per row\n"
+            "  -h, --help           this text\n");
+}
+
+static int usage_error(const char *msg, const char *arg) {
+    fprintf(stderr, "shardsim: error: %s%s%s (see 'shardsim compare --help')\n", msg, arg ? " " : "", arg ? arg : "");
+    return SIM_EXIT_USAGE;
+}
+
+typedef struct {
+    char name[48];
+    shs_strategy_kind_t kind;
+    int ckpt;
+    shs_offload_t offload;
+    shs_meta_config_t cfg;
+    shs_meta_result_t res;
+    const shs_meta_rank_result_t *worst;
+    shs_zero_states_t form;
+    double paper_total, paper_sent;
+    uint64_t sent[SHS_NUM_COLL_OPS], sent_total, calls;
+    shs_step_estimate_t est;
+    char notes[512];
+    int fits;
+} row_t;
+
+static void add_note(char *notes, size_t n, const char *text) {
+    size_t len = strlen(notes);
+    snprintf(notes + len, n - len, "%s%s", len ? "; " : "", text);
+}
+
+static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff, shs_net_algo_t algo) {
+    const shs_train_config_t *tc = &r->cfg.train;
+    const shs_meta_rank_result_t *w = r->worst = shs_meta_worst_rank(&r->res);
+    int N = tc->world_size;
+    int hybrid = r->kind == SHS_HYBRID_SHARD || r->kind == SHS_HYBRID_SHARD_ZERO2;
+    int n = hybrid ? (tc->shard_group_size ? tc->shard_group_size : N) : N;
+    double psi = (double)r->res.num_params;
+    int spp = shs_optim_state_per_param(&tc->optim);
+    r->form = shs_zero_states(r->kind, psi, n, spp, r->offload);
+    r->paper_total = shs_zero_paper_total(r->kind, psi, n);
+    double width = (double)shs_dtype_size(tc->param_dtype ? tc->param_dtype : SHS_F32);
+    r->paper_sent = shs_zero_paper_volume(r->kind, psi, N, n) * width * (n > 1 ? (double)(n - 1) / n : 0);
+    r->sent_total = r->calls = 0;
+    for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
+        if (op == SHS_OP_SPLIT || op == SHS_OP_BARRIER) continue;
+        r->sent[op] = w->last_step_comm.bytes_sent[op];
+        r->sent_total += r->sent[op];
+        r->calls += w->last_step_comm.calls[op];
+    }
+    r->fits = w->mem.total_peak <= device_mem;
+    shs_estimate_step(&r->cfg, &r->res, w, hw, eff, algo, &r->est);
+    /* why measured differs from the closed forms */
+    char b[64], t[160];
+    double states = (double)(w->mem.peak[SHS_MEM_PARAMS] + w->mem.peak[SHS_MEM_GRADS] + w->mem.peak[SHS_MEM_OPTIM]);
+    double form = r->form.params + r->form.grads + r->form.optim;
+    r->notes[0] = 0;
+    if (states != form) {
+        snprintf(t, sizeof t, "padding %+.0f B (units padded to multiples of %d: %zu elements)", states - form, n,
+                 r->res.padded_params - r->res.num_params);
+        add_note(r->notes, sizeof r->notes, t);
+    }
+    if (r->offload != SHS_OFFLOAD_NONE) {
+        snprintf(t, sizeof t, "offload: %s on host", r->offload == SHS_OFFLOAD_PARAMS ? "params+optimizer" : "optimizer");
+        add_note(r->notes, sizeof r->notes, t);
+    }
+    snprintf(t, sizeof t, "+activations %s, buffers %s not in the formula",
+             shs_format_bytes(b, sizeof b, (double)w->mem.peak[SHS_MEM_ACTIVATIONS]),
+             shs_format_bytes(b + 32, 32, (double)w->mem.peak[SHS_MEM_COMM]));
+    add_note(r->notes, sizeof r->notes, t);
+    if ((double)r->sent_total != r->paper_sent) {
+        snprintf(t, sizeof t, "comm %+.4g%% vs paper", 100.0 * ((double)r->sent_total - r->paper_sent) / r->paper_sent);
+        add_note(r->notes, sizeof r->notes, t);
+        if ((r->kind == SHS_ZERO1 || r->kind == SHS_ZERO2 || r->kind == SHS_HYBRID_SHARD_ZERO2) && width != 4)
+            add_note(r->notes, sizeof r->notes, "parameters re-gathered in f32 after the step");
+        if (hybrid && N / n > 1) add_note(r->notes, sizeof r->notes, "replica all-reduce of the shard over N/G ranks");
+        if (tc->reduce_dtype && tc->reduce_dtype != tc->param_dtype)
+            add_note(r->notes, sizeof r->notes, "gradients reduced in reduce dtype");
+        if (r->res.padded_params != r->res.num_params) add_note(r->notes, sizeof r->notes, "padding");
+        if (r->kind != SHS_DDP && w->last_step_comm.bytes_sent[SHS_OP_ALL_REDUCE] && !hybrid) {
+            snprintf(t, sizeof t, "all_reduce of loss/norm scalars %llu B",
+                     (unsigned long long)w->last_step_comm.bytes_sent[SHS_OP_ALL_REDUCE]);
+            add_note(r->notes, sizeof r->notes, t);
+        } else if (r->kind == SHS_DDP) {
+            add_note(r->notes, sizeof r->notes, "+ the loss all-reduce (4 B)");
+        }
+    }
+}
+
+/* ---- output -------------------------------------------------------------------- */
+
+static double unit_div(size_t maxb, const char **name) {
+    if (maxb >= ((size_t)1 << 30)) { *name = "GiB"; return 1073741824.0; }
+    if (maxb >= ((size_t)1 << 20)) { *name = "MiB"; return 1048576.0; }
+    *name = "KiB";
+    return 1024.0;
+}
+
+static void print_table(const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
+                        size_t device_mem, const shs_hw_t *hw, double eff, const char *algo_name) {
+    size_t maxb = 0;
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].worst->mem.total_peak > maxb) maxb = rows[i].worst->mem.total_peak;
+    const char *u;
+    double d = unit_div(maxb, &u);
+    char b1[32];
+    const shs_train_config_t *tc = &base->train;
+    printf("shardsim compare: %s, %zu parameters (Psi), world %d, micro-batch %d x %d tokens, param dtype %s, %s\n",
+           model_name, rows[0].res.num_params, tc->world_size, tc->micro_batch, tc->model.context,
+           shs_dtype_name(tc->param_dtype), shs_optim_name(tc->optim.kind));
+    printf("  %d wrap units; device memory %s (%s); per-rank %s; measured | closed form (ZeRO paper §5 partitioning, "
+           "shardsim widths 4+4+%d B)\n",
+           rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), hw->name, u,
+           4 * shs_optim_state_per_param(&tc->optim));
+    printf("%-24s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s\n", "strategy", "params", "grads",
+           "optimizer", "activ.", "comm buf", "peak", "fits", "AG sent", "RS sent", "AR sent", "paper", "calls",
+           "step s", "exposed", "MFU");
+    for (int i = 0; i < nrows; i++) {
+        const row_t *r = &rows[i];
+        const shs_mem_stats_t *m = &r->worst->mem;
+        printf("%-24s %8.3f|%-8.3f %8.3f|%-8.3f %8.3f|%-8.3f %9.3f %9.3f %9.3f %4s | %9.3f %9.3f %9.3f %9.3f %6llu | "
+               "%9.4g %8.3g %4.1f%%\n",
+               r->name, m->peak[SHS_MEM_PARAMS] / d, r->form.params / d, m->peak[SHS_MEM_GRADS] / d, r->form.grads / d,
+               m->peak[SHS_MEM_OPTIM] / d, r->form.optim / d, m->peak[SHS_MEM_ACTIVATIONS] / d,
+               m->peak[SHS_MEM_COMM] / d, m->total_peak / d, r->fits ? "yes" : "NO", r->sent[SHS_OP_ALL_GATHER] / d,
+               r->sent[SHS_OP_REDUCE_SCATTER] / d, r->sent[SHS_OP_ALL_REDUCE] / d, r->paper_sent / d,
+               (unsigned long long)r->calls, r->est.step_s, r->est.exposed_comm_s, 100 * r->est.mfu);
+    }
+    printf("notes (where measured differs from the closed forms):\n");
+    for (int i = 0; i < nrows; i++) printf("  %-24s %s\n", rows[i].name, rows[i].notes);
+    printf("closed forms: Rajbhandari et al. 2019 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
+           "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
+           "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
+           "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed alpha-beta comm (%s, %s) + offload;\n"
+           "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); see include/shardsim/estimate.h\n",
+           base->steps, 100 * eff, hw->net.name, algo_name);
+}
+
+static void print_csv(const row_t *rows, int nrows) {
+    printf("name,strategy,checkpointing,offload,params_bytes,params_formula,grads_bytes,grads_formula,optimizer_bytes,"
+           "optimizer_formula,paper_total,activations_bytes,comm_buffers_bytes,other_bytes,peak_bytes,fits,"
+           "all_gather_sent,reduce_scatter_sent,all_reduce_sent,comm_bytes_per_step,paper_comm_bytes,collectives,"
+           "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu\n");
+    for (int i = 0; i < nrows; i++) {
+        const row_t *r = &rows[i];
+        const shs_mem_stats_t *m = &r->worst->mem;
+        printf("%s,%s,%d,%s,%zu,%.0f,%zu,%.0f,%zu,%.0f,%.0f,%zu,%zu,%zu,%zu,%d,%llu,%llu,%llu,%llu,%.0f,%llu,%.6g,%.6g,"
+               "%.6g,%.6g,%.6g,%.6g\n",
+               r->name, shs_strategy_name(r->kind), r->ckpt,
+               r->offload == SHS_OFFLOAD_NONE ? "none" : r->offload == SHS_OFFLOAD_PARAMS ? "params" : "optimizer",
+               m->peak[SHS_MEM_PARAMS], r->form.params, m->peak[SHS_MEM_GRADS], r->form.grads, m->peak[SHS_MEM_OPTIM],
+               r->form.optim, r->paper_total, m->peak[SHS_MEM_ACTIVATIONS], m->peak[SHS_MEM_COMM],
+               m->peak[SHS_MEM_OTHER], m->total_peak, r->fits, (unsigned long long)r->sent[SHS_OP_ALL_GATHER],
+               (unsigned long long)r->sent[SHS_OP_REDUCE_SCATTER], (unsigned long long)r->sent[SHS_OP_ALL_REDUCE],
+               (unsigned long long)r->sent_total, r->paper_sent, (unsigned long long)r->calls, r->est.compute_s,
+               r->est.comm_s, r->est.exposed_comm_s, r->est.offload_s, r->est.step_s, r->est.mfu);
+    }
+}
+
+#ifdef SHS_HAVE_JANSSON
+static int print_json(const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
+                      size_t device_mem, const shs_hw_t *hw) {
+    const shs_train_config_t *tc = &base->train;
+    json_t *root = json_object(), *arr = json_array();
+    json_object_set_new(root, "model", json_string(model_name));
+    json_object_set_new(root, "num_params", json_integer((json_int_t)rows[0].res.num_params));
+    json_object_set_new(root, "world_size", json_integer(tc->world_size));
+    json_object_set_new(root, "micro_batch", json_integer(tc->micro_batch));
+    json_object_set_new(root, "param_dtype", json_string(shs_dtype_name(tc->param_dtype)));
+    json_object_set_new(root, "device_mem", json_integer((json_int_t)device_mem));
+    json_object_set_new(root, "gpu", json_string(hw->name));
+    json_object_set_new(root, "num_units", json_integer(rows[0].res.num_units));
+    for (int i = 0; i < nrows; i++) {
+        const row_t *r = &rows[i];
+        const shs_mem_stats_t *m = &r->worst->mem;
+        json_t *o = json_object(), *pr = json_object(), *cf = json_object(), *cm = json_object();
+        json_object_set_new(o, "name", json_string(r->name));
+        json_object_set_new(o, "strategy", json_string(shs_strategy_name(r->kind)));
+        json_object_set_new(o, "checkpointing", json_boolean(r->ckpt));
+        json_object_set_new(o, "offload", json_string(r->offload == SHS_OFFLOAD_NONE ? "none"
+                                                      : r->offload == SHS_OFFLOAD_PARAMS ? "params" : "optimizer"));
+        json_object_set_new(pr, "params", json_integer((json_int_t)m->peak[SHS_MEM_PARAMS]));
+        json_object_set_new(pr, "grads", json_integer((json_int_t)m->peak[SHS_MEM_GRADS]));
+        json_object_set_new(pr, "optimizer", json_integer((json_int_t)m->peak[SHS_MEM_OPTIM]));
+        json_object_set_new(pr, "activations", json_integer((json_int_t)m->peak[SHS_MEM_ACTIVATIONS]));
+        json_object_set_new(pr, "comm_buffers", json_integer((json_int_t)m->peak[SHS_MEM_COMM]));
+        json_object_set_new(pr, "other", json_integer((json_int_t)m->peak[SHS_MEM_OTHER]));
+        json_object_set_new(pr, "peak", json_integer((json_int_t)m->total_peak));
+        json_object_set_new(o, "per_rank_bytes", pr);
+        json_object_set_new(cf, "params", json_real(r->form.params));
+        json_object_set_new(cf, "grads", json_real(r->form.grads));
+        json_object_set_new(cf, "optimizer", json_real(r->form.optim));
+        json_object_set_new(cf, "paper_total", json_real(r->paper_total));
+        json_object_set_new(cf, "paper_comm_bytes", json_real(r->paper_sent));
+        json_object_set_new(o, "closed_form_bytes", cf);
+        json_object_set_new(o, "fits", json_boolean(r->fits));
+        json_object_set_new(o, "host_bytes", json_integer((json_int_t)r->worst->host.total_peak));
+        for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
+            if (op == SHS_OP_SPLIT || op == SHS_OP_BARRIER) continue;
+            json_object_set_new(cm, shs_coll_op_name((shs_coll_op_t)op),
+                                json_pack("{s:I,s:I,s:I}", "calls", (json_int_t)r->worst->last_step_comm.calls[op],
+                                          "bytes", (json_int_t)r->worst->last_step_comm.bytes[op], "bytes_sent",
+                                          (json_int_t)r->sent[op]));
+        }
+        json_object_set_new(o, "collectives", cm);
+        json_object_set_new(o, "comm_bytes_per_step", json_integer((json_int_t)r->sent_total));
+        json_object_set_new(o, "num_collectives", json_integer((json_int_t)r->calls));
+        json_object_set_new(o, "flops", json_integer((json_int_t)(r->worst->kernels.flops / (uint64_t)(r->cfg.steps))));
+        json_object_set_new(o, "compute_s", json_real(r->est.compute_s));
+        json_object_set_new(o, "comm_s", json_real(r->est.comm_s));
+        json_object_set_new(o, "exposed_comm_s", json_real(r->est.exposed_comm_s));
+        json_object_set_new(o, "offload_s", json_real(r->est.offload_s));
+        json_object_set_new(o, "step_time_s", json_real(r->est.step_s));
+        json_object_set_new(o, "mfu", json_real(r->est.mfu));
+        json_object_set_new(o, "notes", json_string(r->notes));
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(root, "strategies", arr);
+    char *s = json_dumps(root, JSON_INDENT(2));
+    json_decref(root);
+    if (!s) return SIM_EXIT_ERROR;
+    printf("%s\n", s);
+    free(s);
+    return SIM_EXIT_OK;
+}
+#endif
+
+/* ---- main ------------------------------------------------------------------------ */
+
+int sim_cmd_compare(int argc, char **argv) {
+    shs_meta_config_t base = {.steps = 2};
+    shs_train_config_t *tc = &base.train;
+    *tc = shs_train_default_config();
+    tc->world_size = 8;
+    tc->micro_batch = 1;
+    tc->param_dtype = SHS_BF16;
+    tc->device_mem = SIZE_MAX;
+    const char *model = "gpt2-124m", *format = "table", *plot = NULL, *gpu = "h100-sxm", *strategies = NULL;
+    long layers = 0, channels = 0, heads = 0, context = 0, vocab = -1, G = 0;
+    size_t device_mem = 0;
+    double eff = 0.5;
+    int variants_all = 1;
+    shs_net_algo_t algo = SHS_NUM_ALGOS;
+    char err[256];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED() do { if (!v) return usage_error("missing value for", a); i++; } while (0)
+#define INT(dst, lo, hi) do { NEED(); if (sim_parse_int(v, lo, hi, &dst, err, sizeof err)) return usage_error(err, a); } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { compare_usage(stdout); return SIM_EXIT_OK; }
+        else if (!strcmp(a, "--model")) { NEED(); model = v; }
+        else if (!strcmp(a, "--layers")) INT(layers, 1, 1024);
+        else if (!strcmp(a, "--channels")) INT(channels, 1, 65536);
+        else if (!strcmp(a, "--heads")) INT(heads, 1, 65536);
+        else if (!strcmp(a, "--context")) INT(context, 1, 65536);
+        else if (!strcmp(a, "--vocab")) INT(vocab, 1, 1 << 20);
+        else if (!strcmp(a, "--world")) { long n; INT(n, 1, 1024); tc->world_size = (int)n; }
+        else if (!strcmp(a, "--micro-batch")) { long n; INT(n, 1, 65536); tc->micro_batch = (int)n; }
+        else if (!strcmp(a, "--shard-group-size")) INT(G, 1, 1024);
+        else if (!strcmp(a, "--param-dtype") || !strcmp(a, "--reduce-dtype")) {
+            NEED();
+            shs_dtype_t d;
+            if (shs_dtype_parse(v, &d) || (d != SHS_F32 && d != SHS_BF16 && d != SHS_F16)) return usage_error("dtype must be f32, bf16 or f16:", v);
+            if (!strcmp(a, "--param-dtype")) tc->param_dtype = d; else tc->reduce_dtype = d;
+        } else if (!strcmp(a, "--optimizer")) {
+            NEED();
+            shs_optim_kind_t k;
+            if (shs_optim_parse(v, &k)) return usage_error("unknown optimizer", v);
+            tc->optim = shs_optim_default(k);
+            if (k == SHS_OPTIM_SGD) tc->optim.momentum = 0.9f;
+        } else if (!strcmp(a, "--device-mem")) {
+            NEED();
+            if (shs_parse_bytes(v, &device_mem, err, sizeof err)) return usage_error(err, a);
+        } else if (!strcmp(a, "--wrap")) {
+            NEED();
+            if (!strcmp(v, "block")) base.wrap_min_params = 0;
+            else if (!strncmp(v, "size:", 5)) {
+                long n;
+                if (sim_parse_int(v + 5, 1, 1L << 40, &n, err, sizeof err)) return usage_error("--wrap size:N:", err);
+                base.wrap_min_params = (size_t)n;
+            } else return usage_error("--wrap must be block or size:N, not", v);
+        } else if (!strcmp(a, "--strategies")) { NEED(); strategies = v; }
+        else if (!strcmp(a, "--variants")) {
+            NEED();
+            if (!strcmp(v, "all")) variants_all = 1; else if (!strcmp(v, "plain")) variants_all = 0;
+            else return usage_error("--variants must be all or plain, not", v);
+        } else if (!strcmp(a, "--gpu")) { NEED(); gpu = v; }
+        else if (!strcmp(a, "--efficiency")) { NEED(); if (sim_parse_float(v, 1e-3, 1, &eff, err, sizeof err)) return usage_error(err, a); }
+        else if (!strcmp(a, "--algo")) {
+            NEED();
+            if (!strcmp(v, "auto")) algo = SHS_NUM_ALGOS;
+            else if (shs_net_algo_parse(v, &algo) || algo == SHS_ALGO_DIRECT) return usage_error("--algo must be ring, tree or auto, not", v);
+        } else if (!strcmp(a, "--format")) {
+            NEED();
+            format = v;
+            if (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "csv")) return usage_error("--format must be table, json or csv, not", v);
+        } else if (!strcmp(a, "--plot")) { NEED(); plot = v; }
+        else return usage_error("unknown option", a);
+#undef INT
+#undef NEED
+    }
+#ifndef SHS_HAVE_JANSSON
+    if (!strcmp(format, "json")) {
+        fprintf(stderr, "shardsim: error: built without jansson: --format json unavailable (make deps)\n");
+        return SIM_EXIT_ERROR;
+    }
+#endif
+    const shs_model_preset_t *preset = shs_model_preset_find(model);
+    if (!preset) return usage_error("unknown model preset", model);
+    tc->model = preset->cfg;
+    int custom = layers || channels || heads || context || vocab >= 0;
+    if (layers) tc->model.num_layers = (int)layers;
+    if (channels) tc->model.channels = (int)channels;
+    if (heads) tc->model.num_heads = (int)heads;
+    if (context) tc->model.context = (int)context;
+    if (vocab >= 0) tc->model.vocab = (int)vocab;
+    char model_name[160];
+    if (custom)
+        snprintf(model_name, sizeof model_name, "custom GPT L=%d C=%d NH=%d T=%d V=%d", tc->model.num_layers,
+                 tc->model.channels, tc->model.num_heads, tc->model.context, shs_gpt_vocab(&tc->model));
+    else snprintf(model_name, sizeof model_name, "%s", preset->name);
+    if (shs_gpt_config_validate(&tc->model) != SHS_OK) return usage_error(shs_last_error(), NULL);
+    shs_hw_t hw;
+    if (shs_hw_preset(gpu, &hw) != SHS_OK) return usage_error(shs_last_error(), NULL);
+    if (!device_mem) device_mem = (size_t)hw.mem_bytes;
+    int N = tc->world_size;
+    if (!G) G = N % 8 == 0 ? 8 : N;
+    if (N % G) return usage_error("--shard-group-size must divide --world", NULL);
+    tc->shard_group_size = (int)G;
+
+    static const shs_strategy_kind_t kinds[] = {SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_HYBRID_SHARD,
+                                                SHS_HYBRID_SHARD_ZERO2};
+    row_t *rows = calloc(4 * SHS_NUM_STRATEGIES, sizeof *rows);
+    if (!rows) return SIM_EXIT_ERROR;
+    int nrows = 0, rc = SIM_EXIT_OK;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        if (strategies) {
+            const char *nm = shs_strategy_name(kinds[k]), *p = strategies;
+            size_t len = strlen(nm);
+            int found = 0;
+            while (*p && !found) {
+                const char *e = strchr(p, ',');
+                size_t l = e ? (size_t)(e - p) : strlen(p);
+                found = l == len && !strncmp(p, nm, l);
+                p = e ? e + 1 : p + l;
+            }
+            if (!found) continue;
+        }
+        for (int var = 0; var < (variants_all ? 4 : 1); var++) {
+            row_t *r = &rows[nrows];
+            r->kind = kinds[k];
+            r->ckpt = var & 1;
+            int off = (var & 2) != 0;
+            r->offload = !off ? SHS_OFFLOAD_NONE
+                         : (kinds[k] == SHS_ZERO3 || kinds[k] == SHS_HYBRID_SHARD) ? SHS_OFFLOAD_PARAMS : SHS_OFFLOAD_OPTIMIZER;
+            snprintf(r->name, sizeof r->name, "%s%s%s", shs_strategy_name(r->kind), r->ckpt ? "+ckpt" : "",
+                     off ? "+offload" : "");
+            r->cfg = base;
+            r->cfg.train.strategy = r->kind;
+            r->cfg.train.checkpoint_activations = r->ckpt;
+            r->cfg.train.offload = r->offload;
+            if (shs_meta_run(&r->cfg, &r->res) != SHS_OK) {
+                fprintf(stderr, "shardsim: error: %s: %s\n", r->name, shs_last_error());
+                rc = SIM_EXIT_ERROR;
+                goto out;
+            }
+            nrows++;
+            fill_row(r, device_mem, &hw, eff, algo);
+        }
+    }
+    if (!nrows) {
+        rc = usage_error("no strategy selected by --strategies", strategies);
+        goto out;
+    }
+    if (!strcmp(format, "csv")) print_csv(rows, nrows);
+#ifdef SHS_HAVE_JANSSON
+    else if (!strcmp(format, "json")) rc = print_json(rows, nrows, &base, model_name, device_mem, &hw);
+#endif
+    else print_table(rows, nrows, &base, model_name, device_mem, &hw, eff,
+                     algo == SHS_NUM_ALGOS ? "auto: faster of ring and tree" : shs_net_algo_name(algo));
+    if (plot) {
+        sim_plot_row_t *pr = calloc(nrows > 0 ? (size_t)nrows : 1, sizeof *pr);
+        for (int i = 0; pr && i < nrows; i++) pr[i] = (sim_plot_row_t){rows[i].name, rows[i].worst, device_mem};
+        if (!pr || sim_compare_plot(plot, model_name, pr, nrows) != 0) {
+            fprintf(stderr, "shardsim: error: cannot write %s\n", plot);
+            rc = SIM_EXIT_ERROR;
+        }
+        free(pr);
+    }
+out:
+    for (int i = 0; i < nrows; i++) shs_meta_result_free(&rows[i].res);
+    free(rows);
+    return rc;
+}

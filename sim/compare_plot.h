@@ -1,0 +1,19 @@
+/* compare_plot.h - `shardsim compare --plot`: an SVG of one rank's device
+ * memory over one training step, one panel per compared strategy. */
+#ifndef SHARDSIM_SIM_COMPARE_PLOT_H
+#define SHARDSIM_SIM_COMPARE_PLOT_H
+
+#include <stddef.h>
+
+#include "shardsim/meta_run.h"
+
+typedef struct {
+    const char *name;                       /* panel title, e.g. "zero3+ckpt" */
+    const shs_meta_rank_result_t *rank;     /* its timeline (segments) */
+    size_t device_mem;                      /* drawn as a dashed line when in range */
+} sim_plot_row_t;
+
+/* Write the SVG to `path`. Returns 0, or -1 when the file cannot be written. */
+int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *rows, int nrows);
+
+#endif

@@ -1,0 +1,133 @@
+/* estimate.c - ZeRO closed forms, GPU presets and the step-time estimate
+ * (estimate.h).
+ *
+ * Preset sources (GB = 1e9 bytes; "per direction" = half the bidirectional
+ * figure NVIDIA quotes):
+ *   H100-SXM  NVIDIA H100 Tensor Core GPU datasheet (2023): BF16 dense
+ *             989.4 TFLOP/s (1979 with sparsity), TF32 dense 494.7,
+ *             HBM3 3.35 TB/s, 80 GB; NVLink 4 900 GB/s bidirectional ->
+ *             450 GB/s; PCIe Gen5 x16 64 GB/s per direction.
+ *             DGX H100 user guide: 8 GPUs per node, one 400 Gb/s ConnectX-7
+ *             (NDR InfiniBand) per GPU -> 50 GB/s per GPU between nodes.
+ *   H200      NVIDIA H200 datasheet (2024): the same tensor throughput as
+ *             H100-SXM, HBM3e 4.8 TB/s, 141 GB; NVLink 4, 400 Gb/s IB (HGX
+ *             H200 reference), PCIe Gen5.
+ *   A100      NVIDIA A100 datasheet (80 GB SXM): BF16 dense 312 TFLOP/s,
+ *             TF32 dense 156, HBM2e 2.039 TB/s; NVLink 3 600 GB/s
+ *             bidirectional -> 300 GB/s; DGX A100: 200 Gb/s HDR IB per GPU
+ *             -> 25 GB/s; PCIe Gen4 x16 32 GB/s.
+ *   Latency   intra-node 936.25 ns (ASTRA-sim's HGX-H100-validated NVLink
+ *             latency, as trace_net.c's hgx-h100 preset), inter-node 5 us;
+ *             NCCL's tuning model (src/graph/tuning.cc) uses base latencies
+ *             of the same order (a few us per ring step over the network).
+ *   Host      100 GB/s of host memory bandwidth for one GPU's share of the
+ *             CPU optimizer pass (a 2-socket DDR5 server has ~600-900 GB/s
+ *             for 8 GPUs): an assumption, set by --host-bw.
+ */
+#include "shardsim/estimate.h"
+
+#include <string.h>
+
+#include "shardsim/optim.h"
+
+static int shards_params(shs_strategy_kind_t k) { return k == SHS_ZERO3 || k == SHS_HYBRID_SHARD; }
+static int shards_grads(shs_strategy_kind_t k) { return k != SHS_DDP && k != SHS_ZERO1; }
+static int shards_optim(shs_strategy_kind_t k) { return k != SHS_DDP; }
+
+shs_zero_states_t shs_zero_states(shs_strategy_kind_t kind, double psi, int n, int state_per_param,
+                                  shs_offload_t offload) {
+    shs_zero_states_t s;
+    s.params = 4.0 * psi / (shards_params(kind) ? n : 1);
+    s.grads = 4.0 * psi / (shards_grads(kind) ? n : 1);
+    s.optim = 4.0 * state_per_param * psi / (shards_optim(kind) ? n : 1);
+    if (offload != SHS_OFFLOAD_NONE) s.optim = 0;
+    if (offload == SHS_OFFLOAD_PARAMS) s.params = 0;
+    return s;
+}
+
+double shs_zero_paper_total(shs_strategy_kind_t kind, double psi, int n) {
+    const double K = 12;
+    switch (kind) {
+    case SHS_DDP: return (2 + 2 + K) * psi;
+    case SHS_ZERO1: return 2 * psi + 2 * psi + K * psi / n;
+    case SHS_ZERO2:
+    case SHS_HYBRID_SHARD_ZERO2: return 2 * psi + (2 + K) * psi / n;
+    default: return (2 + 2 + K) * psi / n;
+    }
+}
+
+double shs_zero_paper_volume(shs_strategy_kind_t kind, double psi, int N, int G) {
+    if (kind == SHS_HYBRID_SHARD) return 3 * psi + (N / G > 1 ? 2 * psi / G : 0);
+    if (kind == SHS_HYBRID_SHARD_ZERO2) return 2 * psi + (N / G > 1 ? 2 * psi / G : 0);
+    return kind == SHS_ZERO3 ? 3 * psi : 2 * psi;
+}
+
+shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
+    static const shs_hw_t presets[] = {
+        {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, 936.25e-9, 5e-6}},
+        {"h200", 989.4e12, 494.7e12, 4.8e12, 141e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, 936.25e-9, 5e-6}},
+        {"a100", 312e12, 156e12, 2.039e12, 80e9, 32e9, 100e9, {"nvlink3+ib200", 8, 300e9, 25e9, 936.25e-9, 5e-6}},
+    };
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(name, presets[i].name) == 0) {
+            *out = presets[i];
+            return SHS_OK;
+        }
+    return shs_set_error(SHS_INVALID_ARG, "unknown GPU preset '%s' (h100-sxm, h200, a100)", name);
+}
+
+/* Whether a communicator's members sit on more than one node. World and
+ * shard groups are consecutive ranks; replica groups (hybrid) are ranks
+ * equal mod G, spanning N ranks. */
+static int spans_nodes(const shs_meta_call_t *c, int N, const shs_net_t *net) {
+    int extent = c->group == 2 ? N : c->comm_size;
+    return extent > net->gpus_per_node;
+}
+
+void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *res, const shs_meta_rank_result_t *r,
+                       const shs_hw_t *hw, double eff, shs_net_algo_t algo, shs_step_estimate_t *out) {
+    memset(out, 0, sizeof *out);
+    const shs_train_config_t *tc = &cfg->train;
+    int lowp = tc->param_dtype == SHS_BF16 || tc->param_dtype == SHS_F16;
+    double peak = lowp ? hw->peak_flops_16 : hw->peak_flops_32;
+    if (eff <= 0) eff = 1;
+    for (int i = 0; i < r->num_segments; i++) {
+        const shs_meta_segment_t *g = &r->segments[i];
+        /* the kernel bytes of a segment are not kept apart; its FLOPs carry the roofline */
+        double comp = (double)g->flops / (peak * eff);
+        double comm = 0;
+        for (uint64_t c = g->calls_begin; c < g->calls_end; c++) {
+            const shs_meta_call_t *call = &r->calls[c];
+            int sp = spans_nodes(call, tc->world_size, &hw->net);
+            double t = shs_net_time(&hw->net, algo == SHS_NUM_ALGOS ? SHS_ALGO_RING : algo, (shs_trace_op_t)call->op,
+                                    (double)call->bytes, call->comm_size, sp);
+            if (algo == SHS_NUM_ALGOS) { /* auto: the faster of ring and tree, as NCCL's tuner picks */
+                double tt = shs_net_time(&hw->net, SHS_ALGO_TREE, (shs_trace_op_t)call->op, (double)call->bytes,
+                                         call->comm_size, sp);
+                if (tt < t) t = tt;
+            }
+            comm += t;
+        }
+        int overlaps = g->kind == SHS_META_SEG_FORWARD || g->kind == SHS_META_SEG_BACKWARD;
+        out->compute_s += comp;
+        out->comm_s += comm;
+        out->exposed_comm_s += overlaps ? (comm > comp ? comm - comp : 0) : comm;
+    }
+    /* whole-step memory traffic floor: kernel bytes at HBM bandwidth */
+    double steps = cfg->steps > 0 ? cfg->steps : 1;
+    double mem_time = (double)r->kernels.bytes / steps / hw->hbm_bw;
+    if (mem_time > out->compute_s) out->compute_s = mem_time;
+    if (tc->offload != SHS_OFFLOAD_NONE) {
+        double copies = (double)(r->h2d_bytes + r->d2h_bytes) / steps;
+        /* the host optimizer pass: AdamW reads p, g, m, v and writes p, m, v (28 bytes per element) */
+        double state = (double)r->host.peak[SHS_MEM_OPTIM] / 4.0 /
+                       (double)(shs_optim_state_per_param(&tc->optim) ? shs_optim_state_per_param(&tc->optim) : 1);
+        out->offload_s = copies / hw->pcie_bw + state * 28.0 / hw->host_bw;
+    }
+    out->step_s = out->compute_s + out->exposed_comm_s + out->offload_s;
+    double tokens = (double)tc->micro_batch * tc->model.context * (tc->grad_accum > 1 ? tc->grad_accum : 1);
+    double per_token = 6.0 * (double)res->num_params;
+    if (!tc->netdesc) per_token += 12.0 * tc->model.num_layers * (double)tc->model.channels * tc->model.context;
+    out->model_flops = per_token * tokens;
+    out->mfu = out->step_s > 0 ? out->model_flops / (out->step_s * peak) : 0;
+}

@@ -1,0 +1,190 @@
+/* test_compare.c - `shardsim compare` (sim/cmd_compare.c) and the closed
+ * forms and time model behind it (estimate.h).
+ *
+ * Independent references: the ZeRO paper's partitioning evaluated by hand
+ * for a model whose every unit divides N (no padding), the GPT parameter
+ * closed form, alpha-beta times computed by hand (python, shown beside each
+ * constant), and jansson / a CSV field count for the output formats.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "shardsim/estimate.h"
+#include "shardsim/model_preset.h"
+
+#ifdef SHS_HAVE_JANSSON
+#include <jansson.h>
+#endif
+
+/* L=2 C=64 NH=2 T=32 V=256: units embed (256+32)*64 = 18432, block
+ * 12*64^2 + 13*64 = 49984, lnf 128: all multiples of 8 (and of 64), so no
+ * padding at N = 8. Psi = 118528. */
+#define PSI 118528.0
+
+static void run_compare(const char *format, const char *world, test_proc_t *p) {
+    char *argv[] = {SHS_BIN_PATH, "compare", "--layers", "2", "--channels", "64", "--heads", "2", "--context", "32",
+                    "--vocab", "256", "--world", (char *)world, "--param-dtype", "f32", "--format", (char *)format,
+                    NULL};
+    test_run_process(argv, 60, p);
+}
+
+static void test_closed_forms_by_hand(void **state) {
+    /* shardsim widths 4 + 4 + 8 (AdamW), N = 4, Psi = 1000 */
+    shs_zero_states_t s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE);
+    assert_true(s.params == 4000 && s.grads == 4000 && s.optim == 8000);
+    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE);
+    assert_true(s.params == 4000 && s.grads == 4000 && s.optim == 2000);
+    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE);
+    assert_true(s.params == 4000 && s.grads == 1000 && s.optim == 2000);
+    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE);
+    assert_true(s.params == 1000 && s.grads == 1000 && s.optim == 2000);
+    /* the paper's totals with K = 12: 16000, 4000 + 3000, 2000 + 3500, 4000 */
+    assert_true(shs_zero_paper_total(SHS_DDP, 1000, 4) == 16000);
+    assert_true(shs_zero_paper_total(SHS_ZERO1, 1000, 4) == 7000);
+    assert_true(shs_zero_paper_total(SHS_ZERO2, 1000, 4) == 5500);
+    assert_true(shs_zero_paper_total(SHS_ZERO3, 1000, 4) == 4000);
+    assert_true(shs_zero_paper_volume(SHS_ZERO3, 1000, 4, 4) == 3000);
+    assert_true(shs_zero_paper_volume(SHS_ZERO1, 1000, 4, 4) == 2000);
+}
+
+/* Ring times on the H100 preset, by hand:
+ *   all_reduce 1 GiB, 8 ranks in a node (450 GB/s, 936.25 ns):
+ *     2*7*(936.25e-9 + 2^30/(8*450e9)) = 4.18877014888889e-3 s
+ *   all_gather 1 GiB total, 16 ranks over two nodes (50 GB/s, 5 us):
+ *     15*(5e-6 + 2^30/(16*50e9)) = 2.02076592e-2 s */
+static void test_time_model_by_hand(void **state) {
+    shs_hw_t hw;
+    assert_int_equal(shs_hw_preset("h100-sxm", &hw), SHS_OK);
+    double S = 1073741824.0;
+    double ar = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 8, 0);
+    double ag = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_GATHER, S, 16, 1);
+    assert_true(ar > 4.18877014888889e-3 * (1 - 1e-7) && ar < 4.18877014888889e-3 * (1 + 1e-7));
+    assert_true(ag > 2.02076592e-2 * (1 - 1e-7) && ag < 2.02076592e-2 * (1 + 1e-7));
+    assert_int_equal(shs_hw_preset("a100", &hw), SHS_OK);
+    assert_true(hw.net.intra_bw == 300e9 && hw.net.inter_bw == 25e9 && hw.peak_flops_16 == 312e12);
+    assert_int_equal(shs_hw_preset("h200", &hw), SHS_OK);
+    assert_true(hw.hbm_bw == 4.8e12);
+    assert_int_equal(shs_hw_preset("tpu", &hw), SHS_INVALID_ARG);
+}
+
+#ifdef SHS_HAVE_JANSSON
+/* Model-state bytes of every plain row equal the closed forms exactly (no
+ * padding); num_params equals the GPT closed form. */
+static void test_json_matches_closed_forms(void **state) {
+    test_proc_t *p = malloc(sizeof *p);
+    run_compare("json", "8", p);
+    if (p->exit_code != 0) fail_msg("compare failed: %s", p->err);
+    json_error_t e;
+    json_t *root = json_loads(p->out, 0, &e);
+    if (!root) fail_msg("JSON does not parse: %s (line %d)", e.text, e.line);
+    shs_gpt_config_t cfg = {.num_layers = 2, .num_heads = 2, .channels = 64, .context = 32, .vocab = 256};
+    assert_int_equal(json_integer_value(json_object_get(root, "num_params")), shs_gpt_num_params(&cfg));
+    assert_true(shs_gpt_num_params(&cfg) == (uint64_t)PSI);
+    json_t *arr = json_object_get(root, "strategies");
+    assert_int_equal(json_array_size(arr), 24);
+    int plain = 0;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *o = json_array_get(arr, i);
+        const char *name = json_string_value(json_object_get(o, "name"));
+        json_t *pr = json_object_get(o, "per_rank_bytes");
+        assert_non_null(pr);
+        static const char *keys[] = {"params", "grads", "optimizer", "activations", "comm_buffers", "peak"};
+        for (int k = 0; k < 6; k++) assert_true(json_is_integer(json_object_get(pr, keys[k])));
+        assert_true(json_is_integer(json_object_get(o, "comm_bytes_per_step")));
+        assert_true(json_real_value(json_object_get(o, "step_time_s")) > 0);
+        if (strchr(name, '+')) continue; /* checkpointing / offload variants */
+        plain++;
+        shs_strategy_kind_t kind;
+        assert_int_equal(shs_strategy_parse(name, &kind), 0);
+        int n = 8; /* hybrid: G = 8 divides 8 */
+        shs_zero_states_t f = shs_zero_states(kind, PSI, n, 2, SHS_OFFLOAD_NONE);
+        double by_hand_params = kind == SHS_ZERO3 || kind == SHS_HYBRID_SHARD ? 4 * PSI / 8 : 4 * PSI;
+        assert_true(f.params == by_hand_params);
+        assert_int_equal(json_integer_value(json_object_get(pr, "params")), (json_int_t)f.params);
+        assert_int_equal(json_integer_value(json_object_get(pr, "grads")), (json_int_t)f.grads);
+        assert_int_equal(json_integer_value(json_object_get(pr, "optimizer")), (json_int_t)f.optim);
+        /* bytes sent: ZeRO-3 all-gathers 2 Psi and reduce-scatters Psi, f32, x 7/8 */
+        if (kind == SHS_ZERO3) {
+            json_t *c = json_object_get(o, "collectives");
+            json_int_t ag = json_integer_value(json_object_get(json_object_get(c, "all_gather"), "bytes_sent"));
+            json_int_t rs = json_integer_value(json_object_get(json_object_get(c, "reduce_scatter"), "bytes_sent"));
+            assert_int_equal(ag, (json_int_t)(2 * PSI * 4 * 7 / 8));
+            assert_int_equal(rs, (json_int_t)(PSI * 4 * 7 / 8));
+        }
+        if (kind == SHS_DDP) {
+            json_t *c = json_object_get(o, "collectives");
+            json_int_t ar = json_integer_value(json_object_get(json_object_get(c, "all_reduce"), "bytes_sent"));
+            assert_int_equal(ar, (json_int_t)((PSI * 4 + 4) * 2 * 7 / 8)); /* gradients + the loss scalar */
+        }
+    }
+    assert_int_equal(plain, 6);
+    json_decref(root);
+    free(p);
+}
+#endif
+
+/* CSV: a header and 24 rows, every row with the header's field count. */
+static void test_csv_parses(void **state) {
+    test_proc_t *p = malloc(sizeof *p);
+    run_compare("csv", "4", p);
+    if (p->exit_code != 0) fail_msg("compare failed: %s", p->err);
+    int lines = 0, header_fields = 0;
+    for (char *line = strtok(p->out, "\n"); line; line = strtok(NULL, "\n")) {
+        int fields = 1;
+        for (char *c = line; *c; c++) fields += *c == ',';
+        if (lines == 0) {
+            header_fields = fields;
+            assert_true(strncmp(line, "name,strategy,", 14) == 0);
+        } else {
+            assert_int_equal(fields, header_fields);
+        }
+        lines++;
+    }
+    assert_int_equal(lines, 1 + 24);
+    free(p);
+}
+
+static void test_cli_errors_and_plot(void **state) {
+    test_proc_t *p = malloc(sizeof *p);
+    char *bad[] = {SHS_BIN_PATH, "compare", "--model", "gpt5", NULL};
+    test_run_process(bad, 30, p);
+    assert_int_equal(p->exit_code, 2);
+    char *wrap[] = {SHS_BIN_PATH, "compare", "--wrap", "size:x", NULL};
+    test_run_process(wrap, 30, p);
+    assert_int_equal(p->exit_code, 2);
+    char path[] = "/tmp/shs_compare_plot_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    char *plot[] = {SHS_BIN_PATH, "compare", "--layers", "2", "--channels", "32", "--heads", "2", "--context", "16",
+                    "--world", "4", "--variants", "plain", "--wrap", "size:20000", "--plot", path, NULL};
+    test_run_process(plot, 60, p);
+    if (p->exit_code != 0) fail_msg("compare --plot failed: %s", p->err);
+    FILE *f = fdopen(fd, "r");
+    char buf[256] = {0};
+    assert_true(fread(buf, 1, sizeof buf - 1, f) > 0);
+    assert_non_null(strstr(buf, "<svg"));
+    fclose(f);
+    remove(path);
+    free(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_closed_forms_by_hand),
+        cmocka_unit_test(test_time_model_by_hand),
+#ifdef SHS_HAVE_JANSSON
+        cmocka_unit_test(test_json_matches_closed_forms),
+#endif
+        cmocka_unit_test(test_csv_parses),
+        cmocka_unit_test(test_cli_errors_and_plot),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
