@@ -22,6 +22,8 @@
 /* The training table: DDP and ZeRO-1/2/3 (hybrid sharding at its default group size is ZeRO-3/2). */
 #define SHS_BENCH_STRATEGIES (SHS_ZERO3 + 1)
 #include "shardsim/bench.h"
+#include "shardsim/meta_run.h"
+#include "shardsim/model_preset.h"
 #include "shardsim/train.h"
 #include "shardsim/units.h"
 #include "shardsim/clock.h"
@@ -38,7 +40,7 @@ typedef struct {
     int in_place;
     double row_seconds;
     int json;
-    int do_coll, do_train, do_matmul;
+    int do_coll, do_train, do_matmul, do_compare;
     int train_steps;
 } bench_opts_t;
 
@@ -59,7 +61,7 @@ static void bench_usage(FILE *f) {
             "  --factor F         size multiplier between rows (default 4; nccl-tests -f)\n"
             "  --in-place         in-place collectives (default out of place)\n"
             "  --seconds S        target time per row (default 0.2)\n"
-            "  --only WHAT        coll | train | matmul (default all three; repeatable)\n"
+            "  --only WHAT        coll | train | matmul | compare (default all four; repeatable)\n"
             "  --train-steps N    timed steps per strategy (default 4)\n"
             "  --format F         text | json (default text)\n"
             "  -h, --help         this text\n");
@@ -131,6 +133,7 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
             if (strcmp(v, "coll") == 0) o->do_coll = 1;
             else if (strcmp(v, "train") == 0) o->do_train = 1;
             else if (strcmp(v, "matmul") == 0) o->do_matmul = 1;
+            else if (strcmp(v, "compare") == 0) o->do_compare = 1;
             else return bench_error("unknown --only ", v);
         } else if (strcmp(a, "--format") == 0) {
             if (strcmp(v, "json") == 0) o->json = 1;
@@ -139,7 +142,7 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
             return bench_error("unknown option ", a);
         }
     }
-    if (!only) o->do_coll = o->do_train = o->do_matmul = 1;
+    if (!only) o->do_coll = o->do_train = o->do_matmul = o->do_compare = 1;
     if (!o->num_ops) parse_op("all", o);
     if (!o->num_worlds) {
         static const int def[] = {2, 4, 8, 16};
@@ -441,6 +444,44 @@ static void print_json(const results_t *r) {
 }
 #endif
 
+/* Issue 4's speed target: `compare --model gpt3-175b --world 1024` over all
+ * strategies and variants (24 meta runs of 2 steps each) in under 10 s on a
+ * 2-core laptop. Wall time of the same runs the command makes. */
+static int run_compare_bench(void) {
+    static const shs_strategy_kind_t kinds[] = {SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_HYBRID_SHARD,
+                                                SHS_HYBRID_SHARD_ZERO2};
+    shs_meta_config_t mc = {.steps = 2};
+    mc.train = shs_train_default_config();
+    mc.train.model = shs_model_preset_find("gpt3-175b")->cfg;
+    mc.train.world_size = 1024;
+    mc.train.micro_batch = 1;
+    mc.train.param_dtype = SHS_BF16;
+    mc.train.shard_group_size = 8;
+    mc.train.device_mem = SIZE_MAX;
+    double t0 = shs_now_seconds();
+    int runs = 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int v = 0; v < 4; v++) {
+            mc.train.strategy = kinds[k];
+            mc.train.checkpoint_activations = v & 1;
+            mc.train.offload = !(v & 2) ? SHS_OFFLOAD_NONE
+                               : (kinds[k] == SHS_ZERO3 || kinds[k] == SHS_HYBRID_SHARD) ? SHS_OFFLOAD_PARAMS
+                                                                                        : SHS_OFFLOAD_OPTIMIZER;
+            shs_meta_result_t r;
+            if (shs_meta_run(&mc, &r) != SHS_OK) {
+                fprintf(stderr, "shardsim: error: bench compare: %s\n", shs_last_error());
+                return SIM_EXIT_ERROR;
+            }
+            shs_meta_result_free(&r);
+            runs++;
+        }
+    double dt = shs_now_seconds() - t0;
+    printf("#\n# compare: gpt3-175b (174.6B parameters), world 1024, bf16, all strategies x {plain, ckpt, offload,\n"
+           "# ckpt+offload} on the meta backend (issue 4 target: under 10 s on a 2-core laptop)\n"
+           "  %d meta runs of 2 steps in %.3f s (%.1f ms per run)\n", runs, dt, 1e3 * dt / runs);
+    return SIM_EXIT_OK;
+}
+
 int sim_cmd_bench(int argc, char **argv) {
     bench_opts_t o;
     int rc = parse_bench_args(argc, argv, &o);
@@ -457,6 +498,7 @@ int sim_cmd_bench(int argc, char **argv) {
     if (rc == SIM_EXIT_OK && o.do_train) rc = run_training(&o, &res);
     if (rc == SIM_EXIT_OK && o.do_train) rc = run_scaling(&o, &res);
     if (rc == SIM_EXIT_OK && o.do_matmul) rc = run_matmul(&o, &res);
+    if (rc == SIM_EXIT_OK && o.do_compare && !o.json) rc = run_compare_bench();
 #ifdef SHS_HAVE_JANSSON
     if (rc == SIM_EXIT_OK && o.json) print_json(&res);
 #endif
