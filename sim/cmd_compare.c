@@ -50,8 +50,13 @@ static void compare_usage(FILE *f) {
             "  --gpu G              h100-sxm | h200 | a100 (default h100-sxm)\n"
             "  --efficiency E       fraction of peak FLOP/s the kernels reach (default 0.5)\n"
             "  --algo A             ring | tree | auto (per call the faster) (default auto)\n"
+            "  custom GPU values (override the --gpu preset): --peak-tflops X (dense, the param dtype's),\n"
+            "                       --hbm-gbs X, --intra-gbs X, --inter-gbs X (GB/s per GPU, one direction),\n"
+            "                       --intra-lat-us X, --inter-lat-us X, --gpus-per-node N, --pcie-gbs X,\n"
+            "                       --host-gbs X (host memory bandwidth for the offloaded optimizer)\n"
             "  --format F           table | json | csv (default table)\n"
             "  --plot FILE.svg      memory of one rank over the step, one panel per row\n"
+            "  -o, --output FILE    write the table / JSON / CSV to FILE instead of stdout\n"
             "  -h, --help           this text\n");
 }
 
@@ -265,6 +270,23 @@ static int print_json(const row_t *rows, int nrows, const shs_meta_config_t *bas
         json_object_set_new(o, "step_time_s", json_real(r->est.step_s));
         json_object_set_new(o, "mfu", json_real(r->est.mfu));
         json_object_set_new(o, "notes", json_string(r->notes));
+        json_t *tl = json_array();
+        for (int s = 0; s < r->worst->num_segments; s++) {
+            const shs_meta_segment_t *g = &r->worst->segments[s];
+            json_t *seg = json_object(), *mem = json_object();
+            static const char *const kinds[] = {"setup", "forward", "backward", "optim", "loss"};
+            json_object_set_new(seg, "label", json_string(g->label));
+            json_object_set_new(seg, "phase", json_string(kinds[g->kind]));
+            json_object_set_new(seg, "unit", json_integer(g->unit));
+            for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++)
+                json_object_set_new(mem, shs_mem_category_name((shs_mem_category_t)c), json_integer((json_int_t)g->mem_end[c]));
+            json_object_set_new(seg, "mem_end", mem);
+            json_object_set_new(seg, "peak_total", json_integer((json_int_t)g->peak_total));
+            json_object_set_new(seg, "flops", json_integer((json_int_t)g->flops));
+            json_object_set_new(seg, "collectives", json_integer((json_int_t)(g->calls_end - g->calls_begin)));
+            json_array_append_new(tl, seg);
+        }
+        json_object_set_new(o, "timeline", tl);
         json_array_append_new(arr, o);
     }
     json_object_set_new(root, "strategies", arr);
@@ -287,6 +309,7 @@ int sim_cmd_compare(int argc, char **argv) {
     tc->micro_batch = 1;
     tc->param_dtype = SHS_BF16;
     tc->device_mem = SIZE_MAX;
+    const char *output = NULL;
     const char *model = "gpt2-124m", *format = "table", *plot = NULL, *gpu = "h100-sxm", *strategies = NULL;
     long layers = 0, channels = 0, heads = 0, context = 0, vocab = -1, G = 0;
     size_t device_mem = 0;
@@ -294,6 +317,11 @@ int sim_cmd_compare(int argc, char **argv) {
     int variants_all = 1;
     shs_net_algo_t algo = SHS_NUM_ALGOS;
     char err[256];
+    /* custom hardware values, applied over the preset: index in hw_opts */
+    static const char *const hw_opts[] = {"--peak-tflops", "--hbm-gbs", "--intra-gbs", "--inter-gbs", "--intra-lat-us",
+                                          "--inter-lat-us", "--gpus-per-node", "--pcie-gbs", "--host-gbs"};
+    double hw_val[9];
+    int hw_set[9] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -347,7 +375,15 @@ int sim_cmd_compare(int argc, char **argv) {
             format = v;
             if (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "csv")) return usage_error("--format must be table, json or csv, not", v);
         } else if (!strcmp(a, "--plot")) { NEED(); plot = v; }
-        else return usage_error("unknown option", a);
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) { NEED(); output = v; }
+        else {
+            int k = 0;
+            while (k < 9 && strcmp(a, hw_opts[k])) k++;
+            if (k == 9) return usage_error("unknown option", a);
+            NEED();
+            if (sim_parse_float(v, 1e-6, 1e9, &hw_val[k], err, sizeof err)) return usage_error(err, a);
+            hw_set[k] = 1;
+        }
 #undef INT
 #undef NEED
     }
@@ -374,6 +410,21 @@ int sim_cmd_compare(int argc, char **argv) {
     if (shs_gpt_config_validate(&tc->model) != SHS_OK) return usage_error(shs_last_error(), NULL);
     shs_hw_t hw;
     if (shs_hw_preset(gpu, &hw) != SHS_OK) return usage_error(shs_last_error(), NULL);
+    if (hw_set[0]) hw.peak_flops_16 = hw.peak_flops_32 = hw_val[0] * 1e12;
+    if (hw_set[1]) hw.hbm_bw = hw_val[1] * 1e9;
+    if (hw_set[2]) hw.net.intra_bw = hw_val[2] * 1e9;
+    if (hw_set[3]) hw.net.inter_bw = hw_val[3] * 1e9;
+    if (hw_set[4]) hw.net.intra_lat = hw_val[4] * 1e-6;
+    if (hw_set[5]) hw.net.inter_lat = hw_val[5] * 1e-6;
+    if (hw_set[6]) hw.net.gpus_per_node = hw_val[6] < 1 ? 1 : (int)hw_val[6];
+    if (hw_set[7]) hw.pcie_bw = hw_val[7] * 1e9;
+    if (hw_set[8]) hw.host_bw = hw_val[8] * 1e9;
+    for (int k = 0; k < 9; k++)
+        if (hw_set[k]) {
+            size_t len = strlen(hw.name);
+            snprintf(hw.name + len, sizeof hw.name - len, "+custom");
+            break;
+        }
     if (!device_mem) device_mem = (size_t)hw.mem_bytes;
     int N = tc->world_size;
     if (!G) G = N % 8 == 0 ? 8 : N;
@@ -422,6 +473,11 @@ int sim_cmd_compare(int argc, char **argv) {
     }
     if (!nrows) {
         rc = usage_error("no strategy selected by --strategies", strategies);
+        goto out;
+    }
+    if (output && !freopen(output, "w", stdout)) {
+        fprintf(stderr, "shardsim: error: cannot write %s\n", output);
+        rc = SIM_EXIT_ERROR;
         goto out;
     }
     if (!strcmp(format, "csv")) print_csv(rows, nrows);

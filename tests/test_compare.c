@@ -29,11 +29,28 @@
  * padding at N = 8. Psi = 118528. */
 #define PSI 118528.0
 
-static void run_compare(const char *format, const char *world, test_proc_t *p) {
+/* Runs compare with --output to a temporary file (the JSON with timelines
+ * exceeds the harness's stdout buffer) and reads it back into p->out...
+ * returns a malloc'ed copy of the whole file (caller frees). */
+static char *run_compare(const char *format, const char *world, test_proc_t *p) {
+    char path[] = "/tmp/shs_compare_out_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
     char *argv[] = {SHS_BIN_PATH, "compare", "--layers", "2", "--channels", "64", "--heads", "2", "--context", "32",
                     "--vocab", "256", "--world", (char *)world, "--param-dtype", "f32", "--format", (char *)format,
-                    NULL};
+                    "--output", path, NULL};
     test_run_process(argv, 60, p);
+    FILE *f = fdopen(fd, "r");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = calloc((size_t)n + 1, 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    remove(path);
+    return buf;
 }
 
 static void test_closed_forms_by_hand(void **state) {
@@ -80,10 +97,11 @@ static void test_time_model_by_hand(void **state) {
  * padding); num_params equals the GPT closed form. */
 static void test_json_matches_closed_forms(void **state) {
     test_proc_t *p = malloc(sizeof *p);
-    run_compare("json", "8", p);
+    char *text = run_compare("json", "8", p);
     if (p->exit_code != 0) fail_msg("compare failed: %s", p->err);
     json_error_t e;
-    json_t *root = json_loads(p->out, 0, &e);
+    json_t *root = json_loads(text, 0, &e);
+    free(text);
     if (!root) fail_msg("JSON does not parse: %s (line %d)", e.text, e.line);
     shs_gpt_config_t cfg = {.num_layers = 2, .num_heads = 2, .channels = 64, .context = 32, .vocab = 256};
     assert_int_equal(json_integer_value(json_object_get(root, "num_params")), shs_gpt_num_params(&cfg));
@@ -100,6 +118,17 @@ static void test_json_matches_closed_forms(void **state) {
         for (int k = 0; k < 6; k++) assert_true(json_is_integer(json_object_get(pr, keys[k])));
         assert_true(json_is_integer(json_object_get(o, "comm_bytes_per_step")));
         assert_true(json_real_value(json_object_get(o, "step_time_s")) > 0);
+        /* the steady-state step's timeline reaches the device peak; it ends with the loss all-reduce */
+        json_t *tl = json_object_get(o, "timeline");
+        assert_true(json_array_size(tl) > 8);
+        json_int_t tl_peak = 0;
+        for (size_t s = 0; s < json_array_size(tl); s++) {
+            json_int_t v = json_integer_value(json_object_get(json_array_get(tl, s), "peak_total"));
+            if (v > tl_peak) tl_peak = v;
+        }
+        assert_int_equal(tl_peak, json_integer_value(json_object_get(pr, "peak")));
+        assert_string_equal(json_string_value(json_object_get(json_array_get(tl, json_array_size(tl) - 1), "label")),
+                            "loss");
         if (strchr(name, '+')) continue; /* checkpointing / offload variants */
         plain++;
         shs_strategy_kind_t kind;
@@ -134,10 +163,10 @@ static void test_json_matches_closed_forms(void **state) {
 /* CSV: a header and 24 rows, every row with the header's field count. */
 static void test_csv_parses(void **state) {
     test_proc_t *p = malloc(sizeof *p);
-    run_compare("csv", "4", p);
+    char *text = run_compare("csv", "4", p);
     if (p->exit_code != 0) fail_msg("compare failed: %s", p->err);
     int lines = 0, header_fields = 0;
-    for (char *line = strtok(p->out, "\n"); line; line = strtok(NULL, "\n")) {
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         int fields = 1;
         for (char *c = line; *c; c++) fields += *c == ',';
         if (lines == 0) {
@@ -149,6 +178,7 @@ static void test_csv_parses(void **state) {
         lines++;
     }
     assert_int_equal(lines, 1 + 24);
+    free(text);
     free(p);
 }
 
