@@ -97,7 +97,7 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     r->form = shs_zero_states(r->kind, psi, n, spp, r->offload);
     r->paper_total = shs_zero_paper_total(r->kind, psi, n);
     double width = (double)shs_dtype_size(tc->param_dtype ? tc->param_dtype : SHS_F32);
-    r->paper_sent = shs_zero_paper_volume(r->kind, psi, N, n) * width * (n > 1 ? (double)(n - 1) / n : 0);
+    r->paper_sent = shs_zero_paper_sent(r->kind, psi, N, n, width);
     r->sent_total = r->calls = 0;
     for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
         if (op == SHS_OP_SPLIT || op == SHS_OP_BARRIER) continue;

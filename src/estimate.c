@@ -62,6 +62,14 @@ double shs_zero_paper_volume(shs_strategy_kind_t kind, double psi, int N, int G)
     return kind == SHS_ZERO3 ? 3 * psi : 2 * psi;
 }
 
+double shs_zero_paper_sent(shs_strategy_kind_t kind, double psi, int N, int G, double width) {
+    int hybrid = kind == SHS_HYBRID_SHARD || kind == SHS_HYBRID_SHARD_ZERO2;
+    int n = hybrid ? G : N, R = hybrid ? N / G : 1;
+    double group = (kind == SHS_ZERO3 || kind == SHS_HYBRID_SHARD ? 3 : 2) * psi * (n - 1) / n;
+    double replica = hybrid && R > 1 ? 2 * (psi / G) * (R - 1) / R : 0;
+    return (group + replica) * width;
+}
+
 shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
     static const shs_hw_t presets[] = {
         {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, 936.25e-9, 5e-6}},

@@ -70,6 +70,11 @@ static void test_closed_forms_by_hand(void **state) {
     assert_true(shs_zero_paper_total(SHS_ZERO3, 1000, 4) == 4000);
     assert_true(shs_zero_paper_volume(SHS_ZERO3, 1000, 4, 4) == 3000);
     assert_true(shs_zero_paper_volume(SHS_ZERO1, 1000, 4, 4) == 2000);
+    /* ring bytes sent: ZeRO-3 3 x 1000 x 3/4 x 2 B = 4500; hybrid G = 2 of N = 8:
+     * 3 x 1000 x 1/2 + 2 x 500 x 3/4 = 2250 elements x 2 B = 4500 */
+    assert_true(shs_zero_paper_sent(SHS_ZERO3, 1000, 4, 4, 2) == 4500);
+    assert_true(shs_zero_paper_sent(SHS_HYBRID_SHARD, 1000, 8, 2, 2) == 4500);
+    assert_true(shs_zero_paper_sent(SHS_DDP, 1000, 4, 4, 4) == 6000);
 }
 
 /* Ring times on the H100 preset, by hand:

@@ -57,6 +57,11 @@ double shs_zero_paper_total(shs_strategy_kind_t kind, double psi, int n);
  * (DDP, ZeRO-1, ZeRO-2), 3Ψ (ZeRO-3); hybrid: the ZeRO-3/ZeRO-2 volume in
  * the group plus the replica all-reduce of the shard, 2Ψ/G. */
 double shs_zero_paper_volume(shs_strategy_kind_t kind, double psi, int N, int G);
+/* That volume as bytes each rank sends under ring algorithms, elements of
+ * `width` bytes: the group's collectives x (n-1)/n with n = N (G for
+ * hybrid), plus for hybrid the replica all-reduce 2 (Ψ/G) (R-1)/R with
+ * R = N/G replicas. */
+double shs_zero_paper_sent(shs_strategy_kind_t kind, double psi, int N, int G, double width);
 
 /* A GPU and its links. */
 typedef struct {
