@@ -733,6 +733,42 @@ static void test_mixed_layouts(void **state) {
     shs_netdesc_free(nd);
 }
 
+/* Zero-size parameters at the start, in the middle and at the end of a
+ * unit; the middle one exactly on the N = 2 shard boundary (offset 4 of 8);
+ * and a unit of one 2-element tensor, so that at N = 3 and N = 5 the last
+ * ranks own nothing but padding, and at N = 2 each owns one element. */
+static void test_zero_size_positions(void **state) {
+    (void)state;
+    static const char text[] =
+        "unit a\n"
+        "Linear 4 0 unused          # 0 elements, at the start\n"
+        "Linear 2 2 nobias name=p   # 4 elements: [0, 4)\n"
+        "Linear 4 0 unused          # 0 elements at offset 4: the N = 2 shard boundary\n"
+        "LayerNorm 2                # 4 elements: [4, 8)\n"
+        "Linear 4 0 unused          # 0 elements, at the end\n"
+        "unit b\n"
+        "LayerNorm 1 unused         # 2 elements\n";
+    shs_netdesc_t *nd = parse_ok(text);
+    shs_layout_t lo;
+    assert_int_equal(shs_netdesc_layout_create(&lo, nd), SHS_OK);
+    assert_int_equal(lo.units[0].numel, 8);
+    int zeros = 0;
+    for (int i = lo.units[0].first_tensor; i < lo.units[0].first_tensor + lo.units[0].num_tensors; i++)
+        if (lo.tensors[i].numel == 0) {
+            zeros++;
+            assert_true(lo.tensors[i].offset == 0 || lo.tensors[i].offset == 4 || lo.tensors[i].offset == 8);
+        }
+    assert_true(zeros >= 3);
+    assert_int_equal(lo.units[1].numel, 2);
+    shs_layout_free(&lo);
+    static const int worlds[] = {2, 3, 5};
+    for (int w = 0; w < 3; w++) {
+        run_record_t ddp = check_equivalence(nd, small_config(worlds[w], w == 1 ? SHS_OPTIM_SGD : SHS_OPTIM_ADAMW));
+        free_record(&ddp);
+    }
+    shs_netdesc_free(nd);
+}
+
 /* The example files shipped in sim/models/ parse and train under the CLI,
  * --check ddp passing. */
 static void test_cli_model_file(void **state) {
@@ -783,6 +819,7 @@ int main(void) {
         cmocka_unit_test(test_case1_tied_embedding),
         cmocka_unit_test(test_case3_zero_size),
         cmocka_unit_test(test_mixed_layouts),
+        cmocka_unit_test(test_zero_size_positions),
         cmocka_unit_test(test_cli_model_file),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
