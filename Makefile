@@ -66,6 +66,38 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 TEST_HELPERS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
 HEADERS   := $(wildcard include/shardsim/*.h src/*.h tests/*.h)
 
+# ---- CUDA backend (issue 6; src/cuda/, tests/gpu/) ---------------------------
+# Built when nvcc is on PATH or in CUDA's default prefix (/usr/local/cuda/bin);
+# the NCCL communicator when nccl.h and libnccl sit beside CUDA (or in the
+# system paths). Never under SAN=: the CUDA runtime and the sanitizers do not
+# mix (ASan's shadow memory vs the driver's mappings, TSan vs the runtime's
+# uninstrumented threads), so sanitizer builds are exactly the CPU build.
+# Kernels compile with --fmad=false and IEEE div/sqrt (kernels.cu: bit-exact
+# with the CPU backend where no libm call is involved). CUDA_ARCH picks the
+# GPUs: A100 (sm_80), H100/H200 (sm_90), plus sm_90 PTX for newer ones.
+ifeq ($(SAN),)
+  NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+endif
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+HEADERS += $(wildcard src/cuda/*.h include/shardsim/comm_cuda.h)
+ifneq ($(NVCC),)
+  CUDA_HOME   := $(abspath $(dir $(NVCC))/..)
+  CUDA_INC    := $(CUDA_HOME)/include
+  CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib $(CUDA_HOME)/lib))
+  NCCL := $(if $(wildcard $(CUDA_INC)/nccl.h /usr/include/nccl.h),$(if $(wildcard $(CUDA_LIBDIR)/libnccl.so* /usr/lib/*/libnccl.so* /usr/lib64/libnccl.so*),yes))
+  NVCCFLAGS := -O2 -g -std=c++17 --fmad=false -prec-div=true -prec-sqrt=true -ftz=false \
+               -Iinclude -Isrc -Isrc/cuda $(CUDA_ARCH) -Xcompiler -Wall
+  CUDA_OBJS := $(patsubst src/cuda/%.c,$(BUILD)/obj/src/cuda/%.o,$(wildcard src/cuda/*.c)) \
+               $(patsubst src/cuda/%.cu,$(BUILD)/obj/src/cuda/%.cu.o,$(wildcard src/cuda/*.cu))
+  LIB_OBJS += $(CUDA_OBJS)
+  CFLAGS += -DSHS_HAVE_CUDA -I$(CUDA_INC) $(if $(NCCL),-DSHS_HAVE_NCCL)
+  LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart $(if $(NCCL),-lnccl) -lstdc++
+endif
+GPU_TEST_SRCS := $(wildcard tests/gpu/test_*.c)
+GPU_TEST_BINS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRCS))
+GPU_TEST_HELPERS := $(filter-out tests/gpu/test_%.c,$(wildcard tests/gpu/*.c))
+
 LIB := $(BUILD)/libshardsim.a
 BIN := $(BUILD)/shardsim
 
@@ -137,3 +169,36 @@ deps:
 
 clean:
 	rm -rf $(BUILDROOT)
+
+# ---- CUDA backend: status line, nvcc rule, GPU tests (variables above) ------
+.PHONY: cuda-status build-gpu-tests test-gpu
+all: cuda-status
+cuda-status: $(BIN) $(LIB)
+	@echo "$(if $(NVCC),✓ nvcc found: building the CUDA backend ($(NVCC)),✗ nvcc not found: skipping CUDA backend$(if $(SAN), (SAN=$(SAN): sanitizer builds never include it),))"
+	@echo "$(if $(NCCL),✓ NCCL found: building the NCCL communicator,✗ NCCL not found: skipping the NCCL communicator)"
+
+$(BUILD)/obj/src/cuda/%.cu.o: src/cuda/%.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(GPU_TEST_HELPERS) $(TEST_HELPERS) $(wildcard tests/gpu/*.h) $(LIB) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Itests/gpu -o $@ $< $(GPU_TEST_HELPERS) $(TEST_HELPERS) $(LIB) -lcmocka $(LDLIBS)
+
+# Compile and link the GPU tests (CI does this wherever nvcc exists; no GPU needed).
+build-gpu-tests: cuda-status
+ifeq ($(NVCC),)
+	@echo "make build-gpu-tests: needs the CUDA backend (nvcc not found$(if $(SAN), or SAN= set),)"; exit 1
+else
+build-gpu-tests: $(GPU_TEST_BINS) $(BIN)
+	@echo "GPU tests built: $(GPU_TEST_BINS)"
+endif
+
+# Run them (needs a GPU): every kernel vs the CPU backend, device-local
+# collectives, DDP vs ZeRO-1/2/3 bit for bit on one GPU, CPU vs CUDA loss.
+test-gpu: build-gpu-tests
+	@fail=0; for t in $(GPU_TEST_BINS); do \
+	  echo "== $$t"; \
+	  if ! SHS_SHARED_DIR=$(SHARED) $$t; then fail=1; echo "FAILED: $$t"; fi; \
+	done; \
+	if [ $$fail -ne 0 ]; then echo "some GPU tests FAILED"; exit 1; fi; echo "all GPU test binaries passed"

@@ -42,6 +42,7 @@ typedef struct {
     int json;
     int do_coll, do_train, do_matmul, do_compare;
     int train_steps;
+    shs_world_backend_t backend; /* --backend: cpu (threads) or a CUDA world (world.h) */
 } bench_opts_t;
 
 static void bench_usage(FILE *f) {
@@ -64,6 +65,9 @@ static void bench_usage(FILE *f) {
             "  --only WHAT        coll | train | matmul | compare (default all four; repeatable)\n"
             "  --train-steps N    timed steps per strategy (default 4)\n"
             "  --format F         text | json (default text)\n"
+            "  --backend B        cpu | cuda | cuda-nccl: ranks on CPU threads (default), on one GPU\n"
+            "                     (device-local communicator), or one GPU each (NCCL); the matmul\n"
+            "                     table is CPU-only and skipped on CUDA\n"
             "  -h, --help         this text\n");
 }
 
@@ -135,6 +139,10 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
             else if (strcmp(v, "matmul") == 0) o->do_matmul = 1;
             else if (strcmp(v, "compare") == 0) o->do_compare = 1;
             else return bench_error("unknown --only ", v);
+        } else if (strcmp(a, "--backend") == 0) {
+            if (strcmp(v, "cuda") == 0) o->backend = SHS_WORLD_CUDA;
+            else if (strcmp(v, "cuda-nccl") == 0) o->backend = SHS_WORLD_CUDA_NCCL;
+            else if (strcmp(v, "cpu") != 0 && strcmp(v, "thread") != 0) return bench_error("unknown --backend ", v);
         } else if (strcmp(a, "--format") == 0) {
             if (strcmp(v, "json") == 0) o->json = 1;
             else if (strcmp(v, "text") != 0) return bench_error("unknown --format ", v);
@@ -224,7 +232,8 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
     for (int wi = 0; wi < o->num_worlds; wi++) {
         int n = o->worlds[wi];
         shs_world_t *w;
-        shs_world_config_t wc = {.world_size = n, .device_mem = SIZE_MAX, .timeout_ms = 600000, .name = "bench"};
+        shs_world_config_t wc = {.world_size = n, .device_mem = SIZE_MAX, .timeout_ms = 600000, .name = "bench",
+                                 .backend = o->backend};
         if (shs_world_create(&w, &wc) != SHS_OK) {
             fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
             return SIM_EXIT_ERROR;
@@ -282,6 +291,7 @@ static int run_training(const bench_opts_t *o, results_t *res) {
     double total[SHS_BENCH_STRATEGIES] = {0};
     int rc = SIM_EXIT_ERROR;
     shs_train_config_t cfg = shs_train_default_config();
+    cfg.backend = o->backend;
     for (int k = 0; k < SHS_BENCH_STRATEGIES; k++) {
         cfg.strategy = (shs_strategy_kind_t)k;
         float loss;
@@ -329,6 +339,7 @@ static int run_scaling(const bench_opts_t *o, results_t *res) {
     double base = 0;
     for (size_t i = 0; i < sizeof worlds / sizeof worlds[0]; i++) {
         shs_train_config_t cfg = shs_train_default_config();
+        cfg.backend = o->backend;
         cfg.world_size = worlds[i];
         cfg.micro_batch = 16 / worlds[i];
         shs_trainer_t *t;
@@ -492,6 +503,16 @@ int sim_cmd_bench(int argc, char **argv) {
         return SIM_EXIT_USAGE;
     }
 #endif
+    if (o.backend != SHS_WORLD_CPU) {
+        int gpus;
+        if (shs_cuda_device_count(&gpus) != SHS_OK) {
+            fprintf(stderr, "shardsim: error: --backend %s: %s\n", o.backend == SHS_WORLD_CUDA ? "cuda" : "cuda-nccl",
+                    shs_last_error());
+            return SIM_EXIT_ERROR;
+        }
+        if (o.do_matmul && !o.json) printf("# matmul table: CPU backend only, skipped with a CUDA backend\n");
+        o.do_matmul = 0;
+    }
     results_t res = {0};
     rc = SIM_EXIT_OK;
     if (o.do_coll) rc = run_collectives(&o, &res);

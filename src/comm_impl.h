@@ -107,4 +107,18 @@ void shs__reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int
 void shs__copy_multi(void *const *dsts, int ndst, const void *src, size_t bytes, int stream);
 void shs__stream_fence(void);
 
+/* Reuse of the thread backend by the CUDA communicators (src/cuda/): a
+ * handle `tcomm` of the thread backend serves as their rendezvous.
+ * begin: post `call` (its buffer pointers included), wait for every rank,
+ * compare every rank's call (SHS_MISMATCH / SHS_TIMEOUT / SHS_ABORTED as in
+ * comm.h). posted: rank j's posted call, valid from a successful begin until
+ * this rank's next call. finish: the optional exit barrier, then mark the
+ * call done. */
+shs_status_t shs__comm_thread_begin(shs_comm_t *tcomm, const shs__call_t *call);
+const shs__call_t *shs__comm_thread_posted(const shs_comm_t *tcomm, int rank, const shs__call_t *call);
+shs_status_t shs__comm_thread_finish(shs_comm_t *tcomm, const shs__call_t *call, int exit_barrier);
+/* The CUDA communicators' vtables (src/cuda/comm_cuda_local.c, comm_nccl.c). */
+extern const shs__comm_iface_t shs__comm_cuda_local_iface;
+extern const shs__comm_iface_t shs__comm_nccl_iface;
+
 #endif

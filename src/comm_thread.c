@@ -834,3 +834,15 @@ const shs__comm_iface_t shs__comm_thread_iface = {
     .abort = thread_abort,
     .destroy = thread_destroy,
 };
+
+/* ---- the rendezvous, reused by the CUDA communicators (comm_impl.h) ---- */
+
+shs_status_t shs__comm_thread_begin(shs_comm_t *tcomm, const shs__call_t *call) { return begin(tcomm, call); }
+
+const shs__call_t *shs__comm_thread_posted(const shs_comm_t *tcomm, int rank, const shs__call_t *call) {
+    return POSTED(((rank_ctx_t *)tcomm->ctx)->sh, rank, call);
+}
+
+shs_status_t shs__comm_thread_finish(shs_comm_t *tcomm, const shs__call_t *call, int exit_barrier) {
+    return finish(tcomm, call, exit_barrier);
+}

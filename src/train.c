@@ -244,7 +244,8 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
         goto fail;
     }
     shs_world_config_t wc = {.world_size = cfg->world_size, .device_mem = cfg->device_mem,
-                             .timeout_ms = cfg->timeout_ms, .name = "world", .reduce_order = cfg->reduce_order};
+                             .timeout_ms = cfg->timeout_ms, .name = "world", .reduce_order = cfg->reduce_order,
+                             .backend = cfg->backend, .gpu = cfg->gpu};
     SHS_CHECK_GOTO(shs_world_create(&t->world, &wc), st, fail);
     SHS_CHECK_GOTO(shs_world_run(t->world, setup_job, t), st, fail);
     *out = t;

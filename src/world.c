@@ -1,6 +1,8 @@
 /* world.c - persistent rank threads and job dispatch (see world.h). */
 #include "shardsim/world.h"
 
+#include "shardsim/comm_cuda.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +67,39 @@ static int default_threads_per_rank(int n) {
     return t < 1 ? 1 : (int)t;
 }
 
+/* CUDA devices and a CUDA communicator for every rank (world.h's backends). */
+static shs_status_t create_cuda_ranks(shs_world_t *w, const shs_world_config_t *cfg) {
+    int nccl = cfg->backend == SHS_WORLD_CUDA_NCCL;
+    const char *name = cfg->name ? cfg->name : "world";
+    shs_comm_id_t *id = NULL;
+    shs_device_t **devs = calloc((size_t)w->n, sizeof *devs);
+    shs_comm_t **comms = calloc((size_t)w->n, sizeof *comms);
+    shs_status_t st = devs && comms ? SHS_OK : shs_set_error(SHS_HOST_OOM, "cannot allocate world");
+    if (st == SHS_OK && (cfg->backend < SHS_WORLD_CPU || cfg->backend > SHS_WORLD_CUDA_NCCL))
+        st = shs_set_error(SHS_INVALID_ARG, "unknown world backend %d", (int)cfg->backend);
+    if (st == SHS_OK)
+        st = nccl ? shs_comm_id_create_nccl(&id, w->n, cfg->timeout_ms, name)
+                  : shs_comm_id_create_cuda_local(&id, w->n, cfg->timeout_ms, name);
+    for (int r = 0; st == SHS_OK && r < w->n; r++) {
+        rank_slot_t *s = &w->slots[r];
+        s->world = w;
+        s->ctx.rank = r;
+        s->ctx.world_size = w->n;
+        st = shs_device_create_cuda(&s->ctx.dev, r, cfg->gpu + (nccl ? r : 0), cfg->device_mem);
+        devs[r] = s->ctx.dev;
+    }
+    if (st == SHS_OK) st = shs_comm_init_all_cuda(comms, id, devs, w->n);
+    for (int r = 0; st == SHS_OK && r < w->n; r++) {
+        w->slots[r].ctx.comm = comms[r];
+        comms[r] = NULL;
+    }
+    for (int r = 0; st == SHS_OK && r < w->n; r++) st = shs_comm_set_reduce_order(w->slots[r].ctx.comm, cfg->reduce_order);
+    if (id) shs_comm_id_release(id);
+    free(devs);
+    free(comms);
+    return st; /* on failure shs_world_destroy frees what the slots hold */
+}
+
 shs_status_t shs_world_create(shs_world_t **out, const shs_world_config_t *cfg) {
     *out = NULL;
     if (cfg->world_size < 1 || cfg->world_size > SHS_MAX_WORLD)
@@ -82,6 +117,10 @@ shs_status_t shs_world_create(shs_world_t **out, const shs_world_config_t *cfg) 
         st = shs_set_error(SHS_HOST_OOM, "cannot allocate world");
         goto fail;
     }
+    if (cfg->backend != SHS_WORLD_CPU) {
+        SHS_CHECK_GOTO(create_cuda_ranks(w, cfg), st, fail);
+        goto start;
+    }
     SHS_CHECK_GOTO(shs_comm_id_create(&id, w->n, cfg->timeout_ms, cfg->name ? cfg->name : "world"), st, fail);
     int threads = default_threads_per_rank(w->n);
     for (int r = 0; r < w->n; r++) {
@@ -93,6 +132,7 @@ shs_status_t shs_world_create(shs_world_t **out, const shs_world_config_t *cfg) 
         SHS_CHECK_GOTO(shs_comm_init_rank(&s->ctx.comm, id, r), st, fail);
         SHS_CHECK_GOTO(shs_comm_set_reduce_order(s->ctx.comm, cfg->reduce_order), st, fail);
     }
+start:
     for (int r = 0; r < w->n; r++) {
         /* small stacks: 64 ranks must not cost 512 MiB of address space */
         pthread_attr_t attr;

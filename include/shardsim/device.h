@@ -75,6 +75,23 @@ shs_status_t shs_device_create_cpu(shs_device_t **out, int rank, size_t capacity
  * shs_device_kernel_stats(). Needs a 64-bit address space.
  * Errors: SHS_HOST_OOM. */
 shs_status_t shs_device_create_meta(shs_device_t **out, int rank, size_t capacity);
+/* Create a CUDA device for `rank` on GPU `gpu_index` (issue 6; src/cuda/,
+ * built only when the Makefile found nvcc). Memory is plain cudaMalloc with
+ * `capacity` bytes of accounting on top (SIZE_MAX: the GPU's own limit);
+ * every kernel runs on the device's own stream, deterministically (same
+ * inputs, same bits, run after run). Several devices may share one GPU.
+ * Versus the CPU backend: bit-identical for every kernel except those that
+ * call exp/log/tanh/cosh (attention forward, softmax forward, GELU), which
+ * agree to a few ulps (src/cuda/kernels.cu). Device pointers are GPU
+ * memory: only the copy functions below may take host pointers.
+ * Errors: SHS_UNSUPPORTED (built without CUDA, or no CUDA device: the text
+ * says which), SHS_INVALID_ARG (no such GPU), SHS_INTERNAL (CUDA error),
+ * SHS_HOST_OOM. */
+shs_status_t shs_device_create_cuda(shs_device_t **out, int rank, int gpu_index, size_t capacity);
+/* Number of CUDA devices in *count. Errors: SHS_UNSUPPORTED with *count = 0
+ * and the text "no CUDA device (...)" when there is none or no driver, or
+ * "built without the CUDA backend" when nvcc was not found at build time. */
+shs_status_t shs_cuda_device_count(int *count);
 /* Whether `dev` is a meta device (code that fills device memory from host
  * data, e.g. parameter initialization, skips the work on it). */
 int shs_device_is_meta(const shs_device_t *dev);

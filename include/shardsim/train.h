@@ -51,6 +51,8 @@ typedef struct {
     int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
+    shs_world_backend_t backend; /* --backend cuda: devices and communicator (world.h); 0 = CPU threads */
+    int gpu;                     /* --gpu: the CUDA backends' (first) GPU index */
 } shs_train_config_t;
 
 /* The defaults of `shardsim train`: L=4, NH=4, C=128, T=64, N=4, B=4,

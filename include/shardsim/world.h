@@ -29,12 +29,24 @@ typedef struct {
 
 typedef shs_status_t (*shs_rank_fn)(shs_rank_ctx_t *ctx, void *arg);
 
+/* What each rank runs on (issue 6).
+ *   SHS_WORLD_CPU          a CPU device per rank, the thread communicator.
+ *   SHS_WORLD_CUDA         a CUDA device per rank, all on GPU `gpu`, and the
+ *                          device-local communicator (comm_cuda.h): bit-exact
+ *                          like the threads; N ranks need only one GPU.
+ *   SHS_WORLD_CUDA_NCCL    rank r on GPU gpu + r, the NCCL communicator.
+ * CUDA backends fail with SHS_UNSUPPORTED ("no CUDA device" or "built
+ * without the CUDA backend") where they cannot run. */
+typedef enum { SHS_WORLD_CPU = 0, SHS_WORLD_CUDA = 1, SHS_WORLD_CUDA_NCCL = 2 } shs_world_backend_t;
+
 typedef struct {
     int world_size;        /* 1..SHS_MAX_WORLD */
     size_t device_mem;     /* bytes per rank; SIZE_MAX unlimited */
     int timeout_ms;        /* collective timeout; <= 0: default */
     const char *name;      /* communicator name, e.g. "world" */
     shs_reduce_order_t reduce_order; /* all_reduce/reduce_scatter order (comm.h); 0 = RANK */
+    shs_world_backend_t backend;     /* devices and communicator; 0 = CPU threads */
+    int gpu;               /* CUDA backends: the (first) GPU index */
 } shs_world_config_t;
 
 /* Start world_size rank threads with a CPU device each (kernel threads per
