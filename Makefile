@@ -1,7 +1,7 @@
 # shardsim - GNU Make build.
 #   make                 build/shardsim and build/libshardsim.a
-#   make deps            install libcmocka-dev, libjansson-dev, libprotobuf-c-dev and
-#                        protobuf-c-compiler if missing (apt-get)
+#   make deps            install libcmocka-dev, libjansson-dev, libprotobuf-c-dev,
+#                        protobuf-c-compiler, openmpi-bin and libopenmpi-dev if missing (apt-get)
 #   make bench           benchmarks: ratios measured in one run, not timed tests
 #   make test            build and run every tests/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
@@ -52,6 +52,22 @@ ifeq ($(PROTOBUF_C),yes)
   BASE_CFLAGS += -DSHS_HAVE_PROTOBUF_C -I$(GEN_DIR)
   LDLIBS += -lprotobuf-c
   GEN_OBJS := $(BUILD)/obj/gen/et_def.pb-c.o
+endif
+
+# OpenMPI (the "mpi" communicator, comm_mpi.h, and `train --backend mpi`) is
+# optional: mpicc found and mpi.h compiles -> built in. Not under SAN=thread:
+# OpenMPI is not TSan-instrumented, so the MPI tests skip there.
+ifneq ($(SAN),thread)
+  MPICC := $(shell command -v mpicc 2>/dev/null)
+endif
+ifneq ($(MPICC),)
+  MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+  MPI := $(shell echo '\#include <mpi.h>' | $(CC) $(MPI_CFLAGS) -E -x c - >/dev/null 2>&1 && echo yes)
+endif
+ifeq ($(MPI),yes)
+  MPIRUN := $(shell command -v mpirun 2>/dev/null)
+  BASE_CFLAGS += -DSHS_HAVE_MPI $(MPI_CFLAGS) -DSHS_MPIRUN='"$(MPIRUN)"'
+  LDLIBS += $(shell $(MPICC) --showme:link 2>/dev/null)
 endif
 
 CFLAGS += $(BASE_CFLAGS) $(OMP) -DSHS_SOURCE_DIR='"$(CURDIR)"' -DSHS_SHARED_DIR='"$(SHARED)"' -DSHS_BIN_PATH='"$(abspath $(BUILD))/shardsim"'
@@ -106,6 +122,7 @@ all: $(BIN) $(LIB)
 	@echo "$(if $(OMP),✓ OpenMP,✗ OpenMP off)$(if $(SAN), (SAN=$(SAN)),)"
 	@echo "$(if $(JANSSON),✓ jansson: bench --format json and JSON trace import,✗ jansson not found: bench --format json and JSON trace import disabled (make deps installs it))"
 	@echo "$(if $(PROTOBUF_C),✓ protobuf-c: Chakra ET import/export,✗ protobuf-c not found: Chakra ET import/export disabled (make deps installs it))"
+	@echo "$(if $(MPI),✓ mpi found: train --backend mpi (mpirun),✗ mpi not found: skipping MPI backend$(if $(filter thread,$(SAN)), (SAN=thread: OpenMPI is not TSan-instrumented), (make deps installs OpenMPI)))"
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -164,6 +181,7 @@ deps:
 	  if [ -f /usr/include/$$h.h ]; then echo "✓ $$h found"; else echo "✗ $$h not found: installing $$pkg"; missing="$$missing $$pkg"; fi; \
 	done; \
 	if command -v protoc-c >/dev/null 2>&1; then echo "✓ protoc-c found"; else echo "✗ protoc-c not found: installing protobuf-c-compiler"; missing="$$missing protobuf-c-compiler"; fi; \
+	if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then echo "✓ mpi found"; else echo "✗ mpi not found: installing openmpi-bin libopenmpi-dev"; missing="$$missing openmpi-bin libopenmpi-dev"; fi; \
 	if [ -n "$$missing" ]; then SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
 

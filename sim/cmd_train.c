@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "shardsim/world.h"
 #include "shardsim/clock.h"
 #include "shardsim/checkpoint.h"
+#include "shardsim/comm_mpi.h"
 #include "shardsim/safetensors.h"
 
 typedef struct {
@@ -37,6 +39,11 @@ typedef struct {
     const char *save_dir, *resume_dir, *export_path; /* checkpoint.h, safetensors.h */
     long save_every;       /* also save after every this many steps (0: only at the end) */
     const char *trace_dir; /* --trace: record every collective of every rank */
+    int backend_mpi;       /* --backend mpi: this process is one rank of the MPI job */
+    int world_given;
+    int loss_bits;         /* --loss-bits: also print each loss as its f32 bits */
+    long debug_mismatch_rank; /* hidden: this rank issues a different count (tests); -1 none */
+    long debug_stall_rank;    /* hidden: this rank stalls past the timeout before step 1 (tests); -1 none */
 } train_opts_t;
 
 static void train_usage(FILE *f) {
@@ -47,6 +54,10 @@ static void train_usage(FILE *f) {
             "Train a GPT-2-style model (byte vocabulary) on N simulated GPUs (threads).\n"
             "\n"
             "  --world N              ranks (simulated GPUs), 1..%d (default %d)\n"
+            "  --backend B            thread | mpi (default thread). mpi: run under mpirun, one rank\n"
+            "                         per process, the world is the MPI job (--world absent or equal);\n"
+            "                         same collectives and reduction order, so the same bits.\n"
+            "  --loss-bits            also print each step's loss as its f32 bits in hex\n"
             "  --strategy S           ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2\n"
             "                         (default %s)\n"
             "  --shard-group-size G   hybrid_*: shard within groups of G consecutive ranks, replicate\n"
@@ -139,6 +150,7 @@ typedef enum {
     O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
     O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_TRACE,
+    O_BACKEND, O_LOSS_BITS, O_DEBUG_MISMATCH_RANK, O_DEBUG_STALL_RANK,
     O_NUM_OPTIONS
 } opt_id_t;
 
@@ -196,6 +208,11 @@ static const struct {
     [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
     [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_FLAG, 0, 0, 0},
     [O_TRACE] = {"--trace", T_STR, 0, 0, 0},
+    [O_BACKEND] = {"--backend", T_STR, 0, 0, 0},
+    [O_LOSS_BITS] = {"--loss-bits", T_FLAG, 0, 0, 0},
+    /* hidden, for tests of the MPI backend's failure paths */
+    [O_DEBUG_MISMATCH_RANK] = {"--debug-mismatch-rank", T_INT, 0, SHS_MAX_WORLD - 1, 0},
+    [O_DEBUG_STALL_RANK] = {"--debug-stall-rank", T_INT, 0, SHS_MAX_WORLD - 1, 0},
 };
 
 typedef struct {
@@ -303,6 +320,23 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     SET(O_SHARD_ALIGN, c->shard_align);
 #undef SET
     c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS];
+    o->world_given = p.given[O_WORLD];
+    o->loss_bits = p.given[O_LOSS_BITS];
+    o->debug_mismatch_rank = p.given[O_DEBUG_MISMATCH_RANK] ? (long)p.num[O_DEBUG_MISMATCH_RANK] : -1;
+    o->debug_stall_rank = p.given[O_DEBUG_STALL_RANK] ? (long)p.num[O_DEBUG_STALL_RANK] : -1;
+    if (p.given[O_BACKEND]) {
+        if (strcmp(p.str[O_BACKEND], "mpi") == 0) o->backend_mpi = 1;
+        else if (strcmp(p.str[O_BACKEND], "thread") != 0)
+            return usage_error("--backend takes thread or mpi (got '%s')%s", p.str[O_BACKEND], "");
+    }
+    if (o->backend_mpi) {
+        static const opt_id_t not_mpi[] = {O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_TRACE,
+                                           O_INJECT_BITFLIP};
+        for (int k = 0; k < 6; k++)
+            if (p.given[not_mpi[k]]) return usage_error("%s is not supported with --backend mpi%s", options[not_mpi[k]].name, "");
+    } else if (o->debug_mismatch_rank >= 0 || o->debug_stall_rank >= 0) {
+        return usage_error("--debug-mismatch-rank and --debug-stall-rank need --backend mpi%s%s", "", "");
+    }
     c->norm_type = 2;
     if (p.given[O_SHARD_GROUP_SIZE]) c->shard_group_size = (int)p.num[O_SHARD_GROUP_SIZE];
     if (p.given[O_LIMIT_ALL_GATHERS]) c->limit_all_gathers = (int)p.num[O_LIMIT_ALL_GATHERS];
@@ -392,28 +426,29 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
 }
 
 static void print_summary(shs_trainer_t *t, float final_loss, long steps) {
-    int n = shs_trainer_world_size(t);
+    int first, n; /* the ranks this process runs: all of them on threads, its own under MPI */
+    shs_trainer_local_ranks(t, &first, &n);
     char b[32];
     printf("\nsummary\n  final loss %.6f after %ld step%s\n", final_loss, steps, steps == 1 ? "" : "s");
     printf("  peak device memory per rank (MiB)\n    %-6s", "rank");
     for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) printf(" %11s", shs_mem_category_name((shs_mem_category_t)c));
     printf(" %11s\n", "total");
     int shown = n <= 16 ? n : 8;
-    for (int r = 0; r < n; r++) {
-        if (r == shown && r < n - 1) {
+    for (int i = 0; i < n; i++) {
+        if (i == shown && i < n - 1) {
             printf("    ... (%d more ranks)\n", n - shown - 1);
-            r = n - 1;
+            i = n - 1;
         }
         shs_mem_stats_t m;
-        shs_trainer_mem_stats(t, r, &m);
-        printf("    %-6d", r);
+        shs_trainer_mem_stats(t, first + i, &m);
+        printf("    %-6d", first + i);
         for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) printf(" %11.3f", (double)m.peak[c] / 1048576.0);
         printf(" %11.3f\n", (double)m.total_peak / 1048576.0);
     }
     if (shs_trainer_config(t)->offload != SHS_OFFLOAD_NONE) {
         uint64_t h2d, d2h;
         shs_mem_stats_t hm;
-        shs_strategy_offload_stats(shs_trainer_strategy(t, 0), &h2d, &d2h, &hm);
+        shs_strategy_offload_stats(shs_trainer_strategy(t, first), &h2d, &d2h, &hm);
         char b2[32], b3[32];
         printf("  offload (rank 0): peak host memory params %s, grads %s, optim %s; copied host->device %s, "
                "device->host %s over the run\n", shs_format_bytes(b, sizeof b, (double)hm.peak[SHS_MEM_PARAMS]),
@@ -422,8 +457,8 @@ static void print_summary(shs_trainer_t *t, float final_loss, long steps) {
                shs_format_bytes((char[32]){0}, 32, (double)h2d), shs_format_bytes((char[32]){0}, 32, (double)d2h));
     }
     shs_comm_stats_t cs, sum = {0};
-    for (int r = 0; r < n; r++) {
-        shs_trainer_comm_stats(t, r, &cs);
+    for (int i = 0; i < n; i++) {
+        shs_trainer_comm_stats(t, first + i, &cs);
         for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
             sum.calls[op] += cs.calls[op];
             sum.bytes[op] += cs.bytes[op];
@@ -470,11 +505,67 @@ static void report_error(const char *what) {
     fprintf(stderr, "shardsim: error: %s%s%s\n", what ? what : "", what ? ": " : "", shs_last_error());
 }
 
+/* --backend mpi: the communicators of this process's rank (comm_mpi.h). */
+typedef struct {
+    shs_comm_t *world;     /* the trained run */
+    shs_comm_t *ref;       /* --check ddp: the DDP run's own world */
+    shs_comm_t *check;     /* --check ddp: merging snapshots and verdicts across processes */
+    int rank;
+} mpi_job_t;
+
+/* Join the MPI job: the world size is the job's, rank 0 alone writes stdout.
+ * Returns -1 to go on, else an exit code. */
+static int mpi_start(train_opts_t *o, mpi_job_t *m) {
+    if (shs_mpi_init(NULL, NULL) != SHS_OK) {
+        report_error("--backend mpi");
+        return SIM_EXIT_ERROR;
+    }
+    int size = shs_mpi_world_size();
+    m->rank = shs_mpi_world_rank();
+    if (o->world_given && o->cfg.world_size != size) {
+        char a[16], b[16];
+        snprintf(a, sizeof a, "%d", o->cfg.world_size);
+        snprintf(b, sizeof b, "%d", size);
+        return usage_error("--world %s differs from the MPI job's %s processes (leave --world out)", a, b);
+    }
+    o->cfg.world_size = size;
+    if (m->rank != 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "shardsim: error: rank %d: cannot silence stdout: %s\n", m->rank, strerror(errno));
+        return SIM_EXIT_ERROR;
+    }
+    if (shs_comm_mpi_create(&m->world, o->cfg.timeout_ms, "world") != SHS_OK ||
+        (o->check_ddp && (shs_comm_mpi_create(&m->ref, o->cfg.timeout_ms, "world") != SHS_OK ||
+                          shs_comm_mpi_create(&m->check, o->cfg.timeout_ms, "check") != SHS_OK))) {
+        report_error("--backend mpi");
+        return SIM_EXIT_ERROR;
+    }
+    o->cfg.comm = m->world;
+    return -1;
+}
+
+/* Every process has its own rank's replica verdict; all agree on the lowest
+ * rank whose replica differs and where (MIN over ranks, then a broadcast). */
+static shs_status_t mpi_agree_replicas(shs_comm_t *check, int *ok, shs_replica_diff_t *rd) {
+    int64_t bad = *ok ? INT64_MAX : (int64_t)rd->rank;
+    SHS_CHECK(shs_all_reduce(&bad, &bad, 1, SHS_I64, SHS_MIN, check));
+    if (bad == INT64_MAX) {
+        *ok = 1;
+        return SHS_OK;
+    }
+    int64_t where[2] = {rd->unit, (int64_t)rd->index};
+    SHS_CHECK(shs_broadcast(where, where, 2, SHS_I64, (int)bad, check));
+    *ok = 0;
+    *rd = (shs_replica_diff_t){.rank = (int)bad, .unit = (int)where[0], .index = (size_t)where[1]};
+    return SHS_OK;
+}
+
 int sim_cmd_train(int argc, char **argv) {
     train_opts_t o = {0};
     int rc = parse_train_args(argc, argv, &o);
     if (rc >= 0) return rc;
     shs_train_config_t *cfg = &o.cfg;
+    mpi_job_t mpi = {0};
+    if (o.backend_mpi && (rc = mpi_start(&o, &mpi)) >= 0) shs_mpi_abort(rc);
 
     if (!o.device_mem_given) {
         /* Simulated devices live in host RAM: share 3/4 of it among all ranks
@@ -541,7 +632,8 @@ int sim_cmd_train(int argc, char **argv) {
     else
         snprintf(model_desc, sizeof model_desc, "model L=%d C=%d NH=%d T=%d, %.3fM params", cfg->model.num_layers,
                  cfg->model.channels, cfg->model.num_heads, cfg->model.context, (double)lo->num_params / 1e6);
-    printf("shardsim train: %d ranks (cpu), strategy %s, %s in %d units\n", cfg->world_size,
+    printf("shardsim train: %d ranks (cpu%s), strategy %s, %s in %d units\n", cfg->world_size,
+           o.backend_mpi ? ", mpi: one process per rank" : "",
            shs_strategy_name(cfg->strategy), model_desc, lo->num_units);
     char optim_desc[128];
     if (cfg->optim.kind == SHS_OPTIM_ADAMW)
@@ -567,6 +659,7 @@ int sim_cmd_train(int argc, char **argv) {
         rc_cfg.strategy = SHS_DDP;
         rc_cfg.offload = SHS_OFFLOAD_NONE; /* offloading must not change a bit: compare with plain DDP */
         rc_cfg.checkpoint_activations = 0; /* the reference keeps every activation */
+        rc_cfg.comm = mpi.ref;
         if (shs_trainer_create(&ref_run, &rc_cfg, &corpus) != SHS_OK ||
             (o.resume_dir && shs_checkpoint_resume(ref_run, o.resume_dir) != SHS_OK)) {
             report_error("reference DDP run");
@@ -590,12 +683,29 @@ int sim_cmd_train(int argc, char **argv) {
     }
     fflush(stdout);
 
+    int first_rank, local_count; /* this process's ranks: 0.. on threads, its own under MPI */
+    shs_trainer_local_ranks(main_run, &first_rank, &local_count);
+    if (o.debug_mismatch_rank >= 0) {
+        /* hidden test hook: one rank issues a different count, every rank must fail with SHS_MISMATCH */
+        float probe[2] = {0, 0};
+        size_t count = mpi.rank == o.debug_mismatch_rank ? 2 : 1;
+        if (shs_all_reduce(probe, probe, count, SHS_F32, SHS_SUM, mpi.world) != SHS_OK) {
+            report_error("--debug-mismatch-rank");
+            goto done;
+        }
+    }
     float loss = NAN;
     double total_time = 0;
     long tokens_per_step = (long)cfg->world_size * cfg->micro_batch * cfg->model.context *
                            (cfg->grad_accum > 1 ? cfg->grad_accum : 1);
     double run_start = shs_now_seconds();
     for (long step = 0; step < o.steps; step++) {
+        if (step == 0 && mpi.rank == o.debug_stall_rank) {
+            /* hidden test hook: never arrive in time; the others time out and MPI_Abort ends this one */
+            double timeout_s = (cfg->timeout_ms > 0 ? cfg->timeout_ms : SHS_COMM_DEFAULT_TIMEOUT_MS) / 1000.0;
+            struct timespec ts = {(time_t)(3 * timeout_s) + 10, 0};
+            while (nanosleep(&ts, &ts) != 0) {}
+        }
         double t0 = shs_now_seconds();
         if (shs_trainer_step(main_run, &loss) != SHS_OK) {
             char what[64];
@@ -612,12 +722,17 @@ int sim_cmd_train(int argc, char **argv) {
         }
         printf("step %*ld/%ld | loss %.6f | %8.1f ms | %7.0f tok/s", (int)snprintf(NULL, 0, "%ld", o.steps), step + 1,
                o.steps, (double)loss, dt * 1e3, (double)tokens_per_step / dt);
+        if (o.loss_bits) {
+            uint32_t bits;
+            memcpy(&bits, &loss, sizeof bits);
+            printf(" | loss bits 0x%08" PRIx32, bits);
+        }
         if (cfg->param_dtype == SHS_F16) {
-            shs_strategy_t *s0 = shs_trainer_strategy(main_run, 0);
+            shs_strategy_t *s0 = shs_trainer_strategy(main_run, first_rank);
             printf(" | scale %g%s", (double)shs_strategy_loss_scale(s0).scale,
                    shs_strategy_step_skipped(s0) ? " (overflow: step skipped)" : "");
         }
-        if (cfg->clip_norm > 0 && !shs_strategy_step_skipped(shs_trainer_strategy(main_run, 0)))
+        if (cfg->clip_norm > 0 && !shs_strategy_step_skipped(shs_trainer_strategy(main_run, first_rank)))
             printf(" | grad norm %.6g", (double)shs_trainer_last_grad_norm(main_run));
         if (o.inject_bitflip == step + 1) {
             if (shs_trainer_flip_param_bit(main_run, 0, 0) != SHS_OK) { /* wte[0][0] */
@@ -634,7 +749,12 @@ int sim_cmd_train(int argc, char **argv) {
                 report_error("reference DDP run");
                 goto done;
             }
-            if (shs_trainer_snapshot(main_run, snap_a) != SHS_OK || shs_trainer_snapshot(ref_run, snap_b) != SHS_OK) {
+            /* under MPI each process fills its ranks' shards; the others hold zero bits, so an integer sum
+             * over processes assembles every snapshot exactly */
+            size_t snap_len = shs_trainer_snapshot_len(main_run);
+            if (shs_trainer_snapshot(main_run, snap_a) != SHS_OK || shs_trainer_snapshot(ref_run, snap_b) != SHS_OK ||
+                (mpi.check && (shs_all_reduce(snap_a, snap_a, snap_len, SHS_I32, SHS_SUM, mpi.check) != SHS_OK ||
+                               shs_all_reduce(snap_b, snap_b, snap_len, SHS_I32, SHS_SUM, mpi.check) != SHS_OK))) {
                 printf("\n");
                 report_error("snapshot");
                 goto done;
@@ -676,6 +796,7 @@ int sim_cmd_train(int argc, char **argv) {
             for (int k = 0; k < 2; k++) {
                 shs_replica_diff_t rd;
                 int ok = shs_trainer_check_replicas(runs[k], snaps[k], &rd);
+                if (ok >= 0 && mpi.check && mpi_agree_replicas(mpi.check, &ok, &rd) != SHS_OK) ok = -1;
                 if (ok < 0) {
                     printf("\n");
                     report_error("replica check");
@@ -737,6 +858,8 @@ int sim_cmd_train(int argc, char **argv) {
         }
     }
     print_summary(main_run, loss, o.steps);
+    if (o.backend_mpi)
+        printf("  (MPI: rank 0's own memory and traffic; every process measures its own rank)\n");
     if (ref_run && drift_mode)
         printf("check: %s: %s drifted from DDP by at most %.3e in loss, %.3e (abs) and %.3e (rel) "
                "in parameters over %ld steps\n", drift_why, shs_strategy_name(cfg->strategy), worst_loss_drift, worst.max_abs,
@@ -749,6 +872,9 @@ done:
         fprintf(stderr, "shardsim: error: cannot write the output: %s\n", strerror(errno));
         if (exit_code == SIM_EXIT_OK) exit_code = SIM_EXIT_ERROR;
     }
+    /* MPI: after an error other processes may wait in a collective that will
+     * never complete; MPI_Abort ends them all (comm_mpi.h) */
+    if (o.backend_mpi && exit_code != SIM_EXIT_OK) shs_mpi_abort(exit_code);
     shs_trainer_destroy(ref_run);
     shs_trace_recorder_free(trace_rec);
     shs_trainer_destroy(main_run);
@@ -756,5 +882,11 @@ done:
     free(snap_b);
     shs_corpus_free(&corpus);
     shs_netdesc_free(nd);
+    if (o.backend_mpi) {
+        shs_comm_destroy(mpi.check);
+        shs_comm_destroy(mpi.ref);
+        shs_comm_destroy(mpi.world);
+        shs_mpi_finalize();
+    }
     return exit_code;
 }

@@ -6,7 +6,9 @@
  * numbers the call (sequence number), builds one shs__call_t and keeps the
  * per-rank stats; a backend moves the data and implements the cross-rank
  * consistency checks, timeout and abort of comm.h, and writes the error text.
- * Backends today: "thread" (comm_thread.c, ranks are threads of one process).
+ * Backends today: "thread" (comm_thread.c, ranks are threads of one process),
+ * "meta" (comm_meta.c, counts calls), and "mpi" (comm_mpi.c, ranks are
+ * processes of an MPI job; built when mpicc is found).
  */
 #ifndef SHARDSIM_COMM_IMPL_H
 #define SHARDSIM_COMM_IMPL_H

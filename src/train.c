@@ -23,8 +23,9 @@ struct shs_trainer {
     shs_world_t *world;
     rank_state_t *ranks;
     long step;             /* steps completed */
-    float loss;            /* written by rank 0 */
-    float grad_norm;       /* written by rank 0 */
+    int first_rank;        /* the first rank this process runs (0 unless cfg.comm) */
+    float loss;            /* written by rank first_rank */
+    float grad_norm;       /* written by rank first_rank */
     shs_loss_scale_state_t scaler_in; /* argument of the set-loss-scale job */
     float *snapshot_out;   /* target of the snapshot job */
     const float *replica_ref;      /* the snapshot the replica job compares with */
@@ -111,12 +112,12 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     local_loss /= (float)K;
     shs_comm_set_marker(ctx->comm, "optim");
     SHS_CHECK(shs_strategy_finish_step(rs->strategy, t->step + 1));
-    if (ctx->rank == 0) t->grad_norm = shs_strategy_grad_norm(rs->strategy);
+    if (ctx->rank == t->first_rank) t->grad_norm = shs_strategy_grad_norm(rs->strategy);
     SHS_CHECK(shs_memcpy_h2d(ctx->dev, rs->loss_dev, &local_loss, sizeof local_loss));
     shs_comm_set_marker(ctx->comm, "loss");
     SHS_CHECK(shs_all_reduce(rs->loss_dev, rs->loss_dev, 1, SHS_F32, SHS_AVG, ctx->comm));
     SHS_CHECK(shs_memcpy_d2h(ctx->dev, &loss, rs->loss_dev, sizeof loss));
-    if (ctx->rank == 0) t->loss = loss;
+    if (ctx->rank == t->first_rank) t->loss = loss;
     return SHS_OK;
 }
 
@@ -246,7 +247,10 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     shs_world_config_t wc = {.world_size = cfg->world_size, .device_mem = cfg->device_mem,
                              .timeout_ms = cfg->timeout_ms, .name = "world", .reduce_order = cfg->reduce_order,
                              .backend = cfg->backend, .gpu = cfg->gpu};
-    SHS_CHECK_GOTO(shs_world_create(&t->world, &wc), st, fail);
+    if (cfg->comm) SHS_CHECK_GOTO(shs_world_create_local(&t->world, &wc, cfg->comm), st, fail);
+    else SHS_CHECK_GOTO(shs_world_create(&t->world, &wc), st, fail);
+    int local_count;
+    shs_world_local_ranks(t->world, &t->first_rank, &local_count);
     SHS_CHECK_GOTO(shs_world_run(t->world, setup_job, t), st, fail);
     *out = t;
     return SHS_OK;
@@ -276,13 +280,16 @@ shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss) {
     return SHS_OK;
 }
 
+void shs_trainer_local_ranks(const shs_trainer_t *t, int *first, int *count) {
+    shs_world_local_ranks(t->world, first, count);
+}
 const shs_layout_t *shs_trainer_layout(const shs_trainer_t *t) { return &t->layout; }
 int shs_trainer_world_size(const shs_trainer_t *t) { return t->cfg.world_size; }
 const shs_train_config_t *shs_trainer_config(const shs_trainer_t *t) { return &t->cfg; }
 long shs_trainer_steps_done(const shs_trainer_t *t) { return t->step; }
 void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done) { t->step = steps_done; }
 shs_loss_scale_state_t shs_trainer_loss_scale(const shs_trainer_t *t) {
-    return shs_strategy_loss_scale(t->ranks[0].strategy);
+    return shs_strategy_loss_scale(t->ranks[t->first_rank].strategy);
 }
 
 static shs_status_t set_scale_job(shs_rank_ctx_t *ctx, void *arg) {
@@ -317,6 +324,7 @@ int shs_trainer_check_replicas(shs_trainer_t *t, const float *snapshot, shs_repl
     diff->rank = -1;
     t->replica_ref = snapshot;
     t->replica_diffs = calloc((size_t)t->cfg.world_size, sizeof *t->replica_diffs);
+    for (int r = 0; t->replica_diffs && r < t->cfg.world_size; r++) t->replica_diffs[r].rank = -1;
     if (!t->replica_diffs || shs_world_run(t->world, replica_job, t) != SHS_OK) {
         free(t->replica_diffs);
         t->replica_diffs = NULL;
@@ -332,6 +340,7 @@ int shs_trainer_check_replicas(shs_trainer_t *t, const float *snapshot, shs_repl
 shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index) {
     if (unit < 0 || unit >= t->layout.num_units || index >= t->layout.units[unit].numel)
         return shs_set_error(SHS_INVALID_ARG, "bit flip: no element %zu in unit %d", index, unit);
+    if (t->cfg.comm) return shs_set_error(SHS_UNSUPPORTED, "bit flip: not with a multi-process world");
     t->flip_unit = unit;
     t->flip_index = index;
     /* the highest rank holding the element: the last replica, or its owner */
@@ -346,11 +355,16 @@ shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index
 }
 
 void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out) {
-    shs_device_mem_stats(shs_world_rank(t->world, rank)->dev, out);
+    shs_rank_ctx_t *ctx = shs_world_rank(t->world, rank);
+    if (!ctx) memset(out, 0, sizeof *out);
+    else shs_device_mem_stats(ctx->dev, out);
 }
 
 void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *out) {
-    shs_comm_get_stats(shs_world_rank(t->world, rank)->comm, out);
+    shs_rank_ctx_t *ctx = shs_world_rank(t->world, rank);
+    memset(out, 0, sizeof *out);
+    if (!ctx) return;
+    shs_comm_get_stats(ctx->comm, out);
     shs_strategy_add_comm_stats(t->ranks[rank].strategy, out);
 }
 

@@ -19,7 +19,8 @@ typedef struct {
 
 struct shs_world {
     int n;
-    rank_slot_t *slots;
+    int local;                   /* shs_world_create_local: one slot, jobs on the caller's thread */
+    rank_slot_t *slots;          /* (n), or (1) when local */
     pthread_mutex_t mu;
     pthread_cond_t job_cv, done_cv;
     unsigned long job_gen;       /* bumped for each job */
@@ -155,8 +156,43 @@ fail:
     return st;
 }
 
+shs_status_t shs_world_create_local(shs_world_t **out, const shs_world_config_t *cfg, shs_comm_t *comm) {
+    *out = NULL;
+    if (!comm || cfg->world_size != shs_comm_size(comm))
+        return shs_set_error(SHS_INVALID_ARG, "world size %d differs from the communicator's %d ranks",
+                             cfg->world_size, shs_comm_size(comm));
+    shs_world_t *w = calloc(1, sizeof *w);
+    if (w) w->slots = calloc(1, sizeof *w->slots);
+    if (!w || !w->slots) {
+        free(w);
+        return shs_set_error(SHS_HOST_OOM, "cannot allocate world");
+    }
+    w->n = cfg->world_size;
+    w->local = 1;
+    rank_slot_t *s = &w->slots[0];
+    s->world = w;
+    s->ctx.rank = shs_comm_rank(comm);
+    s->ctx.world_size = w->n;
+    shs_status_t st = shs_comm_set_reduce_order(comm, cfg->reduce_order);
+    if (st == SHS_OK) st = shs_device_create_cpu(&s->ctx.dev, s->ctx.rank, cfg->device_mem, default_threads_per_rank(w->n));
+    if (st != SHS_OK) {
+        free(w->slots);
+        free(w);
+        return st;
+    }
+    s->ctx.comm = comm;
+    *out = w;
+    return SHS_OK;
+}
+
 void shs_world_destroy(shs_world_t *w) {
     if (!w) return;
+    if (w->local) { /* the communicator is borrowed */
+        shs_device_destroy(w->slots[0].ctx.dev);
+        free(w->slots);
+        free(w);
+        return;
+    }
     pthread_mutex_lock(&w->mu);
     w->quit = 1;
     pthread_cond_broadcast(&w->job_cv);
@@ -174,9 +210,31 @@ void shs_world_destroy(shs_world_t *w) {
 }
 
 int shs_world_size(const shs_world_t *w) { return w->n; }
-shs_rank_ctx_t *shs_world_rank(shs_world_t *w, int rank) { return &w->slots[rank].ctx; }
+shs_rank_ctx_t *shs_world_rank(shs_world_t *w, int rank) {
+    if (w->local) return rank == w->slots[0].ctx.rank ? &w->slots[0].ctx : NULL;
+    return &w->slots[rank].ctx;
+}
+
+void shs_world_local_ranks(const shs_world_t *w, int *first, int *count) {
+    *first = w->local ? w->slots[0].ctx.rank : 0;
+    *count = w->local ? 1 : w->n;
+}
+
+/* The local world's one rank, on the caller's thread, failing as rank_main does. */
+static shs_status_t run_local(shs_world_t *w, shs_rank_fn fn, void *arg) {
+    rank_slot_t *slot = &w->slots[0];
+    shs_set_last_error_text("");
+    shs_status_t st = fn(&slot->ctx, arg);
+    if (st != SHS_OK && st != SHS_ABORTED && st != SHS_MISMATCH && st != SHS_TIMEOUT) {
+        snprintf(slot->error, sizeof slot->error, "%s", shs_last_error()[0] ? shs_last_error() : shs_strerror(st));
+        shs_comm_abort(slot->ctx.comm, slot->error);
+        shs_set_last_error_text(slot->error);
+    }
+    return st;
+}
 
 shs_status_t shs_world_run(shs_world_t *w, shs_rank_fn fn, void *arg) {
+    if (w->local) return run_local(w, fn, arg);
     pthread_mutex_lock(&w->mu);
     w->fn = fn;
     w->arg = arg;

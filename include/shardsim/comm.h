@@ -1,7 +1,8 @@
 /* comm.h - communicators and collectives: threads stand in for GPUs.
  *
- * What it is: an NCCL-shaped collective API. A communicator joins N ranks
- * (N threads of one process). Argument order and in-place rules are NCCL's
+ * What it is: an NCCL-shaped collective API. A communicator joins N ranks:
+ * N threads of one process (the thread backend, shs_comm_id_create), or N
+ * processes of an MPI job (comm_mpi.h). Argument order and in-place rules are NCCL's
  * (nccl.h, "Collective Operations" in the NCCL user guide): send buffer,
  * receive buffer, count in elements, dtype, [reduce op], [root], communicator.
  * All buffers are host-addressable memory (CPU device pointers).
@@ -18,6 +19,11 @@
  * element, and all_reduce(x) is bit-identical to
  * all_gather(reduce_scatter(x)) and to reduce(x) followed by broadcast.
  * MAX/MIN return the first NaN operand if any operand is NaN.
+ * Every backend keeps this order, so the same calls give the same bits on
+ * threads and on processes. The MPI backend therefore never calls
+ * MPI_Allreduce or MPI_Reduce_scatter (MPI fixes no order of combination and
+ * its algorithms differ by size and process count): it moves the data with
+ * MPI and reduces locally in this order (comm_reduce.c).
  *
  * RING REDUCTION ORDER (opt-in, shs_comm_set_reduce_order(); the default
  * SHS_REDUCE_ORDER_RANK is the fixed order above). SHS_REDUCE_ORDER_RING
@@ -57,7 +63,13 @@
  * communicator is unusable: every later call returns SHS_ABORTED (as an NCCL
  * communicator after an asynchronous error).
  *
- * Thread safety: a rank's handle is used by one thread at a time.
+ * The MPI backend exchanges each call's descriptor the same way and fails
+ * the same way, with one addition: since MPI cannot cancel the collectives
+ * left half done in other processes, a program ends with shs_mpi_abort()
+ * after an error (comm_mpi.h).
+ *
+ * Thread safety: a rank's handle is used by one thread at a time (MPI: the
+ * thread that initialized MPI, shs_comm_abort() included).
  */
 #ifndef SHARDSIM_COMM_H
 #define SHARDSIM_COMM_H

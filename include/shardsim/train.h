@@ -53,6 +53,9 @@ typedef struct {
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
     shs_world_backend_t backend; /* --backend cuda: devices and communicator (world.h); 0 = CPU threads */
     int gpu;                     /* --gpu: the CUDA backends' (first) GPU index */
+    shs_comm_t *comm;            /* NULL: world_size rank threads; else this process runs one rank of this
+                                  * communicator (e.g. comm_mpi.h; borrowed, outlives the trainer; world_size
+                                  * must equal its size): see shs_world_create_local */
 } shs_train_config_t;
 
 /* The defaults of `shardsim train`: L=4, NH=4, C=128, T=64, N=4, B=4,
@@ -73,6 +76,10 @@ void shs_trainer_destroy(shs_trainer_t *t);
  * step's batch (computed before the update). Errors from any rank propagate
  * (collective mismatch, timeout, abort, out of memory). */
 shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss);
+
+/* The ranks this process runs, [first, first + count) (shs_world_local_ranks):
+ * with cfg.comm set, per-rank getters below answer for these ranks only. */
+void shs_trainer_local_ranks(const shs_trainer_t *t, int *first, int *count);
 
 const shs_layout_t *shs_trainer_layout(const shs_trainer_t *t);
 int shs_trainer_world_size(const shs_trainer_t *t);

@@ -53,11 +53,25 @@ typedef struct {
  * device = max(1, cores / world_size)) and a world communicator.
  * Errors: SHS_INVALID_ARG (world size, reduce order), SHS_HOST_OOM, SHS_SYSTEM. */
 shs_status_t shs_world_create(shs_world_t **out, const shs_world_config_t *cfg);
+/* A world of which this process runs one rank: rank shs_comm_rank(comm) of
+ * shs_comm_size(comm), over a communicator that spans processes (the MPI
+ * backend, comm_mpi.h). cfg->world_size must equal the communicator's size
+ * (name is unused). The rank gets a CPU device with max(1, cores / size)
+ * kernel threads, and jobs run on the caller's thread (no rank threads). The
+ * world borrows comm, which must outlive it; its reduce order is set from
+ * cfg. Errors: SHS_INVALID_ARG (size, reduce order), SHS_HOST_OOM. */
+shs_status_t shs_world_create_local(shs_world_t **out, const shs_world_config_t *cfg, shs_comm_t *comm);
+
 /* Stop the threads and free devices and communicators. NULL is a no-op. */
 void shs_world_destroy(shs_world_t *w);
 
 int shs_world_size(const shs_world_t *w);
+/* The context of `rank`, or NULL when this process does not run that rank
+ * (a world from shs_world_create_local runs one). */
 shs_rank_ctx_t *shs_world_rank(shs_world_t *w, int rank);
+/* The ranks this process runs: [first, first + count). A thread world runs
+ * [0, N); a local one its communicator's rank alone. */
+void shs_world_local_ranks(const shs_world_t *w, int *first, int *count);
 
 /* Run fn(ctx, arg) on every rank concurrently; returns SHS_OK if all
  * succeeded, else the status of the rank whose failure came first in cause
