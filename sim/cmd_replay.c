@@ -14,6 +14,7 @@
 #include "shardsim/trace_check.h"
 #include "shardsim/trace_export.h"
 #include "shardsim/trace_import.h"
+#include "shardsim/trace_perfetto.h"
 #include "shardsim/trace_replay.h"
 #include "shardsim/units.h"
 #include "replay_timing.h"
@@ -41,6 +42,10 @@ static void replay_usage(FILE *f) {
             "  --timeout SEC     collective timeout during the replay (default 10)\n"
             "  --export-text F   also write the normalized trace in shardsim's text format to F\n"
             "  --export-chakra P also write Chakra ET files P.<rank>.et (for ASTRA-sim)\n"
+            "  --export-perfetto F  also write Chrome/Perfetto trace JSON to F (ui.perfetto.dev,\n"
+            "                    chrome://tracing): a track per rank, a slice per call; calls without\n"
+            "                    times are laid out back to back, lasting the --network estimate\n"
+            "                    (or 1 us each without --network)\n"
             "  -h, --help        this text\n");
 }
 
@@ -52,7 +57,7 @@ static int usage_error(const char *msg, const char *arg) {
 static const char *human(char *buf, size_t n, double b) { return shs_format_bytes(buf, n, b); }
 
 int sim_cmd_replay(int argc, char **argv) {
-    const char *path = NULL, *export_text = NULL, *export_chakra = NULL;
+    const char *path = NULL, *export_text = NULL, *export_chakra = NULL, *export_perfetto = NULL;
     shs_trace_load_opts_t lo = {0};
     shs_replay_opts_t ro = {.timeout_ms = 10000};
     long max_issues = 20;
@@ -101,6 +106,8 @@ int sim_cmd_replay(int argc, char **argv) {
             if (shs_net_algo_parse(v, &algo)) return usage_error("--algo takes ring, tree or direct, not", v);
         } else if (strcmp(a, "--export-chakra") == 0) {
             export_chakra = v;
+        } else if (strcmp(a, "--export-perfetto") == 0) {
+            export_perfetto = v;
         } else {
             return usage_error("unknown option", a);
         }
@@ -148,6 +155,19 @@ int sim_cmd_replay(int argc, char **argv) {
             rc = SIM_EXIT_ERROR;
         } else {
             printf("  wrote %s.<rank>.et (Chakra ET, %d files)\n", export_chakra, t->world);
+        }
+    }
+    if (export_perfetto) {
+        shs_perfetto_opts_t po = {.net = network ? &net : NULL, .algo = algo};
+        if (shs_trace_export_perfetto(t, export_perfetto, &po) != SHS_OK) {
+            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            rc = SIM_EXIT_ERROR;
+        } else {
+            printf("  wrote %s (Chrome/Perfetto trace JSON, %d tracks, %zu slices: %zu recorded times", export_perfetto,
+                   t->world, po.slices, po.recorded);
+            if (po.estimated) printf(", %zu %s-estimated", po.estimated, shs_net_algo_name(algo));
+            if (po.sequential) printf(", %zu without times laid out 1 us each", po.sequential);
+            printf(")\n");
         }
     }
 
