@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "compare_plot.h"
 #include "train_trace.h"
 #include "commands.h"
 #include "shardsim/shard.h"
@@ -39,6 +40,7 @@ typedef struct {
     const char *save_dir, *resume_dir, *export_path; /* checkpoint.h, safetensors.h */
     long save_every;       /* also save after every this many steps (0: only at the end) */
     const char *trace_dir; /* --trace: record every collective of every rank */
+    const char *timeline_path; /* --memory-timeline: SVG of rank 0's memory over the last step */
     int backend_mpi;       /* --backend mpi: this process is one rank of the MPI job */
     int world_given;
     int loss_bits;         /* --loss-bits: also print each loss as its f32 bits */
@@ -57,6 +59,9 @@ static void train_usage(FILE *f) {
             "  --backend B            thread | mpi (default thread). mpi: run under mpirun, one rank\n"
             "                         per process, the world is the MPI job (--world absent or equal);\n"
             "                         same collectives and reduction order, so the same bits.\n"
+            "                         cuda: every rank a CUDA device on one GPU (pick it with\n"
+            "                         CUDA_VISIBLE_DEVICES), device-local communicator: DDP and ZeRO\n"
+            "                         agree bit for bit; cuda-nccl: rank r on GPU r over NCCL\n"
             "  --loss-bits            also print each step's loss as its f32 bits in hex\n"
             "  --strategy S           ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2\n"
             "                         (default %s)\n"
@@ -71,6 +76,8 @@ static void train_usage(FILE *f) {
             "  --offload none|optimizer|params      CPU offload: optimizer state and master weights on\n"
             "                         the host, the optimizer step there (ZeRO-Offload); params: the\n"
             "                         parameter shards too (zero3, hybrid_shard; FSDP CPUOffload)\n"
+            "  --memory-timeline FILE.svg           draw rank 0's device memory over the last step,\n"
+            "                         per phase (forward/backward of each unit, optimizer), as SVG\n"
             "  --poison-freed-buffers true|false    debugging: fill freed communication buffers with\n"
             "                         NaN so that a use after free shows in the results\n"
             "  --data PATH            training text (default: built-in corpus)\n"
@@ -146,7 +153,7 @@ typedef enum {
     O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN,
     O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_SHARD_GROUP_SIZE,
     O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH, O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_POISON_FREED,
-    O_OFFLOAD, O_REDUCE_ORDER,
+    O_OFFLOAD, O_MEMORY_TIMELINE, O_REDUCE_ORDER,
     O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
     O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_TRACE,
@@ -205,6 +212,7 @@ static const struct {
     [O_LIMIT_ALL_GATHERS] = {"--limit-all-gathers", T_INT, 0, 1 << 20, 0},
     [O_POISON_FREED] = {"--poison-freed-buffers", T_STR, 0, 0, 0},
     [O_OFFLOAD] = {"--offload", T_STR, 0, 0, 0},
+    [O_MEMORY_TIMELINE] = {"--memory-timeline", T_STR, 0, 0, 0},
     [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
     [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_FLAG, 0, 0, 0},
     [O_TRACE] = {"--trace", T_STR, 0, 0, 0},
@@ -326,8 +334,10 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     o->debug_stall_rank = p.given[O_DEBUG_STALL_RANK] ? (long)p.num[O_DEBUG_STALL_RANK] : -1;
     if (p.given[O_BACKEND]) {
         if (strcmp(p.str[O_BACKEND], "mpi") == 0) o->backend_mpi = 1;
+        else if (strcmp(p.str[O_BACKEND], "cuda") == 0) c->backend = SHS_WORLD_CUDA;
+        else if (strcmp(p.str[O_BACKEND], "cuda-nccl") == 0) c->backend = SHS_WORLD_CUDA_NCCL;
         else if (strcmp(p.str[O_BACKEND], "thread") != 0)
-            return usage_error("--backend takes thread or mpi (got '%s')%s", p.str[O_BACKEND], "");
+            return usage_error("--backend takes thread, mpi, cuda or cuda-nccl (got '%s')%s", p.str[O_BACKEND], "");
     }
     if (o->backend_mpi) {
         static const opt_id_t not_mpi[] = {O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_TRACE,
@@ -352,6 +362,10 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     c->keep_after_forward = !bool_vals[0];
     c->forward_prefetch = bool_vals[1];
     c->poison_freed = bool_vals[2];
+    if (p.given[O_MEMORY_TIMELINE]) {
+        o->timeline_path = p.str[O_MEMORY_TIMELINE];
+        c->memory_timeline = 1;
+    }
     if (p.given[O_OFFLOAD]) {
         const char *v = p.str[O_OFFLOAD];
         if (strcmp(v, "none") == 0) c->offload = SHS_OFFLOAD_NONE;
@@ -566,8 +580,15 @@ int sim_cmd_train(int argc, char **argv) {
     shs_train_config_t *cfg = &o.cfg;
     mpi_job_t mpi = {0};
     if (o.backend_mpi && (rc = mpi_start(&o, &mpi)) >= 0) shs_mpi_abort(rc);
+    if (cfg->backend != SHS_WORLD_CPU) { /* --backend cuda: fail early and clearly without a GPU */
+        int gpus;
+        if (shs_cuda_device_count(&gpus) != SHS_OK) {
+            report_error(cfg->backend == SHS_WORLD_CUDA ? "--backend cuda" : "--backend cuda-nccl");
+            return SIM_EXIT_ERROR;
+        }
+    }
 
-    if (!o.device_mem_given) {
+    if (!o.device_mem_given && cfg->backend == SHS_WORLD_CPU) { /* CUDA: the GPU's own limit */
         /* Simulated devices live in host RAM: share 3/4 of it among all ranks
          * (of both runs under --check), so an oversized model or world fails
          * with a clean out-of-memory error naming the rank. */
@@ -632,7 +653,8 @@ int sim_cmd_train(int argc, char **argv) {
     else
         snprintf(model_desc, sizeof model_desc, "model L=%d C=%d NH=%d T=%d, %.3fM params", cfg->model.num_layers,
                  cfg->model.channels, cfg->model.num_heads, cfg->model.context, (double)lo->num_params / 1e6);
-    printf("shardsim train: %d ranks (cpu%s), strategy %s, %s in %d units\n", cfg->world_size,
+    printf("shardsim train: %d ranks (%s%s), strategy %s, %s in %d units\n", cfg->world_size,
+           cfg->backend == SHS_WORLD_CUDA ? "cuda, one GPU" : cfg->backend == SHS_WORLD_CUDA_NCCL ? "cuda, nccl" : "cpu",
            o.backend_mpi ? ", mpi: one process per rank" : "",
            shs_strategy_name(cfg->strategy), model_desc, lo->num_units);
     char optim_desc[128];
@@ -856,6 +878,21 @@ int sim_cmd_train(int argc, char **argv) {
             report_error("--trace");
             goto done;
         }
+    }
+    if (o.timeline_path) {
+        shs_meta_rank_result_t r0 = {0};
+        r0.segments = (shs_meta_segment_t *)shs_trainer_timeline(main_run, &r0.num_segments);
+        char title[128];
+        snprintf(title, sizeof title, "train: %s, world %d, rank 0, step %ld", shs_strategy_name(cfg->strategy),
+                 cfg->world_size, shs_trainer_steps_done(main_run));
+        sim_plot_row_t row = {shs_strategy_name(cfg->strategy), &r0,
+                              cfg->device_mem == SIZE_MAX ? 0 : cfg->device_mem};
+        if (r0.num_segments == 0 || sim_compare_plot(o.timeline_path, title, &row, 1) != 0) {
+            fprintf(stderr, "shardsim: error: --memory-timeline: cannot write %s: %s\n", o.timeline_path,
+                    r0.num_segments ? strerror(errno) : "no step was recorded");
+            goto done;
+        }
+        printf("wrote %s (%d phases of rank 0's last step)\n", o.timeline_path, r0.num_segments);
     }
     print_summary(main_run, loss, o.steps);
     if (o.backend_mpi)

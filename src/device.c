@@ -138,6 +138,7 @@ shs_status_t shs_device_alloc(shs_device_t *dev, void **ptr, size_t bytes, shs_m
     s->total_current += bytes;
     if (s->current[cat] > s->peak[cat]) s->peak[cat] = s->current[cat];
     if (s->total_current > s->total_peak) s->total_peak = s->total_current;
+    if (s->total_current > dev->window_peak) dev->window_peak = s->total_current;
     *ptr = p;
     return SHS_OK;
 }
@@ -190,6 +191,12 @@ shs_status_t shs_device_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t
                              dev->iface->name);
     dev->iface->kernel_stats(dev, out);
     return SHS_OK;
+}
+
+size_t shs_device_window_peak(shs_device_t *dev) {
+    size_t p = dev->window_peak > dev->stats.total_current ? dev->window_peak : dev->stats.total_current;
+    dev->window_peak = dev->stats.total_current;
+    return p;
 }
 
 void shs_device_reset_peak(shs_device_t *dev) {

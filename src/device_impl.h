@@ -72,6 +72,7 @@ struct shs_device {
     size_t table_cap;    /* power of two */
     size_t table_used;   /* live + tombstones */
     int poison_freed;    /* shs_device_set_poison_freed: category mask */
+    size_t window_peak;  /* max total bytes since the last shs_device_window_peak() */
 };
 
 /* Wrap a filled vtable into a device (used by backend constructors). */

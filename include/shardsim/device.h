@@ -147,6 +147,10 @@ shs_status_t shs_device_sync(shs_device_t *dev);
 void shs_device_mem_stats(const shs_device_t *dev, shs_mem_stats_t *out);
 /* Set every peak to the current value. */
 void shs_device_reset_peak(shs_device_t *dev);
+/* The highest total bytes in use since the previous call (or creation), and
+ * a new window starting now; the peaks of shs_device_mem_stats are not
+ * touched. For timelines (train --memory-timeline). */
+size_t shs_device_window_peak(shs_device_t *dev);
 
 /* ---- kernels (all f32 unless stated) --------------------------------- */
 

@@ -25,6 +25,7 @@
 
 #include "shardsim/comm.h"
 #include "shardsim/device.h"
+#include "shardsim/timeline.h"
 #include "shardsim/train.h"
 
 typedef struct {
@@ -51,13 +52,6 @@ typedef struct {
     int steps;
 } shs_meta_config_t;
 
-typedef enum {
-    SHS_META_SEG_SETUP,      /* model and strategy creation */
-    SHS_META_SEG_FORWARD,    /* forward of one wrap unit */
-    SHS_META_SEG_BACKWARD,   /* backward of one wrap unit */
-    SHS_META_SEG_OPTIM,      /* gradient flush, clipping, optimizer step, re-gather */
-    SHS_META_SEG_LOSS        /* the loss all-reduce */
-} shs_meta_seg_kind_t;
 
 /* One collective as the representative rank issued it. */
 typedef struct {
@@ -69,16 +63,6 @@ typedef struct {
     int segment;             /* index into the timeline */
 } shs_meta_call_t;
 
-/* One segment of the step. */
-typedef struct {
-    shs_meta_seg_kind_t kind;
-    int unit;                /* wrap unit (in the strategy's layout), -1 for other kinds */
-    char label[48];          /* "fwd embed", "bwd blocks 3-5", "optim", ... */
-    size_t mem_end[SHS_MEM_NUM_CATEGORIES]; /* device bytes per category when it ends */
-    size_t peak_total;       /* highest device total inside it */
-    uint64_t flops;          /* device kernel FLOPs inside it (not the offload host's) */
-    uint64_t calls_begin, calls_end; /* its collectives: [begin, end) of calls */
-} shs_meta_segment_t;
 
 /* What one representative rank counted. */
 typedef struct {
