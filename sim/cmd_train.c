@@ -176,7 +176,7 @@ static const struct {
     [O_CHANNELS] = {"--channels", T_INT, 1, 65536, 0},
     [O_CONTEXT] = {"--context", T_INT, 1, 65536, 0},
     [O_MICRO_BATCH] = {"--micro-batch", T_INT, 1, 65536, 0},
-    [O_SEED] = {"--seed", T_INT, 0, (double)LONG_MAX, 0},
+    [O_SEED] = {"--seed", T_INT, 0, 4611686018427387904.0 /* 2^62: exact as a double and as a long */, 0},
     [O_INJECT_BITFLIP] = {"--inject-bitflip", T_INT, 1, 100000000, 0},
     [O_LR] = {"--lr", T_F32, 0, 1e6, 0},
     [O_BETA1] = {"--beta1", T_F32, 0, 1, 1},       /* torch: 0 <= beta < 1 */
@@ -428,6 +428,20 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         if (strcmp(p.str[O_CHECK], "ddp") != 0) return usage_error("--check takes 'ddp' (got '%s')%s", p.str[O_CHECK], "");
         o->check_ddp = 1;
     }
+    int hybrid = c->strategy == SHS_HYBRID_SHARD || c->strategy == SHS_HYBRID_SHARD_ZERO2;
+    if (p.given[O_SHARD_GROUP_SIZE] && !hybrid)
+        return usage_error("--shard-group-size applies to hybrid_shard and hybrid_shard_zero2, not %s%s",
+                           shs_strategy_name(c->strategy), "");
+    if (hybrid && c->shard_group_size > 0 && c->world_size % c->shard_group_size != 0) {
+        char g[16], w[16];
+        snprintf(g, sizeof g, "%d", c->shard_group_size);
+        snprintf(w, sizeof w, "%d", c->world_size);
+        return usage_error("--shard-group-size %s must divide the world size %s", g, w);
+    }
+    if (o->inject_bitflip && (c->reduce_order == SHS_REDUCE_ORDER_RING ||
+                              (hybrid && c->shard_group_size > 1 && c->shard_group_size < c->world_size)))
+        return usage_error("--inject-bitflip needs an exact --check (not ring order or hybrid with 1 < G < N)%s%s",
+                           "", "");
     if (o->inject_bitflip && (!o->check_ddp || o->inject_bitflip > o->steps))
         return usage_error("--inject-bitflip needs --check ddp and a step within --steps%s%s", "", "");
     if (!o->model_file && c->model.channels % c->model.num_heads != 0) {

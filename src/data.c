@@ -19,6 +19,12 @@ shs_status_t shs_corpus_load(shs_corpus_t *c, const char *path) {
     struct stat sb;
     if (stat(path, &sb) != 0) return shs_set_error(SHS_IO, "cannot read data file '%s': %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) return shs_set_error(SHS_IO, "data file '%s' is a directory", path);
+    /* a pipe or device could block or never end: regular files only, and
+     * the size limit is checked before anything is read */
+    if (!S_ISREG(sb.st_mode)) return shs_set_error(SHS_IO, "data file '%s' is not a regular file", path);
+    if ((uint64_t)sb.st_size > (uint64_t)SHS_CORPUS_MAX_BYTES)
+        return shs_set_error(SHS_IO, "data file '%s' is larger than the %zu-byte limit", path,
+                             (size_t)SHS_CORPUS_MAX_BYTES);
     FILE *f = fopen(path, "rb");
     if (!f) return shs_set_error(SHS_IO, "cannot read data file '%s': %s", path, strerror(errno));
     size_t cap = 1 << 16, len = 0;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define ND_MAX_DIM 16777216        /* any size on a layer line */
 #define ND_MAX_LINE 1024           /* characters per line */
@@ -365,6 +366,9 @@ fail:
 
 shs_status_t shs_netdesc_load(shs_netdesc_t **out, const char *path) {
     *out = NULL;
+    struct stat sb; /* a pipe or device could block or never end: regular files only */
+    if (stat(path, &sb) != 0) return shs_set_error(SHS_IO, "cannot open model file '%s': %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return shs_set_error(SHS_IO, "model file '%s' is not a regular file", path);
     FILE *f = fopen(path, "rb");
     if (!f) return shs_set_error(SHS_IO, "cannot open model file '%s': %s", path, strerror(errno));
     char *buf = malloc(ND_MAX_FILE + 1);

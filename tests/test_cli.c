@@ -88,6 +88,37 @@ static void test_bad_numbers(void **state) {
     expect_error(run_args("train", "--lr", "fast", NULL), 2, "'fast' is not a number");
     expect_error(run_args("train", "--device-mem", "80Gb", NULL), 2, "unknown unit");
     expect_error(run_args("train", "--heads", "3", "--channels", "16", NULL), 2, "--heads 3 must divide --channels 16");
+    expect_error(run_args("train", "--seed", "-1", NULL), 2, "--seed: -1 is out of range");
+    /* conflicting feature options are usage errors */
+    expect_error(run_args("train", "--strategy", "zero3", "--shard-group-size", "2", NULL), 2,
+                 "--shard-group-size applies to hybrid_shard");
+    expect_error(run_args("train", "--world", "6", "--strategy", "hybrid_shard", "--shard-group-size", "4", NULL), 2,
+                 "--shard-group-size 4 must divide the world size 6");
+    expect_error(run_args("train", "--world", "3", "--reduce-order", "ring", "--check", "ddp", "--inject-bitflip", "1",
+                          NULL), 2, "--inject-bitflip needs an exact --check");
+    expect_error(run_args("train", "--norm-type", "2", NULL), 2, "--norm-type needs --clip-grad-norm");
+    expect_error(run_args("train", "--strategy", "ddp", "--offload", "params", NULL), 1,
+                 "offloading parameters needs sharded parameters");
+    expect_error(run_args("train", "--param-dtype", "fp8", NULL), 2, "--param-dtype takes f32, bf16 or f16");
+}
+
+/* --seed takes any value in 0..2^62 (its upper bound once converted to
+ * LONG_MIN, refusing every seed); the same seed gives the same run. */
+static void test_seed_values(void **state) {
+    (void)state;
+    static char first[65536];
+    static const char *const seeds[] = {"0", "42", "1337", "4611686018427387904"};
+    for (int i = 0; i < 4; i++) {
+        const test_proc_t *p = run_args("train", "--world", "1", "--steps", "1", "--layers", "1", "--channels", "8",
+                                        "--heads", "2", "--context", "8", "--seed", seeds[i], NULL);
+        if (p->exit_code != 0) fail_msg("--seed %s: exit %d: %s", seeds[i], p->exit_code, p->err);
+        const char *loss = strstr(p->out, "loss ");
+        assert_non_null(loss);
+        if (i == 2) snprintf(first, sizeof first, "%.20s", loss);
+    }
+    const test_proc_t *p = run_args("train", "--world", "1", "--steps", "1", "--layers", "1", "--channels", "8",
+                                    "--heads", "2", "--context", "8", "--seed", "1337", NULL);
+    assert_int_equal(strncmp(strstr(p->out, "loss "), first, strlen(first)), 0);
 }
 
 /* Option order never matters, and options of the other optimizer are refused. */
@@ -141,6 +172,9 @@ static void test_bad_data_files(void **state) {
                  "cannot read data file '/nonexistent/corpus.txt'");
     expect_error(run_args("train", "--data", tmp_file("empty.txt", ""), NULL), 1, "is empty");
     expect_error(run_args("train", "--data", tmpdir, NULL), 1, "is a directory");
+    /* devices and pipes could block or never end: refused before reading */
+    expect_error(run_args("train", "--data", "/dev/zero", NULL), 1, "is not a regular file");
+    expect_error(run_args("train", "--model-file", "/dev/zero", NULL), 1, "is not a regular file");
     /* 32 bytes of text cannot hold one sequence of context 64 */
     expect_error(run_args("train", "--data", tmp_file("short.txt", "thirty-two bytes of text here!!\n"), "--context", "64",
                           NULL), 1, "context length 64 needs at least 65 bytes");
@@ -225,6 +259,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_command_and_option),
         cmocka_unit_test(test_bad_numbers),
+        cmocka_unit_test(test_seed_values),
         cmocka_unit_test(test_bad_data_files),
         cmocka_unit_test(test_optimizer_options),
         cmocka_unit_test(test_eps_zero_keeps_padding),
