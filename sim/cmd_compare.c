@@ -169,22 +169,25 @@ static void print_table(const row_t *rows, int nrows, const shs_meta_config_t *b
            "shardsim widths 4+4+%d B)\n",
            rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), hw->name, u,
            4 * shs_optim_state_per_param(&tc->optim));
-    printf("%-24s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s\n", "strategy", "params", "grads",
+    int w = 8; /* the name column fits the longest row name */
+    for (int i = 0; i < nrows; i++)
+        if ((int)strlen(rows[i].name) > w) w = (int)strlen(rows[i].name);
+    printf("%-*s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s\n", w, "strategy", "params", "grads",
            "optimizer", "activ.", "comm buf", "peak", "fits", "AG sent", "RS sent", "AR sent", "paper", "calls",
            "step s", "exposed", "MFU");
     for (int i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
         const shs_mem_stats_t *m = &r->worst->mem;
-        printf("%-24s %8.3f|%-8.3f %8.3f|%-8.3f %8.3f|%-8.3f %9.3f %9.3f %9.3f %4s | %9.3f %9.3f %9.3f %9.3f %6llu | "
+        printf("%-*s %8.3f|%-8.3f %8.3f|%-8.3f %8.3f|%-8.3f %9.3f %9.3f %9.3f %4s | %9.3f %9.3f %9.3f %9.3f %6llu | "
                "%9.4g %8.3g %4.1f%%\n",
-               r->name, m->peak[SHS_MEM_PARAMS] / d, r->form.params / d, m->peak[SHS_MEM_GRADS] / d, r->form.grads / d,
+               w, r->name, m->peak[SHS_MEM_PARAMS] / d, r->form.params / d, m->peak[SHS_MEM_GRADS] / d, r->form.grads / d,
                m->peak[SHS_MEM_OPTIM] / d, r->form.optim / d, m->peak[SHS_MEM_ACTIVATIONS] / d,
                m->peak[SHS_MEM_COMM] / d, m->total_peak / d, r->fits ? "yes" : "NO", r->sent[SHS_OP_ALL_GATHER] / d,
                r->sent[SHS_OP_REDUCE_SCATTER] / d, r->sent[SHS_OP_ALL_REDUCE] / d, r->paper_sent / d,
                (unsigned long long)r->calls, r->est.step_s, r->est.exposed_comm_s, 100 * r->est.mfu);
     }
     printf("notes (where measured differs from the closed forms):\n");
-    for (int i = 0; i < nrows; i++) printf("  %-24s %s\n", rows[i].name, rows[i].notes);
+    for (int i = 0; i < nrows; i++) printf("  %-*s %s\n", w, rows[i].name, rows[i].notes);
     printf("closed forms: Rajbhandari et al. 2019 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
            "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
            "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
