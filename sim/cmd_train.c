@@ -264,6 +264,19 @@ static int parse_value(opt_id_t id, const char *val, parsed_t *p) {
     return -1;
 }
 
+/* Whether the directory that would hold `path` exists and is writable. */
+static int parent_writable(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') dir[--n] = 0; /* "ck/" names ck */
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    return access(dir, W_OK | X_OK) == 0;
+}
+
 /* Parse argv into o. Returns -1 to continue, or an exit code. */
 static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     parsed_t p = {0};
@@ -418,6 +431,12 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     o->export_path = p.str[O_EXPORT_SAFETENSORS];
     o->trace_dir = p.str[O_TRACE];
     if (p.given[O_SAVE_EVERY]) o->save_every = (long)p.num[O_SAVE_EVERY];
+    /* outputs written at the end: refuse an unwritable place before training */
+    const char *outs[] = {o->save_dir, o->export_path, o->timeline_path, o->trace_dir};
+    const char *out_opts[] = {"--save", "--export-safetensors", "--memory-timeline", "--trace"};
+    for (int k = 0; k < 4; k++)
+        if (outs[k] && !parent_writable(outs[k]))
+            return usage_error("%s %s: its directory does not exist or is not writable", out_opts[k], outs[k]);
     if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
     static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS};
     for (int k = 0; k < 4 && o->model_file; k++)

@@ -100,6 +100,11 @@ static void test_bad_numbers(void **state) {
     expect_error(run_args("train", "--strategy", "ddp", "--offload", "params", NULL), 1,
                  "offloading parameters needs sharded parameters");
     expect_error(run_args("train", "--param-dtype", "fp8", NULL), 2, "--param-dtype takes f32, bf16 or f16");
+    /* outputs go to places that exist and are writable, checked before training */
+    expect_error(run_args("train", "--export-safetensors", "/nonexistent/dir/x", NULL), 2,
+                 "--export-safetensors /nonexistent/dir/x: its directory does not exist");
+    expect_error(run_args("train", "--memory-timeline", "/nonexistent/x.svg", NULL), 2,
+                 "--memory-timeline /nonexistent/x.svg: its directory");
 }
 
 /* --seed takes any value in 0..2^62 (its upper bound once converted to
