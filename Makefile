@@ -170,6 +170,52 @@ run-tests: $(TEST_BINS) $(BIN)
 test-full:
 	@SHS_TEST_FULL=1 $(MAKE) --no-print-directory test
 
+# ---- Fuzz targets (issue 5; fuzz/) -------------------------------------------
+# make fuzz: one libFuzzer target per trace importer (fuzz/fuzz_<format>.c),
+# built with clang -fsanitize=fuzzer,address,undefined into $(BUILDROOT)/fuzz
+# and run FUZZ_TIME seconds each by fuzz/run_fuzz.sh (seeds, limits, summary).
+# Needs clang with libFuzzer (Debian: apt-get install clang; make deps does not
+# install it). Not part of make test. Independent of SAN=.
+FUZZ_CC   ?= clang
+FUZZ_TIME ?= 20
+FUZZ_DIR  := $(BUILDROOT)/fuzz
+FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Ifuzz -g -O1 -fno-omit-frame-pointer -pthread \
+               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+               $(if $(JANSSON),-DSHS_HAVE_JANSSON) $(if $(PROTOBUF_C),-DSHS_HAVE_PROTOBUF_C -I$(FUZZ_DIR)/gen)
+FUZZ_LIBS := $(if $(JANSSON),-ljansson) $(if $(PROTOBUF_C),-lprotobuf-c) -lm -pthread
+FUZZ_OBJS := $(patsubst src/%.c,$(FUZZ_DIR)/obj/%.o,$(LIB_SRCS)) $(if $(PROTOBUF_C),$(FUZZ_DIR)/obj/et_def.pb-c.o)
+
+.PHONY: fuzz fuzz-build
+fuzz:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { echo "✗ $(FUZZ_CC) not found: make fuzz needs clang with libFuzzer (Debian: apt-get install clang)"; exit 1; }
+	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n' | \
+	  $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null || { echo "✗ $(FUZZ_CC) cannot link -fsanitize=fuzzer (libFuzzer missing; Debian: apt-get install clang)"; exit 1; }
+	@echo "✓ $(FUZZ_CC) with libFuzzer$(if $(JANSSON),, (no jansson: JSON readers only refuse))$(if $(PROTOBUF_C),, (no protobuf-c: Chakra reader only refuses))"
+	@$(MAKE) --no-print-directory fuzz-build
+	@fuzz/run_fuzz.sh $(FUZZ_DIR) $(FUZZ_TIME) $(SHARED) $(FUZZ_TARGETS)
+
+fuzz-build: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
+
+$(FUZZ_DIR)/gen/et_def.pb-c.c $(FUZZ_DIR)/gen/et_def.pb-c.h: proto/et_def.proto
+	@mkdir -p $(FUZZ_DIR)/gen
+	$(PROTOC_C) --c_out=$(FUZZ_DIR)/gen --proto_path=proto proto/et_def.proto
+
+$(FUZZ_DIR)/obj/et_def.pb-c.o: $(FUZZ_DIR)/gen/et_def.pb-c.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -w -c $< -o $@
+
+$(FUZZ_DIR)/obj/%.o: src/%.c $(HEADERS) $(if $(PROTOBUF_C),$(FUZZ_DIR)/gen/et_def.pb-c.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/libshardsim-fuzz.a: $(FUZZ_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_DIR)/libshardsim-fuzz.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_DIR)/libshardsim-fuzz.a $(FUZZ_LIBS)
+
 bench: $(BIN)
 	$(BIN) bench
 

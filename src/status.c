@@ -27,16 +27,23 @@ const char *shs_status_name(shs_status_t s) {
 
 const char *shs_last_error(void) { return last_error; }
 
+/* Both format into a copy first: callers wrap the previous error by passing
+ * shs_last_error() itself as an argument, and vsnprintf onto its own source
+ * is undefined. */
 shs_status_t shs_set_error(shs_status_t s, const char *fmt, ...) {
+    char buf[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(last_error, buf, sizeof buf);
     return s;
 }
 
 void shs_set_last_error_text(const char *text) {
-    snprintf(last_error, sizeof last_error, "%s", text ? text : "");
+    char buf[sizeof last_error];
+    snprintf(buf, sizeof buf, "%s", text ? text : "");
+    memcpy(last_error, buf, sizeof buf);
 }
 
 _Noreturn void shs__assert_fail(const char *expr, const char *file, int line) {

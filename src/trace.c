@@ -196,6 +196,12 @@ shs_trace_rec_t shs_trace_rec_init(void) {
                              .tag = SHS_TRACE_NONE, .scope = SHS_BYTES_PER_RANK, .t_start = -1, .t_end = -1};
 }
 
+/* Ops whose whole buffer is N x one rank's part. */
+static int scales_with_n(shs_trace_op_t op) {
+    return op == SHS_TOP_ALL_GATHER || op == SHS_TOP_REDUCE_SCATTER || op == SHS_TOP_ALL_TO_ALL ||
+           op == SHS_TOP_ALL_TO_ALLV || op == SHS_TOP_GATHER || op == SHS_TOP_SCATTER;
+}
+
 shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
     if (r->rank < 0 || r->rank >= t->world)
         return shs_set_error(SHS_INVALID_ARG, "rank %d outside the world of %d ranks", r->rank, t->world);
@@ -216,6 +222,15 @@ shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
         return shs_set_error(SHS_INVALID_ARG, "rank %d: %s peer %d outside the world of %d ranks", r->rank,
                              shs_trace_op_name(r->op), r->peer, t->world);
     if (r->marker >= t->nstrs) return shs_set_error(SHS_INVALID_ARG, "rank %d: unknown marker id", r->rank);
+    uint64_t es = r->dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r->dtype) : 1;
+    uint64_t n = scales_with_n(r->op) ? (uint64_t)cm->size : 1;
+    if (r->count > SHS_TRACE_MAX_BYTES / es || r->bytes > SHS_TRACE_MAX_BYTES ||
+        (r->scope == SHS_BYTES_PER_RANK && r->bytes > SHS_TRACE_MAX_BYTES / n))
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: %s of %llu elements, %llu bytes (%s) on %d ranks is above the "
+                             "%llu-byte limit for one call", r->rank, shs_trace_op_name(r->op),
+                             (unsigned long long)r->count, (unsigned long long)r->bytes,
+                             r->scope == SHS_BYTES_TOTAL ? "total" : "per rank", cm->size,
+                             (unsigned long long)SHS_TRACE_MAX_BYTES);
     shs_trace_rank_t *rk = &t->ranks[r->rank];
     if (rk->n == rk->cap) {
         size_t cap = rk->cap ? 2 * rk->cap : 64;
@@ -234,16 +249,11 @@ size_t shs_trace_num_records(const shs_trace_t *t) {
     return n;
 }
 
-/* Ops whose whole buffer is N x one rank's part. */
-static int scales_with_n(shs_trace_op_t op) {
-    return op == SHS_TOP_ALL_GATHER || op == SHS_TOP_REDUCE_SCATTER || op == SHS_TOP_ALL_TO_ALL ||
-           op == SHS_TOP_ALL_TO_ALLV || op == SHS_TOP_GATHER || op == SHS_TOP_SCATTER;
-}
-
 uint64_t shs_trace_rec_bytes(const shs_trace_t *t, const shs_trace_rec_t *r, shs_bytes_scope_t scope) {
     if (r->scope == scope || !scales_with_n(r->op)) return r->bytes;
     uint64_t n = (uint64_t)t->comms[r->comm].size;
-    return scope == SHS_BYTES_TOTAL ? r->bytes * n : r->bytes / n;
+    if (scope != SHS_BYTES_TOTAL) return r->bytes / n;
+    return r->bytes > UINT64_MAX / n ? UINT64_MAX : r->bytes * n;
 }
 
 void shs_trace_renumber(shs_trace_t *t) {

@@ -117,7 +117,8 @@ shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in)
             if (rec.op != SHS_TOP_ALL_GATHER && rec.op != SHS_TOP_ALL_TO_ALL) rec.redop = SHS_SUM;
             rec.marker = shs_trace_intern(t, m);
             if (rec.marker == UINT32_MAX) st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
-            else st = shs_trace_append(t, &rec);
+            else if (shs_trace_append(t, &rec) != SHS_OK)
+                st = shs_set_error(SHS_PARSE, "%s: layer %s: %s", in->name, L->name, shs_last_error());
         }
     }
     free(layers);

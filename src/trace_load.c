@@ -128,6 +128,17 @@ static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_
     return st;
 }
 
+/* After the reader(s): check and apply --world, number formats without
+ * sequence numbers by position, name the format. */
+static shs_status_t finish(shs_trace_t *t, const char *path, int world, shs_trace_format_t used) {
+    if (world > 0 && world < t->world && used != SHS_TFMT_ASTRA)
+        return shs_set_error(SHS_INVALID_ARG, "%s: the trace has %d ranks, more than --world %d", path, t->world, world);
+    if (world > t->world) SHS_CHECK(shs_trace_ensure_world(t, world));
+    if (needs_renumber(used)) shs_trace_renumber(t);
+    snprintf(t->format, sizeof t->format, "%s", shs_trace_format_name(used));
+    return SHS_OK;
+}
+
 shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_opts_t *opts) {
     *out = NULL;
     shs_trace_load_opts_t dflt = {0};
@@ -183,16 +194,28 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
         if (st == SHS_OK && opts->files_read == 0)
             st = shs_set_error(SHS_PARSE, "%s: no trace file of a known format in this directory", path);
     }
-    if (st == SHS_OK && opts->world > 0 && opts->world < t->world && used != SHS_TFMT_ASTRA)
-        st = shs_set_error(SHS_INVALID_ARG, "%s: the trace has %d ranks, more than --world %d", path, t->world,
-                           opts->world);
-    if (st == SHS_OK && opts->world > t->world) st = shs_trace_ensure_world(t, opts->world);
+    if (st == SHS_OK) st = finish(t, path, opts->world, used);
     if (st != SHS_OK) {
         shs_trace_free(t);
         return st;
     }
-    if (needs_renumber(used)) shs_trace_renumber(t);
-    snprintf(t->format, sizeof t->format, "%s", shs_trace_format_name(used));
+    *out = t;
+    return SHS_OK;
+}
+
+shs_status_t shs_trace_load_buffer(shs_trace_t **out, const shs_trace_input_t *in, shs_trace_format_t format) {
+    *out = NULL;
+    shs_trace_format_t f = format != SHS_TFMT_UNKNOWN ? format : shs_trace_detect(in->buf, in->len);
+    reader_fn rd = reader_of(f);
+    if (!rd) return shs_set_error(SHS_PARSE, "%s: unrecognized trace format", in->name);
+    shs_trace_t *t;
+    SHS_CHECK(shs_trace_create(&t, 0));
+    shs_status_t st = rd(t, in);
+    if (st == SHS_OK) st = finish(t, in->name, in->world, f);
+    if (st != SHS_OK) {
+        shs_trace_free(t);
+        return st;
+    }
     *out = t;
     return SHS_OK;
 }

@@ -44,7 +44,8 @@ const char *shs_status_name(shs_status_t s);
  * Never NULL; "" when nothing failed yet. Valid until the next failing call on this thread. */
 const char *shs_last_error(void);
 
-/* Record a failure on the calling thread and return `s` (printf-style detail). */
+/* Record a failure on the calling thread and return `s` (printf-style
+ * detail; an argument may be shs_last_error() itself, to wrap it). */
 shs_status_t shs_set_error(shs_status_t s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -41,6 +41,10 @@
 
 /* Largest world an importer accepts (groups naming ranks beyond it are refused). */
 #define SHS_TRACE_MAX_WORLD 65536
+/* Largest byte size of one call (1 PiB), one rank's part or the whole
+ * collective buffer, and largest element count: shs_trace_append refuses
+ * absurd sizes, so no size arithmetic on a trace overflows. */
+#define SHS_TRACE_MAX_BYTES ((uint64_t)1 << 50)
 
 typedef enum {
     SHS_TOP_ALL_GATHER,
@@ -150,12 +154,15 @@ const char *shs_trace_str(const shs_trace_t *t, uint32_t id);
 /* A record with every optional field absent. */
 shs_trace_rec_t shs_trace_rec_init(void);
 /* Append `r` to rank r->rank's sequence. Checks the rank is in the world and
- * a member of the comm, the op and dtype are valid, and for p2p the peer is
- * in the world. Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
+ * a member of the comm, the op and dtype are valid, for p2p the peer is in
+ * the world, and that count, count x dtype size, bytes and the whole
+ * collective buffer (bytes x comm size for a per-rank part) are at most
+ * SHS_TRACE_MAX_BYTES. Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
 shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r);
 size_t shs_trace_num_records(const shs_trace_t *t);
 
-/* A record's size as `scope` (converting with the comm's size). */
+/* A record's size as `scope` (converting with the comm's size; saturates
+ * at UINT64_MAX should a comm grown after the append make it overflow). */
 uint64_t shs_trace_rec_bytes(const shs_trace_t *t, const shs_trace_rec_t *r, shs_bytes_scope_t scope);
 
 /* Give every record the per-(rank, comm) sequence number of its position

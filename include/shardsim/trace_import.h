@@ -34,8 +34,8 @@
 
 #include "shardsim/trace.h"
 
-/* Largest byte size of one call an importer accepts (1 PiB): refuses absurd sizes. */
-#define SHS_TRACE_MAX_BYTES ((uint64_t)1 << 50)
+/* SHS_TRACE_MAX_BYTES (trace.h): the largest byte size of one call an
+ * importer accepts (1 PiB); absurd sizes are refused. */
 
 typedef enum {
     SHS_TFMT_UNKNOWN,
@@ -82,5 +82,13 @@ typedef struct {
  * file's rank comes from its content or else the last number in its name).
  * Errors: SHS_IO, SHS_PARSE, SHS_UNSUPPORTED, SHS_INVALID_ARG, SHS_HOST_OOM. */
 shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_opts_t *opts);
+
+/* Load one file already in memory: in->buf (in->len bytes, NUL at
+ * in->buf[in->len]) read as `format`, or as detected from its content when
+ * SHS_TFMT_UNKNOWN; in->name names it in messages, in->rank and in->world
+ * as for a file. Then as shs_trace_load: the world grows to in->world and
+ * formats without sequence numbers are numbered by position. The entry
+ * point of the fuzz targets (fuzz/). Errors: as shs_trace_load. */
+shs_status_t shs_trace_load_buffer(shs_trace_t **out, const shs_trace_input_t *in, shs_trace_format_t format);
 
 #endif

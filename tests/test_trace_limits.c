@@ -1,0 +1,126 @@
+/* test_trace_limits.c - what the fuzz targets' hardening pinned down:
+ * absurd sizes are refused by shs_trace_append whichever reader produced
+ * them (the text reader had no byte limit; Kineto's element limit let
+ * elements x item size past 1 PiB), error texts that wrap the previous
+ * error are not garbled (vsnprintf onto its own argument was undefined),
+ * a per-rank size made total on a communicator grown later saturates
+ * instead of wrapping, and the in-memory entry point the fuzzers use
+ * (shs_trace_load_buffer) detects, forces and numbers like the file
+ * loader. Expected values are the inputs' own numbers. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "shardsim/trace_import.h"
+
+static shs_status_t load_text(const char *name, const char *text, shs_trace_format_t fmt, shs_trace_t **t) {
+    shs_trace_input_t in = {.name = name, .buf = text, .len = strlen(text), .rank = -1, .world = 0};
+    return shs_trace_load_buffer(t, &in, fmt);
+}
+
+static void expect_refused(const char *name, const char *text, shs_trace_format_t fmt, const char *needle) {
+    shs_trace_t *t = NULL;
+    shs_status_t st = load_text(name, text, fmt, &t);
+    if (st == SHS_OK) fail_msg("%s: accepted, want an error with '%s'", name, needle);
+    assert_null(t);
+    if (!strstr(shs_last_error(), needle)) fail_msg("%s: want '%s' in '%s'", name, needle, shs_last_error());
+}
+
+#define HDR "shardsim-trace 1\nworld 2\ncomm w 2 0,1\n"
+
+static void test_text_sizes_above_the_limit_are_refused(void **state) {
+    (void)state;
+    /* 2^63 bytes per rank: all_gather's whole buffer (x2) used to wrap to 0 */
+    expect_refused("huge-part.trace", HDR "0 w 0 all_gather 1 f32 - - - - 9223372036854775808 rank - - -\n",
+                   SHS_TFMT_SHARDSIM, "huge-part.trace:4: rank 0: all_gather of 1 elements, 9223372036854775808 bytes");
+    /* 2^62 f32 elements: count x 4 = 2^64 */
+    expect_refused("huge-count.trace", HDR "1 w 0 all_reduce 4611686018427387904 f32 sum - - - 4 rank - - -\n",
+                   SHS_TFMT_SHARDSIM, "huge-count.trace:4: rank 1: all_reduce of 4611686018427387904 elements");
+    /* 2^49 bytes per rank is under 1 PiB, but all_gather's whole buffer on 4 ranks is 2^51 */
+    expect_refused("huge-total.trace",
+                   "shardsim-trace 1\nworld 4\ncomm w 4 0,1,2,3\n"
+                   "0 w 0 all_gather 0 - - - - - 562949953421312 rank - - -\n",
+                   SHS_TFMT_SHARDSIM, "above the 1125899906842624-byte limit");
+    /* exactly 1 PiB in all is accepted */
+    shs_trace_t *t;
+    if (load_text("at-limit.trace", HDR "0 w 0 all_gather 0 - - - - - 562949953421312 rank - - -\n",
+                  SHS_TFMT_SHARDSIM, &t) != SHS_OK)
+        fail_msg("%s", shs_last_error());
+    assert_int_equal(shs_trace_rec_bytes(t, &t->ranks[0].recs[0], SHS_BYTES_TOTAL), (uint64_t)1 << 50);
+    shs_trace_free(t);
+}
+
+static void test_wrapped_error_text_is_intact(void **state) {
+    (void)state;
+#ifdef SHS_HAVE_JANSSON
+    /* 10^15 f32 elements: under the element limit, 4 x 10^15 bytes above the byte limit */
+    expect_refused("k.json",
+                   "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"record_param_comms\",\"ts\":1,\"dur\":1,\"args\":"
+                   "{\"Collective name\":\"allreduce\",\"dtype\":\"Float\",\"In msg nelems\":1000000000000000,"
+                   "\"Group size\":2}}]}",
+                   SHS_TFMT_KINETO,
+                   "k.json: traceEvents[0]: rank 0: all_reduce of 1000000000000000 elements, 4000000000000000 bytes");
+#endif
+    shs_set_error(SHS_PARSE, "inner %d", 42);
+    shs_set_error(SHS_PARSE, "outer: %s (%s)", shs_last_error(), "x");
+    assert_string_equal(shs_last_error(), "outer: inner 42 (x)");
+}
+
+static void test_total_saturates_on_a_grown_comm(void **state) {
+    (void)state;
+    shs_trace_t *t;
+    assert_int_equal(shs_trace_create(&t, 0), SHS_OK);
+    int c;
+    assert_int_equal(shs_trace_grow_identity_comm(t, "world", 1, &c), SHS_OK);
+    shs_trace_rec_t r = shs_trace_rec_init();
+    r.op = SHS_TOP_ALL_GATHER;
+    r.comm = c;
+    r.bytes = (uint64_t)1 << 49; /* fine on 1 rank */
+    assert_int_equal(shs_trace_append(t, &r), SHS_OK);
+    assert_int_equal(shs_trace_grow_identity_comm(t, "world", SHS_TRACE_MAX_WORLD, &c), SHS_OK);
+    /* 2^49 x 2^16 = 2^65 does not fit: saturate, not wrap to 0 */
+    assert_true(shs_trace_rec_bytes(t, &t->ranks[0].recs[0], SHS_BYTES_TOTAL) == UINT64_MAX);
+    assert_int_equal(shs_trace_rec_bytes(t, &t->ranks[0].recs[0], SHS_BYTES_PER_RANK), (uint64_t)1 << 49);
+    shs_trace_free(t);
+}
+
+static void test_load_buffer_detects_forces_and_numbers(void **state) {
+    (void)state;
+    const char *astra = "DATA\n2\nl0 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 64 1\nl1 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 32 1\n";
+    shs_trace_t *t;
+    shs_trace_input_t in = {.name = "w.txt", .buf = astra, .len = strlen(astra), .rank = -1, .world = 3};
+    if (shs_trace_load_buffer(&t, &in, SHS_TFMT_UNKNOWN) != SHS_OK) fail_msg("%s", shs_last_error());
+    assert_string_equal(t->format, "astra");
+    assert_int_equal(t->world, 3);
+    /* weight gradients in reverse layer order: l1 (32 B) then l0 (64 B), numbered 0, 1 */
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(t->ranks[r].n, 2);
+        assert_int_equal(t->ranks[r].recs[0].bytes, 32);
+        assert_int_equal(t->ranks[r].recs[0].seq, 0);
+        assert_int_equal(t->ranks[r].recs[1].bytes, 64);
+        assert_int_equal(t->ranks[r].recs[1].seq, 1);
+    }
+    shs_trace_free(t);
+    /* forced: the NCCL reader skips lines that are not NCCL's, so nothing is read */
+    in.name = "w.log";
+    if (shs_trace_load_buffer(&t, &in, SHS_TFMT_NCCL) != SHS_OK) fail_msg("%s", shs_last_error());
+    assert_string_equal(t->format, "nccl");
+    assert_int_equal(shs_trace_num_records(t), 0);
+    shs_trace_free(t);
+    expect_refused("junk.bin", "\x01\x02 not a trace", SHS_TFMT_UNKNOWN, "junk.bin: unrecognized trace format");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_text_sizes_above_the_limit_are_refused),
+        cmocka_unit_test(test_wrapped_error_text_is_intact),
+        cmocka_unit_test(test_total_saturates_on_a_grown_comm),
+        cmocka_unit_test(test_load_buffer_detects_forces_and_numbers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
