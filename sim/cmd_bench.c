@@ -2,7 +2,8 @@
  * nccl-tests format with the same run's memcpy bandwidth beside each row,
  * training step time per strategy, and matmul GFLOP/s against the CPU's
  * estimated fp32 peak. Text, or JSON through jansson when it was found at
- * build time.
+ * build time. `--only trace` times importing and checking a generated
+ * 1 M-record, 64-rank trace (trace_bench.h).
  * What it is not: a pass/fail test; it reports ratios measured in one run.
  */
 #include <limits.h>
@@ -24,6 +25,7 @@
 #include "shardsim/bench.h"
 #include "shardsim/meta_run.h"
 #include "shardsim/model_preset.h"
+#include "shardsim/trace_bench.h"
 #include "shardsim/train.h"
 #include "shardsim/units.h"
 #include "shardsim/clock.h"
@@ -40,7 +42,7 @@ typedef struct {
     int in_place;
     double row_seconds;
     int json;
-    int do_coll, do_train, do_matmul, do_compare;
+    int do_coll, do_train, do_matmul, do_compare, do_trace;
     int train_steps;
     shs_world_backend_t backend; /* --backend: cpu (threads) or a CUDA world (world.h) */
 } bench_opts_t;
@@ -62,7 +64,7 @@ static void bench_usage(FILE *f) {
             "  --factor F         size multiplier between rows (default 4; nccl-tests -f)\n"
             "  --in-place         in-place collectives (default out of place)\n"
             "  --seconds S        target time per row (default 0.2)\n"
-            "  --only WHAT        coll | train | matmul | compare (default all four; repeatable)\n"
+            "  --only WHAT        coll | train | matmul | compare | trace (default all; repeatable)\n"
             "  --train-steps N    timed steps per strategy (default 4)\n"
             "  --format F         text | json (default text)\n"
             "  --backend B        cpu | cuda | cuda-nccl: ranks on CPU threads (default), on one GPU\n"
@@ -138,6 +140,7 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
             else if (strcmp(v, "train") == 0) o->do_train = 1;
             else if (strcmp(v, "matmul") == 0) o->do_matmul = 1;
             else if (strcmp(v, "compare") == 0) o->do_compare = 1;
+            else if (strcmp(v, "trace") == 0) o->do_trace = 1;
             else return bench_error("unknown --only ", v);
         } else if (strcmp(a, "--backend") == 0) {
             if (strcmp(v, "cuda") == 0) o->backend = SHS_WORLD_CUDA;
@@ -150,7 +153,7 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
             return bench_error("unknown option ", a);
         }
     }
-    if (!only) o->do_coll = o->do_train = o->do_matmul = o->do_compare = 1;
+    if (!only) o->do_coll = o->do_train = o->do_matmul = o->do_compare = o->do_trace = 1;
     if (!o->num_ops) parse_op("all", o);
     if (!o->num_worlds) {
         static const int def[] = {2, 4, 8, 16};
@@ -493,6 +496,23 @@ static int run_compare_bench(void) {
     return SIM_EXIT_OK;
 }
 
+/* Issue 5's speed target: import + check 1 M records across 64 ranks in
+ * under 1 s per million records on a laptop. */
+static int run_trace_bench(void) {
+    shs_trace_bench_t b;
+    if (shs_trace_bench_import(1000000, 64, NULL, &b) != SHS_OK) {
+        fprintf(stderr, "shardsim: error: bench trace: %s\n", shs_last_error());
+        return SIM_EXIT_ERROR;
+    }
+    double s = b.load_s + b.check_s, m = (double)b.records / 1e6;
+    printf("#\n# trace import: %zu records, %d ranks, %d communicators, shardsim text format in %d files (%.1f MiB;\n"
+           "# written in %.2f s), loaded and checked (issue 5 target: under 1 s per million records on a laptop)\n"
+           "  load %.3f s + check %.3f s = %.3f s: %.0f records/s, %.3f s per million records (%zu issues)\n",
+           b.records, b.world, b.comms, b.files, b.file_bytes / 1048576.0, b.write_s, b.load_s, b.check_s, s,
+           s > 0 ? b.records / s : 0.0, m > 0 ? s / m : 0.0, b.issues);
+    return SIM_EXIT_OK;
+}
+
 int sim_cmd_bench(int argc, char **argv) {
     bench_opts_t o;
     int rc = parse_bench_args(argc, argv, &o);
@@ -520,6 +540,7 @@ int sim_cmd_bench(int argc, char **argv) {
     if (rc == SIM_EXIT_OK && o.do_train) rc = run_scaling(&o, &res);
     if (rc == SIM_EXIT_OK && o.do_matmul) rc = run_matmul(&o, &res);
     if (rc == SIM_EXIT_OK && o.do_compare && !o.json) rc = run_compare_bench();
+    if (rc == SIM_EXIT_OK && o.do_trace && !o.json) rc = run_trace_bench();
 #ifdef SHS_HAVE_JANSSON
     if (rc == SIM_EXIT_OK && o.json) print_json(&res);
 #endif

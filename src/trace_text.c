@@ -140,7 +140,35 @@ static shs_status_t parse_comm(shs_trace_t *t, const where_t *w, shs__tok_t *tk,
     return SHS_OK;
 }
 
-static shs_status_t parse_rec(shs_trace_t *t, const where_t *w, shs__tok_t *tk, int nt) {
+/* Lookups a large trace repeats on every line: the last communicator and
+ * markers by a small hash of their text (each hit verified by comparing
+ * the text, so a miss only costs the full lookup). */
+#define MARKER_SLOTS 256
+typedef struct {
+    int comm;                      /* last comm id, -1 none */
+    uint32_t marker[MARKER_SLOTS]; /* string ids, 0 empty */
+} cache_t;
+
+static int tok_eq(shs__tok_t a, const char *s) { return strncmp(a.s, s, a.n) == 0 && s[a.n] == 0; }
+
+static int find_comm_cached(shs_trace_t *t, cache_t *c, shs__tok_t tok, char *buf, size_t cap) {
+    if (c->comm >= 0 && c->comm < t->ncomms && tok_eq(tok, t->comms[c->comm].name)) return c->comm;
+    int id = shs_trace_find_comm(t, shs__tok_copy(tok, buf, cap));
+    if (id >= 0) c->comm = id;
+    return id;
+}
+
+static uint32_t intern_cached(shs_trace_t *t, cache_t *c, shs__tok_t tok, char *buf, size_t cap) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < tok.n; i++) h = (h ^ (unsigned char)tok.s[i]) * 16777619u;
+    uint32_t *slot = &c->marker[h % MARKER_SLOTS];
+    if (*slot && *slot < t->nstrs && tok.n < cap && tok_eq(tok, t->strs[*slot])) return *slot;
+    uint32_t id = shs_trace_intern(t, shs__tok_copy(tok, buf, cap));
+    if (id != UINT32_MAX) *slot = id;
+    return id;
+}
+
+static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, shs__tok_t *tk, int nt) {
     if (nt != 15) return PERR(w, "a record has 15 fields, this line has %d", nt > 15 ? 16 : nt);
     shs_trace_rec_t r = shs_trace_rec_init();
     char buf[256];
@@ -149,7 +177,7 @@ static shs_status_t parse_rec(shs_trace_t *t, const where_t *w, shs__tok_t *tk, 
     if (shs__parse_i64(tk[0].s, tk[0].n, &v) || v < 0 || v >= t->world)
         return PERR(w, "rank '%.*s' is not in 0..%d (declare 'world' first)", (int)tk[0].n, tk[0].s, t->world - 1);
     r.rank = (int32_t)v;
-    r.comm = shs_trace_find_comm(t, shs__tok_copy(tk[1], buf, sizeof buf));
+    r.comm = find_comm_cached(t, cache, tk[1], buf, sizeof buf);
     if (r.comm < 0) return PERR(w, "communicator '%s' is not declared", buf);
     if (shs__parse_i64(tk[2].s, tk[2].n, &r.seq) || r.seq < 0) return PERR(w, "bad sequence number '%s'", shs__tok_copy(tk[2], buf, sizeof buf));
     if (shs_trace_op_parse(shs__tok_copy(tk[3], buf, sizeof buf), &r.op)) return PERR(w, "unknown op '%s'", buf);
@@ -174,15 +202,27 @@ static shs_status_t parse_rec(shs_trace_t *t, const where_t *w, shs__tok_t *tk, 
     else return PERR(w, "byte scope must be 'rank' or 'total'");
     if (opt_time(tk[12], &r.t_start) || opt_time(tk[13], &r.t_end)) return PERR(w, "bad time (microseconds >= 0 or '-')");
     if (!shs__tok_is(tk[14], "-")) {
-        r.marker = shs_trace_intern(t, shs__tok_copy(tk[14], buf, sizeof buf));
+        r.marker = intern_cached(t, cache, tk[14], buf, sizeof buf);
         if (r.marker == UINT32_MAX) return shs_set_error(SHS_HOST_OOM, "%s:%ld: out of memory", w->name, w->line);
     }
     if (shs_trace_append(t, &r) != SHS_OK) return PERR(w, "%s", shs_last_error());
     return SHS_OK;
 }
 
+static shs_status_t read_lines(shs_trace_t *t, cache_t *cache, where_t *wp, const char *buf, size_t len);
+
 shs_status_t shs_trace_read_text(shs_trace_t *t, const char *buf, size_t len, const char *name) {
     where_t w = {name, 0};
+    cache_t *cache = calloc(1, sizeof *cache);
+    if (!cache) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", name);
+    cache->comm = -1;
+    shs_status_t st = read_lines(t, cache, &w, buf, len);
+    free(cache);
+    return st;
+}
+
+static shs_status_t read_lines(shs_trace_t *t, cache_t *cache, where_t *wp, const char *buf, size_t len) {
+    where_t w = *wp;
     size_t i = 0;
     int seen_magic = 0;
     snprintf(t->format, sizeof t->format, "shardsim");
@@ -215,7 +255,7 @@ shs_status_t shs_trace_read_text(shs_trace_t *t, const char *buf, size_t len, co
             SHS_CHECK(parse_comm(t, &w, tk, nt));
             continue;
         }
-        SHS_CHECK(parse_rec(t, &w, tk, nt));
+        SHS_CHECK(parse_rec(t, cache, &w, tk, nt));
     }
     if (!seen_magic) return PERR(&w, "empty file: not a shardsim trace");
     return SHS_OK;

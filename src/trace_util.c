@@ -78,7 +78,36 @@ int shs__parse_i64(const char *s, size_t n, int64_t *out) {
     return 0;
 }
 
+/* Plain decimals "123" or "123.456" with at most 15 digits (the times the
+ * text format writes) take Clinger's fast path: the digits as an integer m
+ * < 2^53 and 10^k (k <= 22) are exact doubles, so m / 10^k is one correctly
+ * rounded division, the same double strtod returns. Anything else goes
+ * through strtod. */
+static int fast_decimal(const char *s, size_t n, double *out) {
+    static const double p10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15};
+    uint64_t m = 0;
+    size_t i = 0, digits = 0, frac = 0;
+    int dot = 0;
+    if (n == 0 || s[0] == '.') return -1;
+    for (; i < n; i++) {
+        if (s[i] >= '0' && s[i] <= '9') {
+            m = m * 10 + (uint64_t)(s[i] - '0');
+            digits++;
+            frac += (size_t)dot;
+        } else if (s[i] == '.' && !dot && i + 1 < n) {
+            dot = 1;
+        } else {
+            return -1;
+        }
+        if (digits > 15) return -1;
+    }
+    *out = frac ? (double)m / p10[frac] : (double)m;
+    return 0;
+}
+
 int shs__parse_double(const char *s, size_t n, double *out) {
+    if (fast_decimal(s, n, out) == 0) return 0;
     char tmp[64];
     if (n == 0 || n >= sizeof tmp) return -1;
     memcpy(tmp, s, n);

@@ -6,7 +6,9 @@
  * a per-rank size made total on a communicator grown later saturates
  * instead of wrapping, and the in-memory entry point the fuzzers use
  * (shs_trace_load_buffer) detects, forces and numbers like the file
- * loader. Expected values are the inputs' own numbers. */
+ * loader. The text reader's fast decimal path must return strtod's double
+ * bit for bit; the import benchmark's trace loads back whole and
+ * consistent. Expected values are the inputs' own numbers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,7 +18,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "shardsim/trace_bench.h"
 #include "shardsim/trace_import.h"
+#include "trace_util.h"
 
 static shs_status_t load_text(const char *name, const char *text, shs_trace_format_t fmt, shs_trace_t **t) {
     shs_trace_input_t in = {.name = name, .buf = text, .len = strlen(text), .rank = -1, .world = 0};
@@ -115,12 +119,68 @@ static void test_load_buffer_detects_forces_and_numbers(void **state) {
     expect_refused("junk.bin", "\x01\x02 not a trace", SHS_TFMT_UNKNOWN, "junk.bin: unrecognized trace format");
 }
 
+static void test_fast_decimals_equal_strtod(void **state) {
+    (void)state;
+    uint64_t x = 88172645463325252ull; /* xorshift64 */
+    char buf[64];
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        int frac = (int)(x % 8), digits = 1 + (int)((x >> 8) % 15);
+        uint64_t m = (x >> 16) % 1000000000000000ull;
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)m);
+        size_t len = strlen(buf) > (size_t)digits ? (size_t)digits : strlen(buf);
+        buf[len] = 0;
+        if (frac && frac < (int)len) { /* put a point frac digits from the end */
+            memmove(buf + len - frac + 1, buf + len - frac, (size_t)frac + 1);
+            buf[len - frac] = '.';
+        }
+        double fast, ref = strtod(buf, NULL);
+        assert_int_equal(shs__parse_double(buf, strlen(buf), &fast), 0);
+        if (memcmp(&fast, &ref, sizeof ref) != 0) fail_msg("'%s': %.17g vs strtod %.17g", buf, fast, ref);
+    }
+    /* forms the fast path leaves to strtod, and refusals */
+    double v;
+    assert_int_equal(shs__parse_double("1e3", 3, &v), 0);
+    assert_true(v == 1000.0);
+    assert_int_equal(shs__parse_double("1234567890.1234567", 18, &v), 0); /* 17 digits */
+    assert_true(v == strtod("1234567890.1234567", NULL));
+    assert_int_equal(shs__parse_double("-2.5", 4, &v), 0);
+    assert_true(v == -2.5);
+    assert_int_equal(shs__parse_double("1.", 2, &v), 0);
+    assert_true(v == 1.0);
+    assert_int_equal(shs__parse_double("1.2.3", 5, &v), -1);
+    assert_int_equal(shs__parse_double("inf", 3, &v), -1);
+    assert_int_equal(shs__parse_double("", 0, &v), -1);
+}
+
+static void test_import_bench_trace_loads_whole_and_consistent(void **state) {
+    (void)state;
+    shs_trace_bench_t b;
+    if (shs_trace_bench_import(64 * 100 + 5, 64, NULL, &b) != SHS_OK) fail_msg("%s", shs_last_error());
+    /* 100 per rank (the 5 left over are not generated); 8 shard groups, 8 replica groups, the world */
+    assert_int_equal(b.records, 6400);
+    assert_int_equal(b.world, 64);
+    assert_int_equal(b.files, 64);
+    assert_int_equal(b.comms, 17);
+    assert_int_equal(b.issues, 0);
+    /* per rank 100 = 2 steps of 49 + 2 forward all-gathers: 12+24 shard calls and 12 replica calls and 1
+     * loss per step -> per step 8 x 36 + 8 x 12 + 1 = 385 instances, then 8 x 2 -> 2 x 385 + 16 = 786 */
+    assert_int_equal(b.coll_completed, 786);
+    assert_true(b.file_bytes > 6400 * 40);
+    assert_true(b.load_s > 0 && b.check_s >= 0);
+    assert_int_equal(shs_trace_bench_import(10, 64, NULL, &b), SHS_INVALID_ARG);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_sizes_above_the_limit_are_refused),
         cmocka_unit_test(test_wrapped_error_text_is_intact),
         cmocka_unit_test(test_total_saturates_on_a_grown_comm),
         cmocka_unit_test(test_load_buffer_detects_forces_and_numbers),
+        cmocka_unit_test(test_fast_decimals_equal_strtod),
+        cmocka_unit_test(test_import_bench_trace_loads_whole_and_consistent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
