@@ -129,6 +129,12 @@ int sim_cmd_replay(int argc, char **argv) {
         return SIM_EXIT_ERROR;
     }
     size_t nrec = shs_trace_num_records(t);
+    if (nrec == 0 || t->world < 1) { /* nothing recognizable: not a "consistent" trace */
+        fprintf(stderr, "shardsim: error: %s: no communication records found (format %s)%s\n", path, t->format,
+                lo.files_skipped ? "; some files were of no known format" : "");
+        shs_trace_free(t);
+        return SIM_EXIT_ERROR;
+    }
     printf("shardsim replay: %s\n  format %s, %d ranks, %d communicator%s, %zu records", path, t->format, t->world,
            t->ncomms, t->ncomms == 1 ? "" : "s", nrec);
     if (lo.files_read > 1 || lo.files_skipped) printf(" from %d files", lo.files_read);

@@ -67,6 +67,15 @@ static void test_replay_bad_input(void **state) {
     expect(p, 1, NULL, "no such file");
     p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--format", "bogus");
     expect(p, 2, NULL, "unknown format");
+    /* a file with no recognizable record is not a consistent (empty) trace */
+    char empty[] = "/tmp/shardsim-replay-XXXXXX";
+    fd = mkstemp(empty);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "garbage\n", 8), 8);
+    close(fd);
+    p = replay(empty, "--format", "nccl");
+    expect(p, 1, NULL, "no communication records found (format nccl)");
+    unlink(empty);
 }
 
 static void test_replay_network(void **state) {
