@@ -10,6 +10,8 @@
  * Stats count completed calls only.
  * What it is not: data movement or cross-rank checks (see comm_thread.c).
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -313,4 +315,31 @@ shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **n
     if (s == SHS_OK) comm->stats.calls[SHS_OP_SPLIT]++;
     if (s == SHS_OK && *newcomm) (*newcomm)->reduce_order = comm->reduce_order;
     return s;
+}
+
+/* ---- error-text helpers shared by the communicator backends ---- */
+
+void shs__appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) {
+    if (*len >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0) *len += (size_t)n < size - *len ? (size_t)n : size - *len;
+}
+
+/* "[0-2,5]" for the ranks with in_set[r] != 0. */
+void shs__append_rank_set(char *buf, size_t size, size_t *len, const unsigned char *in_set, int n) {
+    shs__appendf(buf, size, len, "[");
+    int first = 1;
+    for (int r = 0; r < n; r++) {
+        if (!in_set[r]) continue;
+        int end = r;
+        while (end + 1 < n && in_set[end + 1]) end++;
+        shs__appendf(buf, size, len, first ? "%d" : ",%d", r);
+        if (end > r) shs__appendf(buf, size, len, "-%d", end);
+        first = 0;
+        r = end;
+    }
+    shs__appendf(buf, size, len, "]");
 }

@@ -123,4 +123,10 @@ shs_status_t shs__comm_thread_finish(shs_comm_t *tcomm, const shs__call_t *call,
 extern const shs__comm_iface_t shs__comm_cuda_local_iface;
 extern const shs__comm_iface_t shs__comm_nccl_iface;
 
+/* Error-text helpers shared by the backends (comm.c): printf into
+ * buf + *len (size bytes in all), advancing *len, never past the end; and
+ * "[0-2,5]" for the ranks r < n with in_set[r] != 0. */
+void shs__appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void shs__append_rank_set(char *buf, size_t size, size_t *len, const unsigned char *in_set, int n);
+
 #endif

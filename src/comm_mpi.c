@@ -86,31 +86,6 @@ typedef struct {
 
 static int g_we_initialized;
 
-static void appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) {
-    if (*len >= size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
-    va_end(ap);
-    if (n > 0) *len += (size_t)n < size - *len ? (size_t)n : size - *len;
-}
-
-/* "[0-2,5]" for the ranks with in_set[r] != 0. */
-static void append_rank_set(char *buf, size_t size, size_t *len, const unsigned char *in_set, int n) {
-    appendf(buf, size, len, "[");
-    int first = 1;
-    for (int r = 0; r < n; r++) {
-        if (!in_set[r]) continue;
-        int end = r;
-        while (end + 1 < n && in_set[end + 1]) end++;
-        appendf(buf, size, len, first ? "%d" : ",%d", r);
-        if (end > r) appendf(buf, size, len, "-%d", end);
-        first = 0;
-        r = end;
-    }
-    appendf(buf, size, len, "]");
-}
 
 static shs_status_t mpi_error(const shs_comm_t *comm, const char *what, int rc) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -211,14 +186,14 @@ static void format_timeout(const shs_comm_t *comm, const unsigned char *arrived,
     int n = comm->nranks;
     size_t len = 0;
     unsigned char *in_set = calloc(n > 0 ? (size_t)n : 1, 2), *printed = in_set ? in_set + n : NULL;
-    appendf(d, size, &len, "timed out after %.3f s waiting for ranks ", ctx->timeout_ms / 1000.0);
+    shs__appendf(d, size, &len, "timed out after %.3f s waiting for ranks ", ctx->timeout_ms / 1000.0);
     if (!in_set) {
-        appendf(d, size, &len, "(out of host memory listing them)");
+        shs__appendf(d, size, &len, "(out of host memory listing them)");
         return;
     }
     for (int j = 0; j < n; j++) in_set[j] = !arrived[j];
-    append_rank_set(d, size, &len, in_set, n);
-    appendf(d, size, &len, "; last calls:");
+    shs__append_rank_set(d, size, &len, in_set, n);
+    shs__appendf(d, size, &len, "; last calls:");
     /* group ranks by the last call seen from them: this call for arrived
      * ranks, their previous descriptor (or none) for the missing ones */
     for (int j = 0; j < n; j++) {
@@ -229,11 +204,11 @@ static void format_timeout(const shs_comm_t *comm, const unsigned char *arrived,
             in_set[k] = k >= j && same;
         }
         for (int k = j; k < n; k++) printed[k] |= in_set[k];
-        appendf(d, size, &len, "%s ranks ", j ? ";" : "");
-        append_rank_set(d, size, &len, in_set, n);
-        if (!ctx->seen[j]) appendf(d, size, &len, " no call yet");
+        shs__appendf(d, size, &len, "%s ranks ", j ? ";" : "");
+        shs__append_rank_set(d, size, &len, in_set, n);
+        if (!ctx->seen[j]) shs__appendf(d, size, &len, " no call yet");
         else
-            appendf(d, size, &len, " %s seq %llu (%s)", shs_coll_op_name((shs_coll_op_t)ctx->last[j].op),
+            shs__appendf(d, size, &len, " %s seq %llu (%s)", shs_coll_op_name((shs_coll_op_t)ctx->last[j].op),
                     (unsigned long long)ctx->last[j].seq, arrived[j] ? "in progress" : "called");
     }
     free(in_set);
@@ -332,12 +307,12 @@ static shs_status_t check_descs(shs_comm_t *comm) {
     shs__call_format(b, sizeof b, &bc);
     size_t len = 0;
     if (rc.seq == bc.seq)
-        appendf(detail, sizeof detail, &len, "comm '%s' seq %llu: rank 0 called %s but rank %d called %s", ctx->name,
+        shs__appendf(detail, sizeof detail, &len, "comm '%s' seq %llu: rank 0 called %s but rank %d called %s", ctx->name,
                 (unsigned long long)rc.seq, a, first_bad, b);
     else
-        appendf(detail, sizeof detail, &len, "comm '%s': rank 0 called %s at seq %llu but rank %d called %s at seq %llu",
+        shs__appendf(detail, sizeof detail, &len, "comm '%s': rank 0 called %s at seq %llu but rank %d called %s at seq %llu",
                 ctx->name, a, (unsigned long long)rc.seq, first_bad, b, (unsigned long long)bc.seq);
-    if (nbad > 1) appendf(detail, sizeof detail, &len, " (%d ranks differ from rank 0)", nbad);
+    if (nbad > 1) shs__appendf(detail, sizeof detail, &len, " (%d ranks differ from rank 0)", nbad);
     if (ctx->fail == FAIL_NONE) {
         ctx->fail = FAIL_MISMATCH;
         snprintf(ctx->fail_detail, sizeof ctx->fail_detail, "%s", detail);

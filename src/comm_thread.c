@@ -151,31 +151,6 @@ static uint64_t pack_call(uint64_t seq, shs_coll_op_t op, int done) {
     return seq << 8 | (uint64_t)op << 1 | (uint64_t)(done != 0);
 }
 
-static void appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) {
-    if (*len >= size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
-    va_end(ap);
-    if (n > 0) *len += (size_t)n < size - *len ? (size_t)n : size - *len;
-}
-
-/* "[0-2,5]" for the ranks with in_set[r] != 0. */
-static void append_rank_set(char *buf, size_t size, size_t *len, const unsigned char *in_set, int n) {
-    appendf(buf, size, len, "[");
-    int first = 1;
-    for (int r = 0; r < n; r++) {
-        if (!in_set[r]) continue;
-        int end = r;
-        while (end + 1 < n && in_set[end + 1]) end++;
-        appendf(buf, size, len, first ? "%d" : ",%d", r);
-        if (end > r) appendf(buf, size, len, "-%d", end);
-        first = 0;
-        r = end;
-    }
-    appendf(buf, size, len, "]");
-}
 
 static size_t chunk_start(size_t count, int nranks, int j) {
     size_t q = count / (size_t)nranks, rem = count % (size_t)nranks;
@@ -325,11 +300,11 @@ static shs_status_t failed_status(const shs_comm_t *comm, const shs__call_t *cal
 static void format_timeout(const shared_t *sh, int rank, char *d, size_t size) {
     int n = sh->nranks;
     size_t len = 0;
-    appendf(d, size, &len, "timed out after %.3f s waiting for ranks ", sh->timeout_ms / 1000.0);
+    shs__appendf(d, size, &len, "timed out after %.3f s waiting for ranks ", sh->timeout_ms / 1000.0);
     uint64_t *last = malloc((size_t)n * sizeof *last);
     unsigned char *in_set = calloc((size_t)n, 2), *printed = in_set ? in_set + n : NULL;
     if (!last || !in_set) {
-        appendf(d, size, &len, "(out of host memory listing them)");
+        shs__appendf(d, size, &len, "(out of host memory listing them)");
         free(last);
         free(in_set);
         return;
@@ -339,17 +314,17 @@ static void format_timeout(const shared_t *sh, int rank, char *d, size_t size) {
         in_set[j] = atomic_load_explicit(&sh->slots[j].arrivals, memory_order_relaxed) < mine;
         last[j] = atomic_load_explicit(&sh->slots[j].last_call, memory_order_relaxed);
     }
-    append_rank_set(d, size, &len, in_set, n);
-    appendf(d, size, &len, "; last calls:");
+    shs__append_rank_set(d, size, &len, in_set, n);
+    shs__appendf(d, size, &len, "; last calls:");
     for (int j = 0; j < n; j++) {
         if (printed[j]) continue;
         for (int k = 0; k < n; k++) in_set[k] = k >= j && last[k] == last[j];
         for (int k = j; k < n; k++) printed[k] |= in_set[k];
-        appendf(d, size, &len, "%s ranks ", j ? ";" : "");
-        append_rank_set(d, size, &len, in_set, n);
-        if (last[j] == NO_CALL) appendf(d, size, &len, " no call yet");
+        shs__appendf(d, size, &len, "%s ranks ", j ? ";" : "");
+        shs__append_rank_set(d, size, &len, in_set, n);
+        if (last[j] == NO_CALL) shs__appendf(d, size, &len, " no call yet");
         else
-            appendf(d, size, &len, " %s seq %llu (%s)", shs_coll_op_name((shs_coll_op_t)((last[j] >> 1) & 0x7f)),
+            shs__appendf(d, size, &len, " %s seq %llu (%s)", shs_coll_op_name((shs_coll_op_t)((last[j] >> 1) & 0x7f)),
                     (unsigned long long)(last[j] >> 8), last[j] & 1 ? "completed" : "in progress");
     }
     free(last);
@@ -454,12 +429,12 @@ static shs_status_t check_calls(shs_comm_t *comm, const shs__call_t *call) {
     shs__call_format(b, sizeof b, bad);
     size_t len = 0;
     if (ref->seq == bad->seq)
-        appendf(detail, sizeof detail, &len, "comm '%s' seq %llu: rank 0 called %s but rank %d called %s", sh->name,
+        shs__appendf(detail, sizeof detail, &len, "comm '%s' seq %llu: rank 0 called %s but rank %d called %s", sh->name,
                 (unsigned long long)ref->seq, a, first_bad, b);
     else
-        appendf(detail, sizeof detail, &len, "comm '%s': rank 0 called %s at seq %llu but rank %d called %s at seq %llu",
+        shs__appendf(detail, sizeof detail, &len, "comm '%s': rank 0 called %s at seq %llu but rank %d called %s at seq %llu",
                 sh->name, a, (unsigned long long)ref->seq, first_bad, b, (unsigned long long)bad->seq);
-    if (nbad > 1) appendf(detail, sizeof detail, &len, " (%d ranks differ from rank 0)", nbad);
+    if (nbad > 1) shs__appendf(detail, sizeof detail, &len, " (%d ranks differ from rank 0)", nbad);
 
     pthread_mutex_lock(&sh->fail_mu);
     if (sh->fail_kind == FAIL_NONE) {

@@ -76,3 +76,20 @@ void assert_same_run(const run_record_t *ref, const run_record_t *got) {
         }
     }
 }
+
+const int test_worlds[5] = {1, 2, 3, 5, 8};
+
+int test_full_sweep(void) {
+    const char *e = getenv("SHS_TEST_FULL");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+shs_train_config_t test_small_config(int world, int layers) {
+    shs_train_config_t c = shs_train_default_config();
+    c.model = (shs_gpt_config_t){.num_layers = layers, .num_heads = 3, .channels = 9, .context = 8};
+    c.world_size = world;
+    c.micro_batch = 2;
+    c.timeout_ms = 20000;
+    c.bucket_bytes = 2048;
+    return c;
+}

@@ -32,6 +32,15 @@ void free_record(run_record_t *rec);
  * by unit and index). */
 void assert_same_run(const run_record_t *ref, const run_record_t *got);
 
+/* The world sizes issue 3's features are crossed with, and whether `make
+ * test-full` (SHS_TEST_FULL=1) asked for every variant at every size. */
+extern const int test_worlds[5];
+int test_full_sweep(void);
+
+/* A small GPT (L layers, 3 heads of 3 channels, context 8, micro-batch 2)
+ * whose units no world size above 1 divides evenly. */
+shs_train_config_t test_small_config(int world, int layers);
+
 /* Parameter element `index` of unit `unit` after step `step` (0-based). */
 float record_param(const run_record_t *rec, int step, int unit, size_t index);
 

@@ -16,26 +16,15 @@
 #include "harness.h"
 #include "run_record.h"
 
-static const int worlds[] = {1, 2, 3, 5, 8};
-#define NWORLDS (int)(sizeof worlds / sizeof worlds[0])
 
-/* `make test-full` (SHS_TEST_FULL=1): every variant at every world size. */
-static int full_sweep(void) {
-    const char *e = getenv("SHS_TEST_FULL");
-    return e && *e && strcmp(e, "0") != 0;
-}
+#define NWORLDS 5 /* test_worlds */
 
-/* A small GPT whose units no world size above 1 divides evenly; three
- * blocks, so the recompute of one block must not see another's data. */
-static shs_train_config_t small_config(int world) {
-    shs_train_config_t c = shs_train_default_config();
-    c.model = (shs_gpt_config_t){.num_layers = 3, .num_heads = 3, .channels = 9, .context = 8};
-    c.world_size = world;
-    c.micro_batch = 2;
-    c.timeout_ms = 20000;
-    c.bucket_bytes = 2048;
-    return c;
-}
+/* `make test-full` (SHS_TEST_FULL=1): every variant at every world size
+ * (run_record.h); `make test` runs a representative part. */
+static int full_sweep(void) { return test_full_sweep(); }
+
+/* test_small_config with 3 blocks, so the recompute of one block must not see another's data. */
+static shs_train_config_t small_config(int world) { return test_small_config(world, 3); }
 
 /* Reference: DDP without checkpointing. Every stage with checkpointing on
  * must equal it bit for bit (losses, gradient norms, parameters). */
@@ -57,7 +46,7 @@ static void check_checkpointed_stages_match_ddp(shs_train_config_t cfg, int step
 }
 
 static void test_checkpointing_matches_ddp(void **state) {
-    for (int w = 0; w < NWORLDS; w++) check_checkpointed_stages_match_ddp(small_config(worlds[w]), 3);
+    for (int w = 0; w < NWORLDS; w++) check_checkpointed_stages_match_ddp(small_config(test_worlds[w]), 3);
 }
 
 /* fp16 with dynamic loss scaling (the recompute must see the same f16
@@ -66,8 +55,8 @@ static void test_checkpointing_matches_ddp(void **state) {
 static void test_checkpointing_fp16_and_accum_match_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++)
         for (int v = 0; v < 3; v++) {
-            if (v < 2 && worlds[w] != 3 && worlds[w] != 8 && !full_sweep()) continue; /* apart: two sizes */
-            shs_train_config_t c = small_config(worlds[w]);
+            if (v < 2 && test_worlds[w] != 3 && test_worlds[w] != 8 && !full_sweep()) continue; /* apart: two sizes */
+            shs_train_config_t c = small_config(test_worlds[w]);
             if (v != 1) {
                 c.param_dtype = SHS_F16;
                 c.scaler.init_scale = 1024.0f;

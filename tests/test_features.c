@@ -18,26 +18,15 @@
 #include "harness.h"
 #include "run_record.h"
 
-static const int worlds[] = {1, 2, 3, 5, 8};
-#define NWORLDS (int)(sizeof worlds / sizeof worlds[0])
 
-/* `make test-full` (SHS_TEST_FULL=1) crosses every item with every world
- * size; `make test` runs a representative part. */
-static int full_sweep(void) {
-    const char *e = getenv("SHS_TEST_FULL");
-    return e && *e && strcmp(e, "0") != 0;
-}
+#define NWORLDS 5 /* test_worlds */
 
-/* A small GPT whose units no world size above 1 divides evenly. */
-static shs_train_config_t small_config(int world) {
-    shs_train_config_t c = shs_train_default_config();
-    c.model = (shs_gpt_config_t){.num_layers = 2, .num_heads = 3, .channels = 9, .context = 8};
-    c.world_size = world;
-    c.micro_batch = 2;
-    c.timeout_ms = 20000;
-    c.bucket_bytes = 2048;
-    return c;
-}
+/* `make test-full` (SHS_TEST_FULL=1): every variant at every world size
+ * (run_record.h); `make test` runs a representative part. */
+static int full_sweep(void) { return test_full_sweep(); }
+
+/* test_small_config with 2 blocks. */
+static shs_train_config_t small_config(int world) { return test_small_config(world, 2); }
 
 /* Every ZeRO stage against DDP with the same config. */
 static void check_stages_match_ddp(shs_train_config_t cfg, int steps) {
@@ -57,7 +46,7 @@ static void check_stages_match_ddp(shs_train_config_t cfg, int steps) {
 
 static void test_grad_accum_matches_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++) {
-        shs_train_config_t c = small_config(worlds[w]);
+        shs_train_config_t c = small_config(test_worlds[w]);
         c.grad_accum = 3;
         check_stages_match_ddp(c, 2);
     }
@@ -171,7 +160,7 @@ static void test_clip_threshold_semantics(void **state) {
  * sharded; the clip norm counts each replicated element once. */
 static void test_replicated_units_match_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++) {
-        shs_train_config_t c = small_config(worlds[w]);
+        shs_train_config_t c = small_config(test_worlds[w]);
         c.replicate_below = 1100;
         c.clip_norm = 0.05f;
         check_stages_match_ddp(c, 2);
@@ -190,7 +179,7 @@ static void test_shard_align_matches_ddp(void **state) {
     static const size_t aligns[] = {4, 8, 64};
     for (int w = 1; w < NWORLDS; w++)
         for (int a = 0; a < 3; a++) {
-            shs_train_config_t c = small_config(worlds[w]);
+            shs_train_config_t c = small_config(test_worlds[w]);
             c.shard_align = aligns[a];
             c.clip_norm = 0.05f;
             check_stages_match_ddp(c, 2);
@@ -204,8 +193,8 @@ static void test_mixed_precision_matches_ddp(void **state) {
         {SHS_BF16, SHS_BF16}, {SHS_BF16, SHS_F32}, {SHS_F16, SHS_F16}, {SHS_F32, SHS_BF16}};
     for (int c = 0; c < 4; c++)
         for (int w = 0; w < NWORLDS; w++) {
-            if (c > 0 && worlds[w] != 3 && worlds[w] != 8 && !full_sweep()) continue;
-            shs_train_config_t cfg = small_config(worlds[w]);
+            if (c > 0 && test_worlds[w] != 3 && test_worlds[w] != 8 && !full_sweep()) continue;
+            shs_train_config_t cfg = small_config(test_worlds[w]);
             cfg.param_dtype = combos[c][0];
             cfg.reduce_dtype = combos[c][1];
             cfg.scaler.init_scale = 1024.0f;
@@ -471,10 +460,10 @@ static void test_prefetch_changes_order_and_peak(void **state) {
  * ZeRO-2 + 4 accumulation steps + optimizer offload included). */
 static void test_offload_matches_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++) {
-        shs_train_config_t cfg = small_config(worlds[w]);
-        cfg.grad_accum = worlds[w] == 3 ? 4 : 2;
+        shs_train_config_t cfg = small_config(test_worlds[w]);
+        cfg.grad_accum = test_worlds[w] == 3 ? 4 : 2;
         cfg.clip_norm = 0.05f;
-        if (worlds[w] == 5) {
+        if (test_worlds[w] == 5) {
             cfg.param_dtype = SHS_F16;
             cfg.scaler.init_scale = 1024.0f;
         }
