@@ -30,8 +30,6 @@
 
 typedef struct {
     uintptr_t next;          /* next fake address */
-    size_t live;             /* bytes allocated and not freed */
-    size_t window_peak;      /* max of live since the last shs_device_meta_window_peak() */
     shs_kernel_stats_t ks;
 } meta_ctx_t;
 
@@ -46,12 +44,10 @@ static shs_status_t meta_alloc(shs_device_t *dev, void **ptr, size_t bytes) {
         return shs_set_error(SHS_HOST_OOM, "rank %d: meta device address range exhausted", dev->rank);
     *ptr = (void *)m->next;
     m->next += span;
-    m->live += bytes;
-    if (m->live > m->window_peak) m->window_peak = m->live;
     return SHS_OK;
 }
 
-static void meta_free(shs_device_t *dev, void *ptr, size_t bytes) { ctx_of(dev)->live -= bytes; }
+static void meta_free(shs_device_t *dev, void *ptr, size_t bytes) {} /* nothing to give back */
 
 static shs_status_t meta_copy_nop(shs_device_t *dev, void *dst, const void *src, size_t bytes) { return SHS_OK; }
 
@@ -211,10 +207,4 @@ shs_status_t shs_device_create_meta(shs_device_t **out, int rank, size_t capacit
 
 int shs_device_is_meta(const shs_device_t *dev) { return dev && dev->iface == &shs__meta_iface; }
 
-size_t shs_device_meta_window_peak(shs_device_t *dev) {
-    if (!shs_device_is_meta(dev)) return 0;
-    meta_ctx_t *m = ctx_of(dev);
-    size_t p = m->window_peak;
-    m->window_peak = m->live;
-    return p;
-}
+

@@ -126,7 +126,7 @@ static void seg_close(run_t *r) {
     shs_mem_stats_t m;
     shs_device_mem_stats(r->dev, &m);
     memcpy(g->mem_end, m.current, sizeof g->mem_end);
-    g->peak_total = shs_device_meta_window_peak(r->dev);
+    g->peak_total = shs_device_window_peak(r->dev);
     g->flops = dev_flops(r->dev) - r->seg_flops0;
     g->calls_end = r->ncalls;
 }
@@ -157,7 +157,7 @@ static void seg_begin(run_t *r, shs_meta_seg_kind_t kind, int unit, const char *
     snprintf(g->label, sizeof g->label, "%s", label);
     g->calls_begin = g->calls_end = r->ncalls;
     r->seg_flops0 = dev_flops(r->dev);
-    shs_device_meta_window_peak(r->dev); /* the segment's window starts here */
+    shs_device_window_peak(r->dev); /* the segment's window starts here */
 }
 
 static void unit_seg(wrap_src_t *ws, int logical) {

@@ -248,10 +248,10 @@ static void test_meta_device(void **state) {
     assert_int_equal(shs_device_kernel_stats(d, &k), SHS_OK);
     assert_int_equal(k.flops, 2 * 3 * 5 * 7);
     assert_int_equal(k.kernels, 1);
-    assert_int_equal(shs_device_meta_window_peak(d), 1000);
+    assert_int_equal(shs_device_window_peak(d), 1000);
     shs_device_free(d, b);
-    assert_int_equal(shs_device_meta_window_peak(d), 1000);
-    assert_int_equal(shs_device_meta_window_peak(d), 600);
+    assert_int_equal(shs_device_window_peak(d), 1000);
+    assert_int_equal(shs_device_window_peak(d), 600);
     shs_mem_stats_t m;
     shs_device_mem_stats(d, &m);
     assert_int_equal(m.peak[SHS_MEM_GRADS], 400);

@@ -42,9 +42,5 @@ int shs_comm_is_meta(const shs_comm_t *comm);
  * A split child reports its calls to its parent's recorder. */
 int shs_comm_meta_split_index(const shs_comm_t *comm);
 
-/* Meta device: the highest total of live bytes (all categories) since the
- * previous call (or creation), then starts a new window at the current
- * total. Used to draw each phase's peak on a timeline. 0 for other backends. */
-size_t shs_device_meta_window_peak(shs_device_t *dev);
 
 #endif
