@@ -264,6 +264,16 @@ static int parse_value(opt_id_t id, const char *val, parsed_t *p) {
     return -1;
 }
 
+/* A keyword option: *out = values[i] for names[i] == v. 0, or -1 if none matches. */
+static int choose(const char *v, const char *const *names, const int *values, int n, int *out) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = values[i];
+            return 0;
+        }
+    return -1;
+}
+
 /* Whether the directory that would hold `path` exists and is writable. */
 static int parent_writable(const char *path) {
     char dir[4096];
@@ -339,6 +349,10 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     SET(O_CLIP_GRAD_NORM, c->clip_norm);
     SET(O_REPLICATE_BELOW, c->replicate_below);
     SET(O_SHARD_ALIGN, c->shard_align);
+    SET(O_SHARD_GROUP_SIZE, c->shard_group_size);
+    SET(O_LIMIT_ALL_GATHERS, c->limit_all_gathers);
+    SET(O_INIT_SCALE, c->scaler.init_scale);
+    SET(O_GROWTH_INTERVAL, c->scaler.growth_interval);
 #undef SET
     c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS];
     o->world_given = p.given[O_WORLD];
@@ -346,11 +360,13 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     o->debug_mismatch_rank = p.given[O_DEBUG_MISMATCH_RANK] ? (long)p.num[O_DEBUG_MISMATCH_RANK] : -1;
     o->debug_stall_rank = p.given[O_DEBUG_STALL_RANK] ? (long)p.num[O_DEBUG_STALL_RANK] : -1;
     if (p.given[O_BACKEND]) {
-        if (strcmp(p.str[O_BACKEND], "mpi") == 0) o->backend_mpi = 1;
-        else if (strcmp(p.str[O_BACKEND], "cuda") == 0) c->backend = SHS_WORLD_CUDA;
-        else if (strcmp(p.str[O_BACKEND], "cuda-nccl") == 0) c->backend = SHS_WORLD_CUDA_NCCL;
-        else if (strcmp(p.str[O_BACKEND], "thread") != 0)
+        static const char *const names[] = {"thread", "mpi", "cuda", "cuda-nccl"};
+        static const int values[] = {-1, -2, SHS_WORLD_CUDA, SHS_WORLD_CUDA_NCCL}; /* -2: mpi, -1: threads */
+        int b;
+        if (choose(p.str[O_BACKEND], names, values, 4, &b))
             return usage_error("--backend takes thread, mpi, cuda or cuda-nccl (got '%s')%s", p.str[O_BACKEND], "");
+        if (b == -2) o->backend_mpi = 1;
+        else if (b >= 0) c->backend = (shs_world_backend_t)b;
     }
     if (o->backend_mpi) {
         static const opt_id_t not_mpi[] = {O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_TRACE,
@@ -361,17 +377,13 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         return usage_error("--debug-mismatch-rank and --debug-stall-rank need --backend mpi%s%s", "", "");
     }
     c->norm_type = 2;
-    if (p.given[O_SHARD_GROUP_SIZE]) c->shard_group_size = (int)p.num[O_SHARD_GROUP_SIZE];
-    if (p.given[O_LIMIT_ALL_GATHERS]) c->limit_all_gathers = (int)p.num[O_LIMIT_ALL_GATHERS];
     static const opt_id_t bool_opts[] = {O_RESHARD_AFTER_FORWARD, O_FORWARD_PREFETCH, O_POISON_FREED};
+    static const char *const bool_names[] = {"true", "1", "false", "0"};
+    static const int bool_values[] = {1, 1, 0, 0};
     int bool_vals[3] = {1, 0, 0};
-    for (int k = 0; k < 3; k++) {
-        if (!p.given[bool_opts[k]]) continue;
-        const char *v = p.str[bool_opts[k]];
-        if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) bool_vals[k] = 1;
-        else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) bool_vals[k] = 0;
-        else return usage_error("%s takes true or false (got '%s')", options[bool_opts[k]].name, v);
-    }
+    for (int k = 0; k < 3; k++)
+        if (p.given[bool_opts[k]] && choose(p.str[bool_opts[k]], bool_names, bool_values, 4, &bool_vals[k]))
+            return usage_error("%s takes true or false (got '%s')", options[bool_opts[k]].name, p.str[bool_opts[k]]);
     c->keep_after_forward = !bool_vals[0];
     c->forward_prefetch = bool_vals[1];
     c->poison_freed = bool_vals[2];
@@ -380,21 +392,21 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         c->memory_timeline = 1;
     }
     if (p.given[O_OFFLOAD]) {
-        const char *v = p.str[O_OFFLOAD];
-        if (strcmp(v, "none") == 0) c->offload = SHS_OFFLOAD_NONE;
-        else if (strcmp(v, "optimizer") == 0) c->offload = SHS_OFFLOAD_OPTIMIZER;
-        else if (strcmp(v, "params") == 0) c->offload = SHS_OFFLOAD_PARAMS;
-        else return usage_error("--offload takes none, optimizer or params (got '%s')%s", v, "");
+        static const char *const names[] = {"none", "optimizer", "params"};
+        static const int values[] = {SHS_OFFLOAD_NONE, SHS_OFFLOAD_OPTIMIZER, SHS_OFFLOAD_PARAMS};
+        int v;
+        if (choose(p.str[O_OFFLOAD], names, values, 3, &v))
+            return usage_error("--offload takes none, optimizer or params (got '%s')%s", p.str[O_OFFLOAD], "");
+        c->offload = (shs_offload_t)v;
     }
     if (p.given[O_BACKWARD_PREFETCH]) {
-        const char *v = p.str[O_BACKWARD_PREFETCH];
-        if (strcmp(v, "pre") == 0) c->backward_prefetch = SHS_PREFETCH_PRE;
-        else if (strcmp(v, "post") == 0) c->backward_prefetch = SHS_PREFETCH_POST;
-        else if (strcmp(v, "none") == 0) c->backward_prefetch = SHS_PREFETCH_NONE;
-        else return usage_error("--backward-prefetch takes pre, post or none (got '%s')%s", v, "");
+        static const char *const names[] = {"pre", "post", "none"};
+        static const int values[] = {SHS_PREFETCH_PRE, SHS_PREFETCH_POST, SHS_PREFETCH_NONE};
+        int v;
+        if (choose(p.str[O_BACKWARD_PREFETCH], names, values, 3, &v))
+            return usage_error("--backward-prefetch takes pre, post or none (got '%s')%s", p.str[O_BACKWARD_PREFETCH], "");
+        c->backward_prefetch = (shs_prefetch_t)v;
     }
-    if (p.given[O_INIT_SCALE]) c->scaler.init_scale = (float)p.num[O_INIT_SCALE];
-    if (p.given[O_GROWTH_INTERVAL]) c->scaler.growth_interval = (int)p.num[O_GROWTH_INTERVAL];
     static const opt_id_t dtype_opts[] = {O_PARAM_DTYPE, O_REDUCE_DTYPE};
     for (int k = 0; k < 2; k++) {
         if (!p.given[dtype_opts[k]]) continue;
@@ -407,11 +419,10 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     if ((p.given[O_INIT_SCALE] || p.given[O_GROWTH_INTERVAL]) && c->param_dtype != SHS_F16)
         return usage_error("--init-scale and --growth-interval apply to --param-dtype f16 (loss scaling)%s%s", "", "");
     if (p.given[O_NORM_TYPE]) {
-        const char *nt = p.str[O_NORM_TYPE];
-        if (strcmp(nt, "1") == 0) c->norm_type = 1;
-        else if (strcmp(nt, "2") == 0) c->norm_type = 2;
-        else if (strcmp(nt, "inf") == 0) c->norm_type = SHS_NORM_INF;
-        else return usage_error("--norm-type takes 1, 2 or inf (got '%s')%s", nt, "");
+        static const char *const names[] = {"1", "2", "inf"};
+        static const int values[] = {1, 2, SHS_NORM_INF};
+        if (choose(p.str[O_NORM_TYPE], names, values, 3, &c->norm_type))
+            return usage_error("--norm-type takes 1, 2 or inf (got '%s')%s", p.str[O_NORM_TYPE], "");
         if (!p.given[O_CLIP_GRAD_NORM]) return usage_error("--norm-type needs --clip-grad-norm%s%s", "", "");
     }
     if (p.given[O_TIMEOUT]) c->timeout_ms = (int)ceil(p.num[O_TIMEOUT] * 1000.0);
