@@ -82,6 +82,7 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 TEST_HELPERS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
 HEADERS   := $(wildcard include/shardsim/*.h src/*.h tests/*.h)
 
+comma := ,
 # ---- CUDA backend (issue 6; src/cuda/, tests/gpu/) ---------------------------
 # Built when nvcc is on PATH or in CUDA's default prefix (/usr/local/cuda/bin);
 # the NCCL communicator when nccl.h and libnccl sit beside CUDA (or in the
@@ -97,8 +98,22 @@ endif
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
 HEADERS += $(wildcard src/cuda/*.h include/shardsim/comm_cuda.h)
+# nvcc may be a wrapper script elsewhere on PATH (e.g. /usr/local/bin/nvcc that
+# execs /usr/local/cuda-13.0/bin/nvcc), so the toolkit root is not always the
+# wrapper's parent: take the first of $CUDA_HOME, the root nvcc itself reports
+# (its --dryrun "TOP=" line), nvcc's parent and /usr/local/cuda that really has
+# cuda_runtime_api.h. None has it: no CUDA backend, and the status line says why.
 ifneq ($(NVCC),)
-  CUDA_HOME   := $(abspath $(dir $(NVCC))/..)
+  CUDA_ROOTS  := $(CUDA_HOME) \
+                 $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p') \
+                 $(dir $(NVCC)).. /usr/local/cuda
+  CUDA_HOME   := $(abspath $(firstword $(foreach d,$(CUDA_ROOTS),$(if $(wildcard $(d)/include/cuda_runtime_api.h),$(d)))))
+  ifeq ($(CUDA_HOME),)
+    NVCC_WITHOUT_HEADERS := $(NVCC)
+    NVCC :=
+  endif
+endif
+ifneq ($(NVCC),)
   CUDA_INC    := $(CUDA_HOME)/include
   CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib $(CUDA_HOME)/lib))
   NCCL := $(if $(wildcard $(CUDA_INC)/nccl.h /usr/include/nccl.h),$(if $(wildcard $(CUDA_LIBDIR)/libnccl.so* /usr/lib/*/libnccl.so* /usr/lib64/libnccl.so*),yes))
@@ -238,7 +253,7 @@ clean:
 .PHONY: cuda-status build-gpu-tests test-gpu
 all: cuda-status
 cuda-status: $(BIN) $(LIB)
-	@echo "$(if $(NVCC),✓ nvcc found: building the CUDA backend ($(NVCC)),✗ nvcc not found: skipping CUDA backend$(if $(SAN), (SAN=$(SAN): sanitizer builds never include it),))"
+	@echo "$(if $(NVCC),✓ nvcc found: building the CUDA backend ($(NVCC)$(comma) toolkit $(CUDA_HOME)),✗ nvcc not found$(if $(NVCC_WITHOUT_HEADERS), usable ($(NVCC_WITHOUT_HEADERS) has no cuda_runtime_api.h beside it; set CUDA_HOME)): skipping CUDA backend$(if $(SAN), (SAN=$(SAN): sanitizer builds never include it),))"
 	@echo "$(if $(NCCL),✓ NCCL found: building the NCCL communicator,✗ NCCL not found: skipping the NCCL communicator)"
 
 $(BUILD)/obj/src/cuda/%.cu.o: src/cuda/%.cu $(HEADERS)
