@@ -48,14 +48,25 @@ static inline float f16_round(float f) { return shs_f16_to_f32(shs_f32_to_f16(f)
 #define IDENT(v) (v)
 
 /* Every loop runs over a tile. GCC's -O2 vectorizer (very-cheap cost model)
- * only takes loops whose trip count is a known constant, so full tiles get a
- * loop of exactly TILE iterations and only the last, partial tile does not. */
+ * only takes loops whose trip count is a known constant, so a full tile is a
+ * loop of exactly TILE iterations, and a partial tile (every buffer under
+ * TILE elements, i.e. every small collective) runs as sub-blocks of exactly
+ * SUB iterations plus a scalar tail of fewer than SUB. Element-wise either
+ * way: the blocking changes no result. */
+#define SUB 64
 #define TILE_LOOP(i, n, ...)                                                                       \
     do {                                                                                           \
-        if ((n) == TILE)                                                                           \
+        if ((n) == TILE) {                                                                         \
             for (size_t i = 0; i < TILE; i++) { __VA_ARGS__; }                                     \
-        else                                                                                       \
-            for (size_t i = 0; i < (n); i++) { __VA_ARGS__; }                                      \
+        } else {                                                                                   \
+            size_t i##_base = 0;                                                                   \
+            for (; i##_base + SUB <= (n); i##_base += SUB)                                         \
+                for (size_t i##_k = 0; i##_k < SUB; i##_k++) {                                     \
+                    size_t i = i##_base + i##_k;                                                   \
+                    __VA_ARGS__;                                                                   \
+                }                                                                                  \
+            for (size_t i = i##_base; i < (n); i++) { __VA_ARGS__; }                               \
+        }                                                                                          \
     } while (0)
 
 /* ---- integers: accumulate in the type itself, wrap through unsigned ---- */

@@ -5,12 +5,15 @@
  * buffer pointers in its slot of the shared state; after a barrier every rank
  * reads (or writes) the other ranks' buffers itself. Small calls are staged:
  * each rank copies its input into its staging buffer before the barrier, so
- * the call needs that one barrier only. Barriers are C11 atomics on a
- * generation word that doubles as a futex word, so waiting is a short spin
- * (only when ranks <= cores), then sched_yield for a bounded time, then a
- * futex sleep with the communicator's timeout; the last rank to arrive wakes
- * the sleepers; the word's low bit marks the communicator failed, which wakes
- * every sleeper.
+ * the call needs that one barrier only. Barriers are per-rank arrival
+ * counters, each on its own cache line (a rank publishes "I entered barrier
+ * k" by bumping its own counter; a waiter polls the others' counters), so an
+ * arrival costs one cache-line transfer per reader instead of a round trip
+ * through one shared counter. Waiting is a short spin (only when ranks <=
+ * cores), then sched_yield for a bounded time, then a futex sleep on a
+ * shared wake word with the communicator's timeout; an arriving rank wakes
+ * sleepers only when there are any; the wake word's low bit marks the
+ * communicator failed, which wakes every sleeper.
  * The cross-rank checks (same op, count, dtype, reduce op, root, sequence
  * number), the timeout and abort of comm.h live here.
  * What it is not: a model of a network (no link bandwidth, no ring data
@@ -57,7 +60,8 @@
 #include "comm_impl.h"
 #include "shardsim/clock.h"
 
-#define GEN_FAILED 1u          /* low bit of the generation word */
+#define WAKE_FAILED 1u         /* low bit of the wake word: the communicator failed */
+#define POISONED (UINT64_C(1) << 63) /* in a rank's arrival counter: a waiter timed out on it */
 #define SPIN_POLLS 256         /* pause-loop polls before yielding (only when ranks <= cores) */
 #define YIELD_SECONDS 100e-6   /* then sched_yield polls for this long before sleeping in the futex
                                 * (a futex wake-up costs tens of us on a VM; a yield ~1 us) */
@@ -71,11 +75,14 @@ typedef enum { FAIL_NONE, FAIL_MISMATCH, FAIL_TIMEOUT, FAIL_ABORT } fail_kind_t;
 
 typedef struct shared shared_t;
 
+/* Three kinds of cache line per rank, so that the line every other rank
+ * polls (arrivals) is written once per barrier and by nobody else (except
+ * once, to poison it, by a rank that timed out waiting for this one). */
 typedef struct {
     alignas(64) shs__call_t call[2];  /* by parity; written by its rank before the entry barrier */
+    alignas(64) _Atomic uint64_t arrivals; /* barriers this rank has entered (| POISONED) */
+    alignas(64) _Atomic uint64_t last_call; /* pack_call(seq, op, done) or NO_CALL */
     _Atomic(shared_t *) split_child;  /* split: the leader's new shared state, or NULL */
-    _Atomic uint64_t arrivals;        /* barriers this rank has entered */
-    _Atomic uint64_t last_call;       /* pack_call(seq, op, done) or NO_CALL */
     atomic_int taken;                 /* a handle joined as this rank */
 } slot_t;
 
@@ -86,12 +93,11 @@ struct shared {
     int spin_iters;                   /* 0 when ranks outnumber cores */
     char *name;
     char *stage;                      /* (nranks, 2, STAGE_BYTES) */
-    /* Separate lines: waiters poll gen without disturbing arrivals. */
-    alignas(64) _Atomic uint64_t arrived;   /* barrier arrivals of all ranks, ever */
-    alignas(64) _Atomic uint32_t gen;       /* futex word: 2 * generation | GEN_FAILED */
+    /* Read-mostly line: written only when someone sleeps or on failure. */
+    alignas(64) _Atomic uint32_t wake;      /* futex word: 2 * wake-ups | WAKE_FAILED */
     _Atomic uint32_t sleepers;              /* ranks in or entering FUTEX_WAIT */
-    /* Failure record: written under fail_mu before GEN_FAILED is set, read
-     * by anyone who has seen GEN_FAILED, never changed after that. */
+    /* Failure record: written under fail_mu before WAKE_FAILED is set, read
+     * by anyone who has seen WAKE_FAILED, never changed after that. */
     pthread_mutex_t fail_mu;
     fail_kind_t fail_kind;
     int fail_rank;
@@ -188,8 +194,7 @@ static shared_t *shared_create(int nranks, int timeout_ms, const char *name, int
     sh->timeout_ms = timeout_ms;
     sh->spin_iters = nranks <= online_cpus() ? SPIN_POLLS : 0;
     sh->name = name_copy;
-    atomic_init(&sh->arrived, 0);
-    atomic_init(&sh->gen, 0);
+    atomic_init(&sh->wake, 0);
     atomic_init(&sh->sleepers, 0);
     pthread_mutex_init(&sh->fail_mu, NULL);
     sh->fail_kind = FAIL_NONE;
@@ -261,8 +266,8 @@ static void fail_locked(shared_t *sh, fail_kind_t kind, int rank, uint64_t seq, 
     sh->fail_rank = rank;
     sh->fail_seq = seq;
     sh->fail_op = op;
-    atomic_fetch_or(&sh->gen, GEN_FAILED);
-    futex_wake_all(&sh->gen);
+    atomic_fetch_or(&sh->wake, WAKE_FAILED);
+    futex_wake_all(&sh->wake);
 }
 
 static void thread_abort(shs_comm_t *comm, const char *reason) {
@@ -309,9 +314,9 @@ static void format_timeout(const shared_t *sh, int rank, char *d, size_t size) {
         free(in_set);
         return;
     }
-    uint64_t mine = atomic_load_explicit(&sh->slots[rank].arrivals, memory_order_relaxed);
+    uint64_t mine = atomic_load_explicit(&sh->slots[rank].arrivals, memory_order_relaxed) & ~POISONED;
     for (int j = 0; j < n; j++) {
-        in_set[j] = atomic_load_explicit(&sh->slots[j].arrivals, memory_order_relaxed) < mine;
+        in_set[j] = (atomic_load_explicit(&sh->slots[j].arrivals, memory_order_relaxed) & ~POISONED) < mine;
         last[j] = atomic_load_explicit(&sh->slots[j].last_call, memory_order_relaxed);
     }
     shs__append_rank_set(d, size, &len, in_set, n);
@@ -331,72 +336,96 @@ static void format_timeout(const shared_t *sh, int rank, char *d, size_t size) {
     free(in_set);
 }
 
-/* Called by a rank whose wait for generation `g` ran out. Fails the
- * communicator unless the barrier completed meanwhile (the CAS decides); the
- * record is complete before GEN_FAILED can be seen, and when the CAS fails
- * nobody ever reads it. */
-static void declare_timeout(const shs_comm_t *comm, const shs__call_t *call, uint32_t g) {
+/* Called by a rank whose wait in barrier k ran out while rank `missing` had
+ * not arrived (its counter read k-1). It poisons that rank's counter with a
+ * CAS that fails only if the rank arrived meanwhile, so barrier k either
+ * completes for every rank or for none: nobody can see all N counters reach
+ * k once one of them is poisoned, and the missing rank's own arrival (a CAS
+ * from k-1) then fails. The failure record is complete before WAKE_FAILED can
+ * be seen; when the CAS fails nothing is recorded and the caller waits on. */
+static void declare_timeout(const shs_comm_t *comm, const shs__call_t *call, uint64_t k, int missing) {
     shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
     pthread_mutex_lock(&sh->fail_mu);
-    if (sh->fail_kind == FAIL_NONE && atomic_load(&sh->gen) == g) {
+    uint64_t expected = k - 1;
+    if (sh->fail_kind == FAIL_NONE &&
+        atomic_compare_exchange_strong(&sh->slots[missing].arrivals, &expected, (k - 1) | POISONED)) {
         format_timeout(sh, comm->rank, sh->fail_detail, sizeof sh->fail_detail);
-        sh->fail_kind = FAIL_TIMEOUT;
-        sh->fail_rank = comm->rank;
-        sh->fail_seq = call->seq;
-        sh->fail_op = call->op;
-        uint32_t expected = g;
-        if (atomic_compare_exchange_strong(&sh->gen, &expected, g | GEN_FAILED)) futex_wake_all(&sh->gen);
-        else sh->fail_kind = FAIL_NONE;
+        fail_locked(sh, FAIL_TIMEOUT, comm->rank, call->seq, call->op);
     }
     pthread_mutex_unlock(&sh->fail_mu);
 }
 
 /* ---- barrier ----------------------------------------------------------- */
 
-/* All ranks enter; the last one moves the generation on with a CAS that fails
- * only if the communicator failed meanwhile, so a barrier either completes
- * for every rank or fails for every rank. Waiters poll: spin briefly (unless
- * ranks outnumber cores: then the ranks they wait for need the core), yield
- * for up to YIELD_SECONDS, then FUTEX_WAIT with the remaining timeout; only
- * the last arrival wakes sleepers, and only when there are any. */
+/* Have all ranks entered barrier k? Ranks [0, *next) are known to have (a
+ * counter never goes back within a barrier), so each poll starts at the
+ * first one not seen yet; on 0, *next is that rank. */
+static int all_arrived(const shared_t *sh, uint64_t k, int *next) {
+    for (int j = *next; j < sh->nranks; j++) {
+        uint64_t a = atomic_load_explicit(&sh->slots[j].arrivals, memory_order_acquire);
+        if (a < k || (a & POISONED)) { /* poisoned: a waiter timed out on rank j, k never completes */
+            *next = j;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int failed(const shared_t *sh) {
+    return atomic_load_explicit(&sh->wake, memory_order_acquire) & WAKE_FAILED;
+}
+
+/* Rank r enters barrier k by moving its own counter from k-1 to k (a CAS:
+ * it fails only if a waiter timed out on r and poisoned it), wakes sleepers
+ * if there are any, and waits until every counter reads >= k. Waiters poll:
+ * spin briefly (unless ranks outnumber cores: then the ranks they wait for
+ * need the core), yield for up to YIELD_SECONDS, then FUTEX_WAIT on the wake
+ * word with the remaining timeout. The sleeper count and the counters form a
+ * Dekker pair (both sides seq_cst: store own counter then read sleepers;
+ * count self a sleeper, read the wake word, then read the counters), so an
+ * arrival is never missed by a sleeper. */
 static shs_status_t barrier(shs_comm_t *comm, const shs__call_t *call) {
     rank_ctx_t *ctx = comm->ctx;
     shared_t *sh = ctx->sh;
-    uint32_t g = atomic_load_explicit(&sh->gen, memory_order_acquire);
-    if (g & GEN_FAILED) return failed_status(comm, call, 0);
-    atomic_store_explicit(&sh->slots[comm->rank].arrivals, ++ctx->arrivals, memory_order_relaxed);
-    uint64_t arrived = atomic_fetch_add_explicit(&sh->arrived, 1, memory_order_acq_rel) + 1;
-    if (arrived % (uint64_t)sh->nranks == 0) {
-        if (!atomic_compare_exchange_strong(&sh->gen, &g, g + 2)) return failed_status(comm, call, 0);
-        if (atomic_load(&sh->sleepers)) futex_wake_all(&sh->gen);
-        return SHS_OK;
+    if (failed(sh)) return failed_status(comm, call, 0);
+    uint64_t k = ++ctx->arrivals, expected = k - 1;
+    if (!atomic_compare_exchange_strong(&sh->slots[comm->rank].arrivals, &expected, k)) {
+        /* poisoned: a waiter timed out on this rank; its record is written under fail_mu */
+        pthread_mutex_lock(&sh->fail_mu);
+        pthread_mutex_unlock(&sh->fail_mu);
+        return failed_status(comm, call, 0);
     }
+    if (atomic_load(&sh->sleepers)) {
+        atomic_fetch_add(&sh->wake, 2);
+        futex_wake_all(&sh->wake);
+    }
+    int next = 0;
+    if (all_arrived(sh, k, &next)) return SHS_OK;
 
-    uint32_t v;
     for (int i = 0; i < sh->spin_iters; i++) {
-        if ((v = atomic_load_explicit(&sh->gen, memory_order_acquire)) != g) goto done;
         cpu_relax();
+        if (all_arrived(sh, k, &next)) return SHS_OK;
+        if (failed(sh)) return failed_status(comm, call, 1);
     }
     double start = shs_now_seconds();
     while (shs_now_seconds() - start < YIELD_SECONDS) {
         sched_yield();
-        if ((v = atomic_load_explicit(&sh->gen, memory_order_acquire)) != g) goto done;
+        if (all_arrived(sh, k, &next)) return SHS_OK;
+        if (failed(sh)) return failed_status(comm, call, 1);
     }
     double deadline = start + sh->timeout_ms / 1000.0;
+    int done = 0;
     atomic_fetch_add(&sh->sleepers, 1);
-    while ((v = atomic_load(&sh->gen)) == g) {
+    for (;;) {
+        uint32_t w = atomic_load(&sh->wake);
+        if (all_arrived(sh, k, &next)) { done = 1; break; }
+        if (w & WAKE_FAILED) break;
         double left = deadline - shs_now_seconds();
-        if (left <= 0) {
-            declare_timeout(comm, call, g);
-            v = atomic_load(&sh->gen);
-            break;
-        }
-        futex_wait(&sh->gen, g, left);
+        if (left <= 0) declare_timeout(comm, call, k, next); /* then: failed, or rank `next` arrived */
+        else futex_wait(&sh->wake, w, left);
     }
     atomic_fetch_sub(&sh->sleepers, 1);
-done:
-    if ((v >> 1) != (g >> 1)) return SHS_OK;   /* generation moved on: completed */
-    return failed_status(comm, call, 1);
+    return done ? SHS_OK : failed_status(comm, call, 1);
 }
 
 /* ---- call protocol: post, barrier, check ... exit ---------------------- */
@@ -456,7 +485,7 @@ static shs_status_t begin_staged(shs_comm_t *comm, const shs__call_t *call, cons
     atomic_store_explicit(&me->last_call, pack_call(call->seq, call->op, 0), memory_order_relaxed);
     /* A failed communicator may still have ranks reading the slots (mismatch
      * verdict), so slot and stage are written only while it is healthy. */
-    if (atomic_load_explicit(&sh->gen, memory_order_acquire) & GEN_FAILED) return failed_status(comm, call, 0);
+    if (failed(sh)) return failed_status(comm, call, 0);
     me->call[PARITY(call)] = *call;
     if (stage_bytes) memcpy(STAGE(sh, comm->rank, call), stage_src, stage_bytes);
     SHS_CHECK(barrier(comm, call));
