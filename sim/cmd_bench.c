@@ -168,8 +168,14 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
 
 /* Everything measured, kept for the JSON report. */
 typedef struct {
-    shs_bench_coll_t *coll;
-    double *coll_memcpy, *coll_ratio;
+    shs_bench_coll_t c;
+    double memcpy_bw;      /* bytes moved per s (read + write), same run, same working set */
+    double ratio;          /* traffic per s / memcpy_bw */
+    double naive_us;       /* the naive thread design's time per call, same run; < 0: not measured */
+} coll_row_t;
+
+typedef struct {
+    coll_row_t *coll;
     int num_coll, cap_coll;
     double train_ms[SHS_BENCH_STRATEGIES];
     int train_world, have_train;
@@ -180,42 +186,22 @@ typedef struct {
     int num_scale;
 } results_t;
 
-static void add_coll(results_t *r, const shs_bench_coll_t *c, double mbw, double ratio) {
+static void add_coll(results_t *r, const coll_row_t *row) {
     if (r->num_coll == r->cap_coll) {
         int cap = r->cap_coll ? 2 * r->cap_coll : 64;
-        shs_bench_coll_t *nc = realloc(r->coll, (size_t)cap * sizeof *nc);
-        double *nm = realloc(r->coll_memcpy, (size_t)cap * sizeof *nm);
-        double *nr = realloc(r->coll_ratio, (size_t)cap * sizeof *nr);
-        if (nc) r->coll = nc;
-        if (nm) r->coll_memcpy = nm;
-        if (nr) r->coll_ratio = nr;
-        if (!nc || !nm || !nr) return;
+        coll_row_t *nc = realloc(r->coll, (size_t)cap * sizeof *nc);
+        if (!nc) return;
+        r->coll = nc;
         r->cap_coll = cap;
     }
-    r->coll[r->num_coll] = *c;
-    r->coll_memcpy[r->num_coll] = mbw;
-    r->coll_ratio[r->num_coll++] = ratio;
+    r->coll[r->num_coll++] = *row;
 }
+
+/* Rounds of (memcpy, communicator, naive design) per row; the best of each
+ * counts, so a burst of machine noise spoils one round, not the row. */
+#define ROUNDS 2
 
 static int reduces(shs_coll_op_t op) { return op == SHS_OP_ALL_REDUCE || op == SHS_OP_REDUCE_SCATTER; }
-
-/* memcpy bandwidth by working set, measured once per size in this run */
-typedef struct {
-    size_t ws[256];
-    double bw[256];
-    int n;
-} memcpy_cache_t;
-
-static double memcpy_bw(memcpy_cache_t *c, size_t ws) {
-    for (int i = 0; i < c->n; i++)
-        if (c->ws[i] == ws) return c->bw[i];
-    double bw = shs_bench_memcpy_bw(ws, 2);
-    if (c->n < 256) {
-        c->ws[c->n] = ws;
-        c->bw[c->n++] = bw;
-    }
-    return bw;
-}
 
 /* Bytes every rank's buffers occupy together (the collective's working set). */
 static size_t working_set(shs_coll_op_t op, int n, size_t bytes, int in_place) {
@@ -226,12 +212,15 @@ static size_t working_set(shs_coll_op_t op, int n, size_t bytes, int in_place) {
 }
 
 static int run_collectives(const bench_opts_t *o, results_t *res) {
-    memcpy_cache_t cache = {0};
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (!o->json)
-        printf("# collectives over threads: f32, sum, root 0, %s; memcpy = 2 threads over the same working set\n"
-               "# traffic/memcpy = (minimal bytes read+written by all ranks per call / time) / memcpy bytes per s\n",
-               o->in_place ? "in place" : "out of place");
+        printf("# collectives over threads: f32, sum, root 0, %s; memcpy = 2 threads over the same working set,\n"
+               "# best of libc memcpy and streaming stores, in bytes read+written per s\n"
+               "# traffic/memcpy = (minimal bytes read+written by all ranks per call / time) / memcpy bytes per s\n"
+               "# x naive = time of the naive thread design (pthread_barrier, reduce own slice, copy; out of\n"
+               "#   place) / time here: > 1 is faster. Per row, memcpy, this communicator and the naive design\n"
+               "#   run interleaved, %d rounds, best of each\n",
+               o->in_place ? "in place" : "out of place", ROUNDS);
     for (int wi = 0; wi < o->num_worlds; wi++) {
         int n = o->worlds[wi];
         shs_world_t *w;
@@ -244,9 +233,9 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
         for (int oi = 0; oi < o->num_ops; oi++) {
             shs_coll_op_t op = o->ops[oi];
             if (!o->json)
-                printf("#\n# %s  nranks %d\n# %12s %12s %5s %6s %10s %12s %8s %11s %11s\n", shs_coll_op_name(op), n,
-                       "size(B)", "count", "type", "redop", "time(us)", "memcpy(GB/s)", "traffic/", "algbw(GB/s)",
-                       "busbw(GB/s)");
+                printf("#\n# %s  nranks %d\n# %12s %12s %5s %6s %10s %12s %8s %8s %11s %11s\n", shs_coll_op_name(op), n,
+                       "size(B)", "count", "type", "redop", "time(us)", "memcpy(GB/s)", "traffic/", "x naive",
+                       "algbw(GB/s)", "busbw(GB/s)");
             size_t unit = (size_t)n * sizeof(float), last = 0;
             int skipped_small = 0;
             for (double sz = (double)o->min_bytes; sz <= (double)o->max_bytes * 1.0000001; sz *= o->factor) {
@@ -262,18 +251,28 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
                     if (!o->json) printf("  %12zu  (skipped: %zu bytes of buffers exceed half of RAM)\n", bytes, ws);
                     continue;
                 }
-                shs_bench_coll_t r;
-                if (shs_bench_collective(w, op, bytes, o->in_place, o->row_seconds, &r) != SHS_OK) {
-                    fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
-                    shs_world_destroy(w);
-                    return SIM_EXIT_ERROR;
+                coll_row_t row = {.naive_us = -1};
+                for (int round = 0; round < ROUNDS; round++) {
+                    double mbw = shs_bench_memcpy_bw(ws, 2);
+                    shs_bench_coll_t r;
+                    if (shs_bench_collective(w, op, bytes, o->in_place, o->row_seconds / ROUNDS, &r) != SHS_OK) {
+                        fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+                        shs_world_destroy(w);
+                        return SIM_EXIT_ERROR;
+                    }
+                    double naive = o->backend == SHS_WORLD_CPU ? shs_bench_naive_us(op, n, bytes, o->row_seconds / ROUNDS) : -1;
+                    if (round == 0 || r.time_us < row.c.time_us) row.c = r;
+                    if (mbw > row.memcpy_bw) row.memcpy_bw = mbw;
+                    if (naive > 0 && (row.naive_us < 0 || naive < row.naive_us)) row.naive_us = naive;
                 }
-                double mbw = memcpy_bw(&cache, ws);
-                double ratio = mbw > 0 ? r.traffic / (r.time_us * 1e-6) / mbw : 0;
-                add_coll(res, &r, mbw, ratio);
+                row.ratio = row.memcpy_bw > 0 ? row.c.traffic / (row.c.time_us * 1e-6) / row.memcpy_bw : 0;
+                add_coll(res, &row);
                 if (!o->json) {
-                    printf("  %12zu %12zu %5s %6s %10.2f %12.2f %8.3f %11.3f %11.3f\n", r.bytes, r.count, "f32",
-                           reduces(op) ? "sum" : "none", r.time_us, mbw / 1e9, ratio, r.algbw, r.busbw);
+                    char vs[16] = "-";
+                    if (row.naive_us > 0) snprintf(vs, sizeof vs, "%.2f", row.naive_us / row.c.time_us);
+                    printf("  %12zu %12zu %5s %6s %10.2f %12.2f %8.3f %8s %11.3f %11.3f\n", row.c.bytes, row.c.count,
+                           "f32", reduces(op) ? "sum" : "none", row.c.time_us, row.memcpy_bw / 1e9, row.ratio, vs,
+                           row.c.algbw, row.c.busbw);
                     fflush(stdout);
                 }
             }
@@ -419,13 +418,14 @@ static int run_matmul(const bench_opts_t *o, results_t *res) {
 static void print_json(const results_t *r) {
     json_t *root = json_object(), *coll = json_array(), *train = json_array(), *mm = json_array();
     for (int i = 0; i < r->num_coll; i++) {
-        const shs_bench_coll_t *c = &r->coll[i];
-        json_array_append_new(coll, json_pack("{s:s,s:i,s:I,s:I,s:s,s:s,s:b,s:i,s:f,s:f,s:f,s:f,s:f}", "op",
+        const shs_bench_coll_t *c = &r->coll[i].c;
+        json_array_append_new(coll, json_pack("{s:s,s:i,s:I,s:I,s:s,s:s,s:b,s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "op",
                                               shs_coll_op_name(c->op), "nranks", c->nranks, "size_bytes",
                                               (json_int_t)c->bytes, "count", (json_int_t)c->count, "type", "f32",
                                               "redop", reduces(c->op) ? "sum" : "none", "in_place", c->in_place, "iters", c->iters, "time_us",
-                                              c->time_us, "memcpy_GBps", r->coll_memcpy[i] / 1e9,
-                                              "traffic_over_memcpy", r->coll_ratio[i], "algbw_GBps", c->algbw,
+                                              c->time_us, "memcpy_GBps", r->coll[i].memcpy_bw / 1e9,
+                                              "traffic_over_memcpy", r->coll[i].ratio, "naive_time_us",
+                                              r->coll[i].naive_us, "algbw_GBps", c->algbw,
                                               "busbw_GBps", c->busbw));
     }
     for (int k = 0; r->have_train && k < SHS_BENCH_STRATEGIES; k++)
@@ -545,7 +545,5 @@ int sim_cmd_bench(int argc, char **argv) {
     if (rc == SIM_EXIT_OK && o.json) print_json(&res);
 #endif
     free(res.coll);
-    free(res.coll_memcpy);
-    free(res.coll_ratio);
     return rc;
 }

@@ -10,6 +10,7 @@
 
 #include "shardsim/device.h"
 #include "shardsim/clock.h"
+#include "comm_impl.h"
 
 double shs_bench_busbw_factor(shs_coll_op_t op, int n) {
     switch (op) {
@@ -131,6 +132,7 @@ typedef struct {
     const char *src;
     size_t n;
     int reps;
+    int stream;            /* streaming (non-temporal) stores instead of memcpy */
     pthread_barrier_t *start;
     double t0, t1;         /* this thread's own start and end */
 } copy_part_t;
@@ -141,8 +143,10 @@ static void *copy_worker(void *p) {
     copy_part_t *c = p;
     pthread_barrier_wait(c->start);
     c->t0 = shs_now_seconds();
+    void *dst = c->dst;
     for (int r = 0; r < c->reps; r++) {
-        memcpy(c->dst, c->src, c->n);
+        if (c->stream) shs__copy_multi(&dst, 1, c->src, c->n, 1);
+        else memcpy(c->dst, c->src, c->n);
         __asm__ __volatile__("" ::: "memory"); /* keep every repetition */
     }
     c->t1 = shs_now_seconds();
@@ -165,7 +169,7 @@ double shs_bench_memcpy_bw(size_t working_set, int threads) {
     int reps = (int)(((size_t)512 << 20) / half);
     reps = reps < 3 ? 3 : reps > 100000 ? 100000 : reps;
     double best = 0;
-    for (int trial = 0; trial < 3; trial++) {
+    for (int trial = 0; trial < 4; trial++) { /* plain, streaming, plain, streaming */
         pthread_t tid[MAX_THREADS];
         copy_part_t parts[MAX_THREADS];
         pthread_barrier_t start;
@@ -173,7 +177,8 @@ double shs_bench_memcpy_bw(size_t working_set, int threads) {
         size_t per = half / (size_t)nt;
         for (int i = 0; i < nt; i++) {
             size_t lo = per * (size_t)i;
-            parts[i] = (copy_part_t){.dst = dst + lo, .src = src + lo, .n = i == nt - 1 ? half - lo : per, .reps = reps, .start = &start};
+            parts[i] = (copy_part_t){.dst = dst + lo, .src = src + lo, .n = i == nt - 1 ? half - lo : per, .reps = reps,
+                                  .stream = trial & 1, .start = &start};
             pthread_create(&tid[i], NULL, copy_worker, &parts[i]);
         }
         double t0 = 1e300, t1 = 0;

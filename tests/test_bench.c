@@ -57,6 +57,16 @@ static void test_collective_sizes(void **state) {
     shs_world_destroy(w);
 }
 
+/* The naive yardstick runs every op at odd world sizes (slices of unequal
+ * length), including one rank, and refuses a world of none. */
+static void test_naive_yardstick(void **state) {
+    (void)state;
+    static const shs_coll_op_t ops[] = {SHS_OP_ALL_REDUCE, SHS_OP_ALL_GATHER, SHS_OP_REDUCE_SCATTER, SHS_OP_BROADCAST};
+    for (int n = 1; n <= 3; n++)
+        for (int i = 0; i < 4; i++) assert_true(shs_bench_naive_us(ops[i], n, 3010, 0.001) > 0);
+    assert_true(shs_bench_naive_us(SHS_OP_ALL_REDUCE, 0, 1024, 0.001) < 0);
+}
+
 static void test_cli_text_rows(void **state) {
     (void)state;
     char *argv[] = {SHS_BIN_PATH, "bench", "--only", "coll", "--world", "2", "--op", "reduce_scatter", "--min-bytes",
@@ -70,13 +80,16 @@ static void test_cli_text_rows(void **state) {
         unsigned long size;
         double cols[6];
         char type[8], op[8];
-        assert_int_equal(sscanf(line, "%lu %*u %7s %7s %lf %lf %lf %lf %lf", &size, type, op, &cols[0], &cols[1],
-                                &cols[2], &cols[3], &cols[4]), 8);
+        /* size count type redop time memcpy traffic/ x-naive algbw busbw */
+        assert_int_equal(sscanf(line, "%lu %*u %7s %7s %lf %lf %lf %lf %lf %lf", &size, type, op, &cols[0], &cols[1],
+                                &cols[2], &cols[3], &cols[4], &cols[5]), 9);
         assert_int_equal(size, 1024ul << (2 * rows));   /* 1K, 4K, 16K: nccl-tests -f 4 */
         /* time > 0; the last column is busbw (>= 0: it may print 0.000 when
          * the machine is so loaded that a 1 KiB call takes milliseconds) */
         assert_true(cols[0] > 0);
-        assert_true(cols[4] == cols[4] && cols[4] >= 0);
+        assert_true(cols[1] > 0); /* memcpy bandwidth of the same run */
+        assert_true(cols[3] > 0); /* the naive design was timed beside it */
+        assert_true(cols[5] == cols[5] && cols[5] >= 0);
         assert_string_equal(op, "sum");
         rows++;
     }
@@ -120,6 +133,7 @@ static void test_cli_json(void **state) {
     assert_int_equal(json_integer_value(json_object_get(row, "nranks")), 3);
     assert_int_equal(json_integer_value(json_object_get(row, "size_bytes")), 8184); /* 8K rounded to 12-byte multiples */
     assert_true(json_real_value(json_object_get(row, "busbw_GBps")) > 0);
+    assert_true(json_real_value(json_object_get(row, "naive_time_us")) > 0);
     assert_int_equal(json_array_size(json_object_get(root, "matmul")), 0); /* not asked for */
     json_decref(root);
 }
@@ -130,6 +144,7 @@ int main(void) {
         cmocka_unit_test(test_busbw_factors_and_traffic),
         cmocka_unit_test(test_collective_sizes),
         cmocka_unit_test(test_matmul_rate_and_peak),
+        cmocka_unit_test(test_naive_yardstick),
         cmocka_unit_test(test_cli_text_rows),
 #ifdef SHS_HAVE_JANSSON
         cmocka_unit_test(test_cli_json),

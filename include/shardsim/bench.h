@@ -54,8 +54,17 @@ shs_status_t shs_bench_collective(shs_world_t *w, shs_coll_op_t op, size_t bytes
 
 /* memcpy bandwidth in bytes moved per second (read + write) over a working
  * set of `working_set` bytes (half source, half destination), copied by
- * `threads` threads in parallel, best of several repetitions. */
+ * `threads` threads in parallel: the best of libc memcpy and a copy with
+ * streaming (non-temporal) stores, two repetitions each. */
 double shs_bench_memcpy_bw(size_t working_set, int threads);
+
+/* Mean microseconds per call of the "naive thread design" (issue 7's
+ * yardstick, bench_naive.c: plain pthreads, pthread_barrier_t between
+ * phases, each rank reduces its slice then copies) for `op` (all_reduce,
+ * all_gather, reduce_scatter or broadcast; f32 sum, root 0, out of place) on
+ * `nranks` threads and a nccl-tests size of `bytes`, timed like
+ * shs_bench_collective. Returns -1 if its threads or buffers could not be had. */
+double shs_bench_naive_us(shs_coll_op_t op, int nranks, size_t bytes, double target_s);
 
 /* GFLOP/s (2 BT C OC flops per call) of shs_matmul_forward on a CPU device
  * with `threads` kernel threads. */
