@@ -92,7 +92,12 @@ struct shared {
     int timeout_ms;
     int spin_iters;                   /* 0 when ranks outnumber cores */
     char *name;
-    char *stage;                      /* (nranks, 2, STAGE_BYTES) */
+    char *stage;                      /* (nranks + 1, 2, STAGE_BYTES): "rank" nranks holds
+                                       * the reduced result of a shared one-shot all_reduce */
+    /* Shared one-shot all_reduce: seq + 1 of the last call whose reduction a
+     * rank claimed, and of the last whose result is in the result stage. */
+    alignas(64) _Atomic uint64_t reduce_claimed;
+    alignas(64) _Atomic uint64_t reduce_done;
     /* Read-mostly line: written only when someone sleeps or on failure. */
     alignas(64) _Atomic uint32_t wake;      /* futex word: 2 * wake-ups | WAKE_FAILED */
     _Atomic uint32_t sleepers;              /* ranks in or entering FUTEX_WAIT */
@@ -185,7 +190,7 @@ static shared_t *shared_create(int nranks, int timeout_ms, const char *name, int
     size = (size + 63) / 64 * 64;
     shared_t *sh = aligned_alloc(64, size);
     char *name_copy = strdup(name);
-    char *stage = aligned_alloc(64, (size_t)nranks * 2 * STAGE_BYTES);
+    char *stage = aligned_alloc(64, ((size_t)nranks + 1) * 2 * STAGE_BYTES);
     if (!sh || !name_copy || !stage) { free(sh); free(name_copy); free(stage); return NULL; }
     memset(sh, 0, size);
     sh->stage = stage;
@@ -195,6 +200,8 @@ static shared_t *shared_create(int nranks, int timeout_ms, const char *name, int
     sh->spin_iters = nranks <= online_cpus() ? SPIN_POLLS : 0;
     sh->name = name_copy;
     atomic_init(&sh->wake, 0);
+    atomic_init(&sh->reduce_claimed, 0);
+    atomic_init(&sh->reduce_done, 0);
     atomic_init(&sh->sleepers, 0);
     pthread_mutex_init(&sh->fail_mu, NULL);
     sh->fail_kind = FAIL_NONE;
@@ -584,6 +591,13 @@ static shs_status_t thread_reduce_scatter(shs_comm_t *comm, const shs__call_t *c
  *   reduce      every rank reduces the whole buffer from all stages into its
  *               recvbuf (N-fold redundant work, no further barrier; in place
  *               is safe because the stages are copies).
+ *   When ranks outnumber cores, the N-fold work is paid on few cores, so the
+ *   reduction is shared instead: the first rank to claim the call (a CAS on
+ *   reduce_claimed) reduces once into the result stage and publishes
+ *   reduce_done; the others wait for that (as in a barrier), then copy the
+ *   result. The result stage of parity p is rewritten two calls later, after
+ *   a barrier every rank enters only once it has copied. Same sums, same
+ *   order: only who computes them changes.
  * Direct fused reduce + broadcast, otherwise. Chunk r is rank r's share:
  *   post+check  every rank posts (sendbuf, recvbuf), barrier, compare calls.
  *   reduce+put  rank r reduces chunk r of every sendbuf, tile by tile, and
@@ -598,6 +612,52 @@ static shs_status_t thread_reduce_scatter(shs_comm_t *comm, const shs__call_t *c
  * path above stays as it is.
  */
 static shs_status_t ring_all_reduce(shs_comm_t *comm, const shs__call_t *call);
+static void ring_chunk(size_t count, int n, int c, size_t *off, size_t *len);
+
+/* Reduce every rank's stage of `call` into dst, in rank or ring order. */
+static void reduce_stages(rank_ctx_t *ctx, const shs__call_t *call, void *dst) {
+    shared_t *sh = ctx->sh;
+    int n = sh->nranks;
+    size_t esize = shs_dtype_size(call->dtype), off, len;
+    if (call->order != SHS_REDUCE_ORDER_RING) {
+        for (int j = 0; j < n; j++) ctx->srcs[j] = STAGE(sh, j, call);
+        shs__reduce(dst, ctx->srcs, n, call->count, call->dtype, call->redop);
+        return;
+    }
+    for (int c = 0; c < n; c++) { /* ring chunk c, sources in its chain order */
+        ring_chunk(call->count, n, c, &off, &len);
+        if (!len) continue;
+        for (int k = 0; k < n; k++) ctx->srcs[k] = STAGE(sh, (c + 1 + k) % n, call) + off * esize;
+        shs__reduce((char *)dst + off * esize, ctx->srcs, n, len, call->dtype, call->redop);
+    }
+}
+
+/* The reduce step of the staged one-shot all_reduce (both orders), after
+ * begin_staged: redundant on every rank, or shared when ranks outnumber cores. */
+static shs_status_t one_shot_reduce(shs_comm_t *comm, const shs__call_t *call) {
+    rank_ctx_t *ctx = comm->ctx;
+    shared_t *sh = ctx->sh;
+    if (sh->spin_iters) {
+        reduce_stages(ctx, call, call->recvbuf);
+        return SHS_OK;
+    }
+    uint64_t tag = call->seq + 1;
+    void *result = STAGE(sh, sh->nranks, call);
+    uint64_t claimed = atomic_load_explicit(&sh->reduce_claimed, memory_order_relaxed);
+    if (claimed < tag && atomic_compare_exchange_strong(&sh->reduce_claimed, &claimed, tag)) {
+        reduce_stages(ctx, call, result);
+        atomic_store_explicit(&sh->reduce_done, tag, memory_order_release);
+    } else {
+        /* The claimant is a rank of this call past its barrier, doing a
+         * bounded reduction: wait by yielding, watching for failure only. */
+        while (atomic_load_explicit(&sh->reduce_done, memory_order_acquire) < tag) {
+            if (failed(sh)) return failed_status(comm, call, 1);
+            sched_yield();
+        }
+    }
+    copy_bytes(call->recvbuf, result, call->count * shs_dtype_size(call->dtype));
+    return SHS_OK;
+}
 
 static shs_status_t thread_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
     if (call->order == SHS_REDUCE_ORDER_RING) return ring_all_reduce(comm, call);
@@ -608,10 +668,7 @@ static shs_status_t thread_all_reduce(shs_comm_t *comm, const shs__call_t *call)
 
     if (bytes <= STAGE_BYTES && bytes * (size_t)n <= ONE_SHOT_MAX_BYTES) {
         SHS_CHECK(begin_staged(comm, call, call->sendbuf, bytes));
-        if (bytes) {
-            for (int j = 0; j < n; j++) ctx->srcs[j] = STAGE(sh, j, call);
-            shs__reduce(call->recvbuf, ctx->srcs, n, call->count, call->dtype, call->redop);
-        }
+        if (bytes) SHS_CHECK(one_shot_reduce(comm, call));
         return finish(comm, call, 0);
     }
 
@@ -661,12 +718,7 @@ static shs_status_t ring_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
 
     if (bytes <= STAGE_BYTES && bytes * (size_t)n <= ONE_SHOT_MAX_BYTES) {
         SHS_CHECK(begin_staged(comm, call, call->sendbuf, bytes));
-        for (int c = 0; c < n; c++) {
-            ring_chunk(call->count, n, c, &off, &len);
-            if (!len) continue;
-            for (int k = 0; k < n; k++) ctx->srcs[k] = STAGE(sh, (c + 1 + k) % n, call) + off * esize;
-            shs__reduce((char *)call->recvbuf + off * esize, ctx->srcs, n, len, call->dtype, call->redop);
-        }
+        if (bytes) SHS_CHECK(one_shot_reduce(comm, call));
         return finish(comm, call, 0);
     }
 

@@ -159,6 +159,15 @@ static void test_all_reduce(void **state) {
     for (int w = 0; w < NUM_WORLD_SIZES; w++) tw_run_ok(world_sizes[w], DATA_TIMEOUT_MS, rank_all_reduce, NULL);
 }
 
+/* On one CPU every world is oversubscribed: small all_reduces take the
+ * shared one-shot reduction (one rank reduces, all copy) on any machine. */
+static void test_all_reduce_oversubscribed(void **state) {
+    (void)state;
+    static const int worlds[] = {2, 3, 5};
+    for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++)
+        tw_run_ok_one_cpu(worlds[w], DATA_TIMEOUT_MS, rank_all_reduce, NULL);
+}
+
 /* ---- reduce_scatter ----------------------------------------------------- */
 
 static const size_t block_counts[] = {0, 1, 7, 1000, 3001};
@@ -1020,6 +1029,7 @@ int main(void) {
         cmocka_unit_test(test_init_errors),
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_all_reduce),
+        cmocka_unit_test(test_all_reduce_oversubscribed),
         cmocka_unit_test(test_reduce_scatter),
         cmocka_unit_test(test_all_gather),
         cmocka_unit_test(test_broadcast),

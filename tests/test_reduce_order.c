@@ -281,6 +281,9 @@ static void test_ring_matches_serial_oracle(void **state) {
     (void)state;
     static const int worlds[] = {1, 2, 3, 4, 5, 8};
     for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) tw_run_ok(worlds[w], TIMEOUT_MS, rank_ring_oracle, NULL);
+    /* on one CPU: the shared one-shot reduction in ring order */
+    tw_run_ok_one_cpu(2, TIMEOUT_MS, rank_ring_oracle, NULL);
+    tw_run_ok_one_cpu(3, TIMEOUT_MS, rank_ring_oracle, NULL);
 }
 
 /* ---- identities ----------------------------------------------------------- */

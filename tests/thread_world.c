@@ -2,6 +2,7 @@
 #include "thread_world.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,4 +80,26 @@ void tw_run_ok(int n, int timeout_ms, tw_fn fn, void *arg) {
     tw_rank_t *ranks = tw_run(n, timeout_ms, fn, arg);
     tw_assert_all(ranks, n, SHS_OK);
     free(ranks);
+}
+
+void tw_run_ok_one_cpu(int n, int timeout_ms, tw_fn fn, void *arg) {
+#ifdef __linux__
+    cpu_set_t all, one;
+    if (sched_getaffinity(0, sizeof all, &all) == 0) {
+        CPU_ZERO(&one);
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &all)) {
+                CPU_SET(c, &one);
+                break;
+            }
+        if (sched_setaffinity(0, sizeof one, &one) == 0) {
+            tw_rank_t *ranks = tw_run(n, timeout_ms, fn, arg);
+            sched_setaffinity(0, sizeof all, &all);
+            tw_assert_all(ranks, n, SHS_OK);
+            free(ranks);
+            return;
+        }
+    }
+#endif
+    tw_run_ok(n, timeout_ms, fn, arg);
 }

@@ -30,6 +30,12 @@ tw_rank_t *tw_run(int n, int timeout_ms, tw_fn fn, void *arg);
 void tw_assert_all(const tw_rank_t *ranks, int n, shs_status_t expect);
 /* tw_run + tw_assert_all(SHS_OK) + free. */
 void tw_run_ok(int n, int timeout_ms, tw_fn fn, void *arg);
+/* tw_run_ok with the calling thread (and so the communicator's view of the
+ * machine, and every rank thread) pinned to one CPU, then unpinned: every
+ * n >= 2 is then oversubscribed, whatever the machine, so the thread
+ * backend's ranks-outnumber-cores paths run. Skips the pinning (plain
+ * tw_run_ok) where affinity cannot be set. */
+void tw_run_ok_one_cpu(int n, int timeout_ms, tw_fn fn, void *arg);
 
 void tw_fail(tw_rank_t *r, const char *file, int line, const char *cond, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
