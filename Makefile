@@ -234,6 +234,23 @@ $(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_DIR)/libshardsim-fuz
 bench: $(BIN)
 	$(BIN) bench
 
+# OpenMPI's own MPI_Allreduce on this machine, in the same columns: issue 7's
+# "tuned OpenMPI" yardstick (shared memory through vader, single-copy off,
+# MALLOC_MMAP_MAX_=0), at N = 2, 4, 8. Needs MPI; not part of `make bench`.
+.PHONY: bench-openmpi
+bench-openmpi:
+ifeq ($(MPI),yes)
+	@mkdir -p $(BUILD)
+	$(MPICC) -O2 -o $(BUILD)/ref_mpi_allreduce sim/ref/mpi_allreduce.c
+	@for n in 2 4 8; do \
+	  MALLOC_MMAP_MAX_=0 $(MPIRUN) $$( [ "$$(id -u)" = 0 ] && echo --allow-run-as-root) --oversubscribe \
+	    --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
+	    -np $$n $(BUILD)/ref_mpi_allreduce 1024 67108864 4 0.2 || exit 1; \
+	done
+else
+	@echo "make bench-openmpi: needs OpenMPI (mpicc and mpi.h not found; make deps installs them)"; exit 1
+endif
+
 # Install what the tests need on Debian/Ubuntu (cmocka), if it is missing.
 deps:
 	@missing=""; \

@@ -144,6 +144,12 @@ double shs_bench_naive_us(shs_coll_op_t op, int nranks, size_t bytes, double tar
         nv.send[j] = calloc(send_elems ? send_elems : 1, sizeof(float));
         nv.recv[j] = calloc(recv_elems ? recv_elems : 1, sizeof(float));
         ok = nv.send[j] && nv.recv[j];
+        /* Write every page: a calloc'd buffer that is only read maps the
+         * kernel's one zero page, which would make the reads cache hits. */
+        if (ok) {
+            memset(nv.send[j], 1, (send_elems ? send_elems : 1) * sizeof(float));
+            memset(nv.recv[j], 1, (recv_elems ? recv_elems : 1) * sizeof(float));
+        }
     }
     if (ok && pthread_barrier_init(&nv.bar, NULL, (unsigned)n) == 0) {
         pthread_mutex_init(&nv.mu, NULL);

@@ -744,7 +744,8 @@ static shs_status_t ring_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
  * Direct, otherwise:
  *   post+check  every rank posts (sendbuf, recvbuf), barrier, compare calls.
  *   copy        every rank copies the root's sendbuf into its recvbuf (the
- *               root too, unless in place).
+ *               root too, unless in place), with streaming stores when the
+ *               output of all ranks exceeds the cache.
  *   exit        barrier: the root's sendbuf is read until everyone is done.
  */
 static shs_status_t thread_broadcast(shs_comm_t *comm, const shs__call_t *call) {
@@ -752,10 +753,14 @@ static shs_status_t thread_broadcast(shs_comm_t *comm, const shs__call_t *call) 
     size_t bytes = call->count * shs_dtype_size(call->dtype);
     int staged = bytes <= STAGE_BYTES, is_root = comm->rank == call->root;
     SHS_CHECK(begin_staged(comm, call, call->sendbuf, staged && is_root ? bytes : 0));
-    const void *src = staged ? STAGE(sh, call->root, call) : POSTED(sh, call->root, call)->sendbuf;
-    if (!(staged && is_root)) copy_bytes(call->recvbuf, src, bytes);
-    else copy_bytes(call->recvbuf, call->sendbuf, bytes);
-    return finish(comm, call, !staged);
+    if (staged) {
+        copy_bytes(call->recvbuf, is_root ? call->sendbuf : STAGE(sh, call->root, call), bytes);
+        return finish(comm, call, 0);
+    }
+    void *dst = call->recvbuf;
+    const void *src = POSTED(sh, call->root, call)->sendbuf;
+    if (bytes && dst != src) shs__copy_multi(&dst, 1, src, bytes, use_stream(bytes * (size_t)sh->nranks));
+    return finish(comm, call, 1);
 }
 
 /* ---- reduce ---------------------------------------------------------------
