@@ -423,6 +423,7 @@ static shs_status_t barrier(shs_comm_t *comm, const shs__call_t *call) {
     double deadline = start + sh->timeout_ms / 1000.0;
     int done = 0;
     atomic_fetch_add(&sh->sleepers, 1);
+    atomic_thread_fence(memory_order_seq_cst); /* the counters below are read after the count is seen */
     for (;;) {
         uint32_t w = atomic_load(&sh->wake);
         if (all_arrived(sh, k, &next)) { done = 1; break; }
