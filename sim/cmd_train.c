@@ -61,7 +61,9 @@ static void train_usage(FILE *f) {
             "                         same collectives and reduction order, so the same bits.\n"
             "                         cuda: every rank a CUDA device on one GPU (pick it with\n"
             "                         CUDA_VISIBLE_DEVICES), device-local communicator: DDP and ZeRO\n"
-            "                         agree bit for bit; cuda-nccl: rank r on GPU r over NCCL\n"
+            "                         agree bit for bit; cuda-nccl: rank r on GPU r over NCCL;\n"
+            "                         mpi-nccl: under mpirun, one process per GPU (GPU = its index on\n"
+            "                         the node), NCCL bootstrapped over MPI; same bits as cuda-nccl\n"
             "  --loss-bits            also print each step's loss as its f32 bits in hex\n"
             "  --strategy S           ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2\n"
             "                         (default %s)\n"
@@ -360,12 +362,14 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     o->debug_mismatch_rank = p.given[O_DEBUG_MISMATCH_RANK] ? (long)p.num[O_DEBUG_MISMATCH_RANK] : -1;
     o->debug_stall_rank = p.given[O_DEBUG_STALL_RANK] ? (long)p.num[O_DEBUG_STALL_RANK] : -1;
     if (p.given[O_BACKEND]) {
-        static const char *const names[] = {"thread", "mpi", "cuda", "cuda-nccl"};
-        static const int values[] = {-1, -2, SHS_WORLD_CUDA, SHS_WORLD_CUDA_NCCL}; /* -2: mpi, -1: threads */
+        static const char *const names[] = {"thread", "mpi", "cuda", "cuda-nccl", "mpi-nccl"};
+        /* -1: threads, -2: mpi (CPU devices), -3: mpi with one GPU per process over NCCL */
+        static const int values[] = {-1, -2, SHS_WORLD_CUDA, SHS_WORLD_CUDA_NCCL, -3};
         int b;
-        if (choose(p.str[O_BACKEND], names, values, 4, &b))
-            return usage_error("--backend takes thread, mpi, cuda or cuda-nccl (got '%s')%s", p.str[O_BACKEND], "");
-        if (b == -2) o->backend_mpi = 1;
+        if (choose(p.str[O_BACKEND], names, values, 5, &b))
+            return usage_error("--backend takes thread, mpi, cuda, cuda-nccl or mpi-nccl (got '%s')%s", p.str[O_BACKEND], "");
+        if (b == -2 || b == -3) o->backend_mpi = 1;
+        if (b == -3) c->backend = SHS_WORLD_CUDA_NCCL;
         else if (b >= 0) c->backend = (shs_world_backend_t)b;
     }
     if (o->backend_mpi) {
@@ -627,7 +631,10 @@ int sim_cmd_train(int argc, char **argv) {
     if (cfg->backend != SHS_WORLD_CPU) { /* --backend cuda: fail early and clearly without a GPU */
         int gpus;
         if (shs_cuda_device_count(&gpus) != SHS_OK) {
-            report_error(cfg->backend == SHS_WORLD_CUDA ? "--backend cuda" : "--backend cuda-nccl");
+            report_error(cfg->backend == SHS_WORLD_CUDA ? "--backend cuda"
+                         : o.backend_mpi                ? "--backend mpi-nccl"
+                                                        : "--backend cuda-nccl");
+            if (o.backend_mpi) shs_mpi_abort(SIM_EXIT_ERROR); /* every process, none left waiting */
             return SIM_EXIT_ERROR;
         }
     }

@@ -78,8 +78,7 @@ struct shs_comm_id {
  *   ONE_SHOT_MAX      staged all_reduce also needs count*size*N <= this;
  *   STREAM_MIN        streaming stores when the output of all ranks
  *                     together (all_reduce count*size*N, all_gather
- *                     N*N*block, reduce_scatter N*block, broadcast
- *                     count*size*N) exceeds this. */
+ *                     N*N*block, reduce_scatter N*block) exceeds this. */
 #define SHS__STAGE_BYTES (16 * 1024)
 #define SHS__ONE_SHOT_MAX_BYTES (64 * 1024)
 #define SHS__STREAM_MIN_BYTES ((size_t)8 << 20)

@@ -44,6 +44,12 @@ shs_status_t shs_comm_init_all_cuda(shs_comm_t **comms, shs_comm_id_t *id, shs_d
     for (int r = 0; comms && r < n; r++) comms[r] = NULL;
     return shs_set_error(SHS_UNSUPPORTED, NO_CUDA);
 }
+
+shs_status_t shs_comm_nccl_create_mpi(shs_comm_t **comm, shs_comm_t *host, shs_device_t *dev) {
+    (void)host, (void)dev;
+    if (comm) *comm = NULL;
+    return shs_set_error(SHS_UNSUPPORTED, NO_CUDA);
+}
 #else
 typedef int shs__cuda_stub_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -20,6 +20,7 @@ typedef struct {
 struct shs_world {
     int n;
     int local;                   /* shs_world_create_local: one slot, jobs on the caller's thread */
+    int owns_comm;               /* local: the slot's communicator is the world's (NCCL over MPI) */
     rank_slot_t *slots;          /* (n), or (1) when local */
     pthread_mutex_t mu;
     pthread_cond_t job_cv, done_cv;
@@ -66,6 +67,21 @@ static int default_threads_per_rank(int n) {
     if (cores < 1) cores = 1;
     long t = cores / n;
     return t < 1 ? 1 : (int)t;
+}
+
+/* This process's index among the job's processes on its node, as the common
+ * launchers export it (OpenMPI, MPICH/Hydra, Slurm); 0 when none does. */
+static int node_local_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) {
+            char *end;
+            long x = strtol(v, &end, 10);
+            if (*end == '\0' && x >= 0 && x < 65536) return (int)x;
+        }
+    }
+    return 0;
 }
 
 /* CUDA devices and a CUDA communicator for every rank (world.h's backends). */
@@ -173,21 +189,32 @@ shs_status_t shs_world_create_local(shs_world_t **out, const shs_world_config_t 
     s->world = w;
     s->ctx.rank = shs_comm_rank(comm);
     s->ctx.world_size = w->n;
-    shs_status_t st = shs_comm_set_reduce_order(comm, cfg->reduce_order);
-    if (st == SHS_OK) st = shs_device_create_cpu(&s->ctx.dev, s->ctx.rank, cfg->device_mem, default_threads_per_rank(w->n));
+    shs_status_t st = SHS_OK;
+    if (cfg->backend == SHS_WORLD_CUDA_NCCL) {
+        st = shs_device_create_cuda(&s->ctx.dev, s->ctx.rank, cfg->gpu + node_local_rank(), cfg->device_mem);
+        if (st == SHS_OK) st = shs_comm_nccl_create_mpi(&s->ctx.comm, comm, s->ctx.dev);
+        w->owns_comm = s->ctx.comm != NULL;
+        if (st == SHS_OK) st = shs_comm_set_reduce_order(s->ctx.comm, cfg->reduce_order);
+    } else if (cfg->backend != SHS_WORLD_CPU) {
+        st = shs_set_error(SHS_INVALID_ARG, "rank %d: a multi-process world runs on CPU devices or on one GPU per "
+                           "process over NCCL (the device-local CUDA backend shares one process)", s->ctx.rank);
+    } else {
+        st = shs_comm_set_reduce_order(comm, cfg->reduce_order);
+        if (st == SHS_OK) st = shs_device_create_cpu(&s->ctx.dev, s->ctx.rank, cfg->device_mem, default_threads_per_rank(w->n));
+        s->ctx.comm = comm;
+    }
     if (st != SHS_OK) {
-        free(w->slots);
-        free(w);
+        shs_world_destroy(w);
         return st;
     }
-    s->ctx.comm = comm;
     *out = w;
     return SHS_OK;
 }
 
 void shs_world_destroy(shs_world_t *w) {
     if (!w) return;
-    if (w->local) { /* the communicator is borrowed */
+    if (w->local) { /* the communicator is borrowed, unless it is NCCL's over the borrowed one */
+        if (w->owns_comm) shs_comm_destroy(w->slots[0].ctx.comm);
         shs_device_destroy(w->slots[0].ctx.dev);
         free(w->slots);
         free(w);

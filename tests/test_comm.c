@@ -507,11 +507,6 @@ static int th_counts(th_coll_t coll, int n, size_t es, size_t out[4]) {
         out[0] = stage, out[1] = stage + 1, out[2] = s, out[3] = s + 1;
         return 4;
     }
-    case TH_BROADCAST: { /* streaming once the output of all ranks exceeds STREAM_MIN */
-        size_t s = SHS__STREAM_MIN_BYTES / un / es;
-        out[0] = stage, out[1] = stage + 1, out[2] = s, out[3] = s + 1;
-        return 4;
-    }
     default: out[0] = stage, out[1] = stage + 1; return 2;
     }
 }

@@ -32,6 +32,7 @@
 #include "harness.h"
 #include "shardsim/comm.h"
 #include "shardsim/comm_mpi.h"
+#include "shardsim/device.h"
 #include "thread_world.h"
 
 #define BIN SHS_BIN_PATH
@@ -431,6 +432,22 @@ static void test_world_must_match_job(void **state) {
         fail_msg("got exit %d, stderr:\n%s", p->exit_code, p->err);
 }
 
+/* One process per GPU over NCCL, bootstrapped over MPI: on a machine
+ * without a GPU (or a build without CUDA) every process stops with the
+ * reason and the job exits 1, nobody waits for the others. (Where GPUs
+ * exist, tests/gpu runs the real thing.) */
+static void test_mpi_nccl_without_gpu(void **state) {
+    (void)state;
+    int gpus = 0;
+    if (shs_cuda_device_count(&gpus) == SHS_OK && gpus > 0) skip();
+    char *args[] = {BIN, "train", "--backend", "mpi-nccl", "--steps", "1", NULL};
+    const test_proc_t *p = run_mpi(2, 60, args);
+    if (p->exit_code != 1 || !strstr(p->err, "--backend mpi-nccl") ||
+        (!strstr(p->err, "no CUDA device") && !strstr(p->err, "built without the CUDA backend")))
+        fail_msg("expected exit 1 naming --backend mpi-nccl and the missing GPU; got exit %d, stderr:\n%s",
+                 p->exit_code, p->err);
+}
+
 int main(void) {
     if (getenv("SHS_TEST_MPI_WORKER")) return worker_main();
     const struct CMUnitTest tests[] = {
@@ -440,6 +457,7 @@ int main(void) {
         cmocka_unit_test(test_mismatch_fails_fast),
         cmocka_unit_test(test_missing_rank_times_out),
         cmocka_unit_test(test_world_must_match_job),
+        cmocka_unit_test(test_mpi_nccl_without_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,12 +21,15 @@
  *                 kernel as the device-local communicator: bit-identical to
  *                 the thread backend, at N times the traffic of a
  *                 reduce-scatter (the price of the fixed order). Call checks
- *                 and timeouts come from a thread-backend rendezvous that
- *                 runs beside NCCL (one process only: no MPI bootstrap yet).
+ *                 and timeouts come from a host communicator that runs
+ *                 beside NCCL: a thread-backend rendezvous when the ranks
+ *                 are threads of one process (shs_comm_id_create_nccl), or
+ *                 a split of the MPI job's communicator when they are
+ *                 processes, one GPU each (shs_comm_nccl_create_mpi).
  * Host buffers passed to either are staged through device memory (the
  * offload paths of strategy.c hand the norm accumulator in host memory).
- * What it is not: a network model, or multi-process (see issue 6's MPI
- * backend for processes).
+ * What it is not: a network model. Device-local ranks are threads of one
+ * process; NCCL ranks may be processes (bootstrapped over MPI).
  */
 #ifndef SHARDSIM_COMM_CUDA_H
 #define SHARDSIM_COMM_CUDA_H
@@ -55,5 +58,25 @@ shs_status_t shs_comm_init_rank_cuda(shs_comm_t **comm, shs_comm_id_t *id, int r
  * NCCL requires when one thread initializes several ranks. On failure every
  * comms[r] is NULL. Errors: as shs_comm_init_rank_cuda. */
 shs_status_t shs_comm_init_all_cuda(shs_comm_t **comms, shs_comm_id_t *id, shs_device_t *const *devs, int n);
+/* One process per GPU (issue 6: "one process per GPU bootstrapped over
+ * MPI"): an NCCL communicator with the rank and size of `host`, a
+ * communicator whose ranks are the processes of the job (the MPI backend,
+ * comm_mpi.h). Collective over `host`, every rank calls it with its own CUDA
+ * device `dev`:
+ *   1. shs_comm_split(host, 0, rank): the new handle's own host
+ *      communicator, which checks every call (op, count, dtype, reduce op,
+ *      root, order, sequence number) across the processes and enforces the
+ *      timeout BEFORE any NCCL call, as the thread rendezvous does for
+ *      threads: a mismatch or a missing process is an error, not a hang
+ *      inside NCCL;
+ *   2. rank 0 makes the NCCL unique id (ncclGetUniqueId) and broadcasts its
+ *      bytes over `host` (shs_broadcast, u8);
+ *   3. ncclCommInitRank(size, id, rank) on dev's GPU.
+ * The collectives, reduction order and bits are those of the NCCL
+ * communicator above. `host` stays the caller's (destroy it after this
+ * handle). Errors: SHS_UNSUPPORTED (built without CUDA or NCCL),
+ * SHS_INVALID_ARG (dev not a CUDA device), SHS_INTERNAL (NCCL), SHS_HOST_OOM,
+ * and the errors of host's collectives. */
+shs_status_t shs_comm_nccl_create_mpi(shs_comm_t **comm, shs_comm_t *host, shs_device_t *dev);
 
 #endif

@@ -56,10 +56,19 @@ shs_status_t shs_world_create(shs_world_t **out, const shs_world_config_t *cfg);
 /* A world of which this process runs one rank: rank shs_comm_rank(comm) of
  * shs_comm_size(comm), over a communicator that spans processes (the MPI
  * backend, comm_mpi.h). cfg->world_size must equal the communicator's size
- * (name is unused). The rank gets a CPU device with max(1, cores / size)
- * kernel threads, and jobs run on the caller's thread (no rank threads). The
- * world borrows comm, which must outlive it; its reduce order is set from
- * cfg. Errors: SHS_INVALID_ARG (size, reduce order), SHS_HOST_OOM. */
+ * (name is unused). Jobs run on the caller's thread (no rank threads).
+ *   cfg->backend SHS_WORLD_CPU: the rank gets a CPU device with
+ *     max(1, cores / size) kernel threads and uses comm itself, which the
+ *     world borrows (it must outlive the world);
+ *   SHS_WORLD_CUDA_NCCL: one process per GPU. The rank gets a CUDA device on
+ *     GPU cfg->gpu + its index among the job's processes on this node (from
+ *     OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID; 0 if none
+ *     is set) and an NCCL communicator bootstrapped over comm
+ *     (shs_comm_nccl_create_mpi), which the world owns; comm must outlive
+ *     the world too. Collective over comm.
+ * The reduce order is set from cfg. Errors: SHS_INVALID_ARG (size, reduce
+ * order, SHS_WORLD_CUDA: device-local ranks share one process), SHS_HOST_OOM,
+ * and those of shs_device_create_cuda and shs_comm_nccl_create_mpi. */
 shs_status_t shs_world_create_local(shs_world_t **out, const shs_world_config_t *cfg, shs_comm_t *comm);
 
 /* Stop the threads and free devices and communicators. NULL is a no-op. */

@@ -1,10 +1,14 @@
-/* comm_nccl.c - the NCCL communicator: N ranks (threads of one process), one
- * GPU each (comm_cuda.h).
+/* comm_nccl.c - the NCCL communicator: N ranks, one GPU each, as threads of
+ * one process or as processes of an MPI job (comm_cuda.h).
  *
- * What it is: NCCL moves the data; the thread backend's rendezvous runs
- * beside it for comm.h's cross-rank call checks and timeouts, BEFORE any
- * NCCL call, so a mismatched or missing call becomes SHS_MISMATCH /
- * SHS_TIMEOUT instead of a hang inside NCCL.
+ * What it is: NCCL moves the data; a host communicator (the "sync" handle)
+ * runs beside it for comm.h's cross-rank call checks and timeouts, BEFORE
+ * any NCCL call, so a mismatched or missing call becomes SHS_MISMATCH /
+ * SHS_TIMEOUT instead of a hang inside NCCL. For threads the sync handle is
+ * a thread-backend rendezvous; for processes it is a split of the MPI job's
+ * communicator, whose barrier exchanges and compares the call's descriptor
+ * (comm_mpi.c), and the NCCL unique id reaches every process by a broadcast
+ * over that communicator (shs_comm_nccl_create_mpi).
  * Why the reductions are not NCCL's: ncclAllReduce and ncclReduceScatter add
  * in an order of NCCL's choosing (ring or tree, split over channels; NCCL
  * issues #855, #1055), which differs from comm.h's fixed rank order and
@@ -25,10 +29,9 @@
  * That moves the same bytes per rank as NCCL's ring reduce-scatter and
  * all-gather (all-to-all instead of ring steps), without NCCL's reduction.
  * all_gather and broadcast are ncclAllGather / ncclBroadcast (copies: exact).
- * What it is not: multi-process (the rendezvous is the thread backend's; an
- * MPI bootstrap of the unique id is future work), or woken by
- * shs_comm_abort while inside an NCCL kernel (the checks come first, so a
- * healthy call never waits there for a failed peer's mismatch).
+ * What it is not: woken by shs_comm_abort while inside an NCCL kernel (the
+ * checks come first, so a healthy call never waits there for a failed
+ * peer's mismatch).
  * Without NCCL at build time (no SHS_HAVE_NCCL) every entry point returns
  * SHS_UNSUPPORTED.
  */
@@ -60,6 +63,12 @@ shs_status_t shs__comm_nccl_init_all(shs_comm_t **comms, shs_comm_id_t *id, shs_
     return shs_set_error(SHS_UNSUPPORTED, "shardsim was built without NCCL (nccl.h not found at build time)");
 }
 
+shs_status_t shs_comm_nccl_create_mpi(shs_comm_t **comm, shs_comm_t *host, shs_device_t *dev) {
+    (void)host, (void)dev;
+    if (comm) *comm = NULL;
+    return shs_set_error(SHS_UNSUPPORTED, "shardsim was built without NCCL (nccl.h not found at build time)");
+}
+
 #else
 #include <nccl.h>
 
@@ -70,7 +79,7 @@ typedef struct {
 } nccl_id_t;
 
 typedef struct {
-    shs_comm_t *sync;       /* thread-backend handle: checks and timeouts */
+    shs_comm_t *sync;       /* host handle (thread or MPI backend): checks and timeouts */
     ncclComm_t nc;
     shs_device_t *dev;
     void *scratch;          /* grown on demand */
@@ -232,15 +241,28 @@ static shs_status_t do_nothing(shs_comm_t *comm, const shs__call_t *call) {
 
 typedef shs_status_t (*nccl_fn)(shs_comm_t *comm, const shs__call_t *call);
 
-/* check (thread rendezvous) -> NCCL work on the device stream -> drain. */
+/* The host handle's check of `call` before any NCCL work: the thread
+ * rendezvous's post-and-compare, or (processes) the host backend's barrier
+ * with this call's descriptor, which the MPI backend exchanges and compares
+ * under its timeout. */
+static shs_status_t sync_begin(shs_comm_t *sync, const shs__call_t *call) {
+    if (sync->iface == &shs__comm_thread_iface) return shs__comm_thread_begin(sync, call);
+    return sync->iface->barrier(sync, call);
+}
+static shs_status_t sync_finish(shs_comm_t *sync, const shs__call_t *call) {
+    if (sync->iface == &shs__comm_thread_iface) return shs__comm_thread_finish(sync, call, 0);
+    return SHS_OK;
+}
+
+/* check (host handle) -> NCCL work on the device stream -> drain. */
 static shs_status_t run_call(shs_comm_t *comm, const shs__call_t *call, nccl_fn fn) {
     nccl_ctx_t *c = nctx(comm);
     SHS_CHECK(shs__cuda_bind(c->dev));
-    SHS_CHECK(shs__comm_thread_begin(c->sync, call));
+    SHS_CHECK(sync_begin(c->sync, call));
     shs_status_t st = fn(comm, call);
     cudaError_t e = cudaStreamSynchronize(shs__cuda_device_stream(c->dev));
     if (st == SHS_OK && e != cudaSuccess) st = shs__cuda_error(comm->rank, "collective on the device stream", e);
-    shs_status_t fin = shs__comm_thread_finish(c->sync, call, 0);
+    shs_status_t fin = sync_finish(c->sync, call);
     return st != SHS_OK ? st : fin;
 }
 
@@ -263,16 +285,14 @@ static void nccl_destroy(shs_comm_t *comm) {
         if (c->scratch) cudaFree(c->scratch);
         if (c->table_dev) cudaFree(c->table_dev);
     }
-    if (c->sync) {
-        shs__comm_thread_iface.destroy(c->sync);
-        free(c->sync);
-    }
+    shs_comm_destroy(c->sync);
     free(c->table_host);
     free(c);
     comm->ctx = NULL;
 }
 
-/* A handle around a joined sync handle and an NCCL communicator. */
+/* A handle around a joined sync handle and an NCCL communicator. On failure
+ * comm->ctx may hold a partial context (nccl_destroy frees it). */
 static shs_status_t make_handle(shs_comm_t *comm, shs_comm_t *sync, ncclComm_t nc, shs_device_t *dev) {
     nccl_ctx_t *c = calloc(1, sizeof *c);
     void **table = calloc(3 * (size_t)sync->nranks + 1, sizeof *table);
@@ -299,7 +319,7 @@ static shs_status_t nccl_split(shs_comm_t *comm, const shs__call_t *call, shs_co
     *newcomm = NULL;
     SHS_CHECK(shs__cuda_bind(c->dev));
     shs_comm_t *child_sync = NULL;
-    SHS_CHECK(shs__comm_thread_iface.split(c->sync, call, &child_sync));
+    SHS_CHECK(c->sync->iface->split(c->sync, call, &child_sync));
     ncclComm_t child_nc = NULL;
     ncclResult_t r = ncclCommSplit(c->nc, call->color == SHS_SPLIT_NOCOLOR ? NCCL_SPLIT_NOCOLOR : call->color,
                                    call->key, &child_nc, NULL);
@@ -313,10 +333,7 @@ static shs_status_t nccl_split(shs_comm_t *comm, const shs__call_t *call, shs_co
             nccl_destroy(child);
         } else {
             if (child_nc) ncclCommDestroy(child_nc);
-            if (child_sync) {
-                shs__comm_thread_iface.destroy(child_sync);
-                free(child_sync);
-            }
+            shs_comm_destroy(child_sync);
         }
         free(child);
         return st;
@@ -325,7 +342,23 @@ static shs_status_t nccl_split(shs_comm_t *comm, const shs__call_t *call, shs_co
     return SHS_OK;
 }
 
-static void nccl_abort(shs_comm_t *comm, const char *reason) { shs__comm_thread_iface.abort(nctx(comm)->sync, reason); }
+/* make_handle, then hand the result to *out, or free everything. */
+static shs_status_t finish_handle(shs_comm_t **out, shs_comm_t *c, shs_comm_t *sync, ncclComm_t nc, shs_device_t *dev) {
+    shs_status_t st = make_handle(c, sync, nc, dev);
+    if (st != SHS_OK) {
+        if (c->ctx) nccl_destroy(c);
+        else {
+            ncclCommDestroy(nc);
+            shs_comm_destroy(sync);
+        }
+        free(c);
+        return st;
+    }
+    *out = c;
+    return SHS_OK;
+}
+
+static void nccl_abort(shs_comm_t *comm, const char *reason) { shs_comm_abort(nctx(comm)->sync, reason); }
 
 static shs_status_t nccl_init_rank_plain(shs_comm_t *comm, void *id_ctx, int rank) {
     (void)comm, (void)id_ctx;
@@ -407,24 +440,11 @@ shs_status_t shs__comm_nccl_init_rank_cuda(shs_comm_t **comm, shs_comm_id_t *id,
     ncclComm_t nc = NULL;
     ncclResult_t r = ncclCommInitRank(&nc, nid->nranks, nid->uid, rank);
     if (r != ncclSuccess) {
-        shs__comm_thread_iface.destroy(sync);
-        free(sync);
+        shs_comm_destroy(sync);
         free(c);
         return shs_set_error(SHS_INTERNAL, "rank %d: ncclCommInitRank: %s", rank, ncclGetErrorString(r));
     }
-    st = make_handle(c, sync, nc, dev);
-    if (st != SHS_OK) {
-        if (c->ctx) nccl_destroy(c);
-        else {
-            ncclCommDestroy(nc);
-            shs__comm_thread_iface.destroy(sync);
-            free(sync);
-        }
-        free(c);
-        return st;
-    }
-    *comm = c;
-    return SHS_OK;
+    return finish_handle(comm, c, sync, nc, dev);
 }
 
 /* Every rank from this thread: the ncclCommInitRank calls of one group
@@ -447,6 +467,44 @@ shs_status_t shs__comm_nccl_init_all(shs_comm_t **comms, shs_comm_id_t *id, shs_
             comms[k] = NULL;
         }
     return st;
+}
+
+shs_status_t shs_comm_nccl_create_mpi(shs_comm_t **comm, shs_comm_t *host, shs_device_t *dev) {
+    if (!comm || !host || !dev)
+        return shs_set_error(SHS_INVALID_ARG, "shs_comm_nccl_create_mpi: %s is NULL", !comm ? "comm" : !host ? "host" : "dev");
+    *comm = NULL;
+    int rank = shs_comm_rank(host), n = shs_comm_size(host);
+    if (!shs__device_is_cuda(dev))
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: shs_comm_nccl_create_mpi: not a CUDA device", rank);
+    SHS_CHECK(shs__cuda_bind(dev));
+    /* every process takes part in each step, also after a local failure, so
+     * that nobody waits for a step another process skipped: the host
+     * collectives carry the failure (abort) to the others */
+    shs_comm_t *sync = NULL;
+    shs_status_t st = shs_comm_split(host, 0, rank, &sync);
+    ncclUniqueId uid;
+    memset(&uid, 0, sizeof uid);
+    if (st == SHS_OK && rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&uid);
+        if (r != ncclSuccess) {
+            st = shs_set_error(SHS_INTERNAL, "rank 0: ncclGetUniqueId: %s", ncclGetErrorString(r));
+            shs_comm_abort(host, shs_last_error());
+        }
+    }
+    if (st == SHS_OK) st = shs_broadcast(&uid, &uid, sizeof uid, SHS_U8, 0, host);
+    ncclComm_t nc = NULL;
+    if (st == SHS_OK) {
+        ncclResult_t r = ncclCommInitRank(&nc, n, uid, rank);
+        if (r != ncclSuccess) st = shs_set_error(SHS_INTERNAL, "rank %d: ncclCommInitRank: %s", rank, ncclGetErrorString(r));
+    }
+    shs_comm_t *c = st == SHS_OK ? shs__comm_new(&shs__comm_nccl_iface) : NULL;
+    if (st == SHS_OK && !c) st = shs_set_error(SHS_HOST_OOM, "rank %d: out of host memory", rank);
+    if (st != SHS_OK) {
+        if (nc) ncclCommDestroy(nc);
+        shs_comm_destroy(sync);
+        return st;
+    }
+    return finish_handle(comm, c, sync, nc, dev);
 }
 
 #endif /* SHS_HAVE_NCCL */
