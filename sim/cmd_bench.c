@@ -58,7 +58,8 @@ static void bench_usage(FILE *f) {
             "  --op OP            all_reduce | all_gather | reduce_scatter | broadcast | all\n"
             "                     (default all; repeatable)\n"
             "  --world N          ranks of the collective sweep (default: 2, 4, 8, 16; repeatable);\n"
-            "                     the training tables always use world 4 and 1..16\n"
+            "                     the training tables always use world 4 (strategies) and 1..64\n"
+            "                     (ZeRO-3 at a global batch of 64)\n"
             "  --min-bytes SIZE   smallest size (default 1K; nccl-tests -b)\n"
             "  --max-bytes SIZE   largest size (default 256M; nccl-tests -e)\n"
             "  --factor F         size multiplier between rows (default 4; nccl-tests -f)\n"
@@ -66,8 +67,9 @@ static void bench_usage(FILE *f) {
             "  --seconds S        target time per row (default 0.2)\n"
             "  --only WHAT        coll | train | matmul | compare | trace (default all; repeatable)\n"
             "  --train-steps N    timed steps per strategy (default 4)\n"
-            "  --format F         text | json (default text)\n"
-            "  --backend B        cpu | cuda | cuda-nccl: ranks on CPU threads (default), on one GPU\n"
+            "  --format F         text | json (default text); json holds the coll, train and matmul\n"
+            "                     tables (--only compare and --only trace are text only)\n"
+            "  --backend B        cpu (or thread) | cuda | cuda-nccl: ranks on CPU threads (default), on one GPU\n"
             "                     (device-local communicator), or one GPU each (NCCL); the matmul\n"
             "                     table is CPU-only and skipped on CUDA\n"
             "  -h, --help         this text\n");
@@ -145,7 +147,8 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
         } else if (strcmp(a, "--backend") == 0) {
             if (strcmp(v, "cuda") == 0) o->backend = SHS_WORLD_CUDA;
             else if (strcmp(v, "cuda-nccl") == 0) o->backend = SHS_WORLD_CUDA_NCCL;
-            else if (strcmp(v, "cpu") != 0 && strcmp(v, "thread") != 0) return bench_error("unknown --backend ", v);
+            else if (strcmp(v, "cpu") != 0 && strcmp(v, "thread") != 0)
+                return bench_error("--backend takes cpu, thread, cuda or cuda-nccl (bench runs in one process), not ", v);
         } else if (strcmp(a, "--format") == 0) {
             if (strcmp(v, "json") == 0) o->json = 1;
             else if (strcmp(v, "text") != 0) return bench_error("unknown --format ", v);
@@ -153,6 +156,9 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
             return bench_error("unknown option ", a);
         }
     }
+    if (o->json && (o->do_compare || o->do_trace))
+        return bench_error("--format json covers coll, train and matmul; --only compare and --only trace print text: ",
+                           o->do_compare ? "compare" : "trace");
     if (!only) o->do_coll = o->do_train = o->do_matmul = o->do_compare = o->do_trace = 1;
     if (!o->num_ops) parse_op("all", o);
     if (!o->num_worlds) {
@@ -327,7 +333,7 @@ out:
     return rc;
 }
 
-/* ZeRO-3 at a fixed global batch of 16 sequences: step time as N grows, and
+/* ZeRO-3 at a fixed global batch of 64 sequences: step time as N grows, and
  * what each rank holds beyond the model's own state (params, grads,
  * optimizer state, activations): peak communication and other buffers. */
 static int run_scaling(const bench_opts_t *o, results_t *res) {

@@ -289,6 +289,17 @@ static int parent_writable(const char *path) {
     return access(dir, W_OK | X_OK) == 0;
 }
 
+/* Hybrid sharding's group size must divide the world size: a usage error
+ * (exit 2) with the sizes named; -1 when fine. */
+static int check_shard_group(const shs_train_config_t *c) {
+    int hybrid = c->strategy == SHS_HYBRID_SHARD || c->strategy == SHS_HYBRID_SHARD_ZERO2;
+    if (!hybrid || c->shard_group_size <= 0 || c->world_size % c->shard_group_size == 0) return -1;
+    char g[16], w[16];
+    snprintf(g, sizeof g, "%d", c->shard_group_size);
+    snprintf(w, sizeof w, "%d", c->world_size);
+    return usage_error("--shard-group-size %s must divide the world size %s", g, w);
+}
+
 /* Parse argv into o. Returns -1 to continue, or an exit code. */
 static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     parsed_t p = {0};
@@ -376,7 +387,8 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         static const opt_id_t not_mpi[] = {O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_TRACE,
                                            O_INJECT_BITFLIP};
         for (int k = 0; k < 6; k++)
-            if (p.given[not_mpi[k]]) return usage_error("%s is not supported with --backend mpi%s", options[not_mpi[k]].name, "");
+            if (p.given[not_mpi[k]])
+                return usage_error("%s is not supported with --backend %s", options[not_mpi[k]].name, p.str[O_BACKEND]);
     } else if (o->debug_mismatch_rank >= 0 || o->debug_stall_rank >= 0) {
         return usage_error("--debug-mismatch-rank and --debug-stall-rank need --backend mpi%s%s", "", "");
     }
@@ -466,12 +478,9 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     if (p.given[O_SHARD_GROUP_SIZE] && !hybrid)
         return usage_error("--shard-group-size applies to hybrid_shard and hybrid_shard_zero2, not %s%s",
                            shs_strategy_name(c->strategy), "");
-    if (hybrid && c->shard_group_size > 0 && c->world_size % c->shard_group_size != 0) {
-        char g[16], w[16];
-        snprintf(g, sizeof g, "%d", c->shard_group_size);
-        snprintf(w, sizeof w, "%d", c->world_size);
-        return usage_error("--shard-group-size %s must divide the world size %s", g, w);
-    }
+    /* under MPI the world size is the job's, known after mpi_start */
+    int sg = o->backend_mpi ? -1 : check_shard_group(c);
+    if (sg >= 0) return sg;
     if (o->inject_bitflip && (c->reduce_order == SHS_REDUCE_ORDER_RING ||
                               (hybrid && c->shard_group_size > 1 && c->shard_group_size < c->world_size)))
         return usage_error("--inject-bitflip needs an exact --check (not ring order or hybrid with 1 < G < N)%s%s",
@@ -576,7 +585,7 @@ typedef struct {
 } mpi_job_t;
 
 /* Join the MPI job: the world size is the job's, rank 0 alone writes stdout.
- * Returns -1 to go on, else an exit code. */
+ * Returns -1 to go on, else an exit code (usage errors: 2, as on threads). */
 static int mpi_start(train_opts_t *o, mpi_job_t *m) {
     if (shs_mpi_init(NULL, NULL) != SHS_OK) {
         report_error("--backend mpi");
@@ -591,6 +600,8 @@ static int mpi_start(train_opts_t *o, mpi_job_t *m) {
         return usage_error("--world %s differs from the MPI job's %s processes (leave --world out)", a, b);
     }
     o->cfg.world_size = size;
+    int rc = check_shard_group(&o->cfg);
+    if (rc >= 0) return rc;
     if (m->rank != 0 && !freopen("/dev/null", "w", stdout)) {
         fprintf(stderr, "shardsim: error: rank %d: cannot silence stdout: %s\n", m->rank, strerror(errno));
         return SIM_EXIT_ERROR;
@@ -930,7 +941,7 @@ int sim_cmd_train(int argc, char **argv) {
             goto done;
         }
     }
-    if (o.timeline_path) {
+    if (o.timeline_path && (!o.backend_mpi || mpi.rank == 0)) { /* rank 0's timeline: under MPI, rank 0's process */
         shs_meta_rank_result_t r0 = {0};
         r0.segments = (shs_meta_segment_t *)shs_trainer_timeline(main_run, &r0.num_segments);
         char title[128];

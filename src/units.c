@@ -36,7 +36,8 @@ int shs_parse_bytes(const char *s, size_t *out, char *err, size_t errlen) {
         *out = (size_t)bytes;
         return 0;
     }
-    snprintf(err, errlen, "'%s' has an unknown unit (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s);
+    snprintf(err, errlen, "'%s' has an unknown unit (use B, K/KiB, M/MiB, G/GiB, T/TiB: powers of 1024; "
+             "KB, MB, GB, TB: powers of 1000; case matters)", s);
     return -1;
 }
 

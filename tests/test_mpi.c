@@ -432,6 +432,33 @@ static void test_world_must_match_job(void **state) {
         fail_msg("got exit %d, stderr:\n%s", p->exit_code, p->err);
 }
 
+/* Options checked against the job's size, not --world's default (4), and
+ * rank 0's memory timeline written by rank 0's process only. */
+static void test_options_use_job_size(void **state) {
+    (void)state;
+    char svg[] = "/tmp/shs_mpi_timeline_XXXXXX.svg";
+    int fd = mkstemps(svg, 4);
+    assert_true(fd >= 0);
+    close(fd);
+    char *ok[] = {BIN, "train", "--backend", "mpi", "--strategy", "hybrid_shard", "--shard-group-size", "3",
+                  "--steps", "1", "--layers", "1", "--channels", "32", "--context", "16", "--micro-batch", "1",
+                  "--memory-timeline", svg, NULL};
+    const test_proc_t *p = run_mpi(3, 60, ok);
+    if (p->exit_code != 0 || !strstr(p->out, "wrote ")) fail_msg("got exit %d, stderr:\n%s", p->exit_code, p->err);
+    FILE *f = fopen(svg, "r");
+    assert_non_null(f);
+    char head[8] = {0};
+    assert_true(fread(head, 1, 4, f) == 4);
+    fclose(f);
+    assert_memory_equal(head, "<svg", 4);
+    unlink(svg);
+    char *bad[] = {BIN, "train", "--backend", "mpi", "--strategy", "hybrid_shard", "--shard-group-size", "4",
+                   "--steps", "1", NULL};
+    p = run_mpi(2, 60, bad);
+    if (p->exit_code != 2 || !strstr(p->err, "--shard-group-size 4 must divide the world size 2"))
+        fail_msg("expected exit 2 naming the job's size; got exit %d, stderr:\n%s", p->exit_code, p->err);
+}
+
 /* One process per GPU over NCCL, bootstrapped over MPI: on a machine
  * without a GPU (or a build without CUDA) every process stops with the
  * reason and the job exits 1, nobody waits for the others. (Where GPUs
@@ -458,6 +485,7 @@ int main(void) {
         cmocka_unit_test(test_missing_rank_times_out),
         cmocka_unit_test(test_world_must_match_job),
         cmocka_unit_test(test_mpi_nccl_without_gpu),
+        cmocka_unit_test(test_options_use_job_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
