@@ -98,6 +98,26 @@ void shs__call_format(char *buf, size_t size, const shs__call_t *call);
  * dst may equal any source: each tile of dst is written after all sources of
  * that tile were read. Sources must not overlap dst otherwise. */
 void shs__reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shs_dtype_t dtype, shs_redop_t op);
+
+/* Rank j's share of `count` elements split over N ranks, floor-balanced:
+ * elements [shs__chunk_start(j), shs__chunk_start(j+1)), start(j) =
+ * j*q + min(j, count % N) with q = count / N (the first count % N chunks
+ * one longer). Every backend splits work this way. */
+static inline size_t shs__chunk_start(size_t count, int nranks, int j) {
+    size_t q = count / (size_t)nranks, rem = count % (size_t)nranks;
+    return q * (size_t)j + ((size_t)j < rem ? (size_t)j : rem);
+}
+
+/* Ring order's chunk c (comm.h, RING REDUCTION ORDER): elements
+ * [min(c*S, count), min((c+1)*S, count)) with S = ceil(count/N); trailing
+ * chunks may be short or empty. */
+static inline void shs__ring_chunk(size_t count, int n, int c, size_t *off, size_t *len) {
+    size_t S = count / (size_t)n + (count % (size_t)n != 0);
+    size_t lo = (size_t)c * S < count ? (size_t)c * S : count;
+    size_t hi = count - lo < S ? count : lo + S;
+    *off = lo;
+    *len = hi - lo;
+}
 /* The same reduction, each tile stored to every dsts[k] (k < ndst) after all
  * sources of that tile were read (so any dst may equal any source at the same
  * offsets). `stream`: non-temporal stores (for outputs larger than the cache;

@@ -116,20 +116,6 @@ static MPI_Datatype move_type(shs_dtype_t dtype) {
     }
 }
 
-static size_t chunk_start(size_t count, int nranks, int j) {
-    size_t q = count / (size_t)nranks, rem = count % (size_t)nranks;
-    return q * (size_t)j + ((size_t)j < rem ? (size_t)j : rem);
-}
-
-/* Ring order's chunk c (comm.h): [min(c*S, count), min((c+1)*S, count)), S = ceil(count/N). */
-static void ring_chunk(size_t count, int n, int c, size_t *off, size_t *len) {
-    size_t S = count / (size_t)n + (count % (size_t)n != 0);
-    size_t lo = (size_t)c * S < count ? (size_t)c * S : count;
-    size_t hi = count - lo < S ? count : lo + S;
-    *off = lo;
-    *len = hi - lo;
-}
-
 static shs_status_t ensure_scratch(shs_comm_t *comm, size_t bytes) {
     mpi_ctx_t *ctx = comm->ctx;
     if (bytes <= ctx->scratch_bytes) return SHS_OK;
@@ -435,8 +421,8 @@ static shs_status_t mpi_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
     if (!call->count) return SHS_OK;
     for (int j = 0; j < n; j++) {
         size_t off, len;
-        if (ring) ring_chunk(call->count, n, j, &off, &len);
-        else off = chunk_start(call->count, n, j), len = chunk_start(call->count, n, j + 1) - off;
+        if (ring) shs__ring_chunk(call->count, n, j, &off, &len);
+        else off = shs__chunk_start(call->count, n, j), len = shs__chunk_start(call->count, n, j + 1) - off;
         ctx->scounts[j] = (int)len;
         ctx->sdispls[j] = (int)off;
     }

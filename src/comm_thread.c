@@ -163,11 +163,6 @@ static uint64_t pack_call(uint64_t seq, shs_coll_op_t op, int done) {
 }
 
 
-static size_t chunk_start(size_t count, int nranks, int j) {
-    size_t q = count / (size_t)nranks, rem = count % (size_t)nranks;
-    return q * (size_t)j + ((size_t)j < rem ? (size_t)j : rem);
-}
-
 static void copy_bytes(void *dst, const void *src, size_t bytes) {
     if (bytes && dst != src) memcpy(dst, src, bytes);
 }
@@ -613,7 +608,6 @@ static shs_status_t thread_reduce_scatter(shs_comm_t *comm, const shs__call_t *c
  * path above stays as it is.
  */
 static shs_status_t ring_all_reduce(shs_comm_t *comm, const shs__call_t *call);
-static void ring_chunk(size_t count, int n, int c, size_t *off, size_t *len);
 
 /* Reduce every rank's stage of `call` into dst, in rank or ring order. */
 static void reduce_stages(rank_ctx_t *ctx, const shs__call_t *call, void *dst) {
@@ -626,7 +620,7 @@ static void reduce_stages(rank_ctx_t *ctx, const shs__call_t *call, void *dst) {
         return;
     }
     for (int c = 0; c < n; c++) { /* ring chunk c, sources in its chain order */
-        ring_chunk(call->count, n, c, &off, &len);
+        shs__ring_chunk(call->count, n, c, &off, &len);
         if (!len) continue;
         for (int k = 0; k < n; k++) ctx->srcs[k] = STAGE(sh, (c + 1 + k) % n, call) + off * esize;
         shs__reduce((char *)dst + off * esize, ctx->srcs, n, len, call->dtype, call->redop);
@@ -674,7 +668,7 @@ static shs_status_t thread_all_reduce(shs_comm_t *comm, const shs__call_t *call)
     }
 
     SHS_CHECK(begin(comm, call));
-    size_t off = chunk_start(call->count, n, r), len = chunk_start(call->count, n, r + 1) - off;
+    size_t off = shs__chunk_start(call->count, n, r), len = shs__chunk_start(call->count, n, r + 1) - off;
     if (len) {
         for (int j = 0; j < n; j++) {
             ctx->srcs[j] = (const char *)POSTED(sh, j, call)->sendbuf + off * esize;
@@ -703,14 +697,6 @@ static shs_status_t thread_all_reduce(shs_comm_t *comm, const shs__call_t *call)
  *               touches chunk r).
  *   exit        barrier.
  */
-static void ring_chunk(size_t count, int n, int c, size_t *off, size_t *len) {
-    size_t S = count / (size_t)n + (count % (size_t)n != 0);
-    size_t lo = (size_t)c * S < count ? (size_t)c * S : count;
-    size_t hi = count - lo < S ? count : lo + S;
-    *off = lo;
-    *len = hi - lo;
-}
-
 static shs_status_t ring_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
     rank_ctx_t *ctx = comm->ctx;
     shared_t *sh = ctx->sh;
@@ -724,7 +710,7 @@ static shs_status_t ring_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
     }
 
     SHS_CHECK(begin(comm, call));
-    ring_chunk(call->count, n, r, &off, &len);
+    shs__ring_chunk(call->count, n, r, &off, &len);
     if (len) {
         for (int k = 0; k < n; k++) {
             ctx->srcs[k] = (const char *)POSTED(sh, (r + 1 + k) % n, call)->sendbuf + off * esize;
@@ -790,7 +776,7 @@ static shs_status_t thread_reduce(shs_comm_t *comm, const shs__call_t *call) {
         return finish(comm, call, 0);
     }
     SHS_CHECK(begin(comm, call));
-    size_t off = chunk_start(call->count, n, r), len = chunk_start(call->count, n, r + 1) - off;
+    size_t off = shs__chunk_start(call->count, n, r), len = shs__chunk_start(call->count, n, r + 1) - off;
     if (len) {
         for (int j = 0; j < n; j++) ctx->srcs[j] = (const char *)POSTED(sh, j, call)->sendbuf + off * esize;
         shs__reduce((char *)POSTED(sh, call->root, call)->recvbuf + off * esize, ctx->srcs, n, len, call->dtype,

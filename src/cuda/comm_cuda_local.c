@@ -120,19 +120,6 @@ static void local_abort(shs_comm_t *comm, const char *reason) { shs__comm_thread
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static size_t chunk_start(size_t count, int nranks, int j) {
-    size_t q = count / (size_t)nranks, rem = count % (size_t)nranks;
-    return q * (size_t)j + ((size_t)j < rem ? (size_t)j : rem);
-}
-
-static void ring_chunk(size_t count, int n, int c, size_t *off, size_t *len) {
-    size_t S = count / (size_t)n + (count % (size_t)n != 0);
-    size_t lo = (size_t)c * S < count ? (size_t)c * S : count;
-    size_t hi = count - lo < S ? count : lo + S;
-    *off = lo;
-    *len = hi - lo;
-}
-
 static int is_host_pointer(const void *p) {
     struct cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -194,10 +181,10 @@ static cudaError_t move_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
     size_t esize = shs_dtype_size(call->dtype), off, len;
     int ring = call->order == SHS_REDUCE_ORDER_RING;
     if (ring) {
-        ring_chunk(call->count, n, r, &off, &len);
+        shs__ring_chunk(call->count, n, r, &off, &len);
     } else {
-        off = chunk_start(call->count, n, r);
-        len = chunk_start(call->count, n, r + 1) - off;
+        off = shs__chunk_start(call->count, n, r);
+        len = shs__chunk_start(call->count, n, r + 1) - off;
     }
     if (!len) return cudaSuccess;
     for (int k = 0; k < n; k++) {
@@ -219,7 +206,7 @@ static cudaError_t move_reduce(shs_comm_t *comm, const shs__call_t *call) {
     local_ctx_t *c = lctx(comm);
     int n = comm->nranks, r = comm->rank;
     size_t esize = shs_dtype_size(call->dtype);
-    size_t off = chunk_start(call->count, n, r), len = chunk_start(call->count, n, r + 1) - off;
+    size_t off = shs__chunk_start(call->count, n, r), len = shs__chunk_start(call->count, n, r + 1) - off;
     if (!len) return cudaSuccess;
     for (int j = 0; j < n; j++) c->srcs[j] = (const char *)POSTED(j)->sendbuf + off * esize;
     c->dsts[0] = (char *)POSTED(call->root)->recvbuf + off * esize;
