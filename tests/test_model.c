@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "finite_diff.h"
 #include "shardsim/gpt.h"
 
 typedef struct {
@@ -105,26 +106,7 @@ static float loss_at(fixture_t *f) {
     return loss;
 }
 
-/* Central difference of the loss in one parameter element, with Richardson
- * extrapolation (4 D(h/2) - D(h)) / 3 so the error is O(h^4): the small
- * LayerNorm widths of the test model make the h^2 term of a plain central
- * difference visible at f32-friendly steps. */
-static double central(fixture_t *f, float *dp, float orig, float h) {
-    float v = orig + h;
-    shs_memcpy_h2d(f->dev, dp, &v, 4);
-    double lp = loss_at(f);
-    v = orig - h;
-    shs_memcpy_h2d(f->dev, dp, &v, 4);
-    double lm = loss_at(f);
-    shs_memcpy_h2d(f->dev, dp, &orig, 4);
-    return (lp - lm) / (2.0 * (double)h);
-}
-
-static double richardson_derivative(fixture_t *f, float *dp) {
-    float orig;
-    shs_memcpy_d2h(f->dev, &orig, dp, 4);
-    return (4.0 * central(f, dp, orig, 5e-3f) - central(f, dp, orig, 1e-2f)) / 3.0;
-}
+static double loss_cb(void *f) { return loss_at(f); }
 
 /* Finite differences of the mean loss for a sample of elements of every
  * tensor. Tolerance: |analytic - numeric| <= 2e-3 * max(|numeric|, 1e-2)
@@ -149,7 +131,7 @@ static void test_gradient_matches_finite_differences(void **state) {
         const shs_tensor_info_t *t = &f.lo.tensors[ti];
         for (size_t k = 0; k < 5 && k < t->numel; k++) {
             size_t e = t->offset + (k * 7919) % t->numel;
-            double num = richardson_derivative(&f, f.ps.params[t->unit] + e), ana = g[t->unit][e];
+            double num = fd_derivative(f.dev, f.ps.params[t->unit] + e, loss_cb, &f), ana = g[t->unit][e];
             double tol = 2e-3 * fmax(fabs(num), 1e-2) + 2e-4;
             if (fabs(ana - num) > tol)
                 fail_msg("%s[%zu]: analytic %.6g vs numeric %.6g", t->name, e - t->offset, ana, num);

@@ -22,6 +22,7 @@
 #include "shardsim/netdesc.h"
 #include "shardsim/shard.h"
 #include "shardsim/train.h"
+#include "finite_diff.h"
 #include "harness.h"
 
 static shs_netdesc_t *parse_ok(const char *text) {
@@ -359,23 +360,7 @@ static float loss_at(fixture_t *f) {
     return loss;
 }
 
-static double central(fixture_t *f, float *dp, float orig, float h) {
-    float v = orig + h;
-    shs_memcpy_h2d(f->dev, dp, &v, 4);
-    double lp = loss_at(f);
-    v = orig - h;
-    shs_memcpy_h2d(f->dev, dp, &v, 4);
-    double lm = loss_at(f);
-    shs_memcpy_h2d(f->dev, dp, &orig, 4);
-    return (lp - lm) / (2.0 * (double)h);
-}
-
-/* Richardson extrapolation of central differences (error O(h^4)). */
-static double numeric_derivative(fixture_t *f, float *dp) {
-    float orig;
-    shs_memcpy_d2h(f->dev, &orig, dp, 4);
-    return (4.0 * central(f, dp, orig, 5e-3f) - central(f, dp, orig, 1e-2f)) / 3.0;
-}
+static double loss_cb(void *f) { return loss_at(f); }
 
 /* Every element of every tensor: |analytic - numeric| <= 2e-3 max(|numeric|, 1e-2) + 2e-4
  * (the f32 rounding of the loss over steps of 5e-3, as in test_model.c). */
@@ -395,7 +380,7 @@ static void check_gradient(const char *text, int B, int T, float perturb) {
     for (int ti = 0; ti < f.lo.num_tensors; ti++) {
         const shs_tensor_info_t *t = &f.lo.tensors[ti];
         for (size_t e = t->offset; e < t->offset + t->numel; e++) {
-            double num = numeric_derivative(&f, f.ps.params[t->unit] + e), ana = g[t->unit][e];
+            double num = fd_derivative(f.dev, f.ps.params[t->unit] + e, loss_cb, &f), ana = g[t->unit][e];
             double tol = 2e-3 * fmax(fabs(num), 1e-2) + 2e-4;
             if (fabs(ana - num) > tol)
                 fail_msg("%s[%zu]: analytic %.6g vs numeric %.6g", t->name, e - t->offset, ana, num);
