@@ -20,6 +20,7 @@
 
 #include "comm_impl.h" /* the algorithm thresholds */
 #include "shardsim/comm.h"
+#include "order_values.h"
 #include "thread_world.h"
 #include "shardsim/clock.h"
 
@@ -319,21 +320,9 @@ static void test_reduce(void **state) {
 
 /* ---- fixed reduction order, bit for bit ------------------------------------ */
 
-static uint64_t mix64(uint64_t x) { /* splitmix64 finalizer */
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* A random f32 of either sign with an exponent spread over 2^-8 .. 2^8, so
  * sums lose bits and their value depends on the order. */
-static float random_f32(uint64_t seed, int r, size_t i) {
-    uint64_t h = mix64(seed * 1000003u + (uint64_t)r * 7919u + i);
-    float m = 1.0f + (float)(h & 0xffffff) / 16777216.0f;
-    int e = (int)((h >> 24) % 17) - 8;
-    return ((h >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(m, e);
-}
+static float random_f32(uint64_t seed, int r, size_t i) { return (float)test_order_value(seed, r, i); }
 
 /* The documented rule, one op at a time in rank order, with dtype.c's
  * conversions: for f16/bf16 each op in f32, then rounded to the dtype. */
@@ -356,7 +345,7 @@ static float oracle_op(shs_redop_t op, float a, float b) {
  * and min a few NaNs (rank-dependent positions) to check "first NaN wins". */
 static float half_input(shs_dtype_t t, shs_redop_t op, int r, size_t i) {
     float v = round_to(t, random_f32(t * 10 + op, r, i));
-    if ((op == SHS_MAX || op == SHS_MIN) && mix64((uint64_t)r * 31 + i) % 13 == 0) {
+    if ((op == SHS_MAX || op == SHS_MIN) && test_mix64((uint64_t)r * 31 + i) % 13 == 0) {
         uint16_t bits = (uint16_t)((t == SHS_BF16 ? 0x7fc0u : 0x7e00u) | (uint16_t)r); /* payload = rank */
         v = t == SHS_BF16 ? shs_bf16_to_f32(bits) : shs_f16_to_f32(bits);
     }
@@ -465,7 +454,7 @@ typedef enum { TH_ALL_REDUCE, TH_REDUCE_SCATTER, TH_ALL_GATHER, TH_BROADCAST, TH
 static float th_input(shs_dtype_t t, int r, size_t g) {
     static const float pow2[17] = {0x1p-8f, 0x1p-7f, 0x1p-6f, 0x1p-5f, 0x1p-4f, 0x1p-3f, 0x1p-2f, 0x1p-1f, 1.0f,
                                    0x1p1f,  0x1p2f,  0x1p3f,  0x1p4f,  0x1p5f,  0x1p6f,  0x1p7f,  0x1p8f};
-    uint64_t h = mix64((uint64_t)r << 40 ^ g);
+    uint64_t h = test_mix64((uint64_t)r << 40 ^ g);
     float v = (1.0f + (float)(h & 0xffffff) / 16777216.0f) * pow2[(h >> 24) % 17];
     return round_to(t, (h >> 40) & 1 ? -v : v);
 }

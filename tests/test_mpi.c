@@ -33,6 +33,7 @@
 #include "shardsim/comm.h"
 #include "shardsim/comm_mpi.h"
 #include "shardsim/device.h"
+#include "order_values.h"
 #include "thread_world.h"
 
 #define BIN SHS_BIN_PATH
@@ -42,13 +43,6 @@
 #ifdef SHS_HAVE_MPI
 
 /* ---- the worker (runs under mpirun) ------------------------------------------ */
-
-static uint64_t mix64(uint64_t x) { /* splitmix64 finalizer */
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 /* One call: what every rank passes. */
 typedef struct {
@@ -67,7 +61,7 @@ typedef struct {
  * small integers. */
 static void fill(void *buf, const case_t *c, int r, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        uint64_t h = mix64(c->seed * 1000003u + (uint64_t)r * 7919u + i);
+        uint64_t h = test_mix64(c->seed * 1000003u + (uint64_t)r * 7919u + i);
         double m = 1.0 + (double)(h & 0xffffff) / 16777216.0;
         double v = ((h >> 40) & 1 ? -1.0 : 1.0) * m * (double)(1u << ((h >> 24) % 17)) / 256.0;
         if (c->redop == SHS_PROD) v = (v < 0 ? -1.0 : 1.0) * (1.0 + (v < 0 ? -v : v) / 512.0);

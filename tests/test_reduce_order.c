@@ -26,6 +26,7 @@
 #include "shardsim/comm.h"
 #include "shardsim/shard.h"
 #include "shardsim/train.h"
+#include "order_values.h"
 #include "thread_world.h"
 
 #define TIMEOUT_MS 20000
@@ -36,20 +37,9 @@ static void *xmalloc(size_t bytes) {
     return p;
 }
 
-static uint64_t mix64(uint64_t x) { /* splitmix64 finalizer */
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* A random value of either sign, exponents 2^-8 .. 2^8: sums lose bits, so
  * their value depends on the order. */
-static double random_value(uint64_t seed, int r, size_t i) {
-    uint64_t h = mix64(seed * 1000003u + (uint64_t)r * 7919u + i);
-    double m = 1.0 + (double)(h & 0xffffff) / 16777216.0;
-    return ((h >> 40) & 1 ? -1.0 : 1.0) * ldexp(m, (int)((h >> 24) % 17) - 8);
-}
+static double random_value(uint64_t seed, int r, size_t i) { return test_order_value(seed, r, i); }
 
 /* ---- element access and the documented rounding, via dtype.c ------------- */
 
@@ -102,8 +92,8 @@ static double hop(shs_dtype_t t, shs_redop_t op, double a, double b) {
 /* Input of rank r at element i for dtype t and op (exact in t). */
 static double input(shs_dtype_t t, shs_redop_t op, int r, size_t i) {
     if (!is_float(t)) /* small: products over 8 ranks and sums stay exact, nothing wraps */
-        return (double)(op == SHS_PROD ? (int)(mix64((uint64_t)r * 131 + i) % 5) - 2
-                                       : (int)(mix64((uint64_t)r * 131 + i) % 200) - 100);
+        return (double)(op == SHS_PROD ? (int)(test_mix64((uint64_t)r * 131 + i) % 5) - 2
+                                       : (int)(test_mix64((uint64_t)r * 131 + i) % 200) - 100);
     double v = random_value(t * 8 + op, r, i);
     if (op == SHS_PROD) v = (v < 0 ? -1.0 : 1.0) * (1.0 + fabs(v) / 512.0); /* near 1: no overflow */
     return round_to(t, v);

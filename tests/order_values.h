@@ -1,0 +1,21 @@
+/* order_values.h - deterministic test inputs whose sums depend on the order
+ * of addition (for the fixed-reduction-order tests: test_comm,
+ * test_reduce_order, test_mpi). Pure functions of their arguments, so every
+ * rank, process and oracle draws the same values.
+ * What it is not: a statistical generator.
+ */
+#ifndef SHARDSIM_TESTS_ORDER_VALUES_H
+#define SHARDSIM_TESTS_ORDER_VALUES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* splitmix64's finalizer (Steele, Lea, Flood 2014): a 64-bit mix. */
+uint64_t test_mix64(uint64_t x);
+
+/* Rank r's element i for `seed`: (1 + k/2^24) * 2^e of either sign with
+ * e in -8..8 (24 random mantissa bits), exact in double; rounding it to f32
+ * gives the same value as computing it in f32. */
+double test_order_value(uint64_t seed, int r, size_t i);
+
+#endif
