@@ -17,6 +17,7 @@
 #include "shardsim/meta.h"
 #include "shardsim/netdesc.h"
 #include "shardsim/shard.h"
+#include "segments.h"
 
 /* ---- wrap groups ----------------------------------------------------------- */
 
@@ -96,11 +97,9 @@ typedef struct {
     const shs_layout_t *phys;
     /* timeline of the current step */
     int recording;
-    shs_meta_segment_t *segs;
-    int nsegs, cap_segs;
+    shs__seg_list_t segs;
     shs_meta_call_t *calls;
     size_t ncalls, cap_calls;
-    uint64_t seg_flops0;
     shs_status_t oom;        /* host allocation failure inside a callback */
 } run_t;
 
@@ -114,50 +113,14 @@ typedef struct {
     shs_param_source_t pub;
 } wrap_src_t;
 
-static uint64_t dev_flops(shs_device_t *d) {
-    shs_kernel_stats_t k;
-    shs_device_kernel_stats(d, &k);
-    return k.flops;
-}
-
-static void seg_close(run_t *r) {
-    if (!r->nsegs) return;
-    shs_meta_segment_t *g = &r->segs[r->nsegs - 1];
-    shs_mem_stats_t m;
-    shs_device_mem_stats(r->dev, &m);
-    memcpy(g->mem_end, m.current, sizeof g->mem_end);
-    g->peak_total = shs_device_window_peak(r->dev);
-    g->flops = dev_flops(r->dev) - r->seg_flops0;
-    g->calls_end = r->ncalls;
-}
+static void seg_close(run_t *r) { shs__seg_close(&r->segs, r->dev, r->ncalls); }
 
 static void seg_begin(run_t *r, shs_meta_seg_kind_t kind, int unit, const char *label) {
     if (!r->recording) return;
-    if (r->nsegs) {
-        const shs_meta_segment_t *cur = &r->segs[r->nsegs - 1];
-        if (cur->kind == kind && cur->unit == unit && (kind == SHS_META_SEG_FORWARD || kind == SHS_META_SEG_BACKWARD))
-            return;
+    if (shs__seg_open(&r->segs, r->dev, kind, unit, label, r->ncalls) != 0) {
+        r->oom = SHS_HOST_OOM;
+        r->recording = 0;
     }
-    seg_close(r);
-    if (r->nsegs == r->cap_segs) {
-        int cap = r->cap_segs ? 2 * r->cap_segs : 64;
-        shs_meta_segment_t *p = realloc(r->segs, (size_t)cap * sizeof *p);
-        if (!p) {
-            r->oom = SHS_HOST_OOM;
-            r->recording = 0;
-            return;
-        }
-        r->segs = p;
-        r->cap_segs = cap;
-    }
-    shs_meta_segment_t *g = &r->segs[r->nsegs++];
-    memset(g, 0, sizeof *g);
-    g->kind = kind;
-    g->unit = unit;
-    snprintf(g->label, sizeof g->label, "%s", label);
-    g->calls_begin = g->calls_end = r->ncalls;
-    r->seg_flops0 = dev_flops(r->dev);
-    shs_device_window_peak(r->dev); /* the segment's window starts here */
 }
 
 static void unit_seg(wrap_src_t *ws, int logical) {
@@ -187,7 +150,7 @@ static void recorder(void *user, const shs_comm_t *comm, const shs_comm_call_inf
     if (info->op == SHS_OP_ALL_GATHER || info->op == SHS_OP_REDUCE_SCATTER) bytes *= (uint64_t)n;
     r->calls[r->ncalls++] = (shs_meta_call_t){.op = info->op, .bytes = bytes, .comm_size = n,
                                               .group = 1 + shs_comm_meta_split_index(comm),
-                                              .segment = r->nsegs - 1};
+                                              .segment = r->segs.n - 1};
 }
 
 /* Parameter source in front of the strategy's: timeline boundaries, and
@@ -345,11 +308,11 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
     add_stats(&res->last_step_comm, &before, -1);
     shs_device_kernel_stats(r.dev, &res->kernels);
     shs_strategy_offload_stats(strat, &res->h2d_bytes, &res->d2h_bytes, &res->host);
-    res->segments = r.segs;
-    res->num_segments = r.nsegs;
+    res->segments = r.segs.segs;
+    res->num_segments = r.segs.n;
     res->calls = r.calls;
     res->num_calls = r.ncalls;
-    r.segs = NULL;
+    r.segs.segs = NULL;
     r.calls = NULL;
 done:
     shs_model_destroy(model);
@@ -357,7 +320,7 @@ done:
     if (r.dev) shs_device_free(r.dev, loss_dev);
     shs_comm_destroy(r.comm);
     shs_device_destroy(r.dev);
-    free(r.segs);
+    free(r.segs.segs);
     free(r.calls);
     free(held_params);
     free(held_grads);

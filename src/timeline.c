@@ -4,15 +4,15 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "segments.h"
 
 struct shs_timeline {
     shs_device_t *dev;
     const shs_layout_t *layout;
     shs_param_source_t *inner, pub;
     int backward;
-    shs_meta_segment_t *segs;
-    int nsegs, cap;
+    shs__seg_list_t segs;
     int oom;                 /* a segment could not be stored: the rest are dropped */
 };
 
@@ -27,42 +27,13 @@ shs_status_t shs_timeline_create(shs_timeline_t **out, shs_device_t *dev, const 
 
 void shs_timeline_destroy(shs_timeline_t *tl) {
     if (!tl) return;
-    free(tl->segs);
+    free(tl->segs.segs);
     free(tl);
 }
 
-static void close_seg(shs_timeline_t *tl) {
-    if (!tl->nsegs) return;
-    shs_meta_segment_t *g = &tl->segs[tl->nsegs - 1];
-    shs_mem_stats_t m;
-    shs_device_mem_stats(tl->dev, &m);
-    memcpy(g->mem_end, m.current, sizeof g->mem_end);
-    g->peak_total = shs_device_window_peak(tl->dev);
-}
-
 static void open_seg(shs_timeline_t *tl, shs_meta_seg_kind_t kind, int unit, const char *label) {
-    if (tl->nsegs) {
-        const shs_meta_segment_t *cur = &tl->segs[tl->nsegs - 1];
-        if (cur->kind == kind && cur->unit == unit) return; /* still the same unit's pass */
-    }
-    close_seg(tl);
     if (tl->oom) return;
-    if (tl->nsegs == tl->cap) {
-        int cap = tl->cap ? 2 * tl->cap : 64;
-        shs_meta_segment_t *p = realloc(tl->segs, (size_t)cap * sizeof *p);
-        if (!p) {
-            tl->oom = 1;
-            return;
-        }
-        tl->segs = p;
-        tl->cap = cap;
-    }
-    shs_meta_segment_t *g = &tl->segs[tl->nsegs++];
-    memset(g, 0, sizeof *g);
-    g->kind = kind;
-    g->unit = unit;
-    snprintf(g->label, sizeof g->label, "%s", label);
-    shs_device_window_peak(tl->dev); /* the segment's window starts here */
+    if (shs__seg_open(&tl->segs, tl->dev, kind, unit, label, 0) != 0) tl->oom = 1;
 }
 
 static void unit_seg(shs_timeline_t *tl, int unit) {
@@ -97,7 +68,7 @@ shs_param_source_t *shs_timeline_source(shs_timeline_t *tl, shs_param_source_t *
 }
 
 void shs_timeline_begin_step(shs_timeline_t *tl) {
-    tl->nsegs = 0;
+    shs__seg_reset(&tl->segs);
     tl->oom = 0;
     tl->backward = 0;
     shs_device_window_peak(tl->dev);
@@ -109,9 +80,9 @@ void shs_timeline_mark(shs_timeline_t *tl, shs_meta_seg_kind_t kind, const char 
     open_seg(tl, kind, -1, label);
 }
 
-void shs_timeline_end_step(shs_timeline_t *tl) { close_seg(tl); }
+void shs_timeline_end_step(shs_timeline_t *tl) { shs__seg_close(&tl->segs, tl->dev, 0); }
 
 const shs_meta_segment_t *shs_timeline_segments(const shs_timeline_t *tl, int *count) {
-    *count = tl->nsegs;
-    return tl->segs;
+    *count = tl->segs.n;
+    return tl->segs.segs;
 }

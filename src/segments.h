@@ -1,0 +1,38 @@
+/* segments.h - the list of step segments (timeline.h's shs_meta_segment_t)
+ * that both the trainer's memory timeline (timeline.c) and the meta
+ * backend's runs (meta_run.c) cut a step into. Internal.
+ *
+ * What it is: open/close bookkeeping over one device. Opening a segment
+ * closes the open one and starts the device's peak window
+ * (shs_device_window_peak); closing records the device bytes per category,
+ * the window's peak, the kernel FLOPs since it opened and the number of
+ * collectives so far (the caller's count, for meta runs; 0 otherwise).
+ * Consecutive cuts in the same unit's forward or backward pass stay one
+ * segment (a unit acquires its parameters, then its gradients, ...).
+ * What it is not: the decision of where to cut (the callers' parameter
+ * sources and marks).
+ */
+#ifndef SHARDSIM_SEGMENTS_H
+#define SHARDSIM_SEGMENTS_H
+
+#include <stdint.h>
+
+#include "shardsim/timeline.h"
+
+typedef struct {
+    shs_meta_segment_t *segs; /* (n) of capacity cap, the last one open */
+    int n, cap;
+    uint64_t flops0;          /* device FLOPs when the open segment opened */
+} shs__seg_list_t;
+
+/* Close the open segment, if any. */
+void shs__seg_close(shs__seg_list_t *l, shs_device_t *dev, uint64_t ncalls);
+/* Open a segment (closing the open one) unless the open one is the same
+ * unit's pass of the same kind (forward/backward). Returns 0, or -1 when
+ * the list cannot grow (out of host memory): then nothing is open. */
+int shs__seg_open(shs__seg_list_t *l, shs_device_t *dev, shs_meta_seg_kind_t kind, int unit, const char *label,
+                  uint64_t ncalls);
+/* Forget every segment (keeps the storage). */
+void shs__seg_reset(shs__seg_list_t *l);
+
+#endif
