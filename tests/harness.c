@@ -39,6 +39,21 @@ int test_corpus_teardown(void **state) {
     return 0;
 }
 
+char test_tmpdir[256];
+
+int test_tmpdir_setup(void **state) {
+    (void)state;
+    snprintf(test_tmpdir, sizeof test_tmpdir, "/tmp/shardsim-test-XXXXXX");
+    return mkdtemp(test_tmpdir) ? 0 : -1;
+}
+
+int test_tmpdir_teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
 void test_run_process(char *const argv[], double timeout_s, test_proc_t *p) {
     memset(p, 0, sizeof *p);
     p->exit_code = -1;

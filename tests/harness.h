@@ -25,6 +25,12 @@ typedef struct {
     char err[16384];   /* stderr, truncated */
 } test_proc_t;
 
+/* Group fixtures: a fresh directory /tmp/shardsim-test-XXXXXX in
+ * test_tmpdir for the program's files, removed with its contents after. */
+extern char test_tmpdir[256];
+int test_tmpdir_setup(void **state);
+int test_tmpdir_teardown(void **state);
+
 /* Run argv (argv[0] = program path) with a wall-clock limit in seconds. */
 void test_run_process(char *const argv[], double timeout_s, test_proc_t *p);
 

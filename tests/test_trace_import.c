@@ -17,7 +17,6 @@
 #include "shardsim/trace_export.h"
 #include "shardsim/trace_import.h"
 
-static char tmpdir[256];
 
 static shs_trace_t *load(const char *rel, shs_trace_format_t fmt, int world) {
     char path[1024];
@@ -235,11 +234,11 @@ static void test_chakra_export_round_trip(void **state) {
     (void)state;
     shs_trace_t *a = load_case("../recorded/zero3");
     char prefix[512];
-    snprintf(prefix, sizeof prefix, "%s/z3", tmpdir);
+    snprintf(prefix, sizeof prefix, "%s/z3", test_tmpdir);
     if (shs_trace_export_chakra(a, prefix) != SHS_OK) fail_msg("%s", shs_last_error());
     shs_trace_t *b = NULL;
     shs_trace_load_opts_t o = {.format = SHS_TFMT_CHAKRA};
-    if (shs_trace_load(&b, tmpdir, &o) != SHS_OK) fail_msg("%s", shs_last_error());
+    if (shs_trace_load(&b, test_tmpdir, &o) != SHS_OK) fail_msg("%s", shs_last_error());
     assert_int_equal(b->world, 4);
     for (int r = 0; r < 4; r++) {
         assert_int_equal(b->ranks[r].n, a->ranks[r].n);
@@ -264,7 +263,7 @@ static void test_chakra_export_round_trip(void **state) {
 
 static char *write_tmp(const char *name, const void *data, size_t n) {
     static char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    snprintf(path, sizeof path, "%s/%s", test_tmpdir, name);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     fwrite(data, 1, n, f);
@@ -317,19 +316,6 @@ static void test_malformed_inputs(void **state) {
     expect_load_error(write_tmp("fr.json", fr, strlen(fr)), SHS_TFMT_UNKNOWN, "entries[0]");
 }
 
-static int setup(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/shardsim-trace-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void) {
 #if !defined(SHS_HAVE_JANSSON) || !defined(SHS_HAVE_PROTOBUF_C)
     printf("test_trace_import: SKIPPED: built without jansson or protobuf-c (make deps)\n");
@@ -346,5 +332,5 @@ int main(void) {
         cmocka_unit_test(test_chakra_export_round_trip),
         cmocka_unit_test(test_malformed_inputs),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }
