@@ -477,11 +477,13 @@ shs_status_t shs_comm_nccl_create_mpi(shs_comm_t **comm, shs_comm_t *host, shs_d
     if (!shs__device_is_cuda(dev))
         return shs_set_error(SHS_INVALID_ARG, "rank %d: shs_comm_nccl_create_mpi: not a CUDA device", rank);
     SHS_CHECK(shs__cuda_bind(dev));
-    /* every process takes part in each step, also after a local failure, so
-     * that nobody waits for a step another process skipped: the host
-     * collectives carry the failure (abort) to the others */
+    /* A process that fails before the broadcast aborts `host`, so the
+     * others' broadcast returns SHS_ABORTED instead of waiting for it; one
+     * that fails inside ncclCommInitRank cannot wake the others there, and
+     * the caller ends the job (shs_mpi_abort), as train does on any error. */
     shs_comm_t *sync = NULL;
     shs_status_t st = shs_comm_split(host, 0, rank, &sync);
+    if (st != SHS_OK) shs_comm_abort(host, shs_last_error());
     ncclUniqueId uid;
     memset(&uid, 0, sizeof uid);
     if (st == SHS_OK && rank == 0) {
