@@ -601,6 +601,56 @@ static void test_all_reduce_equals_rs_ag_memory(void **state) {
     free(bufs);
 }
 
+/* ---- the fused f32 sum with streaming stores ------------------------------- */
+
+/* Large f32 sums and averages take a fused path (comm_reduce.c) when every
+ * destination has the same address mod 64, and the tiled path otherwise.
+ * Both, with every head length (buffers offset by 0, 4 and 60 bytes on all
+ * ranks, or by rank-dependent amounts), in and out of place, all_reduce and
+ * reduce_scatter, bit for bit against the serial rank-order oracle. */
+static shs_status_t rank_streamed(tw_rank_t *r) {
+    int n = r->nranks, me = r->rank;
+    /* just above the streaming threshold, with a ragged tail */
+    size_t count = SHS__STREAM_MIN_BYTES / 4 / (size_t)n + 37;
+    size_t rs_count = SHS__STREAM_MIN_BYTES / 4 / (size_t)n + 5; /* reduce_scatter recvcount */
+    size_t big = count > rs_count * (size_t)n ? count : rs_count * (size_t)n;
+    static const int offsets[] = {0, 4, 60, -1}; /* -1: 4 * rank bytes, unequal across ranks */
+    char *sb = aligned_alloc(64, big * 4 + 128), *rb = aligned_alloc(64, big * 4 + 128);
+    TW_EXPECT(r, sb && rb, "out of memory");
+    for (size_t oi = 0; oi < sizeof offsets / sizeof offsets[0]; oi++) {
+        size_t off = offsets[oi] < 0 ? 4 * (size_t)me : (size_t)offsets[oi];
+        float *send = (float *)(sb + off), *recv = (float *)(rb + off);
+        for (int coll = 0; coll < 2; coll++)
+            for (int op = 0; op < 2; op++)
+                for (int ip = 0; ip < 2; ip++) {
+                    shs_redop_t redop = op ? SHS_AVG : SHS_SUM;
+                    size_t total = coll == 0 ? count : rs_count * (size_t)n;
+                    for (size_t g = 0; g < total; g++) send[g] = th_input(SHS_F32, me, g);
+                    float *out = ip ? (coll == 0 ? send : send + (size_t)me * rs_count) : recv;
+                    shs_status_t s = coll == 0 ? shs_all_reduce(send, out, count, SHS_F32, redop, r->comm)
+                                               : shs_reduce_scatter(send, out, rs_count, SHS_F32, redop, r->comm);
+                    TW_EXPECT(r, s == SHS_OK, "%s", shs_last_error());
+                    size_t m = coll == 0 ? count : rs_count, base = coll == 0 ? 0 : (size_t)me * rs_count;
+                    for (size_t i = 0; i < m; i++) {
+                        float want = th_oracle(SHS_F32, redop, n, base + i);
+                        TW_EXPECT(r, memcmp(&out[i], &want, 4) == 0,
+                                  "%s %s offset %zu %s i=%zu: got %a want %a", coll ? "reduce_scatter" : "all_reduce",
+                                  op ? "avg" : "sum", off, ip ? "in place" : "out of place", i, out[i], want);
+                    }
+                }
+    }
+    free(sb);
+    free(rb);
+    return SHS_OK;
+}
+
+static void test_streamed_f32_sum(void **state) {
+    (void)state;
+    static const int worlds[] = {1, 2, 3};
+    for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++)
+        tw_run_ok(worlds[w], DATA_TIMEOUT_MS, rank_streamed, NULL);
+}
+
 /* ---- barrier -------------------------------------------------------------- */
 
 static shs_status_t rank_barrier(tw_rank_t *r) {
@@ -1027,6 +1077,7 @@ int main(void) {
         cmocka_unit_test(test_all_reduce_bit_identical_to_rs_ag),
         cmocka_unit_test(test_algorithm_thresholds),
         cmocka_unit_test(test_all_reduce_equals_rs_ag_memory),
+        cmocka_unit_test(test_streamed_f32_sum),
         cmocka_unit_test(test_barrier),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_child_inherits_timeout),
