@@ -615,7 +615,8 @@ static shs_status_t rank_streamed(tw_rank_t *r) {
     size_t rs_count = SHS__STREAM_MIN_BYTES / 4 / (size_t)n + 5; /* reduce_scatter recvcount */
     size_t big = count > rs_count * (size_t)n ? count : rs_count * (size_t)n;
     static const int offsets[] = {0, 4, 60, -1}; /* -1: 4 * rank bytes, unequal across ranks */
-    char *sb = aligned_alloc(64, big * 4 + 128), *rb = aligned_alloc(64, big * 4 + 128);
+    size_t bytes = (big * 4 + 128 + 63) / 64 * 64; /* aligned_alloc: a multiple of the alignment */
+    char *sb = aligned_alloc(64, bytes), *rb = aligned_alloc(64, bytes);
     TW_EXPECT(r, sb && rb, "out of memory");
     for (size_t oi = 0; oi < sizeof offsets / sizeof offsets[0]; oi++) {
         size_t off = offsets[oi] < 0 ? 4 * (size_t)me : (size_t)offsets[oi];
