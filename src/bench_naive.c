@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm_impl.h"
 #include "shardsim/clock.h"
 
 typedef struct {
@@ -41,8 +42,6 @@ typedef struct {
     int rank;
 } naive_rank_t;
 
-static size_t slice_start(size_t count, int n, int j) { return count / (size_t)n * (size_t)j; }
-static size_t slice_end(size_t count, int n, int j) { return j == n - 1 ? count : slice_start(count, n, j + 1); }
 
 static void sum_slice(float *dst, float *const *srcs, int n, size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; i++) {
@@ -58,12 +57,12 @@ static void naive_call(naive_t *nv, int r) {
     pthread_barrier_wait(&nv->bar);
     switch (nv->op) {
     case SHS_OP_ALL_REDUCE:
-        sum_slice(nv->recv[r], nv->send, n, slice_start(count, n, r), slice_end(count, n, r));
+        sum_slice(nv->recv[r], nv->send, n, shs__chunk_start(count, n, r), shs__chunk_start(count, n, r + 1));
         pthread_barrier_wait(&nv->bar);
         for (int j = 0; j < n; j++) {
             if (j == r) continue;
-            size_t lo = slice_start(count, n, j);
-            memcpy(nv->recv[r] + lo, nv->recv[j] + lo, (slice_end(count, n, j) - lo) * sizeof(float));
+            size_t lo = shs__chunk_start(count, n, j);
+            memcpy(nv->recv[r] + lo, nv->recv[j] + lo, (shs__chunk_start(count, n, j + 1) - lo) * sizeof(float));
         }
         break;
     case SHS_OP_ALL_GATHER:

@@ -206,8 +206,8 @@ static shs_status_t do_all_reduce(shs_comm_t *comm, const shs__call_t *call) {
     const void **srcs = (const void **)c->table_host + 2 * (size_t)n;
     int ring = call->order == SHS_REDUCE_ORDER_RING;
     for (int k = 0; k < n; k++) srcs[k] = recv + (size_t)(ring ? (r + 1 + k) % n : k) * S * es;
-    size_t lo = (size_t)r * S < count ? (size_t)r * S : count;
-    size_t len = count - lo < S ? count - lo : S;
+    size_t lo, len; /* my ring chunk: [min(rS, count), min((r+1)S, count)) */
+    shs__ring_chunk(count, n, r, &lo, &len);
     SHS_CHECK(reduce_local(comm, mine, srcs, n, len, call->dtype, call->redop));
     NCCL_TRY(comm, "ncclAllGather", ncclAllGather(mine, all, S, nccl_dtype(call->dtype), c->nc, s));
     CUDA_TRY(comm, "cudaMemcpyAsync", cudaMemcpyAsync(call->recvbuf, all, count * es, cudaMemcpyDeviceToDevice, s));
