@@ -1,5 +1,6 @@
 /* args.c - strict value parsing for the command line (see args.h). */
 #include "args.h"
+#include "commands.h"
 
 #include <errno.h>
 #include <math.h>
@@ -43,3 +44,7 @@ int sim_parse_float(const char *s, double min, double max, double *out, char *er
     return 0;
 }
 
+int sim_usage_error(const char *cmd, const char *msg, const char *arg) {
+    fprintf(stderr, "shardsim: error: %s%s%s (see 'shardsim %s --help')\n", msg, arg ? " " : "", arg ? arg : "", cmd);
+    return SIM_EXIT_USAGE;
+}

@@ -60,10 +60,7 @@ static void compare_usage(FILE *f) {
             "  -h, --help           this text\n");
 }
 
-static int usage_error(const char *msg, const char *arg) {
-    fprintf(stderr, "shardsim: error: %s%s%s (see 'shardsim compare --help')\n", msg, arg ? " " : "", arg ? arg : "");
-    return SIM_EXIT_USAGE;
-}
+static int usage_error(const char *msg, const char *arg) { return sim_usage_error("compare", msg, arg); }
 
 typedef struct {
     char name[48];

@@ -49,10 +49,7 @@ static void replay_usage(FILE *f) {
             "  -h, --help        this text\n");
 }
 
-static int usage_error(const char *msg, const char *arg) {
-    fprintf(stderr, "shardsim: error: %s%s%s (see 'shardsim replay --help')\n", msg, arg ? " " : "", arg ? arg : "");
-    return SIM_EXIT_USAGE;
-}
+static int usage_error(const char *msg, const char *arg) { return sim_usage_error("replay", msg, arg); }
 
 static const char *human(char *buf, size_t n, double b) { return shs_format_bytes(buf, n, b); }
 
