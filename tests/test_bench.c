@@ -98,6 +98,15 @@ static void test_cli_text_rows(void **state) {
     test_run_process(bad, 60, &p);
     assert_int_equal(p.exit_code, 2);
     assert_non_null(strstr(p.err, "unknown --op all_to_all"));
+    /* JSON holds coll, train and matmul: text-only tables are refused, not dropped */
+    char *json_trace[] = {SHS_BIN_PATH, "bench", "--only", "trace", "--format", "json", NULL};
+    test_run_process(json_trace, 60, &p);
+    assert_int_equal(p.exit_code, 2);
+    assert_non_null(strstr(p.err, "--format json covers coll, train and matmul"));
+    char *mpi[] = {SHS_BIN_PATH, "bench", "--backend", "mpi", NULL};
+    test_run_process(mpi, 60, &p);
+    assert_int_equal(p.exit_code, 2);
+    assert_non_null(strstr(p.err, "--backend takes cpu, thread, cuda or cuda-nccl"));
     char *zero[] = {SHS_BIN_PATH, "bench", "--min-bytes", "0", NULL};
     test_run_process(zero, 60, &p);
     assert_int_equal(p.exit_code, 2);
