@@ -13,6 +13,7 @@
 #include "args.h"
 #include "commands.h"
 #include "compare_plot.h"
+#include "durable.h"
 #include "shardsim/estimate.h"
 #include "shardsim/meta_run.h"
 #include "shardsim/model_preset.h"
@@ -150,7 +151,7 @@ static double unit_div(size_t maxb, const char **name) {
     return 1024.0;
 }
 
-static void print_table(const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
+static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
                         size_t device_mem, const shs_hw_t *hw, double eff, const char *algo_name) {
     size_t maxb = 0;
     for (int i = 0; i < nrows; i++)
@@ -159,23 +160,23 @@ static void print_table(const row_t *rows, int nrows, const shs_meta_config_t *b
     double d = unit_div(maxb, &u);
     char b1[32];
     const shs_train_config_t *tc = &base->train;
-    printf("shardsim compare: %s, %zu parameters (Psi), world %d, micro-batch %d x %d tokens, param dtype %s, %s\n",
+    fprintf(out, "shardsim compare: %s, %zu parameters (Psi), world %d, micro-batch %d x %d tokens, param dtype %s, %s\n",
            model_name, rows[0].res.num_params, tc->world_size, tc->micro_batch, tc->model.context,
            shs_dtype_name(tc->param_dtype), shs_optim_name(tc->optim.kind));
-    printf("  %d wrap units; device memory %s (%s); per-rank %s; measured | closed form (ZeRO paper §5 partitioning, "
+    fprintf(out, "  %d wrap units; device memory %s (%s); per-rank %s; measured | closed form (ZeRO paper §5 partitioning, "
            "shardsim widths 4+4+%d B)\n",
            rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), hw->name, u,
            4 * shs_optim_state_per_param(&tc->optim));
     int w = 8; /* the name column fits the longest row name */
     for (int i = 0; i < nrows; i++)
         if ((int)strlen(rows[i].name) > w) w = (int)strlen(rows[i].name);
-    printf("%-*s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s\n", w, "strategy", "params", "grads",
+    fprintf(out, "%-*s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s\n", w, "strategy", "params", "grads",
            "optimizer", "activ.", "comm buf", "peak", "fits", "AG sent", "RS sent", "AR sent", "paper", "calls",
            "step s", "exposed", "MFU");
     for (int i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
         const shs_mem_stats_t *m = &r->worst->mem;
-        printf("%-*s %8.3f|%-8.3f %8.3f|%-8.3f %8.3f|%-8.3f %9.3f %9.3f %9.3f %4s | %9.3f %9.3f %9.3f %9.3f %6llu | "
+        fprintf(out, "%-*s %8.3f|%-8.3f %8.3f|%-8.3f %8.3f|%-8.3f %9.3f %9.3f %9.3f %4s | %9.3f %9.3f %9.3f %9.3f %6llu | "
                "%9.4g %8.3g %4.1f%%\n",
                w, r->name, m->peak[SHS_MEM_PARAMS] / d, r->form.params / d, m->peak[SHS_MEM_GRADS] / d, r->form.grads / d,
                m->peak[SHS_MEM_OPTIM] / d, r->form.optim / d, m->peak[SHS_MEM_ACTIVATIONS] / d,
@@ -183,9 +184,9 @@ static void print_table(const row_t *rows, int nrows, const shs_meta_config_t *b
                r->sent[SHS_OP_REDUCE_SCATTER] / d, r->sent[SHS_OP_ALL_REDUCE] / d, r->paper_sent / d,
                (unsigned long long)r->calls, r->est.step_s, r->est.exposed_comm_s, 100 * r->est.mfu);
     }
-    printf("notes (where measured differs from the closed forms):\n");
-    for (int i = 0; i < nrows; i++) printf("  %-*s %s\n", w, rows[i].name, rows[i].notes);
-    printf("closed forms: Rajbhandari et al. 2019 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
+    fprintf(out, "notes (where measured differs from the closed forms):\n");
+    for (int i = 0; i < nrows; i++) fprintf(out, "  %-*s %s\n", w, rows[i].name, rows[i].notes);
+    fprintf(out, "closed forms: Rajbhandari et al. 2019 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
            "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
            "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
            "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed alpha-beta comm (%s, %s) + offload;\n"
@@ -193,15 +194,15 @@ static void print_table(const row_t *rows, int nrows, const shs_meta_config_t *b
            base->steps, 100 * eff, hw->net.name, algo_name);
 }
 
-static void print_csv(const row_t *rows, int nrows) {
-    printf("name,strategy,checkpointing,offload,params_bytes,params_formula,grads_bytes,grads_formula,optimizer_bytes,"
+static void print_csv(FILE *out, const row_t *rows, int nrows) {
+    fprintf(out, "name,strategy,checkpointing,offload,params_bytes,params_formula,grads_bytes,grads_formula,optimizer_bytes,"
            "optimizer_formula,paper_total,activations_bytes,comm_buffers_bytes,other_bytes,peak_bytes,fits,"
            "all_gather_sent,reduce_scatter_sent,all_reduce_sent,comm_bytes_per_step,paper_comm_bytes,collectives,"
            "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu\n");
     for (int i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
         const shs_mem_stats_t *m = &r->worst->mem;
-        printf("%s,%s,%d,%s,%zu,%.0f,%zu,%.0f,%zu,%.0f,%.0f,%zu,%zu,%zu,%zu,%d,%llu,%llu,%llu,%llu,%.0f,%llu,%.6g,%.6g,"
+        fprintf(out, "%s,%s,%d,%s,%zu,%.0f,%zu,%.0f,%zu,%.0f,%.0f,%zu,%zu,%zu,%zu,%d,%llu,%llu,%llu,%llu,%.0f,%llu,%.6g,%.6g,"
                "%.6g,%.6g,%.6g,%.6g\n",
                r->name, shs_strategy_name(r->kind), r->ckpt,
                r->offload == SHS_OFFLOAD_NONE ? "none" : r->offload == SHS_OFFLOAD_PARAMS ? "params" : "optimizer",
@@ -215,7 +216,7 @@ static void print_csv(const row_t *rows, int nrows) {
 }
 
 #ifdef SHS_HAVE_JANSSON
-static int print_json(const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
+static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
                       size_t device_mem, const shs_hw_t *hw) {
     const shs_train_config_t *tc = &base->train;
     json_t *root = json_object(), *arr = json_array();
@@ -293,7 +294,7 @@ static int print_json(const row_t *rows, int nrows, const shs_meta_config_t *bas
     char *s = json_dumps(root, JSON_INDENT(2));
     json_decref(root);
     if (!s) return SIM_EXIT_ERROR;
-    printf("%s\n", s);
+    fprintf(out, "%s\n", s);
     free(s);
     return SIM_EXIT_OK;
 }
@@ -475,22 +476,33 @@ int sim_cmd_compare(int argc, char **argv) {
         rc = usage_error("no strategy selected by --strategies", strategies);
         goto out;
     }
-    if (output && !freopen(output, "w", stdout)) {
-        fprintf(stderr, "shardsim: error: cannot write %s\n", output);
+    /* --output is written whole or not at all (temp file, then rename) */
+    shs__afile_t af = {0};
+    if (output && shs__afile_open(&af, output, "w") != SHS_OK) {
+        fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
         rc = SIM_EXIT_ERROR;
         goto out;
     }
-    if (!strcmp(format, "csv")) print_csv(rows, nrows);
+    FILE *dst = output ? af.fp : stdout;
+    if (!strcmp(format, "csv")) print_csv(dst, rows, nrows);
 #ifdef SHS_HAVE_JANSSON
-    else if (!strcmp(format, "json")) rc = print_json(rows, nrows, &base, model_name, device_mem, &hw);
+    else if (!strcmp(format, "json")) rc = print_json(dst, rows, nrows, &base, model_name, device_mem, &hw);
 #endif
-    else print_table(rows, nrows, &base, model_name, device_mem, &hw, eff,
+    else print_table(dst, rows, nrows, &base, model_name, device_mem, &hw, eff,
                      algo == SHS_NUM_ALGOS ? "auto: faster of ring and tree" : shs_net_algo_name(algo));
+    if (output) {
+        if (rc != SIM_EXIT_OK) {
+            shs__afile_discard(&af);
+        } else if (shs__afile_commit(&af) != SHS_OK) {
+            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            rc = SIM_EXIT_ERROR;
+        }
+    }
     if (plot) {
         sim_plot_row_t *pr = calloc(nrows > 0 ? (size_t)nrows : 1, sizeof *pr);
         for (int i = 0; pr && i < nrows; i++) pr[i] = (sim_plot_row_t){rows[i].name, rows[i].worst, device_mem};
         if (!pr || sim_compare_plot(plot, model_name, pr, nrows) != 0) {
-            fprintf(stderr, "shardsim: error: cannot write %s\n", plot);
+            fprintf(stderr, "shardsim: error: cannot write %s: %s\n", plot, pr ? shs_last_error() : "out of memory");
             rc = SIM_EXIT_ERROR;
         }
         free(pr);

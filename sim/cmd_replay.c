@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "durable.h"
 #include "shardsim/trace_check.h"
 #include "shardsim/trace_export.h"
 #include "shardsim/trace_import.h"
@@ -145,12 +146,17 @@ int sim_cmd_replay(int argc, char **argv) {
     }
     int rc = SIM_EXIT_OK;
     if (export_text) {
-        FILE *f = fopen(export_text, "w");
-        if (!f || shs_trace_write_text(t, f, -1) != SHS_OK) {
-            fprintf(stderr, "shardsim: error: cannot write %s\n", export_text);
+        shs__afile_t af; /* whole or not at all */
+        shs_status_t st = shs__afile_open(&af, export_text, "w");
+        if (st == SHS_OK) {
+            st = shs_trace_write_text(t, af.fp, -1);
+            if (st == SHS_OK) st = shs__afile_commit(&af);
+            else shs__afile_discard(&af);
+        }
+        if (st != SHS_OK) {
+            fprintf(stderr, "shardsim: error: cannot write %s: %s\n", export_text, shs_last_error());
             rc = SIM_EXIT_ERROR;
         }
-        if (f) fclose(f);
     }
     if (export_chakra) {
         if (shs_trace_export_chakra(t, export_chakra) != SHS_OK) {

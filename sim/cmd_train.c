@@ -951,7 +951,7 @@ int sim_cmd_train(int argc, char **argv) {
                               cfg->device_mem == SIZE_MAX ? 0 : cfg->device_mem};
         if (r0.num_segments == 0 || sim_compare_plot(o.timeline_path, title, &row, 1) != 0) {
             fprintf(stderr, "shardsim: error: --memory-timeline: cannot write %s: %s\n", o.timeline_path,
-                    r0.num_segments ? strerror(errno) : "no step was recorded");
+                    r0.num_segments ? shs_last_error() : "no step was recorded");
             goto done;
         }
         printf("wrote %s (%d phases of rank 0's last step)\n", o.timeline_path, r0.num_segments);

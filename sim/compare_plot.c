@@ -9,7 +9,9 @@
 #include "compare_plot.h"
 
 #include <stdio.h>
+#include <string.h>
 
+#include "durable.h"
 #include "shardsim/units.h"
 
 static const char *const colors[SHS_MEM_NUM_CATEGORIES] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
@@ -25,15 +27,22 @@ static void esc(FILE *f, const char *s) {
 }
 
 int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *rows, int nrows) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    const int cols = nrows > 1 ? 2 : 1, pw = 560, ph = 220, ml = 70, mt = 30, mb = 40, top = 50;
-    int prow = (nrows + cols - 1) / cols;
-    int W = cols * (pw + ml + 20) + 20, H = top + prow * (ph + mt + mb) + 40;
+    shs__afile_t af;
+    if (shs__afile_open(&af, path, "w") != SHS_OK) return -1;
+    FILE *f = af.fp;
+    const int cols = nrows > 1 ? 2 : 1, pw = 560, ph = 220, ml = 70, mt = 30, top = 50;
+    int prow = (nrows + cols - 1) / cols, max_segments = 1;
     double ymax = 1;
-    for (int i = 0; i < nrows; i++)
+    for (int i = 0; i < nrows; i++) {
+        if (rows[i].rank->num_segments > max_segments) max_segments = rows[i].rank->num_segments;
         for (int s = 0; s < rows[i].rank->num_segments; s++)
             if ((double)rows[i].rank->segments[s].peak_total > ymax) ymax = (double)rows[i].rank->segments[s].peak_total;
+    }
+    /* each segment is named under the axis when there is room (>= 10 px) */
+    const int unit_labels = (double)pw / max_segments >= 10.0, mb = unit_labels ? 96 : 40;
+    /* at least as wide as the title and legend (about 800 px) */
+    int W = cols * (pw + ml + 20) + 20, H = top + prow * (ph + mt + mb) + 40;
+    if (W < 820) W = 820;
     ymax *= 1.05;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
                "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
@@ -97,10 +106,20 @@ int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *
                        "<text x=\"%.2f\" y=\"%d\" fill=\"#333\">%s</text>\n",
                     x0 + s * dx, y0, x0 + s * dx, y0 + ph + 4, x0 + s * dx + 2, y0 + ph + 16, name);
         }
+        if (unit_labels)
+            for (int s = 0; s < r->num_segments; s++) {
+                const char *lab = r->segments[s].label;
+                if (!strncmp(lab, "fwd ", 4) || !strncmp(lab, "bwd ", 4)) lab += 4;
+                double x = x0 + (s + 0.5) * dx + 3;
+                fprintf(f, "<text x=\"%.2f\" y=\"%d\" font-size=\"9\" fill=\"#444\" transform=\"rotate(90 %.2f %d)\">",
+                        x, y0 + ph + 22, x, y0 + ph + 22);
+                esc(f, lab);
+                fprintf(f, "</text>\n");
+            }
         fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#666\">unit segments of the step (%d)</text>\n", x0 + pw / 2 - 70,
-                y0 + ph + 32, r->num_segments);
+                y0 + ph + mb - 8, r->num_segments);
 #undef Y
     }
     fprintf(f, "</svg>\n");
-    return fclose(f) == 0 ? 0 : -1;
+    return shs__afile_commit(&af) == SHS_OK ? 0 : -1;
 }

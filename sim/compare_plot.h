@@ -13,7 +13,9 @@ typedef struct {
     size_t device_mem;                      /* drawn as a dashed line when in range */
 } sim_plot_row_t;
 
-/* Write the SVG to `path`. Returns 0, or -1 when the file cannot be written. */
+/* Write the SVG to `path`, whole or not at all (a temp file renamed onto
+ * path; an earlier file there survives a failure). Returns 0, or -1 when the
+ * file cannot be written, with shs_last_error() naming the path and why. */
 int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *rows, int nrows);
 
 #endif

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shardsim/checkpoint.h"
@@ -50,6 +51,50 @@ void shs__dfile_discard(shs__dfile_t *f) {
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;
     unlink(f->tmp);
+}
+
+shs_status_t shs__afile_open(shs__afile_t *f, const char *path, const char *mode) {
+    f->fp = NULL;
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path ||
+        snprintf(f->tmp, sizeof f->tmp, "%s.tmp", path) >= (int)sizeof f->tmp)
+        return shs_set_error(SHS_IO, "%s: path too long", path);
+    /* a device or pipe (/dev/stdout, a FIFO) is written in place: it holds
+     * nothing to lose and cannot be renamed onto */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        f->tmp[0] = '\0';
+        f->fp = fopen(path, mode);
+        if (!f->fp) return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(errno));
+        return SHS_OK;
+    }
+    f->fp = fopen(f->tmp, mode);
+    if (!f->fp) return shs_set_error(SHS_IO, "%s: cannot create: %s (writing %s)", path, strerror(errno), f->tmp);
+    return SHS_OK;
+}
+
+shs_status_t shs__afile_commit(shs__afile_t *f) {
+    if (!f->fp) return shs_set_error(SHS_IO, "%s: not open", f->path);
+    const int direct = f->tmp[0] == '\0';
+    const char *name = direct ? f->path : f->tmp;
+    shs_status_t st = SHS_OK;
+    errno = 0;
+    if (ferror(f->fp) || fflush(f->fp) != 0)
+        st = shs_set_error(SHS_IO, "%s: write failed: %s", name, errno ? strerror(errno) : "stream error");
+    else if (!direct && fsync(fileno(f->fp)) != 0)
+        st = shs_set_error(SHS_IO, "%s: fsync failed: %s", name, strerror(errno));
+    if (fclose(f->fp) != 0 && st == SHS_OK) st = shs_set_error(SHS_IO, "%s: close failed: %s", name, strerror(errno));
+    f->fp = NULL;
+    if (direct) return st;
+    if (st == SHS_OK && rename(f->tmp, f->path) != 0)
+        st = shs_set_error(SHS_IO, "%s: cannot rename to %s: %s", f->tmp, f->path, strerror(errno));
+    if (st != SHS_OK) unlink(f->tmp);
+    return st;
+}
+
+void shs__afile_discard(shs__afile_t *f) {
+    if (f->fp) fclose(f->fp);
+    f->fp = NULL;
+    if (f->tmp[0]) unlink(f->tmp);
 }
 
 shs_status_t shs__fsync_dir(const char *dir) {

@@ -1,11 +1,14 @@
 /* durable.h - crash-safe file writes (internal): write NAME.tmp, fsync it,
  * rename it to NAME, fsync the directory; plus little-endian helpers.
- * Used by checkpoints (checkpoint.c) and the safetensors export. */
+ * Used by checkpoints (checkpoint.c), the safetensors export, and (through
+ * the stdio form, shs__afile_*) every report and trace the program writes:
+ * a failed or interrupted write leaves an earlier NAME whole. */
 #ifndef SHARDSIM_DURABLE_H
 #define SHARDSIM_DURABLE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "shardsim/status.h"
 
@@ -30,6 +33,24 @@ void shs__dfile_discard(shs__dfile_t *f);
 shs_status_t shs__fsync_dir(const char *dir);
 /* The directory part of a path ("." when there is none) into out. */
 void shs__dirname(const char *path, char *out, size_t outlen);
+
+/* The same as a stdio stream, for text writers: fp is open on path.tmp. */
+typedef struct {
+    FILE *fp;              /* NULL when closed */
+    char tmp[4096];        /* NAME.tmp */
+    char path[4096];       /* NAME */
+} shs__afile_t;
+
+/* Open a stream on path.tmp (mode "w" or "wb"). Errors: SHS_IO naming the
+ * path (cannot create, path too long). */
+shs_status_t shs__afile_open(shs__afile_t *f, const char *path, const char *mode);
+/* Check the stream for earlier write errors, flush, fsync, close, and
+ * rename path.tmp to path. On any error path.tmp is removed and path is
+ * untouched. Errors: SHS_IO naming the path and the reason. */
+shs_status_t shs__afile_commit(shs__afile_t *f);
+/* Close and remove path.tmp (after a failure; never fails; no-op when
+ * already closed). */
+void shs__afile_discard(shs__afile_t *f);
 
 /* Little-endian encoding, whatever the host. */
 static inline void shs__put_le32(unsigned char *p, uint32_t v) {

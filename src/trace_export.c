@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "durable.h"
+
 #ifdef SHS_HAVE_PROTOBUF_C
 #include "et_def.pb-c.h"
 
@@ -58,8 +60,9 @@ static int chakra_comm_type(shs_trace_op_t op) {
 }
 
 static shs_status_t write_rank(const shs_trace_t *t, int r, const char *path) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return shs_set_error(SHS_IO, "%s: cannot create: %s", path, strerror(errno));
+    shs__afile_t af; /* written whole or not at all */
+    SHS_CHECK(shs__afile_open(&af, path, "wb"));
+    FILE *f = af.fp;
     int bad = 0;
     ChakraProtoMsg__GlobalMetadata gm;
     chakra_proto_msg__global_metadata__init(&gm);
@@ -102,8 +105,11 @@ static shs_status_t write_rank(const shs_trace_t *t, int r, const char *path) {
         bad |= put_msg(f, &n.base);
         id++;
     }
-    if (fclose(f) != 0) bad = 1;
-    return bad ? shs_set_error(SHS_IO, "%s: write failed", path) : SHS_OK;
+    if (bad) {
+        shs__afile_discard(&af);
+        return shs_set_error(SHS_IO, "%s: write failed", path);
+    }
+    return shs__afile_commit(&af);
 }
 
 shs_status_t shs_trace_export_chakra(const shs_trace_t *t, const char *prefix) {

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "durable.h"
+
 #ifdef SHS_HAVE_JANSSON
 #include <jansson.h>
 
@@ -70,8 +72,9 @@ shs_status_t shs_trace_export_perfetto(const shs_trace_t *t, const char *path, s
     char est_src[192];
     if (opts->net)
         snprintf(est_src, sizeof est_src, "estimate (%s, %s)", shs_net_algo_name(opts->algo), opts->net->name);
-    FILE *f = fopen(path, "w");
-    if (!f) return shs_set_error(SHS_IO, "%s: cannot create: %s", path, strerror(errno));
+    shs__afile_t af; /* written whole or not at all */
+    SHS_CHECK(shs__afile_open(&af, path, "w"));
+    FILE *f = af.fp;
     int bad = fputs("{\"traceEvents\":[\n", f) == EOF, first = 1;
     for (int r = 0; r < t->world && !bad; r++) {
         char name[32];
@@ -111,7 +114,7 @@ shs_status_t shs_trace_export_perfetto(const shs_trace_t *t, const char *path, s
                                           "tid", r, "args", args)
                               : NULL;
             if (!ev) {
-                fclose(f);
+                shs__afile_discard(&af);
                 return shs_set_error(SHS_HOST_OOM, "%s: out of memory building event %zu of rank %d", path, i, r);
             }
             bad |= put_event(f, ev, &first);
@@ -126,8 +129,12 @@ shs_status_t shs_trace_export_perfetto(const shs_trace_t *t, const char *path, s
     if (!bad) bad |= !other || json_dumpf(other, f, DUMP_FLAGS) != 0;
     json_decref(other);
     if (!bad) bad |= fputs("}\n", f) == EOF;
-    if (fclose(f) != 0) bad = 1;
-    return bad ? shs_set_error(SHS_IO, "%s: write failed: %s", path, strerror(errno)) : SHS_OK;
+    if (bad) {
+        int err = errno;
+        shs__afile_discard(&af);
+        return shs_set_error(SHS_IO, "%s: write failed: %s", path, err ? strerror(err) : "stream error");
+    }
+    return shs__afile_commit(&af);
 }
 
 #else

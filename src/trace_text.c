@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "durable.h"
 #include "shardsim/trace.h"
 #include "trace_util.h"
 
@@ -64,11 +65,14 @@ shs_status_t shs_trace_write_dir(const shs_trace_t *t, const char *dir) {
     for (int r = 0; r < t->world; r++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/rank%d.trace", dir, r);
-        FILE *f = fopen(path, "w");
-        if (!f) return shs_set_error(SHS_IO, "%s: cannot create: %s", path, strerror(errno));
-        shs_status_t st = shs_trace_write_text(t, f, r);
-        if (fclose(f) != 0 && st == SHS_OK) st = shs_set_error(SHS_IO, "%s: write failed", path);
-        if (st != SHS_OK) return shs_set_error(SHS_IO, "%s: %s", path, shs_last_error());
+        shs__afile_t af; /* each file whole or not at all */
+        SHS_CHECK(shs__afile_open(&af, path, "w"));
+        shs_status_t st = shs_trace_write_text(t, af.fp, r);
+        if (st != SHS_OK) {
+            shs__afile_discard(&af);
+            return shs_set_error(SHS_IO, "%s: %s", path, shs_last_error());
+        }
+        SHS_CHECK(shs__afile_commit(&af));
     }
     return SHS_OK;
 }

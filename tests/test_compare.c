@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -40,7 +41,8 @@ static char *run_compare(const char *format, const char *world, test_proc_t *p) 
                     "--vocab", "256", "--world", (char *)world, "--param-dtype", "f32", "--format", (char *)format,
                     "--output", path, NULL};
     test_run_process(argv, 60, p);
-    FILE *f = fdopen(fd, "r");
+    close(fd); /* the output replaces the file (renamed onto it): read it by name */
+    FILE *f = fopen(path, "r");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
@@ -202,11 +204,24 @@ static void test_cli_errors_and_plot(void **state) {
                     "--world", "4", "--variants", "plain", "--wrap", "size:20000", "--plot", path, NULL};
     test_run_process(plot, 60, p);
     if (p->exit_code != 0) fail_msg("compare --plot failed: %s", p->err);
-    FILE *f = fdopen(fd, "r");
-    char buf[256] = {0};
-    assert_true(fread(buf, 1, sizeof buf - 1, f) > 0);
-    assert_non_null(strstr(buf, "<svg"));
+    close(fd); /* the plot replaces the file: read it by name */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
     fclose(f);
+    assert_true(n > 0 && n < sizeof buf - 1);
+    assert_memory_equal(buf, "<svg", 4);
+    assert_true(n >= 7 && !strcmp(buf + n - 7, "</svg>\n")); /* whole */
+    /* one panel per row of the table: 6 strategies with --variants plain */
+    int panels = 0, labels = 0;
+    for (const char *q = buf; (q = strstr(q, "font-weight=\"bold\"")); q++) panels++;
+    for (const char *q = buf; (q = strstr(q, "rotate(90")); q++) labels++;
+    assert_int_equal(panels, 6);
+    /* few segments: each is named under its panel's axis, the same number in each */
+    assert_true(labels > 0 && labels % panels == 0);
+    assert_non_null(strstr(buf, ">step start</text>"));
     remove(path);
     free(p);
 }
