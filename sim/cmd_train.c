@@ -695,16 +695,16 @@ int sim_cmd_train(int argc, char **argv) {
     int exit_code = SIM_EXIT_ERROR;
     char b1[32], b2[32];
 
+    if (o.trace_dir && sim_trace_start(cfg, &trace_rec) != SHS_OK) {
+        report_error("--trace");
+        goto done;
+    }
     if (shs_trainer_create(&main_run, cfg, &corpus) != SHS_OK) {
         report_error(NULL);
         if (!o.device_mem_given && strstr(shs_last_error(), "out of device memory"))
             fprintf(stderr, "shardsim: note: the %d simulated devices share this machine's RAM (%s each); "
                             "use a smaller --world or model, or set --device-mem\n",
                     cfg->world_size * (o.check_ddp ? 2 : 1), shs_format_bytes(b1, sizeof b1, (double)cfg->device_mem));
-        goto done;
-    }
-    if (o.trace_dir && sim_trace_start(main_run, &trace_rec) != SHS_OK) {
-        report_error("--trace");
         goto done;
     }
     const shs_layout_t *lo = shs_trainer_layout(main_run);
@@ -744,6 +744,7 @@ int sim_cmd_train(int argc, char **argv) {
         rc_cfg.offload = SHS_OFFLOAD_NONE; /* offloading must not change a bit: compare with plain DDP */
         rc_cfg.checkpoint_activations = 0; /* the reference keeps every activation */
         rc_cfg.comm = mpi.ref;
+        rc_cfg.trace = NULL; /* --trace records the run under test */
         if (shs_trainer_create(&ref_run, &rc_cfg, &corpus) != SHS_OK ||
             (o.resume_dir && shs_checkpoint_resume(ref_run, o.resume_dir) != SHS_OK)) {
             report_error("reference DDP run");

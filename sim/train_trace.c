@@ -3,18 +3,10 @@
 
 #include <stdio.h>
 
-static shs_status_t attach_job(shs_rank_ctx_t *ctx, void *arg) {
-    return shs_trace_recorder_attach(arg, ctx->comm, ctx->rank, NULL);
-}
-
-shs_status_t sim_trace_start(shs_trainer_t *t, shs_trace_recorder_t **rec) {
-    SHS_CHECK(shs_trace_recorder_create(rec, shs_trainer_world_size(t)));
-    shs_status_t st = shs_trainer_run(t, attach_job, *rec);
-    if (st != SHS_OK) {
-        shs_trace_recorder_free(*rec);
-        *rec = NULL;
-    }
-    return st;
+shs_status_t sim_trace_start(shs_train_config_t *cfg, shs_trace_recorder_t **rec) {
+    SHS_CHECK(shs_trace_recorder_create(rec, cfg->world_size));
+    cfg->trace = *rec;
+    return SHS_OK;
 }
 
 shs_status_t sim_trace_finish(shs_trace_recorder_t *rec, const char *dir) {

@@ -311,9 +311,19 @@ shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **n
     c.color = color;
     c.key = key;
     c.seq = comm->seq++;
+    double t0 = comm->recorder ? shs_now_seconds() : 0;
     shs_status_t s = comm->iface->split(comm, &c, newcomm);
     if (s == SHS_OK) comm->stats.calls[SHS_OP_SPLIT]++;
-    if (s == SHS_OK && *newcomm) (*newcomm)->reduce_order = comm->reduce_order;
+    if (s == SHS_OK && *newcomm) {
+        (*newcomm)->reduce_order = comm->reduce_order;
+        shs_comm_set_recorder(*newcomm, comm->recorder, comm->recorder_user);
+    }
+    if (comm->recorder) {
+        shs_comm_call_info_t info = {.op = SHS_OP_SPLIT, .dtype = c.dtype, .redop = c.redop, .seq = c.seq,
+                                     .t_start = t0, .t_end = shs_now_seconds(), .marker = comm->marker, .status = s,
+                                     .color = color, .newcomm = s == SHS_OK ? *newcomm : NULL};
+        comm->recorder(comm->recorder_user, comm, &info);
+    }
     return s;
 }
 

@@ -51,8 +51,8 @@ static shs_status_t meta_split(shs_comm_t *comm, const shs__call_t *call, shs_co
     snprintf(name, sizeof name, "%s/%d", m->name, call->color);
     SHS_CHECK(meta_new(newcomm, members, newrank, name, NULL, NULL));
     ((meta_comm_t *)(*newcomm)->ctx)->split_index = k;
-    /* the child reports to the parent's recorder (meta_run's timeline) */
-    shs_comm_set_recorder(*newcomm, comm->recorder, comm->recorder_user);
+    /* the child reports to the parent's recorder (meta_run's timeline):
+     * shs_comm_split hands it on */
     return SHS_OK;
 }
 

@@ -133,7 +133,7 @@ static void unit_seg(wrap_src_t *ws, int logical) {
 
 static void recorder(void *user, const shs_comm_t *comm, const shs_comm_call_info_t *info) {
     run_t *r = user;
-    if (!r->recording || info->status != SHS_OK || info->op == SHS_OP_BARRIER) return;
+    if (!r->recording || info->status != SHS_OK || info->op == SHS_OP_BARRIER || info->op == SHS_OP_SPLIT) return;
     if (r->ncalls == r->cap_calls) {
         size_t cap = r->cap_calls ? 2 * r->cap_calls : 256;
         shs_meta_call_t *p = realloc(r->calls, cap * sizeof *p);

@@ -125,10 +125,13 @@ static shs_status_t prefetch(shs_strategy_t *s, int unit) {
     if (!gathers(s, u) || u->gather_refs > 0) return SHS_OK;
     if (s->cfg.limit_all_gathers > 0 && s->held_prefetches >= s->cfg.limit_all_gathers) return SHS_OK;
     /* in traces the gather is marked with the unit it is for ("bwd/block0"),
-     * not the unit whose acquire triggered it */
+     * not the unit whose acquire triggered it; the phase comes from the
+     * world communicator's marker (the trainer marks that one, not hybrid
+     * sharding's shard group) */
     char saved[SHS_COMM_MARKER_MAX], mark[SHS_COMM_MARKER_MAX];
+    const char *phase = shs_comm_marker(s->comm);
+    snprintf(mark, sizeof mark, "%.*s/%s", (int)strcspn(phase, "/"), phase, s->layout->units[unit].name);
     snprintf(saved, sizeof saved, "%s", shs_comm_marker(s->shard_comm));
-    snprintf(mark, sizeof mark, "%.*s/%s", (int)strcspn(saved, "/"), saved, s->layout->units[unit].name);
     shs_comm_set_marker(s->shard_comm, mark);
     shs_status_t st = take_gathered(s, u);
     shs_comm_set_marker(s->shard_comm, saved);

@@ -13,12 +13,13 @@ typedef struct {
     int comm;                    /* index into the recorder's comm table */
 } entry_t;
 
-#define HOOKS_PER_RANK 8   /* communicators recorded per rank */
-
-struct rank_buf;
-typedef struct {
+/* One recorded handle of one rank: the user of its recorder hook. */
+typedef struct hook {
     struct rank_buf *buf;
-    int comm;
+    int comm;                    /* index into the recorder's comm table */
+    const shs_comm_t *handle;
+    const struct hook *parent;   /* the hook of the handle it was split from; NULL if attached */
+    struct hook *next;           /* the rank's hooks, newest first */
 } hook_t;
 
 typedef struct rank_buf {
@@ -29,14 +30,20 @@ typedef struct rank_buf {
     char **markers;              /* this rank's distinct markers */
     size_t nmarkers, markers_cap;
     int oom;
-    hook_t hooks[HOOKS_PER_RANK];
-    int nhooks;
+    hook_t *hooks;
 } rank_buf_t;
 
+/* A communicator of the trace. Attached ones are found by name; one split
+ * from a recorded communicator by (parent, seq, color), which every member
+ * of the split passes alike, and its members are filled in by each member
+ * rank as it reports the split (-1 until then). */
 typedef struct {
     char name[128];
     int size;
     int *members;
+    int parent;                  /* index of the parent; -1 if attached */
+    uint64_t seq;                /* the split's sequence number on the parent */
+    int color;
 } comm_desc_t;
 
 struct shs_trace_recorder {
@@ -70,6 +77,10 @@ void shs_trace_recorder_free(shs_trace_recorder_t *r) {
         free(r->ranks[i].e);
         for (size_t k = 0; k < r->ranks[i].nmarkers; k++) free(r->ranks[i].markers[k]);
         free(r->ranks[i].markers);
+        for (hook_t *h = r->ranks[i].hooks, *next; h; h = next) {
+            next = h->next;
+            free(h);
+        }
     }
     for (int c = 0; c < r->ncomms; c++) free(r->comms[c].members);
     free(r->comms);
@@ -78,30 +89,68 @@ void shs_trace_recorder_free(shs_trace_recorder_t *r) {
     free(r);
 }
 
-/* Index of comm `name` in the recorder's table, adding it; -1 on OOM. */
+/* Append a communicator of `size` members to the table (mu held); its
+ * members are `members`, or 0..size-1 for NULL, or all -1 for `unknown`.
+ * Returns its index, -1 on OOM. */
+static int add_comm(shs_trace_recorder_t *r, const char *name, int size, const int *members, int unknown) {
+    comm_desc_t *nc = realloc(r->comms, (size_t)(r->ncomms + 1) * sizeof *nc);
+    if (nc) r->comms = nc;
+    int *m = malloc((size_t)size * sizeof(int));
+    if (!nc || !m) {
+        free(m);
+        return -1;
+    }
+    for (int i = 0; i < size; i++) m[i] = unknown ? -1 : members ? members[i] : i;
+    comm_desc_t *d = &r->comms[r->ncomms];
+    *d = (comm_desc_t){.size = size, .members = m, .parent = -1};
+    snprintf(d->name, sizeof d->name, "%s", name);
+    return r->ncomms++;
+}
+
+/* Index of attached comm `name` in the recorder's table, adding it; -1 on OOM. */
 static int comm_index(shs_trace_recorder_t *r, const shs_comm_t *comm, const int *members) {
     pthread_mutex_lock(&r->mu);
     int found = -1;
     for (int c = 0; c < r->ncomms && found < 0; c++)
-        if (strcmp(r->comms[c].name, shs_comm_name(comm)) == 0) found = c;
-    if (found < 0) {
-        int size = shs_comm_size(comm);
-        comm_desc_t *nc = realloc(r->comms, (size_t)(r->ncomms + 1) * sizeof *nc);
-        int *m = malloc((size_t)size * sizeof(int));
-        if (nc) r->comms = nc;
-        if (nc && m) {
-            for (int i = 0; i < size; i++) m[i] = members ? members[i] : i;
-            comm_desc_t *d = &r->comms[r->ncomms];
-            snprintf(d->name, sizeof d->name, "%s", shs_comm_name(comm));
-            d->size = size;
-            d->members = m;
-            found = r->ncomms++;
-        } else {
-            free(m);
-        }
-    }
+        if (r->comms[c].parent < 0 && strcmp(r->comms[c].name, shs_comm_name(comm)) == 0) found = c;
+    if (found < 0) found = add_comm(r, shs_comm_name(comm), shs_comm_size(comm), members, 0);
     pthread_mutex_unlock(&r->mu);
     return found;
+}
+
+/* Index of the communicator that split number `seq` of recorded comm
+ * `parent` made for `color`, adding it, and global rank `rank` as its member
+ * `local`; -1 on OOM. Its trace name is "<parent>/<color>@<seq>": the
+ * child's own name (comm.h) qualified by the split, since two splits of one
+ * parent (hybrid sharding's shard and replica groups) both make a "/0". */
+static int child_index(shs_trace_recorder_t *r, int parent, uint64_t seq, int color, const shs_comm_t *child,
+                       int rank) {
+    pthread_mutex_lock(&r->mu);
+    int found = -1;
+    for (int c = 0; c < r->ncomms && found < 0; c++)
+        if (r->comms[c].parent == parent && r->comms[c].seq == seq && r->comms[c].color == color) found = c;
+    if (found < 0) {
+        char name[sizeof r->comms[0].name + 32];
+        snprintf(name, sizeof name, "%s/%d@%llu", r->comms[parent].name, color, (unsigned long long)seq);
+        found = add_comm(r, name, shs_comm_size(child), NULL, 1);
+        if (found >= 0) {
+            r->comms[found].parent = parent;
+            r->comms[found].seq = seq;
+            r->comms[found].color = color;
+        }
+    }
+    int local = shs_comm_rank(child);
+    if (found >= 0 && local >= 0 && local < r->comms[found].size) r->comms[found].members[local] = rank;
+    pthread_mutex_unlock(&r->mu);
+    return found;
+}
+
+static hook_t *new_hook(rank_buf_t *b, int comm, const shs_comm_t *handle, const hook_t *parent) {
+    hook_t *h = malloc(sizeof *h);
+    if (!h) return NULL;
+    *h = (hook_t){.buf = b, .comm = comm, .handle = handle, .parent = parent, .next = b->hooks};
+    b->hooks = h;
+    return h;
 }
 
 static const char *keep_marker(rank_buf_t *b, const char *m) {
@@ -121,11 +170,17 @@ static const char *keep_marker(rank_buf_t *b, const char *m) {
     return d;
 }
 
+static void on_split(hook_t *h, const shs_comm_call_info_t *call);
+
 static void on_call(void *user, const shs_comm_t *comm, const shs_comm_call_info_t *call) {
     (void)comm;
     hook_t *h = user;
     rank_buf_t *b = h->buf;
     if (call->status != SHS_OK || b->oom) return;
+    if (call->op == SHS_OP_SPLIT) {
+        on_split(h, call);
+        return;
+    }
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 256;
         entry_t *ne = realloc(b->e, cap * sizeof *ne);
@@ -136,24 +191,63 @@ static void on_call(void *user, const shs_comm_t *comm, const shs_comm_call_info
     entry_t *e = &b->e[b->n];
     e->info = *call;
     e->comm = h->comm;
-    e->info.marker = keep_marker(b, call->marker);
+    /* a split communicator's calls carry its nearest ancestor's marker
+     * (the trainer marks the world communicator only) */
+    const char *m = call->marker;
+    for (const hook_t *p = h->parent; (!m || !*m) && p; p = p->parent) m = shs_comm_marker(p->handle);
+    e->info.marker = keep_marker(b, m);
     if (!e->info.marker) { b->oom = 1; return; }
     b->n++;
+}
+
+/* The split reported by `h`'s handle: record the new handle too, as its own
+ * communicator (it has on_call with the parent's hook already). */
+static void on_split(hook_t *h, const shs_comm_call_info_t *call) {
+    rank_buf_t *b = h->buf;
+    if (!call->newcomm) return;
+    int c = child_index(b->rec, h->comm, call->seq, call->color, call->newcomm, b->rank);
+    hook_t *child = c >= 0 ? new_hook(b, c, call->newcomm, h) : NULL;
+    if (!child) {
+        b->oom = 1;
+        shs_comm_set_recorder(call->newcomm, NULL, NULL);
+        return;
+    }
+    shs_comm_set_recorder(call->newcomm, on_call, child);
 }
 
 shs_status_t shs_trace_recorder_attach(shs_trace_recorder_t *r, shs_comm_t *comm, int rank, const int *members) {
     if (!r || !comm || rank < 0 || rank >= r->world)
         return shs_set_error(SHS_INVALID_ARG, "recorder attach: rank %d outside 0..%d", rank, r ? r->world - 1 : -1);
     rank_buf_t *b = &r->ranks[rank];
-    if (b->nhooks == HOOKS_PER_RANK)
-        return shs_set_error(SHS_INVALID_ARG, "recorder attach: rank %d has %d communicators recorded already", rank,
-                             HOOKS_PER_RANK);
     int c = comm_index(r, comm, members);
-    if (c < 0) return shs_set_error(SHS_HOST_OOM, "recorder attach: out of memory");
-    hook_t *h = &b->hooks[b->nhooks++];
-    *h = (hook_t){.buf = b, .comm = c};
+    hook_t *h = c >= 0 ? new_hook(b, c, comm, NULL) : NULL;
+    if (!h) return shs_set_error(SHS_HOST_OOM, "recorder attach: out of memory");
     shs_comm_set_recorder(comm, on_call, h);
     return SHS_OK;
+}
+
+/* 1 if comm a comes before comm b among the children of one parent, or
+ * among the attached comms: by (seq, color), or by name. */
+static int comm_before(const shs_trace_recorder_t *r, int a, int b) {
+    const comm_desc_t *x = &r->comms[a], *y = &r->comms[b];
+    if (x->parent < 0) return strcmp(x->name, y->name) < 0;
+    return x->seq != y->seq ? x->seq < y->seq : x->color < y->color;
+}
+
+/* The trace's comm order, whatever order the ranks' threads added them in:
+ * the attached comms by name, then, breadth first, each comm's children by
+ * (seq, color). */
+static void comm_order(const shs_trace_recorder_t *r, int *order) {
+    int n = 0;
+    for (int k = -1; k < n; k++) { /* k = -1: the attached comms */
+        int parent = k < 0 ? -1 : order[k], first = n;
+        for (int c = 0; c < r->ncomms; c++) {
+            if (r->comms[c].parent != parent) continue;
+            int i = n++;
+            for (; i > first && comm_before(r, c, order[i - 1]); i--) order[i] = order[i - 1];
+            order[i] = c;
+        }
+    }
 }
 
 shs_status_t shs_trace_recorder_finish(shs_trace_recorder_t *r, shs_trace_t **out) {
@@ -161,10 +255,20 @@ shs_status_t shs_trace_recorder_finish(shs_trace_recorder_t *r, shs_trace_t **ou
     shs_trace_t *t;
     SHS_CHECK(shs_trace_create(&t, r->world));
     shs_status_t st = SHS_OK;
-    int *ids = calloc((size_t)r->ncomms + 1, sizeof *ids);
-    if (!ids) st = shs_set_error(SHS_HOST_OOM, "cannot build trace");
+    int *ids = calloc((size_t)r->ncomms + 1, sizeof *ids), *order = calloc((size_t)r->ncomms + 1, sizeof *order);
+    if (!ids || !order) st = shs_set_error(SHS_HOST_OOM, "cannot build trace");
     for (int c = 0; st == SHS_OK && c < r->ncomms; c++)
-        st = shs_trace_add_comm(t, r->comms[c].name, r->comms[c].size, r->comms[c].members, &ids[c]);
+        for (int i = 0; st == SHS_OK && i < r->comms[c].size; i++)
+            if (r->comms[c].members[i] < 0)
+                st = shs_set_error(SHS_INVALID_ARG,
+                                   "communicator '%s': its rank %d did not record the split that made it (a "
+                                   "rank recorded by another recorder, e.g. another process)",
+                                   r->comms[c].name, i);
+    if (st == SHS_OK) comm_order(r, order);
+    for (int k = 0; st == SHS_OK && k < r->ncomms; k++) {
+        const comm_desc_t *d = &r->comms[order[k]];
+        st = shs_trace_add_comm(t, d->name, d->size, d->members, &ids[order[k]]);
+    }
     for (int k = 0; st == SHS_OK && k < r->world; k++) {
         rank_buf_t *b = &r->ranks[k];
         if (b->oom) st = shs_set_error(SHS_HOST_OOM, "rank %d ran out of memory while recording", k);
@@ -194,6 +298,7 @@ shs_status_t shs_trace_recorder_finish(shs_trace_recorder_t *r, shs_trace_t **ou
         }
     }
     free(ids);
+    free(order);
     if (st != SHS_OK) {
         shs_trace_free(t);
         return st;

@@ -54,6 +54,7 @@ shs_train_config_t shs_train_default_config(void) {
 static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     rank_state_t *rs = &t->ranks[ctx->rank];
+    if (t->cfg.trace) SHS_CHECK(shs_trace_recorder_attach(t->cfg.trace, ctx->comm, ctx->rank, NULL));
     shs_strategy_config_t scfg = {.kind = t->cfg.strategy, .bucket_bytes = t->cfg.bucket_bytes, .optim = t->cfg.optim,
                                   .seed = t->cfg.seed, .shard_align = t->cfg.shard_align,
                                   .shard_group_size = t->cfg.shard_group_size,

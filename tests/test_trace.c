@@ -169,6 +169,91 @@ static void test_recorder_records_every_call(void **state) {
     shs_trace_free(t);
 }
 
+/* Splits of a recorded communicator are recorded too: rows = rank/2
+ * (key rank), cols = rank%2 (key -rank, so each col lists its higher rank
+ * first), three = ranks 0..2 (rank 3 passes no color), and sub = a split of
+ * a row. A child without a marker of its own takes its parent's. */
+static shs_status_t record_split_fn(tw_rank_t *r) {
+    SHS_CHECK(shs_trace_recorder_attach(g_rec, r->comm, r->rank, NULL));
+    shs_comm_t *rows = NULL, *cols = NULL, *three = NULL, *sub = NULL;
+    float buf[16] = {0};
+    shs_status_t st = shs_comm_split(r->comm, r->rank / 2, r->rank, &rows);
+    if (st == SHS_OK) st = shs_comm_split(r->comm, r->rank % 2, -r->rank, &cols);
+    if (st == SHS_OK) st = shs_comm_split(r->comm, r->rank == 3 ? SHS_SPLIT_NOCOLOR : 0, r->rank, &three);
+    shs_comm_set_marker(r->comm, "bwd/block0");
+    if (st == SHS_OK) st = shs_all_reduce(buf, buf, 5, SHS_F32, SHS_SUM, rows);
+    if (st == SHS_OK) st = shs_comm_split(rows, 0, 0, &sub);
+    if (st == SHS_OK) st = shs_all_reduce(buf, buf, 7, SHS_F32, SHS_SUM, sub);
+    if (st == SHS_OK) st = shs_all_gather(buf, buf + 8, 3, SHS_F32, cols);
+    if (st == SHS_OK && three) {
+        shs_comm_set_marker(three, "own");
+        st = shs_all_reduce(buf, buf, 2, SHS_F32, SHS_SUM, three);
+    }
+    shs_comm_set_marker(r->comm, "optim");
+    if (st == SHS_OK) st = shs_barrier(r->comm);
+    shs_comm_destroy(sub);
+    shs_comm_destroy(three);
+    shs_comm_destroy(cols);
+    shs_comm_destroy(rows);
+    return st;
+}
+
+static void test_recorder_records_split_communicators(void **state) {
+    (void)state;
+    assert_int_equal(shs_trace_recorder_create(&g_rec, 4), SHS_OK);
+    tw_rank_t *ranks = tw_run(4, 10000, record_split_fn, NULL);
+    tw_assert_all(ranks, 4, SHS_OK);
+    free(ranks);
+    shs_trace_t *t;
+    assert_int_equal(shs_trace_recorder_finish(g_rec, &t), SHS_OK);
+    shs_trace_recorder_free(g_rec);
+    /* named "<parent>/<color>@<split's seq on the parent>", in this order
+     * whichever rank got there first; members are global ranks by local rank */
+    static const struct {
+        const char *name;
+        int size, ranks[3];
+    } want[] = {{"world", 4, {0, 1, 2}},      {"world/0@0", 2, {0, 1}},     {"world/1@0", 2, {2, 3}},
+                {"world/0@1", 2, {2, 0}},     {"world/1@1", 2, {3, 1}},     {"world/0@2", 3, {0, 1, 2}},
+                {"world/0@0/0@1", 2, {0, 1}}, {"world/1@0/0@1", 2, {2, 3}}};
+    assert_int_equal(t->ncomms, 8);
+    for (int c = 0; c < 8; c++) {
+        assert_string_equal(t->comms[c].name, want[c].name);
+        assert_int_equal(t->comms[c].size, want[c].size);
+        for (int i = 0; i < want[c].size && i < 3; i++) assert_int_equal(t->comms[c].ranks[i], want[c].ranks[i]);
+    }
+    for (int r = 0; r < 4; r++) {
+        /* rows, sub, cols, three (not rank 3), then the world's barrier at
+         * seq 3: the three splits took 0..2 and are not records */
+        int n = r == 3 ? 4 : 5;
+        assert_int_equal(t->ranks[r].n, n);
+        const shs_trace_rec_t *x = t->ranks[r].recs;
+        assert_string_equal(t->comms[x[0].comm].name, r < 2 ? "world/0@0" : "world/1@0");
+        assert_int_equal(x[0].count, 5);
+        assert_string_equal(t->comms[x[1].comm].name, r < 2 ? "world/0@0/0@1" : "world/1@0/0@1");
+        assert_int_equal(x[1].count, 7);
+        assert_string_equal(t->comms[x[2].comm].name, r % 2 ? "world/1@1" : "world/0@1");
+        assert_int_equal(x[2].op, SHS_TOP_ALL_GATHER);
+        for (int k = 0; k < 3; k++) {
+            assert_int_equal(x[k].seq, 0);
+            assert_string_equal(shs_trace_str(t, x[k].marker), "bwd/block0");
+        }
+        if (r < 3) {
+            assert_string_equal(t->comms[x[3].comm].name, "world/0@2");
+            assert_string_equal(shs_trace_str(t, x[3].marker), "own");
+        }
+        assert_int_equal(x[n - 1].comm, 0);
+        assert_int_equal(x[n - 1].op, SHS_TOP_BARRIER);
+        assert_int_equal(x[n - 1].seq, 3);
+        assert_string_equal(shs_trace_str(t, x[n - 1].marker), "optim");
+    }
+    shs_trace_report_t rep;
+    assert_int_equal(shs_trace_check(t, &rep, 8), SHS_OK);
+    assert_int_equal(rep.total, 0);
+    assert_int_equal(rep.coll_completed, 2 + 2 + 2 + 1 + 1);
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
 /* ---- analysis on hand-written defects ---------------------------------- */
 
 static shs_trace_report_t check(shs_trace_t *t) {
@@ -293,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_text_round_trip),
         cmocka_unit_test(test_text_errors_name_file_and_line),
         cmocka_unit_test(test_recorder_records_every_call),
+        cmocka_unit_test(test_recorder_records_split_communicators),
         cmocka_unit_test(test_skipped_op_is_missing_at_its_seq),
         cmocka_unit_test(test_count_mismatch_names_ranks_and_seq),
         cmocka_unit_test(test_dtype_mismatch_names_ranks_and_seq),

@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "shardsim/trace.h"
+#include "shardsim/trace_import.h"
 #include "harness.h"
 
 static test_proc_t proc;
@@ -139,12 +141,115 @@ static void test_train_trace_round_trip(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Records of communicator `c` in `t`, all ranks; each (rank, c) must number
+ * its calls 0, 1, ... except the world communicator, whose sequence numbers
+ * 0 and 1 went to the strategy's two splits (not records). */
+static long comm_records(const shs_trace_t *t, int c, int first_seq) {
+    long n = 0;
+    for (int r = 0; r < t->world; r++) {
+        int64_t next = first_seq;
+        for (size_t i = 0; i < t->ranks[r].n; i++) {
+            const shs_trace_rec_t *x = &t->ranks[r].recs[i];
+            if (x->comm != c) continue;
+            if (x->seq != next) fail_msg("rank %d comm %s: seq %lld, want %lld", r, t->comms[c].name,
+                                         (long long)x->seq, (long long)next);
+            next++;
+            n++;
+        }
+    }
+    return n;
+}
+
+static void assert_members(const shs_trace_t *t, const char *name, int a, int b) {
+    int c = shs_trace_find_comm(t, name);
+    if (c < 0) fail_msg("no communicator '%s' in the trace", name);
+    assert_int_equal(t->comms[c].size, 2);
+    assert_int_equal(t->comms[c].ranks[0], a);
+    assert_int_equal(t->comms[c].ranks[1], b);
+}
+
+/* train --trace under hybrid sharding records the strategy's
+ * sub-communicators too. World 4, G = 2, S = 2 steps, L = 2 layers, so
+ * U = L + 2 = 4 units (embedding, 2 blocks, final layernorm). Per rank and
+ * step: on its shard group 2U all-gathers (forward, and again in backward:
+ * resharded after forward) and U reduce-scatters; on its replica group U
+ * AVG all-reduces of its shard; on the world 1 loss all-reduce. Shard
+ * groups are G consecutive ranks (the split at world seq 0, color rank/G),
+ * replica groups the ranks equal mod G (seq 1, color rank%G). */
+static void test_train_trace_hybrid_subcomms(void **state) {
+    (void)state;
+    enum { N = 4, G = 2, S = 2, L = 2, U = L + 2 };
+    char dir[] = "/tmp/shardsim-rec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *argv[] = {(char *)SHS_BIN_PATH, "train", "--steps", "2", "--world", "4", "--strategy", "hybrid_shard",
+                    "--shard-group-size", "2", "--layers", "2", "--channels", "32", "--heads", "2", "--context", "16",
+                    "--trace", dir, NULL};
+    test_run_process(argv, 120.0, &proc);
+    expect(&proc, 0, "in 4 units", NULL);
+    assert_non_null(strstr(proc.out, "trace: 136 collectives of 4 ranks written to"));
+    const char *summary = strstr(proc.out, "\nsummary");
+    assert_non_null(summary);
+    /* the communicators' own counters, per rank */
+    assert_int_equal(table_calls(summary, "all_gather"), 2 * U * S);
+    assert_int_equal(table_calls(summary, "reduce_scatter"), U * S);
+    assert_int_equal(table_calls(summary, "all_reduce"), (U + 1) * S);
+
+    shs_trace_t *t;
+    shs_trace_load_opts_t lo = {0};
+    assert_int_equal(shs_trace_load(&t, dir, &lo), SHS_OK);
+    assert_int_equal(t->world, N);
+    assert_int_equal(t->ncomms, 1 + N / G + G);
+    assert_int_equal(shs_trace_find_comm(t, "world"), 0);
+    assert_members(t, "world/0@0", 0, 1);
+    assert_members(t, "world/1@0", 2, 3);
+    assert_members(t, "world/0@1", 0, 2);
+    assert_members(t, "world/1@1", 1, 3);
+    assert_int_equal(comm_records(t, 0, 2), N * S);
+    for (int c = 1; c < t->ncomms; c++) {
+        int shard = strstr(t->comms[c].name, "@0") != NULL;
+        assert_int_equal(comm_records(t, c, 0), shard ? G * 3 * U * S : (N / G) * U * S);
+    }
+    assert_int_equal(shs_trace_num_records(t), N * (3 * U * S + U * S + S));
+    /* ops by communicator: gathers and reduce-scatters on the shard groups,
+     * all-reduces on the replica groups and the world; a sub-communicator's
+     * calls carry the unit marker the trainer set on the world */
+    for (int r = 0; r < N; r++)
+        for (size_t i = 0; i < t->ranks[r].n; i++) {
+            const shs_trace_rec_t *x = &t->ranks[r].recs[i];
+            const char *name = t->comms[x->comm].name, *marker = shs_trace_str(t, x->marker);
+            if (x->op == SHS_TOP_ALL_REDUCE) assert_null(strstr(name, "@0"));
+            else assert_non_null(strstr(name, "@0"));
+            if (x->comm == 0) {
+                assert_string_equal(marker, "loss");
+                continue;
+            }
+            int bwd = strncmp(marker, "bwd/", 4) == 0;
+            if (!(bwd || strncmp(marker, "fwd/", 4) == 0) || strlen(marker) < 5 ||
+                (x->op != SHS_TOP_ALL_GATHER && !bwd))
+                fail_msg("rank %d %s seq %lld: marker '%s'", r, name, (long long)x->seq, marker);
+        }
+    shs_trace_free(t);
+
+    const test_proc_t *p = replay(dir, NULL, NULL);
+    expect(p, 0, "consistency: OK", NULL);
+    assert_non_null(strstr(p->out, "5 communicators, 136 records"));
+    assert_non_null(strstr(p->out, "replay on 4 threads"));
+    const char *replayed = strstr(p->out, "replay on");
+    assert_int_equal(table_calls(replayed, "all_gather"), N * 2 * U * S);
+    assert_int_equal(table_calls(replayed, "reduce_scatter"), N * U * S);
+    assert_int_equal(table_calls(replayed, "all_reduce"), N * (U + 1) * S);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_nccl_log),
         cmocka_unit_test(test_replay_reports_mismatch),
         cmocka_unit_test(test_replay_bad_input),
         cmocka_unit_test(test_train_trace_round_trip),
+        cmocka_unit_test(test_train_trace_hybrid_subcomms),
         cmocka_unit_test(test_replay_network),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

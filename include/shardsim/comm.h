@@ -196,14 +196,20 @@ typedef struct {
     double t_start, t_end; /* shs_now_seconds() around the call */
     const char *marker;    /* the marker set when the call was made ("" if none) */
     shs_status_t status;
+    int color;             /* split only: the color this rank passed */
+    shs_comm_t *newcomm;   /* split only: this rank's new handle (NULL: SHS_SPLIT_NOCOLOR or failed) */
 } shs_comm_call_info_t;
 
 typedef void (*shs_comm_recorder_fn)(void *user, const shs_comm_t *comm, const shs_comm_call_info_t *call);
 
-/* Call fn(user, comm, info) after every collective this rank's handle makes
- * (not split), on the calling rank's thread; NULL fn turns it off. Calls
- * rejected by argument checks are not reported (they consume no sequence
- * number). */
+/* Call fn(user, comm, info) after every collective and every split this
+ * rank's handle makes, on the calling rank's thread; NULL fn turns it off.
+ * A split is reported as op SHS_OP_SPLIT (count and bytes 0) with its color
+ * and new handle; that handle already has this recorder (fn and user), so a
+ * recorder that ignores splits sees the child's calls too (with the child as
+ * `comm`), and one that wants to tell communicators apart re-hooks the child
+ * from the report. Calls rejected by argument checks are not reported (they
+ * consume no sequence number). */
 void shs_comm_set_recorder(shs_comm_t *comm, shs_comm_recorder_fn fn, void *user);
 /* The marker (phase/unit, e.g. "fwd/block3") attached to this rank's next
  * calls; copied, truncated to SHS_COMM_MARKER_MAX - 1 bytes; NULL clears. */
@@ -216,7 +222,8 @@ const char *shs_comm_marker(const shs_comm_t *comm);
  * `color` (>= 0) form a new communicator, ranked by (key, parent rank).
  * color == SHS_SPLIT_NOCOLOR gives *newcomm = NULL. The child is named
  * "<parent>/<color>" and inherits the timeout and, per handle, the reduce
- * order. */
+ * order and the recorder (shs_comm_set_recorder; the split is reported to
+ * it). The split takes one sequence number of `comm`. */
 shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **newcomm);
 
 #endif

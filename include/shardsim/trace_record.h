@@ -5,7 +5,15 @@
  * buffer, so ranks never contend; shs_trace_recorder_finish() then builds
  * the trace. Times are seconds since the recorder was created; bytes are
  * each rank's part (count x dtype size, scope "rank"); the marker is the
- * communicator's marker at the time of the call (shs_comm_set_marker).
+ * communicator's marker at the time of the call (shs_comm_set_marker), or,
+ * when it has none, that of the communicator it was split from.
+ *
+ * Communicators split from a recorded one (shs_comm_split after the
+ * attach: hybrid sharding's shard and replica groups) are recorded too, each
+ * as its own trace communicator named "<parent>/<color>@<seq>" (seq: the
+ * split's sequence number on the parent, since two splits of one parent can
+ * both give color 0), with its members' global ranks. The split itself is
+ * not a record: the parent's sequence numbers skip it.
  * What it is not: a file format (shs_trace_write_dir writes it).
  */
 #ifndef SHARDSIM_TRACE_RECORD_H
@@ -23,14 +31,19 @@ shs_status_t shs_trace_recorder_create(shs_trace_recorder_t **out, int world);
 void shs_trace_recorder_free(shs_trace_recorder_t *r);
 
 /* Hook `comm`, the handle of global rank `rank`; call from that rank's
- * thread (or before the ranks start). The communicator is recorded under
- * its name (shs_comm_name) with members `members` (global ranks by local
- * rank; NULL: 0..size-1). Errors: SHS_INVALID_ARG (rank out of range). */
+ * thread (or before the ranks start), before any split whose children
+ * should be recorded. The communicator is recorded under its name
+ * (shs_comm_name) with members `members` (global ranks by local rank; NULL:
+ * 0..size-1). A recorded handle must outlive the calls of the handles split
+ * from it (their markers fall back to its), and the recorder every recorded
+ * call. Errors: SHS_INVALID_ARG (rank out of range), SHS_HOST_OOM. */
 shs_status_t shs_trace_recorder_attach(shs_trace_recorder_t *r, shs_comm_t *comm, int rank, const int *members);
 
 /* Build the trace of everything recorded so far (call when no rank is
  * recording). Errors: SHS_HOST_OOM (also when a rank's buffer could not
- * grow during the run: the trace would be incomplete). */
+ * grow during the run: the trace would be incomplete), SHS_INVALID_ARG (a
+ * split communicator with a member this recorder never saw, e.g. one
+ * recorded in another process). */
 shs_status_t shs_trace_recorder_finish(shs_trace_recorder_t *r, shs_trace_t **out);
 
 /* A parameter source that sets the communicator marker to

@@ -20,6 +20,7 @@
 #include "shardsim/device.h"
 #include "shardsim/gpt.h"
 #include "shardsim/timeline.h"
+#include "shardsim/trace_record.h"
 #include "shardsim/netdesc.h"
 #include "shardsim/world.h"
 #include "shardsim/strategy.h"
@@ -58,6 +59,10 @@ typedef struct {
     shs_comm_t *comm;            /* NULL: world_size rank threads; else this process runs one rank of this
                                   * communicator (e.g. comm_mpi.h; borrowed, outlives the trainer; world_size
                                   * must equal its size): see shs_world_create_local */
+    shs_trace_recorder_t *trace; /* NULL: none; else every rank's world communicator is attached to this
+                                  * recorder (trace_record.h) before the strategy splits it, so every
+                                  * collective is recorded, sub-communicators' included (borrowed: must
+                                  * outlive the trainer's last collective) */
 } shs_train_config_t;
 
 /* The defaults of `shardsim train`: L=4, NH=4, C=128, T=64, N=4, B=4,
