@@ -30,9 +30,10 @@ static int is_instance(const shs_trace_t *t, const shs_trace_rec_t *r) {
 
 void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t algo, int compare) {
     char b1[32], b2[32];
-    printf("\ntiming (alpha-beta, %s): network %s, %d GPUs per node, intra %.1f GB/s %.3f us, inter %.1f GB/s %.3f us\n",
+    printf("\ntiming (alpha-beta, %s): network %s, %d GPUs per node, intra %.1f GB/s %.3f us, inter %.1f GB/s %.3f us "
+           "per ring step, %.3f us per call\n",
            shs_net_algo_name(algo), net->name, net->gpus_per_node > 65536 ? t->world : net->gpus_per_node,
-           net->intra_bw / 1e9, net->intra_lat * 1e6, net->inter_bw / 1e9, net->inter_lat * 1e6);
+           net->intra_bw / 1e9, net->intra_lat * 1e6, net->inter_bw / 1e9, net->inter_lat * 1e6, net->base_lat * 1e6);
     double worst = 0, sum = 0;
     int worst_rank = 0;
     for (int r = 0; r < t->world; r++) {

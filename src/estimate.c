@@ -16,10 +16,12 @@
  *             TF32 dense 156, HBM2e 2.039 TB/s; NVLink 3 600 GB/s
  *             bidirectional -> 300 GB/s; DGX A100: 200 Gb/s HDR IB per GPU
  *             -> 25 GB/s; PCIe Gen4 x16 32 GB/s.
- *   Latency   intra-node 936.25 ns (ASTRA-sim's HGX-H100-validated NVLink
- *             latency, as trace_net.c's hgx-h100 preset), inter-node 5 us;
- *             NCCL's tuning model (src/graph/tuning.cc) uses base latencies
- *             of the same order (a few us per ring step over the network).
+ *   Latency   NCCL 2.20.3 src/graph/tuning.cc, Simple protocol (as
+ *             trace_net.c's hgx-h100 preset; NCCL's table does not depend
+ *             on the GPU generation): per call baseLat[RING][SIMPLE] =
+ *             8.4 us (tree 0); per ring step hwLat[NVLINK][RING][SIMPLE] =
+ *             3.4 us within a node, hwLat[NET][RING][SIMPLE] = 14.0 us
+ *             between nodes; per tree level hwLat[*][TREE][SIMPLE] = 28 us.
  *   Host      100 GB/s of host memory bandwidth for one GPU's share of the
  *             CPU optimizer pass (a 2-socket DDR5 server has ~600-900 GB/s
  *             for 8 GPUs): an assumption, set by --host-bw.
@@ -27,6 +29,14 @@
 #include "shardsim/estimate.h"
 
 #include <string.h>
+
+/* NCCL 2.20.3 src/graph/tuning.cc, Simple protocol, seconds (see above) */
+#define NCCL_BASE_RING 8.4e-6      /* baseLat[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
+#define NCCL_BASE_TREE 0.0         /* baseLat[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] */
+#define NCCL_HW_NVLINK_RING 3.4e-6 /* hwLat[NCCL_HW_NVLINK][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
+#define NCCL_HW_NET_RING 14.0e-6   /* hwLat[NCCL_HW_NET][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
+#define NCCL_HW_TREE 28e-6         /* hwLat[NCCL_HW_NVLINK and NET][NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] */
+#define NCCL_LAT NCCL_HW_NVLINK_RING, NCCL_HW_NET_RING, NCCL_BASE_RING, NCCL_BASE_TREE, NCCL_HW_TREE, NCCL_HW_TREE
 
 #include "shardsim/optim.h"
 
@@ -72,9 +82,9 @@ double shs_zero_paper_sent(shs_strategy_kind_t kind, double psi, int N, int G, d
 
 shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
     static const shs_hw_t presets[] = {
-        {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, 936.25e-9, 5e-6}},
-        {"h200", 989.4e12, 494.7e12, 4.8e12, 141e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, 936.25e-9, 5e-6}},
-        {"a100", 312e12, 156e12, 2.039e12, 80e9, 32e9, 100e9, {"nvlink3+ib200", 8, 300e9, 25e9, 936.25e-9, 5e-6}},
+        {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT}},
+        {"h200", 989.4e12, 494.7e12, 4.8e12, 141e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT}},
+        {"a100", 312e12, 156e12, 2.039e12, 80e9, 32e9, 100e9, {"nvlink3+ib200", 8, 300e9, 25e9, NCCL_LAT}},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(name, presets[i].name) == 0) {
@@ -84,12 +94,19 @@ shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
     return shs_set_error(SHS_INVALID_ARG, "unknown GPU preset '%s' (h100-sxm, h200, a100)", name);
 }
 
-/* Whether a communicator's members sit on more than one node. World and
- * shard groups are consecutive ranks; replica groups (hybrid) are ranks
- * equal mod G, spanning N ranks. */
-static int spans_nodes(const shs_meta_call_t *c, int N, const shs_net_t *net) {
-    int extent = c->group == 2 ? N : c->comm_size;
-    return extent > net->gpus_per_node;
+/* Nodes that rank 0's communicator of the call sits on. World and shard
+ * groups are consecutive ranks from 0; a replica group (hybrid) is the
+ * ranks equal mod G: 0, G, 2G, ... < N. */
+static int comm_nodes(const shs_meta_call_t *c, int N, const shs_net_t *net) {
+    int gpn = net->gpus_per_node > 0 ? net->gpus_per_node : 1;
+    if (c->group != 2) return (c->comm_size + gpn - 1) / gpn;
+    int G = N / (c->comm_size > 0 ? c->comm_size : 1), nodes = 0, last = -1;
+    for (int k = 0; k < c->comm_size; k++) {
+        int node = k * G / gpn;
+        if (node != last) nodes++;
+        last = node;
+    }
+    return nodes > 0 ? nodes : 1;
 }
 
 void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *res, const shs_meta_rank_result_t *r,
@@ -106,12 +123,12 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
         double comm = 0;
         for (uint64_t c = g->calls_begin; c < g->calls_end; c++) {
             const shs_meta_call_t *call = &r->calls[c];
-            int sp = spans_nodes(call, tc->world_size, &hw->net);
+            int nodes = comm_nodes(call, tc->world_size, &hw->net);
             double t = shs_net_time(&hw->net, algo == SHS_NUM_ALGOS ? SHS_ALGO_RING : algo, (shs_trace_op_t)call->op,
-                                    (double)call->bytes, call->comm_size, sp);
+                                    (double)call->bytes, call->comm_size, nodes);
             if (algo == SHS_NUM_ALGOS) { /* auto: the faster of ring and tree, as NCCL's tuner picks */
                 double tt = shs_net_time(&hw->net, SHS_ALGO_TREE, (shs_trace_op_t)call->op, (double)call->bytes,
-                                         call->comm_size, sp);
+                                         call->comm_size, nodes);
                 if (tt < t) t = tt;
             }
             comm += t;

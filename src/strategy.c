@@ -415,9 +415,11 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
             st = shs_set_error(SHS_INVALID_ARG, "shard group size %d must divide the world size %d", G, s->nranks);
             goto fail;
         }
-        /* groups of G consecutive ranks shard; ranks equal mod G replicate */
+        /* groups of G consecutive ranks shard; ranks equal mod G replicate.
+         * With one replica (G = N) there is no replica group: an all-reduce
+         * over one rank would change nothing and only add calls. */
         SHS_CHECK_GOTO(shs_comm_split(comm, s->rank / G, s->rank, &s->shard_comm), st, fail);
-        SHS_CHECK_GOTO(shs_comm_split(comm, s->rank % G, s->rank, &s->replica_comm), st, fail);
+        if (s->nranks / G > 1) SHS_CHECK_GOTO(shs_comm_split(comm, s->rank % G, s->rank, &s->replica_comm), st, fail);
         s->shard_n = G;
         s->shard_rank = s->rank % G;
         s->replica = s->rank / G;

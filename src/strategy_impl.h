@@ -43,7 +43,7 @@ struct shs_strategy {
     int rank, nranks;
     /* sharding: over the world, or for hybrid sharding over this rank's
      * group of shard_group_size consecutive ranks, replicated across groups */
-    shs_comm_t *shard_comm, *replica_comm; /* replica_comm: hybrid only */
+    shs_comm_t *shard_comm, *replica_comm; /* replica_comm: hybrid with more than one replica, else NULL */
     int shard_n, shard_rank, replica;
     int sync;              /* reduce in grads_ready (0: no_sync micro-batch) */
     float grad_norm;       /* last step's total norm, -1 without clipping */

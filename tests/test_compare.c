@@ -6,6 +6,7 @@
  * closed form, alpha-beta times computed by hand (python, shown beside each
  * constant), and jansson / a CSV field count for the output formats.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,19 +80,31 @@ static void test_closed_forms_by_hand(void **state) {
     assert_true(shs_zero_paper_sent(SHS_DDP, 1000, 4, 4, 4) == 6000);
 }
 
-/* Ring times on the H100 preset, by hand:
- *   all_reduce 1 GiB, 8 ranks in a node (450 GB/s, 936.25 ns):
- *     2*7*(936.25e-9 + 2^30/(8*450e9)) = 4.18877014888889e-3 s
- *   all_gather 1 GiB total, 16 ranks over two nodes (50 GB/s, 5 us):
- *     15*(5e-6 + 2^30/(16*50e9)) = 2.02076592e-2 s */
+/* Ring times on the H100 preset, by hand (NCCL 2.20.3 tuning.cc Simple
+ * latencies: 8.4 us per call, 3.4 us per NVLink step, 14.0 us per network
+ * step):
+ *   all_reduce 1 GiB, 8 ranks in a node (450 GB/s), 2*7 = 14 NVLink steps:
+ *     8.4e-6 + 14*3.4e-6 + 14*2^30/(8*450e9) = 4.23166264888889e-3 s
+ *   all_gather 1 GiB total, 16 ranks on two nodes (50 GB/s), 15 steps of
+ *   which 2-1 = 1 crosses the network:
+ *     8.4e-6 + 14*3.4e-6 + 1*14.0e-6 + 15*2^30/(16*50e9) = 2.02026592e-2 s
+ *   hybrid replica all_reduce of 2 ranks, one per node: 2 network steps
+ *     8.4e-6 + 2*14.0e-6 + 2*2^30/(2*50e9) = 2.151123648e-2 s */
 static void test_time_model_by_hand(void **state) {
     shs_hw_t hw;
     assert_int_equal(shs_hw_preset("h100-sxm", &hw), SHS_OK);
     double S = 1073741824.0;
-    double ar = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 8, 0);
-    double ag = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_GATHER, S, 16, 1);
-    assert_true(ar > 4.18877014888889e-3 * (1 - 1e-7) && ar < 4.18877014888889e-3 * (1 + 1e-7));
-    assert_true(ag > 2.02076592e-2 * (1 - 1e-7) && ag < 2.02076592e-2 * (1 + 1e-7));
+    double ar = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 8, 1);
+    double ag = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_GATHER, S, 16, 2);
+    double rep = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 2, 2);
+    double ar_want = 8.4e-6 + 14 * 3.4e-6 + 14 * S / (8 * 450e9);
+    double ag_want = 8.4e-6 + 14 * 3.4e-6 + 1 * 14.0e-6 + 15 * S / (16 * 50e9);
+    double rep_want = 8.4e-6 + 2 * 14.0e-6 + 2 * S / (2 * 50e9);
+    assert_true(fabs(ar_want - 4.23166264888889e-3) < 1e-15 && fabs(ag_want - 2.02026592e-2) < 1e-15 &&
+                fabs(rep_want - 2.151123648e-2) < 1e-15);
+    assert_true(ar > ar_want * (1 - 1e-12) && ar < ar_want * (1 + 1e-12));
+    assert_true(ag > ag_want * (1 - 1e-12) && ag < ag_want * (1 + 1e-12));
+    assert_true(rep > rep_want * (1 - 1e-12) && rep < rep_want * (1 + 1e-12));
     assert_int_equal(shs_hw_preset("a100", &hw), SHS_OK);
     assert_true(hw.net.intra_bw == 300e9 && hw.net.inter_bw == 25e9 && hw.peak_flops_16 == 312e12);
     assert_int_equal(shs_hw_preset("h200", &hw), SHS_OK);

@@ -338,7 +338,10 @@ static void test_cross_comm_order_deadlock(void **state) {
     shs_trace_free(t);
 }
 
-/* alpha-beta values computed by hand (trace_net.h formulas) */
+/* alpha-beta values computed by hand (trace_net.h formulas; NCCL 2.20.3
+ * tuning.cc Simple latencies for the hgx-h100 preset: 8.4 us per call,
+ * 3.4 us per NVLink ring step, 14.0 us per network ring step, 28 us per
+ * tree level) */
 static void test_net_model_hand_values(void **state) {
     (void)state;
     shs_net_t net;
@@ -346,31 +349,56 @@ static void test_net_model_hand_values(void **state) {
     snprintf(path, sizeof path, "%s/traces/astra-sim/network/Ring_8npus.yml", test_shared_dir());
     assert_int_equal(shs_net_load(path, &net), SHS_OK);
     assert_true(net.intra_bw == 50e9 && fabs(net.intra_lat - 500e-9) < 1e-18);
+    assert_true(net.base_lat == 0 && net.tree_base_lat == 0 && fabs(net.tree_intra_lat - 500e-9) < 1e-18);
     double S = 1048576;
     /* ring: 2*7*(500e-9 + S/(8*50e9)) = 14 * 3.12144e-6 */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 8, 0) - 4.370016e-5) < 1e-12);
-    /* tree: 2*3*500e-9 + 2*S/50e9 */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_TREE, SHS_TOP_ALL_REDUCE, S, 8, 0) - 4.494304e-5) < 1e-12);
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 8, 1) - 4.370016e-5) < 1e-12);
+    /* tree, one node: a chain of 8, 2*7*500e-9 + 2*S/50e9 = 7e-6 + 4.194304e-5 */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_TREE, SHS_TOP_ALL_REDUCE, S, 8, 1) - 4.894304e-5) < 1e-12);
     /* direct: 2*(500e-9 + 7*S/(8*50e9)) */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_DIRECT, SHS_TOP_ALL_REDUCE, S, 8, 0) - 3.770016e-5) < 1e-12);
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_DIRECT, SHS_TOP_ALL_REDUCE, S, 8, 1) - 3.770016e-5) < 1e-12);
     /* ring all-gather of 4 ranks: 3*(500e-9 + S/(4*50e9)) */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_GATHER, S, 4, 0) - 3 * (500e-9 + S / 200e9)) < 1e-15);
-    assert_true(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 1, 0) == 0);
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_GATHER, S, 4, 1) - 3 * (500e-9 + S / 200e9)) < 1e-15);
+    assert_true(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 1, 1) == 0);
     snprintf(path, sizeof path, "%s/traces/astra-sim/network/HGX-H100-validated.yml", test_shared_dir());
     assert_int_equal(shs_net_load(path, &net), SHS_OK);
     assert_true(net.intra_bw == 400e9 && fabs(net.intra_lat - 936.25e-9) < 1e-18);
-    /* 16 ranks over 8-GPU nodes use the inter-node link of the preset */
+    /* 16 ranks over 8-GPU nodes: 2 nodes; the replica pair {0, 8}: 2 nodes, 1 GPU each */
     assert_int_equal(shs_net_preset("hgx-h100", &net), SHS_OK);
     shs_trace_t *t = from_text("shardsim-trace 1\nworld 16\ncomm world 16 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
-                               "comm node0 8 0,1,2,3,4,5,6,7\n"
+                               "comm node0 8 0,1,2,3,4,5,6,7\ncomm pair 2 0,8\n"
                                "0 world 0 all_reduce 262144 f32 sum - - - 1048576 rank - - -\n"
-                               "0 node0 0 all_reduce 262144 f32 sum - - - 1048576 rank - - -\n");
+                               "0 node0 0 all_reduce 262144 f32 sum - - - 1048576 rank - - -\n"
+                               "0 pair 0 all_reduce 262144 f32 sum - - - 1048576 rank - - -\n");
     double inter = shs_net_rec_time(&net, SHS_ALGO_RING, t, &t->ranks[0].recs[0]);
     double intra = shs_net_rec_time(&net, SHS_ALGO_RING, t, &t->ranks[0].recs[1]);
-    assert_true(fabs(inter - 30 * (5e-6 + S / (16 * 50e9))) < 1e-12);
-    assert_true(fabs(intra - 14 * (936.25e-9 + S / (8 * 400e9))) < 1e-12);
+    double pair = shs_net_rec_time(&net, SHS_ALGO_RING, t, &t->ranks[0].recs[2]);
+    double tree = shs_net_rec_time(&net, SHS_ALGO_TREE, t, &t->ranks[0].recs[0]);
+    /* world: 2*15 = 30 steps, 2*2 = 4 of them over the network, at 50 GB/s */
+    assert_true(fabs(inter - (8.4e-6 + 26 * 3.4e-6 + 4 * 14.0e-6 + 30 * S / (16 * 50e9))) < 1e-12);
+    /* node0: 14 NVLink steps at 400 GB/s */
+    assert_true(fabs(intra - (8.4e-6 + 14 * 3.4e-6 + 14 * S / (8 * 400e9))) < 1e-12);
+    /* pair: 2 steps, min(2*2, 2) = 2 over the network */
+    assert_true(fabs(pair - (8.4e-6 + 2 * 14.0e-6 + 2 * S / (2 * 50e9))) < 1e-12);
+    /* tree over 2 nodes of 8: 0 + 2*((8-1)*28e-6 + log2(2)*28e-6) + 2*S/50e9 */
+    assert_true(fabs(tree - (2 * (7 * 28e-6 + 1 * 28e-6) + 2 * S / 50e9)) < 1e-12);
     assert_true(fabs(shs_net_busbw_factor(SHS_TOP_ALL_REDUCE, 8) - 1.75) < 1e-15);
     shs_trace_free(t);
+}
+
+/* NCCL 2.20.3 tuning.cc's latency of a ring all-reduce on 8 GPUs of one
+ * NVLink node under Simple: baseLat[RING][SIMPLE] + nsteps x
+ * hwLat[NVLINK][RING][SIMPLE] = 8.4 + 2*(8-1) * 3.4 = 56.0 us; 8 bytes add
+ * 2*7/8 * 8 B / 400 GB/s = 3.5e-11 s. */
+static void test_net_small_all_reduce_is_nccl_latency(void **state) {
+    (void)state;
+    shs_net_t net;
+    assert_int_equal(shs_net_preset("hgx-h100", &net), SHS_OK);
+    double t = shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, 8, 8, 1);
+    double want = 56.0e-6 + 3.5e-11;
+    if (fabs(t - want) > 1e-15) fail_msg("8-byte ring all_reduce on 8 GPUs: %.17g s, want %.17g s", t, want);
+    /* the barrier is the same all-reduce of nothing */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_BARRIER, 0, 8, 1) - 56.0e-6) < 1e-15);
 }
 
 int main(void) {
@@ -385,6 +413,7 @@ int main(void) {
         cmocka_unit_test(test_unmatched_p2p),
         cmocka_unit_test(test_cross_comm_order_deadlock),
         cmocka_unit_test(test_net_model_hand_values),
+        cmocka_unit_test(test_net_small_all_reduce_is_nccl_latency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,28 +1,39 @@
 /* trace_net.h - time estimates for a trace's calls under an alpha-beta
- * network model.
+ * network model whose latency terms follow NCCL's own tuning model.
  *
- * What it is: each call costs steps x (alpha + bytes per step / beta) for
- * its algorithm, with S the whole collective buffer (bytes, TOTAL scope),
- * n the communicator's size, alpha the link latency (s), beta the link
- * bandwidth (bytes/s):
- *   ring    all_reduce 2(n-1)(a + S/(n b)); all_gather, reduce_scatter,
- *           all_to_all, gather, scatter (n-1)(a + S/(n b)); broadcast,
- *           reduce (n-1)a + S/b (pipelined chain); barrier 2(n-1)a
- *   tree    all_reduce 2 d a + 2 S/b, broadcast / reduce d a + S/b with
- *           d = ceil(log2 n) (pipelined binary tree); barrier 2 d a; other
- *           ops as ring (NCCL has no tree for them)
- *   direct  every rank talks to every other at once over its one link:
- *           all_reduce 2(a + (n-1)S/(n b)); all_gather, reduce_scatter,
- *           all_to_all, gather, scatter a + (n-1)S/(n b); broadcast,
- *           reduce a + (n-1)S/b; barrier 2a
- *   send/recv a + bytes/b (each side); wait 0.
- * A communicator whose members sit on one node (global rank / gpus per
- * node) uses the intra-node alpha and beta, else the inter-node ones (the
- * slowest link bounds a ring). The figures busbw = algbw x 2(n-1)/n
- * (all_reduce), (n-1)/n (all_gather, reduce_scatter), 1 (others) are
- * nccl-tests'.
- * What it is not: a packet or congestion simulator (ASTRA-sim is); no
- * compute, so exposed time is not modeled.
+ * What it is: each call costs a latency (a fixed part per call plus a
+ * per-step or per-level part) plus bytes over bandwidth, with S the whole
+ * collective buffer (bytes, TOTAL scope), n the communicator's ranks on
+ * `nodes` nodes, p = n / nodes ranks per node (integer division, as NCCL),
+ * b = intra_bw on one node, else inter_bw (the slowest link bounds it).
+ * The latency composition is NCCL's ncclTopoTuneModel for the Simple
+ * protocol (NCCL 2.20.3, src/graph/tuning.cc; the constants and what is
+ * left out are listed in src/trace_net.c):
+ *   ring    steps k = 2(n-1) for all_reduce, n-1 for all_gather,
+ *           reduce_scatter (and all_to_all, gather, scatter); k_net =
+ *           min(2 nodes, k) resp. nodes-1 of them cross nodes (0 on one
+ *           node); latency = base_lat + (k - k_net) intra_lat + k_net
+ *           inter_lat; bytes S k / (n b), i.e. busbw = b with nccl-tests'
+ *           factors. Broadcast, reduce: base_lat + n hop + S/b (hop =
+ *           intra_lat on one node, else inter_lat). Barrier: all_reduce of
+ *           0 bytes.
+ *   tree    all_reduce: tree_base_lat + 2((p-1) tree_intra_lat +
+ *           floor(log2 nodes) tree_inter_lat) + 2 S/b (NCCL's chain within
+ *           a node, double binary tree between nodes; algbw = busbw / 2);
+ *           barrier: the same with S = 0; other ops as ring (NCCL has no
+ *           tree for them).
+ *   direct  shardsim's own, not NCCL's: every rank talks to every other at
+ *           once, one step per phase: all_reduce base_lat + 2 hop + 2(n-1)S
+ *           /(n b); all_gather, reduce_scatter, all_to_all, gather, scatter
+ *           base_lat + hop + (n-1)S/(n b); broadcast, reduce base_lat + hop
+ *           + (n-1)S/b; barrier base_lat + 2 hop.
+ *   send/recv hop + bytes/b (each side; NCCL's tuning model has no p2p
+ *           term); wait 0.
+ * The figures busbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (all_gather,
+ * reduce_scatter), 1 (others), algbw = bytes / time, are nccl-tests'.
+ * What it is not: a packet or congestion simulator (ASTRA-sim is), nor
+ * NCCL's protocol choice (Simple only: small messages cost more than under
+ * NCCL's LL); no compute, so exposed time is not modeled.
  */
 #ifndef SHARDSIM_TRACE_NET_H
 #define SHARDSIM_TRACE_NET_H
@@ -37,27 +48,35 @@ typedef struct {
     char name[128];
     int gpus_per_node;           /* ranks per node */
     double intra_bw, inter_bw;   /* bytes per second */
-    double intra_lat, inter_lat; /* seconds */
+    double intra_lat, inter_lat; /* seconds per ring step over the link (NCCL hwLat[link][RING][SIMPLE]) */
+    double base_lat;             /* seconds per call, ring and direct (NCCL baseLat[RING][SIMPLE]) */
+    double tree_base_lat;        /* seconds per call, tree (NCCL baseLat[TREE][SIMPLE]) */
+    double tree_intra_lat, tree_inter_lat; /* seconds per tree level (NCCL hwLat[link][TREE][SIMPLE]) */
 } shs_net_t;
 
-/* Presets: "hgx-h100" (8 GPUs per node, 400 GB/s and 936.25 ns as ASTRA-sim's
- * HGX-H100-validated; between nodes 50 GB/s, 5 us), "ring-50" (ASTRA-sim's
- * Ring_*npus: 50 GB/s, 500 ns, one node), "pcie" (8 per node, 25 GB/s, 2 us;
- * 12.5 GB/s, 10 us). GB = 1e9 bytes. Errors: SHS_INVALID_ARG (unknown name). */
+/* Presets (GB = 1e9 bytes; latencies NCCL 2.20.3's, see trace_net.c):
+ * "hgx-h100" (8 GPUs per node, 400 GB/s as ASTRA-sim's HGX-H100-validated,
+ * NVLink latencies; between nodes 50 GB/s, network latencies), "pcie" (8 per
+ * node, 25 GB/s, PCI latencies; 12.5 GB/s, network latencies), "ring-50"
+ * (ASTRA-sim's Ring_*npus: 50 GB/s, 500 ns per step and per level, no
+ * per-call latency, one node). Errors: SHS_INVALID_ARG (unknown name). */
 shs_status_t shs_net_preset(const char *name, shs_net_t *out);
 /* An ASTRA-sim analytical network YAML: `npus_count: [a, b]`, `bandwidth:
  * [GB/s, ...]`, `latency: [ns, ...]` (`topology` read and ignored):
  * dimension 1 is the node (gpus per node = its npus_count), dimension 2, if
- * any, the inter-node network. Errors: SHS_IO, SHS_PARSE (file:line). */
+ * any, the inter-node network. The link latency is both the ring step's and
+ * the tree level's; no per-call latency (ASTRA-sim's link model, not NCCL's
+ * software). Errors: SHS_IO, SHS_PARSE (file:line). */
 shs_status_t shs_net_load(const char *path, shs_net_t *out);
 
-/* Seconds for one call on a communicator of n ranks, S bytes (TOTAL scope,
- * or the message for send/recv); `spans_nodes` picks inter-node links. */
-double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_trace_op_t op, double S, int n, int spans_nodes);
+/* Seconds for one call on a communicator of n ranks on `nodes` nodes (1:
+ * within one node; below 1 counts as 1), S bytes (TOTAL scope, or the
+ * message for send/recv, where nodes > 1 picks the inter-node link). */
+double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_trace_op_t op, double S, int n, int nodes);
 /* nccl-tests' bus-bandwidth factor for op on n ranks. */
 double shs_net_busbw_factor(shs_trace_op_t op, int n);
-/* Seconds for record r of trace t (its communicator decides n and whether
- * it spans nodes). */
+/* Seconds for record r of trace t (its communicator decides n and, by
+ * global rank / gpus_per_node, on how many nodes its ranks sit). */
 double shs_net_rec_time(const shs_net_t *net, shs_net_algo_t algo, const shs_trace_t *t, const shs_trace_rec_t *r);
 
 #endif
