@@ -120,7 +120,9 @@ static void train_usage(FILE *f) {
             "                         shards; ZeRO-3 all-gathers in D). f16 turns on dynamic loss scaling\n"
             "  --reduce-dtype D       f32 | bf16 | f16: gradient reduction dtype (default: param dtype)\n"
             "  --init-scale X         f16 loss scaling: initial scale (default 65536, GradScaler's)\n"
-            "  --growth-interval N    f16 loss scaling: double the scale after N good steps (default 2000)\n"
+            "  --growth-interval N    f16 loss scaling: grow the scale after N good steps (default 2000)\n"
+            "  --growth-factor X      f16 loss scaling: multiply the scale by X on growth (default 2)\n"
+            "  --backoff-factor X     f16 loss scaling: multiply it by X (0 < X < 1) on overflow (default 0.5)\n"
             "  --checkpoint-activations  activation checkpointing per block: keep only each block's\n"
             "                         input, recompute its forward in backward (same results, less memory)\n"
             "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
@@ -153,7 +155,7 @@ typedef enum {
     O_LR, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WEIGHT_DECAY, O_TIMEOUT, O_BUCKET_MB,
     O_DEVICE_MEM, O_STRATEGY, O_OPTIMIZER, O_DATA, O_CHECK,
     O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN,
-    O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_SHARD_GROUP_SIZE,
+    O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_SHARD_GROUP_SIZE,
     O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH, O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_POISON_FREED,
     O_OFFLOAD, O_MEMORY_TIMELINE, O_REDUCE_ORDER,
     O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
@@ -207,6 +209,8 @@ static const struct {
     [O_REDUCE_DTYPE] = {"--reduce-dtype", T_STR, 0, 0, 0},
     [O_INIT_SCALE] = {"--init-scale", T_F32, 1e-30, 1e30, 0},
     [O_GROWTH_INTERVAL] = {"--growth-interval", T_INT, 1, 1000000000, 0},
+    [O_GROWTH_FACTOR] = {"--growth-factor", T_F32, 1.0, 1e6, 0},
+    [O_BACKOFF_FACTOR] = {"--backoff-factor", T_F32, 1e-6, 0.999999, 0},
     [O_SHARD_GROUP_SIZE] = {"--shard-group-size", T_INT, 1, SHS_MAX_WORLD, 0},
     [O_RESHARD_AFTER_FORWARD] = {"--reshard-after-forward", T_STR, 0, 0, 0},
     [O_BACKWARD_PREFETCH] = {"--backward-prefetch", T_STR, 0, 0, 0},
@@ -366,6 +370,8 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     SET(O_LIMIT_ALL_GATHERS, c->limit_all_gathers);
     SET(O_INIT_SCALE, c->scaler.init_scale);
     SET(O_GROWTH_INTERVAL, c->scaler.growth_interval);
+    SET(O_GROWTH_FACTOR, c->scaler.growth_factor);
+    SET(O_BACKOFF_FACTOR, c->scaler.backoff_factor);
 #undef SET
     c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS];
     o->world_given = p.given[O_WORLD];
@@ -432,8 +438,10 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         if (k) c->reduce_dtype = t;
         else c->param_dtype = t;
     }
-    if ((p.given[O_INIT_SCALE] || p.given[O_GROWTH_INTERVAL]) && c->param_dtype != SHS_F16)
-        return usage_error("--init-scale and --growth-interval apply to --param-dtype f16 (loss scaling)%s%s", "", "");
+    if ((p.given[O_INIT_SCALE] || p.given[O_GROWTH_INTERVAL] || p.given[O_GROWTH_FACTOR] || p.given[O_BACKOFF_FACTOR]) &&
+        c->param_dtype != SHS_F16)
+        return usage_error("--init-scale, --growth-interval, --growth-factor and --backoff-factor apply to --param-dtype "
+                           "f16 (loss scaling)%s%s", "", "");
     if (p.given[O_NORM_TYPE]) {
         static const char *const names[] = {"1", "2", "inf"};
         static const int values[] = {1, 2, SHS_NORM_INF};
