@@ -1,12 +1,15 @@
 /* replay_timing.c - `shardsim replay --network`: the alpha-beta estimate of
- * every call (trace_net.h), summed per rank, per op and ranked.
- * What it is not: the model itself (src/trace_net.c). */
+ * every call (trace_net.h); per rank its total and exposed communication
+ * (trace_timeline.h); per op and the most expensive calls.
+ * What it is not: the models themselves (src/trace_net.c,
+ * src/trace_timeline.c). */
 #include "replay_timing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "shardsim/trace_timeline.h"
 #include "shardsim/units.h"
 
 typedef struct {
@@ -34,17 +37,33 @@ void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t
            "per ring step, %.3f us per call\n",
            shs_net_algo_name(algo), net->name, net->gpus_per_node > 65536 ? t->world : net->gpus_per_node,
            net->intra_bw / 1e9, net->intra_lat * 1e6, net->inter_bw / 1e9, net->inter_lat * 1e6, net->base_lat * 1e6);
-    double worst = 0, sum = 0;
-    int worst_rank = 0;
-    for (int r = 0; r < t->world; r++) {
-        double tot = 0;
-        for (size_t i = 0; i < t->ranks[r].n; i++) tot += shs_net_rec_time(net, algo, t, &t->ranks[r].recs[i]);
-        sum += tot;
-        if (tot > worst) { worst = tot; worst_rank = r; }
-        if (t->world <= 16) printf("  rank %-4d communication %12.3f ms (exposed: not modeled, no compute in the trace)\n", r, tot * 1e3);
+    /* per rank: the calls' times, and what stays exposed once ranks wait
+     * for each other and the trace's own compute gaps are kept */
+    shs_trace_timeline_t tl;
+    if (shs_trace_timeline(t, net, algo, &tl) != SHS_OK) {
+        printf("  per-rank timeline: %s\n", shs_last_error());
+    } else {
+        double worst = 0, sum_comm = 0, sum_exp = 0;
+        int worst_rank = 0;
+        printf("  per rank (ms): communication = the calls' times; exposed = wall - compute, compute = %s\n",
+               tl.timed ? "the gaps the trace recorded between calls" : "none (the trace has no times)");
+        for (int r = 0; r < t->world; r++) {
+            const shs_rank_timeline_t *o = &tl.ranks[r];
+            sum_comm += o->comm_s;
+            sum_exp += o->exposed_s;
+            if (o->exposed_s > worst) { worst = o->exposed_s; worst_rank = r; }
+            if (t->world <= 16)
+                printf("  rank %-4d communication %12.3f  exposed %12.3f  (waiting for peers %.3f, compute %.3f, "
+                       "wall %.3f)\n", r, o->comm_s * 1e3, o->exposed_s * 1e3, o->wait_s * 1e3, o->compute_s * 1e3,
+                       o->wall_s * 1e3);
+        }
+        if (t->world > 16)
+            printf("  mean per rank: communication %.3f ms, exposed %.3f ms\n", sum_comm / t->world * 1e3,
+                   sum_exp / t->world * 1e3);
+        printf("  most exposed: rank %d, %.3f ms; slowest wall %.3f ms\n", worst_rank, worst * 1e3, tl.wall_s * 1e3);
+        if (!tl.complete) printf("  (the timeline stops where ranks block forever: the trace deadlocks)\n");
+        shs_trace_timeline_free(&tl);
     }
-    if (t->world > 16) printf("  mean per rank %.3f ms\n", sum / t->world * 1e3);
-    printf("  slowest rank %d: %.3f ms\n", worst_rank, worst * 1e3);
 
     double time_op[SHS_NUM_ALGOS][SHS_NUM_TRACE_OPS] = {{0}}, bytes_op[SHS_NUM_TRACE_OPS] = {0};
     uint64_t calls[SHS_NUM_TRACE_OPS] = {0};

@@ -91,6 +91,9 @@ static void test_replay_network(void **state) {
     expect(&proc, 0, "timing (alpha-beta, ring)", NULL);
     assert_non_null(strstr(proc.out, "all_reduce             1     1.00 MiB        0.044      23.99      41.99"));
     assert_non_null(strstr(proc.out, "top 1 calls by time"));
+    /* no compute in the trace: all of the call is exposed on every rank */
+    assert_non_null(strstr(proc.out, "rank 0    communication        0.044  exposed        0.044  (waiting for peers 0.000"));
+    assert_non_null(strstr(proc.out, "rank 7    communication        0.044  exposed        0.044"));
     const test_proc_t *p = replay(path, "--network", "no-such-preset");
     expect(p, 2, NULL, "unknown network preset");
 }
