@@ -92,9 +92,9 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     int n = hybrid ? (tc->shard_group_size ? tc->shard_group_size : N) : N;
     double psi = (double)r->res.num_params;
     int spp = shs_optim_state_per_param(&tc->optim);
-    r->form = shs_zero_states(r->kind, psi, n, spp, r->offload);
-    r->paper_total = shs_zero_paper_total(r->kind, psi, n);
     double width = (double)shs_dtype_size(tc->param_dtype ? tc->param_dtype : SHS_F32);
+    r->form = shs_zero_states(r->kind, psi, n, spp, r->offload, (int)width);
+    r->paper_total = shs_zero_paper_total(r->kind, psi, n);
     r->paper_sent = shs_zero_paper_sent(r->kind, psi, N, n, width);
     r->sent_total = r->calls = 0;
     for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
@@ -120,8 +120,8 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
      * gradients in f32 whatever the param dtype (the master weights are the
      * parameters), so stages that replicate them differ */
     if (r->offload == SHS_OFFLOAD_NONE && fabs(form - r->paper_total) > 0.005 * r->paper_total) {
-        snprintf(t, sizeof t, "model states %+.3g%% vs the paper's 2+2+12 total: f32 params/grads where it holds "
-                 "2-byte ones", 100.0 * (form - r->paper_total) / r->paper_total);
+        snprintf(t, sizeof t, "model states %+.3g%% vs the paper's 2+2+12 total: %s", 100.0 * (form - r->paper_total) / r->paper_total,
+                 width == 4 ? "f32 params/grads where it holds 2-byte ones" : "f32 gradients where it holds 2-byte ones");
         add_note(r->notes, sizeof r->notes, t);
     }
     if (r->offload != SHS_OFFLOAD_NONE) {
@@ -135,8 +135,6 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     if ((double)r->sent_total != r->paper_sent) {
         snprintf(t, sizeof t, "comm %+.4g%% vs paper", 100.0 * ((double)r->sent_total - r->paper_sent) / r->paper_sent);
         add_note(r->notes, sizeof r->notes, t);
-        if ((r->kind == SHS_ZERO1 || r->kind == SHS_ZERO2 || r->kind == SHS_HYBRID_SHARD_ZERO2) && width != 4)
-            add_note(r->notes, sizeof r->notes, "parameters re-gathered in f32 after the step");
         if (hybrid && N / n > 1) add_note(r->notes, sizeof r->notes, "replica all-reduce of the shard over N/G ranks");
         if (tc->reduce_dtype && tc->reduce_dtype != tc->param_dtype)
             add_note(r->notes, sizeof r->notes, "gradients reduced in reduce dtype");

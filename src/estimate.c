@@ -45,9 +45,11 @@ static int shards_grads(shs_strategy_kind_t k) { return k != SHS_DDP && k != SHS
 static int shards_optim(shs_strategy_kind_t k) { return k != SHS_DDP; }
 
 shs_zero_states_t shs_zero_states(shs_strategy_kind_t kind, double psi, int n, int state_per_param,
-                                  shs_offload_t offload) {
+                                  shs_offload_t offload, int param_bytes) {
     shs_zero_states_t s;
     s.params = 4.0 * psi / (shards_params(kind) ? n : 1);
+    /* ZeRO-1/2 below f32: f32 master shards plus a param-dtype replica */
+    if (!shards_params(kind) && kind != SHS_DDP && param_bytes < 4) s.params = 4.0 * psi / n + param_bytes * psi;
     s.grads = 4.0 * psi / (shards_grads(kind) ? n : 1);
     s.optim = 4.0 * state_per_param * psi / (shards_optim(kind) ? n : 1);
     if (offload != SHS_OFFLOAD_NONE) s.optim = 0;

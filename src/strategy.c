@@ -44,14 +44,36 @@ static shs_status_t round_to(shs_strategy_t *s, float *dst, const float *src, si
     return SHS_OK;
 }
 
+/* ZeRO-1/2 with a 2-byte param dtype: every rank's replica in param_dtype
+ * from the f32 master shards, each rounded once (an all-gather over the
+ * shard group, as DeepSpeed's after its step). */
+shs_status_t shs__strategy_refresh_replica(shs_strategy_t *s, unit_state_t *u) {
+    if (!u->lp_replica) return SHS_OK;
+    shs_dtype_t pd = s->cfg.param_dtype;
+    size_t es = shs_dtype_size(pd);
+    void *lp_shard;
+    SHS_CHECK(shs_device_alloc(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, SHS_MEM_COMM,
+                               "low-precision shard"));
+    shs_cast(s->dev, lp_shard, pd, u->params, SHS_F32, u->shard.size);
+    shs_status_t st = shs_all_gather(lp_shard, u->lp_replica, u->shard.size, pd, s->shard_comm);
+    shs_device_free(s->dev, lp_shard);
+    if (st == SHS_OK) u->lp_stale = 0;
+    return st;
+}
+
 /* The unit's full parameters in compute precision into u->gathered (f32,
- * full_len): ZeRO-3 all-gathers its shards in param_dtype; full holders round
- * their copy. */
+ * full_len): ZeRO-3 all-gathers its shards in param_dtype; ZeRO-1/2 widen
+ * their param_dtype replica; full holders round their copy. */
 static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
     shs_dtype_t pd = s->cfg.param_dtype;
     size_t len = full_params(s, u) ? u->numel : u->full_len;
     SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->gathered, (len ? len : 1) * sizeof(float), SHS_MEM_COMM,
                                low_precision(s) ? "compute params (f32 view)" : "zero3 gathered params"));
+    if (u->lp_replica) {
+        if (u->lp_stale) SHS_CHECK(shs__strategy_refresh_replica(s, u));
+        shs_cast(s->dev, u->gathered, SHS_F32, u->lp_replica, pd, u->full_len);
+        return SHS_OK;
+    }
     if (full_params(s, u)) return round_to(s, u->gathered, u->params, u->numel, pd);
     const float *shard = u->params;
     float *staged = NULL;
@@ -182,7 +204,7 @@ static shs_status_t release_params(void *self, int unit) {
     if (!gathers(s, u)) return SHS_OK;
     SHS_ASSERT(u->gather_refs > 0);
     if (--u->gather_refs > 0) return SHS_OK;
-    if (s->phase == SHS_PHASE_FORWARD && s->cfg.keep_after_forward && !full_params(s, u)) {
+    if (s->phase == SHS_PHASE_FORWARD && s->cfg.keep_after_forward && !full_params(s, u) && !u->lp_replica) {
         u->gather_refs = 1; /* keep it for backward (FSDP SHARD_GRAD_OP) */
         u->held = 2;
         return SHS_OK;
@@ -327,6 +349,11 @@ static shs_status_t alloc_unit(shs_strategy_t *s, int i) {
     if (full_params(s, u)) SHS_CHECK(alloc_floats(s, &u->params, u->full_len, SHS_MEM_PARAMS, "parameters"));
     else SHS_CHECK(shs_device_alloc(params_dev(s, u), (void **)&u->params, u->shard.size * sizeof(float),
                                     SHS_MEM_PARAMS, params_on_host(s, u) ? "offloaded parameter shard" : "parameter shard"));
+    if (stage_has_lp_replicas(s) && !u->whole) {
+        SHS_CHECK(shs_device_alloc(s->dev, &u->lp_replica, (u->full_len ? u->full_len : 1) * shs_dtype_size(s->cfg.param_dtype),
+                                   SHS_MEM_PARAMS, "parameters (param-dtype replica)"));
+        u->lp_stale = 1; /* gathered at first use, once the shards hold their values */
+    }
     if (!in_grad_block(s, u)) SHS_CHECK(alloc_floats(s, &u->grad_shard, u->shard.size, SHS_MEM_GRADS, "gradient shard"));
     size_t n_state = optim_state_len(s, u), n_opt = optim_len(u);
     if (n_state)
@@ -425,7 +452,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         s->replica = s->rank / G;
     }
     if (cfg->offload != SHS_OFFLOAD_NONE) {
-        if (cfg->offload == SHS_OFFLOAD_PARAMS && !stage_shards_params(s)) {
+        if (cfg->offload == SHS_OFFLOAD_PARAMS && !stage_is_param_sharded(s)) {
             st = shs_set_error(SHS_INVALID_ARG, "offloading parameters needs sharded parameters (zero3 or "
                                "hybrid_shard), not %s; use --offload optimizer", shs_strategy_name(cfg->kind));
             goto fail;
@@ -467,6 +494,7 @@ void shs_strategy_destroy(shs_strategy_t *s) {
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
         shs_device_free(params_dev(s, u), u->params);
+        shs_device_free(s->dev, u->lp_replica);
         shs_device_free(s->dev, u->gathered);
         if (!in_grad_block(s, u)) shs_device_free(s->dev, u->grad_full);
         shs_device_free(s->dev, u->grad_shard);

@@ -18,7 +18,12 @@ typedef struct {
     int whole;             /* held whole and all-reduced: DDP, or a replicated unit */
     shs_shard_t shard;     /* this rank's range of the padded flat buffer */
     size_t full_len;       /* elements in the full flat buffer: numel (whole) or N*S (sharded) */
-    float *params;         /* whole/Z1/Z2: full (full_len); Z3: shard (S) */
+    float *params;         /* whole, and Z1/Z2 in f32: full (full_len); Z3, and Z1/Z2 with a 2-byte
+                            * param dtype: the f32 shard (S), the master weights */
+    void *lp_replica;      /* Z1/Z2 with a 2-byte param dtype: the full parameters in param_dtype
+                            * (full_len, PARAMS), every rank's copy, refreshed by an all-gather after
+                            * each optimizer step (DeepSpeed ZeRO-1/2's replicated 16-bit parameters) */
+    int lp_stale;          /* lp_replica must be re-gathered before its next use (after create/load) */
     float *gathered;       /* Z3 or low precision: f32 compute params while acquired (COMM) */
     int gather_refs;       /* outstanding acquires of `gathered` (a held ref included) */
     int held;              /* gathered ahead (prefetch) or kept after forward: one ref held for the next acquire */
@@ -66,7 +71,9 @@ struct shs_strategy {
     shs_param_source_t source;
 };
 
-static inline int stage_shards_params(const shs_strategy_t *s) {
+static inline int low_precision(const shs_strategy_t *s) { return s->cfg.param_dtype != SHS_F32; }
+/* ZeRO-3 and HYBRID_SHARD: parameters live as shards between uses. */
+static inline int stage_is_param_sharded(const shs_strategy_t *s) {
     return s->cfg.kind == SHS_ZERO3 || s->cfg.kind == SHS_HYBRID_SHARD;
 }
 static inline int stage_shards_grads(const shs_strategy_t *s) { return s->cfg.kind != SHS_DDP && s->cfg.kind != SHS_ZERO1; }
@@ -74,6 +81,15 @@ static inline int stage_shards_grads(const shs_strategy_t *s) { return s->cfg.ki
  * after the optimizer step. */
 static inline int stage_regathers(const shs_strategy_t *s) {
     return s->cfg.kind == SHS_ZERO1 || s->cfg.kind == SHS_ZERO2 || s->cfg.kind == SHS_HYBRID_SHARD_ZERO2;
+}
+/* ZeRO-1/2 with a 2-byte param dtype: f32 master shards plus a replica in
+ * param_dtype (u->lp_replica), as DeepSpeed keeps them; in f32 the
+ * parameters are their own master and stay full. */
+static inline int stage_has_lp_replicas(const shs_strategy_t *s) { return stage_regathers(s) && low_precision(s); }
+/* Whether the f32 parameters are kept as shards (and the optimizer's
+ * master weights are those shards). */
+static inline int stage_shards_params(const shs_strategy_t *s) {
+    return stage_is_param_sharded(s) || stage_has_lp_replicas(s);
 }
 /* Whether the unit's parameters are held in full on this rank. */
 static inline int full_params(const shs_strategy_t *s, const unit_state_t *u) { return u->whole || !stage_shards_params(s); }
@@ -116,8 +132,6 @@ static inline void update_range(const shs_strategy_t *s, const unit_state_t *u, 
 }
 
 
-static inline int low_precision(const shs_strategy_t *s) { return s->cfg.param_dtype != SHS_F32; }
-
 /* Elements the unit's optimizer state covers per state array. */
 static inline size_t optim_len(const unit_state_t *u) { return u->whole ? u->numel : u->shard.size; }
 /* The optimizer steps on update_range's n elements with state [m (n) | v (n)]:
@@ -132,6 +146,10 @@ static inline size_t optim_state_len(const shs_strategy_t *s, const unit_state_t
 /* The master copy of the updated range from the device parameters (offload
  * optimizer; no-op otherwise). strategy_state.c. */
 shs_status_t shs__strategy_download_master(shs_strategy_t *s, unit_state_t *u);
+/* Re-gather the unit's param-dtype replica from the f32 master shards
+ * (ZeRO-1/2 with a 2-byte param dtype; no-op otherwise); a collective over
+ * the shard group. strategy.c. */
+shs_status_t shs__strategy_refresh_replica(shs_strategy_t *s, unit_state_t *u);
 /* All-reduce the pending DDP/replicated-unit bucket. strategy.c. */
 shs_status_t shs__strategy_flush_bucket(shs_strategy_t *s);
 /* Free whatever prefetch or reshard_after_forward=false still holds.

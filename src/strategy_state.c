@@ -63,6 +63,7 @@ shs_status_t shs_strategy_load_state(shs_strategy_t *s, int unit, const float *p
         if (u->whole) SHS_CHECK(shs_memcpy_h2d(s->opt_dev, dst, src, u->numel * sizeof(float)));
         else SHS_CHECK(shs_memcpy_h2d(s->opt_dev, dst, src + u->shard.offset, u->shard.valid * sizeof(float)));
     }
+    if (u->lp_replica) u->lp_stale = 1; /* every rank loads: re-gathered together at the next use */
     return shs__strategy_download_master(s, u);
 }
 

@@ -165,8 +165,9 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     if (stage_regathers(s)) {
         for (int i = 0; i < s->layout->num_units; i++) {
             unit_state_t *u = &s->units[i];
-            if (!u->whole)
-                SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32, s->shard_comm));
+            if (u->whole) continue;
+            if (u->lp_replica) SHS_CHECK(shs__strategy_refresh_replica(s, u)); /* in param_dtype */
+            else SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32, s->shard_comm));
         }
     }
     return shs_device_sync(s->dev);

@@ -34,12 +34,12 @@
 /* Runs compare with --output to a temporary file (the JSON with timelines
  * exceeds the harness's stdout buffer) and reads it back into p->out...
  * returns a malloc'ed copy of the whole file (caller frees). */
-static char *run_compare(const char *format, const char *world, test_proc_t *p) {
+static char *run_compare(const char *format, const char *world, const char *dtype, test_proc_t *p) {
     char path[] = "/tmp/shs_compare_out_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     char *argv[] = {SHS_BIN_PATH, "compare", "--layers", "2", "--channels", "64", "--heads", "2", "--context", "32",
-                    "--vocab", "256", "--world", (char *)world, "--param-dtype", "f32", "--format", (char *)format,
+                    "--vocab", "256", "--world", (char *)world, "--param-dtype", (char *)dtype, "--format", (char *)format,
                     "--output", path, NULL};
     test_run_process(argv, 60, p);
     close(fd); /* the output replaces the file (renamed onto it): read it by name */
@@ -58,14 +58,23 @@ static char *run_compare(const char *format, const char *world, test_proc_t *p) 
 
 static void test_closed_forms_by_hand(void **state) {
     /* shardsim widths 4 + 4 + 8 (AdamW), N = 4, Psi = 1000 */
-    shs_zero_states_t s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE);
+    shs_zero_states_t s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
     assert_true(s.params == 4000 && s.grads == 4000 && s.optim == 8000);
-    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE);
+    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
     assert_true(s.params == 4000 && s.grads == 4000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE);
+    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
     assert_true(s.params == 4000 && s.grads == 1000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE);
+    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
     assert_true(s.params == 1000 && s.grads == 1000 && s.optim == 2000);
+    /* bf16: ZeRO-1/2 hold f32 master shards (4000 / 4) and a 2-byte replica (2000) */
+    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
+    assert_true(s.params == 3000 && s.grads == 4000 && s.optim == 2000);
+    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
+    assert_true(s.params == 3000 && s.grads == 1000 && s.optim == 2000);
+    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
+    assert_true(s.params == 1000);
+    s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
+    assert_true(s.params == 4000);
     /* the paper's totals with K = 12: 16000, 4000 + 3000, 2000 + 3500, 4000 */
     assert_true(shs_zero_paper_total(SHS_DDP, 1000, 4) == 16000);
     assert_true(shs_zero_paper_total(SHS_ZERO1, 1000, 4) == 7000);
@@ -117,7 +126,7 @@ static void test_time_model_by_hand(void **state) {
  * padding); num_params equals the GPT closed form. */
 static void test_json_matches_closed_forms(void **state) {
     test_proc_t *p = malloc(sizeof *p);
-    char *text = run_compare("json", "8", p);
+    char *text = run_compare("json", "8", "f32", p);
     if (p->exit_code != 0) fail_msg("compare failed: %s", p->err);
     json_error_t e;
     json_t *root = json_loads(text, 0, &e);
@@ -154,7 +163,7 @@ static void test_json_matches_closed_forms(void **state) {
         shs_strategy_kind_t kind;
         assert_int_equal(shs_strategy_parse(name, &kind), 0);
         int n = 8; /* hybrid: G = 8 divides 8 */
-        shs_zero_states_t f = shs_zero_states(kind, PSI, n, 2, SHS_OFFLOAD_NONE);
+        shs_zero_states_t f = shs_zero_states(kind, PSI, n, 2, SHS_OFFLOAD_NONE, 4);
         double by_hand_params = kind == SHS_ZERO3 || kind == SHS_HYBRID_SHARD ? 4 * PSI / 8 : 4 * PSI;
         assert_true(f.params == by_hand_params);
         assert_int_equal(json_integer_value(json_object_get(pr, "params")), (json_int_t)f.params);
@@ -178,12 +187,50 @@ static void test_json_matches_closed_forms(void **state) {
     json_decref(root);
     free(p);
 }
+/* bf16 on the real code path: ZeRO-1/2 keep f32 master shards plus a bf16
+ * replica (4 Psi / 8 + 2 Psi bytes) and re-gather that replica in bf16
+ * after the step (Psi x 2 B x 7/8 sent per rank), the paper's 2 Psi
+ * parameter volume; ZeRO-3 keeps only the f32 shard. All by hand. */
+static void test_json_bf16_replicas(void **state) {
+    test_proc_t *p = malloc(sizeof *p);
+    char *text = run_compare("json", "8", "bf16", p);
+    if (p->exit_code != 0) fail_msg("compare failed: %s", p->err);
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    if (!root) fail_msg("JSON does not parse: %s (line %d)", err.text, err.line);
+    json_t *arr = json_object_get(root, "strategies");
+    int seen = 0;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *o = json_array_get(arr, i);
+        const char *name = json_string_value(json_object_get(o, "name"));
+        shs_strategy_kind_t kind;
+        if (strchr(name, '+') || shs_strategy_parse(name, &kind)) continue;
+        json_t *pr = json_object_get(o, "per_rank_bytes");
+        json_int_t params = json_integer_value(json_object_get(pr, "params"));
+        json_t *c = json_object_get(o, "collectives");
+        json_int_t ag = json_integer_value(json_object_get(json_object_get(c, "all_gather"), "bytes_sent"));
+        if (kind == SHS_ZERO1 || kind == SHS_ZERO2) {
+            assert_int_equal(params, (json_int_t)(4 * PSI / 8 + 2 * PSI));
+            assert_int_equal(ag, (json_int_t)(PSI * 2 * 7 / 8));
+            seen++;
+        } else if (kind == SHS_ZERO3) {
+            assert_int_equal(params, (json_int_t)(4 * PSI / 8));
+            assert_int_equal(ag, (json_int_t)(2 * PSI * 2 * 7 / 8)); /* forward and backward, in bf16 */
+            seen++;
+        }
+    }
+    assert_int_equal(seen, 3);
+    json_decref(root);
+    free(text);
+    free(p);
+}
+
 #endif
 
 /* CSV: a header and 24 rows, every row with the header's field count. */
 static void test_csv_parses(void **state) {
     test_proc_t *p = malloc(sizeof *p);
-    char *text = run_compare("csv", "4", p);
+    char *text = run_compare("csv", "4", "f32", p);
     if (p->exit_code != 0) fail_msg("compare failed: %s", p->err);
     int lines = 0, header_fields = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
@@ -245,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_time_model_by_hand),
 #ifdef SHS_HAVE_JANSSON
         cmocka_unit_test(test_json_matches_closed_forms),
+        cmocka_unit_test(test_json_bf16_replicas),
 #endif
         cmocka_unit_test(test_csv_parses),
         cmocka_unit_test(test_cli_errors_and_plot),

@@ -45,12 +45,15 @@
 /* Per-rank model-state bytes in shardsim's widths with the paper's
  * partitioning (see above). `psi` parameters, `n` the sharding degree (N,
  * or G for hybrid), `state_per_param` optimizer f32 values per parameter
- * (optim.h). Offloaded state is on the host: 0 on the device. */
+ * (optim.h), `param_bytes` the param dtype's width (4, or 2 for bf16/f16:
+ * ZeRO-1/2 then hold f32 master shards, 4Psi/n, plus a replica in the
+ * param dtype, param_bytes x Psi). Offloaded state is on the host: 0 on the
+ * device. */
 typedef struct {
     double params, grads, optim;
 } shs_zero_states_t;
 shs_zero_states_t shs_zero_states(shs_strategy_kind_t kind, double psi, int n, int state_per_param,
-                                  shs_offload_t offload);
+                                  shs_offload_t offload, int param_bytes);
 /* The paper's total (2+2+K)Ψ form for the stage, with K = 12. */
 double shs_zero_paper_total(shs_strategy_kind_t kind, double psi, int n);
 /* The paper's communication volume, in elements, per rank per step: 2Ψ

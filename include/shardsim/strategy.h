@@ -41,7 +41,10 @@
  * Mixed precision follows FSDP's MixedPrecision(param_dtype, reduce_dtype):
  * f32 master parameters stay on the shards and the optimizer updates them;
  * the model computes with parameters rounded to param_dtype (ZeRO-3
- * all-gathers them in param_dtype, so the bytes moved halve); every
+ * all-gathers them in param_dtype, so the bytes moved halve; ZeRO-1/2 keep
+ * f32 master shards plus a full replica in param_dtype, re-gathered in
+ * param_dtype after each step, as DeepSpeed's 16-bit ZeRO-1/2 do: 2 bytes
+ * per parameter replicated instead of 4); every
  * micro-batch's gradient is rounded to param_dtype, then reduced in
  * reduce_dtype (default: param_dtype), each add rounded in that dtype (comm.h),
  * and widened to f32 for the optimizer. The CPU kernels compute in f32, so a
@@ -169,7 +172,8 @@ shs_status_t shs_strategy_begin_step(shs_strategy_t *s);
 void shs_strategy_set_sync(shs_strategy_t *s, int sync);
 /* After the last backward: finish gradient reduction, clip (if configured),
  * run the optimizer step (1-based `step`) on the elements this rank owns,
- * and re-gather parameters where the stage keeps them full (ZeRO-1/2).
+ * and re-gather parameters where the stage keeps them full (ZeRO-1/2: in
+ * f32, or into the param-dtype replica).
  * Collective errors propagate. */
 shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step);
 /* Loss scaling: the current state (the trainer multiplies the loss gradient
@@ -199,8 +203,9 @@ void shs_strategy_shard_info(const shs_strategy_t *s, int unit, shs_shard_t *sha
  * offload). */
 void shs_strategy_offload_stats(const shs_strategy_t *s, uint64_t *h2d_bytes, uint64_t *d2h_bytes,
                                 shs_mem_stats_t *host);
-/* Whether this rank holds unit `unit`'s full parameters (DDP, ZeRO-1/2,
- * replicated units) rather than only a shard (ZeRO-3). */
+/* Whether this rank holds unit `unit`'s full f32 parameters (DDP, ZeRO-1/2
+ * in f32, replicated units) rather than only an f32 shard (ZeRO-3; ZeRO-1/2
+ * with a 2-byte param dtype, whose full copy is in that dtype). */
 int shs_strategy_holds_full(const shs_strategy_t *s, int unit);
 
 /* Copy this rank's shard of unit `unit`'s parameters (shs_shard_of(numel, N,
