@@ -8,7 +8,9 @@
  * state (scheduled / started / completed, kept as the marker
  * "fr:<state>"), time_created_ns, duration_ms, is_p2p. The dumping rank is
  * the top-level "rank", else the file name's number. p2p entries
- * ("nccl:send 0->1", "nccl:recv 1<-0") are matched by peer.
+ * ("nccl:send 0->1", "nccl:recv 1<-0") are matched by peer. The default
+ * group (pg_config key or name "0", or desc "default_pg") declares the
+ * world size: a group member, p2p peer or dumping rank beyond it is refused.
  * What it is not: a reader of the pickle dumps (convert them to JSON first,
  * as torch's fr_trace tool does).
  */
@@ -39,7 +41,27 @@ static int64_t numel(json_t *dims) {
     return (int64_t)n;
 }
 
-static int comm_of(shs_trace_t *t, json_t *pgc, const char *pgname, int *comm) {
+/* The world declared by pg_config's default group (key or name "0", or
+ * desc "default_pg"): its rank count; 0 when absent or malformed. */
+static int declared_world(json_t *pgc) {
+    const char *key;
+    json_t *cfg;
+    json_object_foreach(pgc, key, cfg) {
+        json_t *nm = json_object_get(cfg, "name"), *desc = json_object_get(cfg, "desc");
+        if (strcmp(key, "0") != 0 && !(json_is_string(nm) && strcmp(json_string_value(nm), "0") == 0) &&
+            !(json_is_string(desc) && strcmp(json_string_value(desc), "default_pg") == 0))
+            continue;
+        int *ranks, n;
+        if (shs__json_rank_list(json_object_get(cfg, "ranks"), &ranks, &n)) n = 0;
+        free(ranks);
+        return n > 0 ? n : 0;
+    }
+    return 0;
+}
+
+/* 0 ok; -1 ranks malformed; -2 group not in pg_config; -3 a member at or
+ * beyond `world` (> 0), *bad set to it. */
+static int comm_of(shs_trace_t *t, json_t *pgc, const char *pgname, int world, int *comm, int *bad) {
     const char *key;
     json_t *cfg;
     json_object_foreach(pgc, key, cfg) {
@@ -48,7 +70,14 @@ static int comm_of(shs_trace_t *t, json_t *pgc, const char *pgname, int *comm) {
         int *ranks, n;
         if (shs__json_rank_list(json_object_get(cfg, "ranks"), &ranks, &n) || n < 1) { free(ranks); return -1; }
         int isid = 1;
-        for (int q = 0; q < n; q++) isid &= ranks[q] == q;
+        for (int q = 0; q < n; q++) {
+            isid &= ranks[q] == q;
+            if (world > 0 && ranks[q] >= world) {
+                *bad = ranks[q];
+                free(ranks);
+                return -3;
+            }
+        }
         char cname[96];
         snprintf(cname, sizeof cname, "pg%s", pgname);
         shs_status_t st = isid ? shs_trace_grow_identity_comm(t, "world", n, comm) : shs_trace_add_comm(t, cname, n, ranks, comm);
@@ -71,6 +100,12 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
         st = shs_set_error(SHS_PARSE, "%s: \"rank\" out of range", in->name);
         goto out;
     }
+    int world = json_is_object(pgc) ? declared_world(pgc) : 0;
+    if (world > 0 && rank >= world) {
+        st = shs_set_error(SHS_PARSE, "%s: the dumping rank %lld is beyond the world of %d ranks (pg_config's default "
+                           "group)", in->name, (long long)rank, world);
+        goto out;
+    }
     size_t i;
     json_t *e;
     json_array_foreach(entries, i, e) {
@@ -85,8 +120,16 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
         r.rank = (int)rank;
         const char *pgname = "0";
         if (json_is_array(pg) && json_is_string(json_array_get(pg, 0))) pgname = json_string_value(json_array_get(pg, 0));
-        int c = json_is_object(pgc) ? comm_of(t, pgc, pgname, &r.comm) : -2;
+        int bad = -1;
+        int c = json_is_object(pgc) ? comm_of(t, pgc, pgname, world, &r.comm, &bad) : -2;
         if (c == -1) { st = ferr(in, i, "process group ranks malformed or out of range"); break; }
+        if (c == -3) {
+            char m[160];
+            snprintf(m, sizeof m, "process group '%.40s' names rank %d, beyond the world of %d ranks (pg_config's "
+                     "default group)", pgname, bad, world);
+            st = ferr(in, i, m);
+            break;
+        }
         if (c == -2 && shs_trace_grow_identity_comm(t, "world", (int)rank + 1, &r.comm) != SHS_OK) { st = ferr(in, i, shs_last_error()); break; }
         int64_t seq;
         json_t *sq = json_object_get(e, shs_trace_op_is_p2p(r.op) ? "p2p_seq_id" : "collective_seq_id");
@@ -96,6 +139,12 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
             const char *arrow = strstr(name, r.op == SHS_TOP_SEND ? "->" : "<-");
             long peer = arrow ? strtol(arrow + 2, NULL, 10) : -1;
             if (peer < 0 || peer >= SHS_TRACE_MAX_WORLD) { st = ferr(in, i, "p2p entry without 'A->B' / 'A<-B' peers"); break; }
+            if (world > 0 && peer >= world) {
+                char m[128];
+                snprintf(m, sizeof m, "p2p peer %ld is beyond the world of %d ranks (pg_config's default group)", peer, world);
+                st = ferr(in, i, m);
+                break;
+            }
             r.peer = (int32_t)peer;
             r.tag = 0;
             if (shs_trace_ensure_world(t, (int)peer + 1) != SHS_OK) { st = ferr(in, i, shs_last_error()); break; }

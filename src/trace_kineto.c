@@ -9,7 +9,9 @@
  *     counts are their product) and "Input type";
  *   else ncclKernel_<Op>_* / ncclDevKernel_<Op>_* GPU kernels (op only,
  *     sizes unknown).
- * The rank is distributedInfo.rank, else the file name's number. ts/dur
+ * The rank is distributedInfo.rank, else the file name's number;
+ * distributedInfo.world_size declares the world: a "Process Group Ranks"
+ * member or a "Group size" beyond it is refused. ts/dur
  * (microseconds) become start/end times. Sequence numbers are positions.
  * What it is not: a reader of CPU ops, memory events or flows.
  */
@@ -126,9 +128,27 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
             if (o && (shs__json_int(o, &outn) || outn < 0 || (uint64_t)outn > SHS_TRACE_MAX_BYTES)) { st = eerr(in, evs[k].idx, "'Out msg nelems' negative or absurd"); break; }
             json_t *dt = json_object_get(args, "dtype");
             if (json_is_string(dt) && !shs__torch_dtype(json_string_value(dt), &d)) r.dtype = d;
-            json_t *pr = json_object_get(args, "Process Group Ranks");
+            json_t *pr = json_object_get(args, "Process Group Ranks"), *gs = json_object_get(args, "Group size");
+            int64_t gsize = 0;
+            if (gs && (shs__json_int(gs, &gsize) || gsize < 1 || gsize > SHS_TRACE_MAX_WORLD)) { st = eerr(in, evs[k].idx, "'Group size' is not a rank count"); break; }
+            if (world > 0 && gsize > world) {
+                char m[128];
+                snprintf(m, sizeof m, "'Group size' %lld is beyond distributedInfo.world_size %lld", (long long)gsize, (long long)world);
+                st = eerr(in, evs[k].idx, m);
+                break;
+            }
             int *ranks = NULL, nr = 0;
             if (pr && !shs__json_rank_list(pr, &ranks, &nr) && nr > 0) {
+                int bad = -1;
+                for (int q = 0; q < nr && bad < 0; q++)
+                    if (world > 0 && ranks[q] >= world) bad = ranks[q];
+                if (bad >= 0) {
+                    char m[128];
+                    snprintf(m, sizeof m, "'Process Group Ranks' names rank %d, beyond distributedInfo.world_size %lld", bad, (long long)world);
+                    free(ranks);
+                    st = eerr(in, evs[k].idx, m);
+                    break;
+                }
                 char cname[96];
                 json_t *pn = json_object_get(args, "Process Group Name");
                 snprintf(cname, sizeof cname, "pg%s", json_is_string(pn) ? json_string_value(pn) : "?");

@@ -15,7 +15,8 @@
  * Message sizes are element counts (in_msg_nelems), so bytes = elements x
  * itemsize. The rank and group ranks are group-local and map through the
  * group's rank list to global ranks. Groups without a declaration are the
- * identity group "world".
+ * identity group "world". The default group (pg_name "0") declares the
+ * world size: a group member or a record's rank beyond it is refused.
  * What it is not: a reader of compute nodes or of tensor data.
  */
 #include <stdlib.h>
@@ -40,6 +41,7 @@ typedef struct {
     shs_trace_t *t;
     pg_t *pgs;
     int npgs;
+    int world;            /* size of the default group "0" once declared, else 0 */
 } et_t;
 
 static shs_status_t nerr(const et_t *e, int64_t id, const char *what) {
@@ -110,6 +112,18 @@ static shs_status_t read_pgs(et_t *e, json_t *node, int64_t id) {
         e->pgs[e->npgs++] = p;
     }
     json_decref(list);
+    /* the default group (pg_name "0") declares the world: every group's ranks lie in it */
+    for (int k = 0; k < e->npgs && st == SHS_OK; k++)
+        if (strcmp(e->pgs[k].name, "0") == 0) e->world = e->pgs[k].size;
+    for (int k = 0; k < e->npgs && st == SHS_OK && e->world > 0; k++)
+        for (int q = 0; e->pgs[k].ranks && q < e->pgs[k].size; q++)
+            if (e->pgs[k].ranks[q] >= e->world) {
+                char m[192];
+                snprintf(m, sizeof m, "process group '%s' names rank %d, beyond the world of %d ranks (the default "
+                         "group '0')", e->pgs[k].name, e->pgs[k].ranks[q], e->world);
+                st = nerr(e, id, m);
+                break;
+            }
     return st;
 }
 
@@ -189,6 +203,12 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
         global = local >= 0 ? (int)local : e->in->rank >= 0 ? e->in->rank : 0;
     }
     if (global < 0 || global >= SHS_TRACE_MAX_WORLD) return nerr(e, id, "rank out of range");
+    if (e->world > 0 && global >= e->world) {
+        char m[160];
+        snprintf(m, sizeof m, "rank %d beyond the world of %d ranks declared by process_group:init (the default group '0')",
+                 global, e->world);
+        return nerr(e, id, m);
+    }
     r.rank = global;
     if (pg && pg->ranks) {
         if (pg->comm < 0) {
@@ -289,6 +309,9 @@ shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t
         if (st == SHS_OK && file_rank < 0 && recs[k].op != SHS_TOP_WAIT) file_rank = recs[k].rank;
     }
     if (file_rank < 0) file_rank = in->rank >= 0 ? in->rank : 0;
+    if (st == SHS_OK && norder > 0 && e.world > 0 && file_rank >= e.world)
+        st = shs_set_error(SHS_PARSE, "%s: rank %d (from the file name) is beyond the world of %d ranks declared by "
+                           "process_group:init", in->name, file_rank, e.world);
     for (size_t k = 0; k < norder && st == SHS_OK; k++) {
         if (recs[k].op == SHS_TOP_WAIT) {
             recs[k].rank = file_rank;

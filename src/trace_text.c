@@ -82,6 +82,8 @@ shs_status_t shs_trace_write_dir(const shs_trace_t *t, const char *dir) {
 typedef struct {
     const char *name;
     long line;
+    int world;      /* ranks declared by this file's 'world' line; 0 before it */
+    long world_line;
 } where_t;
 
 #define PERR(w, ...) perr(w, __VA_ARGS__)
@@ -129,6 +131,12 @@ static shs_status_t parse_comm(shs_trace_t *t, const where_t *w, shs__tok_t *tk,
             free(ranks);
             return PERR(w, "member list '%.*s' must be %llu ranks in 0..%d", (int)tk[3].n, s,
                         (unsigned long long)size, SHS_TRACE_MAX_WORLD - 1);
+        }
+        if (w->world > 0 && g >= (uint64_t)w->world) {
+            free(ranks);
+            return PERR(w, "communicator '%.*s' names rank %llu, beyond the world of %d ranks declared at line %ld "
+                        "(ranks 0..%d)", (int)tk[1].n, tk[1].s, (unsigned long long)g, w->world, w->world_line,
+                        w->world - 1);
         }
         ranks[k++] = (int)g;
         i = j + 1;
@@ -216,7 +224,7 @@ static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, 
 static shs_status_t read_lines(shs_trace_t *t, cache_t *cache, where_t *wp, const char *buf, size_t len);
 
 shs_status_t shs_trace_read_text(shs_trace_t *t, const char *buf, size_t len, const char *name) {
-    where_t w = {name, 0};
+    where_t w = {name, 0, 0, 0};
     cache_t *cache = calloc(1, sizeof *cache);
     if (!cache) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", name);
     cache->comm = -1;
@@ -252,6 +260,11 @@ static shs_status_t read_lines(shs_trace_t *t, cache_t *cache, where_t *wp, cons
             uint64_t n_;
             if (nt != 2 || shs__parse_u64(tk[1].s, tk[1].n, 0, &n_) || n_ < 1 || n_ > SHS_TRACE_MAX_WORLD)
                 return PERR(&w, "'world' wants a rank count in 1..%d", SHS_TRACE_MAX_WORLD);
+            if ((int)n_ < t->world) /* a communicator or an earlier file already named a rank beyond it */
+                return PERR(&w, "'world %d', but rank %d is already named (by a communicator or an earlier file)",
+                            (int)n_, t->world - 1);
+            w.world = (int)n_;
+            w.world_line = w.line;
             if (shs_trace_ensure_world(t, (int)n_) != SHS_OK) return PERR(&w, "%s", shs_last_error());
             continue;
         }

@@ -2,7 +2,8 @@
  * ../shared/traces/ (expected values from their README and from counting
  * lines/nodes by hand: grep, awk), the hand-written Kineto and Flight
  * Recorder cases in traces/cases/, and malformed inputs, which must fail
- * with SHS_PARSE naming the file and the line or record. */
+ * with SHS_PARSE naming the file and the line or record, among them ranks
+ * beyond a declared world size. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -316,6 +317,58 @@ static void test_malformed_inputs(void **state) {
     expect_load_error(write_tmp("fr.json", fr, strlen(fr)), SHS_TFMT_UNKNOWN, "entries[0]");
 }
 
+/* Ranks beyond a declared world size (PyTorch ET's default group "0",
+ * Flight Recorder's default pg, Kineto's distributedInfo.world_size, NCCL's
+ * nranks) are refused naming the file and the node, entry or line, instead
+ * of growing the world. */
+static void test_ranks_beyond_the_declared_world(void **state) {
+    (void)state;
+#define ET_PGS(list) "{\"schema\": \"1.0.2\", \"nodes\": [{\"name\": \"## process_group:init ##\", \"id\": 2, " \
+                     "\"inputs\": {\"values\": [\"" list "\"], \"types\": [\"String\"]}}"
+    const char *et_grp = ET_PGS("[{\\\"pg_name\\\": \\\"0\\\", \\\"ranks\\\": [], \\\"group_size\\\": 2}, "
+                                "{\\\"pg_name\\\": \\\"1\\\", \\\"ranks\\\": [0, 5], \\\"group_size\\\": 2}]") "]}";
+    expect_load_error(write_tmp("et-grp.json", et_grp, strlen(et_grp)), SHS_TFMT_UNKNOWN,
+                      "node 2: process group '1' names rank 5, beyond the world of 2 ranks");
+    const char *et_rank = ET_PGS("[{\\\"pg_name\\\": \\\"0\\\", \\\"ranks\\\": [], \\\"group_size\\\": 2}]")
+        ", {\"name\": \"record_param_comms\", \"id\": 5, \"inputs\": {\"values\": [], \"types\": []}, \"attrs\": ["
+        "{\"name\": \"collective_name\", \"value\": \"allreduce\"}, {\"name\": \"in_msg_nelems\", \"value\": 4}, "
+        "{\"name\": \"dtype\", \"value\": \"Float\"}, {\"name\": \"pg_name\", \"value\": \"0\"}, "
+        "{\"name\": \"rank\", \"value\": 3}]}]}";
+    expect_load_error(write_tmp("et-rank.json", et_rank, strlen(et_rank)), SHS_TFMT_UNKNOWN,
+                      "node 5: rank 3 beyond the world of 2 ranks");
+#undef ET_PGS
+#define FR(pgs, entry, rank) "{\"rank\": " rank ", \"pg_config\": {\"0\": {\"name\": \"0\", \"desc\": \"default_pg\", " \
+                             "\"ranks\": \"[0, 1]\"}" pgs "}, \"entries\": [{\"collective_seq_id\": 0, \"p2p_seq_id\": 0, " entry "}]}"
+    const char *fr_grp = FR(", \"1\": {\"name\": \"1\", \"ranks\": \"[0, 5]\"}",
+                            "\"profiling_name\": \"nccl:all_reduce\", \"process_group\": [\"1\", \"sub\"]", "0");
+    expect_load_error(write_tmp("fr-grp.json", fr_grp, strlen(fr_grp)), SHS_TFMT_UNKNOWN,
+                      "entries[0]: process group '1' names rank 5, beyond the world of 2 ranks");
+    const char *fr_peer = FR("", "\"profiling_name\": \"nccl:send 0->7\", \"process_group\": [\"0\", \"default_pg\"]", "0");
+    expect_load_error(write_tmp("fr-peer.json", fr_peer, strlen(fr_peer)), SHS_TFMT_UNKNOWN,
+                      "entries[0]: p2p peer 7 is beyond the world of 2 ranks");
+    const char *fr_rank = FR("", "\"profiling_name\": \"nccl:all_reduce\", \"process_group\": [\"0\", \"default_pg\"]", "4");
+    expect_load_error(write_tmp("fr-rank.json", fr_rank, strlen(fr_rank)), SHS_TFMT_UNKNOWN,
+                      "the dumping rank 4 is beyond the world of 2 ranks");
+#undef FR
+#define KIN(args) "{\"distributedInfo\": {\"rank\": 0, \"world_size\": 2}, \"traceEvents\": [{\"ph\": \"X\", " \
+                  "\"name\": \"record_param_comms\", \"ts\": 1, \"args\": {\"Collective name\": \"allreduce\", " \
+                  "\"In msg nelems\": 4, \"dtype\": \"Float\", " args "}}]}"
+    const char *k_grp = KIN("\"Process Group Name\": \"1\", \"Process Group Ranks\": \"[0, 5]\"");
+    expect_load_error(write_tmp("k-grp.json", k_grp, strlen(k_grp)), SHS_TFMT_UNKNOWN,
+                      "traceEvents[0]: 'Process Group Ranks' names rank 5, beyond distributedInfo.world_size 2");
+    const char *k_size = KIN("\"Group size\": 4");
+    expect_load_error(write_tmp("k-size.json", k_size, strlen(k_size)), SHS_TFMT_UNKNOWN,
+                      "traceEvents[0]: 'Group size' 4 is beyond distributedInfo.world_size 2");
+#undef KIN
+    /* NCCL: a Send's peer (root, comm-local) beyond nranks, with and without Init lines */
+    const char *nc = "h:1:1 [0] NCCL INFO Send: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 5 comm 0x5 [nranks=2] stream 0x6\n";
+    expect_load_error(write_tmp("peer.log", nc, strlen(nc)), SHS_TFMT_UNKNOWN, ":1: peer outside the communicator");
+    const char *nci = "h:1:1 [0] NCCL INFO comm 0x5 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0xab - Init COMPLETE\n"
+                      "h:2:1 [1] NCCL INFO comm 0x7 rank 1 nranks 2 cudaDev 1 busId 2000 commId 0xab - Init COMPLETE\n"
+                      "h:1:1 [0] NCCL INFO Send: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 2 comm 0x5 stream 0x6\n";
+    expect_load_error(write_tmp("peer-init.log", nci, strlen(nci)), SHS_TFMT_UNKNOWN, ":3: peer outside the communicator");
+}
+
 int main(void) {
 #if !defined(SHS_HAVE_JANSSON) || !defined(SHS_HAVE_PROTOBUF_C)
     printf("test_trace_import: SKIPPED: built without jansson or protobuf-c (make deps)\n");
@@ -331,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_kineto_and_flight_cases),
         cmocka_unit_test(test_chakra_export_round_trip),
         cmocka_unit_test(test_malformed_inputs),
+        cmocka_unit_test(test_ranks_beyond_the_declared_world),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

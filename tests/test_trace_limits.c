@@ -8,7 +8,10 @@
  * (shs_trace_load_buffer) detects, forces and numbers like the file
  * loader. The text reader's fast decimal path must return strtod's double
  * bit for bit; the import benchmark's trace loads back whole and
- * consistent. Expected values are the inputs' own numbers. */
+ * consistent. A text trace's 'world N' bounds every rank it names: a
+ * communicator member, a record's rank or a peer at N or beyond is refused
+ * with file:line (it used to grow the world silently). Expected values are
+ * the inputs' own numbers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -56,6 +59,25 @@ static void test_text_sizes_above_the_limit_are_refused(void **state) {
                   SHS_TFMT_SHARDSIM, &t) != SHS_OK)
         fail_msg("%s", shs_last_error());
     assert_int_equal(shs_trace_rec_bytes(t, &t->ranks[0].recs[0], SHS_BYTES_TOTAL), (uint64_t)1 << 50);
+    shs_trace_free(t);
+}
+
+static void test_text_ranks_beyond_the_declared_world_are_refused(void **state) {
+    (void)state;
+    expect_refused("grp.trace", "shardsim-trace 1\nworld 2\ncomm g 2 0,5\n", SHS_TFMT_SHARDSIM,
+                   "grp.trace:3: communicator 'g' names rank 5, beyond the world of 2 ranks declared at line 2");
+    expect_refused("rec.trace", HDR "2 w 0 all_reduce 1 f32 sum - - - 4 rank - - -\n", SHS_TFMT_SHARDSIM,
+                   "rec.trace:4: rank '2' is not in 0..1");
+    expect_refused("peer.trace", HDR "0 w 0 send 1 f32 - - 7 0 4 rank - - -\n", SHS_TFMT_SHARDSIM,
+                   "peer.trace:4: rank 0: send peer 7 outside the world of 2 ranks");
+    /* a communicator before the world line, then a smaller world */
+    expect_refused("late.trace", "shardsim-trace 1\ncomm g 2 0,5\nworld 2\n", SHS_TFMT_SHARDSIM,
+                   "late.trace:3: 'world 2', but rank 5 is already named");
+    /* without a world line the communicators define it, as before */
+    shs_trace_t *t;
+    if (load_text("nodecl.trace", "shardsim-trace 1\ncomm g 2 0,5\n", SHS_TFMT_SHARDSIM, &t) != SHS_OK)
+        fail_msg("%s", shs_last_error());
+    assert_int_equal(t->world, 6);
     shs_trace_free(t);
 }
 
@@ -176,6 +198,7 @@ static void test_import_bench_trace_loads_whole_and_consistent(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_sizes_above_the_limit_are_refused),
+        cmocka_unit_test(test_text_ranks_beyond_the_declared_world_are_refused),
         cmocka_unit_test(test_wrapped_error_text_is_intact),
         cmocka_unit_test(test_total_saturates_on_a_grown_comm),
         cmocka_unit_test(test_load_buffer_detects_forces_and_numbers),

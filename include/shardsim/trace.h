@@ -25,8 +25,11 @@
  * comm-local root or '-'; peer: global rank of the send destination / recv
  * source or '-'; tag: p2p tag or '-'; bytes: see shs_bytes_scope_t; scope:
  * 'rank' or 'total'; times: microseconds since the trace's origin, or '-';
- * marker: phase/unit without blanks, or '-'. A file may hold any subset of
- * ranks; `shardsim train --trace DIR` writes DIR/rank<k>.trace, one per rank.
+ * marker: phase/unit without blanks, or '-'. Once `world N` is read,
+ * every rank the file names (communicator members, record ranks, peers)
+ * must be below N; without it the communicators define the world. A file
+ * may hold any subset of ranks; `shardsim train --trace DIR` writes
+ * DIR/rank<k>.trace, one per rank.
  */
 #ifndef SHARDSIM_TRACE_H
 #define SHARDSIM_TRACE_H
@@ -175,7 +178,9 @@ shs_status_t shs_trace_write_text(const shs_trace_t *t, FILE *f, int rank);
 /* Write DIR/rank<k>.trace for every rank, creating DIR if needed. */
 shs_status_t shs_trace_write_dir(const shs_trace_t *t, const char *dir);
 /* Read the text format from `buf` (len bytes; `name` names it in errors)
- * into t, appending. Errors: SHS_PARSE "<name>:<line>: <reason>". */
+ * into t, appending. Errors: SHS_PARSE "<name>:<line>: <reason>", among
+ * them a rank at or beyond the `world` line's N, and a `world` line below
+ * a rank already named. */
 shs_status_t shs_trace_read_text(shs_trace_t *t, const char *buf, size_t len, const char *name);
 
 #endif

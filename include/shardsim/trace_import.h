@@ -26,7 +26,10 @@
  * without them those readers return SHS_UNSUPPORTED saying so.
  * Every reader refuses malformed input with SHS_PARSE and a message naming
  * the file and the line or record; sizes above SHS_TRACE_MAX_BYTES per
- * call and ranks beyond SHS_TRACE_MAX_WORLD are refused too.
+ * call and ranks beyond SHS_TRACE_MAX_WORLD are refused too, and so are
+ * group members, ranks and p2p peers beyond a world size the file declares
+ * (shardsim `world`, PyTorch ET and Flight Recorder default group "0",
+ * Kineto distributedInfo.world_size, NCCL nranks; Chakra declares none).
  * What it is not: the analysis or the replay.
  */
 #ifndef SHARDSIM_TRACE_IMPORT_H
