@@ -1,6 +1,7 @@
 /* cmd_replay.c - `shardsim replay PATH`: load a trace (any supported format,
  * detected from content), check its consistency, and replay it on rank
- * threads with real buffers.
+ * threads with real buffers, reporting the time inside the calls and, under
+ * --max-bytes, capped calls' times scaled linearly to the trace's sizes.
  * Exit: 0 consistent and replayed, 1 inconsistent / replay failed /
  * unreadable or malformed input, 2 usage.
  * What it is not: the analysis or the importers (src/trace_*.c).
@@ -32,7 +33,8 @@ static void replay_usage(FILE *f) {
             "  --world N         ranks: expand an ASTRA-sim workload to N ranks (default 8); for\n"
             "                    other formats, ranks with no file are added (and reported missing)\n"
             "  --max-bytes SIZE  cap each call's largest buffer per rank, e.g. 1MiB (default: no cap;\n"
-            "                    the replay refuses to allocate more than --mem-limit in all)\n"
+            "                    the replay refuses to allocate more than --mem-limit in all); capped\n"
+            "                    calls' times are also reported scaled linearly to the trace's bytes\n"
             "  --mem-limit SIZE  total replay buffers allowed (default 4GiB)\n"
             "  --check-only      analyse, do not replay\n"
             "  --network N       estimate each call's time: a preset (hgx-h100, ring-50, pcie) or an\n"
@@ -53,6 +55,32 @@ static void replay_usage(FILE *f) {
 static int usage_error(const char *msg, const char *arg) { return sim_usage_error("replay", msg, arg); }
 
 static const char *human(char *buf, size_t n, double b) { return shs_format_bytes(buf, n, b); }
+
+/* Time inside the calls, mean over the ranks that made them; with a cap, the
+ * capped calls' times scaled to the trace's bytes; nccl-tests' bandwidths
+ * of what was moved. */
+static void print_replay_timing(const shs_replay_stats_t *s, int capped) {
+    printf("\n  time inside the calls, mean per rank%s\n",
+           capped ? "; scaled ms = each capped call's measured time x trace bytes / moved bytes\n"
+                    "  (a linear extrapolation to the trace's sizes, not a measurement; uncapped calls keep their "
+                    "measured time)" : "");
+    printf("  %-15s %14s", "op", "measured ms");
+    if (capped) printf(" %14s", "scaled ms");
+    printf(" %11s %11s   (bandwidth: moved bytes / measured time)\n", "algbw GB/s", "busbw GB/s");
+    double sec = 0, scaled = 0, alg = 0, bus = 0;
+    for (int k = 0; k <= SHS_NUM_TRACE_OPS; k++) {
+        int total = k == SHS_NUM_TRACE_OPS;
+        if (!total && !s->ranks[k]) continue;
+        if (total && !s->timed_ranks) break;
+        double n = total ? (double)s->timed_ranks : (double)s->ranks[k];
+        double cs = total ? sec : s->call_seconds[k], ss = total ? scaled : s->scaled_seconds[k];
+        double ab = total ? alg : s->alg_bytes[k], bb = total ? bus : s->bus_bytes[k];
+        printf("  %-15s %14.6f", total ? "total" : shs_trace_op_name((shs_trace_op_t)k), cs / n * 1e3);
+        if (capped) printf(" %14.6f", ss / n * 1e3);
+        printf(" %11.3f %11.3f\n", cs > 0 ? ab / cs / 1e9 : 0, cs > 0 ? bb / cs / 1e9 : 0);
+        if (!total) { sec += cs; scaled += ss; alg += ab; bus += bb; }
+    }
+}
 
 int sim_cmd_replay(int argc, char **argv) {
     const char *path = NULL, *export_text = NULL, *export_chakra = NULL, *export_perfetto = NULL;
@@ -236,6 +264,7 @@ int sim_cmd_replay(int argc, char **argv) {
                        (unsigned long long)s.calls[k], human(hb, sizeof hb, (double)s.trace_bytes[k]),
                        human(hm, sizeof hm, (double)s.moved_bytes[k]), how);
             }
+            print_replay_timing(&s, ro.max_bytes != 0);
         }
     }
     shs_trace_free(t);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "shardsim/clock.h"
+#include "shardsim/trace_net.h"
 #include "shardsim/world.h"
 
 typedef struct {
@@ -84,9 +85,11 @@ static void *rank_main(void *p) {
         shs_comm_t *cm = h[r->comm];
         shs_redop_t op = r->redop != SHS_TRACE_NONE ? (shs_redop_t)r->redop : SHS_SUM;
         int root = r->root != SHS_TRACE_NONE ? r->root : 0;
+        uint64_t per = shs_trace_rec_bytes(t, r, SHS_BYTES_PER_RANK);
         s->calls[r->op]++;
-        s->trace_bytes[r->op] += shs_trace_rec_bytes(t, r, SHS_BYTES_PER_RANK);
+        s->trace_bytes[r->op] += per;
         s->capped += (uint64_t)cp;
+        double t0 = shs_now_seconds();
         switch (r->op) {
         case SHS_TOP_ALL_GATHER: st = shs_all_gather(sendbuf, recvbuf, c, dt, cm); break;
         case SHS_TOP_REDUCE_SCATTER: st = shs_reduce_scatter(sendbuf, recvbuf, c, dt, op, cm); break;
@@ -97,7 +100,15 @@ static void *rank_main(void *p) {
         case SHS_TOP_SEND: case SHS_TOP_RECV: case SHS_TOP_WAIT: s->not_run[r->op]++; continue;
         default: s->sync_only[r->op]++; st = shs_barrier(cm); continue;
         }
-        s->moved_bytes[r->op] += sb < rb ? sb : rb;
+        double sec = shs_now_seconds() - t0;
+        size_t moved = sb < rb ? sb : rb, whole = sb > rb ? sb : rb;
+        int n = t->comms[r->comm].size;
+        s->moved_bytes[r->op] += moved;
+        s->call_seconds[r->op] += sec;
+        s->scaled_seconds[r->op] += cp && moved ? sec * ((double)per / (double)moved) : sec;
+        s->alg_bytes[r->op] += (double)whole;
+        s->bus_bytes[r->op] += (double)whole * shs_net_busbw_factor(r->op, n);
+        s->ranks[r->op] = 1;
     }
     s->buffer_bytes = maxs + maxr;
     rp->status[g] = st;
@@ -168,13 +179,21 @@ shs_status_t shs_trace_replay(const shs_trace_t *t, const shs_replay_opts_t *o, 
     if (first >= 0) st = shs_set_error(rp.status[first], "%s", rp.errors[first]);
     for (int g = 0; g < started; g++) {
         const shs_replay_stats_t *s = &rp.per_rank[g];
+        int timed = 0;
         for (int k = 0; k < SHS_NUM_TRACE_OPS; k++) {
             out->calls[k] += s->calls[k];
             out->trace_bytes[k] += s->trace_bytes[k];
             out->moved_bytes[k] += s->moved_bytes[k];
             out->sync_only[k] += s->sync_only[k];
             out->not_run[k] += s->not_run[k];
+            out->ranks[k] += s->ranks[k];
+            out->call_seconds[k] += s->call_seconds[k];
+            out->scaled_seconds[k] += s->scaled_seconds[k];
+            out->alg_bytes[k] += s->alg_bytes[k];
+            out->bus_bytes[k] += s->bus_bytes[k];
+            timed |= s->ranks[k] != 0;
         }
+        out->timed_ranks += timed;
         out->capped += s->capped;
         out->buffer_bytes += s->buffer_bytes;
     }

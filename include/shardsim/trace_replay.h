@@ -12,6 +12,16 @@
  * send/recv). Unknown dtypes move bytes (u8). Run only consistent traces
  * (shs_trace_check): an inconsistent one ends in the backend's mismatch or
  * timeout error.
+ * Timing: each rank times every call it runs (real buffers or barrier).
+ * A capped call's time is also scaled back to the trace's size, linearly:
+ * scaled = measured x trace bytes / moved bytes (one rank's part); an
+ * uncapped call's scaled time is its measured time. This extrapolation
+ * assumes time proportional to bytes (no latency term), so it is an
+ * estimate, not a measurement. Bandwidth follows nccl-tests: algbw = bytes
+ * / time with bytes the whole buffer (all_gather's output, reduce_scatter's
+ * input, the buffer of the others), busbw = algbw x 2(n-1)/n (all_reduce),
+ * (n-1)/n (all_gather, reduce_scatter), 1 (others), from the moved bytes
+ * and the measured time.
  * What it is not: a timing model of a real network (trace_net.h).
  */
 #ifndef SHARDSIM_TRACE_REPLAY_H
@@ -31,6 +41,13 @@ typedef struct {
     uint64_t moved_bytes[SHS_NUM_TRACE_OPS];    /* per-rank bytes actually passed to the backend, summed */
     uint64_t sync_only[SHS_NUM_TRACE_OPS];      /* run as a barrier */
     uint64_t not_run[SHS_NUM_TRACE_OPS];        /* p2p and wait */
+    /* timing, summed over ranks (rank-seconds); per rank = divide by ranks[k] */
+    uint64_t ranks[SHS_NUM_TRACE_OPS];          /* ranks that timed at least one call of the op */
+    double call_seconds[SHS_NUM_TRACE_OPS];     /* measured time inside the op's calls */
+    double scaled_seconds[SHS_NUM_TRACE_OPS];   /* the same with capped calls scaled to the trace's bytes */
+    double alg_bytes[SHS_NUM_TRACE_OPS];        /* nccl-tests bytes moved (whole buffer), summed like the times */
+    double bus_bytes[SHS_NUM_TRACE_OPS];        /* alg_bytes x each call's busbw factor */
+    int timed_ranks;                            /* ranks that timed any call */
     uint64_t capped;                            /* calls whose size was capped */
     uint64_t buffer_bytes;                      /* buffers allocated, all ranks */
     double seconds;                             /* wall time of the replay */
