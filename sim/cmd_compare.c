@@ -359,6 +359,7 @@ int sim_cmd_compare(int argc, char **argv) {
         } else if (!strcmp(a, "--device-mem")) {
             NEED();
             if (shs_parse_bytes(v, &device_mem, err, sizeof err)) return usage_error(err, a);
+            if (device_mem == 0) return usage_error("--device-mem must be > 0, not", v);
         } else if (!strcmp(a, "--wrap")) {
             NEED();
             if (!strcmp(v, "block")) base.wrap_min_params = 0;

@@ -104,6 +104,12 @@ int sim_cmd_replay(int argc, char **argv) {
             path = a;
             continue;
         }
+        static const char *const valued[] = {"--format", "--world", "--max-bytes", "--mem-limit", "--max-issues",
+                                             "--timeout", "--export-text", "--network", "--algo", "--export-chakra",
+                                             "--export-perfetto"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= strcmp(a, valued[k]) == 0;
+        if (!known) return usage_error("unknown option", a);
         if (i + 1 >= argc) return usage_error("missing value for", a);
         const char *v = argv[++i];
         long n;
@@ -114,10 +120,12 @@ int sim_cmd_replay(int argc, char **argv) {
             if (sim_parse_int(v, 1, SHS_TRACE_MAX_WORLD, &n, err, sizeof err)) return usage_error("--world:", err);
             lo.world = (int)n;
         } else if (strcmp(a, "--max-bytes") == 0) {
-            if (shs_parse_bytes(v, &sz, err, sizeof err) || sz == 0) return usage_error("--max-bytes:", sz == 0 ? "must be > 0" : err);
+            if (shs_parse_bytes(v, &sz, err, sizeof err)) return usage_error("--max-bytes:", err);
+            if (sz == 0) return usage_error("--max-bytes: must be > 0, not", v);
             ro.max_bytes = sz == SIZE_MAX ? 0 : sz;
         } else if (strcmp(a, "--mem-limit") == 0) {
-            if (shs_parse_bytes(v, &sz, err, sizeof err) || sz == 0) return usage_error("--mem-limit:", err);
+            if (shs_parse_bytes(v, &sz, err, sizeof err)) return usage_error("--mem-limit:", err);
+            if (sz == 0) return usage_error("--mem-limit: must be > 0, not", v);
             ro.mem_limit = sz;
         } else if (strcmp(a, "--max-issues") == 0) {
             if (sim_parse_int(v, 1, 100000, &max_issues, err, sizeof err)) return usage_error("--max-issues:", err);
@@ -187,9 +195,10 @@ int sim_cmd_replay(int argc, char **argv) {
         }
     }
     if (export_chakra) {
-        if (shs_trace_export_chakra(t, export_chakra) != SHS_OK) {
+        if (shs_trace_export_chakra(t, export_chakra) != SHS_OK) { /* refused or failed: stop before the replay */
             fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
-            rc = SIM_EXIT_ERROR;
+            shs_trace_free(t);
+            return SIM_EXIT_ERROR;
         } else {
             printf("  wrote %s.<rank>.et (Chakra ET, %d files)\n", export_chakra, t->world);
         }

@@ -438,6 +438,11 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         if (k) c->reduce_dtype = t;
         else c->param_dtype = t;
     }
+    if (p.given[O_GROWTH_FACTOR] && !(c->scaler.growth_factor > 1.0f)) { /* GradScaler requires > 1 */
+        char got[32];
+        snprintf(got, sizeof got, "%g", (double)c->scaler.growth_factor);
+        return usage_error("--growth-factor must be > 1 (got '%s')%s", got, "");
+    }
     if ((p.given[O_INIT_SCALE] || p.given[O_GROWTH_INTERVAL] || p.given[O_GROWTH_FACTOR] || p.given[O_BACKOFF_FACTOR]) &&
         c->param_dtype != SHS_F16)
         return usage_error("--init-scale, --growth-interval, --growth-factor and --backoff-factor apply to --param-dtype "

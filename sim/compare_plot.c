@@ -3,7 +3,8 @@
  * (forward of each unit, backward of each unit, optimizer, loss), equal
  * widths; y = bytes; stacked areas = device memory per category at the end
  * of each segment; a black line = the highest total inside the segment;
- * a dashed red line = the device memory, when within the panel's scale.
+ * a dashed red line = the device memory, when within the panel's scale
+ * (above it, a note at the panel's top right says so).
  * All panels share one y scale, so stages compare by eye.
  */
 #include "compare_plot.h"
@@ -89,10 +90,15 @@ int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *
             fprintf(f, "%.2f,%.2f %.2f,%.2f ", x0 + s * dx, Y(r->segments[s].peak_total), x0 + (s + 1) * dx,
                     Y(r->segments[s].peak_total));
         fprintf(f, "\"/>\n");
-        if ((double)rows[i].device_mem < ymax)
+        if ((double)rows[i].device_mem < ymax) {
             fprintf(f, "<line x1=\"%d\" y1=\"%.2f\" x2=\"%d\" y2=\"%.2f\" stroke=\"red\" stroke-dasharray=\"5,3\"/>"
                        "<text x=\"%d\" y=\"%.2f\" fill=\"red\" text-anchor=\"end\">device memory</text>\n",
                     x0, Y(rows[i].device_mem), x0 + pw, Y(rows[i].device_mem), x0 + pw - 2, Y(rows[i].device_mem) - 3);
+        } else if (rows[i].device_mem > 0) { /* off the scale: say so rather than draw nothing */
+            char dm[32];
+            fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#a00\" text-anchor=\"end\">device memory %s: above the scale</text>\n",
+                    x0 + pw, y0 - 8, shs_format_bytes(dm, sizeof dm, (double)rows[i].device_mem));
+        }
         /* phase labels: where forward, backward and the optimizer begin */
         shs_meta_seg_kind_t last = (shs_meta_seg_kind_t)-1;
         for (int s = 0; s < r->num_segments; s++) {

@@ -1,6 +1,7 @@
 /* main.c - the shardsim command line: dispatches subcommands.
  * Exit codes: 0 success, 1 runtime error, 2 usage error, 3 --check found a
  * difference. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,7 +22,19 @@ static void usage(FILE *f) {
             "  version   print the version\n");
 }
 
-int main(int argc, char **argv) {
+/* A report that never reached stdout (a full disk, a closed pipe) is a
+ * failure: exit 1 with the reason, whatever the command returned. */
+static int finish(int rc) {
+    errno = 0;
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    if (bad && rc == SIM_EXIT_OK) { /* a failed command has said why already */
+        fprintf(stderr, "shardsim: error: cannot write the output: %s\n", errno ? strerror(errno) : "stream error");
+        rc = SIM_EXIT_ERROR;
+    }
+    return rc;
+}
+
+static int run(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return SIM_EXIT_USAGE;
@@ -42,3 +55,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "shardsim: error: unknown command '%s' (see 'shardsim help')\n", cmd);
     return SIM_EXIT_USAGE;
 }
+
+int main(int argc, char **argv) { return finish(run(argc, argv)); }

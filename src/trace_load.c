@@ -174,13 +174,15 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
         }
         if (d) closedir(d);
         if (n) qsort(names, n, sizeof *names, cmp_str);
+        char *skipped = calloc(n ? n : 1, 1);
+        if (!skipped && st == SHS_OK) st = shs_set_error(SHS_HOST_OOM, "out of memory");
         for (size_t i = 0; i < n && st == SHS_OK; i++) {
             struct stat fs;
             if (stat(names[i], &fs) != 0 || !S_ISREG(fs.st_mode)) continue;
             shs_trace_format_t f;
             st = load_one(t, names[i], opts->format, &f, opts->world, 1);
             if (st != SHS_OK) break;
-            if (!reader_of(f)) { opts->files_skipped++; continue; }
+            if (!reader_of(f)) { opts->files_skipped++; skipped[i] = 1; continue; }
             if (used != SHS_TFMT_UNKNOWN && f != used) {
                 st = shs_set_error(SHS_PARSE, "%s: format %s, but earlier files in %s are %s", names[i],
                                    shs_trace_format_name(f), path, shs_trace_format_name(used));
@@ -189,8 +191,29 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
             used = f;
             opts->files_read++;
         }
+        /* a skipped file named like the ones read (same extension) is a
+         * damaged rank file, not a stray one: read it as their format, so
+         * the error says what is wrong and where */
+        for (size_t i = 0; i < n && st == SHS_OK && used != SHS_TFMT_UNKNOWN; i++) {
+            if (!skipped[i]) continue;
+            const char *ext = strrchr(names[i], '.');
+            int same = 0;
+            for (size_t j = 0; j < n && !same; j++) {
+                const char *ej = strrchr(names[j], '.');
+                same = !skipped[j] && ext && ej && strchr(ext, '/') == NULL && strcmp(ext, ej) == 0;
+            }
+            if (!same) continue;
+            shs_trace_format_t f;
+            st = load_one(t, names[i], used, &f, opts->world, 0);
+            if (st == SHS_OK) /* it parses as that format after all (only detection failed): take it */
+                opts->files_skipped--, opts->files_read++;
+            else
+                st = shs_set_error(SHS_PARSE, "%s (the other %s files in %s are %s)", shs_last_error(), ext, path,
+                                   shs_trace_format_name(used));
+        }
         for (size_t i = 0; i < n; i++) free(names[i]);
         free(names);
+        free(skipped);
         if (st == SHS_OK && opts->files_read == 0)
             st = shs_set_error(SHS_PARSE, "%s: no trace file of a known format in this directory", path);
     }

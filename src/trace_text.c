@@ -187,7 +187,8 @@ static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, 
     int64_t v;
     uint64_t u;
     if (shs__parse_i64(tk[0].s, tk[0].n, &v) || v < 0 || v >= t->world)
-        return PERR(w, "rank '%.*s' is not in 0..%d (declare 'world' first)", (int)tk[0].n, tk[0].s, t->world - 1);
+        return PERR(w, "rank '%.*s' is not in 0..%d (%s)", (int)tk[0].n, tk[0].s, t->world - 1,
+                    w->world > 0 ? "the world declared by the 'world' line" : "the ranks of the communicators declared so far");
     r.rank = (int32_t)v;
     r.comm = find_comm_cached(t, cache, tk[1], buf, sizeof buf);
     if (r.comm < 0) return PERR(w, "communicator '%s' is not declared", buf);
@@ -213,6 +214,8 @@ static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, 
     else if (shs__tok_is(tk[11], "total")) r.scope = SHS_BYTES_TOTAL;
     else return PERR(w, "byte scope must be 'rank' or 'total'");
     if (opt_time(tk[12], &r.t_start) || opt_time(tk[13], &r.t_end)) return PERR(w, "bad time (microseconds >= 0 or '-')");
+    if (r.t_start >= 0 && r.t_end >= 0 && r.t_end < r.t_start)
+        return PERR(w, "the call ends (%.*s us) before it starts (%.*s us)", (int)tk[13].n, tk[13].s, (int)tk[12].n, tk[12].s);
     if (!shs__tok_is(tk[14], "-")) {
         r.marker = intern_cached(t, cache, tk[14], buf, sizeof buf);
         if (r.marker == UINT32_MAX) return shs_set_error(SHS_HOST_OOM, "%s:%ld: out of memory", w->name, w->line);

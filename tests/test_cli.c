@@ -266,6 +266,7 @@ static void test_loss_scaler_options(void **state) {
     expect_error(run_args("train", "--backoff-factor", "0.5", NULL), 2, "apply to --param-dtype f16");
     expect_error(run_args("train", "--param-dtype", "f16", "--backoff-factor", "1", NULL), 2, "--backoff-factor: 1 is out of range");
     expect_error(run_args("train", "--param-dtype", "f16", "--growth-factor", "0.5", NULL), 2, "--growth-factor: 0.5 is out of range");
+    expect_error(run_args("train", "--param-dtype", "f16", "--growth-factor", "1", NULL), 2, "--growth-factor must be > 1 (got '1')");
 }
 
 int main(void) {

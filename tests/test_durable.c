@@ -85,7 +85,8 @@ static void test_device_written_in_place(void **state) {
 }
 
 /* The CLI: a report that cannot be written is an error (exit 1, the path
- * named), and a plot into a missing directory leaves nothing behind. */
+ * named; stdout on a full device too), and a plot into a missing directory
+ * leaves nothing behind. */
 static void test_cli_write_failures(void **state) {
     (void)state;
     test_proc_t *p = malloc(sizeof *p);
@@ -96,6 +97,15 @@ static void test_cli_write_failures(void **state) {
         test_run_process(full, 60, p);
         assert_int_equal(p->exit_code, 1);
         assert_non_null(strstr(p->err, "/dev/full"));
+    }
+    if (access("/dev/full", W_OK) == 0) { /* a report that never reaches stdout is a failure too */
+        char *sh[] = {"/bin/sh", "-c",
+                      SHS_BIN_PATH " compare --layers 1 --channels 32 --heads 2 --context 8 --world 2 --variants plain "
+                                   "> /dev/full",
+                      NULL};
+        test_run_process(sh, 60, p);
+        assert_int_equal(p->exit_code, 1);
+        assert_non_null(strstr(p->err, "cannot write the output"));
     }
     char plot[512], out[512];
     path_in_tmp(plot, sizeof plot, "missing/plot.svg");

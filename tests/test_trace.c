@@ -112,6 +112,8 @@ static void test_text_errors_name_file_and_line(void **state) {
     expect_parse_error("shardsim-trace 1\ncomm world 2 0,99999999\n", "bad.trace:2:");
     snprintf(b, sizeof b, "%s0 world 0 all_gather 99999999999999999999999 f32 - - - - 16 rank - - -\n", h);
     expect_parse_error(b, "bad count");
+    snprintf(b, sizeof b, "%s0 world 0 all_gather 4 f32 - - - - 16 rank 10.5 3 -\n", h);
+    expect_parse_error(b, "bad.trace:4: the call ends (3 us) before it starts (10.5 us)");
 }
 
 /* ---- recorder ------------------------------------------------------------ */

@@ -241,8 +241,38 @@ static void test_train_trace_hybrid_subcomms(void **state) {
     assert_int_equal(table_calls(replayed, "all_gather"), N * 2 * U * S);
     assert_int_equal(table_calls(replayed, "reduce_scatter"), N * U * S);
     assert_int_equal(table_calls(replayed, "all_reduce"), N * (U + 1) * S);
+    /* Chakra ET holds one communicator: refused before the replay runs */
+    p = replay(dir, "--export-chakra", "/tmp/shardsim-hybrid-chakra");
+    expect(p, 1, NULL, "only one (the world) can be written");
+    assert_null(strstr(p->out, "replay on"));
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A directory of rank files: a stray file of another kind is skipped, but
+ * a damaged rank file (named like the others) is read as their format and
+ * its error names it. */
+static void test_replay_damaged_rank_file(void **state) {
+    (void)state;
+    char dir[] = "/tmp/shardsim-dmg-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cp %s/traces/recorded/zero3/rank*.trace %s/ && echo notes > %s/README.md", SHS_SOURCE_DIR,
+             dir, dir);
+    assert_int_equal(system(cmd), 0);
+    const test_proc_t *p = replay(dir, "--check-only", NULL);
+    expect(p, 0, "(1 files of no known format skipped)", NULL);
+    char rank2[512];
+    snprintf(rank2, sizeof rank2, "%s/rank2.trace", dir);
+    FILE *f = fopen(rank2, "w");
+    assert_non_null(f);
+    fputs("0 world 0 all_gather\n", f); /* the header is gone */
+    fclose(f);
+    p = replay(dir, "--check-only", NULL);
+    expect(p, 1, NULL, "rank2.trace:1: not a shardsim trace");
+    assert_non_null(strstr(p->err, "the other .trace files"));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
 
@@ -254,6 +284,7 @@ int main(void) {
         cmocka_unit_test(test_train_trace_round_trip),
         cmocka_unit_test(test_train_trace_hybrid_subcomms),
         cmocka_unit_test(test_replay_network),
+        cmocka_unit_test(test_replay_damaged_rank_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
