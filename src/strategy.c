@@ -176,8 +176,9 @@ static int next_unit(const shs_strategy_t *s, int unit) {
 static shs_status_t acquire_params(void *self, int unit, const float **params) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
+    int seen = 0; /* the unit was already used in this pass (a tied unit's second use) */
     { /* record the execution order */
-        int ph = s->phase, seen = 0;
+        int ph = s->phase;
         for (int i = 0; i < s->order_len[ph] && !seen; i++) seen = s->order[ph][i] == unit;
         if (!seen) s->order[ph][s->order_len[ph]++] = unit;
     }
@@ -192,8 +193,11 @@ static shs_status_t acquire_params(void *self, int unit, const float **params) {
         SHS_CHECK(take_gathered(s, u));
     }
     *params = u->gathered;
-    if (s->phase == SHS_PHASE_FORWARD && s->cfg.forward_prefetch) SHS_CHECK(prefetch(s, next_unit(s, unit)));
-    if (s->phase == SHS_PHASE_BACKWARD && s->cfg.backward_prefetch == SHS_PREFETCH_PRE)
+    /* prefetch what follows this use; a second use of a unit (the tied
+     * embedding as the LM head) has no place of its own in the recorded
+     * order, and what follows its first use is already done */
+    if (!seen && s->phase == SHS_PHASE_FORWARD && s->cfg.forward_prefetch) SHS_CHECK(prefetch(s, next_unit(s, unit)));
+    if (!seen && s->phase == SHS_PHASE_BACKWARD && s->cfg.backward_prefetch == SHS_PREFETCH_PRE)
         SHS_CHECK(prefetch(s, next_unit(s, unit)));
     return SHS_OK;
 }

@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include "shardsim/shard.h"
+#include "shardsim/trace.h"
+#include "shardsim/trace_record.h"
 #include "shardsim/train.h"
 #include "harness.h"
 #include "run_record.h"
@@ -464,6 +466,58 @@ static void test_prefetch_changes_order_and_peak(void **state) {
     assert_true(peak[2] > peak[1]);
 }
 
+/* Rank 0's position of the last call `op` marked `marker` in a trace. */
+static long last_call(const shs_trace_t *t, shs_trace_op_t op, const char *marker) {
+    long at = -1;
+    for (size_t i = 0; i < t->ranks[0].n; i++) {
+        const shs_trace_rec_t *x = &t->ranks[0].recs[i];
+        if (x->op == op && !strcmp(shs_trace_str(t, x->marker), marker)) at = (long)i;
+    }
+    return at;
+}
+
+/* The order itself, from a recording of the second step's backward: without
+ * prefetch block2's all-gather follows block3's reduce-scatter; with
+ * backward prefetch (pre or post, FSDP's BACKWARD_PRE / BACKWARD_POST) it is
+ * issued before it; forward prefetch does not change that, nor gather any
+ * unit twice in one forward. */
+static void test_prefetch_order_in_trace(void **state) {
+    static const shs_prefetch_t modes[] = {SHS_PREFETCH_NONE, SHS_PREFETCH_PRE, SHS_PREFETCH_POST};
+    for (int m = 0; m < 3; m++)
+        for (int fwd = 0; fwd < 2; fwd++) {
+            shs_train_config_t cfg = small_config(2);
+            cfg.model.num_layers = 4;
+            cfg.strategy = SHS_ZERO3;
+            cfg.backward_prefetch = modes[m];
+            cfg.forward_prefetch = fwd;
+            shs_trace_recorder_t *rec;
+            assert_int_equal(shs_trace_recorder_create(&rec, 2), SHS_OK);
+            cfg.trace = rec;
+            shs_trainer_t *t;
+            assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+            float loss;
+            for (int step = 0; step < 2; step++) assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+            shs_trainer_destroy(t);
+            shs_trace_t *tr;
+            assert_int_equal(shs_trace_recorder_finish(rec, &tr), SHS_OK);
+            shs_trace_recorder_free(rec);
+            long ag2 = last_call(tr, SHS_TOP_ALL_GATHER, "bwd/block2");
+            long rs3 = last_call(tr, SHS_TOP_REDUCE_SCATTER, "bwd/block3");
+            assert_true(ag2 >= 0 && rs3 >= 0);
+            if (modes[m] == SHS_PREFETCH_NONE) assert_true(ag2 > rs3);
+            else assert_true(ag2 < rs3);
+            /* every forward gathers block0 once, prefetch or not: the tied
+             * head's second use of the embedding must not prefetch what
+             * followed its first (block0, already done) */
+            int b0 = 0;
+            for (size_t i = 0; i < tr->ranks[0].n; i++)
+                b0 += tr->ranks[0].recs[i].op == SHS_TOP_ALL_GATHER &&
+                      !strcmp(shs_trace_str(tr, tr->ranks[0].recs[i].marker), "fwd/block0");
+            assert_int_equal(b0, 2);
+            shs_trace_free(tr);
+        }
+}
+
 /* CPU offload of the optimizer (every stage) and of the parameters
  * (ZeRO-3, hybrid_shard) equals DDP without offload, bit for bit, also with
  * fp16 loss scaling, clipping and gradient accumulation (bug report 5's
@@ -559,6 +613,7 @@ int main(void) {
         cmocka_unit_test(test_hybrid_bad_group_size),
         cmocka_unit_test(test_prefetch_and_reshard_match_ddp),
         cmocka_unit_test(test_prefetch_changes_order_and_peak),
+        cmocka_unit_test(test_prefetch_order_in_trace),
         cmocka_unit_test(test_offload_matches_ddp),
         cmocka_unit_test(test_offload_accounting),
     };
