@@ -4,13 +4,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <cmocka.h>
+
 #include "shardsim/clock.h"
 
 const char *test_shared_dir(void) {
@@ -105,4 +110,41 @@ void test_run_process(char *const argv[], double timeout_s, test_proc_t *p) {
     int status;
     waitpid(pid, &status, 0);
     if (!p->timed_out && WIFEXITED(status)) p->exit_code = WEXITSTATUS(status);
+}
+
+const test_proc_t *test_shardsim(double timeout_s, const char *first, ...) {
+    static test_proc_t proc;
+    enum { MAX_ARGS = 40 };
+    char *argv[MAX_ARGS + 1];
+    int n = 0;
+    argv[n++] = (char *)SHS_BIN_PATH;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < MAX_ARGS; a = va_arg(ap, const char *)) argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    test_run_process(argv, timeout_s, &proc);
+    assert_false(proc.timed_out);
+    return &proc;
+}
+
+const char *test_tmp_write(const char *name, const void *data, size_t n) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", test_tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    return path;
+}
+
+void test_assert_file_starts(const char *path, const char *prefix) {
+    size_t n = strlen(prefix);
+    char head[256] = {0};
+    assert_true(n < sizeof head);
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("%s: cannot open: %s", path, strerror(errno));
+    size_t got = fread(head, 1, n, f);
+    fclose(f);
+    if (got != n || memcmp(head, prefix, n)) fail_msg("%s: does not start with '%s' (got '%.*s')", path, prefix, (int)got, head);
 }

@@ -33,5 +33,15 @@ int test_tmpdir_teardown(void **state);
 
 /* Run argv (argv[0] = program path) with a wall-clock limit in seconds. */
 void test_run_process(char *const argv[], double timeout_s, test_proc_t *p);
+/* Run the shardsim binary with the arguments first, ... (up to a NULL, at
+ * most 39) under a limit of timeout_s seconds; fails the test if it timed
+ * out. The result lives in one buffer the next call overwrites. */
+const test_proc_t *test_shardsim(double timeout_s, const char *first, ...);
+
+/* Write n bytes to test_tmpdir/name (test_tmpdir_setup first); fails the
+ * test if it cannot. Returns the path, in a buffer the next call reuses. */
+const char *test_tmp_write(const char *name, const void *data, size_t n);
+/* Fail the test unless the file at path exists and starts with prefix. */
+void test_assert_file_starts(const char *path, const char *prefix);
 
 #endif

@@ -13,23 +13,9 @@
 #include "harness.h"
 
 #define BIN SHS_BIN_PATH
-#define MAX_ARGS 40
 
-static test_proc_t proc;
-
-static const test_proc_t *run_args(const char *first, ...) {
-    char *argv[MAX_ARGS];
-    int n = 0;
-    argv[n++] = (char *)BIN;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a && n < MAX_ARGS - 1; a = va_arg(ap, const char *)) argv[n++] = (char *)a;
-    va_end(ap);
-    argv[n] = NULL;
-    test_run_process(argv, 120.0, &proc);
-    assert_false(proc.timed_out);
-    return &proc;
-}
+/* shardsim with these arguments (NULL-terminated), 120 s at most. */
+#define run_args(...) test_shardsim(120.0, __VA_ARGS__)
 
 /* Exit code and a substring of stderr; bad input gives exactly one error line
  * (plus an optional "note:" line), never a crash. */
@@ -42,14 +28,8 @@ static void expect_error(const test_proc_t *p, int code, const char *needle) {
     assert_true(nl[1] == 0 || strncmp(nl + 1, "shardsim: note: ", 16) == 0);
 }
 
-static char *tmp_file(const char *name, const char *content) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", test_tmpdir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(content, f);
-    fclose(f);
-    return path;
+static const char *tmp_file(const char *name, const char *content) {
+    return test_tmp_write(name, content, strlen(content));
 }
 
 static void test_unknown_command_and_option(void **state) {
@@ -157,9 +137,10 @@ static void test_divergence_and_output_errors(void **state) {
     /* a full disk is an error, not a silent success */
     char *argv[] = {"/bin/sh", "-c", BIN " train --world 1 --steps 1 --layers 1 --channels 8 --context 8 > /dev/full",
                     NULL};
-    test_run_process(argv, 60, &proc);
-    assert_int_equal(proc.exit_code, 1);
-    assert_non_null(strstr(proc.err, "cannot write the output"));
+    static test_proc_t full;
+    test_run_process(argv, 60, &full);
+    assert_int_equal(full.exit_code, 1);
+    assert_non_null(strstr(full.err, "cannot write the output"));
 }
 
 static void test_bad_data_files(void **state) {

@@ -14,13 +14,6 @@
 #include "durable.h"
 #include "harness.h"
 
-static void put(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
-}
-
 static void expect_contents(const char *path, const char *text) {
     char buf[256] = {0};
     FILE *f = fopen(path, "r");
@@ -40,7 +33,7 @@ static void test_discard_keeps_earlier_commit_replaces(void **state) {
     char path[512], tmp[520];
     path_in_tmp(path, sizeof path, "report.txt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    put(path, "earlier\n");
+    test_tmp_write("report.txt", "earlier\n", 8);
     shs__afile_t f;
     assert_int_equal(shs__afile_open(&f, path, "w"), SHS_OK);
     fputs("half of a new re", f.fp);
@@ -110,7 +103,7 @@ static void test_cli_write_failures(void **state) {
     char plot[512], out[512];
     path_in_tmp(plot, sizeof plot, "missing/plot.svg");
     path_in_tmp(out, sizeof out, "table.txt");
-    put(out, "earlier table\n");
+    test_tmp_write("table.txt", "earlier table\n", 14);
     char *bad[] = {SHS_BIN_PATH, "compare", "--layers", "1", "--channels", "32", "--heads", "2", "--context", "8",
                    "--world", "2", "--variants", "plain", "--plot", plot, NULL};
     test_run_process(bad, 60, p);
@@ -121,12 +114,7 @@ static void test_cli_write_failures(void **state) {
                     "--world", "2", "--variants", "plain", "--format", "csv", "--output", out, NULL};
     test_run_process(good, 60, p);
     if (p->exit_code != 0) fail_msg("compare --output failed: %s", p->err);
-    FILE *f = fopen(out, "r");
-    assert_non_null(f);
-    char head[16] = {0};
-    assert_true(fread(head, 1, 5, f) == 5);
-    fclose(f);
-    assert_memory_equal(head, "name,", 5);
+    test_assert_file_starts(out, "name,");
     free(p);
 }
 

@@ -439,12 +439,7 @@ static void test_options_use_job_size(void **state) {
                   "--memory-timeline", svg, NULL};
     const test_proc_t *p = run_mpi(3, 60, ok);
     if (p->exit_code != 0 || !strstr(p->out, "wrote ")) fail_msg("got exit %d, stderr:\n%s", p->exit_code, p->err);
-    FILE *f = fopen(svg, "r");
-    assert_non_null(f);
-    char head[8] = {0};
-    assert_true(fread(head, 1, 4, f) == 4);
-    fclose(f);
-    assert_memory_equal(head, "<svg", 4);
+    test_assert_file_starts(svg, "<svg");
     unlink(svg);
     char *bad[] = {BIN, "train", "--backend", "mpi", "--strategy", "hybrid_shard", "--shard-group-size", "4",
                    "--steps", "1", NULL};

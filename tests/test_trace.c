@@ -132,15 +132,21 @@ static shs_status_t record_fn(tw_rank_t *r) {
     return SHS_OK;
 }
 
-static void test_recorder_records_every_call(void **state) {
-    (void)state;
+/* Run fn on 4 ranks with g_rec recording, and return the trace. */
+static shs_trace_t *record_4_ranks(tw_fn fn) {
     assert_int_equal(shs_trace_recorder_create(&g_rec, 4), SHS_OK);
-    tw_rank_t *ranks = tw_run(4, 10000, record_fn, NULL);
+    tw_rank_t *ranks = tw_run(4, 10000, fn, NULL);
     tw_assert_all(ranks, 4, SHS_OK);
     free(ranks);
     shs_trace_t *t;
     assert_int_equal(shs_trace_recorder_finish(g_rec, &t), SHS_OK);
     shs_trace_recorder_free(g_rec);
+    return t;
+}
+
+static void test_recorder_records_every_call(void **state) {
+    (void)state;
+    shs_trace_t *t = record_4_ranks(record_fn);
     assert_int_equal(t->world, 4);
     assert_int_equal(t->ncomms, 1);
     for (int r = 0; r < 4; r++) {
@@ -202,13 +208,7 @@ static shs_status_t record_split_fn(tw_rank_t *r) {
 
 static void test_recorder_records_split_communicators(void **state) {
     (void)state;
-    assert_int_equal(shs_trace_recorder_create(&g_rec, 4), SHS_OK);
-    tw_rank_t *ranks = tw_run(4, 10000, record_split_fn, NULL);
-    tw_assert_all(ranks, 4, SHS_OK);
-    free(ranks);
-    shs_trace_t *t;
-    assert_int_equal(shs_trace_recorder_finish(g_rec, &t), SHS_OK);
-    shs_trace_recorder_free(g_rec);
+    shs_trace_t *t = record_4_ranks(record_split_fn);
     /* named "<parent>/<color>@<split's seq on the parent>", in this order
      * whichever rank got there first; members are global ranks by local rank */
     static const struct {

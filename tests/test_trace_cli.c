@@ -17,13 +17,9 @@
 
 static test_proc_t proc;
 
+/* shardsim replay PATH [a1 [a2]] (a NULL ends the arguments). */
 static const test_proc_t *replay(const char *path, const char *a1, const char *a2) {
-    char *argv[] = {(char *)SHS_BIN_PATH, "replay", (char *)path, (char *)a1, (char *)a2, NULL};
-    if (!a1) argv[3] = NULL;
-    else if (!a2) argv[4] = NULL;
-    test_run_process(argv, 60.0, &proc);
-    assert_false(proc.timed_out);
-    return &proc;
+    return test_shardsim(60.0, "replay", path, a1, a2, NULL);
 }
 
 static void expect(const test_proc_t *p, int code, const char *needle_out, const char *needle_err) {

@@ -293,16 +293,6 @@ static void test_chakra_export_round_trip(void **state) {
 
 /* ---- malformed input ----------------------------------------------------- */
 
-static char *write_tmp(const char *name, const void *data, size_t n) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", test_tmpdir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fwrite(data, 1, n, f);
-    fclose(f);
-    return path;
-}
-
 static void expect_load_error(const char *path, shs_trace_format_t fmt, const char *needle) {
     shs_trace_load_opts_t o = {.format = fmt};
     shs_trace_t *t = NULL;
@@ -323,29 +313,29 @@ static void test_malformed_inputs(void **state) {
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     assert_true(n > 200);
-    expect_load_error(write_tmp("trunc.0.et", buf, n - 7), SHS_TFMT_CHAKRA, "truncated");
+    expect_load_error(test_tmp_write("trunc.0.et", buf, n - 7), SHS_TFMT_CHAKRA, "truncated");
     /* a length prefix pointing at garbage: protobuf-c refuses the message */
     char bad[] = {0x05, 0x0a, 0x01, 'x', 0x12, 0x00, 0x03, (char)0xff, (char)0xff, (char)0xff};
-    expect_load_error(write_tmp("garbage.0.et", bad, sizeof bad), SHS_TFMT_CHAKRA, "record 1");
+    expect_load_error(test_tmp_write("garbage.0.et", bad, sizeof bad), SHS_TFMT_CHAKRA, "record 1");
     const char *js = "{\"schema\": \"1.0.1\", \"nodes\": [ {\"name\": \"record_param_comms\", \"id\": 3,";
-    expect_load_error(write_tmp("trunc.json", js, strlen(js)), SHS_TFMT_UNKNOWN, "malformed JSON");
+    expect_load_error(test_tmp_write("trunc.json", js, strlen(js)), SHS_TFMT_UNKNOWN, "malformed JSON");
     const char *neg = "{\"schema\": \"1.0.2\", \"nodes\": [{\"name\": \"record_param_comms\", \"id\": 3, \"inputs\": "
                       "{\"values\": [], \"types\": []}, \"attrs\": [{\"name\": \"collective_name\", \"value\": \"allreduce\"},"
                       "{\"name\": \"in_msg_nelems\", \"value\": -5}]}]}";
-    expect_load_error(write_tmp("neg.json", neg, strlen(neg)), SHS_TFMT_UNKNOWN, "node 3");
+    expect_load_error(test_tmp_write("neg.json", neg, strlen(neg)), SHS_TFMT_UNKNOWN, "node 3");
     const char *nccl = "h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 comm 0x5 [nranks=2] stream 0x6\n"
                        "h:1:1 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 4 datatype 42 op 0 root 0 comm 0x5 [nranks=2] stream 0x6\n";
-    expect_load_error(write_tmp("bad.log", nccl, strlen(nccl)), SHS_TFMT_UNKNOWN, ":2: unknown datatype id");
+    expect_load_error(test_tmp_write("bad.log", nccl, strlen(nccl)), SHS_TFMT_UNKNOWN, ":2: unknown datatype id");
     const char *huge = "h:1:1 [0] NCCL INFO AllGather: opCount 0 sendbuff 0x1 recvbuff 0x2 count 999999999999999999 datatype 7 op 0 root 0 comm 0x5 [nranks=2] stream 0x6\n";
-    expect_load_error(write_tmp("huge.log", huge, strlen(huge)), SHS_TFMT_UNKNOWN, "absurd size");
+    expect_load_error(test_tmp_write("huge.log", huge, strlen(huge)), SHS_TFMT_UNKNOWN, "absurd size");
     const char *astra = "DATA\n3\nconv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1048576 5\n";
-    expect_load_error(write_tmp("trunc.txt", astra, strlen(astra)), SHS_TFMT_UNKNOWN, "truncated: 1 of 3");
+    expect_load_error(test_tmp_write("trunc.txt", astra, strlen(astra)), SHS_TFMT_UNKNOWN, "truncated: 1 of 3");
     const char *kin = "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"record_param_comms\", \"ts\": 1, \"args\": "
                       "{\"Collective name\": \"frobnicate\"}}]}";
-    expect_load_error(write_tmp("k.json", kin, strlen(kin)), SHS_TFMT_UNKNOWN, "traceEvents[0]: unknown collective");
+    expect_load_error(test_tmp_write("k.json", kin, strlen(kin)), SHS_TFMT_UNKNOWN, "traceEvents[0]: unknown collective");
     const char *fr = "{\"pg_config\": {\"0\": {\"name\": \"0\", \"ranks\": \"[0, 70000]\"}}, \"entries\": "
                      "[{\"profiling_name\": \"nccl:all_reduce\", \"process_group\": [\"0\", \"x\"], \"collective_seq_id\": 1}]}";
-    expect_load_error(write_tmp("fr.json", fr, strlen(fr)), SHS_TFMT_UNKNOWN, "entries[0]");
+    expect_load_error(test_tmp_write("fr.json", fr, strlen(fr)), SHS_TFMT_UNKNOWN, "entries[0]");
 }
 
 /* Ranks beyond a declared world size (PyTorch ET's default group "0",
@@ -358,46 +348,46 @@ static void test_ranks_beyond_the_declared_world(void **state) {
                      "\"inputs\": {\"values\": [\"" list "\"], \"types\": [\"String\"]}}"
     const char *et_grp = ET_PGS("[{\\\"pg_name\\\": \\\"0\\\", \\\"ranks\\\": [], \\\"group_size\\\": 2}, "
                                 "{\\\"pg_name\\\": \\\"1\\\", \\\"ranks\\\": [0, 5], \\\"group_size\\\": 2}]") "]}";
-    expect_load_error(write_tmp("et-grp.json", et_grp, strlen(et_grp)), SHS_TFMT_UNKNOWN,
+    expect_load_error(test_tmp_write("et-grp.json", et_grp, strlen(et_grp)), SHS_TFMT_UNKNOWN,
                       "node 2: process group '1' names rank 5, beyond the world of 2 ranks");
     const char *et_rank = ET_PGS("[{\\\"pg_name\\\": \\\"0\\\", \\\"ranks\\\": [], \\\"group_size\\\": 2}]")
         ", {\"name\": \"record_param_comms\", \"id\": 5, \"inputs\": {\"values\": [], \"types\": []}, \"attrs\": ["
         "{\"name\": \"collective_name\", \"value\": \"allreduce\"}, {\"name\": \"in_msg_nelems\", \"value\": 4}, "
         "{\"name\": \"dtype\", \"value\": \"Float\"}, {\"name\": \"pg_name\", \"value\": \"0\"}, "
         "{\"name\": \"rank\", \"value\": 3}]}]}";
-    expect_load_error(write_tmp("et-rank.json", et_rank, strlen(et_rank)), SHS_TFMT_UNKNOWN,
+    expect_load_error(test_tmp_write("et-rank.json", et_rank, strlen(et_rank)), SHS_TFMT_UNKNOWN,
                       "node 5: rank 3 beyond the world of 2 ranks");
 #undef ET_PGS
 #define FR(pgs, entry, rank) "{\"rank\": " rank ", \"pg_config\": {\"0\": {\"name\": \"0\", \"desc\": \"default_pg\", " \
                              "\"ranks\": \"[0, 1]\"}" pgs "}, \"entries\": [{\"collective_seq_id\": 0, \"p2p_seq_id\": 0, " entry "}]}"
     const char *fr_grp = FR(", \"1\": {\"name\": \"1\", \"ranks\": \"[0, 5]\"}",
                             "\"profiling_name\": \"nccl:all_reduce\", \"process_group\": [\"1\", \"sub\"]", "0");
-    expect_load_error(write_tmp("fr-grp.json", fr_grp, strlen(fr_grp)), SHS_TFMT_UNKNOWN,
+    expect_load_error(test_tmp_write("fr-grp.json", fr_grp, strlen(fr_grp)), SHS_TFMT_UNKNOWN,
                       "entries[0]: process group '1' names rank 5, beyond the world of 2 ranks");
     const char *fr_peer = FR("", "\"profiling_name\": \"nccl:send 0->7\", \"process_group\": [\"0\", \"default_pg\"]", "0");
-    expect_load_error(write_tmp("fr-peer.json", fr_peer, strlen(fr_peer)), SHS_TFMT_UNKNOWN,
+    expect_load_error(test_tmp_write("fr-peer.json", fr_peer, strlen(fr_peer)), SHS_TFMT_UNKNOWN,
                       "entries[0]: p2p peer 7 is beyond the world of 2 ranks");
     const char *fr_rank = FR("", "\"profiling_name\": \"nccl:all_reduce\", \"process_group\": [\"0\", \"default_pg\"]", "4");
-    expect_load_error(write_tmp("fr-rank.json", fr_rank, strlen(fr_rank)), SHS_TFMT_UNKNOWN,
+    expect_load_error(test_tmp_write("fr-rank.json", fr_rank, strlen(fr_rank)), SHS_TFMT_UNKNOWN,
                       "the dumping rank 4 is beyond the world of 2 ranks");
 #undef FR
 #define KIN(args) "{\"distributedInfo\": {\"rank\": 0, \"world_size\": 2}, \"traceEvents\": [{\"ph\": \"X\", " \
                   "\"name\": \"record_param_comms\", \"ts\": 1, \"args\": {\"Collective name\": \"allreduce\", " \
                   "\"In msg nelems\": 4, \"dtype\": \"Float\", " args "}}]}"
     const char *k_grp = KIN("\"Process Group Name\": \"1\", \"Process Group Ranks\": \"[0, 5]\"");
-    expect_load_error(write_tmp("k-grp.json", k_grp, strlen(k_grp)), SHS_TFMT_UNKNOWN,
+    expect_load_error(test_tmp_write("k-grp.json", k_grp, strlen(k_grp)), SHS_TFMT_UNKNOWN,
                       "traceEvents[0]: 'Process Group Ranks' names rank 5, beyond distributedInfo.world_size 2");
     const char *k_size = KIN("\"Group size\": 4");
-    expect_load_error(write_tmp("k-size.json", k_size, strlen(k_size)), SHS_TFMT_UNKNOWN,
+    expect_load_error(test_tmp_write("k-size.json", k_size, strlen(k_size)), SHS_TFMT_UNKNOWN,
                       "traceEvents[0]: 'Group size' 4 is beyond distributedInfo.world_size 2");
 #undef KIN
     /* NCCL: a Send's peer (root, comm-local) beyond nranks, with and without Init lines */
     const char *nc = "h:1:1 [0] NCCL INFO Send: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 5 comm 0x5 [nranks=2] stream 0x6\n";
-    expect_load_error(write_tmp("peer.log", nc, strlen(nc)), SHS_TFMT_UNKNOWN, ":1: peer outside the communicator");
+    expect_load_error(test_tmp_write("peer.log", nc, strlen(nc)), SHS_TFMT_UNKNOWN, ":1: peer outside the communicator");
     const char *nci = "h:1:1 [0] NCCL INFO comm 0x5 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0xab - Init COMPLETE\n"
                       "h:2:1 [1] NCCL INFO comm 0x7 rank 1 nranks 2 cudaDev 1 busId 2000 commId 0xab - Init COMPLETE\n"
                       "h:1:1 [0] NCCL INFO Send: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 2 comm 0x5 stream 0x6\n";
-    expect_load_error(write_tmp("peer-init.log", nci, strlen(nci)), SHS_TFMT_UNKNOWN, ":3: peer outside the communicator");
+    expect_load_error(test_tmp_write("peer-init.log", nci, strlen(nci)), SHS_TFMT_UNKNOWN, ":3: peer outside the communicator");
 }
 
 int main(void) {

@@ -83,24 +83,12 @@ static void test_capped_times_scale_by_trace_over_moved_bytes(void **state) {
     shs_trace_free(t);
 }
 
-static test_proc_t proc;
-
+/* shardsim replay PATH [a1 [a2]] (a NULL ends the arguments). */
 static const test_proc_t *replay(const char *path, const char *a1, const char *a2) {
-    char *argv[] = {(char *)SHS_BIN_PATH, "replay", (char *)path, (char *)a1, (char *)a2, NULL};
-    test_run_process(argv, 60.0, &proc);
-    assert_false(proc.timed_out);
-    return &proc;
+    return test_shardsim(60.0, "replay", path, a1, a2, NULL);
 }
 
-static const char *write_file(const char *name, const char *text) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", test_tmpdir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    return path;
-}
+static const char *write_file(const char *name, const char *text) { return test_tmp_write(name, text, strlen(text)); }
 
 /* The timing row of `op` in the report: measured and scaled ms. */
 static void row(const char *out, const char *op, double *measured, double *scaled) {
