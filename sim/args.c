@@ -48,3 +48,13 @@ int sim_usage_error(const char *cmd, const char *msg, const char *arg) {
     fprintf(stderr, "shardsim: error: %s%s%s (see 'shardsim %s --help')\n", msg, arg ? " " : "", arg ? arg : "", cmd);
     return SIM_EXIT_USAGE;
 }
+
+int sim_finish_output(int rc) {
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "shardsim: error: cannot write the output: %s\n", errno ? strerror(errno) : "stream error");
+        clearerr(stdout);
+        if (rc == SIM_EXIT_OK) rc = SIM_EXIT_ERROR;
+    }
+    return rc;
+}

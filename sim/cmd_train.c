@@ -981,10 +981,7 @@ int sim_cmd_train(int argc, char **argv) {
         printf("check: %s matched DDP bit for bit at all %ld steps\n", shs_strategy_name(cfg->strategy), o.steps);
     exit_code = SIM_EXIT_OK;
 done:
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "shardsim: error: cannot write the output: %s\n", strerror(errno));
-        if (exit_code == SIM_EXIT_OK) exit_code = SIM_EXIT_ERROR;
-    }
+    exit_code = sim_finish_output(exit_code); /* before MPI's abort below: a lost report fails the job */
     /* MPI: after an error other processes may wait in a collective that will
      * never complete; MPI_Abort ends them all (comm_mpi.h) */
     if (o.backend_mpi && exit_code != SIM_EXIT_OK) shs_mpi_abort(exit_code);

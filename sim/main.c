@@ -1,10 +1,10 @@
 /* main.c - the shardsim command line: dispatches subcommands.
  * Exit codes: 0 success, 1 runtime error, 2 usage error, 3 --check found a
  * difference. */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "commands.h"
 
 static void usage(FILE *f) {
@@ -20,18 +20,6 @@ static void usage(FILE *f) {
             "  compare   every strategy for one model at any scale on the meta backend: memory, bytes, time\n"
             "  help      this text; 'shardsim <command> --help' for a command's options\n"
             "  version   print the version\n");
-}
-
-/* A report that never reached stdout (a full disk, a closed pipe) is a
- * failure: exit 1 with the reason, whatever the command returned. */
-static int finish(int rc) {
-    errno = 0;
-    int bad = fflush(stdout) != 0 || ferror(stdout);
-    if (bad && rc == SIM_EXIT_OK) { /* a failed command has said why already */
-        fprintf(stderr, "shardsim: error: cannot write the output: %s\n", errno ? strerror(errno) : "stream error");
-        rc = SIM_EXIT_ERROR;
-    }
-    return rc;
 }
 
 static int run(int argc, char **argv) {
@@ -56,4 +44,5 @@ static int run(int argc, char **argv) {
     return SIM_EXIT_USAGE;
 }
 
-int main(int argc, char **argv) { return finish(run(argc, argv)); }
+/* a report that never reached stdout is a failure, whatever the command returned */
+int main(int argc, char **argv) { return sim_finish_output(run(argc, argv)); }
