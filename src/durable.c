@@ -10,6 +10,15 @@
 
 #include "shardsim/checkpoint.h"
 
+/* The last step of a commit: the written temp file takes the name, or,
+ * when an earlier step failed (st) or the rename does, is removed. */
+static shs_status_t rename_or_remove(const char *tmp, const char *path, shs_status_t st) {
+    if (st == SHS_OK && rename(tmp, path) != 0)
+        st = shs_set_error(SHS_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+    if (st != SHS_OK) unlink(tmp);
+    return st;
+}
+
 shs_status_t shs__dfile_open(shs__dfile_t *f, const char *path) {
     f->fd = -1;
     f->crc = 0;
@@ -41,10 +50,7 @@ shs_status_t shs__dfile_commit(shs__dfile_t *f) {
     if (fsync(f->fd) != 0) st = shs_set_error(SHS_IO, "%s: fsync failed: %s", f->tmp, strerror(errno));
     if (close(f->fd) != 0 && st == SHS_OK) st = shs_set_error(SHS_IO, "%s: close failed: %s", f->tmp, strerror(errno));
     f->fd = -1;
-    if (st == SHS_OK && rename(f->tmp, f->path) != 0)
-        st = shs_set_error(SHS_IO, "%s: cannot rename to %s: %s", f->tmp, f->path, strerror(errno));
-    if (st != SHS_OK) unlink(f->tmp);
-    return st;
+    return rename_or_remove(f->tmp, f->path, st);
 }
 
 void shs__dfile_discard(shs__dfile_t *f) {
@@ -84,11 +90,7 @@ shs_status_t shs__afile_commit(shs__afile_t *f) {
         st = shs_set_error(SHS_IO, "%s: fsync failed: %s", name, strerror(errno));
     if (fclose(f->fp) != 0 && st == SHS_OK) st = shs_set_error(SHS_IO, "%s: close failed: %s", name, strerror(errno));
     f->fp = NULL;
-    if (direct) return st;
-    if (st == SHS_OK && rename(f->tmp, f->path) != 0)
-        st = shs_set_error(SHS_IO, "%s: cannot rename to %s: %s", f->tmp, f->path, strerror(errno));
-    if (st != SHS_OK) unlink(f->tmp);
-    return st;
+    return direct ? st : rename_or_remove(f->tmp, f->path, st);
 }
 
 void shs__afile_discard(shs__afile_t *f) {
