@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace_exec.h"
+
 void shs_trace_rec_format(const shs_trace_t *t, const shs_trace_rec_t *r, char *buf, size_t n) {
     int k = snprintf(buf, n, "%s(", shs_trace_op_name(r->op));
     const char *sep = "";
@@ -165,150 +167,68 @@ static shs_status_t check_sequences(const lists_t *L, shs_trace_report_t *rep, s
     return SHS_OK;
 }
 
-/* ---- (2) blocking execution ---------------------------------------------- */
+/* ---- (2) blocking execution (trace_exec.h) ---------------------------------- */
 
 typedef struct {
-    int32_t src, dst, tag;
-    int used;
-    uint64_t pending;      /* sends posted, not yet received */
-} chan_t;
+    shs_trace_report_t *rep;
+    size_t max;
+} exec_ctx_t;
 
-typedef struct {
-    chan_t *tab;
-    size_t cap;            /* power of two */
-} chans_t;
+static void count_recv(void *ctx, int rank, size_t idx, int src, size_t send_idx) {
+    (void)rank, (void)idx, (void)src, (void)send_idx;
+    ((exec_ctx_t *)ctx)->rep->p2p_matched++;
+}
 
-static chan_t *chan_get(chans_t *h, int src, int dst, int tag) {
-    uint64_t k = ((uint64_t)(uint32_t)src * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uint32_t)dst * 0xC2B2AE3D27D4EB4Full) ^
-                 ((uint64_t)(uint32_t)tag * 0x165667B19E3779F9ull);
-    size_t i = (size_t)(k ^ (k >> 29)) & (h->cap - 1);
-    while (h->tab[i].used && !(h->tab[i].src == src && h->tab[i].dst == dst && h->tab[i].tag == tag))
-        i = (i + 1) & (h->cap - 1);
-    if (!h->tab[i].used) h->tab[i] = (chan_t){.src = src, .dst = dst, .tag = tag, .used = 1};
-    return &h->tab[i];
+static void count_collective(void *ctx, int comm, const int *ranks, const size_t *idxs, int n) {
+    (void)comm, (void)ranks, (void)idxs, (void)n;
+    ((exec_ctx_t *)ctx)->rep->coll_completed++;
+}
+
+static void report_unreceived(void *ctx, int src, int dst, int tag, uint64_t n) {
+    exec_ctx_t *x = ctx;
+    add_issue(x->rep, x->max, SHS_ISSUE_UNMATCHED_SEND, -1, -1, src, dst,
+              "%llu send(s) from rank %d to rank %d with tag %d are never received", (unsigned long long)n, src, dst,
+              tag);
 }
 
 static shs_status_t execute(const shs_trace_t *t, shs_trace_report_t *rep, size_t max) {
-    int W = t->world;
-    size_t np2p = 0;
-    for (int r = 0; r < W; r++)
-        for (size_t i = 0; i < t->ranks[r].n; i++) np2p += shs_trace_op_is_p2p(t->ranks[r].recs[i].op);
-    chans_t ch = {0};
-    ch.cap = 16;
-    while (ch.cap < 2 * np2p + 16) ch.cap *= 2;
-    size_t *pos = calloc((size_t)W, sizeof *pos);
-    int *stack = malloc((size_t)W * 2 * sizeof *stack);
-    char *queued = calloc((size_t)W, 1);
-    size_t *woff = calloc((size_t)t->ncomms + 1, sizeof *woff);
-    ch.tab = calloc(ch.cap, sizeof *ch.tab);
-    shs_status_t st = SHS_OK;
-    int64_t *waiting = NULL;
-    if (!pos || !stack || !queued || !woff || !ch.tab) {
-        st = shs_set_error(SHS_HOST_OOM, "cannot allocate the analysis");
-        goto out;
-    }
-    for (int c = 0; c < t->ncomms; c++) woff[c + 1] = woff[c] + (size_t)t->comms[c].size;
-    waiting = malloc((woff[t->ncomms] ? woff[t->ncomms] : 1) * sizeof *waiting);
-    if (!waiting) {
-        st = shs_set_error(SHS_HOST_OOM, "cannot allocate the analysis");
-        goto out;
-    }
-    for (size_t i = 0; i < woff[t->ncomms]; i++) waiting[i] = -1;
-    int top = 0;
-    for (int r = W - 1; r >= 0; r--) {
-        stack[top++] = r;
-        queued[r] = 1;
-    }
-    while (top > 0) {
-        int r = stack[--top];
-        queued[r] = 0;
-        const shs_trace_rank_t *rk = &t->ranks[r];
-        while (pos[r] < rk->n) {
-            const shs_trace_rec_t *x = &rk->recs[pos[r]];
-            if (x->op == SHS_TOP_WAIT) {
-                pos[r]++;
-            } else if (x->op == SHS_TOP_SEND) {
-                chan_get(&ch, r, x->peer, x->tag)->pending++;
-                pos[r]++;
-                int d = x->peer;
-                if (!queued[d] && pos[d] < t->ranks[d].n) {
-                    const shs_trace_rec_t *y = &t->ranks[d].recs[pos[d]];
-                    if (y->op == SHS_TOP_RECV && y->peer == r && y->tag == x->tag) {
-                        stack[top++] = d;
-                        queued[d] = 1;
-                    }
-                }
-            } else if (x->op == SHS_TOP_RECV) {
-                chan_t *c = chan_get(&ch, x->peer, r, x->tag);
-                if (!c->pending) break;
-                c->pending--;
-                rep->p2p_matched++;
-                pos[r]++;
-            } else {
-                const shs_trace_comm_t *cm = &t->comms[x->comm];
-                int64_t *wv = waiting + woff[x->comm];
-                int m = shs_trace_comm_local(t, x->comm, r);
-                wv[m] = x->seq;
-                int arrived = 0;
-                for (int k = 0; k < cm->size; k++) arrived += wv[k] == x->seq;
-                if (arrived < cm->size) break;
-                rep->coll_completed++;
-                for (int k = 0; k < cm->size; k++) {
-                    int g = cm->ranks[k];
-                    wv[k] = -1;
-                    pos[g]++;
-                    if (g != r && !queued[g]) {
-                        stack[top++] = g;
-                        queued[g] = 1;
-                    }
-                }
-            }
-        }
-    }
+    exec_ctx_t cx = {rep, max};
+    shs__exec_hooks_t hooks = {.ctx = &cx, .recv = count_recv, .collective = count_collective};
+    shs__trace_exec_t *e;
+    SHS_CHECK(shs__trace_exec_run(t, &hooks, &e));
     char a[160], b[200];
-    for (int r = 0; r < W; r++) {
+    for (int r = 0; r < t->world; r++) {
         const shs_trace_rank_t *rk = &t->ranks[r];
-        if (pos[r] >= rk->n) continue;
+        size_t pr = shs__trace_exec_pos(e, r);
+        if (pr >= rk->n) continue;
         rep->ranks_blocked++;
-        const shs_trace_rec_t *x = &rk->recs[pos[r]];
+        const shs_trace_rec_t *x = &rk->recs[pr];
         shs_trace_rec_format(t, x, a, sizeof a);
         if (x->op == SHS_TOP_RECV) {
             add_issue(rep, max, SHS_ISSUE_DEADLOCK, -1, -1, r, x->peer,
-                      "rank %d blocks forever in call #%zu %s: rank %d never sends it a message with tag %d", r,
-                      pos[r], a, x->peer, x->tag);
+                      "rank %d blocks forever in call #%zu %s: rank %d never sends it a message with tag %d", r, pr, a,
+                      x->peer, x->tag);
             continue;
         }
         const shs_trace_comm_t *cm = &t->comms[x->comm];
-        const int64_t *wv = waiting + woff[x->comm];
         int miss = -1;
         for (int k = 0; k < cm->size && miss < 0; k++)
-            if (wv[k] != x->seq) miss = cm->ranks[k];
+            if (shs__trace_exec_waiting(e, x->comm, k) != x->seq) miss = cm->ranks[k];
         if (miss < 0) miss = r;
-        if (pos[miss] >= t->ranks[miss].n)
+        size_t pm = shs__trace_exec_pos(e, miss);
+        if (pm >= t->ranks[miss].n)
             snprintf(b, sizeof b, "rank %d has finished its %zu calls", miss, t->ranks[miss].n);
         else {
             char c2[160];
-            shs_trace_rec_format(t, &t->ranks[miss].recs[pos[miss]], c2, sizeof c2);
+            shs_trace_rec_format(t, &t->ranks[miss].recs[pm], c2, sizeof c2);
             snprintf(b, sizeof b, "rank %d is blocked in %s", miss, c2);
         }
         add_issue(rep, max, SHS_ISSUE_DEADLOCK, x->comm, x->seq, r, miss,
                   "rank %d blocks forever in comm %s seq %lld %s: %s", r, cm->name, (long long)x->seq, a, b);
     }
-    for (size_t i = 0; i < ch.cap; i++) {
-        const chan_t *c = &ch.tab[i];
-        if (c->used && c->pending)
-            add_issue(rep, max, SHS_ISSUE_UNMATCHED_SEND, -1, -1, c->src, c->dst,
-                      "%llu send(s) from rank %d to rank %d with tag %d are never received",
-                      (unsigned long long)c->pending, c->src, c->dst, c->tag);
-    }
-out:
-    free(pos);
-    free(stack);
-    free(queued);
-    free(woff);
-    free(waiting);
-    free(ch.tab);
-    return st;
+    shs__trace_exec_unreceived(e, report_unreceived, &cx);
+    shs__trace_exec_free(e);
+    return SHS_OK;
 }
 
 shs_status_t shs_trace_check(const shs_trace_t *t, shs_trace_report_t *rep, size_t max_issues) {
