@@ -257,6 +257,10 @@ static void test_cli_errors_and_plot(void **state) {
     char *wrap[] = {SHS_BIN_PATH, "compare", "--wrap", "size:x", NULL};
     test_run_process(wrap, 30, p);
     assert_int_equal(p->exit_code, 2);
+    char *mem0[] = {SHS_BIN_PATH, "compare", "--device-mem", "0", NULL};
+    test_run_process(mem0, 30, p);
+    assert_int_equal(p->exit_code, 2);
+    assert_non_null(strstr(p->err, "--device-mem must be > 0, not 0"));
     char path[] = "/tmp/shs_compare_plot_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);

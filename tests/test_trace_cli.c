@@ -65,6 +65,16 @@ static void test_replay_bad_input(void **state) {
     expect(p, 1, NULL, "no such file");
     p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--format", "bogus");
     expect(p, 2, NULL, "unknown format");
+    /* options: an unknown one is named as such, even as the last argument;
+     * zero sizes are refused with the value */
+    p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--bogus", NULL);
+    expect(p, 2, NULL, "unknown option --bogus");
+    p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--mem-limit", "0");
+    expect(p, 2, NULL, "--mem-limit: must be > 0, not 0");
+    p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--max-bytes", "0");
+    expect(p, 2, NULL, "--max-bytes: must be > 0, not 0");
+    p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--max-bytes", "abc");
+    expect(p, 2, NULL, "--max-bytes: 'abc' is not a size");
     /* a file with no recognizable record is not a consistent (empty) trace */
     char empty[] = "/tmp/shardsim-replay-XXXXXX";
     fd = mkstemp(empty);
