@@ -37,16 +37,28 @@ else
   $(error SAN must be empty, 'address' or 'thread')
 endif
 
-# jansson (JSON output of bench) is optional: found -> built in.
-JANSSON := $(shell echo '\#include <jansson.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo yes)
+# Optional libraries: each is built in only when a probe program that includes
+# its header and calls into it really compiles AND links (a bare preprocessor
+# run is not enough: it once passed on every machine). Without one, the build
+# still succeeds, prints what it skipped, and the features that need it fail at
+# run time naming the package (src/core/features: shs_feature_missing).
+# HASH: a literal '#' that every GNU Make version keeps inside $(shell ...).
+HASH := \#
+# $(call shs_probe,HEADERS,CALL,CFLAGS,LIBS): "yes" when a program that
+#   includes each of HEADERS (space-separated) and runs CALL in main compiles and links.
+shs_probe = $(shell printf '%b' '$(foreach h,$(1),$(HASH)include <$(h)>\n)int main(void){ $(2); return 0; }\n' | \
+              $(CC) $(3) -x c - -o /dev/null $(4) >/dev/null 2>&1 && echo yes)
+
+# jansson: bench/compare --format json and the JSON trace importers.
+JANSSON := $(call shs_probe,jansson.h,json_decref(json_object()),,-ljansson)
 ifeq ($(JANSSON),yes)
   BASE_CFLAGS += -DSHS_HAVE_JANSSON
   LDLIBS += -ljansson
 endif
 
-# protobuf-c (Chakra ET import/export) is optional: protoc-c and the header found -> built in.
+# protobuf-c: Chakra ET import/export (needs protoc-c too, to generate the C).
 PROTOC_C   := $(shell command -v protoc-c 2>/dev/null)
-PROTOBUF_C := $(if $(PROTOC_C),$(shell echo '\#include <protobuf-c/protobuf-c.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo yes),)
+PROTOBUF_C := $(if $(PROTOC_C),$(call shs_probe,protobuf-c/protobuf-c.h,protobuf_c_version(),,-lprotobuf-c),)
 GEN_DIR    := $(BUILD)/gen
 ifeq ($(PROTOBUF_C),yes)
   BASE_CFLAGS += -DSHS_HAVE_PROTOBUF_C -I$(GEN_DIR)
@@ -54,21 +66,26 @@ ifeq ($(PROTOBUF_C),yes)
   GEN_OBJS := $(BUILD)/obj/gen/et_def.pb-c.o
 endif
 
-# OpenMPI (the "mpi" communicator, comm_mpi.h, and `train --backend mpi`) is
-# optional: mpicc found and mpi.h compiles -> built in. Not under SAN=thread:
+# OpenMPI: the "mpi" communicator (comm_mpi.h) and `train --backend mpi`; needs
+# mpicc, mpirun, and mpi.h that compiles and links. Not under SAN=thread:
 # OpenMPI is not TSan-instrumented, so the MPI tests skip there.
 ifneq ($(SAN),thread)
-  MPICC := $(shell command -v mpicc 2>/dev/null)
+  MPICC  := $(shell command -v mpicc 2>/dev/null)
+  MPIRUN := $(shell command -v mpirun 2>/dev/null)
 endif
-ifneq ($(MPICC),)
+ifneq ($(and $(MPICC),$(MPIRUN)),)
   MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
-  MPI := $(shell echo '\#include <mpi.h>' | $(CC) $(MPI_CFLAGS) -E -x c - >/dev/null 2>&1 && echo yes)
+  MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+  MPI := $(call shs_probe,mpi.h,MPI_Initialized((int *)0),$(MPI_CFLAGS),$(MPI_LIBS))
 endif
 ifeq ($(MPI),yes)
-  MPIRUN := $(shell command -v mpirun 2>/dev/null)
   BASE_CFLAGS += -DSHS_HAVE_MPI $(MPI_CFLAGS) -DSHS_MPIRUN='"$(MPIRUN)"'
-  LDLIBS += $(shell $(MPICC) --showme:link 2>/dev/null)
+  LDLIBS += $(MPI_LIBS)
 endif
+
+# cmocka: the test binaries only (never the product). `make test` without it
+# stops with one line naming the package.
+CMOCKA := $(call shs_probe,stdarg.h stddef.h stdint.h setjmp.h cmocka.h,(void)&_cmocka_run_group_tests,,-lcmocka)
 
 CFLAGS += $(BASE_CFLAGS) $(OMP) -DSHS_SOURCE_DIR='"$(CURDIR)"' -DSHS_SHARED_DIR='"$(SHARED)"' -DSHS_BIN_PATH='"$(abspath $(BUILD))/shardsim"'
 LDLIBS += $(OMP)
@@ -105,7 +122,7 @@ HEADERS += $(wildcard src/cuda/*.h include/shardsim/comm_cuda.h)
 # cuda_runtime_api.h. None has it: no CUDA backend, and the status line says why.
 ifneq ($(NVCC),)
   CUDA_ROOTS  := $(CUDA_HOME) \
-                 $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p') \
+                 $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^$(HASH)\$$ TOP=//p') \
                  $(dir $(NVCC)).. /usr/local/cuda
   CUDA_HOME   := $(abspath $(firstword $(foreach d,$(CUDA_ROOTS),$(if $(wildcard $(d)/include/cuda_runtime_api.h),$(d)))))
   ifeq ($(CUDA_HOME),)
@@ -171,6 +188,14 @@ $(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) $(LIB) $(HEADERS)
 # detected the libraries when it started: the tests run in a fresh sub-make.
 test:
 	@$(MAKE) --no-print-directory run-tests
+
+# The tests are cmocka programs: without it, one line says what to install.
+ifneq ($(CMOCKA),yes)
+$(TEST_BINS) $(GPU_TEST_BINS): need-cmocka
+endif
+.PHONY: need-cmocka
+need-cmocka:
+	@echo "✗ cmocka not found: the tests need libcmocka-dev (run make deps)"; exit 1
 
 # Runs every test binary, keeps going past failures, fails if any failed.
 run-tests: $(TEST_BINS) $(BIN)
