@@ -3,6 +3,7 @@
  * What it is not: any file format (trace_text.c and the importers). */
 #include "shardsim/trace.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,6 +232,11 @@ shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
                              (unsigned long long)r->count, (unsigned long long)r->bytes,
                              r->scope == SHS_BYTES_TOTAL ? "total" : "per rank", cm->size,
                              (unsigned long long)SHS_TRACE_MAX_BYTES);
+    /* times: unknown (negative) or a real clock's reading, the end not before the start */
+    if (isnan(r->t_start) || isnan(r->t_end) || r->t_start > SHS_TRACE_MAX_TIME_S || r->t_end > SHS_TRACE_MAX_TIME_S ||
+        (r->t_start >= 0 && r->t_end >= 0 && r->t_end < r->t_start))
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: %s times %g .. %g s are not a start and an end in 0..%.0f s "
+                             "(2^63 ns)", r->rank, shs_trace_op_name(r->op), r->t_start, r->t_end, SHS_TRACE_MAX_TIME_S);
     shs_trace_rank_t *rk = &t->ranks[r->rank];
     if (rk->n == rk->cap) {
         size_t cap = rk->cap ? 2 * rk->cap : 64;

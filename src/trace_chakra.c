@@ -10,7 +10,8 @@
  *   COMM_RECV_NODE  comm_src, comm_size, comm_tag
  * Other nodes (compute, memory, metadata) are skipped; dependencies are not
  * kept, so a rank's calls are in file order. Node start_time_micros and
- * duration_micros become start/end times. The rank is the number in the
+ * duration_micros become start/end times (refused beyond 2^63 ns,
+ * SHS_TRACE_MAX_TIME_S). The rank is the number in the
  * file name (all_reduce.3.et -> 3).
  * What it is not: a writer (trace_export.c) or a dependency-graph simulator.
  */
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "shardsim/trace_import.h"
+#include "trace_util.h"
 
 #ifdef SHS_HAVE_PROTOBUF_C
 #include "et_def.pb-c.h"
@@ -104,8 +106,17 @@ static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, siz
         SHS_CHECK(shs_trace_grow_identity_comm(t, "world", hi, &r.comm));
     }
     if (n->start_time_micros || n->duration_micros) {
-        r.t_start = (double)n->start_time_micros * 1e-6;
-        r.t_end = r.t_start + (double)n->duration_micros * 1e-6;
+        /* uint64 microseconds: beyond 2^63 ns is no clock's reading */
+        double s, d;
+        if (shs__trace_time((double)n->start_time_micros, 1e-6, &s) || shs__trace_time((double)n->duration_micros, 1e-6, &d) ||
+            s + d > SHS_TRACE_MAX_TIME_S) {
+            char m[160];
+            snprintf(m, sizeof m, "start_time_micros %llu + duration_micros %llu is beyond 2^63 ns",
+                     (unsigned long long)n->start_time_micros, (unsigned long long)n->duration_micros);
+            return rerr(in, recno, m);
+        }
+        r.t_start = s;
+        r.t_end = s + d;
     }
     if (n->name && *n->name) {
         r.marker = shs_trace_intern(t, n->name);

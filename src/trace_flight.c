@@ -11,6 +11,9 @@
  * ("nccl:send 0->1", "nccl:recv 1<-0") are matched by peer. The default
  * group (pg_config key or name "0", or desc "default_pg") declares the
  * world size: a group member, p2p peer or dumping rank beyond it is refused.
+ * Negative or malformed input / output sizes, a negative or absurd
+ * time_created_ns or duration_ms (beyond 2^63 ns: SHS_TRACE_MAX_TIME_S) and
+ * a group listing a rank twice are refused, not dropped.
  * What it is not: a reader of the pickle dumps (convert them to JSON first,
  * as torch's fr_trace tool does).
  */
@@ -19,6 +22,7 @@
 
 #include "shardsim/trace_import.h"
 #include "trace_json.h"
+#include "trace_util.h"
 
 #ifdef SHS_HAVE_JANSSON
 #include <jansson.h>
@@ -59,8 +63,9 @@ static int declared_world(json_t *pgc) {
     return 0;
 }
 
-/* 0 ok; -1 ranks malformed; -2 group not in pg_config; -3 a member at or
- * beyond `world` (> 0), *bad set to it. */
+/* 0 ok; -1 ranks malformed or refused by the trace model (duplicates),
+ * the reason in shs_last_error(); -2 group not in pg_config; -3 a member at
+ * or beyond `world` (> 0), *bad set to it. */
 static int comm_of(shs_trace_t *t, json_t *pgc, const char *pgname, int world, int *comm, int *bad) {
     const char *key;
     json_t *cfg;
@@ -68,7 +73,11 @@ static int comm_of(shs_trace_t *t, json_t *pgc, const char *pgname, int world, i
         json_t *nm = json_object_get(cfg, "name");
         if (strcmp(key, pgname) != 0 && !(json_is_string(nm) && strcmp(json_string_value(nm), pgname) == 0)) continue;
         int *ranks, n;
-        if (shs__json_rank_list(json_object_get(cfg, "ranks"), &ranks, &n) || n < 1) { free(ranks); return -1; }
+        if (shs__json_rank_list(json_object_get(cfg, "ranks"), &ranks, &n) || n < 1) {
+            free(ranks);
+            shs_set_error(SHS_PARSE, "'ranks' is not a non-empty list of ranks in 0..%d", SHS_TRACE_MAX_WORLD - 1);
+            return -1;
+        }
         int isid = 1;
         for (int q = 0; q < n; q++) {
             isid &= ranks[q] == q;
@@ -122,7 +131,12 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
         if (json_is_array(pg) && json_is_string(json_array_get(pg, 0))) pgname = json_string_value(json_array_get(pg, 0));
         int bad = -1;
         int c = json_is_object(pgc) ? comm_of(t, pgc, pgname, world, &r.comm, &bad) : -2;
-        if (c == -1) { st = ferr(in, i, "process group ranks malformed or out of range"); break; }
+        if (c == -1) {
+            char m[256];
+            snprintf(m, sizeof m, "process group '%.40s': %s", pgname, shs_last_error());
+            st = ferr(in, i, m);
+            break;
+        }
         if (c == -3) {
             char m[160];
             snprintf(m, sizeof m, "process group '%.40s' names rank %d, beyond the world of %d ranks (pg_config's "
@@ -161,7 +175,13 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
             ne += k;
         }
         if (st != SHS_OK) break;
-        if (json_is_array(osz)) json_array_foreach(osz, q, x) { int64_t k = numel(x); if (k > 0 && (uint64_t)(no + k) <= SHS_TRACE_MAX_BYTES) no += k; }
+        if (osz && !json_is_array(osz)) { st = ferr(in, i, "output_sizes is not a list"); break; }
+        json_array_foreach(osz, q, x) {
+            int64_t k = numel(x);
+            if (k < 0 || (uint64_t)(no + k) > SHS_TRACE_MAX_BYTES) { st = ferr(in, i, "output_sizes negative, malformed or absurd"); break; }
+            no += k;
+        }
+        if (st != SHS_OK) break;
         shs_dtype_t d;
         json_t *d0 = json_is_array(idt) ? json_array_get(idt, 0) : NULL;
         if (json_is_string(d0) && !shs__torch_dtype(json_string_value(d0), &d)) r.dtype = d;
@@ -171,11 +191,28 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
         r.scope = r.op == SHS_TOP_REDUCE_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
         if (r.op == SHS_TOP_ALL_REDUCE || r.op == SHS_TOP_REDUCE_SCATTER || r.op == SHS_TOP_REDUCE) r.redop = SHS_SUM;
         if (r.op == SHS_TOP_BROADCAST || r.op == SHS_TOP_REDUCE) r.root = 0;
-        int64_t tc;
-        if (!shs__json_int(json_object_get(e, "time_created_ns"), &tc) && tc >= 0) {
-            r.t_start = (double)tc * 1e-9;
-            json_t *dm = json_object_get(e, "duration_ms");
-            r.t_end = r.t_start + (json_is_number(dm) && json_number_value(dm) > 0 ? json_number_value(dm) * 1e-3 : 0);
+        /* times: absent or null is unknown (duration_ms is null without
+         * timing); present, a number >= 0 within 2^63 ns, else refused */
+        json_t *tcj = json_object_get(e, "time_created_ns"), *dm = json_object_get(e, "duration_ms");
+        double ts = -1, ds = 0;
+        if (tcj && !json_is_null(tcj) && (!json_is_number(tcj) || shs__trace_time(json_number_value(tcj), 1e-9, &ts))) {
+            char m[128];
+            snprintf(m, sizeof m, "time_created_ns %g is not a time in 0..2^63 ns",
+                     json_is_number(tcj) ? json_number_value(tcj) : -1.0);
+            st = ferr(in, i, json_is_number(tcj) ? m : "time_created_ns is not a number");
+            break;
+        }
+        if (dm && !json_is_null(dm) && (!json_is_number(dm) || shs__trace_time(json_number_value(dm), 1e-3, &ds) ||
+                                        (ts >= 0 && ts + ds > SHS_TRACE_MAX_TIME_S))) {
+            char m[128];
+            snprintf(m, sizeof m, "duration_ms %g is negative or ends the call beyond 2^63 ns",
+                     json_is_number(dm) ? json_number_value(dm) : -1.0);
+            st = ferr(in, i, json_is_number(dm) ? m : "duration_ms is not a number");
+            break;
+        }
+        if (ts >= 0) {
+            r.t_start = ts;
+            r.t_end = ts + ds;
         }
         json_t *state = json_object_get(e, "state");
         if (json_is_string(state)) {

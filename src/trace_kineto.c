@@ -12,7 +12,11 @@
  * The rank is distributedInfo.rank, else the file name's number;
  * distributedInfo.world_size declares the world: a "Process Group Ranks"
  * member or a "Group size" beyond it is refused. ts/dur
- * (microseconds) become start/end times. Sequence numbers are positions.
+ * (microseconds) become start/end times; a communication event's ts must
+ * be a number and dur, when present, too, both >= 0 and ts + dur at most
+ * 2^63 ns (SHS_TRACE_MAX_TIME_S, the range of the profiler's 64-bit
+ * nanosecond clock): a negative, absurd or non-numeric one is refused, not
+ * dropped. Sequence numbers are positions.
  * What it is not: a reader of CPU ops, memory events or flows.
  */
 #include <stdlib.h>
@@ -20,6 +24,7 @@
 
 #include "shardsim/trace_import.h"
 #include "trace_json.h"
+#include "trace_util.h"
 
 #ifdef SHS_HAVE_JANSSON
 #include <jansson.h>
@@ -98,9 +103,23 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
             int c = json_is_object(ev) ? classify(ev, form, &op) : 0;
             if (c < 0) { st = eerr(in, i, "unknown collective name"); goto out; }
             if (!c) continue;
-            json_t *ts = json_object_get(ev, "ts");
+            json_t *ts = json_object_get(ev, "ts"), *dur = json_object_get(ev, "dur");
             if (!json_is_number(ts)) { st = eerr(in, i, "communication event without a numeric ts"); goto out; }
-            evs[nev++] = (ev_t){json_number_value(ts), i};
+            if (dur && !json_is_number(dur)) { st = eerr(in, i, "'dur' is not a number"); goto out; }
+            double tsv = json_number_value(ts), durv = dur ? json_number_value(dur) : 0, s;
+            char m[160];
+            if (shs__trace_time(tsv, 1e-6, &s)) {
+                snprintf(m, sizeof m, "'ts' %g us is negative or beyond 2^63 ns (the profiler's clock range)", tsv);
+                st = eerr(in, i, m);
+                goto out;
+            }
+            if (shs__trace_time(durv, 1e-6, &s) || shs__trace_time(tsv + durv, 1e-6, &s)) {
+                snprintf(m, sizeof m, "'dur' %g us is negative, or ends the call beyond 2^63 ns (the profiler's clock "
+                         "range)", durv);
+                st = eerr(in, i, m);
+                goto out;
+            }
+            evs[nev++] = (ev_t){tsv, i};
         }
     }
     form--;
@@ -114,9 +133,11 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
         r.rank = (int)rank;
         r.comm = wc;
         if (shs_trace_op_is_p2p(r.op)) { st = eerr(in, evs[k].idx, "send/recv: the profiler does not record the peer"); break; }
+        /* checked when collected: 0 <= ts, 0 <= dur, ts + dur within range */
         double ts = json_number_value(json_object_get(ev, "ts")), dur = 0;
         if (json_is_number(json_object_get(ev, "dur"))) dur = json_number_value(json_object_get(ev, "dur"));
-        if (ts >= 0 && dur >= 0) { r.t_start = ts * 1e-6; r.t_end = (ts + dur) * 1e-6; }
+        r.t_start = ts * 1e-6;
+        r.t_end = (ts + dur) * 1e-6;
         uint64_t nel = 0;
         shs_dtype_t d;
         if (form == 0) {

@@ -128,6 +128,40 @@ static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_
     return st;
 }
 
+/* Load names[i], an entry of directory `dir`, then claim the ranks it gave
+ * records to: (*owner)[r] is the index + 1 of the file that first gave
+ * rank r records. A second file giving records to the same rank is two
+ * files claiming one rank (a copied or misnamed rank file; two Kineto or
+ * Flight Recorder dumps with the same "rank"), refused naming both rather
+ * than merged into one sequence. */
+static shs_status_t load_claim(shs_trace_t *t, const char *dir, char **names, size_t i, shs_trace_format_t want,
+                               shs_trace_format_t *got, int world, int in_dir, size_t **owner, int *nowner) {
+    int w0 = t->world;
+    size_t *before = malloc((size_t)(w0 > 0 ? w0 : 1) * sizeof *before);
+    if (!before) return shs_set_error(SHS_HOST_OOM, "out of memory");
+    for (int r = 0; r < w0; r++) before[r] = t->ranks[r].n;
+    shs_status_t st = load_one(t, names[i], want, got, world, in_dir);
+    if (st == SHS_OK && t->world > *nowner) {
+        size_t *no = realloc(*owner, (size_t)t->world * sizeof *no);
+        if (!no) st = shs_set_error(SHS_HOST_OOM, "out of memory");
+        else {
+            memset(no + *nowner, 0, (size_t)(t->world - *nowner) * sizeof *no);
+            *owner = no;
+            *nowner = t->world;
+        }
+    }
+    for (int r = 0; r < t->world && st == SHS_OK; r++) {
+        if (t->ranks[r].n == (r < w0 ? before[r] : 0)) continue;
+        size_t o = (*owner)[r];
+        if (o && o != i + 1)
+            st = shs_set_error(SHS_PARSE, "%s: has records of rank %d, and so has %s: two files of %s claim one rank",
+                               names[i], r, names[o - 1], dir);
+        (*owner)[r] = i + 1;
+    }
+    free(before);
+    return st;
+}
+
 /* After the reader(s): check and apply --world, number formats without
  * sequence numbers by position, name the format. */
 static shs_status_t finish(shs_trace_t *t, const char *path, int world, shs_trace_format_t used) {
@@ -151,6 +185,10 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
     shs_trace_format_t used = SHS_TFMT_UNKNOWN;
     if (stat(path, &sb) != 0) {
         st = shs_set_error(SHS_IO, "%s: no such file or directory", path);
+    } else if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
+        /* a FIFO would wait for a writer forever, a device read without end */
+        st = shs_set_error(SHS_IO, "%s: is %s, not a regular file: a trace is read from a file or a directory of "
+                           "per-rank files", path, shs__file_kind((unsigned)sb.st_mode));
     } else if (!S_ISDIR(sb.st_mode)) {
         st = load_one(t, path, opts->format, &used, opts->world, 0);
         opts->files_read = st == SHS_OK;
@@ -175,12 +213,20 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
         if (d) closedir(d);
         if (n) qsort(names, n, sizeof *names, cmp_str);
         char *skipped = calloc(n ? n : 1, 1);
+        size_t *owner = NULL; /* per rank: index + 1 of the file that gave it records */
+        int nowner = 0;
         if (!skipped && st == SHS_OK) st = shs_set_error(SHS_HOST_OOM, "out of memory");
         for (size_t i = 0; i < n && st == SHS_OK; i++) {
             struct stat fs;
-            if (stat(names[i], &fs) != 0 || !S_ISREG(fs.st_mode)) continue;
+            if (stat(names[i], &fs) != 0 || S_ISDIR(fs.st_mode)) continue; /* subdirectories are not read */
+            if (!S_ISREG(fs.st_mode)) { /* a FIFO among the rank files: refused, not waited on or skipped */
+                st = shs_set_error(SHS_IO, "%s: is %s, not a regular file: every entry of trace directory %s must "
+                                   "be a file (or a subdirectory, not read)", names[i],
+                                   shs__file_kind((unsigned)fs.st_mode), path);
+                break;
+            }
             shs_trace_format_t f;
-            st = load_one(t, names[i], opts->format, &f, opts->world, 1);
+            st = load_claim(t, path, names, i, opts->format, &f, opts->world, 1, &owner, &nowner);
             if (st != SHS_OK) break;
             if (!reader_of(f)) { opts->files_skipped++; skipped[i] = 1; continue; }
             if (used != SHS_TFMT_UNKNOWN && f != used) {
@@ -204,7 +250,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
             }
             if (!same) continue;
             shs_trace_format_t f;
-            st = load_one(t, names[i], used, &f, opts->world, 0);
+            st = load_claim(t, path, names, i, used, &f, opts->world, 0, &owner, &nowner);
             if (st == SHS_OK) /* it parses as that format after all (only detection failed): take it */
                 opts->files_skipped--, opts->files_read++;
             else
@@ -214,6 +260,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
         for (size_t i = 0; i < n; i++) free(names[i]);
         free(names);
         free(skipped);
+        free(owner);
         if (st == SHS_OK && opts->files_read == 0)
             st = shs_set_error(SHS_PARSE, "%s: no trace file of a known format in this directory", path);
     }

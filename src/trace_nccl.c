@@ -12,7 +12,11 @@
  * sequence number. count is per rank for AllGather (send count) and
  * ReduceScatter (receive count), the whole buffer otherwise; datatype and
  * op ids are ncclDataType_t / ncclRedOp_t. Send/Recv name their peer in
- * `root` (comm-local).
+ * `root` (comm-local). A collective or Init line whose prefix is garbage
+ * (a [cudaDev] of [-1], no host:pid:tid) is refused, not skipped, and so
+ * is a rank two processes claim: the same commId rank in two processes'
+ * Init lines, or, without Init lines, the same [cudaDev] printed by two
+ * processes.
  * What it is not: a reader of NCCL's other subsystems (INIT, NET, ...).
  */
 #include <stdlib.h>
@@ -38,26 +42,45 @@ static shs_status_t perr(const shs_trace_input_t *in, long line, const char *wha
     return shs_set_error(SHS_PARSE, "%s:%ld: %s%s%s", in->name, line, what, detail ? ": " : "", detail ? detail : "");
 }
 
+/* Largest [cudaDev] read: a bound on the devices of one node, far above any. */
+#define NCCL_MAX_DEV 65535
+
 /* Splits one line into the process key, cudaDev and the token list after
- * "NCCL INFO". Returns 0 if it is a NCCL INFO line. */
-static int split_line(const char *line, size_t n, char *proc, size_t proc_cap, long *dev, shs__tok_t *tk, int *nt) {
+ * "NCCL INFO". Returns 0 for a NCCL INFO line; -1 for any other line; -2
+ * for a NCCL INFO line whose prefix is garbage (no host:pid:tid, or a
+ * [cudaDev] that is not a device number such as [-1]), with tk / nt set
+ * and the reason in why[0..why_cap), so that the caller refuses the lines
+ * it reads instead of dropping them. */
+static int split_line(const char *line, size_t n, char *proc, size_t proc_cap, long *dev, shs__tok_t *tk, int *nt,
+                      char *why, size_t why_cap) {
     shs__tok_t all[40];
     int k = shs__tokens(line, n, all, 39);
     if (k < 5 || k > 39 || !shs__tok_is(all[2], "NCCL") || !shs__tok_is(all[3], "INFO")) return -1;
+    *nt = k - 4;
+    memcpy(tk, all + 4, (size_t)*nt * sizeof *tk);
     /* host:pid:tid -> host:pid */
     const char *s = all[0].s;
     size_t len = all[0].n, colon = len;
     while (colon > 0 && s[colon - 1] != ':') colon--;
-    if (colon == 0) return -1;
+    if (colon < 2) {
+        snprintf(why, why_cap, "'%.*s' is not host:pid:tid", (int)(len < 60 ? len : 60), s);
+        return -2;
+    }
     shs__tok_t p = {s, colon - 1};
     shs__tok_copy(p, proc, proc_cap);
-    if (all[1].n < 3 || all[1].s[0] != '[' || all[1].s[all[1].n - 1] != ']') return -1;
     uint64_t d;
-    if (shs__parse_u64(all[1].s + 1, all[1].n - 2, 0, &d) || d > 1000000) return -1;
+    if (all[1].n < 3 || all[1].s[0] != '[' || all[1].s[all[1].n - 1] != ']' ||
+        shs__parse_u64(all[1].s + 1, all[1].n - 2, 0, &d) || d > NCCL_MAX_DEV) {
+        snprintf(why, why_cap, "cudaDev '%.*s' is not a device number [0..%d]", (int)(all[1].n < 40 ? all[1].n : 40),
+                 all[1].s, NCCL_MAX_DEV);
+        return -2;
+    }
     *dev = (long)d;
-    *nt = k - 4;
-    memcpy(tk, all + 4, (size_t)*nt * sizeof *tk);
     return 0;
+}
+
+static int is_init_line(const shs__tok_t *tk, int nt) {
+    return nt >= 4 && shs__tok_is(tk[0], "comm") && shs__tok_is(tk[nt - 1], "COMPLETE") && shs__tok_is(tk[nt - 2], "Init");
 }
 
 /* Value after key `key` in tk (key value pairs), or NULL. */
@@ -88,17 +111,23 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
     snprintf(t->format, sizeof t->format, "nccl");
     ncomms_t cs = {0};
     shs_status_t st = SHS_OK;
-    char proc[96], buf[64];
+    char proc[96], buf[64], why[96];
     shs__tok_t tk[40];
     int nt;
     long dev, lineno = 0;
+    char **dev_proc = NULL; /* without Init lines: the process that printed each cudaDev */
+    int ndev_proc = 0;
     /* pass 1: Init lines */
     for (size_t i = 0; i < in->len && st == SHS_OK;) {
         size_t j = i;
         while (j < in->len && in->buf[j] != '\n') j++;
         lineno++;
-        if (split_line(in->buf + i, j - i, proc, sizeof proc, &dev, tk, &nt) == 0 && nt >= 4 &&
-            shs__tok_is(tk[0], "comm") && shs__tok_is(tk[nt - 1], "COMPLETE") && shs__tok_is(tk[nt - 2], "Init")) {
+        int sl = split_line(in->buf + i, j - i, proc, sizeof proc, &dev, tk, &nt, why, sizeof why);
+        if (sl == -2 && is_init_line(tk, nt)) {
+            st = perr(in, lineno, "malformed 'Init COMPLETE' line", why);
+            break;
+        }
+        if (sl == 0 && is_init_line(tk, nt)) {
             const shs__tok_t *r = find_kv(tk, nt, "rank"), *n = find_kv(tk, nt, "nranks"), *id = find_kv(tk, nt, "commId");
             uint64_t ptr, rv, nv, idv = 0;
             if (!r || !n || shs__parse_u64(tk[1].s, tk[1].n, 2, &ptr) || shs__parse_u64(r->s, r->n, 0, &rv) ||
@@ -114,6 +143,16 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
                 cs.v = nv2;
                 cs.cap = cap;
             }
+            /* one process per rank of a communicator: a second Init line for the
+             * same commId and rank from another process is not a second rank */
+            for (size_t q = 0; q < cs.n && st == SHS_OK; q++)
+                if (id && cs.v[q].comm_id == idv && cs.v[q].rank == (int)rv && strcmp(cs.v[q].proc, proc) != 0) {
+                    char m[256];
+                    snprintf(m, sizeof m, "rank %d of commId %llx is claimed by process %s and, earlier, by %s", (int)rv,
+                             (unsigned long long)idv, proc, cs.v[q].proc);
+                    st = perr(in, lineno, "duplicate rank", m);
+                }
+            if (st != SHS_OK) break;
             ncomm_t *c = &cs.v[cs.n++];
             *c = (ncomm_t){.ptr = ptr, .rank = (int)rv, .nranks = (int)nv, .comm_id = id ? idv : ptr, .tcomm = -1};
             snprintf(c->proc, sizeof c->proc, "%s", proc);
@@ -166,8 +205,9 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
         const char *line = in->buf + i;
         size_t len = j - i;
         i = j + 1;
-        if (split_line(line, len, proc, sizeof proc, &dev, tk, &nt) != 0 || nt < 2 || !shs__tok_is(tk[1], "opCount"))
-            continue;
+        int sl = split_line(line, len, proc, sizeof proc, &dev, tk, &nt, why, sizeof why);
+        if (sl == -1 || nt < 2 || !shs__tok_is(tk[1], "opCount")) continue;
+        if (sl == -2) { st = perr(in, lineno, "malformed collective line", why); break; }
         shs_trace_rec_t r = shs_trace_rec_init();
         if (op_from_name(tk[0], &r.op)) {
             st = perr(in, lineno, "unknown NCCL operation", shs__tok_copy(tk[0], buf, sizeof buf));
@@ -208,6 +248,27 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
             int wc = shs_trace_find_comm(t, "world");
             if (wc >= 0 && t->comms[wc].size != nr) { st = perr(in, lineno, "nranks differs from earlier lines", NULL); break; }
             if (wc < 0 && shs_trace_add_comm(t, "world", nr, NULL, &wc) != SHS_OK) { st = perr(in, lineno, "bad world", shs_last_error()); break; }
+            /* the rank is the cudaDev: two processes printing one cudaDev
+             * (two nodes' logs, say) would silently become one rank */
+            if (!dev_proc) {
+                if (!(dev_proc = calloc((size_t)nr, sizeof *dev_proc))) {
+                    st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
+                    break;
+                }
+                ndev_proc = nr; /* nr is the same on every line (checked above) */
+            }
+            if (!dev_proc[dev] && !(dev_proc[dev] = strdup(proc))) {
+                st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
+                break;
+            }
+            if (strcmp(dev_proc[dev], proc) != 0) {
+                char m[300];
+                snprintf(m, sizeof m, "processes %s and %s both print cudaDev [%ld]; without 'Init COMPLETE' lines "
+                         "(NCCL_DEBUG_SUBSYS=INIT,COLL) the rank is the cudaDev, so two processes cannot share one",
+                         dev_proc[dev], proc, dev);
+                st = perr(in, lineno, "duplicate rank", m);
+                break;
+            }
             r.rank = (int)dev;
             r.comm = wc;
             size = nr;
@@ -229,6 +290,8 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
         }
         if (shs_trace_append(t, &r) != SHS_OK) st = perr(in, lineno, "bad record", shs_last_error());
     }
+    for (int q = 0; q < ndev_proc; q++) free(dev_proc[q]);
+    free(dev_proc);
     free(cs.v);
     return st;
 }

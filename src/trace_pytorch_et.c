@@ -17,6 +17,11 @@
  * group's rank list to global ranks. Groups without a declaration are the
  * identity group "world". The default group (pg_name "0") declares the
  * world size: a group member or a record's rank beyond it is refused.
+ * A rank a node gives must be one (0..SHS_TRACE_MAX_WORLD-1; -1 is refused,
+ * not replaced), and every collective of a file must name the same rank;
+ * only a node without a rank, and waits (PyTorch writes 0 there), take the
+ * file's rank. Tensor itemsizes must be 1, 2, 4 or 8 and agree with the
+ * dtype the node names.
  * What it is not: a reader of compute nodes or of tensor data.
  */
 #include <stdlib.h>
@@ -134,21 +139,41 @@ static pg_t *find_pg(et_t *e, const char *name, int64_t backend_id) {
     return NULL;
 }
 
-/* Sum of numel and the item size of a tensor or (nested) list of tensors. */
-static int tensor_numel(json_t *v, uint64_t *numel, int64_t *itemsize, int depth) {
-    if (!json_is_array(v) || depth > 4) return -1;
+/* Sum of numel and the item size of a tensor or (nested) list of tensors
+ * ([id, storage, offset, numel, itemsize, device]). 0 ok; -1 malformed or
+ * absurd with the reason in why[0..cap). An itemsize is the element size
+ * of a dtype shardsim has (1, 2, 4 or 8 bytes): 0 or any other is refused,
+ * not taken as 1. */
+static int tensor_numel(json_t *v, uint64_t *numel, int64_t *itemsize, int depth, char *why, size_t cap) {
+    if (!json_is_array(v) || depth > 4) {
+        snprintf(why, cap, "is not a tensor descriptor or a list of them");
+        return -1;
+    }
     size_t n = json_array_size(v);
     if (n == 6 && json_is_integer(json_array_get(v, 0)) && json_is_string(json_array_get(v, 5))) {
         int64_t ne, is;
-        if (shs__json_int(json_array_get(v, 3), &ne) || shs__json_int(json_array_get(v, 4), &is) || ne < 0 ||
-            is < 0 || is > 16 || (uint64_t)ne > SHS_TRACE_MAX_BYTES)
+        if (shs__json_int(json_array_get(v, 3), &ne) || shs__json_int(json_array_get(v, 4), &is)) {
+            snprintf(why, cap, "tensor numel or itemsize is not an integer");
             return -1;
+        }
+        if (ne < 0 || (uint64_t)ne > SHS_TRACE_MAX_BYTES) {
+            snprintf(why, cap, "tensor numel %lld is negative or absurd", (long long)ne);
+            return -1;
+        }
+        if (is != 1 && is != 2 && is != 4 && is != 8) {
+            snprintf(why, cap, "tensor itemsize %lld is not an element size (1, 2, 4 or 8 bytes)", (long long)is);
+            return -1;
+        }
         *numel += (uint64_t)ne;
-        if (is) *itemsize = is;
-        return *numel > SHS_TRACE_MAX_BYTES ? -1 : 0;
+        *itemsize = is;
+        if (*numel > SHS_TRACE_MAX_BYTES) {
+            snprintf(why, cap, "tensors of %llu elements in all: absurd", (unsigned long long)*numel);
+            return -1;
+        }
+        return 0;
     }
     for (size_t i = 0; i < n; i++)
-        if (tensor_numel(json_array_get(v, i), numel, itemsize, depth + 1)) return -1;
+        if (tensor_numel(json_array_get(v, i), numel, itemsize, depth + 1, why, cap)) return -1;
     return 0;
 }
 
@@ -184,10 +209,19 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
     if (json_is_string(pgn)) pg = find_pg(e, json_string_value(pgn), 0);
     else if (json_is_array(vals) && !shs__json_int(json_array_get(vals, (size_t)base + 1), &v) && v) pg = find_pg(e, NULL, v);
     /* rank (group-local) */
+    /* a rank the node gives (attr, or an integer in its positional slot)
+     * must be one: a negative one is garbage, not "the file's rank" */
     int64_t local = -1;
+    int has_rank = 0;
     json_t *rk = attr(node, "rank");
     if (rk && shs__json_int(rk, &local)) return nerr(e, id, "'rank' is not an integer");
-    if (!rk && json_is_array(vals) && shs__json_int(json_array_get(vals, (size_t)base + 2), &local)) local = -1;
+    if (rk) has_rank = 1;
+    else if (json_is_array(vals) && !shs__json_int(json_array_get(vals, (size_t)base + 2), &local)) has_rank = 1;
+    if (has_rank && (local < 0 || local >= SHS_TRACE_MAX_WORLD)) {
+        char m[128];
+        snprintf(m, sizeof m, "rank %lld is negative or beyond %d ranks", (long long)local, SHS_TRACE_MAX_WORLD);
+        return nerr(e, id, m);
+    }
     int64_t gsize = 0;
     json_t *gs = attr(node, "group_size");
     if (!gs) gs = attr(node, "pg_size");
@@ -200,7 +234,7 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
         if (local < 0 || local >= pg->size) return nerr(e, id, "rank outside its process group");
         global = pg->ranks[local];
     } else {
-        global = local >= 0 ? (int)local : e->in->rank >= 0 ? e->in->rank : 0;
+        global = has_rank ? (int)local : e->in->rank >= 0 ? e->in->rank : 0;
     }
     if (global < 0 || global >= SHS_TRACE_MAX_WORLD) return nerr(e, id, "rank out of range");
     if (e->world > 0 && global >= e->world) {
@@ -232,11 +266,19 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
             if (a_out && (shs__json_int(a_out, &x) || x < 0 || (uint64_t)x > SHS_TRACE_MAX_BYTES)) return nerr(e, id, "out_msg_nelems negative or absurd");
             out_n = a_out ? (uint64_t)x : in_n;
         } else if (json_is_array(vals) && !positional_short) {
-            if (tensor_numel(json_array_get(vals, 0), &in_n, &is, 0)) return nerr(e, id, "input tensor descriptor malformed or absurd");
+            char why[128], m[192];
+            if (tensor_numel(json_array_get(vals, 0), &in_n, &is, 0, why, sizeof why)) {
+                snprintf(m, sizeof m, "input tensor: %s", why);
+                return nerr(e, id, m);
+            }
             json_t *outs = json_object_get(node, "outputs");
             if (json_is_object(outs)) outs = json_object_get(outs, "values");
             int64_t is2 = 0;
-            if (json_is_array(outs) && tensor_numel(json_array_get(outs, 0), &out_n, &is2, 0)) out_n = 0;
+            if (json_is_array(outs) && json_array_size(outs) > 0 &&
+                tensor_numel(json_array_get(outs, 0), &out_n, &is2, 0, why, sizeof why)) {
+                snprintf(m, sizeof m, "output tensor: %s", why);
+                return nerr(e, id, m);
+            }
         }
         shs_dtype_t d;
         if (json_is_string(a_dt) && !shs__torch_dtype(json_string_value(a_dt), &d)) r.dtype = d;
@@ -244,6 +286,12 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
                  !shs__torch_dtype(json_string_value(json_array_get(types, 0)), &d))
             r.dtype = d;
         else if (is && !itemsize_dtype(is, &d)) r.dtype = d;
+        if (is && r.dtype != SHS_TRACE_NONE && shs_dtype_size((shs_dtype_t)r.dtype) != (size_t)is) {
+            char m[160];
+            snprintf(m, sizeof m, "dtype %s (%zu bytes) but the tensor's itemsize is %lld", shs_dtype_name((shs_dtype_t)r.dtype),
+                     shs_dtype_size((shs_dtype_t)r.dtype), (long long)is);
+            return nerr(e, id, m);
+        }
         size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
         if (r.op == SHS_TOP_REDUCE_SCATTER) {
             r.count = out_n ? out_n : in_n;
@@ -304,9 +352,18 @@ shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t
     recs = malloc((norder ? norder : 1) * sizeof *recs);
     if (!recs) { st = shs_set_error(SHS_HOST_OOM, "out of memory"); goto out; }
     int file_rank = -1;
+    size_t first = 0;
     for (size_t k = 0; k < norder && st == SHS_OK; k++) {
         st = comm_node(&e, json_array_get(nodes, (size_t)order[k][1]), order[k][0], &recs[k]);
-        if (st == SHS_OK && file_rank < 0 && recs[k].op != SHS_TOP_WAIT) file_rank = recs[k].rank;
+        if (st != SHS_OK || recs[k].op == SHS_TOP_WAIT) continue;
+        if (file_rank < 0) {
+            file_rank = recs[k].rank;
+            first = k;
+        } else if (recs[k].rank != file_rank) { /* an execution trace is one process's */
+            st = shs_set_error(SHS_PARSE, "%s: node %lld: rank %d, but node %lld says rank %d (an execution trace "
+                               "is one rank's)", in->name, (long long)order[k][0], recs[k].rank,
+                               (long long)order[first][0], file_rank);
+        }
     }
     if (file_rank < 0) file_rank = in->rank >= 0 ? in->rank : 0;
     if (st == SHS_OK && norder > 0 && e.world > 0 && file_rank >= e.world)

@@ -109,9 +109,8 @@ static int opt_int(shs__tok_t t, long lo, long hi, int32_t *out) {
 static int opt_time(shs__tok_t t, double *out) {
     if (shs__tok_is(t, "-")) { *out = -1; return 0; }
     double us;
-    if (shs__parse_double(t.s, t.n, &us) || us < 0) return -1;
-    *out = us * 1e-6;
-    return 0;
+    if (shs__parse_double(t.s, t.n, &us)) return -1;
+    return shs__trace_time(us, 1e-6, out);
 }
 
 static shs_status_t parse_comm(shs_trace_t *t, const where_t *w, shs__tok_t *tk, int nt) {
@@ -213,7 +212,7 @@ static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, 
     if (shs__tok_is(tk[11], "rank")) r.scope = SHS_BYTES_PER_RANK;
     else if (shs__tok_is(tk[11], "total")) r.scope = SHS_BYTES_TOTAL;
     else return PERR(w, "byte scope must be 'rank' or 'total'");
-    if (opt_time(tk[12], &r.t_start) || opt_time(tk[13], &r.t_end)) return PERR(w, "bad time (microseconds >= 0 or '-')");
+    if (opt_time(tk[12], &r.t_start) || opt_time(tk[13], &r.t_end)) return PERR(w, "bad time (microseconds in 0..2^63 ns, or '-')");
     if (r.t_start >= 0 && r.t_end >= 0 && r.t_end < r.t_start)
         return PERR(w, "the call ends (%.*s us) before it starts (%.*s us)", (int)tk[13].n, tk[13].s, (int)tk[12].n, tk[12].s);
     if (!shs__tok_is(tk[14], "-")) {

@@ -2,21 +2,48 @@
 #include "trace_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "shardsim/trace.h"
+
+const char *shs__file_kind(unsigned mode) {
+    if (S_ISREG(mode)) return "a regular file";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
 
 shs_status_t shs__read_file(const char *path, char **buf, size_t *len) {
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return shs_set_error(SHS_IO, "%s: not a regular file", path);
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return shs_set_error(SHS_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return shs_set_error(SHS_IO, "%s: is %s, not a regular file", path, shs__file_kind((unsigned)st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(e));
     }
     if ((uint64_t)st.st_size > SHS__TRACE_MAX_FILE) {
         fclose(f);
@@ -117,6 +144,13 @@ int shs__parse_double(const char *s, size_t n, double *out) {
     double v = strtod(tmp, &end);
     if (*end || errno || !isfinite(v)) return -1;
     *out = v;
+    return 0;
+}
+
+int shs__trace_time(double v, double unit_s, double *s) {
+    if (!isfinite(v) || v < 0 || v > SHS_TRACE_MAX_TIME_S / unit_s) return -1;
+    *s = v * unit_s;
+    if (*s > SHS_TRACE_MAX_TIME_S) return -1; /* rounding at the bound */
     return 0;
 }
 

@@ -48,6 +48,15 @@
  * collective buffer, and largest element count: shs_trace_append refuses
  * absurd sizes, so no size arithmetic on a trace overflows. */
 #define SHS_TRACE_MAX_BYTES ((uint64_t)1 << 50)
+/* Largest start or end time of a call, in seconds: 2^63 ns (INT64_MAX
+ * nanoseconds, about 292 years). The tools whose traces are read take
+ * their times from a signed 64-bit nanosecond clock (c10's and Kineto's
+ * clocks, Flight Recorder's time_created_ns, CUDA events), since the epoch
+ * or since boot, so no real time lies beyond it; a larger one (a Kineto ts
+ * of 1e300) is garbage, refused by shs_trace_append and, naming the field,
+ * by the importers. It also keeps every printed time under 11 digits of
+ * seconds. */
+#define SHS_TRACE_MAX_TIME_S 9223372036.854775807
 
 typedef enum {
     SHS_TOP_ALL_GATHER,
@@ -160,7 +169,9 @@ shs_trace_rec_t shs_trace_rec_init(void);
  * a member of the comm, the op and dtype are valid, for p2p the peer is in
  * the world, and that count, count x dtype size, bytes and the whole
  * collective buffer (bytes x comm size for a per-rank part) are at most
- * SHS_TRACE_MAX_BYTES. Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
+ * SHS_TRACE_MAX_BYTES, and that each time is unknown (< 0, not NaN) or in
+ * [0, SHS_TRACE_MAX_TIME_S] with the end not before the start.
+ * Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
 shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r);
 size_t shs_trace_num_records(const shs_trace_t *t);
 

@@ -81,8 +81,11 @@ typedef struct {
     int files_read, files_skipped;  /* in a directory, files of no known format are skipped */
 } shs_trace_load_opts_t;
 
-/* Load PATH: a file, or a directory of per-rank files (sorted by name; a
- * file's rank comes from its content or else the last number in its name).
+/* Load PATH: a regular file, or a directory of per-rank files (sorted by
+ * name; a file's rank comes from its content or else the last number in its
+ * name; subdirectories and names starting with '.' are not read). A PATH,
+ * or a directory entry, that is a FIFO, device or socket is refused at once
+ * with SHS_IO naming the path and its kind: nothing waits on a writer.
  * Errors: SHS_IO, SHS_PARSE, SHS_UNSUPPORTED, SHS_INVALID_ARG, SHS_HOST_OOM. */
 shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_opts_t *opts);
 
