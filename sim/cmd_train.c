@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "compare_plot.h"
@@ -28,6 +29,7 @@
 #include "shardsim/checkpoint.h"
 #include "shardsim/comm_mpi.h"
 #include "shardsim/safetensors.h"
+#include "durable.h"
 
 typedef struct {
     shs_train_config_t cfg;
@@ -280,17 +282,21 @@ static int choose(const char *v, const char *const *names, const int *values, in
     return -1;
 }
 
-/* Whether the directory that would hold `path` exists and is writable. */
-static int parent_writable(const char *path) {
+/* Why an output directory (--save, --trace) cannot be written: an existing
+ * directory (or a link to one) must be writable, a new one needs a
+ * writable parent. NULL when fine. */
+static const char *dir_output_problem(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0)
+        return !S_ISDIR(sb.st_mode) ? "exists and is not a directory"
+               : access(path, W_OK | X_OK) != 0 ? "is not writable" : NULL;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') dir[--n] = 0; /* "ck/" names ck */
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-    return access(dir, W_OK | X_OK) == 0;
+    char parent[4096];
+    shs__dirname(dir, parent, sizeof parent);
+    return access(parent, W_OK | X_OK) == 0 ? NULL : "its directory does not exist or is not writable";
 }
 
 /* Hybrid sharding's group size must divide the world size: a usage error
@@ -471,12 +477,21 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     o->export_path = p.str[O_EXPORT_SAFETENSORS];
     o->trace_dir = p.str[O_TRACE];
     if (p.given[O_SAVE_EVERY]) o->save_every = (long)p.num[O_SAVE_EVERY];
-    /* outputs written at the end: refuse an unwritable place before training */
-    const char *outs[] = {o->save_dir, o->export_path, o->timeline_path, o->trace_dir};
-    const char *out_opts[] = {"--save", "--export-safetensors", "--memory-timeline", "--trace"};
-    for (int k = 0; k < 4; k++)
-        if (outs[k] && !parent_writable(outs[k]))
-            return usage_error("%s %s: its directory does not exist or is not writable", out_opts[k], outs[k]);
+    /* outputs written at the end: refuse an unwritable place before training
+     * (files by the writers' own policy, durable.h) */
+    const char *dirs[] = {o->save_dir, o->trace_dir}, *dir_opts[] = {"--save", "--trace"};
+    for (int k = 0; k < 2; k++) {
+        const char *why = dirs[k] ? dir_output_problem(dirs[k]) : NULL;
+        if (!why) continue;
+        char msg[4200];
+        snprintf(msg, sizeof msg, "%s: %s", dirs[k], why);
+        return usage_error("%s %s", dir_opts[k], msg);
+    }
+    const char *files[] = {o->export_path, o->timeline_path}, *file_opts[] = {"--export-safetensors", "--memory-timeline"};
+    for (int k = 0; k < 2; k++) {
+        shs__out_target_t to;
+        if (files[k] && shs__out_resolve(files[k], &to) != SHS_OK) return usage_error("%s %s", file_opts[k], shs_last_error());
+    }
     if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
     static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS};
     for (int k = 0; k < 4 && o->model_file; k++)

@@ -238,7 +238,7 @@ shs_status_t shs_checkpoint_write_rank(shs_checkpoint_writer_t *w, int rank, shs
         SHS_CHECK_GOTO(shs__dfile_write(&f, buf, n * sizeof(float)), st, fail);
     }
     if (f.bytes != w->rank_bytes) {
-        st = shs_set_error(SHS_INTERNAL, "%s: wrote %" PRIu64 " bytes, expected %" PRIu64, f.tmp, f.bytes, w->rank_bytes);
+        st = shs_set_error(SHS_INTERNAL, "%s: wrote %" PRIu64 " bytes, expected %" PRIu64, f.to.path, f.bytes, w->rank_bytes);
         goto fail;
     }
     uint32_t crc = f.crc;
@@ -347,8 +347,8 @@ shs_status_t shs_checkpoint_writer_commit(shs_checkpoint_writer_t *w) {
             st = shs_set_error(SHS_INTERNAL, "checkpoint %s: rank %d did not write its file", w->dir, r);
             goto fail;
         }
-    /* the rank files must be durable before the index names them */
-    SHS_CHECK_GOTO(shs__fsync_dir(w->dir), st, fail);
+    /* the rank files are durable (each commit synced the directory) before
+     * the index names them */
     FILE *mf = open_memstream(&text, &len);
     if (!mf) {
         st = shs_set_error(SHS_HOST_OOM, "checkpoint %s: cannot build the index", w->dir);
@@ -369,9 +369,9 @@ shs_status_t shs_checkpoint_writer_commit(shs_checkpoint_writer_t *w) {
         shs__dfile_discard(&f);
         goto fail;
     }
-    SHS_CHECK_GOTO(shs__dfile_commit(&f), st, fail);
-    /* committed: the new index is in place; make the rename durable */
-    st = shs__fsync_dir(w->dir);
+    /* once renamed, the new index is in place even if syncing its directory
+     * failed (st): the files it names stay */
+    if ((st = shs__dfile_commit(&f)) != SHS_OK && !f.to.replaced) goto fail;
     remove_stale(w->dir, w->generation);
     free(text);
     writer_free(w);

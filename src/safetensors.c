@@ -105,10 +105,7 @@ shs_status_t shs_safetensors_write(const char *path, const shs_layout_t *lo, con
     }
     free(buf);
     free(json);
-    SHS_CHECK(shs__dfile_commit(&f));
-    char dir[4096];
-    shs__dirname(path, dir, sizeof dir);
-    return shs__fsync_dir(dir);
+    return shs__dfile_commit(&f); /* renamed and its directory synced */
 fail:
     shs__dfile_discard(&f);
     free(buf);

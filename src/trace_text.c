@@ -60,8 +60,11 @@ shs_status_t shs_trace_write_text(const shs_trace_t *t, FILE *f, int rank) {
 }
 
 shs_status_t shs_trace_write_dir(const shs_trace_t *t, const char *dir) {
+    struct stat sb;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return shs_set_error(SHS_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return shs_set_error(SHS_IO, "%s: exists and is not a directory", dir);
     for (int r = 0; r < t->world; r++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/rank%d.trace", dir, r);

@@ -1,12 +1,20 @@
-/* test_durable.c - the whole-or-nothing stdio writer (src/durable.h,
- * shs__afile_*) that every report, picture and trace export goes through,
- * and what the CLI does when such a write fails. */
+/* test_durable.c - the whole-or-nothing writers (src/durable.h): the
+ * stdio form every report, picture and trace export goes through, what the
+ * CLI does when such a write fails, and every output option of the CLI
+ * against the target policy (a device written in place, a symlink written
+ * through, a directory or an unwritable one refused). */
+#include <dirent.h>
+#include <errno.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -118,12 +126,398 @@ static void test_cli_write_failures(void **state) {
     free(p);
 }
 
+/* ---- every output option of the CLI against the policy in durable.h ---- */
+
+/* Each option as the CLI is run with it; the commands are the smallest that
+ * write the output (the tiny model, one step, two ranks). "@TRACE" stands
+ * for an input trace recorded in the group setup. */
+#define TRAIN "train", "--steps", "1", "--world", "2", "--layers", "1", "--channels", "32", "--heads", "2", \
+              "--context", "8"
+#define COMPARE "compare", "--layers", "1", "--channels", "32", "--heads", "2", "--context", "8", "--world", "2", \
+                "--variants", "plain"
+#define REPLAY "replay", "@TRACE", "--check-only"
+
+typedef struct {
+    const char *option;
+    const char *args[20];  /* the command before the option */
+    const char *files[2];  /* what VALUE names: VALUE + files[k] ("" the value itself; "/..." inside a directory) */
+    size_t prefix_at;      /* where a good output shows its format, per the format's spec */
+    const char *prefix;
+    int refused_exit;      /* exit code when an output is refused before any work */
+} out_opt_t;
+
+static const out_opt_t outs[] = {
+    /* safetensors: an 8-byte little-endian header length, then the JSON header */
+    {"--export-safetensors", {TRAIN, NULL}, {"", NULL}, 8, "{\"", 2},
+    {"--memory-timeline", {TRAIN, NULL}, {"", NULL}, 0, "<svg", 2},
+    {"--trace", {TRAIN, NULL}, {"/rank0.trace", "/rank1.trace"}, 0, "shardsim-trace 1\n", 2},
+    {"--output", {COMPARE, "--format", "csv", NULL}, {"", NULL}, 0, "name,", 1},
+    {"--plot", {COMPARE, NULL}, {"", NULL}, 0, "<svg", 1},
+    {"--export-text", {REPLAY, NULL}, {"", NULL}, 0, "shardsim-trace 1\n", 1},
+    {"--export-perfetto", {REPLAY, NULL}, {"", NULL}, 0, "{\"traceEvents\":[", 1},
+#ifdef SHS_HAVE_PROTOBUF_C
+    /* Chakra ET: varint length 7 of GlobalMetadata, field 1 (tag 0x0a) of length 5, "0.0.4" */
+    {"--export-chakra", {REPLAY, NULL}, {".0.et", ".1.et"}, 0, "\x07\x0a\x05" "0.0.4", 1},
+#endif
+};
+enum { NUM_OUTS = sizeof outs / sizeof outs[0] };
+
+static char in_trace[300];  /* the input of replay */
+static char bin_copy[300];  /* the binary where user 65534 can run it */
+
+static int nfiles(const out_opt_t *o) { return o->files[1] ? 2 : 1; }
+static int inside_dir(const out_opt_t *o) { return o->files[0][0] == '/'; }
+
+/* Group setup: the temp directory open to every user (the read-only test
+ * runs as another), a copy of the binary there, and a two-rank trace. */
+static int outputs_setup(void **state) {
+    if (test_tmpdir_setup(state) != 0 || chmod(test_tmpdir, 0755) != 0) return -1;
+    snprintf(bin_copy, sizeof bin_copy, "%s/shardsim", test_tmpdir);
+    snprintf(in_trace, sizeof in_trace, "%s/in-trace", test_tmpdir);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 0755 '%s'", SHS_BIN_PATH, bin_copy, bin_copy);
+    if (system(cmd) != 0) return -1;
+    char *argv[] = {SHS_BIN_PATH, TRAIN, "--trace", in_trace, NULL};
+    test_proc_t *p = malloc(sizeof *p);
+    if (!p) return -1;
+    test_run_process(argv, 60, p);
+    int rc = p->exit_code;
+    if (rc != 0) fprintf(stderr, "cannot record the input trace: %s\n", p->err);
+    free(p);
+    return rc == 0 ? 0 : -1;
+}
+
+/* Run o's command with value; as user and group 65534 when unprivileged
+ * and this process is root (a read-only directory does not stop root). */
+static void run_out(const out_opt_t *o, const char *value, int unprivileged, test_proc_t *p) {
+    char *argv[32];
+    int n = 0;
+    argv[n++] = unprivileged ? bin_copy : (char *)SHS_BIN_PATH;
+    for (int i = 0; o->args[i]; i++) argv[n++] = strcmp(o->args[i], "@TRACE") ? (char *)o->args[i] : in_trace;
+    argv[n++] = (char *)o->option;
+    argv[n++] = (char *)value;
+    argv[n] = NULL;
+    if (!unprivileged) {
+        test_run_process(argv, 60, p);
+        assert_false(p->timed_out);
+        return;
+    }
+    test_proc_t *shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(shared != MAP_FAILED);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+                               setresuid(65534, 65534, 65534) != 0 || geteuid() == 0))
+            _exit(3);
+        test_run_process(argv, 60, shared);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("%s: could not drop to user 65534", o->option);
+    memcpy(p, shared, sizeof *p);
+    munmap(shared, sizeof *shared);
+    assert_false(p->timed_out);
+}
+
+/* A fresh directory for one option in one scenario, and the value to pass:
+ * DIR/tr (created) for a directory option, DIR/out otherwise. */
+static void scenario(const char *name, int i, char *dir, char *value, size_t n) {
+    snprintf(dir, n, "%s/%s-%d", test_tmpdir, name, i);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(value, n, "%s/%s", dir, inside_dir(&outs[i]) ? "tr" : "out");
+    if (inside_dir(&outs[i])) assert_int_equal(mkdir(value, 0755), 0);
+}
+
+static void out_path(const out_opt_t *o, const char *value, int k, char *out, size_t n) {
+    snprintf(out, n, "%s%s", value, o->files[k]);
+}
+
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+static void expect_char_device(const char *path) {
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    if (!S_ISCHR(sb.st_mode)) fail_msg("%s is no longer a character device", path);
+}
+
+/* path is a good output of o: its format's start, not the old contents. */
+static void expect_output(const out_opt_t *o, const char *path) {
+    unsigned char head[64] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("%s: %s: not written: %s", o->option, path, strerror(errno));
+    size_t got = fread(head, 1, sizeof head, f);
+    fclose(f);
+    size_t n = strlen(o->prefix);
+    if (got < o->prefix_at + n || memcmp(head + o->prefix_at, o->prefix, n) != 0)
+        fail_msg("%s: %s does not hold the output (%zu bytes read)", o->option, path, got);
+}
+
+static void expect_link(const char *link, const char *target) {
+    struct stat sb;
+    char got[512] = {0};
+    assert_int_equal(lstat(link, &sb), 0);
+    if (!S_ISLNK(sb.st_mode)) fail_msg("%s is no longer a symbolic link", link);
+    assert_true(readlink(link, got, sizeof got - 1) > 0);
+    assert_string_equal(got, target);
+}
+
+static void expect_exit(const out_opt_t *o, const test_proc_t *p, int code, const char *in_err) {
+    if (p->exit_code != code || (in_err && !strstr(p->err, in_err)))
+        fail_msg("%s: exit %d (want %d), stderr: %s (want it to name '%s')", o->option, p->exit_code, code, p->err,
+                 in_err ? in_err : "");
+}
+
+/* A device: /dev/full refuses the bytes (exit 1, the device named, still a
+ * device); /dev/null takes them (exit 0, nothing made beside it). Options
+ * that write several files reach the device through links named as them. */
+static void device_case(const char *dev, int want_exit) {
+    test_proc_t *p = malloc(sizeof *p);
+    assert_non_null(p);
+    assert_int_equal(access(dev, W_OK), 0);
+    for (int i = 0; i < NUM_OUTS; i++) {
+        const out_opt_t *o = &outs[i];
+        char dir[512], value[600], path[700];
+        scenario(dev + 5, i, dir, value, sizeof dir);
+        if (!o->files[0][0]) {
+            snprintf(value, sizeof value, "%s", dev);
+        } else {
+            for (int k = 0; k < nfiles(o); k++) {
+                out_path(o, value, k, path, sizeof path);
+                assert_int_equal(symlink(dev, path), 0);
+            }
+        }
+        run_out(o, value, 0, p);
+        /* the error names the device, or the link the option named */
+        expect_exit(o, p, want_exit, want_exit ? (o->files[0][0] ? value : dev) : NULL);
+        expect_char_device(dev);
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%s.tmp", dev);
+        assert_int_not_equal(access(tmp, F_OK), 0);
+    }
+    free(p);
+}
+
+static void test_outputs_device_full(void **state) {
+    (void)state;
+    device_case("/dev/full", 1);
+}
+
+static void test_outputs_device_null(void **state) {
+    (void)state;
+    device_case("/dev/null", 0);
+}
+
+/* /dev/stdout on a pipe (the test reads the child's stdout through one) is
+ * written in place; its link chain ends in a magic name (pipe:[N]) that must
+ * never be created as a file. */
+static void test_outputs_dev_stdout(void **state) {
+    (void)state;
+    test_proc_t *p = malloc(sizeof *p);
+    assert_non_null(p);
+    char cwd[512];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    char here[512];
+    snprintf(here, sizeof here, "%s/stdout-cwd", test_tmpdir);
+    assert_int_equal(mkdir(here, 0755), 0);
+    assert_int_equal(chdir(here), 0);
+    const int picks[] = {3, 5};
+    const char *names[] = {"--output", "--export-text"};
+    for (int j = 0; j < 2; j++) {
+        const out_opt_t *o = &outs[picks[j]];
+        assert_string_equal(o->option, names[j]);
+        run_out(o, "/dev/stdout", 0, p);
+        expect_exit(o, p, 0, NULL);
+        if (!strstr(p->out, o->prefix)) fail_msg("%s /dev/stdout: the output is not on stdout", o->option);
+    }
+    int left = count_entries(here);
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(left, 0);
+    free(p);
+}
+
+/* A symlink to a file: the file's contents are replaced, the link stays a
+ * link to it (relative target). A dangling link: its target is created. */
+static void test_outputs_symlink_written_through(void **state) {
+    (void)state;
+    test_proc_t *p = malloc(sizeof *p);
+    assert_non_null(p);
+    for (int i = 0; i < NUM_OUTS; i++) {
+        const out_opt_t *o = &outs[i];
+        for (int dangling = 0; dangling <= 1; dangling++) {
+            char dir[512], value[600], path[700], target[64], real[800];
+            scenario(dangling ? "dangling" : "link", i, dir, value, sizeof dir);
+            for (int k = 0; k < nfiles(o); k++) {
+                out_path(o, value, k, path, sizeof path);
+                snprintf(target, sizeof target, "real%d", k);
+                snprintf(real, sizeof real, "%s/%s", inside_dir(o) ? value : dir, target);
+                if (!dangling) {
+                    FILE *f = fopen(real, "w");
+                    assert_non_null(f);
+                    fputs("old contents\n", f);
+                    assert_int_equal(fclose(f), 0);
+                }
+                assert_int_equal(symlink(target, path), 0);
+            }
+            run_out(o, value, 0, p);
+            expect_exit(o, p, 0, NULL);
+            for (int k = 0; k < nfiles(o); k++) {
+                out_path(o, value, k, path, sizeof path);
+                snprintf(target, sizeof target, "real%d", k);
+                snprintf(real, sizeof real, "%s/%s", inside_dir(o) ? value : dir, target);
+                expect_link(path, target);
+                expect_output(o, real);
+                snprintf(real + strlen(real), sizeof real - strlen(real), ".tmp");
+                assert_int_not_equal(access(real, F_OK), 0);
+            }
+        }
+    }
+    free(p);
+}
+
+/* A directory where the file would go: refused naming it, left as it was. */
+static void test_outputs_directory_refused(void **state) {
+    (void)state;
+    test_proc_t *p = malloc(sizeof *p);
+    assert_non_null(p);
+    for (int i = 0; i < NUM_OUTS; i++) {
+        const out_opt_t *o = &outs[i];
+        char dir[512], value[600], path[700], keep[800];
+        scenario("dir", i, dir, value, sizeof dir);
+        for (int k = 0; k < nfiles(o); k++) {
+            out_path(o, value, k, path, sizeof path);
+            assert_int_equal(mkdir(path, 0755), 0);
+            snprintf(keep, sizeof keep, "%s/keep", path);
+            FILE *f = fopen(keep, "w");
+            assert_non_null(f);
+            fputs("kept\n", f);
+            assert_int_equal(fclose(f), 0);
+        }
+        run_out(o, value, 0, p);
+        /* a single file is refused up front; files inside a directory when reached */
+        out_path(o, value, 0, path, sizeof path);
+        expect_exit(o, p, inside_dir(o) ? 1 : o->refused_exit, "is a directory");
+        if (!strstr(p->err, path)) fail_msg("%s: the error does not name %s: %s", o->option, path, p->err);
+        for (int k = 0; k < nfiles(o); k++) {
+            out_path(o, value, k, path, sizeof path);
+            snprintf(keep, sizeof keep, "%s/keep", path);
+            expect_contents(keep, "kept\n");
+        }
+    }
+    free(p);
+}
+
+
+/* A read-only directory: refused, the error naming the path, nothing left
+ * in it. Run as user 65534 when root, whom the mode would not stop. */
+static void test_outputs_readonly_dir_refused(void **state) {
+    (void)state;
+    test_proc_t *p = malloc(sizeof *p);
+    assert_non_null(p);
+    for (int i = 0; i < NUM_OUTS; i++) {
+        const out_opt_t *o = &outs[i];
+        char dir[512], value[600], ro[560];
+        scenario("ro", i, dir, value, sizeof dir);
+        snprintf(ro, sizeof ro, "%s/ro", dir);
+        assert_int_equal(mkdir(ro, 0755), 0);
+        assert_int_equal(chmod(ro, 0555), 0);
+        snprintf(value, sizeof value, "%s/out", ro);
+        run_out(o, value, 1, p);
+        expect_exit(o, p, o->refused_exit, value);
+        if (!strstr(p->err, "Permission denied") && !strstr(p->err, "not writable"))
+            fail_msg("%s: the error does not say why: %s", o->option, p->err);
+        assert_int_equal(count_entries(ro), 0);
+    }
+    free(p);
+}
+
+/* --trace DIR itself: a link to a directory is written through; a device or
+ * a read-only directory is refused before training, left as it was. */
+static void test_trace_dir_targets(void **state) {
+    (void)state;
+    const out_opt_t *o = &outs[2];
+    assert_string_equal(o->option, "--trace");
+    test_proc_t *p = malloc(sizeof *p);
+    assert_non_null(p);
+    char real[512], link[512], rank1[600];
+    snprintf(real, sizeof real, "%s/trace-real", test_tmpdir);
+    snprintf(link, sizeof link, "%s/trace-link", test_tmpdir);
+    assert_int_equal(mkdir(real, 0755), 0);
+    assert_int_equal(symlink("trace-real", link), 0);
+    run_out(o, link, 0, p);
+    expect_exit(o, p, 0, NULL);
+    expect_link(link, "trace-real");
+    snprintf(rank1, sizeof rank1, "%s/rank1.trace", real);
+    expect_output(o, rank1);
+
+    run_out(o, "/dev/full", 0, p);
+    expect_exit(o, p, 2, "/dev/full: exists and is not a directory");
+    expect_char_device("/dev/full");
+
+    char ro[512];
+    snprintf(ro, sizeof ro, "%s/trace-ro", test_tmpdir);
+    assert_int_equal(mkdir(ro, 0755), 0);
+    assert_int_equal(chmod(ro, 0555), 0);
+    run_out(o, ro, 1, p);
+    expect_exit(o, p, 2, "trace-ro: is not writable");
+    assert_int_equal(count_entries(ro), 0);
+    free(p);
+}
+
+/* The resolution on its own: a link loop and a socket are refused by name;
+ * a FIFO is written in place. */
+static void test_resolve_loop_and_kinds(void **state) {
+    (void)state;
+    char a[512], b[512];
+    path_in_tmp(a, sizeof a, "loop-a");
+    path_in_tmp(b, sizeof b, "loop-b");
+    assert_int_equal(symlink("loop-b", a), 0);
+    assert_int_equal(symlink("loop-a", b), 0);
+    shs__out_target_t to;
+    assert_int_equal(shs__out_resolve(a, &to), SHS_IO);
+    assert_non_null(strstr(shs_last_error(), "loop-a: more than 40 symbolic links"));
+    shs__afile_t f;
+    assert_int_equal(shs__afile_open(&f, b, "w"), SHS_IO);
+
+    char fifo[512];
+    path_in_tmp(fifo, sizeof fifo, "fifo");
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    assert_int_equal(shs__out_resolve(fifo, &to), SHS_OK);
+    assert_int_equal(to.in_place, 1);
+    assert_string_equal(to.path, fifo);
+
+    assert_int_equal(shs__out_resolve("/dev/full", &to), SHS_OK);
+    assert_int_equal(to.in_place, 1);
+    shs__dfile_t df;
+    assert_int_equal(shs__dfile_open(&df, "/dev/full"), SHS_OK);
+    assert_int_equal(shs__dfile_write(&df, "x", 1), SHS_IO);
+    assert_non_null(strstr(shs_last_error(), "/dev/full: write failed"));
+    shs__dfile_discard(&df);
+    expect_char_device("/dev/full");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discard_keeps_earlier_commit_replaces),
         cmocka_unit_test(test_errors_name_the_path),
         cmocka_unit_test(test_device_written_in_place),
         cmocka_unit_test(test_cli_write_failures),
+        cmocka_unit_test(test_outputs_device_full),
+        cmocka_unit_test(test_outputs_device_null),
+        cmocka_unit_test(test_outputs_dev_stdout),
+        cmocka_unit_test(test_outputs_symlink_written_through),
+        cmocka_unit_test(test_outputs_directory_refused),
+        cmocka_unit_test(test_outputs_readonly_dir_refused),
+        cmocka_unit_test(test_trace_dir_targets),
+        cmocka_unit_test(test_resolve_loop_and_kinds),
     };
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
+    return cmocka_run_group_tests(tests, outputs_setup, test_tmpdir_teardown);
 }
