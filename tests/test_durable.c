@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,23 @@
 
 #include "durable.h"
 #include "harness.h"
+
+/* The devices the tests write to: as root, private nodes of /dev/full (1,7)
+ * and /dev/null (1,3) made in the test's temp directory, so that a writer
+ * that regressed to "rename over the target" replaces a throwaway node and
+ * never the machine's /dev (CI runs as root); otherwise the real ones, which
+ * a non-root writer cannot replace. Either way they must be writable. */
+static char dev_full[512], dev_null[512];
+
+static int private_device(char *out, size_t n, const char *name, unsigned minor) {
+    snprintf(out, n, "%s/devs", test_tmpdir);
+    mkdir(out, 0755);
+    snprintf(out, n, "%s/devs/%s", test_tmpdir, name);
+    if (geteuid() != 0 || mknod(out, S_IFCHR | 0666, makedev(1, minor)) != 0) snprintf(out, n, "/dev/%s", name);
+    if (access(out, W_OK) == 0) return 0;
+    fprintf(stderr, "%s: not writable: %s\n", out, strerror(errno));
+    return -1;
+}
 
 static void expect_contents(const char *path, const char *text) {
     char buf[256] = {0};
@@ -67,11 +85,10 @@ static void test_errors_name_the_path(void **state) {
     assert_int_equal(shs__afile_open(&f, path, "w"), SHS_IO);
     assert_non_null(strstr(shs_last_error(), "no/such/dir/x.json: cannot create"));
 
-    if (access("/dev/full", W_OK) != 0) skip();
-    assert_int_equal(shs__afile_open(&f, "/dev/full", "w"), SHS_OK);
+    assert_int_equal(shs__afile_open(&f, dev_full, "w"), SHS_OK);
     for (int i = 0; i < 2000; i++) fputs("0123456789abcdef", f.fp); /* more than one stdio buffer */
     assert_int_equal(shs__afile_commit(&f), SHS_IO);
-    assert_non_null(strstr(shs_last_error(), "/dev/full"));
+    assert_non_null(strstr(shs_last_error(), dev_full));
     assert_null(f.fp);
 }
 
@@ -79,10 +96,12 @@ static void test_errors_name_the_path(void **state) {
 static void test_device_written_in_place(void **state) {
     (void)state;
     shs__afile_t f;
-    assert_int_equal(shs__afile_open(&f, "/dev/null", "w"), SHS_OK);
+    assert_int_equal(shs__afile_open(&f, dev_null, "w"), SHS_OK);
     fputs("discarded by the device\n", f.fp);
     assert_int_equal(shs__afile_commit(&f), SHS_OK);
-    assert_int_equal(access("/dev/null.tmp", F_OK) != 0, 1);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dev_null);
+    assert_int_equal(access(tmp, F_OK) != 0, 1);
 }
 
 /* The CLI: a report that cannot be written is an error (exit 1, the path
@@ -92,18 +111,19 @@ static void test_cli_write_failures(void **state) {
     (void)state;
     test_proc_t *p = malloc(sizeof *p);
     assert_non_null(p);
-    if (access("/dev/full", W_OK) == 0) {
+    {
         char *full[] = {SHS_BIN_PATH, "compare", "--layers", "1", "--channels", "32", "--heads", "2", "--context", "8",
-                        "--world", "2", "--variants", "plain", "--output", "/dev/full", NULL};
+                        "--world", "2", "--variants", "plain", "--output", dev_full, NULL};
         test_run_process(full, 60, p);
         assert_int_equal(p->exit_code, 1);
-        assert_non_null(strstr(p->err, "/dev/full"));
+        assert_non_null(strstr(p->err, dev_full));
     }
-    if (access("/dev/full", W_OK) == 0) { /* a report that never reaches stdout is a failure too */
-        char *sh[] = {"/bin/sh", "-c",
-                      SHS_BIN_PATH " compare --layers 1 --channels 32 --heads 2 --context 8 --world 2 --variants plain "
-                                   "> /dev/full",
-                      NULL};
+    { /* a report that never reaches stdout is a failure too */
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd,
+                 SHS_BIN_PATH " compare --layers 1 --channels 32 --heads 2 --context 8 --world 2 --variants plain > '%s'",
+                 dev_full);
+        char *sh[] = {"/bin/sh", "-c", cmd, NULL};
         test_run_process(sh, 60, p);
         assert_int_equal(p->exit_code, 1);
         assert_non_null(strstr(p->err, "cannot write the output"));
@@ -172,6 +192,9 @@ static int inside_dir(const out_opt_t *o) { return o->files[0][0] == '/'; }
  * runs as another), a copy of the binary there, and a two-rank trace. */
 static int outputs_setup(void **state) {
     if (test_tmpdir_setup(state) != 0 || chmod(test_tmpdir, 0755) != 0) return -1;
+    if (private_device(dev_full, sizeof dev_full, "full", 7) != 0 ||
+        private_device(dev_null, sizeof dev_null, "null", 3) != 0)
+        return -1;
     snprintf(bin_copy, sizeof bin_copy, "%s/shardsim", test_tmpdir);
     snprintf(in_trace, sizeof in_trace, "%s/in-trace", test_tmpdir);
     char cmd[1024];
@@ -286,7 +309,7 @@ static void device_case(const char *dev, int want_exit) {
     for (int i = 0; i < NUM_OUTS; i++) {
         const out_opt_t *o = &outs[i];
         char dir[512], value[600], path[700];
-        scenario(dev + 5, i, dir, value, sizeof dir);
+        scenario(strrchr(dev, '/') + 1, i, dir, value, sizeof dir);
         if (!o->files[0][0]) {
             snprintf(value, sizeof value, "%s", dev);
         } else {
@@ -299,7 +322,7 @@ static void device_case(const char *dev, int want_exit) {
         /* the error names the device, or the link the option named */
         expect_exit(o, p, want_exit, want_exit ? (o->files[0][0] ? value : dev) : NULL);
         expect_char_device(dev);
-        char tmp[64];
+        char tmp[600];
         snprintf(tmp, sizeof tmp, "%s.tmp", dev);
         assert_int_not_equal(access(tmp, F_OK), 0);
     }
@@ -308,12 +331,12 @@ static void device_case(const char *dev, int want_exit) {
 
 static void test_outputs_device_full(void **state) {
     (void)state;
-    device_case("/dev/full", 1);
+    device_case(dev_full, 1);
 }
 
 static void test_outputs_device_null(void **state) {
     (void)state;
-    device_case("/dev/null", 0);
+    device_case(dev_null, 0);
 }
 
 /* /dev/stdout on a pipe (the test reads the child's stdout through one) is
@@ -458,9 +481,11 @@ static void test_trace_dir_targets(void **state) {
     snprintf(rank1, sizeof rank1, "%s/rank1.trace", real);
     expect_output(o, rank1);
 
-    run_out(o, "/dev/full", 0, p);
-    expect_exit(o, p, 2, "/dev/full: exists and is not a directory");
-    expect_char_device("/dev/full");
+    run_out(o, dev_full, 0, p);
+    char want[600];
+    snprintf(want, sizeof want, "%s: exists and is not a directory", dev_full);
+    expect_exit(o, p, 2, want);
+    expect_char_device(dev_full);
 
     char ro[512];
     snprintf(ro, sizeof ro, "%s/trace-ro", test_tmpdir);
@@ -494,14 +519,16 @@ static void test_resolve_loop_and_kinds(void **state) {
     assert_int_equal(to.in_place, 1);
     assert_string_equal(to.path, fifo);
 
-    assert_int_equal(shs__out_resolve("/dev/full", &to), SHS_OK);
+    assert_int_equal(shs__out_resolve(dev_full, &to), SHS_OK);
     assert_int_equal(to.in_place, 1);
     shs__dfile_t df;
-    assert_int_equal(shs__dfile_open(&df, "/dev/full"), SHS_OK);
+    assert_int_equal(shs__dfile_open(&df, dev_full), SHS_OK);
     assert_int_equal(shs__dfile_write(&df, "x", 1), SHS_IO);
-    assert_non_null(strstr(shs_last_error(), "/dev/full: write failed"));
+    char want[600];
+    snprintf(want, sizeof want, "%s: write failed", dev_full);
+    assert_non_null(strstr(shs_last_error(), want));
     shs__dfile_discard(&df);
-    expect_char_device("/dev/full");
+    expect_char_device(dev_full);
 }
 
 int main(void) {
