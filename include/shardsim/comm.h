@@ -84,10 +84,12 @@
  *    sequence number carrying different nonzero tags. So a skipped (or
  *    extra) call is caught at that sequence number, on every rank, whenever
  *    the skipping rank's next tagged call carries a tag other than the
- *    skipped one's. shardsim's strategies tag every call they make with a
- *    tag that differs from call to call within a step (purpose, unit,
- *    micro-batch) and from step to step, so a skipped strategy call is
- *    caught at the skip.
+ *    skipped one's. shardsim's strategies (strategy.h), the trainer and
+ *    the meta run tag every call they make with its purpose, unit,
+ *    micro-batch and step, which tells a call from the next one on the
+ *    same communicator (a unit used twice in one pass, the GPT's tied
+ *    embedding, repeats its tag, but not in consecutive calls), so a
+ *    skipped strategy call is caught at the skip.
  *  - Not detected by tags: a tag of 0 (untagged, the default) matches any
  *    tag. A skip among untagged identical calls is found only when the
  *    fields differ later or, when the skipping rank stops one call early,
