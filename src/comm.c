@@ -51,7 +51,42 @@ const char *shs_coll_op_name(shs_coll_op_t op) {
     return (int)op >= 0 && op < SHS_NUM_COLL_OPS ? coll_op_names[op] : "invalid";
 }
 
-void shs__call_format(char *buf, size_t size, const shs__call_t *c) {
+/* ---- call tags --------------------------------------------------------- */
+
+static const char *const tag_kind_names[SHS_NUM_TAG_KINDS] = {
+    "raw", "fwd-all-gather", "bwd-all-gather", "reduce-scatter", "replica-all-reduce", "grad-all-reduce",
+    "param-regather", "grad-norm", "overflow-check", "loss-all-reduce", "split",
+};
+
+uint64_t shs_comm_tag_pack(shs_tag_kind_t kind, int unit, int micro, long step) {
+    uint64_t u = unit < 0 ? 0 : ((uint64_t)unit + 1) & 0xffff, m = micro < 0 ? 0 : (uint64_t)micro & 0xff;
+    return ((uint64_t)kind & 0xff) << 56 | m << 48 | u << 32 | ((uint64_t)step & 0xffffffffu);
+}
+
+void shs_comm_tag_format(char *buf, size_t size, uint64_t tag) {
+    unsigned kind = (unsigned)(tag >> 56);
+    if (tag == 0) snprintf(buf, size, "untagged");
+    else if (kind == SHS_TAG_RAW) snprintf(buf, size, "tag %llu", (unsigned long long)tag);
+    else if (kind >= SHS_NUM_TAG_KINDS) snprintf(buf, size, "tag 0x%016llx", (unsigned long long)tag);
+    else {
+        size_t len = 0;
+        unsigned unit = (unsigned)(tag >> 32) & 0xffff, step = (unsigned)(tag & 0xffffffffu);
+        if (size) buf[0] = '\0';
+        shs__appendf(buf, size, &len, "[%s", tag_kind_names[kind]);
+        if (unit) shs__appendf(buf, size, &len, " unit %u", unit - 1);
+        shs__appendf(buf, size, &len, " micro %u", (unsigned)(tag >> 48) & 0xff);
+        if (step) shs__appendf(buf, size, &len, " step %u", step);
+        shs__appendf(buf, size, &len, "]");
+    }
+}
+
+void shs_comm_set_tag(shs_comm_t *comm, uint64_t tag) {
+    if (comm) comm->tag = tag;
+}
+
+uint64_t shs_comm_tag(const shs_comm_t *comm) { return comm ? comm->tag : 0; }
+
+static void call_fields_format(char *buf, size_t size, const shs__call_t *c) {
     const char *name = shs_coll_op_name(c->op), *dt = shs_dtype_name(c->dtype), *rd = shs_redop_name(c->redop);
     unsigned long long n = (unsigned long long)c->count;
     switch (c->op) {
@@ -67,6 +102,63 @@ void shs__call_format(char *buf, size_t size, const shs__call_t *c) {
         break;
     default: snprintf(buf, size, "%s()", name); break;
     }
+}
+
+void shs__call_format(char *buf, size_t size, const shs__call_t *c) {
+    call_fields_format(buf, size, c);
+    size_t len = strlen(buf);
+    if (c->tag && len + 1 < size) {
+        buf[len++] = ' ';
+        shs_comm_tag_format(buf + len, size - len, c->tag);
+    }
+}
+
+/* Every field of comm.h's check but the tag. */
+static int call_fields_match(const shs__call_t *a, const shs__call_t *b) {
+    return a->op == b->op && a->seq == b->seq && a->count == b->count && a->dtype == b->dtype &&
+           a->redop == b->redop && a->root == b->root && a->order == b->order;
+}
+
+int shs__check_calls(int n, shs__call_get_fn get, const void *ctx, const char *comm_name, char *detail,
+                     size_t size) {
+    shs__call_t buf_ref, buf_j, buf_bad;
+    const shs__call_t *ref = get(ctx, 0, &buf_ref);
+    int ref_rank = 0, first_bad = -1, nbad = 0;
+    for (int j = 1; j < n; j++) {
+        if (call_fields_match(ref, get(ctx, j, &buf_j))) continue;
+        if (first_bad < 0) first_bad = j;
+        nbad++;
+    }
+    if (first_bad < 0) { /* fields agree: the nonzero tags against the first one */
+        ref_rank = -1;
+        for (int j = 0; j < n; j++) {
+            const shs__call_t *c = get(ctx, j, ref_rank < 0 ? &buf_ref : &buf_j);
+            if (!c->tag) continue;
+            if (ref_rank < 0) {
+                ref = c;
+                ref_rank = j;
+            } else if (c->tag != ref->tag) {
+                if (first_bad < 0) first_bad = j;
+                nbad++;
+            }
+        }
+        if (first_bad < 0) return 1;
+    }
+    const shs__call_t *bad = get(ctx, first_bad, &buf_bad);
+    char a[256], b[256];
+    shs__call_format(a, sizeof a, ref);
+    shs__call_format(b, sizeof b, bad);
+    size_t len = 0;
+    if (size) detail[0] = '\0';
+    if (ref->seq == bad->seq)
+        shs__appendf(detail, size, &len, "comm '%s' seq %llu: rank %d called %s but rank %d called %s", comm_name,
+                     (unsigned long long)ref->seq, ref_rank, a, first_bad, b);
+    else
+        shs__appendf(detail, size, &len, "comm '%s': rank %d called %s at seq %llu but rank %d called %s at seq %llu",
+                     comm_name, ref_rank, a, (unsigned long long)ref->seq, first_bad, b,
+                     (unsigned long long)bad->seq);
+    if (nbad > 1) shs__appendf(detail, size, &len, " (%d ranks differ from rank %d)", nbad, ref_rank);
+    return 0;
 }
 
 /* ---- communicator lifetime ------------------------------------------- */
@@ -186,7 +278,7 @@ static shs_status_t check_root(const shs_comm_t *comm, const shs__call_t *c) {
 static shs__call_t new_call(shs_comm_t *comm, shs_coll_op_t op, const void *sendbuf, void *recvbuf, size_t count,
                             shs_dtype_t dtype, shs_redop_t redop, int root) {
     return (shs__call_t){.op = op, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype,
-                         .redop = redop, .root = root};
+                         .redop = redop, .root = root, .tag = comm->tag};
 }
 
 /* Numbers the call, dispatches, and counts it in the stats on success. */

@@ -17,7 +17,8 @@
 
 /* One collective call as it reaches a backend. Fields an op does not take
  * hold fixed values (count 0, redop SUM, root 0), so comparing two calls
- * field by field is the consistency check. */
+ * field by field is the consistency check (shs__check_calls), the tag
+ * with its own rule: 0 matches any tag. */
 typedef struct {
     shs_coll_op_t op;
     const void *sendbuf;
@@ -28,6 +29,7 @@ typedef struct {
     int root;
     shs_reduce_order_t order; /* all_reduce and reduce_scatter: the handle's order; others RANK */
     uint64_t seq;
+    uint64_t tag;            /* the handle's tag (comm.h CALL TAGS); 0 untagged */
     int color, key;          /* split only; not compared across ranks */
 } shs__call_t;
 
@@ -62,6 +64,7 @@ struct shs_comm {
     shs_comm_recorder_fn recorder;   /* optional: called after each collective */
     void *recorder_user;
     char marker[SHS_COMM_MARKER_MAX];
+    uint64_t tag;                /* of the next calls (shs_comm_set_tag) */
 };
 
 struct shs_comm_id {
@@ -90,8 +93,23 @@ shs_status_t shs__comm_thread_id_create(void **ctx, int nranks, int timeout_ms, 
 /* A zeroed handle with `iface` set, or NULL when the host refuses. */
 shs_comm_t *shs__comm_new(const shs__comm_iface_t *iface);
 
-/* "all_reduce(count=1024, dtype=f32, op=sum)": the fields the op takes. */
+/* "all_reduce(count=1024, dtype=f32, op=sum)": the fields the op takes,
+ * then the tag when there is one ("... tag 7", "... [reduce-scatter unit 3
+ * micro 0 step 7]"). */
 void shs__call_format(char *buf, size_t size, const shs__call_t *call);
+
+/* The cross-rank check of comm.h on one call, the same in every backend:
+ * get(ctx, j, buf) returns rank j's call (a pointer into the backend's
+ * state, or buf filled in) for j in [0, n). All fields but the tag must
+ * equal rank 0's; then all nonzero tags must equal the first one. Returns
+ * 1 when they do; else 0 with `detail` (size bytes) naming the comm, the
+ * sequence number, the first rank that differs, its call and the call it
+ * differs from ("comm 'world' seq 5: rank 0 called A but rank 2 called B",
+ * "... (3 ranks differ from rank 0)"). Every rank holding the same calls
+ * reaches the same verdict and text. */
+typedef const shs__call_t *(*shs__call_get_fn)(const void *ctx, int rank, shs__call_t *buf);
+int shs__check_calls(int n, shs__call_get_fn get, const void *ctx, const char *comm_name, char *detail,
+                     size_t size);
 
 /* dst[i] = op over srcs[0][i], srcs[1][i], ..., srcs[nsrc-1][i] in that order,
  * for i in [0, n), with the rounding rules of comm.h (AVG divides by nsrc).

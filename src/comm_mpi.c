@@ -16,8 +16,8 @@
  *
  * Vocabulary of the algorithms below:
  *   descriptor  one call's checked fields (op, count, dtype, reduce op,
- *               root, reduce order, sequence number; split also color and
- *               key, not compared), sent by every rank to every other rank
+ *               root, reduce order, sequence number, tag; split also color
+ *               and key, not compared), sent by every rank to every other rank
  *               with MPI_Isend/MPI_Irecv before any data moves.
  *   wait        a polling loop over MPI_Testall with the communicator's
  *               deadline that also watches for an abort message (tag
@@ -60,7 +60,7 @@ typedef enum { FAIL_NONE, FAIL_MISMATCH, FAIL_TIMEOUT, FAIL_ABORT, FAIL_MPI } fa
 
 /* One call's fields as sent to the other ranks (fixed layout, all int64). */
 typedef struct {
-    int64_t op, count, dtype, redop, root, order, seq, color, key;
+    int64_t op, count, dtype, redop, root, order, seq, color, key, tag;
 } desc_t;
 
 typedef struct {
@@ -265,40 +265,20 @@ static shs_status_t wait_all(shs_comm_t *comm, const shs__call_t *call, MPI_Requ
 
 /* ---- descriptor exchange and check ---------------------------------------- */
 
-static int descs_match(const desc_t *a, const desc_t *b) {
-    return a->op == b->op && a->seq == b->seq && a->count == b->count && a->dtype == b->dtype &&
-           a->redop == b->redop && a->root == b->root && a->order == b->order;
-}
-
-static shs__call_t desc_call(const desc_t *d) {
-    return (shs__call_t){.op = (shs_coll_op_t)d->op, .count = (size_t)d->count, .dtype = (shs_dtype_t)d->dtype,
+/* shs__check_calls' view of rank j's received descriptor. */
+static const shs__call_t *desc_call(const void *descs, int rank, shs__call_t *buf) {
+    const desc_t *d = &((const desc_t *)descs)[rank];
+    *buf = (shs__call_t){.op = (shs_coll_op_t)d->op, .count = (size_t)d->count, .dtype = (shs_dtype_t)d->dtype,
                          .redop = (shs_redop_t)d->redop, .root = (int)d->root,
-                         .order = (shs_reduce_order_t)d->order, .seq = (uint64_t)d->seq};
+                         .order = (shs_reduce_order_t)d->order, .seq = (uint64_t)d->seq, .tag = (uint64_t)d->tag};
+    return buf;
 }
 
-/* Same text as the thread backend's check (comm_thread.c). */
+/* The thread backend's check on the exchanged descriptors (same verdict and text). */
 static shs_status_t check_descs(shs_comm_t *comm) {
     mpi_ctx_t *ctx = comm->ctx;
-    const desc_t *ref = &ctx->descs[0];
-    int first_bad = -1, nbad = 0;
-    for (int j = 1; j < comm->nranks; j++) {
-        if (descs_match(ref, &ctx->descs[j])) continue;
-        if (first_bad < 0) first_bad = j;
-        nbad++;
-    }
-    if (first_bad < 0) return SHS_OK;
-    shs__call_t rc = desc_call(ref), bc = desc_call(&ctx->descs[first_bad]);
-    char a[128], b[128], detail[FAIL_TEXT];
-    shs__call_format(a, sizeof a, &rc);
-    shs__call_format(b, sizeof b, &bc);
-    size_t len = 0;
-    if (rc.seq == bc.seq)
-        shs__appendf(detail, sizeof detail, &len, "comm '%s' seq %llu: rank 0 called %s but rank %d called %s", ctx->name,
-                (unsigned long long)rc.seq, a, first_bad, b);
-    else
-        shs__appendf(detail, sizeof detail, &len, "comm '%s': rank 0 called %s at seq %llu but rank %d called %s at seq %llu",
-                ctx->name, a, (unsigned long long)rc.seq, first_bad, b, (unsigned long long)bc.seq);
-    if (nbad > 1) shs__appendf(detail, sizeof detail, &len, " (%d ranks differ from rank 0)", nbad);
+    char detail[FAIL_TEXT];
+    if (shs__check_calls(comm->nranks, desc_call, ctx->descs, ctx->name, detail, sizeof detail)) return SHS_OK;
     if (ctx->fail == FAIL_NONE) {
         ctx->fail = FAIL_MISMATCH;
         snprintf(ctx->fail_detail, sizeof ctx->fail_detail, "%s", detail);
@@ -314,7 +294,7 @@ static shs_status_t exchange(shs_comm_t *comm, const shs__call_t *call) {
     int n = comm->nranks, r = comm->rank, k = 0;
     ctx->mine = (desc_t){.op = call->op, .count = (int64_t)call->count, .dtype = call->dtype, .redop = call->redop,
                          .root = call->root, .order = call->order, .seq = (int64_t)call->seq, .color = call->color,
-                         .key = call->key};
+                         .key = call->key, .tag = (int64_t)call->tag};
     ctx->descs[r] = ctx->mine;
     int *owner = ctx->owner;
     shs_status_t s = SHS_OK;

@@ -15,7 +15,7 @@
  * sleepers only when there are any; the wake word's low bit marks the
  * communicator failed, which wakes every sleeper.
  * The cross-rank checks (same op, count, dtype, reduce op, root, sequence
- * number), the timeout and abort of comm.h live here.
+ * number, tag: shs__check_calls), the timeout and abort of comm.h live here.
  * What it is not: a model of a network (no link bandwidth, no ring data
  * movement: ring reduce order only reorders the sources), or usable across
  * processes.
@@ -438,35 +438,25 @@ static shs_status_t barrier(shs_comm_t *comm, const shs__call_t *call) {
 /* Rank j's staging buffer for `call`. */
 #define STAGE(sh, j, call) ((sh)->stage + ((size_t)(j) * 2 + (size_t)PARITY(call)) * STAGE_BYTES)
 
-static int calls_match(const shs__call_t *a, const shs__call_t *b) {
-    return a->op == b->op && a->seq == b->seq && a->count == b->count && a->dtype == b->dtype &&
-           a->redop == b->redop && a->root == b->root && a->order == b->order;
+/* shs__check_calls' view of the posted calls of one parity. */
+typedef struct {
+    const shared_t *sh;
+    const shs__call_t *call;
+} posted_view_t;
+
+static const shs__call_t *posted_call(const void *view, int rank, shs__call_t *buf) {
+    (void)buf;
+    const posted_view_t *v = view;
+    const shs__call_t *call = v->call; /* POSTED's parameter is named after the slot's member */
+    return POSTED(v->sh, rank, call);
 }
 
 /* Every rank runs this on the same posted calls, so all reach the same verdict. */
 static shs_status_t check_calls(shs_comm_t *comm, const shs__call_t *call) {
     shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
-    const shs__call_t *ref = POSTED(sh, 0, call);
-    int first_bad = -1, nbad = 0;
-    for (int j = 1; j < sh->nranks; j++) {
-        if (calls_match(ref, POSTED(sh, j, call))) continue;
-        if (first_bad < 0) first_bad = j;
-        nbad++;
-    }
-    if (first_bad < 0) return SHS_OK;
-
-    const shs__call_t *bad = POSTED(sh, first_bad, call);
-    char a[128], b[128], detail[FAIL_TEXT];
-    shs__call_format(a, sizeof a, ref);
-    shs__call_format(b, sizeof b, bad);
-    size_t len = 0;
-    if (ref->seq == bad->seq)
-        shs__appendf(detail, sizeof detail, &len, "comm '%s' seq %llu: rank 0 called %s but rank %d called %s", sh->name,
-                (unsigned long long)ref->seq, a, first_bad, b);
-    else
-        shs__appendf(detail, sizeof detail, &len, "comm '%s': rank 0 called %s at seq %llu but rank %d called %s at seq %llu",
-                sh->name, a, (unsigned long long)ref->seq, first_bad, b, (unsigned long long)bad->seq);
-    if (nbad > 1) shs__appendf(detail, sizeof detail, &len, " (%d ranks differ from rank 0)", nbad);
+    posted_view_t view = {sh, call};
+    char detail[FAIL_TEXT];
+    if (shs__check_calls(sh->nranks, posted_call, &view, sh->name, detail, sizeof detail)) return SHS_OK;
 
     pthread_mutex_lock(&sh->fail_mu);
     if (sh->fail_kind == FAIL_NONE) {

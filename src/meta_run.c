@@ -272,6 +272,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
             seg_begin(&r, SHS_META_SEG_SETUP, -1, "step start");
         }
         float local_loss = 0.0f, loss;
+        shs_strategy_set_step(strat, step + 1);
         SHS_CHECK_GOTO(shs_strategy_begin_step(strat), st, done);
         float scale = shs_strategy_loss_scale(strat).scale;
         for (int k = 0; k < K; k++) {
@@ -290,6 +291,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
         SHS_CHECK_GOTO(shs_strategy_finish_step(strat, step + 1), st, done);
         seg_begin(&r, SHS_META_SEG_LOSS, -1, "loss");
         SHS_CHECK_GOTO(shs_memcpy_h2d(r.dev, loss_dev, &local_loss, sizeof local_loss), st, done);
+        shs_comm_set_tag(r.comm, shs_comm_tag_pack(SHS_TAG_LOSS_ALL_REDUCE, -1, 0, step + 1));
         SHS_CHECK_GOTO(shs_all_reduce(loss_dev, loss_dev, 1, SHS_F32, SHS_AVG, r.comm), st, done);
         SHS_CHECK_GOTO(shs_memcpy_d2h(r.dev, &loss, loss_dev, sizeof loss), st, done);
         if (last) {

@@ -55,7 +55,8 @@ shs_status_t shs__strategy_refresh_replica(shs_strategy_t *s, unit_state_t *u) {
     SHS_CHECK(shs_device_alloc(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, SHS_MEM_COMM,
                                "low-precision shard"));
     shs_cast(s->dev, lp_shard, pd, u->params, SHS_F32, u->shard.size);
-    shs_status_t st = shs_all_gather(lp_shard, u->lp_replica, u->shard.size, pd, s->shard_comm);
+    shs_status_t st = shs_all_gather(lp_shard, u->lp_replica, u->shard.size, pd,
+                                     tagged(s, s->shard_comm, SHS_TAG_PARAM_REGATHER, unit_index(s, u)));
     shs_device_free(s->dev, lp_shard);
     if (st == SHS_OK) u->lp_stale = 0;
     return st;
@@ -75,6 +76,13 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
         return SHS_OK;
     }
     if (full_params(s, u)) return round_to(s, u->gathered, u->params, u->numel, pd);
+    if (u->skip_gather) { /* fault injection (shs_strategy_skip_gather) */
+        u->skip_gather = 0;
+        return shs_memset(s->dev, u->gathered, 0, len * sizeof(float));
+    }
+    shs_comm_t *comm = tagged(s, s->shard_comm,
+                              s->phase == SHS_PHASE_BACKWARD ? SHS_TAG_BWD_ALL_GATHER : SHS_TAG_FWD_ALL_GATHER,
+                              unit_index(s, u));
     const float *shard = u->params;
     float *staged = NULL;
     if (params_on_host(s, u)) { /* offloaded shard: copy it in first */
@@ -89,7 +97,7 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
         shard = staged;
     }
     if (pd == SHS_F32) {
-        shs_status_t st = shs_all_gather(shard, u->gathered, u->shard.size, SHS_F32, s->shard_comm);
+        shs_status_t st = shs_all_gather(shard, u->gathered, u->shard.size, SHS_F32, comm);
         shs_device_free(s->dev, staged);
         return st;
     }
@@ -102,7 +110,7 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
                               "zero3 gathered params (low precision)");
     if (st == SHS_OK) {
         shs_cast(s->dev, lp_shard, pd, shard, SHS_F32, u->shard.size);
-        st = shs_all_gather(lp_shard, lp_full, u->shard.size, pd, s->shard_comm);
+        st = shs_all_gather(lp_shard, lp_full, u->shard.size, pd, comm);
     }
     if (st == SHS_OK) shs_cast(s->dev, u->gathered, SHS_F32, lp_full, pd, u->full_len);
     shs_device_free(s->dev, lp_shard);
@@ -237,6 +245,7 @@ void shs_strategy_set_phase(shs_strategy_t *s, shs_phase_t phase) {
     }
     s->order_len[phase] = 0;
     s->phase = phase;
+    if (phase == SHS_PHASE_FORWARD) s->micro = s->forwards++;
 }
 
 static shs_status_t acquire_grads(void *self, int unit, float **grads) {
@@ -254,11 +263,12 @@ static shs_status_t acquire_grads(void *self, int unit, float **grads) {
 /* AVG all-reduce of n f32 gradients in place, carried in reduce_dtype. */
 static shs_status_t all_reduce_grads(shs_strategy_t *s, float *p, size_t n) {
     shs_dtype_t rd = s->cfg.reduce_dtype;
-    if (rd == SHS_F32) return shs_all_reduce(p, p, n, SHS_F32, SHS_AVG, s->comm);
+    shs_comm_t *comm = tagged(s, s->comm, SHS_TAG_GRAD_ALL_REDUCE, s->bucket_unit);
+    if (rd == SHS_F32) return shs_all_reduce(p, p, n, SHS_F32, SHS_AVG, comm);
     void *tmp;
     SHS_CHECK(shs_device_alloc(s->dev, &tmp, n * shs_dtype_size(rd), SHS_MEM_COMM, "reduce buffer"));
     shs_cast(s->dev, tmp, rd, p, SHS_F32, n);
-    shs_status_t st = shs_all_reduce(tmp, tmp, n, rd, SHS_AVG, s->comm);
+    shs_status_t st = shs_all_reduce(tmp, tmp, n, rd, SHS_AVG, comm);
     if (st == SHS_OK) shs_cast(s->dev, p, SHS_F32, tmp, rd, n);
     shs_device_free(s->dev, tmp);
     return st;
@@ -271,17 +281,20 @@ static shs_status_t all_reduce_grads(shs_strategy_t *s, float *p, size_t n) {
 static shs_status_t reduce_scatter_grads(shs_strategy_t *s, unit_state_t *u, float *full, float *out) {
     shs_dtype_t rd = s->cfg.reduce_dtype;
     size_t S = u->shard.size;
+    int unit = unit_index(s, u);
+    shs_comm_t *shard_comm = tagged(s, s->shard_comm, SHS_TAG_REDUCE_SCATTER, unit);
+    shs_comm_t *replica_comm = s->replica_comm ? tagged(s, s->replica_comm, SHS_TAG_REPLICA_ALL_REDUCE, unit) : NULL;
     if (rd == SHS_F32) {
-        SHS_CHECK(shs_reduce_scatter(full, out, S, SHS_F32, SHS_AVG, s->shard_comm));
-        return s->replica_comm ? shs_all_reduce(out, out, S, SHS_F32, SHS_AVG, s->replica_comm) : SHS_OK;
+        SHS_CHECK(shs_reduce_scatter(full, out, S, SHS_F32, SHS_AVG, shard_comm));
+        return replica_comm ? shs_all_reduce(out, out, S, SHS_F32, SHS_AVG, replica_comm) : SHS_OK;
     }
     size_t es = shs_dtype_size(rd);
     void *tmp;
     SHS_CHECK(shs_device_alloc(s->dev, &tmp, (u->full_len ? u->full_len : 1) * es, SHS_MEM_COMM, "reduce buffer"));
     shs_cast(s->dev, tmp, rd, full, SHS_F32, u->full_len);
     char *mine = (char *)tmp + u->shard.offset * es;
-    shs_status_t st = shs_reduce_scatter(tmp, mine, S, rd, SHS_AVG, s->shard_comm);
-    if (st == SHS_OK && s->replica_comm) st = shs_all_reduce(mine, mine, S, rd, SHS_AVG, s->replica_comm);
+    shs_status_t st = shs_reduce_scatter(tmp, mine, S, rd, SHS_AVG, shard_comm);
+    if (st == SHS_OK && replica_comm) st = shs_all_reduce(mine, mine, S, rd, SHS_AVG, replica_comm);
     if (st == SHS_OK) shs_cast(s->dev, out, SHS_F32, mine, rd, S);
     shs_device_free(s->dev, tmp);
     return st;
@@ -303,6 +316,7 @@ static shs_status_t bucket_grads_ready(shs_strategy_t *s, unit_state_t *u) {
     if (s->bucket_hi != s->bucket_lo && hi != s->bucket_lo) SHS_CHECK(shs__strategy_flush_bucket(s));
     if (s->bucket_hi == s->bucket_lo) s->bucket_hi = hi;
     s->bucket_lo = lo;
+    s->bucket_unit = unit_index(s, u);
     if ((s->bucket_hi - s->bucket_lo) * sizeof(float) >= s->cfg.bucket_bytes) SHS_CHECK(shs__strategy_flush_bucket(s));
     return SHS_OK;
 }
@@ -413,6 +427,8 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     s->shard_n = s->nranks;
     s->shard_rank = s->rank;
     s->sync = 1;
+    s->step = 1;
+    s->bucket_unit = -1;
     s->grad_norm = -1.0f;
     s->opt_dev = dev;
     if (s->cfg.param_dtype == 0) s->cfg.param_dtype = SHS_F32;
@@ -449,8 +465,12 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         /* groups of G consecutive ranks shard; ranks equal mod G replicate.
          * With one replica (G = N) there is no replica group: an all-reduce
          * over one rank would change nothing and only add calls. */
-        SHS_CHECK_GOTO(shs_comm_split(comm, s->rank / G, s->rank, &s->shard_comm), st, fail);
-        if (s->nranks / G > 1) SHS_CHECK_GOTO(shs_comm_split(comm, s->rank % G, s->rank, &s->replica_comm), st, fail);
+        uint64_t caller_tag = shs_comm_tag(comm); /* restored: the caller's later calls are its own */
+        shs_comm_set_tag(comm, shs_comm_tag_pack(SHS_TAG_SPLIT, -1, 0, 0));
+        st = shs_comm_split(comm, s->rank / G, s->rank, &s->shard_comm);
+        if (st == SHS_OK && s->nranks / G > 1) st = shs_comm_split(comm, s->rank % G, s->rank, &s->replica_comm);
+        shs_comm_set_tag(comm, caller_tag);
+        if (st != SHS_OK) goto fail;
         s->shard_n = G;
         s->shard_rank = s->rank % G;
         s->replica = s->rank / G;

@@ -28,6 +28,7 @@ typedef struct {
     int gather_refs;       /* outstanding acquires of `gathered` (a held ref included) */
     int held;              /* gathered ahead (prefetch) or kept after forward: one ref held for the next acquire */
     size_t plant_inf;      /* plant_grad_inf: element + 1 to poison at finish_step, 0 none */
+    int skip_gather;       /* skip_gather: leave out the next all-gather of the shards (fault injection) */
     float *grad_full;      /* whole/Z1: view into grad_block; Z2/Z3: transient (COMM) */
     float *grad_shard;     /* Z2/Z3: reduced gradient shard (S) */
     size_t grad_offset;    /* whole/Z1: offset of this unit in grad_block */
@@ -56,6 +57,13 @@ struct shs_strategy {
     shs_loss_scale_state_t scaler;
     int skipped;           /* the last step was skipped for overflow */
     shs_phase_t phase;
+    /* what the tags of this rank's calls carry (comm.h CALL TAGS): the step
+     * (shs_strategy_set_step; finish_step's argument), the micro-batch (its
+     * index in the step: forward phases entered since begin_step, less one)
+     * and, for the DDP bucket's all-reduce, the unit that joined it last */
+    long step;
+    int micro, forwards;
+    int bucket_unit;
     /* execution order, per phase: units in order of first acquire during this
      * pass (order) and during the last complete one (prev); FSDP records it
      * the same way to drive prefetching */
@@ -112,6 +120,16 @@ static inline void device_range(const shs_strategy_t *s, const unit_state_t *u, 
     } else {
         *param = owned_params(s, u); *grad = u->grad_shard; *n = u->shard.valid;
     }
+}
+
+static inline int unit_index(const shs_strategy_t *s, const unit_state_t *u) { return (int)(u - s->units); }
+
+/* `c` with the tag of this rank's next call set: `kind` for `unit` (-1:
+ * none) at the current micro-batch and step. Every call the strategy makes
+ * goes through it, so a rank that skips one is caught at its next call. */
+static inline shs_comm_t *tagged(const shs_strategy_t *s, shs_comm_t *c, shs_tag_kind_t kind, int unit) {
+    shs_comm_set_tag(c, shs_comm_tag_pack(kind, unit, s->micro, s->step));
+    return c;
 }
 
 /* Whether the unit's parameter shard itself lives on the host (offload params). */

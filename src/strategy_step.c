@@ -18,9 +18,12 @@
 shs_status_t shs_strategy_begin_step(shs_strategy_t *s) {
     shs__strategy_drop_held(s);
     s->bucket_lo = s->bucket_hi = 0;
+    s->micro = s->forwards = 0;
     if (s->grad_block) SHS_CHECK(shs_memset(s->dev, s->grad_block, 0, s->grad_block_len * sizeof(float)));
     return SHS_OK;
 }
+
+void shs_strategy_set_step(shs_strategy_t *s, long step) { s->step = step; }
 
 void shs_strategy_set_sync(shs_strategy_t *s, int sync) {
     s->sync = sync;
@@ -30,8 +33,9 @@ void shs_strategy_set_sync(shs_strategy_t *s, int sync) {
 /* The total gradient norm (strategy.h): each element counted once. Under
  * DDP every rank holds every reduced element and computes it alone; under
  * ZeRO each rank adds its owned reduced shard (and rank 0 the replicated
- * units) and the exact partial sums are all-reduced (integer sum: exact). */
-static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, float *norm) {
+ * units) and the exact partial sums are all-reduced (integer sum: exact),
+ * tagged `kind`. */
+static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, shs_tag_kind_t kind, float *norm) {
     SHS_CHECK(shs_memset(s->opt_dev, s->norm_acc, 0, SHS_NORM_ACC_WORDS * sizeof(int64_t)));
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
@@ -43,7 +47,7 @@ static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, float *
         shs_norm_accumulate(s->opt_dev, s->norm_acc, grad, n, p);
     }
     if (!local) SHS_CHECK(shs_all_reduce(s->norm_acc, s->norm_acc, SHS_NORM_ACC_WORDS, SHS_I64,
-                                         p == SHS_NORM_INF ? SHS_MAX : SHS_SUM, s->comm));
+                                         p == SHS_NORM_INF ? SHS_MAX : SHS_SUM, tagged(s, s->comm, kind, -1)));
     int64_t acc[SHS_NORM_ACC_WORDS];
     SHS_CHECK(shs_memcpy_d2h(s->opt_dev, acc, s->norm_acc, sizeof acc));
     *norm = shs_exact_norm_finish(acc, p);
@@ -64,7 +68,7 @@ static void scale_grads(shs_strategy_t *s, float coef) {
  * applied when below 1 to exactly the elements the optimizer reads. */
 static shs_status_t clip_grads(shs_strategy_t *s) {
     int p = s->cfg.norm_type ? s->cfg.norm_type : 2;
-    SHS_CHECK(total_grad_norm(s, p, s->cfg.kind == SHS_DDP, &s->grad_norm));
+    SHS_CHECK(total_grad_norm(s, p, s->cfg.kind == SHS_DDP, SHS_TAG_GRAD_NORM, &s->grad_norm));
     float coef = s->cfg.clip_norm / (s->grad_norm + 1e-6f);
     if (coef < 1.0f) scale_grads(s, coef);
     return SHS_OK;
@@ -95,7 +99,7 @@ static shs_status_t plant_faults(shs_strategy_t *s) {
  * as GradScaler.update(). */
 static shs_status_t check_overflow(shs_strategy_t *s, int *skip) {
     float maxabs;
-    SHS_CHECK(total_grad_norm(s, SHS_NORM_INF, 0, &maxabs));
+    SHS_CHECK(total_grad_norm(s, SHS_NORM_INF, 0, SHS_TAG_OVERFLOW_CHECK, &maxabs));
     shs_loss_scale_state_t *st = &s->scaler;
     const shs_loss_scaler_config_t *c = &s->cfg.scaler;
     *skip = !isfinite(maxabs);
@@ -140,8 +144,15 @@ static shs_status_t upload_params(shs_strategy_t *s) {
     return SHS_OK;
 }
 
+/* The end of finish_step: the next step's tags carry step + 1. */
+static shs_status_t step_done(shs_strategy_t *s, long step) {
+    s->step = step + 1;
+    return shs_device_sync(s->dev);
+}
+
 shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     SHS_ASSERT(s->sync);
+    s->step = step;
     shs__strategy_drop_held(s);
     SHS_CHECK(shs__strategy_flush_bucket(s));
     if (s->host) SHS_CHECK(offload_grads(s));
@@ -150,7 +161,7 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     if (s->scaling) {
         float scale = s->scaler.scale; /* the scale backward used */
         SHS_CHECK(check_overflow(s, &s->skipped));
-        if (s->skipped) return shs_device_sync(s->dev); /* parameters and optimizer state unchanged */
+        if (s->skipped) return step_done(s, step); /* parameters and optimizer state unchanged */
         scale_grads(s, 1.0f / scale); /* unscale before clipping, as GradScaler.unscale_ */
     }
     if (s->cfg.clip_norm > 0) SHS_CHECK(clip_grads(s));
@@ -167,10 +178,11 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
             unit_state_t *u = &s->units[i];
             if (u->whole) continue;
             if (u->lp_replica) SHS_CHECK(shs__strategy_refresh_replica(s, u)); /* in param_dtype */
-            else SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32, s->shard_comm));
+            else SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32,
+                                          tagged(s, s->shard_comm, SHS_TAG_PARAM_REGATHER, i)));
         }
     }
-    return shs_device_sync(s->dev);
+    return step_done(s, step);
 }
 
 float shs_strategy_grad_norm(const shs_strategy_t *s) { return s->grad_norm; }
@@ -202,6 +214,14 @@ shs_status_t shs_strategy_plant_grad_inf(shs_strategy_t *s, int unit, size_t ind
     if (unit < 0 || unit >= s->layout->num_units || index >= s->units[unit].numel)
         return shs_set_error(SHS_INVALID_ARG, "plant inf: no element %zu in unit %d", index, unit);
     s->units[unit].plant_inf = index + 1;
+    return SHS_OK;
+}
+
+shs_status_t shs_strategy_skip_gather(shs_strategy_t *s, int unit) {
+    if (unit < 0 || unit >= s->layout->num_units)
+        return shs_set_error(SHS_INVALID_ARG, "skip gather: no unit %d (the layout has %d)", unit,
+                             s->layout->num_units);
+    s->units[unit].skip_gather = 1;
     return SHS_OK;
 }
 

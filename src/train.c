@@ -98,6 +98,7 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     int K = t->cfg.grad_accum > 1 ? t->cfg.grad_accum : 1;
     /* the step's loss: mean over its K micro-batches (f32, in order) */
     float local_loss = 0.0f, loss;
+    shs_strategy_set_step(rs->strategy, t->step + 1); /* the step the call tags carry (resumed runs) */
     SHS_CHECK(shs_strategy_begin_step(rs->strategy));
     float scale = shs_strategy_loss_scale(rs->strategy).scale; /* 1 without fp16 loss scaling */
     for (int k = 0; k < K; k++) {
@@ -128,7 +129,10 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     SHS_CHECK(shs_memcpy_h2d(ctx->dev, rs->loss_dev, &local_loss, sizeof local_loss));
     shs_comm_set_marker(ctx->comm, "loss");
     if (tl) shs_timeline_mark(tl, SHS_META_SEG_LOSS, "loss");
-    SHS_CHECK(shs_all_reduce(rs->loss_dev, rs->loss_dev, 1, SHS_F32, SHS_AVG, ctx->comm));
+    shs_comm_set_tag(ctx->comm, shs_comm_tag_pack(SHS_TAG_LOSS_ALL_REDUCE, -1, 0, t->step + 1));
+    shs_status_t st = shs_all_reduce(rs->loss_dev, rs->loss_dev, 1, SHS_F32, SHS_AVG, ctx->comm);
+    shs_comm_set_tag(ctx->comm, 0); /* calls outside the step are untagged */
+    SHS_CHECK(st);
     if (tl) shs_timeline_end_step(tl);
     SHS_CHECK(shs_memcpy_d2h(ctx->dev, &loss, rs->loss_dev, sizeof loss));
     if (ctx->rank == t->first_rank) t->loss = loss;

@@ -9,7 +9,8 @@
  * calls with the same per-rank inputs on a thread world of N ranks in its own
  * process; its MPI result must equal thread rank r's result byte for byte.
  * Last, one rank aborts the communicator and every other rank's next call
- * must return SHS_ABORTED with the reason.
+ * must return SHS_ABORTED with the reason, and two ranks' different call
+ * tags make every rank's call return SHS_MISMATCH naming both.
  * Trainer and CLI: `mpirun -np 4 shardsim train --backend mpi --strategy
  * zero3 --check ddp` prints, step by step, the same loss bits as `shardsim
  * train --world 4 --strategy zero3`; one rank issuing a different count makes
@@ -271,6 +272,28 @@ static int check_split(shs_comm_t *comm) {
     return bad;
 }
 
+/* Call tags (comm.h CALL TAGS) travel in the descriptor: untagged ranks
+ * match tagged ones; then rank 1's tag 5 against rank N-1's tag 6 fails on
+ * every rank at that call, naming both. */
+static int check_tags(shs_comm_t *comm) {
+    int n = shs_comm_size(comm), r = shs_comm_rank(comm);
+    int32_t v = 1;
+    shs_comm_set_tag(comm, r % 2 ? 5 : 0);
+    shs_status_t s = shs_all_reduce(&v, &v, 1, SHS_I32, SHS_SUM, comm);
+    if (s != SHS_OK || v != n) {
+        fprintf(stderr, "rank %d: tags 0/5: %s (sum %d): %s\n", r, shs_status_name(s), (int)v, shs_last_error());
+        return 1;
+    }
+    shs_comm_set_tag(comm, r == 1 ? 5 : r == n - 1 ? 6 : 0);
+    s = shs_all_reduce(&v, &v, 1, SHS_I32, SHS_SUM, comm);
+    char want[256];
+    snprintf(want, sizeof want, "comm 'tags' seq 1: rank 1 called all_reduce(count=1, dtype=i32, op=sum) tag 5 but "
+             "rank %d called all_reduce(count=1, dtype=i32, op=sum) tag 6", n - 1);
+    if (s == SHS_MISMATCH && strstr(shs_last_error(), want)) return 0;
+    fprintf(stderr, "rank %d: tags 5/6: %s: %s (want '%s')\n", r, shs_status_name(s), shs_last_error(), want);
+    return 1;
+}
+
 /* Rank 1 aborts; everyone else's next call returns SHS_ABORTED with the reason. */
 static int check_abort(shs_comm_t *comm) {
     int r = shs_comm_rank(comm);
@@ -287,15 +310,17 @@ static int worker_main(void) {
         fprintf(stderr, "worker: %s\n", shs_last_error());
         return 1;
     }
-    shs_comm_t *comm = NULL, *victim = NULL;
+    shs_comm_t *comm = NULL, *victim = NULL, *tags = NULL;
     if (shs_comm_mpi_create(&comm, TIMEOUT_MS, "world") != SHS_OK ||
-        shs_comm_mpi_create(&victim, TIMEOUT_MS, "victim") != SHS_OK) {
+        shs_comm_mpi_create(&victim, TIMEOUT_MS, "victim") != SHS_OK ||
+        shs_comm_mpi_create(&tags, TIMEOUT_MS, "tags") != SHS_OK) {
         fprintf(stderr, "worker: %s\n", shs_last_error());
         shs_mpi_abort(1);
     }
     int ncases = 0, bad = run_cases(comm, &ncases);
     bad |= check_split(comm);
     bad |= check_abort(victim);
+    bad |= check_tags(tags);
     int32_t any = bad;
     if (shs_all_reduce(&any, &any, 1, SHS_I32, SHS_MAX, comm) != SHS_OK) {
         fprintf(stderr, "worker: %s\n", shs_last_error());
@@ -303,11 +328,12 @@ static int worker_main(void) {
     }
     if (any) shs_mpi_abort(1);
     if (shs_comm_rank(comm) == 0)
-        printf("mpi worker: %d cases at N=%d bit-identical to the thread backend on every rank; split and abort ok\n",
+        printf("mpi worker: %d cases at N=%d bit-identical to the thread backend on every rank; split, tags and abort ok\n",
                ncases, shs_comm_size(comm));
     fflush(stdout);
     shs_comm_destroy(comm);
     shs_comm_destroy(victim);
+    shs_comm_destroy(tags);
     shs_mpi_finalize();
     return 0;
 }

@@ -55,9 +55,10 @@
  *
  * CONSISTENCY CHECKS. Each rank numbers its calls on a communicator
  * (sequence number, from 0). Every collective compares all ranks' calls
- * (op, count, dtype, reduce op, root, sequence number); on any difference
- * every rank returns SHS_MISMATCH with text naming the sequence number, the
- * ranks and both calls. A rank that does not arrive within the timeout makes
+ * (op, count, dtype, reduce op, root, sequence number, tag); on any
+ * difference every rank returns SHS_MISMATCH with text naming the sequence
+ * number, the ranks and both calls (tags included). A rank that does not
+ * arrive within the timeout makes
  * every waiting rank return SHS_TIMEOUT naming the missing ranks and each
  * rank's last call. After a mismatch, timeout or shs_comm_abort() the
  * communicator is unusable: every later call returns SHS_ABORTED (as an NCCL
@@ -67,6 +68,40 @@
  * the same way, with one addition: since MPI cannot cancel the collectives
  * left half done in other processes, a program ends with shs_mpi_abort()
  * after an error (comm_mpi.h).
+ * The meta backend (meta.h) has no other rank present and checks nothing.
+ *
+ * CALL TAGS (shs_comm_set_tag). The fields above only see what a call
+ * looks like, so a rank that skips one call among identical calls (the
+ * same all-reduce every step, the same all-gather for every block of equal
+ * size) stays in step with the others by the fields: each later call pairs
+ * with the other ranks' call one further on, every such pair looks alike,
+ * and the results mix data of different calls while every call returns
+ * SHS_OK. NCCL has no such check at all. A tag names what a call is for
+ * (its purpose, unit, micro-batch and step: shs_comm_tag_pack), as
+ * PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL fingerprints calls; the tag is
+ * compared with the other fields. Exactly:
+ *  - Detected, at the first call whose tags differ: two ranks' calls of one
+ *    sequence number carrying different nonzero tags. So a skipped (or
+ *    extra) call is caught at that sequence number, on every rank, whenever
+ *    the skipping rank's next tagged call carries a tag other than the
+ *    skipped one's. shardsim's strategies (strategy.h), the trainer and
+ *    the meta run tag every call they make with its purpose, unit,
+ *    micro-batch and step, which tells a call from the next one on the
+ *    same communicator (a unit used twice in one pass, the GPT's tied
+ *    embedding, repeats its tag, but not in consecutive calls), so a
+ *    skipped strategy call is caught at the skip.
+ *  - Not detected by tags: a tag of 0 (untagged, the default) matches any
+ *    tag. A skip among untagged identical calls is found only when the
+ *    fields differ later or, when the skipping rank stops one call early,
+ *    by the timeout at the others' last call; the calls in between return
+ *    SHS_OK with mixed results, as before tags existed. Also not detected:
+ *    a skip whose next call happens to carry the same tag (a program that
+ *    gives several calls one tag; tags kept across calls are sticky, see
+ *    shs_comm_set_tag), a call tagged on one rank and untagged on another,
+ *    and calls compared through fields packed into fewer bits than they
+ *    hold (unit mod 2^16, micro-batch mod 2^8, step mod 2^32).
+ * Tags are not recorded in traces (shs_comm_call_info_t has none; trace
+ * formats are unchanged).
  *
  * Thread safety: a rank's handle is used by one thread at a time (MPI: the
  * thread that initialized MPI, shs_comm_abort() included).
@@ -151,6 +186,39 @@ void shs_comm_get_stats(const shs_comm_t *comm, shs_comm_stats_t *out);
  * Errors: SHS_INVALID_ARG (NULL comm, unknown order). */
 shs_status_t shs_comm_set_reduce_order(shs_comm_t *comm, shs_reduce_order_t order);
 shs_reduce_order_t shs_comm_reduce_order(const shs_comm_t *comm); /* RANK for NULL */
+
+/* ---- call tags (see CALL TAGS above) ------------------------------------ */
+
+/* What a packed tag's call is for; the names are those of the error text. */
+typedef enum {
+    SHS_TAG_RAW = 0,             /* not packed: the tag is a plain number ("tag 14") */
+    SHS_TAG_FWD_ALL_GATHER,      /* "fwd-all-gather": a unit's parameters for forward */
+    SHS_TAG_BWD_ALL_GATHER,      /* "bwd-all-gather": a unit's parameters for backward */
+    SHS_TAG_REDUCE_SCATTER,      /* "reduce-scatter": a unit's gradient over the shard group */
+    SHS_TAG_REPLICA_ALL_REDUCE,  /* "replica-all-reduce": a unit's gradient shard across replicas */
+    SHS_TAG_GRAD_ALL_REDUCE,     /* "grad-all-reduce": a bucket of whole gradients (DDP) */
+    SHS_TAG_PARAM_REGATHER,      /* "param-regather": a unit's parameters after the optimizer step */
+    SHS_TAG_GRAD_NORM,           /* "grad-norm": the gradient norm for clipping */
+    SHS_TAG_OVERFLOW_CHECK,      /* "overflow-check": fp16 loss scaling's inf/NaN check */
+    SHS_TAG_LOSS_ALL_REDUCE,     /* "loss-all-reduce": the step's loss */
+    SHS_TAG_SPLIT,               /* "split": a communicator split */
+    SHS_NUM_TAG_KINDS
+} shs_tag_kind_t;
+
+/* A tag from its parts, nonzero for kind >= 1: bits 63-56 kind, 55-48
+ * micro-batch mod 2^8, 47-32 unit + 1 mod 2^16 (0: none, unit < 0), 31-0
+ * step mod 2^32 (0: none). A tag below 2^56 (kind RAW) is a plain number. */
+uint64_t shs_comm_tag_pack(shs_tag_kind_t kind, int unit, int micro, long step);
+/* The tag as error texts show it: "untagged" (0), "tag 14" (RAW),
+ * "[reduce-scatter unit 3 micro 0 step 7]" (packed; "unit" and "step"
+ * left out when none), "tag 0x..." (unknown kind). Always NUL-terminated
+ * (size >= 1). */
+void shs_comm_tag_format(char *buf, size_t size, uint64_t tag);
+/* The tag of this rank's later calls on this handle, until set again
+ * (sticky, like the marker); 0 (the default) is untagged and matches any
+ * tag. A local setting, no communication; not inherited by split children. */
+void shs_comm_set_tag(shs_comm_t *comm, uint64_t tag);
+uint64_t shs_comm_tag(const shs_comm_t *comm); /* 0 for NULL */
 
 /* Mark the communicator failed with `reason` and wake every waiting rank,
  * which returns SHS_ABORTED naming this rank and the reason. Safe to call from

@@ -166,6 +166,13 @@ shs_param_source_t *shs_strategy_source(shs_strategy_t *s);
 void shs_strategy_set_phase(shs_strategy_t *s, shs_phase_t phase);
 /* Before the step's first forward: zero the persistent gradient buffers. */
 shs_status_t shs_strategy_begin_step(shs_strategy_t *s);
+/* Call tags (comm.h CALL TAGS): the strategy sets the tag of each call it
+ * makes (purpose, unit, micro-batch, step) on the communicator it calls,
+ * and leaves the last one set. The step they carry is `step` (1-based)
+ * from now on; finish_step(s, step) also sets it, and then step + 1 for
+ * the next step, so this is needed only to start elsewhere than 1 (a
+ * resumed run). No communication. */
+void shs_strategy_set_step(shs_strategy_t *s, long step);
 /* Before each micro-batch's backward: sync = 0 only accumulates (no_sync),
  * sync = 1 reduces gradients as units finish. The last micro-batch of a
  * step must have sync = 1. Default 1. */
@@ -186,6 +193,12 @@ int shs_strategy_step_skipped(const shs_strategy_t *s);
  * rank owning element `index` of unit `unit` writes +inf there in its
  * reduced gradient. Errors: SHS_INVALID_ARG for an index past the unit. */
 shs_status_t shs_strategy_plant_grad_inf(shs_strategy_t *s, int unit, size_t index);
+/* Fault injection for tests: this rank leaves out its next all-gather of
+ * unit `unit`'s parameter shards (ZeRO-3 and hybrid sharding; the unit's
+ * parameters are zeros for that use) and goes on with its next call, as a
+ * rank whose program skipped the gather. The other ranks' gather then
+ * meets that next call. Errors: SHS_INVALID_ARG for a unit out of range. */
+shs_status_t shs_strategy_skip_gather(shs_strategy_t *s, int unit);
 
 /* The total gradient norm of the last finish_step (before clipping), or -1
  * when clipping is off. The same on every rank. */
