@@ -68,7 +68,7 @@ static void test_replay_bad_input(void **state) {
     /* options: an unknown one is named as such, even as the last argument;
      * zero sizes are refused with the value */
     p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--bogus", NULL);
-    expect(p, 2, NULL, "unknown option --bogus");
+    expect(p, 2, NULL, "shardsim replay: error: unknown option '--bogus'");
     p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--mem-limit", "0");
     expect(p, 2, NULL, "--mem-limit: must be > 0, not 0");
     p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--max-bytes", "0");
