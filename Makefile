@@ -41,7 +41,8 @@ endif
 # its header and calls into it really compiles AND links (a bare preprocessor
 # run is not enough: it once passed on every machine). Without one, the build
 # still succeeds, prints what it skipped, and the features that need it fail at
-# run time naming the package (src/core/features: shs_feature_missing).
+# run time naming the package (src/features.c: shs_feature_missing); make
+# check-nolibs builds such a tree and checks the refusals.
 # HASH: a literal '#' that every GNU Make version keeps inside $(shell ...).
 HASH := \#
 # $(call shs_probe,HEADERS,CALL,CFLAGS,LIBS): "yes" when a program that
@@ -275,6 +276,27 @@ ifeq ($(MPI),yes)
 else
 	@echo "make bench-openmpi: needs OpenMPI (mpicc and mpi.h not found; make deps installs them)"; exit 1
 endif
+
+# A tree built as if no optional library were installed ($(BUILDROOT)/nolibs:
+# NVCC= JANSSON= PROTOBUF_C= MPI= override the probes): each feature that needs
+# one refuses with the Debian package(s) to install. CASES: expected exit
+# code, text the message must hold, then the arguments.
+NOLIBS := $(BUILDROOT)/nolibs
+NOLIBS_CASES := \
+  "2|needs libjansson-dev|bench --format json" \
+  "2|needs libjansson-dev|compare --format json" \
+  "2|needs libopenmpi-dev and openmpi-bin|train --backend mpi" \
+  "1|needs libprotobuf-c-dev and protobuf-c-compiler|replay traces/cases/skip-op.trace --check-only --export-chakra $(NOLIBS)/x" \
+  "1|nvidia-cuda-toolkit|train --backend cuda --steps 1"
+.PHONY: check-nolibs
+check-nolibs:
+	@$(MAKE) --no-print-directory NVCC= JANSSON= PROTOBUF_C= MPI= SAN= BUILDROOT=$(NOLIBS) $(NOLIBS)/shardsim
+	@fail=0; for c in $(NOLIBS_CASES); do \
+	  code=$${c%%|*}; rest=$${c#*|}; want=$${rest%%|*}; args=$${rest#*|}; \
+	  err=$$($(NOLIBS)/shardsim $$args 2>&1 >/dev/null); rc=$$?; \
+	  if [ $$rc -eq $$code ] && printf '%s' "$$err" | grep -qF "$$want"; then echo "✓ shardsim $$args: exit $$rc, $$want"; \
+	  else echo "✗ shardsim $$args: want exit $$code and '$$want', got exit $$rc: $$err"; fail=1; fi; \
+	done; exit $$fail
 
 # Install what the tests need on Debian/Ubuntu (cmocka), if it is missing.
 deps:

@@ -23,6 +23,7 @@
 /* The training table: DDP and ZeRO-1/2/3 (hybrid sharding at its default group size is ZeRO-3/2). */
 #define SHS_BENCH_STRATEGIES (SHS_ZERO3 + 1)
 #include "shardsim/bench.h"
+#include "shardsim/features.h"
 #include "shardsim/meta_run.h"
 #include "shardsim/model_preset.h"
 #include "shardsim/trace_bench.h"
@@ -63,7 +64,7 @@ static void bench_usage(FILE *f) {
             "  --min-bytes SIZE   smallest size (default 1K; nccl-tests -b)\n"
             "  --max-bytes SIZE   largest size (default 256M; nccl-tests -e)\n"
             "  --factor F         size multiplier between rows (default 4; nccl-tests -f)\n"
-            "  --in-place         in-place collectives (default out of place)\n"
+            "  --in-place [true|false]  in-place collectives (default out of place)\n"
             "  --seconds S        target time per row (default 0.2)\n"
             "  --only WHAT        coll | train | matmul | compare | trace (default all; repeatable)\n"
             "  --train-steps N    timed steps per strategy (default 4)\n"
@@ -76,8 +77,7 @@ static void bench_usage(FILE *f) {
 }
 
 static int bench_error(const char *what, const char *detail) {
-    fprintf(stderr, "shardsim: error: %s%s (see 'shardsim bench --help')\n", what, detail ? detail : "");
-    return SIM_EXIT_USAGE;
+    return sim_usage_error("bench", "%s%s", what, detail ? detail : "");
 }
 
 static int parse_op(const char *s, bench_opts_t *o) {
@@ -102,21 +102,27 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
     o->row_seconds = 0.2;
     o->train_steps = 4;
     int only = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    sim_args_t it = sim_args_start("bench", argc, argv);
+    int kind, rc;
+    while ((kind = sim_args_next(&it)) >= 0) {
+        const char *a = it.name, *v;
         long iv;
         double fv;
+        if (kind == 0) return sim_args_unexpected(&it);
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             bench_usage(stdout);
             return SIM_EXIT_OK;
         }
         if (strcmp(a, "--in-place") == 0) {
-            o->in_place = 1;
+            if ((rc = sim_args_bool(&it, &o->in_place)) >= 0) return rc;
             continue;
         }
-        if (strncmp(a, "--", 2) != 0) return bench_error("unexpected argument ", a);
-        if (!v) return bench_error("missing value for ", a);
-        i++;
+        static const char *const valued[] = {"--op", "--world", "--min-bytes", "--max-bytes", "--factor", "--seconds",
+                                             "--train-steps", "--only", "--backend", "--format"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= strcmp(a, valued[k]) == 0;
+        if (!known) return sim_args_unknown(&it);
+        if ((rc = sim_args_value(&it, &v)) >= 0) return rc;
         if (strcmp(a, "--op") == 0) {
             if (parse_op(v, o)) return bench_error("unknown --op ", v);
         } else if (strcmp(a, "--world") == 0) {
@@ -152,8 +158,6 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
         } else if (strcmp(a, "--format") == 0) {
             if (strcmp(v, "json") == 0) o->json = 1;
             else if (strcmp(v, "text") != 0) return bench_error("unknown --format ", v);
-        } else {
-            return bench_error("unknown option ", a);
         }
     }
     if (o->json && (o->do_compare || o->do_trace))
@@ -233,7 +237,7 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
         shs_world_config_t wc = {.world_size = n, .device_mem = SIZE_MAX, .timeout_ms = 600000, .name = "bench",
                                  .backend = o->backend};
         if (shs_world_create(&w, &wc) != SHS_OK) {
-            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            sim_error("bench", "%s", shs_last_error());
             return SIM_EXIT_ERROR;
         }
         for (int oi = 0; oi < o->num_ops; oi++) {
@@ -262,7 +266,7 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
                     double mbw = shs_bench_memcpy_bw(ws, 2);
                     shs_bench_coll_t r;
                     if (shs_bench_collective(w, op, bytes, o->in_place, o->row_seconds / ROUNDS, &r) != SHS_OK) {
-                        fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+                        sim_error("bench", "%s", shs_last_error());
                         shs_world_destroy(w);
                         return SIM_EXIT_ERROR;
                     }
@@ -328,7 +332,7 @@ static int run_training(const bench_opts_t *o, results_t *res) {
     res->have_train = 1;
     rc = SIM_EXIT_OK;
 out:
-    if (rc != SIM_EXIT_OK) fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+    if (rc != SIM_EXIT_OK) sim_error("bench", "%s", shs_last_error());
     for (int k = 0; k < SHS_BENCH_STRATEGIES; k++) shs_trainer_destroy(t[k]);
     return rc;
 }
@@ -356,13 +360,13 @@ static int run_scaling(const bench_opts_t *o, results_t *res) {
         shs_trainer_t *t;
         float loss;
         if (shs_trainer_create(&t, &cfg, &corpus) != SHS_OK || shs_trainer_step(t, &loss) != SHS_OK) {
-            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            sim_error("bench", "%s", shs_last_error());
             return SIM_EXIT_ERROR;
         }
         double t0 = shs_now_seconds();
         for (int s = 0; s < o->train_steps; s++) {
             if (shs_trainer_step(t, &loss) != SHS_OK) {
-                fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+                sim_error("bench", "%s", shs_last_error());
                 shs_trainer_destroy(t);
                 return SIM_EXIT_ERROR;
             }
@@ -492,7 +496,7 @@ static int run_compare_bench(void) {
                                                                                         : SHS_OFFLOAD_OPTIMIZER;
             shs_meta_result_t r;
             if (shs_meta_run(&mc, &r) != SHS_OK) {
-                fprintf(stderr, "shardsim: error: bench compare: %s\n", shs_last_error());
+                sim_error("bench", "compare benchmark: %s", shs_last_error());
                 return SIM_EXIT_ERROR;
             }
             shs_meta_result_free(&r);
@@ -510,7 +514,7 @@ static int run_compare_bench(void) {
 static int run_trace_bench(void) {
     shs_trace_bench_t b;
     if (shs_trace_bench_import(1000000, 64, NULL, &b) != SHS_OK) {
-        fprintf(stderr, "shardsim: error: bench trace: %s\n", shs_last_error());
+        sim_error("bench", "trace benchmark: %s", shs_last_error());
         return SIM_EXIT_ERROR;
     }
     double s = b.load_s + b.check_s, m = (double)b.records / 1e6;
@@ -526,16 +530,12 @@ int sim_cmd_bench(int argc, char **argv) {
     bench_opts_t o;
     int rc = parse_bench_args(argc, argv, &o);
     if (rc >= 0) return rc;
-#ifndef SHS_HAVE_JANSSON
-    if (o.json) {
-        fprintf(stderr, "shardsim: error: --format json needs jansson, which this build did not find (make deps)\n");
-        return SIM_EXIT_USAGE;
-    }
-#endif
+    if (o.json && !shs_feature_available(SHS_FEATURE_JANSSON))
+        return sim_usage_error("bench", "--format json %s", shs_feature_missing(SHS_FEATURE_JANSSON));
     if (o.backend != SHS_WORLD_CPU) {
         int gpus;
         if (shs_cuda_device_count(&gpus) != SHS_OK) {
-            fprintf(stderr, "shardsim: error: --backend %s: %s\n", o.backend == SHS_WORLD_CUDA ? "cuda" : "cuda-nccl",
+            sim_error("bench", "--backend %s: %s", o.backend == SHS_WORLD_CUDA ? "cuda" : "cuda-nccl",
                     shs_last_error());
             return SIM_EXIT_ERROR;
         }

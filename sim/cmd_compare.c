@@ -15,6 +15,7 @@
 #include "compare_plot.h"
 #include "durable.h"
 #include "shardsim/estimate.h"
+#include "shardsim/features.h"
 #include "shardsim/meta_run.h"
 #include "shardsim/model_preset.h"
 #include "shardsim/optim.h"
@@ -61,7 +62,7 @@ static void compare_usage(FILE *f) {
             "  -h, --help           this text\n");
 }
 
-static int usage_error(const char *msg, const char *arg) { return sim_usage_error("compare", msg, arg); }
+#define usage_error(...) sim_usage_error("compare", __VA_ARGS__)
 
 typedef struct {
     char name[48];
@@ -330,11 +331,13 @@ int sim_cmd_compare(int argc, char **argv) {
                                           "--inter-lat-us", "--gpus-per-node", "--pcie-gbs", "--host-gbs"};
     double hw_val[9];
     int hw_set[9] = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED() do { if (!v) return usage_error("missing value for", a); i++; } while (0)
-#define INT(dst, lo, hi) do { NEED(); if (sim_parse_int(v, lo, hi, &dst, err, sizeof err)) return usage_error(err, a); } while (0)
+    sim_args_t it = sim_args_start("compare", argc, argv);
+    int kind;
+    while ((kind = sim_args_next(&it)) >= 0) {
+        if (kind == 0) return sim_args_unexpected(&it);
+        const char *a = it.name, *v = NULL;
+#define NEED() do { int rc_ = sim_args_value(&it, &v); if (rc_ >= 0) return rc_; } while (0)
+#define INT(dst, lo, hi) do { NEED(); if (sim_parse_int(v, lo, hi, &dst, err, sizeof err)) return usage_error("%s: %s", a, err); } while (0)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { compare_usage(stdout); return SIM_EXIT_OK; }
         else if (!strcmp(a, "--model")) { NEED(); model = v; }
         else if (!strcmp(a, "--layers")) INT(layers, 1, 1024);
@@ -348,62 +351,70 @@ int sim_cmd_compare(int argc, char **argv) {
         else if (!strcmp(a, "--param-dtype") || !strcmp(a, "--reduce-dtype")) {
             NEED();
             shs_dtype_t d;
-            if (shs_dtype_parse(v, &d) || (d != SHS_F32 && d != SHS_BF16 && d != SHS_F16)) return usage_error("dtype must be f32, bf16 or f16:", v);
+            if (shs_dtype_parse(v, &d) || (d != SHS_F32 && d != SHS_BF16 && d != SHS_F16))
+                return usage_error("%s takes f32, bf16 or f16 (got '%s')", a, v);
             if (!strcmp(a, "--param-dtype")) tc->param_dtype = d; else tc->reduce_dtype = d;
         } else if (!strcmp(a, "--optimizer")) {
             NEED();
             shs_optim_kind_t k;
-            if (shs_optim_parse(v, &k)) return usage_error("unknown optimizer", v);
+            if (shs_optim_parse(v, &k)) return usage_error("--optimizer: unknown optimizer '%s' (adamw or sgd)", v);
             tc->optim = shs_optim_default(k);
             if (k == SHS_OPTIM_SGD) tc->optim.momentum = 0.9f;
         } else if (!strcmp(a, "--device-mem")) {
             NEED();
-            if (shs_parse_bytes(v, &device_mem, err, sizeof err)) return usage_error(err, a);
-            if (device_mem == 0) return usage_error("--device-mem must be > 0, not", v);
+            if (shs_parse_bytes(v, &device_mem, err, sizeof err)) return usage_error("%s: %s", a, err);
+            if (device_mem == 0) return usage_error("--device-mem must be > 0, not %s", v);
         } else if (!strcmp(a, "--wrap")) {
             NEED();
             if (!strcmp(v, "block")) base.wrap_min_params = 0;
             else if (!strncmp(v, "size:", 5)) {
                 long n;
-                if (sim_parse_int(v + 5, 1, 1L << 40, &n, err, sizeof err)) return usage_error("--wrap size:N:", err);
+                if (sim_parse_int(v + 5, 1, 1L << 40, &n, err, sizeof err)) return usage_error("--wrap size:N: %s", err);
                 base.wrap_min_params = (size_t)n;
-            } else return usage_error("--wrap must be block or size:N, not", v);
-        } else if (!strcmp(a, "--strategies")) { NEED(); strategies = v; }
-        else if (!strcmp(a, "--variants")) {
+            } else return usage_error("--wrap must be block or size:N, not %s", v);
+        } else if (!strcmp(a, "--strategies")) {
+            NEED();
+            int rc_ = sim_list_check("compare", a, v);
+            if (rc_ >= 0) return rc_;
+            char item[64];
+            for (const char *p = v; sim_list_next(&p, item, sizeof item);) {
+                shs_strategy_kind_t k;
+                if (shs_strategy_parse(item, &k))
+                    return usage_error("--strategies: unknown strategy '%s' in '%s' (ddp, zero1, zero2, zero3, "
+                                       "hybrid_shard, hybrid_shard_zero2)", item, v);
+            }
+            strategies = v;
+        } else if (!strcmp(a, "--variants")) {
             NEED();
             if (!strcmp(v, "all")) variants_all = 1; else if (!strcmp(v, "plain")) variants_all = 0;
-            else return usage_error("--variants must be all or plain, not", v);
+            else return usage_error("--variants must be all or plain, not %s", v);
         } else if (!strcmp(a, "--gpu")) { NEED(); gpu = v; }
-        else if (!strcmp(a, "--efficiency")) { NEED(); if (sim_parse_float(v, 1e-3, 1, &eff, err, sizeof err)) return usage_error(err, a); }
+        else if (!strcmp(a, "--efficiency")) { NEED(); if (sim_parse_float(v, 1e-3, 1, &eff, err, sizeof err)) return usage_error("%s: %s", a, err); }
         else if (!strcmp(a, "--algo")) {
             NEED();
             if (!strcmp(v, "auto")) algo = SHS_NUM_ALGOS;
-            else if (shs_net_algo_parse(v, &algo)) return usage_error("--algo must be ring, tree, direct or auto, not", v);
+            else if (shs_net_algo_parse(v, &algo)) return usage_error("--algo must be ring, tree, direct or auto, not %s", v);
         } else if (!strcmp(a, "--format")) {
             NEED();
             format = v;
-            if (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "csv")) return usage_error("--format must be table, json or csv, not", v);
+            if (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "csv")) return usage_error("--format must be table, json or csv, not %s", v);
         } else if (!strcmp(a, "--plot")) { NEED(); plot = v; }
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) { NEED(); output = v; }
         else {
             int k = 0;
             while (k < 9 && strcmp(a, hw_opts[k])) k++;
-            if (k == 9) return usage_error("unknown option", a);
+            if (k == 9) return sim_args_unknown(&it);
             NEED();
-            if (sim_parse_float(v, 1e-6, 1e9, &hw_val[k], err, sizeof err)) return usage_error(err, a);
+            if (sim_parse_float(v, 1e-6, 1e9, &hw_val[k], err, sizeof err)) return usage_error("%s: %s", a, err);
             hw_set[k] = 1;
         }
 #undef INT
 #undef NEED
     }
-#ifndef SHS_HAVE_JANSSON
-    if (!strcmp(format, "json")) {
-        fprintf(stderr, "shardsim: error: built without jansson: --format json unavailable (make deps)\n");
-        return SIM_EXIT_ERROR;
-    }
-#endif
+    if (!strcmp(format, "json") && !shs_feature_available(SHS_FEATURE_JANSSON))
+        return usage_error("--format json %s", shs_feature_missing(SHS_FEATURE_JANSSON));
     const shs_model_preset_t *preset = shs_model_preset_find(model);
-    if (!preset) return usage_error("unknown model preset", model);
+    if (!preset) return usage_error("--model: unknown model preset '%s'", model);
     tc->model = preset->cfg;
     int custom = layers || channels || heads || context || vocab >= 0;
     if (layers) tc->model.num_layers = (int)layers;
@@ -416,9 +427,9 @@ int sim_cmd_compare(int argc, char **argv) {
         snprintf(model_name, sizeof model_name, "custom GPT L=%d C=%d NH=%d T=%d V=%d", tc->model.num_layers,
                  tc->model.channels, tc->model.num_heads, tc->model.context, shs_gpt_vocab(&tc->model));
     else snprintf(model_name, sizeof model_name, "%s", preset->name);
-    if (shs_gpt_config_validate(&tc->model) != SHS_OK) return usage_error(shs_last_error(), NULL);
+    if (shs_gpt_config_validate(&tc->model) != SHS_OK) return usage_error("%s", shs_last_error());
     shs_hw_t hw;
-    if (shs_hw_preset(gpu, &hw) != SHS_OK) return usage_error(shs_last_error(), NULL);
+    if (shs_hw_preset(gpu, &hw) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
     if (hw_set[0]) hw.peak_flops_16 = hw.peak_flops_32 = hw_val[0] * 1e12;
     if (hw_set[1]) hw.hbm_bw = hw_val[1] * 1e9;
     if (hw_set[2]) hw.net.intra_bw = hw_val[2] * 1e9;
@@ -437,7 +448,7 @@ int sim_cmd_compare(int argc, char **argv) {
     if (!device_mem) device_mem = (size_t)hw.mem_bytes;
     int N = tc->world_size;
     if (!G) G = N % 8 == 0 ? 8 : N;
-    if (N % G) return usage_error("--shard-group-size must divide --world", NULL);
+    if (N % G) return usage_error("--shard-group-size %ld must divide --world %d", G, N);
     tc->shard_group_size = (int)G;
 
     static const shs_strategy_kind_t kinds[] = {SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_HYBRID_SHARD,
@@ -447,15 +458,10 @@ int sim_cmd_compare(int argc, char **argv) {
     int nrows = 0, rc = SIM_EXIT_OK;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         if (strategies) {
-            const char *nm = shs_strategy_name(kinds[k]), *p = strategies;
-            size_t len = strlen(nm);
+            char item[64];
             int found = 0;
-            while (*p && !found) {
-                const char *e = strchr(p, ',');
-                size_t l = e ? (size_t)(e - p) : strlen(p);
-                found = l == len && !strncmp(p, nm, l);
-                p = e ? e + 1 : p + l;
-            }
+            for (const char *p = strategies; !found && sim_list_next(&p, item, sizeof item);)
+                found = !strcmp(item, shs_strategy_name(kinds[k]));
             if (!found) continue;
         }
         for (int var = 0; var < (variants_all ? 4 : 1); var++) {
@@ -472,7 +478,7 @@ int sim_cmd_compare(int argc, char **argv) {
             r->cfg.train.checkpoint_activations = r->ckpt;
             r->cfg.train.offload = r->offload;
             if (shs_meta_run(&r->cfg, &r->res) != SHS_OK) {
-                fprintf(stderr, "shardsim: error: %s: %s\n", r->name, shs_last_error());
+                sim_error("compare", "%s: %s", r->name, shs_last_error());
                 rc = SIM_EXIT_ERROR;
                 goto out;
             }
@@ -481,13 +487,13 @@ int sim_cmd_compare(int argc, char **argv) {
         }
     }
     if (!nrows) {
-        rc = usage_error("no strategy selected by --strategies", strategies);
+        rc = usage_error("no strategy selected by --strategies %s", strategies);
         goto out;
     }
     /* --output is written whole or not at all (temp file, then rename) */
     shs__afile_t af = {0};
     if (output && shs__afile_open(&af, output, "w") != SHS_OK) {
-        fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+        sim_error("compare", "%s", shs_last_error());
         rc = SIM_EXIT_ERROR;
         goto out;
     }
@@ -502,7 +508,7 @@ int sim_cmd_compare(int argc, char **argv) {
         if (rc != SIM_EXIT_OK) {
             shs__afile_discard(&af);
         } else if (shs__afile_commit(&af) != SHS_OK) {
-            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            sim_error("compare", "%s", shs_last_error());
             rc = SIM_EXIT_ERROR;
         }
     }
@@ -510,7 +516,7 @@ int sim_cmd_compare(int argc, char **argv) {
         sim_plot_row_t *pr = calloc(nrows > 0 ? (size_t)nrows : 1, sizeof *pr);
         for (int i = 0; pr && i < nrows; i++) pr[i] = (sim_plot_row_t){rows[i].name, rows[i].worst, device_mem};
         if (!pr || sim_compare_plot(plot, model_name, pr, nrows) != 0) {
-            fprintf(stderr, "shardsim: error: cannot write %s: %s\n", plot, pr ? shs_last_error() : "out of memory");
+            sim_error("compare", "cannot write %s: %s", plot, pr ? shs_last_error() : "out of memory");
             rc = SIM_EXIT_ERROR;
         }
         free(pr);

@@ -32,6 +32,7 @@ static void replay_usage(FILE *f) {
             "the directory) is refused at once, not waited on; save a stream to a file first.\n"
             "Garbage values (negative ranks or sizes, times beyond 2^63 ns, an itemsize of 0)\n"
             "are refused with the file and line or record, exit 1.\n"
+            "Options take '--opt V' or '--opt=V'; a [true|false] option alone means true.\n"
             "\n"
             "  --format F        read as format F instead of detecting it\n"
             "  --world N         ranks: expand an ASTRA-sim workload to N ranks (default 8); for\n"
@@ -40,11 +41,12 @@ static void replay_usage(FILE *f) {
             "                    the replay refuses to allocate more than --mem-limit in all); capped\n"
             "                    calls' times are also reported scaled linearly to the trace's bytes\n"
             "  --mem-limit SIZE  total replay buffers allowed (default 4GiB)\n"
-            "  --check-only      analyse, do not replay\n"
+            "  --check-only [true|false]  analyse, do not replay\n"
             "  --network N       estimate each call's time: a preset (hgx-h100, ring-50, pcie) or an\n"
             "                    ASTRA-sim network .yml (npus_count, bandwidth GB/s, latency ns)\n"
-            "  --algo A          ring | tree | direct for --network (default ring)\n"
-            "  --compare-algorithms   with --network: ring, tree and direct side by side\n"
+            "  --algo A          ring | tree | direct: the algorithm of --network's estimates (needs\n"
+            "                    --network; default ring)\n"
+            "  --compare-algorithms [true|false]  with --network: ring, tree and direct side by side\n"
             "  --max-issues K    issues to print (default 20)\n"
             "  --timeout SEC     collective timeout during the replay (default 10)\n"
             "  --export-text F   also write the normalized trace in shardsim's text format to F\n"
@@ -56,7 +58,7 @@ static void replay_usage(FILE *f) {
             "  -h, --help        this text\n");
 }
 
-static int usage_error(const char *msg, const char *arg) { return sim_usage_error("replay", msg, arg); }
+#define usage_error(...) sim_usage_error("replay", __VA_ARGS__)
 
 static const char *human(char *buf, size_t n, double b) { return shs_format_bytes(buf, n, b); }
 
@@ -95,17 +97,23 @@ int sim_cmd_replay(int argc, char **argv) {
     const char *network = NULL;
     shs_net_algo_t algo = SHS_ALGO_RING;
     char err[256];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+    int algo_given = 0;
+    sim_args_t it = sim_args_start("replay", argc, argv);
+    int arg_kind, rc_;
+    while ((arg_kind = sim_args_next(&it)) >= 0) {
+        const char *a = it.name;
+        if (arg_kind == 0) {
+            if (it.i == it.after_bare_bool && path) return sim_args_unexpected(&it);
+            if (path) return usage_error("more than one PATH: '%s' after '%s'", it.argv[it.i], path);
+            path = it.argv[it.i];
+            continue;
+        }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             replay_usage(stdout);
             return SIM_EXIT_OK;
         }
-        if (strcmp(a, "--check-only") == 0) { check_only = 1; continue; }
-        if (strcmp(a, "--compare-algorithms") == 0) { compare = 1; continue; }
-        if (a[0] != '-') {
-            if (path) return usage_error("more than one PATH:", a);
-            path = a;
+        if (strcmp(a, "--check-only") == 0 || strcmp(a, "--compare-algorithms") == 0) {
+            if ((rc_ = sim_args_bool(&it, strcmp(a, "--check-only") == 0 ? &check_only : &compare)) >= 0) return rc_;
             continue;
         }
         static const char *const valued[] = {"--format", "--world", "--max-bytes", "--mem-limit", "--max-issues",
@@ -113,62 +121,65 @@ int sim_cmd_replay(int argc, char **argv) {
                                              "--export-perfetto"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= strcmp(a, valued[k]) == 0;
-        if (!known) return usage_error("unknown option", a);
-        if (i + 1 >= argc) return usage_error("missing value for", a);
-        const char *v = argv[++i];
+        if (!known) return sim_args_unknown(&it);
+        const char *v;
+        if ((rc_ = sim_args_value(&it, &v)) >= 0) return rc_;
         long n;
         size_t sz;
         if (strcmp(a, "--format") == 0) {
-            if (shs_trace_format_parse(v, &lo.format)) return usage_error("unknown format (shardsim, nccl, pytorch-et, chakra, astra, kineto, flight):", v);
+            if (shs_trace_format_parse(v, &lo.format))
+                return usage_error("--format: unknown format '%s' (shardsim, nccl, pytorch-et, chakra, astra, kineto, "
+                                   "flight)", v);
         } else if (strcmp(a, "--world") == 0) {
-            if (sim_parse_int(v, 1, SHS_TRACE_MAX_WORLD, &n, err, sizeof err)) return usage_error("--world:", err);
+            if (sim_parse_int(v, 1, SHS_TRACE_MAX_WORLD, &n, err, sizeof err)) return usage_error("--world: %s", err);
             lo.world = (int)n;
         } else if (strcmp(a, "--max-bytes") == 0) {
-            if (shs_parse_bytes(v, &sz, err, sizeof err)) return usage_error("--max-bytes:", err);
-            if (sz == 0) return usage_error("--max-bytes: must be > 0, not", v);
+            if (shs_parse_bytes(v, &sz, err, sizeof err)) return usage_error("--max-bytes: %s", err);
+            if (sz == 0) return usage_error("--max-bytes: must be > 0, not %s", v);
             ro.max_bytes = sz == SIZE_MAX ? 0 : sz;
         } else if (strcmp(a, "--mem-limit") == 0) {
-            if (shs_parse_bytes(v, &sz, err, sizeof err)) return usage_error("--mem-limit:", err);
-            if (sz == 0) return usage_error("--mem-limit: must be > 0, not", v);
+            if (shs_parse_bytes(v, &sz, err, sizeof err)) return usage_error("--mem-limit: %s", err);
+            if (sz == 0) return usage_error("--mem-limit: must be > 0, not %s", v);
             ro.mem_limit = sz;
         } else if (strcmp(a, "--max-issues") == 0) {
-            if (sim_parse_int(v, 1, 100000, &max_issues, err, sizeof err)) return usage_error("--max-issues:", err);
+            if (sim_parse_int(v, 1, 100000, &max_issues, err, sizeof err)) return usage_error("--max-issues: %s", err);
         } else if (strcmp(a, "--timeout") == 0) {
-            if (sim_parse_int(v, 1, 3600, &n, err, sizeof err)) return usage_error("--timeout:", err);
+            if (sim_parse_int(v, 1, 3600, &n, err, sizeof err)) return usage_error("--timeout: %s", err);
             ro.timeout_ms = (int)n * 1000;
         } else if (strcmp(a, "--export-text") == 0) {
             export_text = v;
         } else if (strcmp(a, "--network") == 0) {
             network = v;
         } else if (strcmp(a, "--algo") == 0) {
-            if (shs_net_algo_parse(v, &algo)) return usage_error("--algo takes ring, tree or direct, not", v);
+            if (shs_net_algo_parse(v, &algo)) return usage_error("--algo takes ring, tree or direct, not %s", v);
+            algo_given = 1;
         } else if (strcmp(a, "--export-chakra") == 0) {
             export_chakra = v;
         } else if (strcmp(a, "--export-perfetto") == 0) {
             export_perfetto = v;
-        } else {
-            return usage_error("unknown option", a);
         }
     }
-    if (!path) return usage_error("missing PATH", NULL);
-    if (compare && !network) return usage_error("--compare-algorithms needs --network", NULL);
+    if (!path) return usage_error("missing PATH (a trace file or a directory of per-rank files)");
+    if (compare && !network) return usage_error("--compare-algorithms needs --network");
+    if (algo_given && !network) return usage_error("--algo %s needs --network (the algorithm of its time estimates)",
+                                                   shs_net_algo_name(algo));
     shs_net_t net;
     if (network && shs_net_preset(network, &net) != SHS_OK) {
-        if (!strchr(network, '/') && !strstr(network, ".yml")) return usage_error(shs_last_error(), NULL);
+        if (!strchr(network, '/') && !strstr(network, ".yml")) return usage_error("--network: %s", shs_last_error());
         if (shs_net_load(network, &net) != SHS_OK) {
-            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            sim_error("replay", "%s", shs_last_error());
             return SIM_EXIT_ERROR;
         }
     }
 
     shs_trace_t *t;
     if (shs_trace_load(&t, path, &lo) != SHS_OK) {
-        fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+        sim_error("replay", "%s", shs_last_error());
         return SIM_EXIT_ERROR;
     }
     size_t nrec = shs_trace_num_records(t);
     if (nrec == 0 || t->world < 1) { /* nothing recognizable: not a "consistent" trace */
-        fprintf(stderr, "shardsim: error: %s: no communication records found (format %s)%s\n", path, t->format,
+        sim_error("replay", "%s: no communication records found (format %s)%s", path, t->format,
                 lo.files_skipped ? "; some files were of no known format" : "");
         shs_trace_free(t);
         return SIM_EXIT_ERROR;
@@ -194,13 +205,13 @@ int sim_cmd_replay(int argc, char **argv) {
             else shs__afile_discard(&af);
         }
         if (st != SHS_OK) {
-            fprintf(stderr, "shardsim: error: cannot write %s: %s\n", export_text, shs_last_error());
+            sim_error("replay", "cannot write %s: %s", export_text, shs_last_error());
             rc = SIM_EXIT_ERROR;
         }
     }
     if (export_chakra) {
         if (shs_trace_export_chakra(t, export_chakra) != SHS_OK) { /* refused or failed: stop before the replay */
-            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            sim_error("replay", "%s", shs_last_error());
             shs_trace_free(t);
             return SIM_EXIT_ERROR;
         } else {
@@ -210,7 +221,7 @@ int sim_cmd_replay(int argc, char **argv) {
     if (export_perfetto) {
         shs_perfetto_opts_t po = {.net = network ? &net : NULL, .algo = algo};
         if (shs_trace_export_perfetto(t, export_perfetto, &po) != SHS_OK) {
-            fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+            sim_error("replay", "%s", shs_last_error());
             rc = SIM_EXIT_ERROR;
         } else {
             printf("  wrote %s (Chrome/Perfetto trace JSON, %d tracks, %zu slices: %zu recorded times", export_perfetto,
@@ -236,7 +247,7 @@ int sim_cmd_replay(int argc, char **argv) {
 
     shs_trace_report_t rep;
     if (shs_trace_check(t, &rep, (size_t)max_issues) != SHS_OK) {
-        fprintf(stderr, "shardsim: error: %s\n", shs_last_error());
+        sim_error("replay", "%s", shs_last_error());
         shs_trace_free(t);
         return SIM_EXIT_ERROR;
     }
@@ -262,7 +273,7 @@ int sim_cmd_replay(int argc, char **argv) {
         shs_replay_stats_t s;
         shs_status_t st = shs_trace_replay(t, &ro, &s);
         if (st != SHS_OK) {
-            fprintf(stderr, "shardsim: error: replay failed: %s\n", shs_last_error());
+            sim_error("replay", "replay failed: %s", shs_last_error());
             rc = SIM_EXIT_ERROR;
         } else {
             char hm[32], hbuf[32];

@@ -15,10 +15,12 @@
 #include <inttypes.h>
 #include <time.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "args.h"
 #include "compare_plot.h"
+#include "progress.h"
 #include "train_trace.h"
 #include "commands.h"
 #include "shardsim/shard.h"
@@ -27,6 +29,7 @@
 #include "shardsim/world.h"
 #include "shardsim/clock.h"
 #include "shardsim/checkpoint.h"
+#include "shardsim/features.h"
 #include "shardsim/comm_mpi.h"
 #include "shardsim/safetensors.h"
 #include "durable.h"
@@ -46,6 +49,7 @@ typedef struct {
     int backend_mpi;       /* --backend mpi: this process is one rank of the MPI job */
     int world_given;
     int loss_bits;         /* --loss-bits: also print each loss as its f32 bits */
+    double progress_s;     /* --progress: speak on stderr when a phase runs longer (0: never) */
     long debug_mismatch_rank; /* hidden: this rank issues a different count (tests); -1 none */
     long debug_stall_rank;    /* hidden: this rank stalls past the timeout before step 1 (tests); -1 none */
 } train_opts_t;
@@ -56,6 +60,8 @@ static void train_usage(FILE *f) {
             "usage: shardsim train [options]\n"
             "\n"
             "Train a GPT-2-style model (byte vocabulary) on N simulated GPUs (threads).\n"
+            "Options take their value as '--opt V' or '--opt=V'; a [true|false] option given alone\n"
+            "means true (yes/no and 1/0 work too).\n"
             "\n"
             "  --world N              ranks (simulated GPUs), 1..%d (default %d)\n"
             "  --backend B            thread | mpi (default thread). mpi: run under mpirun, one rank\n"
@@ -66,29 +72,31 @@ static void train_usage(FILE *f) {
             "                         agree bit for bit; cuda-nccl: rank r on GPU r over NCCL;\n"
             "                         mpi-nccl: under mpirun, one process per GPU (GPU = its index on\n"
             "                         the node), NCCL bootstrapped over MPI; same bits as cuda-nccl\n"
-            "  --loss-bits            also print each step's loss as its f32 bits in hex\n"
+            "  --loss-bits [true|false]  also print each step's loss as its f32 bits in hex\n"
             "  --strategy S           ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2\n"
             "                         (default %s)\n"
             "  --shard-group-size G   hybrid_*: shard within groups of G consecutive ranks, replicate\n"
             "                         across the N/G groups (default N)\n"
-            "  --reshard-after-forward true|false   free gathered units after forward use (default true;\n"
+            "  --reshard-after-forward [true|false] free gathered units after forward use (default true;\n"
             "                         false keeps them until backward, FSDP SHARD_GRAD_OP)\n"
             "  --backward-prefetch pre|post|none    gather the next unit before / after the current\n"
             "                         unit's backward, or when needed (default pre, FSDP's)\n"
-            "  --forward-prefetch true|false        gather the next unit during forward (default false)\n"
+            "  --forward-prefetch [true|false]      gather the next unit during forward (default false)\n"
             "  --limit-all-gathers N  at most N units gathered ahead (default 0: no limit)\n"
             "  --offload none|optimizer|params      CPU offload: optimizer state and master weights on\n"
             "                         the host, the optimizer step there (ZeRO-Offload); params: the\n"
             "                         parameter shards too (zero3, hybrid_shard; FSDP CPUOffload)\n"
             "  --memory-timeline FILE.svg           draw rank 0's device memory over the last step,\n"
             "                         per phase (forward/backward of each unit, optimizer), as SVG\n"
-            "  --poison-freed-buffers true|false    debugging: fill freed communication buffers with\n"
+            "  --poison-freed-buffers [true|false]  debugging: fill freed communication buffers with\n"
             "                         NaN so that a use after free shows in the results\n"
             "  --data PATH            training text (default: built-in corpus)\n"
             "  --model-file PATH      train the model a description file lists instead of the GPT\n"
             "                         (README: Model-description files); --layers, --heads and\n"
             "                         --channels then do not apply, --context still sets T\n"
-            "  --steps N              training steps (default 50)\n"
+            "  --steps N              training steps of this run (default 50); with --resume, steps\n"
+            "                         after the checkpoint's (numbered from it). 0: initialize only,\n"
+            "                         then --save / --export-safetensors write the initial weights\n"
             "  --check ddp            also run DDP on the same data; compare loss and every\n"
             "                         parameter bit for bit after each step (exit 3 on a difference)\n"
             "  --reduce-order O       rank | ring: order in which all-reduce and reduce-scatter add\n"
@@ -125,16 +133,20 @@ static void train_usage(FILE *f) {
             "  --growth-interval N    f16 loss scaling: grow the scale after N good steps (default 2000)\n"
             "  --growth-factor X      f16 loss scaling: multiply the scale by X on growth (default 2)\n"
             "  --backoff-factor X     f16 loss scaling: multiply it by X (0 < X < 1) on overflow (default 0.5)\n"
-            "  --checkpoint-activations  activation checkpointing per block: keep only each block's\n"
-            "                         input, recompute its forward in backward (same results, less memory)\n"
+            "  --checkpoint-activations [true|false]  activation checkpointing per block: keep only\n"
+            "                         each block's input, recompute its forward in backward (same results,\n"
+            "                         less memory); the GPT only, not with --model-file\n"
             "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
             "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
             "                         --check reports; needs --check ddp\n"
             "  --save DIR             save a sharded checkpoint into DIR at the end (crash-safe)\n"
-            "  --save-every N         also save after every N steps (needs --save)\n"
+            "  --save-every N         also save after every N steps (needs --save); each save prints\n"
+            "                         its directory, step and size\n"
             "  --resume DIR           continue from the checkpoint in DIR, at any --world,\n"
             "                         --strategy and --shard-align (model and optimizer must match)\n"
             "  --export-safetensors FILE  write the final full weights as safetensors\n"
+            "  --progress SEC         while setup, a step or a save runs longer than SEC seconds, say\n"
+            "                         so on stderr (again at 2x, 4x, ... SEC; default 5; 0: never)\n"
             "  --trace DIR            record every collective of every rank to DIR/rank<k>.trace\n"
             "                         (shardsim's trace format; see shardsim replay)\n"
             "  -h, --help             this text\n",
@@ -143,11 +155,11 @@ static void train_usage(FILE *f) {
             SHS_COMM_DEFAULT_TIMEOUT_MS / 1000);
 }
 
+/* fmt takes the two strings a and b (either may be unused) */
 static int usage_error(const char *fmt, const char *a, const char *b) {
-    fprintf(stderr, "shardsim: error: ");
-    fprintf(stderr, fmt, a, b);
-    fprintf(stderr, " (see 'shardsim train --help')\n");
-    return SIM_EXIT_USAGE;
+    char msg[1024];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    return sim_usage_error("train", "%s", msg);
 }
 
 /* The options of `train`: each parsed by type and range, then applied in
@@ -163,11 +175,11 @@ typedef enum {
     O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
     O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_TRACE,
-    O_BACKEND, O_LOSS_BITS, O_DEBUG_MISMATCH_RANK, O_DEBUG_STALL_RANK,
+    O_BACKEND, O_LOSS_BITS, O_PROGRESS, O_DEBUG_MISMATCH_RANK, O_DEBUG_STALL_RANK,
     O_NUM_OPTIONS
 } opt_id_t;
 
-typedef enum { T_INT, T_F32, T_FLOAT, T_STR, T_FLAG /* takes no value */ } opt_type_t;
+typedef enum { T_INT, T_F32, T_FLOAT, T_STR, T_BOOL /* bare (true), or true|false (sim_args_bool) */ } opt_type_t;
 
 static const struct {
     const char *name;
@@ -176,7 +188,7 @@ static const struct {
     int hi_open;             /* the upper bound itself is excluded */
 } options[O_NUM_OPTIONS] = {
     [O_WORLD] = {"--world", T_INT, 1, SHS_MAX_WORLD, 0},
-    [O_STEPS] = {"--steps", T_INT, 1, 100000000, 0},
+    [O_STEPS] = {"--steps", T_INT, 0, 100000000, 0}, /* 0: initialize, then save or export */
     [O_LAYERS] = {"--layers", T_INT, 1, SHS_GPT_MAX_LAYERS, 0},
     [O_HEADS] = {"--heads", T_INT, 1, 65536, 0},
     [O_CHANNELS] = {"--channels", T_INT, 1, 65536, 0},
@@ -214,18 +226,19 @@ static const struct {
     [O_GROWTH_FACTOR] = {"--growth-factor", T_F32, 1.0, 1e6, 0},
     [O_BACKOFF_FACTOR] = {"--backoff-factor", T_F32, 1e-6, 0.999999, 0},
     [O_SHARD_GROUP_SIZE] = {"--shard-group-size", T_INT, 1, SHS_MAX_WORLD, 0},
-    [O_RESHARD_AFTER_FORWARD] = {"--reshard-after-forward", T_STR, 0, 0, 0},
+    [O_RESHARD_AFTER_FORWARD] = {"--reshard-after-forward", T_BOOL, 0, 0, 0},
     [O_BACKWARD_PREFETCH] = {"--backward-prefetch", T_STR, 0, 0, 0},
-    [O_FORWARD_PREFETCH] = {"--forward-prefetch", T_STR, 0, 0, 0},
+    [O_FORWARD_PREFETCH] = {"--forward-prefetch", T_BOOL, 0, 0, 0},
     [O_LIMIT_ALL_GATHERS] = {"--limit-all-gathers", T_INT, 0, 1 << 20, 0},
-    [O_POISON_FREED] = {"--poison-freed-buffers", T_STR, 0, 0, 0},
+    [O_POISON_FREED] = {"--poison-freed-buffers", T_BOOL, 0, 0, 0},
     [O_OFFLOAD] = {"--offload", T_STR, 0, 0, 0},
     [O_MEMORY_TIMELINE] = {"--memory-timeline", T_STR, 0, 0, 0},
     [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
-    [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_FLAG, 0, 0, 0},
+    [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_BOOL, 0, 0, 0},
     [O_TRACE] = {"--trace", T_STR, 0, 0, 0},
     [O_BACKEND] = {"--backend", T_STR, 0, 0, 0},
-    [O_LOSS_BITS] = {"--loss-bits", T_FLAG, 0, 0, 0},
+    [O_LOSS_BITS] = {"--loss-bits", T_BOOL, 0, 0, 0},
+    [O_PROGRESS] = {"--progress", T_FLOAT, 0, 86400, 0},
     /* hidden, for tests of the MPI backend's failure paths */
     [O_DEBUG_MISMATCH_RANK] = {"--debug-mismatch-rank", T_INT, 0, SHS_MAX_WORLD - 1, 0},
     [O_DEBUG_STALL_RANK] = {"--debug-stall-rank", T_INT, 0, SHS_MAX_WORLD - 1, 0},
@@ -265,7 +278,7 @@ static int parse_value(opt_id_t id, const char *val, parsed_t *p) {
     case T_STR:
         p->str[id] = val;
         break;
-    case T_FLAG:
+    case T_BOOL: /* read by sim_args_bool */
         break;
     }
     p->given[id] = 1;
@@ -313,35 +326,34 @@ static int check_shard_group(const shs_train_config_t *c) {
 /* Parse argv into o. Returns -1 to continue, or an exit code. */
 static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     parsed_t p = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+    sim_args_t a = sim_args_start("train", argc, argv);
+    int kind, rc;
+    while ((kind = sim_args_next(&a)) >= 0) {
+        if (kind == 0) return sim_args_unexpected(&a);
+        if (strcmp(a.name, "-h") == 0 || strcmp(a.name, "--help") == 0) {
             train_usage(stdout);
             return SIM_EXIT_OK;
         }
-        if (strncmp(arg, "--", 2) != 0) return usage_error("unexpected argument '%s'%s", arg, "");
-        char name[64];
-        const char *val = NULL, *eq = strchr(arg, '=');
-        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
         int id = -1;
         for (int k = 0; k < O_NUM_OPTIONS; k++)
-            if (strcmp(name, options[k].name) == 0) id = k;
-        if (id < 0) return usage_error("unknown option '%s'%s", name, "");
-        if (options[id].type == T_FLAG) {
-            if (eq) return usage_error("option %s takes no value%s", name, "");
+            if (strcmp(a.name, options[k].name) == 0) id = k;
+        if (id < 0) return sim_args_unknown(&a);
+        if (options[id].type == T_BOOL) {
+            int v;
+            if ((rc = sim_args_bool(&a, &v)) >= 0) return rc;
             p.given[id] = 1;
+            p.num[id] = v;
             continue;
         }
-        if (eq) val = eq + 1;
-        else if (i + 1 < argc) val = argv[++i];
-        if (!val) return usage_error("option %s needs a value%s", name, "");
-        int rc = parse_value((opt_id_t)id, val, &p);
-        if (rc >= 0) return rc;
+        const char *val;
+        if ((rc = sim_args_value(&a, &val)) >= 0) return rc;
+        if ((rc = parse_value((opt_id_t)id, val, &p)) >= 0) return rc;
     }
 
     shs_train_config_t *c = &o->cfg;
     *c = shs_train_default_config();
     o->steps = 50;
+    o->progress_s = p.given[O_PROGRESS] ? p.num[O_PROGRESS] : 5.0;
     if (p.given[O_OPTIMIZER] && shs_optim_parse(p.str[O_OPTIMIZER], &c->optim.kind))
         return usage_error("unknown optimizer '%s'%s: use adamw or sgd", p.str[O_OPTIMIZER], "");
     c->optim = shs_optim_default(c->optim.kind);
@@ -379,9 +391,9 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     SET(O_GROWTH_FACTOR, c->scaler.growth_factor);
     SET(O_BACKOFF_FACTOR, c->scaler.backoff_factor);
 #undef SET
-    c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS];
+    c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS] && p.num[O_CHECKPOINT_ACTIVATIONS];
     o->world_given = p.given[O_WORLD];
-    o->loss_bits = p.given[O_LOSS_BITS];
+    o->loss_bits = p.given[O_LOSS_BITS] && p.num[O_LOSS_BITS];
     o->debug_mismatch_rank = p.given[O_DEBUG_MISMATCH_RANK] ? (long)p.num[O_DEBUG_MISMATCH_RANK] : -1;
     o->debug_stall_rank = p.given[O_DEBUG_STALL_RANK] ? (long)p.num[O_DEBUG_STALL_RANK] : -1;
     if (p.given[O_BACKEND]) {
@@ -394,6 +406,17 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         if (b == -2 || b == -3) o->backend_mpi = 1;
         if (b == -3) c->backend = SHS_WORLD_CUDA_NCCL;
         else if (b >= 0) c->backend = (shs_world_backend_t)b;
+        if (o->backend_mpi && !shs_feature_available(SHS_FEATURE_MPI))
+            return usage_error("--backend %s %s", p.str[O_BACKEND], shs_feature_missing(SHS_FEATURE_MPI));
+        if (o->backend_mpi && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK")) {
+            char how[256], np[24] = "N";
+            if (p.given[O_WORLD]) snprintf(np, sizeof np, "%ld", (long)p.num[O_WORLD]);
+            snprintf(how, sizeof how, "mpirun -np %s %s train --backend %s ...", np, program_invocation_name,
+                     p.str[O_BACKEND]);
+            return usage_error("--backend %s runs one rank per process under an MPI launcher, and none started this "
+                               "one (no OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK in the environment): run %s",
+                               p.str[O_BACKEND], how);
+        }
     }
     if (o->backend_mpi) {
         static const opt_id_t not_mpi[] = {O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_TRACE,
@@ -405,16 +428,9 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         return usage_error("--debug-mismatch-rank and --debug-stall-rank need --backend mpi%s%s", "", "");
     }
     c->norm_type = 2;
-    static const opt_id_t bool_opts[] = {O_RESHARD_AFTER_FORWARD, O_FORWARD_PREFETCH, O_POISON_FREED};
-    static const char *const bool_names[] = {"true", "1", "false", "0"};
-    static const int bool_values[] = {1, 1, 0, 0};
-    int bool_vals[3] = {1, 0, 0};
-    for (int k = 0; k < 3; k++)
-        if (p.given[bool_opts[k]] && choose(p.str[bool_opts[k]], bool_names, bool_values, 4, &bool_vals[k]))
-            return usage_error("%s takes true or false (got '%s')", options[bool_opts[k]].name, p.str[bool_opts[k]]);
-    c->keep_after_forward = !bool_vals[0];
-    c->forward_prefetch = bool_vals[1];
-    c->poison_freed = bool_vals[2];
+    c->keep_after_forward = p.given[O_RESHARD_AFTER_FORWARD] && !p.num[O_RESHARD_AFTER_FORWARD];
+    c->forward_prefetch = p.given[O_FORWARD_PREFETCH] && p.num[O_FORWARD_PREFETCH];
+    c->poison_freed = p.given[O_POISON_FREED] && p.num[O_POISON_FREED];
     if (p.given[O_MEMORY_TIMELINE]) {
         o->timeline_path = p.str[O_MEMORY_TIMELINE];
         c->memory_timeline = 1;
@@ -483,9 +499,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     for (int k = 0; k < 2; k++) {
         const char *why = dirs[k] ? dir_output_problem(dirs[k]) : NULL;
         if (!why) continue;
-        char msg[4200];
-        snprintf(msg, sizeof msg, "%s: %s", dirs[k], why);
-        return usage_error("%s %s", dir_opts[k], msg);
+        return sim_usage_error("train", "%s %s: %s", dir_opts[k], dirs[k], why);
     }
     const char *files[] = {o->export_path, o->timeline_path}, *file_opts[] = {"--export-safetensors", "--memory-timeline"};
     for (int k = 0; k < 2; k++) {
@@ -495,7 +509,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
     static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS};
     for (int k = 0; k < 4 && o->model_file; k++)
-        if (p.given[gpt_only[k]]) return usage_error("%s does not apply with --model-file%s", options[gpt_only[k]].name, "");
+        if (p.given[gpt_only[k]] && (options[gpt_only[k]].type != T_BOOL || p.num[gpt_only[k]])) return usage_error("%s does not apply with --model-file%s", options[gpt_only[k]].name, "");
     if (p.given[O_REDUCE_ORDER] && shs_reduce_order_parse(p.str[O_REDUCE_ORDER], &c->reduce_order))
         return usage_error("unknown reduce order '%s'%s: use rank or ring", p.str[O_REDUCE_ORDER], "");
     if (p.given[O_CHECK]) {
@@ -513,8 +527,11 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
                               (hybrid && c->shard_group_size > 1 && c->shard_group_size < c->world_size)))
         return usage_error("--inject-bitflip needs an exact --check (not ring order or hybrid with 1 < G < N)%s%s",
                            "", "");
-    if (o->inject_bitflip && (!o->check_ddp || o->inject_bitflip > o->steps))
+    /* with --resume the step is the checkpoint's plus this run's: checked once resumed */
+    if (o->inject_bitflip && (!o->check_ddp || (!o->resume_dir && o->inject_bitflip > o->steps)))
         return usage_error("--inject-bitflip needs --check ddp and a step within --steps%s%s", "", "");
+    if (o->timeline_path && o->steps == 0)
+        return usage_error("--memory-timeline %s needs a step to draw (--steps 0 runs none)%s", o->timeline_path, "");
     if (!o->model_file && c->model.channels % c->model.num_heads != 0) {
         char h[16], ch[16];
         snprintf(h, sizeof h, "%d", c->model.num_heads);
@@ -524,11 +541,19 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     return -1;
 }
 
+/* steps: this run's; the trainer knows how many the checkpoint had before */
 static void print_summary(shs_trainer_t *t, float final_loss, long steps) {
     int first, n; /* the ranks this process runs: all of them on threads, its own under MPI */
     shs_trainer_local_ranks(t, &first, &n);
     char b[32];
-    printf("\nsummary\n  final loss %.6f after %ld step%s\n", final_loss, steps, steps == 1 ? "" : "s");
+    long done = shs_trainer_steps_done(t);
+    if (steps == 0)
+        printf("\nsummary\n  no step run (--steps 0): the weights as of step %ld\n", done);
+    else if (done != steps)
+        printf("\nsummary\n  final loss %.6f after step %ld (%ld step%s in this run)\n", final_loss, done, steps,
+               steps == 1 ? "" : "s");
+    else
+        printf("\nsummary\n  final loss %.6f after %ld step%s\n", final_loss, steps, steps == 1 ? "" : "s");
     printf("  peak device memory per rank (MiB)\n    %-6s", "rank");
     for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) printf(" %11s", shs_mem_category_name((shs_mem_category_t)c));
     printf(" %11s\n", "total");
@@ -601,7 +626,46 @@ static drift_t param_drift(const shs_layout_t *lo, int nranks, size_t align, con
 }
 
 static void report_error(const char *what) {
-    fprintf(stderr, "shardsim: error: %s%s%s\n", what ? what : "", what ? ": " : "", shs_last_error());
+    sim_error("train", "%s%s%s", what ? what : "", what ? ": " : "", shs_last_error());
+}
+
+/* Total bytes of the regular files in dir (a saved checkpoint), and how many. */
+static double dir_bytes(const char *dir, int *files) {
+    double total = 0;
+    *files = 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    char path[4352];
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            total += (double)st.st_size;
+            (*files)++;
+        }
+    }
+    closedir(d);
+    return total;
+}
+
+/* Save a checkpoint of t into dir and say so: "saved checkpoint DIR (step S,
+ * SIZE in N files)". what names the option in an error. 0, or -1 reported. */
+static int save_checkpoint(shs_trainer_t *t, const char *dir, const char *what, sim_progress_t *pg) {
+    long step = shs_trainer_steps_done(t);
+    sim_progress_begin(pg, "saving checkpoint %s (step %ld)", dir, step);
+    shs_status_t st = shs_checkpoint_save(t, dir);
+    sim_progress_end(pg);
+    if (st != SHS_OK) {
+        report_error(what);
+        return -1;
+    }
+    int files;
+    char b[32];
+    double bytes = dir_bytes(dir, &files);
+    printf("saved checkpoint %s (step %ld, %s in %d files)\n", dir, step, shs_format_bytes(b, sizeof b, bytes), files);
+    fflush(stdout);
+    return 0;
 }
 
 /* --backend mpi: the communicators of this process's rank (comm_mpi.h). */
@@ -625,13 +689,16 @@ static int mpi_start(train_opts_t *o, mpi_job_t *m) {
         char a[16], b[16];
         snprintf(a, sizeof a, "%d", o->cfg.world_size);
         snprintf(b, sizeof b, "%d", size);
-        return usage_error("--world %s differs from the MPI job's %s processes (leave --world out)", a, b);
+        char msg[160];
+        snprintf(msg, sizeof msg, "--world %s differs from the MPI job's %s processes (start as many: mpirun -np %s ...; "
+                 "or leave --world out)", a, b, a);
+        return usage_error("%s%s", msg, "");
     }
     o->cfg.world_size = size;
     int rc = check_shard_group(&o->cfg);
     if (rc >= 0) return rc;
     if (m->rank != 0 && !freopen("/dev/null", "w", stdout)) {
-        fprintf(stderr, "shardsim: error: rank %d: cannot silence stdout: %s\n", m->rank, strerror(errno));
+        sim_error("train", "rank %d: cannot silence stdout: %s", m->rank, strerror(errno));
         return SIM_EXIT_ERROR;
     }
     if (shs_comm_mpi_create(&m->world, o->cfg.timeout_ms, "world") != SHS_OK ||
@@ -723,14 +790,19 @@ int sim_cmd_train(int argc, char **argv) {
     int exit_code = SIM_EXIT_ERROR;
     char b1[32], b2[32];
 
+    sim_progress_t *pg = sim_progress_start("train", o.progress_s);
     if (o.trace_dir && sim_trace_start(cfg, &trace_rec) != SHS_OK) {
         report_error("--trace");
         goto done;
     }
-    if (shs_trainer_create(&main_run, cfg, &corpus) != SHS_OK) {
+    sim_progress_begin(pg, "setting up %d rank%s (devices, model, strategy state)", cfg->world_size,
+                       cfg->world_size == 1 ? "" : "s");
+    shs_status_t create_st = shs_trainer_create(&main_run, cfg, &corpus);
+    sim_progress_end(pg);
+    if (create_st != SHS_OK) {
         report_error(NULL);
         if (!o.device_mem_given && strstr(shs_last_error(), "out of device memory"))
-            fprintf(stderr, "shardsim: note: the %d simulated devices share this machine's RAM (%s each); "
+            sim_note("train", "the %d simulated devices share this machine's RAM (%s each); "
                             "use a smaller --world or model, or set --device-mem\n",
                     cfg->world_size * (o.check_ddp ? 2 : 1), shs_format_bytes(b1, sizeof b1, (double)cfg->device_mem));
         goto done;
@@ -760,11 +832,24 @@ int sim_cmd_train(int argc, char **argv) {
            optim_desc, (unsigned long long)cfg->seed,
            cfg->device_mem == SIZE_MAX ? "unlimited" : shs_format_bytes(b2, sizeof b2, (double)cfg->device_mem));
     if (o.resume_dir) {
-        if (shs_checkpoint_resume(main_run, o.resume_dir) != SHS_OK) {
+        sim_progress_begin(pg, "loading checkpoint %s", o.resume_dir);
+        shs_status_t st = shs_checkpoint_resume(main_run, o.resume_dir);
+        sim_progress_end(pg);
+        if (st != SHS_OK) {
             report_error("--resume");
             goto done;
         }
-        printf("  resumed from %s after step %ld\n", o.resume_dir, shs_trainer_steps_done(main_run));
+        printf("  resumed from %s after step %ld: steps %ld..%ld\n", o.resume_dir, shs_trainer_steps_done(main_run),
+               shs_trainer_steps_done(main_run) + 1, shs_trainer_steps_done(main_run) + o.steps);
+    }
+    /* steps are numbered from the checkpoint's: step first+1 .. last */
+    const long first = shs_trainer_steps_done(main_run), last = first + o.steps;
+    if (o.inject_bitflip && (o.inject_bitflip <= first || o.inject_bitflip > last)) {
+        char a[24], b[48];
+        snprintf(a, sizeof a, "%ld", o.inject_bitflip);
+        snprintf(b, sizeof b, "%ld..%ld", first + 1, last);
+        exit_code = usage_error("--inject-bitflip %s is not a step of this run (%s)", a, b);
+        goto done;
     }
     if (o.check_ddp) {
         shs_train_config_t rc_cfg = *cfg;
@@ -773,8 +858,11 @@ int sim_cmd_train(int argc, char **argv) {
         rc_cfg.checkpoint_activations = 0; /* the reference keeps every activation */
         rc_cfg.comm = mpi.ref;
         rc_cfg.trace = NULL; /* --trace records the run under test */
-        if (shs_trainer_create(&ref_run, &rc_cfg, &corpus) != SHS_OK ||
-            (o.resume_dir && shs_checkpoint_resume(ref_run, o.resume_dir) != SHS_OK)) {
+        sim_progress_begin(pg, "setting up the reference DDP run (%d ranks)", cfg->world_size);
+        shs_status_t st = shs_trainer_create(&ref_run, &rc_cfg, &corpus);
+        if (st == SHS_OK && o.resume_dir) st = shs_checkpoint_resume(ref_run, o.resume_dir);
+        sim_progress_end(pg);
+        if (st != SHS_OK) {
             report_error("reference DDP run");
             goto done;
         }
@@ -782,7 +870,7 @@ int sim_cmd_train(int argc, char **argv) {
         snap_a = malloc(len * sizeof(float));
         snap_b = malloc(len * sizeof(float));
         if (!snap_a || !snap_b) {
-            fprintf(stderr, "shardsim: error: out of host memory for --check snapshots\n");
+            sim_error("train", "out of host memory for --check snapshots");
             goto done;
         }
         if (drift_mode)
@@ -812,7 +900,9 @@ int sim_cmd_train(int argc, char **argv) {
     long tokens_per_step = (long)cfg->world_size * cfg->micro_batch * cfg->model.context *
                            (cfg->grad_accum > 1 ? cfg->grad_accum : 1);
     double run_start = shs_now_seconds();
+    const int step_width = (int)snprintf(NULL, 0, "%ld", last);
     for (long step = 0; step < o.steps; step++) {
+        const long gstep = first + step + 1; /* the step's number, counted from the first run */
         if (step == 0 && mpi.rank == o.debug_stall_rank) {
             /* hidden test hook: never arrive in time; the others time out and MPI_Abort ends this one */
             double timeout_s = (cfg->timeout_ms > 0 ? cfg->timeout_ms : SHS_COMM_DEFAULT_TIMEOUT_MS) / 1000.0;
@@ -820,21 +910,24 @@ int sim_cmd_train(int argc, char **argv) {
             while (nanosleep(&ts, &ts) != 0) {}
         }
         double t0 = shs_now_seconds();
-        if (shs_trainer_step(main_run, &loss) != SHS_OK) {
+        sim_progress_begin(pg, "running step %ld/%ld on %d rank%s", gstep, last, local_count,
+                           cfg->backend == SHS_WORLD_CPU ? " threads" : "s");
+        shs_status_t step_st = shs_trainer_step(main_run, &loss);
+        sim_progress_end(pg);
+        if (step_st != SHS_OK) {
             char what[64];
-            snprintf(what, sizeof what, "step %ld", step + 1);
+            snprintf(what, sizeof what, "step %ld", gstep);
             report_error(what);
             goto done;
         }
         double dt = shs_now_seconds() - t0;
         total_time += dt;
         if (!isfinite(loss)) {
-            fprintf(stderr, "shardsim: error: step %ld: the loss is %g: training diverged (try a lower --lr)\n",
-                    step + 1, (double)loss);
+            sim_error("train", "step %ld: the loss is %g: training diverged (try a lower --lr)", gstep, (double)loss);
             goto done;
         }
-        printf("step %*ld/%ld | loss %.6f | %8.1f ms | %7.0f tok/s", (int)snprintf(NULL, 0, "%ld", o.steps), step + 1,
-               o.steps, (double)loss, dt * 1e3, (double)tokens_per_step / dt);
+        printf("step %*ld/%ld | loss %.6f | %8.1f ms | %7.0f tok/s", step_width, gstep, last, (double)loss, dt * 1e3,
+               (double)tokens_per_step / dt);
         if (o.loss_bits) {
             uint32_t bits;
             memcpy(&bits, &loss, sizeof bits);
@@ -847,7 +940,7 @@ int sim_cmd_train(int argc, char **argv) {
         }
         if (cfg->clip_norm > 0 && !shs_strategy_step_skipped(shs_trainer_strategy(main_run, first_rank)))
             printf(" | grad norm %.6g", (double)shs_trainer_last_grad_norm(main_run));
-        if (o.inject_bitflip == step + 1) {
+        if (o.inject_bitflip == gstep) {
             if (shs_trainer_flip_param_bit(main_run, 0, 0) != SHS_OK) { /* wte[0][0] */
                 printf("\n");
                 report_error("bit flip");
@@ -857,7 +950,10 @@ int sim_cmd_train(int argc, char **argv) {
         if (ref_run) {
             float ref_loss;
             shs_param_diff_t diff;
-            if (shs_trainer_step(ref_run, &ref_loss) != SHS_OK) {
+            sim_progress_begin(pg, "running step %ld/%ld of the reference DDP run", gstep, last);
+            shs_status_t ref_st = shs_trainer_step(ref_run, &ref_loss);
+            sim_progress_end(pg);
+            if (ref_st != SHS_OK) {
                 printf("\n");
                 report_error("reference DDP run");
                 goto done;
@@ -875,14 +971,14 @@ int sim_cmd_train(int argc, char **argv) {
             float norm = shs_trainer_last_grad_norm(main_run), ref_norm = shs_trainer_last_grad_norm(ref_run);
             if (!drift_mode && memcmp(&norm, &ref_norm, sizeof norm) != 0) {
                 printf("\n");
-                fprintf(stderr, "check: step %ld: gradient norm differs: %s %.9g, ddp %.9g\n", step + 1,
+                fprintf(stderr, "shardsim train: check failed at step %ld: gradient norm differs: %s %.9g, ddp %.9g\n", gstep,
                         shs_strategy_name(cfg->strategy), (double)norm, (double)ref_norm);
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
             if (!drift_mode && memcmp(&loss, &ref_loss, sizeof loss) != 0) {
                 printf(" | ddp check: LOSS DIFFERS\n");
-                fprintf(stderr, "shardsim: check failed at step %ld: loss %.9g (%s) != %.9g (ddp)\n", step + 1,
+                fprintf(stderr, "shardsim train: check failed at step %ld: loss %.9g (%s) != %.9g (ddp)\n", gstep,
                         (double)loss, shs_strategy_name(cfg->strategy), (double)ref_loss);
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
@@ -897,8 +993,8 @@ int sim_cmd_train(int argc, char **argv) {
                 } else {
                     snprintf(where, sizeof where, "padding element %zu (must stay 0)", diff.index);
                 }
-                fprintf(stderr, "shardsim: check failed at step %ld: first difference in unit %s, %s: %.9g (%s) != %.9g (ddp)\n",
-                        step + 1, lo->units[diff.unit].name, where, (double)diff.a, shs_strategy_name(cfg->strategy),
+                fprintf(stderr, "shardsim train: check failed at step %ld: first difference in unit %s, %s: %.9g (%s) != %.9g (ddp)\n",
+                        gstep, lo->units[diff.unit].name, where, (double)diff.a, shs_strategy_name(cfg->strategy),
                         (double)diff.b);
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
@@ -919,9 +1015,9 @@ int sim_cmd_train(int argc, char **argv) {
                     printf(" | ddp check: REPLICAS DIFFER\n");
                     int ti = shs_layout_tensor_at(lo, rd.unit, rd.index);
                     fprintf(stderr,
-                            "shardsim: check failed at step %ld: in the %s run, rank %d's copy of unit %s, tensor %s, "
+                            "shardsim train: check failed at step %ld: in the %s run, rank %d's copy of unit %s, tensor %s, "
                             "element %zu differs from the shard owner's\n",
-                            step + 1, which[k], rd.rank, lo->units[rd.unit].name, lo->tensors[ti].name,
+                            gstep, which[k], rd.rank, lo->units[rd.unit].name, lo->tensors[ti].name,
                             rd.index - lo->tensors[ti].offset);
                     exit_code = SIM_EXIT_NOT_EQUAL;
                     goto done;
@@ -940,23 +1036,18 @@ int sim_cmd_train(int argc, char **argv) {
         }
         printf(" | eta %.0f s\n", (shs_now_seconds() - run_start) / (double)(step + 1) * (double)(o.steps - step - 1));
         fflush(stdout);
-        if (o.save_every && shs_trainer_steps_done(main_run) % o.save_every == 0 && step + 1 < o.steps &&
-            shs_checkpoint_save(main_run, o.save_dir) != SHS_OK) {
-            report_error("--save-every");
+        if (o.save_every && gstep % o.save_every == 0 && step + 1 < o.steps &&
+            save_checkpoint(main_run, o.save_dir, "--save-every", pg) != 0)
             goto done;
-        }
     }
     if (o.steps > 0)
         printf("mean step time %.1f ms\n", total_time / (double)o.steps * 1e3);
-    if (o.save_dir) {
-        if (shs_checkpoint_save(main_run, o.save_dir) != SHS_OK) {
-            report_error("--save");
-            goto done;
-        }
-        printf("saved checkpoint %s (step %ld)\n", o.save_dir, shs_trainer_steps_done(main_run));
-    }
+    if (o.save_dir && save_checkpoint(main_run, o.save_dir, "--save", pg) != 0) goto done;
     if (o.export_path) {
-        if (shs_export_safetensors(main_run, o.export_path) != SHS_OK) {
+        sim_progress_begin(pg, "exporting %s", o.export_path);
+        shs_status_t st = shs_export_safetensors(main_run, o.export_path);
+        sim_progress_end(pg);
+        if (st != SHS_OK) {
             report_error("--export-safetensors");
             goto done;
         }
@@ -979,7 +1070,7 @@ int sim_cmd_train(int argc, char **argv) {
         sim_plot_row_t row = {shs_strategy_name(cfg->strategy), &r0,
                               cfg->device_mem == SIZE_MAX ? 0 : cfg->device_mem};
         if (r0.num_segments == 0 || sim_compare_plot(o.timeline_path, title, &row, 1) != 0) {
-            fprintf(stderr, "shardsim: error: --memory-timeline: cannot write %s: %s\n", o.timeline_path,
+            sim_error("train", "--memory-timeline: cannot write %s: %s", o.timeline_path,
                     r0.num_segments ? shs_last_error() : "no step was recorded");
             goto done;
         }
@@ -996,7 +1087,8 @@ int sim_cmd_train(int argc, char **argv) {
         printf("check: %s matched DDP bit for bit at all %ld steps\n", shs_strategy_name(cfg->strategy), o.steps);
     exit_code = SIM_EXIT_OK;
 done:
-    exit_code = sim_finish_output(exit_code); /* before MPI's abort below: a lost report fails the job */
+    sim_progress_stop(pg);
+    exit_code = sim_finish_output("train", exit_code); /* before MPI's abort below: a lost report fails the job */
     /* MPI: after an error other processes may wait in a collective that will
      * never complete; MPI_Abort ends them all (comm_mpi.h) */
     if (o.backend_mpi && exit_code != SIM_EXIT_OK) shs_mpi_abort(exit_code);

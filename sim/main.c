@@ -22,16 +22,24 @@ static void usage(FILE *f) {
             "  version   print the version\n");
 }
 
+static const char *command; /* the command run, for sim_finish_output's message; NULL: none */
+
 static int run(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return SIM_EXIT_USAGE;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "train") == 0) return sim_cmd_train(argc - 1, argv + 1);
-    if (strcmp(cmd, "bench") == 0) return sim_cmd_bench(argc - 1, argv + 1);
-    if (strcmp(cmd, "replay") == 0) return sim_cmd_replay(argc - 1, argv + 1);
-    if (strcmp(cmd, "compare") == 0) return sim_cmd_compare(argc - 1, argv + 1);
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } commands[] = {{"train", sim_cmd_train}, {"bench", sim_cmd_bench}, {"replay", sim_cmd_replay},
+                    {"compare", sim_cmd_compare}};
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        if (strcmp(cmd, commands[k].name) == 0) {
+            command = commands[k].name;
+            return commands[k].fn(argc - 1, argv + 1);
+        }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return 0;
@@ -40,9 +48,12 @@ static int run(int argc, char **argv) {
         printf("shardsim %s\n", SIM_VERSION);
         return 0;
     }
-    fprintf(stderr, "shardsim: error: unknown command '%s' (see 'shardsim help')\n", cmd);
+    sim_error(NULL, "unknown command '%s' (see 'shardsim help')", cmd);
     return SIM_EXIT_USAGE;
 }
 
 /* a report that never reached stdout is a failure, whatever the command returned */
-int main(int argc, char **argv) { return sim_finish_output(run(argc, argv)); }
+int main(int argc, char **argv) {
+    int rc = run(argc, argv);
+    return sim_finish_output(command, rc);
+}

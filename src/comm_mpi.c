@@ -32,6 +32,7 @@
  * them), so either all ranks move data or none does.
  */
 #include "shardsim/comm_mpi.h"
+#include "shardsim/features.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -703,7 +704,7 @@ shs_status_t shs_comm_mpi_create(shs_comm_t **comm, int timeout_ms, const char *
 
 #include "shardsim/status.h"
 
-#define NO_MPI "shardsim was built without MPI (mpicc not found; 'make deps' installs OpenMPI, then rebuild)"
+#define NO_MPI "shardsim was built without MPI: the MPI backend %s", shs_feature_missing(SHS_FEATURE_MPI)
 
 int shs_mpi_available(void) { return 0; }
 shs_status_t shs_mpi_init(int *argc, char ***argv) {

@@ -7,9 +7,10 @@
 #include <stddef.h>
 
 #include "shardsim/comm_cuda.h"
+#include "shardsim/features.h"
 #include "shardsim/device.h"
 
-#define NO_CUDA "shardsim was built without the CUDA backend (nvcc was not found at build time, or SAN= was set)"
+#define NO_CUDA "shardsim was built without the CUDA backend, which %s", shs_feature_missing(SHS_FEATURE_CUDA)
 
 shs_status_t shs_cuda_device_count(int *count) {
     if (count) *count = 0;

@@ -20,6 +20,7 @@
 
 #include "shardsim/trace_import.h"
 #include "trace_util.h"
+#include "shardsim/features.h"
 
 #ifdef SHS_HAVE_PROTOBUF_C
 #include "et_def.pb-c.h"
@@ -162,8 +163,8 @@ shs_status_t shs_trace_import_chakra(shs_trace_t *t, const shs_trace_input_t *in
 
 shs_status_t shs_trace_import_chakra(shs_trace_t *t, const shs_trace_input_t *in) {
     (void)t;
-    return shs_set_error(SHS_UNSUPPORTED, "%s: Chakra ET needs protobuf-c, not found at build time (make deps installs "
-                                          "protobuf-c-compiler and libprotobuf-c-dev)", in->name);
+    return shs_set_error(SHS_UNSUPPORTED, "%s: Chakra ET import %s", in->name,
+                         shs_feature_missing(SHS_FEATURE_PROTOBUF_C));
 }
 
 #endif

@@ -1,6 +1,7 @@
 /* trace_export.c - Chakra ET export through protobuf-c (see trace_export.h).
  * What it is not: a reader (trace_chakra.c). */
 #include "shardsim/trace_export.h"
+#include "shardsim/features.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -130,7 +131,7 @@ shs_status_t shs_trace_export_chakra(const shs_trace_t *t, const char *prefix) {
 
 shs_status_t shs_trace_export_chakra(const shs_trace_t *t, const char *prefix) {
     (void)t;
-    return shs_set_error(SHS_UNSUPPORTED, "%s: Chakra export needs protobuf-c, not found at build time (make deps)", prefix);
+    return shs_set_error(SHS_UNSUPPORTED, "%s: Chakra export %s", prefix, shs_feature_missing(SHS_FEATURE_PROTOBUF_C));
 }
 
 #endif

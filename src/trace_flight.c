@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "shardsim/trace_import.h"
+#include "shardsim/features.h"
 #include "trace_json.h"
 #include "trace_util.h"
 
@@ -234,7 +235,8 @@ out:
 
 shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in) {
     (void)t;
-    return shs_set_error(SHS_UNSUPPORTED, "%s: Flight Recorder dumps are JSON: needs jansson, not found at build time (make deps)", in->name);
+    return shs_set_error(SHS_UNSUPPORTED, "%s: Flight Recorder dumps are JSON: reading them %s", in->name,
+                         shs_feature_missing(SHS_FEATURE_JANSSON));
 }
 
 #endif

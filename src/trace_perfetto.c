@@ -4,6 +4,7 @@
  * dumped one by one so a million-record trace needs no more memory than
  * the trace itself). */
 #include "shardsim/trace_perfetto.h"
+#include "shardsim/features.h"
 
 #include <errno.h>
 #include <math.h>
@@ -142,8 +143,8 @@ shs_status_t shs_trace_export_perfetto(const shs_trace_t *t, const char *path, s
 shs_status_t shs_trace_export_perfetto(const shs_trace_t *t, const char *path, shs_perfetto_opts_t *opts) {
     (void)t;
     (void)opts;
-    return shs_set_error(SHS_UNSUPPORTED, "%s: Perfetto export writes JSON with jansson, which was not found at build "
-                                          "time (make deps installs libjansson-dev)", path);
+    return shs_set_error(SHS_UNSUPPORTED, "%s: Perfetto export writes JSON: it %s", path,
+                         shs_feature_missing(SHS_FEATURE_JANSSON));
 }
 
 #endif

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "shardsim/trace_import.h"
+#include "shardsim/features.h"
 #include "trace_json.h"
 
 #ifdef SHS_HAVE_JANSSON
@@ -391,7 +392,8 @@ out:
 
 shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t *in) {
     (void)t;
-    return shs_set_error(SHS_UNSUPPORTED, "%s: PyTorch ET is JSON: needs jansson, not found at build time (make deps)", in->name);
+    return shs_set_error(SHS_UNSUPPORTED, "%s: PyTorch ET is JSON: reading it %s", in->name,
+                         shs_feature_missing(SHS_FEATURE_JANSSON));
 }
 
 #endif

@@ -870,7 +870,7 @@ static void test_cli_save_resume_export(void **state) {
     truncate_by(rank_file(dir, 0, 2, 1), 1);
     p = run_cli("--world=2", "--steps=1", "--resume", dir, NULL, NULL, NULL);
     assert_int_equal(p->exit_code, 1);
-    if (!strstr(p->err, "shardsim: error: --resume: ") || !strstr(p->err, "rank-00000-of-00002.g1.bin") ||
+    if (!strstr(p->err, "shardsim train: error: --resume: ") || !strstr(p->err, "rank-00000-of-00002.g1.bin") ||
         !strstr(p->err, "truncated"))
         fail_msg("stderr: %s", p->err);
     p = run_cli("--save-every", "2", NULL, NULL, NULL, NULL, NULL);

@@ -3,6 +3,7 @@
  * --check ddp succeeding. Every run has a wall-clock limit: a hang fails. */
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "shardsim/features.h"
 
 #define BIN SHS_BIN_PATH
 
@@ -18,14 +20,19 @@
 #define run_args(...) test_shardsim(120.0, __VA_ARGS__)
 
 /* Exit code and a substring of stderr; bad input gives exactly one error line
- * (plus an optional "note:" line), never a crash. */
+ * "shardsim COMMAND: error: ..." (plus an optional "shardsim COMMAND: note:"
+ * line), never a crash. */
 static void expect_error(const test_proc_t *p, int code, const char *needle) {
     if (p->exit_code != code || !strstr(p->err, needle))
         fail_msg("expected exit %d and '%s' in stderr; got exit %d, stderr:\n%s", code, needle, p->exit_code, p->err);
-    assert_non_null(strstr(p->err, "shardsim: error: "));
+    char cmd[32] = "";
+    if (sscanf(p->err, "shardsim %31[a-z]: error: ", cmd) != 1 && strncmp(p->err, "shardsim: error: ", 17) != 0)
+        fail_msg("the error line is not 'shardsim COMMAND: error: ...':\n%s", p->err);
     const char *nl = strchr(p->err, '\n');
     assert_non_null(nl);
-    assert_true(nl[1] == 0 || strncmp(nl + 1, "shardsim: note: ", 16) == 0);
+    char note[64];
+    snprintf(note, sizeof note, "shardsim %s: note: ", cmd);
+    if (nl[1] != 0 && strncmp(nl + 1, note, strlen(note)) != 0) fail_msg("more than one error line:\n%s", p->err);
 }
 
 static const char *tmp_file(const char *name, const char *content) {
@@ -50,7 +57,7 @@ static void test_bad_numbers(void **state) {
     expect_error(run_args("train", "--world", "1000000", NULL), 2, "--world: 1000000 is out of range");
     expect_error(run_args("train", "--world", "-3", NULL), 2, "out of range");
     expect_error(run_args("train", "--world", "99999999999999999999", NULL), 2, "--world: 99999999999999999999 is out of range");
-    expect_error(run_args("train", "--steps", "0", NULL), 2, "--steps: 0 is out of range");
+    expect_error(run_args("train", "--steps", "-1", NULL), 2, "--steps: -1 is out of range");
     expect_error(run_args("train", "--steps", "ten", NULL), 2, "'ten' is not an integer");
     expect_error(run_args("train", "--lr", "fast", NULL), 2, "'fast' is not a number");
     expect_error(run_args("train", "--device-mem", "80Gb", NULL), 2, "unknown unit");
@@ -165,6 +172,197 @@ static void test_model_does_not_fit(void **state) {
     assert_non_null(strstr(p->err, "of 1.00 MiB in use"));
 }
 
+/* Every boolean option: alone it means true, with true|false (yes/no, 1/0)
+ * or =WORD it is that value; a next argument that is no such word is the next
+ * option. A bad word is refused naming the option. */
+static void test_boolean_options(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("train", "--world", "2", "--forward-prefetch", "--steps", "1", "--loss-bits", NULL);
+    if (p->exit_code != 0) fail_msg("bare --forward-prefetch: exit %d\n%s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "step 1/1 | loss "));
+    assert_non_null(strstr(p->out, "| loss bits 0x")); /* a bare boolean last on the line */
+    p = run_args("train", "--world", "2", "--steps", "1", "--loss-bits", "false", "--checkpoint-activations", "no",
+                 "--reshard-after-forward=0", "--poison-freed-buffers", "yes", NULL);
+    if (p->exit_code != 0) fail_msg("boolean words: exit %d\n%s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "step 1/1 | loss "));
+    assert_null(strstr(p->out, "loss bits"));
+    expect_error(run_args("train", "--forward-prefetch", "maybe", NULL), 2,
+                 "unexpected argument 'maybe' after --forward-prefetch");
+    expect_error(run_args("train", "--forward-prefetch=maybe", NULL), 2,
+                 "option --forward-prefetch takes true or false, or no value for true (got 'maybe')");
+    expect_error(run_args("train", "--loss-bits=", NULL), 2, "option --loss-bits takes true or false");
+    /* a value that is the next option is no value: the error names the option missing one */
+    expect_error(run_args("train", "--data", "--steps", "1", NULL), 2, "option --data needs a value, not the option '--steps'");
+    expect_error(run_args("train", "--world=", NULL), 2, "--world: '' is not an integer");
+    expect_error(run_args("bench", "--in-place", "maybe", NULL), 2, "unexpected argument 'maybe' after --in-place");
+    expect_error(run_args("bench", "--op", "--in-place", NULL), 2, "option --op needs a value");
+    expect_error(run_args("compare", "--world", "--strategies", "ddp", NULL), 2, "option --world needs a value");
+}
+
+/* One error format everywhere: "shardsim COMMAND: error: ..." */
+static void test_error_format(void **state) {
+    (void)state;
+    static const char *const cmds[] = {"train", "bench", "replay", "compare"};
+    for (int k = 0; k < 4; k++) {
+        const test_proc_t *p = run_args(cmds[k], "--bogus", NULL);
+        char want[96];
+        snprintf(want, sizeof want, "shardsim %s: error: unknown option '--bogus' (see 'shardsim %s --help')\n", cmds[k],
+                 cmds[k]);
+        assert_int_equal(p->exit_code, 2);
+        assert_string_equal(p->err, want);
+    }
+    const test_proc_t *p = run_args("train", "--data", "/nonexistent/file.txt", NULL);
+    expect_error(p, 1, "/nonexistent/file.txt");
+    assert_memory_equal(p->err, "shardsim train: error: ", 23);
+    p = run_args("compare", "--strategies", "ddp,,zero3", NULL);
+    expect_error(p, 2, "shardsim compare: error: --strategies: empty entry in 'ddp,,zero3'");
+}
+
+/* --backend mpi outside an MPI launcher would run a world of one process:
+ * refused, saying how to launch (or, in a build without MPI, which package
+ * it needs). */
+static void test_mpi_backend_needs_launcher(void **state) {
+    (void)state;
+    unsetenv("OMPI_COMM_WORLD_SIZE"), unsetenv("PMI_SIZE"), unsetenv("PMIX_RANK");
+    const test_proc_t *p = run_args("train", "--backend", "mpi", "--world", "4", "--steps", "1", NULL);
+#ifdef SHS_HAVE_MPI
+    expect_error(p, 2, "--backend mpi runs one rank per process under an MPI launcher");
+    assert_non_null(strstr(p->err, "run mpirun -np 4 "));
+    assert_non_null(strstr(p->err, "shardsim train --backend mpi ..."));
+    p = run_args("train", "--backend", "mpi-nccl", NULL);
+    expect_error(p, 2, "run mpirun -np N ");
+#else
+    expect_error(p, 2, "--backend mpi needs libopenmpi-dev and openmpi-bin");
+#endif
+}
+
+/* The message for each optional library names its Debian package(s) and
+ * how to get them; every refusal takes its words from it. */
+static void test_feature_messages(void **state) {
+    (void)state;
+    static const struct {
+        shs_feature_t f;
+        const char *pkgs, *how;
+    } want[] = {
+        {SHS_FEATURE_JANSSON, "needs libjansson-dev: ", "run make deps"},
+        {SHS_FEATURE_PROTOBUF_C, "needs libprotobuf-c-dev and protobuf-c-compiler: ", "run make deps"},
+        {SHS_FEATURE_MPI, "needs libopenmpi-dev and openmpi-bin: ", "run make deps"},
+        {SHS_FEATURE_CUDA, "needs the CUDA toolkit's nvcc (Debian: nvidia-cuda-toolkit): ", "then make without NVCC="},
+    };
+    assert_int_equal(sizeof want / sizeof want[0], SHS_NUM_FEATURES);
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        const char *m = shs_feature_missing(want[k].f);
+        if (strncmp(m, want[k].pkgs, strlen(want[k].pkgs)) != 0 || !strstr(m, want[k].how))
+            fail_msg("feature %zu: '%s' lacks '%s' or '%s'", k, m, want[k].pkgs, want[k].how);
+    }
+    assert_string_equal(shs_feature_missing(SHS_NUM_FEATURES), "");
+#ifdef SHS_HAVE_JANSSON
+    assert_true(shs_feature_available(SHS_FEATURE_JANSSON));
+#else
+    assert_false(shs_feature_available(SHS_FEATURE_JANSSON));
+    expect_error(run_args("bench", "--format", "json", NULL), 2, "--format json needs libjansson-dev");
+#endif
+}
+
+static long file_size(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+/* The loss text of the last "step K/N | loss X" line of out. */
+static void last_step_loss(const char *out, const char *step, char *loss, size_t n) {
+    const char *q = strstr(out, step);
+    if (!q) fail_msg("no '%s' in:\n%s", step, out);
+    q = strstr(q, "| loss ");
+    assert_non_null(q);
+    snprintf(loss, n, "%.8s", q + 7);
+}
+
+/* --steps 0: initialize, export and save the initial weights; the step-0
+ * checkpoint resumes into the same run as one never interrupted. */
+static void test_zero_steps(void **state) {
+    (void)state;
+    char dir[512], st[512], ref[16], got[16];
+    snprintf(dir, sizeof dir, "%s/ck0", test_tmpdir);
+    snprintf(st, sizeof st, "%s/init.safetensors", test_tmpdir);
+    const test_proc_t *p = run_args("train", "--world", "2", "--steps", "0", "--save", dir, "--export-safetensors", st,
+                                    NULL);
+    if (p->exit_code != 0) fail_msg("--steps 0: exit %d\n%s", p->exit_code, p->err);
+    assert_null(strstr(p->out, "step 1/"));
+    assert_non_null(strstr(p->out, "saved checkpoint"));
+    assert_non_null(strstr(p->out, "(step 0, "));
+    /* safetensors: 8-byte little-endian header length, the JSON header, then
+     * the default GPT's parameters in f32: V=256, C=128, T=64, L=4:
+     * V*C + T*C + L*(12*C*C + 13*C) + 2*C = 834304 */
+    FILE *f = fopen(st, "rb");
+    assert_non_null(f);
+    unsigned char len8[8];
+    assert_int_equal(fread(len8, 1, 8, f), 8);
+    uint64_t hlen = 0;
+    for (int k = 7; k >= 0; k--) hlen = hlen << 8 | len8[k];
+    assert_true(hlen > 0 && hlen < 65536);
+    char *header = calloc(1, hlen + 1);
+    assert_int_equal(fread(header, 1, hlen, f), hlen);
+    fclose(f);
+    assert_non_null(strstr(header, "\"wte.weight\":{\"dtype\":\"F32\",\"shape\":[256,128]"));
+    free(header);
+    assert_int_equal(file_size(st), 8 + (long)hlen + 834304L * 4);
+    /* resumed from step 0: the same losses as an uninterrupted run */
+    p = run_args("train", "--world", "2", "--steps", "2", NULL);
+    assert_int_equal(p->exit_code, 0);
+    last_step_loss(p->out, "step 2/2 |", ref, sizeof ref);
+    p = run_args("train", "--world", "4", "--strategy", "ddp", "--micro-batch", "2", "--steps", "2", "--resume", dir,
+                 NULL);
+    if (p->exit_code != 0) fail_msg("resume from step 0: exit %d\n%s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "after step 0: steps 1..2"));
+    last_step_loss(p->out, "step 2/2 |", got, sizeof got);
+    assert_string_equal(got, ref);
+    expect_error(run_args("train", "--steps", "0", "--memory-timeline", st, NULL), 2,
+                 "needs a step to draw (--steps 0 runs none)");
+}
+
+/* --save-every reports each save (directory, step, size); a resumed run
+ * numbers its steps from the checkpoint's. */
+static void test_save_every_and_resume_numbering(void **state) {
+    (void)state;
+    char dir[512], line[600];
+    snprintf(dir, sizeof dir, "%s/ck-every", test_tmpdir);
+    const test_proc_t *p = run_args("train", "--world", "2", "--steps", "3", "--save", dir, "--save-every", "1", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d\n%s", p->exit_code, p->err);
+    for (int s = 1; s <= 3; s++) {
+        snprintf(line, sizeof line, "saved checkpoint %s (step %d, ", dir, s);
+        if (!strstr(p->out, line)) fail_msg("no '%s' in:\n%s", line, p->out);
+    }
+    assert_non_null(strstr(p->out, " MiB in 3 files)\n")); /* index and two rank files of about 5 MiB */
+    p = run_args("train", "--world", "2", "--steps", "2", "--resume", dir, "--loss-bits", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d\n%s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "resumed from"));
+    assert_non_null(strstr(p->out, "\nstep 4/5 | loss "));
+    assert_non_null(strstr(p->out, "\nstep 5/5 | loss "));
+    assert_null(strstr(p->out, "step 1/"));
+    assert_non_null(strstr(p->out, "final loss "));
+    assert_non_null(strstr(p->out, "after step 5 (2 steps in this run)"));
+    expect_error(run_args("train", "--world", "2", "--steps", "1", "--resume", dir, "--check", "ddp",
+                          "--inject-bitflip", "1", NULL), 2, "--inject-bitflip 1 is not a step of this run (4..4)");
+}
+
+/* A phase that runs longer than --progress seconds is announced on stderr;
+ * by default (5 s) a short run says nothing there. */
+static void test_progress_lines(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("train", "--world", "2", "--steps", "1", "--progress", "0.001", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d\n%s", p->exit_code, p->err);
+    if (!strstr(p->err, "shardsim train: running step 1/1 on 2 rank threads ... ("))
+        fail_msg("no progress line in stderr:\n%s", p->err);
+    p = run_args("train", "--world", "2", "--steps", "1", NULL);
+    assert_int_equal(p->exit_code, 0);
+    assert_string_equal(p->err, "");
+}
+
 /* The main job on the real corpus: ZeRO-3 matches DDP bit for bit. */
 static void test_train_check_ddp_passes(void **state) {
     (void)state;
@@ -264,6 +462,13 @@ int main(void) {
         cmocka_unit_test(test_eps_zero_keeps_padding),
         cmocka_unit_test(test_divergence_and_output_errors),
         cmocka_unit_test(test_model_does_not_fit),
+        cmocka_unit_test(test_boolean_options),
+        cmocka_unit_test(test_error_format),
+        cmocka_unit_test(test_mpi_backend_needs_launcher),
+        cmocka_unit_test(test_feature_messages),
+        cmocka_unit_test(test_zero_steps),
+        cmocka_unit_test(test_save_every_and_resume_numbering),
+        cmocka_unit_test(test_progress_lines),
         cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_train_builtin_corpus),
         cmocka_unit_test(test_check_names_first_difference),

@@ -257,6 +257,19 @@ static void test_cli_errors_and_plot(void **state) {
     char *wrap[] = {SHS_BIN_PATH, "compare", "--wrap", "size:x", NULL};
     test_run_process(wrap, 30, p);
     assert_int_equal(p->exit_code, 2);
+    /* list options: an empty or unknown entry is refused, not skipped */
+    static const char *const lists[][2] = {{"ddp,,zero3", "--strategies: empty entry in 'ddp,,zero3'"},
+                                           {",ddp", "--strategies: empty entry in ',ddp'"},
+                                           {"ddp,", "--strategies: empty entry in 'ddp,'"},
+                                           {"", "--strategies: the list is empty"},
+                                           {"ddp,zero4", "--strategies: unknown strategy 'zero4' in 'ddp,zero4'"}};
+    for (int k = 0; k < 5; k++) {
+        char *list[] = {SHS_BIN_PATH, "compare", "--strategies", (char *)lists[k][0], NULL};
+        test_run_process(list, 30, p);
+        if (p->exit_code != 2 || !strstr(p->err, lists[k][1]) || strncmp(p->err, "shardsim compare: error: ", 25))
+            fail_msg("--strategies '%s': want exit 2 and '%s'; got exit %d: %s", lists[k][0], lists[k][1], p->exit_code,
+                     p->err);
+    }
     char *mem0[] = {SHS_BIN_PATH, "compare", "--device-mem", "0", NULL};
     test_run_process(mem0, 30, p);
     assert_int_equal(p->exit_code, 2);

@@ -784,7 +784,7 @@ static void test_cli_model_file(void **state) {
     assert_int_equal(p->exit_code, 1);
     char want[256];
     snprintf(want, sizeof want,
-             "shardsim: error: %s:3: LayerNorm expects input width 6, but the layer before it (line 2) outputs 8\n", path);
+             "shardsim train: error: %s:3: LayerNorm expects input width 6, but the layer before it (line 2) outputs 8\n", path);
     assert_string_equal(p->err, want);
     free(p);
     unlink(path);

@@ -68,7 +68,24 @@ static void test_replay_bad_input(void **state) {
     /* options: an unknown one is named as such, even as the last argument;
      * zero sizes are refused with the value */
     p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--bogus", NULL);
-    expect(p, 2, NULL, "unknown option --bogus");
+    expect(p, 2, NULL, "shardsim replay: error: unknown option '--bogus'");
+    /* --algo picks the algorithm of --network's estimates: alone it would be ignored */
+    p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--algo", "tree");
+    expect(p, 2, NULL, "shardsim replay: error: --algo tree needs --network");
+    p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--compare-algorithms", NULL);
+    expect(p, 2, NULL, "--compare-algorithms needs --network");
+    /* booleans: bare, or with a word; a word that is none is named with its option */
+    char nccl[1024];
+    snprintf(nccl, sizeof nccl, "%s/traces/nccl-log/fsdp-4rank-bf16.log", test_shared_dir());
+    p = replay(nccl, "--check-only=false", "--max-bytes=256KiB");
+    expect(p, 0, "\nreplay on 4 threads", NULL);
+    p = replay("--check-only", nccl, NULL);
+    expect(p, 0, "consistency: OK", NULL);
+    assert_null(strstr(p->out, "replay on"));
+    p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--check-only", "perhaps");
+    expect(p, 2, NULL, "unexpected argument 'perhaps' after --check-only");
+    p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--format", "--check-only");
+    expect(p, 2, NULL, "option --format needs a value, not the option '--check-only'");
     p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--mem-limit", "0");
     expect(p, 2, NULL, "--mem-limit: must be > 0, not 0");
     p = replay(SHS_SOURCE_DIR "/traces/cases/skip-op.trace", "--max-bytes", "0");
