@@ -260,6 +260,13 @@ $(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_DIR)/libshardsim-fuz
 bench: $(BIN)
 	$(BIN) bench
 
+# The product's outputs (losses, weights, compare JSON, a trace) against the
+# sums recorded in tests/golden/: a change that must not change them reruns
+# this; one that changes them on purpose re-records (same_outputs.sh record).
+.PHONY: same-outputs
+same-outputs: $(BIN)
+	@bash tests/same_outputs.sh check
+
 # OpenMPI's own MPI_Allreduce on this machine, in the same columns: issue 7's
 # "tuned OpenMPI" yardstick (shared memory through vader, single-copy off,
 # MALLOC_MMAP_MAX_=0), at N = 2, 4, 8. Needs MPI; not part of `make bench`.
