@@ -13,7 +13,7 @@ SAN     ?=
 # The shared data the tests read: $(SHARED), or $SHS_SHARED_DIR if set, else ../shared.
 SHARED  ?= $(if $(SHS_SHARED_DIR),$(SHS_SHARED_DIR),$(abspath ../shared))
 
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O2 -Wall -Wextra -Wshadow \
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -g -O2 -Wall -Wextra -Wshadow \
                -Wno-unused-parameter -ffp-contract=off -pthread
 LDLIBS  := -lm -pthread
 
@@ -41,7 +41,7 @@ endif
 # its header and calls into it really compiles AND links (a bare preprocessor
 # run is not enough: it once passed on every machine). Without one, the build
 # still succeeds, prints what it skipped, and the features that need it fail at
-# run time naming the package (src/features.c: shs_feature_missing); make
+# run time naming the package (src/core/features.c: shs_feature_missing); make
 # check-nolibs builds such a tree and checks the refusals.
 # HASH: a literal '#' that every GNU Make version keeps inside $(shell ...).
 HASH := \#
@@ -91,17 +91,33 @@ CMOCKA := $(call shs_probe,stdarg.h stddef.h stdint.h setjmp.h cmocka.h,(void)&_
 CFLAGS += $(BASE_CFLAGS) $(OMP) -DSHS_SOURCE_DIR='"$(CURDIR)"' -DSHS_SHARED_DIR='"$(SHARED)"' -DSHS_BIN_PATH='"$(abspath $(BUILD))/shardsim"'
 LDLIBS += $(OMP)
 
-LIB_SRCS  := $(wildcard src/*.c)
-LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/src/%.o,$(LIB_SRCS)) $(GEN_OBJS)
+# Sources are found per folder (README "Where things are"). The library's
+# private headers are reached as "folder/name.h" from src/ (-Isrc): only the
+# library and the white-box tests see them; sim/ sees the public headers and
+# its own (-Isim). src/device/cuda and src/comm/cuda build only with nvcc.
+CUDA_DIRS := src/device/cuda/ src/comm/cuda/
+LIB_SRCS  := $(filter-out $(addsuffix %,$(CUDA_DIRS)),$(shell find src -name '*.c' | sort))
+LIB_OBJS  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(GEN_OBJS)
+# benchmarks (sim/bench): part of the program and of the tests that check them, not of the library
+BENCH_SRCS := $(wildcard sim/bench/*.c)
+BENCH_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(BENCH_SRCS))
 SIM_SRCS  := $(wildcard sim/*.c)
-SIM_OBJS  := $(patsubst sim/%.c,$(BUILD)/obj/sim/%.o,$(SIM_SRCS))
+SIM_OBJS  := $(patsubst %.c,$(BUILD)/obj/%.o,$(SIM_SRCS)) $(BENCH_OBJS)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 TEST_HELPERS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
-HEADERS   := $(wildcard include/shardsim/*.h src/*.h tests/*.h)
+TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_HELPERS))
+# every object and test records the headers it read (-MMD -MP): a changed
+# header rebuilds exactly what includes it
+DEPFLAGS  := -MMD -MP
+$(BUILD)/obj/src/%.o: PRIV_INC := -Isrc
+$(BUILD)/obj/sim/%.o: PRIV_INC := -Isim
+# the benchmarks time library internals (chunking, the fused copy): white-box, as tests are
+$(BUILD)/obj/sim/bench/%.o: PRIV_INC := -Isim -Isrc
+$(BUILD)/obj/tests/%.o: PRIV_INC := -Isrc -Isim -Itests -I$(GEN_DIR)
 
 comma := ,
-# ---- CUDA backend (issue 6; src/cuda/, tests/gpu/) ---------------------------
+# ---- CUDA backend (src/device/cuda/, src/comm/cuda/, tests/gpu/) -----------------------
 # Built when nvcc is on PATH or in CUDA's default prefix (/usr/local/cuda/bin);
 # the NCCL communicator when nccl.h and libnccl sit beside CUDA (or in the
 # system paths). Never under SAN=: the CUDA runtime and the sanitizers do not
@@ -115,7 +131,6 @@ ifeq ($(SAN),)
 endif
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-HEADERS += $(wildcard src/cuda/*.h include/shardsim/comm_cuda.h)
 # nvcc may be a wrapper script elsewhere on PATH (e.g. /usr/local/bin/nvcc that
 # execs /usr/local/cuda-13.0/bin/nvcc), so the toolkit root is not always the
 # wrapper's parent: take the first of $CUDA_HOME, the root nvcc itself reports
@@ -136,9 +151,9 @@ ifneq ($(NVCC),)
   CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib $(CUDA_HOME)/lib))
   NCCL := $(if $(wildcard $(CUDA_INC)/nccl.h /usr/include/nccl.h),$(if $(wildcard $(CUDA_LIBDIR)/libnccl.so* /usr/lib/*/libnccl.so* /usr/lib64/libnccl.so*),yes))
   NVCCFLAGS := -O2 -g -std=c++17 --fmad=false -prec-div=true -prec-sqrt=true -ftz=false \
-               -Iinclude -Isrc -Isrc/cuda $(CUDA_ARCH) -Xcompiler -Wall
-  CUDA_OBJS := $(patsubst src/cuda/%.c,$(BUILD)/obj/src/cuda/%.o,$(wildcard src/cuda/*.c)) \
-               $(patsubst src/cuda/%.cu,$(BUILD)/obj/src/cuda/%.cu.o,$(wildcard src/cuda/*.cu))
+               -Iinclude -Isrc $(CUDA_ARCH) -Xcompiler -Wall
+  CUDA_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(addsuffix *.c,$(CUDA_DIRS)))) \
+               $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(wildcard $(addsuffix *.cu,$(CUDA_DIRS))))
   LIB_OBJS += $(CUDA_OBJS)
   CFLAGS += -DSHS_HAVE_CUDA -I$(CUDA_INC) $(if $(NCCL),-DSHS_HAVE_NCCL)
   LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart $(if $(NCCL),-lnccl) -lstdc++
@@ -157,9 +172,9 @@ all: $(BIN) $(LIB)
 	@echo "$(if $(PROTOBUF_C),✓ protobuf-c: Chakra ET import/export,✗ protobuf-c not found: Chakra ET import/export disabled (make deps installs it))"
 	@echo "$(if $(MPI),✓ mpi found: train --backend mpi (mpirun),✗ mpi not found: skipping MPI backend$(if $(filter thread,$(SAN)), (SAN=thread: OpenMPI is not TSan-instrumented), (make deps installs OpenMPI)))"
 
-$(BUILD)/obj/%.o: %.c $(HEADERS)
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(PRIV_INC) $(DEPFLAGS) -c $< -o $@
 
 # Chakra ET: C generated from proto/et_def.proto at build time.
 $(GEN_DIR)/et_def.pb-c.c $(GEN_DIR)/et_def.pb-c.h: proto/et_def.proto
@@ -171,7 +186,8 @@ $(BUILD)/obj/gen/et_def.pb-c.o: $(GEN_DIR)/et_def.pb-c.c
 	$(CC) $(CFLAGS) -w -c $< -o $@
 
 ifeq ($(PROTOBUF_C),yes)
-$(BUILD)/obj/src/trace_chakra.o $(BUILD)/obj/src/trace_export.o: $(GEN_DIR)/et_def.pb-c.h
+$(BUILD)/obj/src/trace/import/trace_chakra.o $(BUILD)/obj/src/trace/export/trace_export_chakra.o \
+  $(BUILD)/obj/tests/test_trace_import.o: $(GEN_DIR)/et_def.pb-c.h
 endif
 
 $(LIB): $(LIB_OBJS)
@@ -181,9 +197,9 @@ $(LIB): $(LIB_OBJS)
 $(BIN): $(SIM_OBJS) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(SIM_OBJS) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) $(LIB) $(HEADERS)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPER_OBJS) $(BENCH_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_HELPERS) $(LIB) -lcmocka $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(BENCH_OBJS) $(LIB) -lcmocka $(LDLIBS)
 
 # `make deps test` must build with what deps just installed, but this make
 # detected the libraries when it started: the tests run in a fresh sub-make.
@@ -222,7 +238,7 @@ FUZZ_TIME ?= 20
 FUZZ_DIR  := $(BUILDROOT)/fuzz
 FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Ifuzz -g -O1 -fno-omit-frame-pointer -pthread \
-               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -MMD -MP \
                $(if $(JANSSON),-DSHS_HAVE_JANSSON) $(if $(PROTOBUF_C),-DSHS_HAVE_PROTOBUF_C -I$(FUZZ_DIR)/gen)
 FUZZ_LIBS := $(if $(JANSSON),-ljansson) $(if $(PROTOBUF_C),-lprotobuf-c) -lm -pthread
 FUZZ_OBJS := $(patsubst src/%.c,$(FUZZ_DIR)/obj/%.o,$(LIB_SRCS)) $(if $(PROTOBUF_C),$(FUZZ_DIR)/obj/et_def.pb-c.o)
@@ -246,7 +262,7 @@ $(FUZZ_DIR)/obj/et_def.pb-c.o: $(FUZZ_DIR)/gen/et_def.pb-c.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -w -c $< -o $@
 
-$(FUZZ_DIR)/obj/%.o: src/%.c $(HEADERS) $(if $(PROTOBUF_C),$(FUZZ_DIR)/gen/et_def.pb-c.h)
+$(FUZZ_DIR)/obj/%.o: src/%.c $(if $(PROTOBUF_C),$(FUZZ_DIR)/gen/et_def.pb-c.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
@@ -327,13 +343,13 @@ cuda-status: $(BIN) $(LIB)
 	@echo "$(if $(NVCC),✓ nvcc found: building the CUDA backend ($(NVCC)$(comma) toolkit $(CUDA_HOME)),✗ nvcc not found$(if $(NVCC_WITHOUT_HEADERS), usable ($(NVCC_WITHOUT_HEADERS) has no cuda_runtime_api.h beside it; set CUDA_HOME)): skipping CUDA backend$(if $(SAN), (SAN=$(SAN): sanitizer builds never include it),))"
 	@echo "$(if $(NCCL),✓ NCCL found: building the NCCL communicator,✗ NCCL not found: skipping the NCCL communicator)"
 
-$(BUILD)/obj/src/cuda/%.cu.o: src/cuda/%.cu $(HEADERS)
+$(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.c $(GPU_TEST_HELPERS) $(TEST_HELPERS) $(wildcard tests/gpu/*.h) $(LIB) $(HEADERS)
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(GPU_TEST_HELPERS) $(TEST_HELPER_OBJS) $(BENCH_OBJS) $(wildcard tests/gpu/*.h) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -Itests/gpu -o $@ $< $(GPU_TEST_HELPERS) $(TEST_HELPERS) $(LIB) -lcmocka $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -Isim -Itests -Itests/gpu -o $@ $< $(GPU_TEST_HELPERS) $(TEST_HELPER_OBJS) $(BENCH_OBJS) $(LIB) -lcmocka $(LDLIBS)
 
 # Compile and link the GPU tests (CI does this wherever nvcc exists; no GPU needed).
 build-gpu-tests: cuda-status
@@ -352,3 +368,6 @@ test-gpu: build-gpu-tests
 	  if ! SHS_SHARED_DIR=$(SHARED) $$t; then fail=1; echo "FAILED: $$t"; fi; \
 	done; \
 	if [ $$fail -ne 0 ]; then echo "some GPU tests FAILED"; exit 1; fi; echo "all GPU test binaries passed"
+
+# the headers each object read (-MMD -MP above)
+-include $(shell find $(BUILDROOT) -name '*.d' 2>/dev/null)

@@ -22,11 +22,11 @@
 
 /* The training table: DDP and ZeRO-1/2/3 (hybrid sharding at its default group size is ZeRO-3/2). */
 #define SHS_BENCH_STRATEGIES (SHS_ZERO3 + 1)
-#include "shardsim/bench.h"
+#include "bench/bench.h"
 #include "shardsim/features.h"
 #include "shardsim/meta_run.h"
 #include "shardsim/model_preset.h"
-#include "shardsim/trace_bench.h"
+#include "bench/trace_bench.h"
 #include "shardsim/train.h"
 #include "shardsim/units.h"
 #include "shardsim/clock.h"

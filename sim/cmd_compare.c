@@ -13,7 +13,7 @@
 #include "args.h"
 #include "commands.h"
 #include "compare_plot.h"
-#include "durable.h"
+#include "shardsim/durable.h"
 #include "shardsim/estimate.h"
 #include "shardsim/features.h"
 #include "shardsim/meta_run.h"
@@ -491,8 +491,8 @@ int sim_cmd_compare(int argc, char **argv) {
         goto out;
     }
     /* --output is written whole or not at all (temp file, then rename) */
-    shs__afile_t af = {0};
-    if (output && shs__afile_open(&af, output, "w") != SHS_OK) {
+    shs_afile_t af = {0};
+    if (output && shs_afile_open(&af, output, "w") != SHS_OK) {
         sim_error("compare", "%s", shs_last_error());
         rc = SIM_EXIT_ERROR;
         goto out;
@@ -506,8 +506,8 @@ int sim_cmd_compare(int argc, char **argv) {
                      algo == SHS_NUM_ALGOS ? "auto: faster of ring and tree" : shs_net_algo_name(algo));
     if (output) {
         if (rc != SIM_EXIT_OK) {
-            shs__afile_discard(&af);
-        } else if (shs__afile_commit(&af) != SHS_OK) {
+            shs_afile_discard(&af);
+        } else if (shs_afile_commit(&af) != SHS_OK) {
             sim_error("compare", "%s", shs_last_error());
             rc = SIM_EXIT_ERROR;
         }

@@ -12,7 +12,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "durable.h"
+#include "shardsim/durable.h"
 #include "shardsim/trace_check.h"
 #include "shardsim/trace_export.h"
 #include "shardsim/trace_import.h"
@@ -197,12 +197,12 @@ int sim_cmd_replay(int argc, char **argv) {
     }
     int rc = SIM_EXIT_OK;
     if (export_text) {
-        shs__afile_t af; /* whole or not at all */
-        shs_status_t st = shs__afile_open(&af, export_text, "w");
+        shs_afile_t af; /* whole or not at all */
+        shs_status_t st = shs_afile_open(&af, export_text, "w");
         if (st == SHS_OK) {
             st = shs_trace_write_text(t, af.fp, -1);
-            if (st == SHS_OK) st = shs__afile_commit(&af);
-            else shs__afile_discard(&af);
+            if (st == SHS_OK) st = shs_afile_commit(&af);
+            else shs_afile_discard(&af);
         }
         if (st != SHS_OK) {
             sim_error("replay", "cannot write %s: %s", export_text, shs_last_error());

@@ -3,7 +3,7 @@
  * summary of memory and communication; with --check ddp it runs DDP on the
  * same data in the same process and compares every parameter bit for bit
  * after every step.
- * What it is not: the training loop itself (src/train.c).
+ * What it is not: the training loop itself (src/train/train.c).
  */
 #include <errno.h>
 #include <limits.h>
@@ -32,7 +32,7 @@
 #include "shardsim/features.h"
 #include "shardsim/comm_mpi.h"
 #include "shardsim/safetensors.h"
-#include "durable.h"
+#include "shardsim/durable.h"
 
 typedef struct {
     shs_train_config_t cfg;
@@ -308,7 +308,7 @@ static const char *dir_output_problem(const char *path) {
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') dir[--n] = 0; /* "ck/" names ck */
     char parent[4096];
-    shs__dirname(dir, parent, sizeof parent);
+    shs_dirname(dir, parent, sizeof parent);
     return access(parent, W_OK | X_OK) == 0 ? NULL : "its directory does not exist or is not writable";
 }
 
@@ -503,8 +503,8 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     }
     const char *files[] = {o->export_path, o->timeline_path}, *file_opts[] = {"--export-safetensors", "--memory-timeline"};
     for (int k = 0; k < 2; k++) {
-        shs__out_target_t to;
-        if (files[k] && shs__out_resolve(files[k], &to) != SHS_OK) return usage_error("%s %s", file_opts[k], shs_last_error());
+        shs_out_target_t to;
+        if (files[k] && shs_out_resolve(files[k], &to) != SHS_OK) return usage_error("%s %s", file_opts[k], shs_last_error());
     }
     if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
     static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS};

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "durable.h"
+#include "shardsim/durable.h"
 #include "shardsim/units.h"
 
 static const char *const colors[SHS_MEM_NUM_CATEGORIES] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
@@ -28,8 +28,8 @@ static void esc(FILE *f, const char *s) {
 }
 
 int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *rows, int nrows) {
-    shs__afile_t af;
-    if (shs__afile_open(&af, path, "w") != SHS_OK) return -1;
+    shs_afile_t af;
+    if (shs_afile_open(&af, path, "w") != SHS_OK) return -1;
     FILE *f = af.fp;
     const int cols = nrows > 1 ? 2 : 1, pw = 560, ph = 220, ml = 70, mt = 30, top = 50;
     int prow = (nrows + cols - 1) / cols, max_segments = 1;
@@ -127,5 +127,5 @@ int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *
 #undef Y
     }
     fprintf(f, "</svg>\n");
-    return shs__afile_commit(&af) == SHS_OK ? 0 : -1;
+    return shs_afile_commit(&af) == SHS_OK ? 0 : -1;
 }

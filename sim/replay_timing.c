@@ -1,8 +1,8 @@
 /* replay_timing.c - `shardsim replay --network`: the alpha-beta estimate of
  * every call (trace_net.h); per rank its total and exposed communication
  * (trace_timeline.h); per op and the most expensive calls.
- * What it is not: the models themselves (src/trace_net.c,
- * src/trace_timeline.c). */
+ * What it is not: the models themselves (src/trace/replay/trace_net.c,
+ * src/trace/replay/trace_timeline.c). */
 #include "replay_timing.h"
 
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * to hook on every rank's world communicator before its strategy splits it
  * (so hybrid sharding's shard and replica groups are recorded too), and the
  * trace written at the end.
- * What it is not: the recorder (src/trace_record.c). */
+ * What it is not: the recorder (src/trace/trace_record.c). */
 #ifndef SHARDSIM_SIM_TRAIN_TRACE_H
 #define SHARDSIM_SIM_TRAIN_TRACE_H
 

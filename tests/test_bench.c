@@ -13,7 +13,7 @@
 #endif
 
 #include "harness.h"
-#include "shardsim/bench.h"
+#include "bench/bench.h"
 
 static void test_busbw_factors_and_traffic(void **state) {
     (void)state;

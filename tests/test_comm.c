@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "comm_impl.h" /* the algorithm thresholds */
+#include "comm/comm_impl.h" /* the algorithm thresholds */
 #include "shardsim/comm.h"
 #include "order_values.h"
 #include "run_record.h"

@@ -1,4 +1,4 @@
-/* test_durable.c - the whole-or-nothing writers (src/durable.h): the
+/* test_durable.c - the whole-or-nothing writers (include/shardsim/durable.h): the
  * stdio form every report, picture and trace export goes through, what the
  * CLI does when such a write fails, and every output option of the CLI
  * against the target policy (a device written in place, a symlink written
@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "durable.h"
+#include "shardsim/durable.h"
 #include "harness.h"
 
 /* The devices the tests write to: as root, private nodes of /dev/full (1,7)
@@ -60,17 +60,17 @@ static void test_discard_keeps_earlier_commit_replaces(void **state) {
     path_in_tmp(path, sizeof path, "report.txt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     test_tmp_write("report.txt", "earlier\n", 8);
-    shs__afile_t f;
-    assert_int_equal(shs__afile_open(&f, path, "w"), SHS_OK);
+    shs_afile_t f;
+    assert_int_equal(shs_afile_open(&f, path, "w"), SHS_OK);
     fputs("half of a new re", f.fp);
     expect_contents(path, "earlier\n"); /* nothing reaches the name before commit */
-    shs__afile_discard(&f);
+    shs_afile_discard(&f);
     expect_contents(path, "earlier\n");
     assert_int_not_equal(access(tmp, F_OK), 0);
 
-    assert_int_equal(shs__afile_open(&f, path, "w"), SHS_OK);
+    assert_int_equal(shs_afile_open(&f, path, "w"), SHS_OK);
     fputs("new report\n", f.fp);
-    assert_int_equal(shs__afile_commit(&f), SHS_OK);
+    assert_int_equal(shs_afile_commit(&f), SHS_OK);
     expect_contents(path, "new report\n");
     assert_int_not_equal(access(tmp, F_OK), 0);
 }
@@ -79,15 +79,15 @@ static void test_discard_keeps_earlier_commit_replaces(void **state) {
  * the bytes (/dev/full, written in place as a device) at commit. */
 static void test_errors_name_the_path(void **state) {
     (void)state;
-    shs__afile_t f;
+    shs_afile_t f;
     char path[512];
     path_in_tmp(path, sizeof path, "no/such/dir/x.json");
-    assert_int_equal(shs__afile_open(&f, path, "w"), SHS_IO);
+    assert_int_equal(shs_afile_open(&f, path, "w"), SHS_IO);
     assert_non_null(strstr(shs_last_error(), "no/such/dir/x.json: cannot create"));
 
-    assert_int_equal(shs__afile_open(&f, dev_full, "w"), SHS_OK);
+    assert_int_equal(shs_afile_open(&f, dev_full, "w"), SHS_OK);
     for (int i = 0; i < 2000; i++) fputs("0123456789abcdef", f.fp); /* more than one stdio buffer */
-    assert_int_equal(shs__afile_commit(&f), SHS_IO);
+    assert_int_equal(shs_afile_commit(&f), SHS_IO);
     assert_non_null(strstr(shs_last_error(), dev_full));
     assert_null(f.fp);
 }
@@ -95,10 +95,10 @@ static void test_errors_name_the_path(void **state) {
 /* A device is written in place, not renamed onto: --output /dev/stdout. */
 static void test_device_written_in_place(void **state) {
     (void)state;
-    shs__afile_t f;
-    assert_int_equal(shs__afile_open(&f, dev_null, "w"), SHS_OK);
+    shs_afile_t f;
+    assert_int_equal(shs_afile_open(&f, dev_null, "w"), SHS_OK);
     fputs("discarded by the device\n", f.fp);
-    assert_int_equal(shs__afile_commit(&f), SHS_OK);
+    assert_int_equal(shs_afile_commit(&f), SHS_OK);
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s.tmp", dev_null);
     assert_int_equal(access(tmp, F_OK) != 0, 1);
@@ -506,28 +506,28 @@ static void test_resolve_loop_and_kinds(void **state) {
     path_in_tmp(b, sizeof b, "loop-b");
     assert_int_equal(symlink("loop-b", a), 0);
     assert_int_equal(symlink("loop-a", b), 0);
-    shs__out_target_t to;
-    assert_int_equal(shs__out_resolve(a, &to), SHS_IO);
+    shs_out_target_t to;
+    assert_int_equal(shs_out_resolve(a, &to), SHS_IO);
     assert_non_null(strstr(shs_last_error(), "loop-a: more than 40 symbolic links"));
-    shs__afile_t f;
-    assert_int_equal(shs__afile_open(&f, b, "w"), SHS_IO);
+    shs_afile_t f;
+    assert_int_equal(shs_afile_open(&f, b, "w"), SHS_IO);
 
     char fifo[512];
     path_in_tmp(fifo, sizeof fifo, "fifo");
     assert_int_equal(mkfifo(fifo, 0644), 0);
-    assert_int_equal(shs__out_resolve(fifo, &to), SHS_OK);
+    assert_int_equal(shs_out_resolve(fifo, &to), SHS_OK);
     assert_int_equal(to.in_place, 1);
     assert_string_equal(to.path, fifo);
 
-    assert_int_equal(shs__out_resolve(dev_full, &to), SHS_OK);
+    assert_int_equal(shs_out_resolve(dev_full, &to), SHS_OK);
     assert_int_equal(to.in_place, 1);
-    shs__dfile_t df;
-    assert_int_equal(shs__dfile_open(&df, dev_full), SHS_OK);
-    assert_int_equal(shs__dfile_write(&df, "x", 1), SHS_IO);
+    shs_dfile_t df;
+    assert_int_equal(shs_dfile_open(&df, dev_full), SHS_OK);
+    assert_int_equal(shs_dfile_write(&df, "x", 1), SHS_IO);
     char want[600];
     snprintf(want, sizeof want, "%s: write failed", dev_full);
     assert_non_null(strstr(shs_last_error(), want));
-    shs__dfile_discard(&df);
+    shs_dfile_discard(&df);
     expect_char_device(dev_full);
 }
 

@@ -30,7 +30,7 @@
 
 #include <cmocka.h>
 
-#include "matmul_cpu.h" /* private: the matmul's instruction-set test hook */
+#include "device/cpu/matmul_cpu.h" /* private: the matmul's instruction-set test hook */
 #include "shardsim/device.h"
 
 #define FWD_TOL 1e-5

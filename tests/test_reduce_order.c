@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "comm_impl.h" /* the algorithm thresholds */
+#include "comm/comm_impl.h" /* the algorithm thresholds */
 #include "harness.h"
 #include "shardsim/comm.h"
 #include "shardsim/shard.h"

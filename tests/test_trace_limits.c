@@ -21,9 +21,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "shardsim/trace_bench.h"
+#include "bench/trace_bench.h"
 #include "shardsim/trace_import.h"
-#include "trace_util.h"
+#include "trace/trace_util.h"
 
 static shs_status_t load_text(const char *name, const char *text, shs_trace_format_t fmt, shs_trace_t **t) {
     shs_trace_input_t in = {.name = name, .buf = text, .len = strlen(text), .rank = -1, .world = 0};

@@ -3,7 +3,7 @@
  * What it is: an opaque device handle and every operation that model, optimizer
  * and sharding code need. Pointers returned by shs_device_alloc() are *device
  * pointers*: callers pass them to the functions below and never dereference
- * them, so a CUDA backend can fill the same vtable (src/device_impl.h) without
+ * them, so a CUDA backend can fill the same vtable (src/device/device_impl.h) without
  * changes above this line. Every allocation carries a memory category, and the
  * device keeps current and peak bytes per category against a capacity.
  * What it is not: a communicator (see comm.h) or a tensor library.
@@ -66,7 +66,7 @@ typedef struct {
  * (<= 1: serial). Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
 shs_status_t shs_device_create_cpu(shs_device_t **out, int rank, size_t capacity, int num_threads);
 /* Create a META device for `rank`: it keeps the books of a real device and
- * moves no data (issue 4's "meta backend"; src/device_meta.c). Allocations
+ * moves no data (issue 4's "meta backend"; src/device/meta/device_meta.c). Allocations
  * are accounted exactly as on the CPU device (category, current, peak,
  * capacity) but hand out fake, unique addresses in a reserved range that
  * must never be dereferenced; copies and memset do nothing, except that a
@@ -75,14 +75,14 @@ shs_status_t shs_device_create_cpu(shs_device_t **out, int rank, size_t capacity
  * shs_device_kernel_stats(). Needs a 64-bit address space.
  * Errors: SHS_HOST_OOM. */
 shs_status_t shs_device_create_meta(shs_device_t **out, int rank, size_t capacity);
-/* Create a CUDA device for `rank` on GPU `gpu_index` (issue 6; src/cuda/,
+/* Create a CUDA device for `rank` on GPU `gpu_index` (src/device/cuda/,
  * built only when the Makefile found nvcc). Memory is plain cudaMalloc with
  * `capacity` bytes of accounting on top (SIZE_MAX: the GPU's own limit);
  * every kernel runs on the device's own stream, deterministically (same
  * inputs, same bits, run after run). Several devices may share one GPU.
  * Versus the CPU backend: bit-identical for every kernel except those that
  * call exp/log/tanh/cosh (attention forward, softmax forward, GELU), which
- * agree to a few ulps (src/cuda/kernels.cu). Device pointers are GPU
+ * agree to a few ulps (src/device/cuda/kernels.cu). Device pointers are GPU
  * memory: only the copy functions below may take host pointers.
  * Errors: SHS_UNSUPPORTED (built without CUDA, or no CUDA device: the text
  * says which), SHS_INVALID_ARG (no such GPU), SHS_INTERNAL (CUDA error),
@@ -99,7 +99,7 @@ int shs_device_is_meta(const shs_device_t *dev);
 /* Work the kernels of a device have done since it was created. Counted by
  * backends that model cost (meta); FLOPs as the usual 2 per multiply-add,
  * bytes as each kernel's minimal memory traffic (inputs read once, outputs
- * written once); the per-kernel formulas are in src/device_meta.c. */
+ * written once); the per-kernel formulas are in src/device/meta/device_meta.c. */
 typedef struct {
     uint64_t kernels;    /* kernel launches */
     uint64_t flops;      /* floating-point operations */

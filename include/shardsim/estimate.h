@@ -31,7 +31,7 @@
  *    MFU = model FLOPs (6Ψ + 12·L·C·T per token, PaLM, Chowdhery et al.
  *    2022, App. B; recomputation not counted) / (step time x peak).
  * What it is not: a measurement. Every constant of the presets is cited in
- * src/estimate.c.
+ * src/meta/estimate.c.
  */
 #ifndef SHARDSIM_ESTIMATE_H
 #define SHARDSIM_ESTIMATE_H

@@ -8,7 +8,7 @@
  * b = intra_bw on one node, else inter_bw (the slowest link bounds it).
  * The latency composition is NCCL's ncclTopoTuneModel for the Simple
  * protocol (NCCL 2.20.3, src/graph/tuning.cc; the constants and what is
- * left out are listed in src/trace_net.c):
+ * left out are listed in src/trace/replay/trace_net.c):
  *   ring    steps k = 2(n-1) for all_reduce, n-1 for all_gather,
  *           reduce_scatter (and all_to_all, gather, scatter); k_net =
  *           min(2 nodes, k) resp. nodes-1 of them cross nodes (0 on one

@@ -2,7 +2,7 @@
  * model once ranks wait for each other: total and exposed communication.
  *
  * The model (the trace's calls run as they block, by the same execution
- * that trace_check.h uses to find deadlocks, src/trace_exec.h):
+ * that trace_check.h uses to find deadlocks, src/trace/replay/trace_exec.h):
  *   - each rank runs its records in order with a clock that starts at 0;
  *   - compute between two calls is the gap the trace recorded between them
  *     (t_start of a call minus t_end of the rank's previous call, when both

@@ -1,0 +1,908 @@
+/* kernels.cu - the CUDA backend's kernels: every operation of
+ * include/shardsim/device.h, and the collectives' rank-ordered reduction.
+ *
+ * What it is: CUDA C kernels that keep device.h's determinism contract the
+ * same way the CPU backend does. Work is split over independent OUTPUT
+ * elements only; each output element is computed by one thread, with the
+ * summation order device.h (or the CPU reference, src/device/cpu/device_cpu.c) fixes:
+ *   - no atomics anywhere, no reductions split across threads except the
+ *     integer norm accumulator, whose int64 sums are associative (exact);
+ *   - fixed launch configurations (THREADS per block, grid from the sizes);
+ *   - compiled with --fmad=false (Makefile): no a*b+c is contracted into an
+ *     fma behind our back, as gcc's -ffp-contract=off on the CPU side; the
+ *     fmas device.h asks for (matmul chains) are explicit fmaf() calls;
+ *   - IEEE division and square root (nvcc's defaults -prec-div=true,
+ *     -prec-sqrt=true, -ftz=false; never --use_fast_math).
+ * Consequence: a kernel whose CPU reference uses only + - * / sqrt and fma
+ * gives the CPU's bits exactly (matmul, layernorm, attention backward,
+ * encoder, residual, accumulate, scale, relu, sum, norm, cast, adamw, sgd,
+ * softmax backward). Kernels that call expf, logf, tanhf, coshf (attention
+ * forward, softmax forward, GELU) agree to a few ulps only: CUDA's libm is
+ * not glibc's (CUDA C Programming Guide, "Mathematical Functions": expf 2
+ * ulp, tanhf 2 ulp, logf 1 ulp, coshf 2 ulp). They are still deterministic
+ * run to run. tests/gpu/test_cuda_kernels.c states the tolerance per kernel.
+ *
+ * The matmul is our own tiled kernel, not cuBLAS: device.h fixes each output
+ * as one fma chain in increasing reduction index, which no cuBLAS algorithm
+ * promises (they split K across warps and reorder), so cuBLAS could not keep
+ * the contract even with CUBLAS_PEDANTIC_MATH and a fixed algorithm. Tiling
+ * over K (shared-memory blocks of TK) keeps the chain order: an accumulator
+ * stays in a register across tiles.
+ *
+ * What it is not: fast. Per-row statistics (layernorm, softmax, attention
+ * scores) run one thread per row, because the contract fixes a sequential
+ * order; this is a reference backend, not llm.c's tuned kernels.
+ *
+ * Legend: B batch, T time, C channels, NH heads, hs = C/NH, V vocabulary,
+ * BT = B*T rows, OC output channels, n element count.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "device/cuda/kernels.h"
+
+#define THREADS 256
+#define MAX_GRID 65535u /* grid-stride loops beyond this many blocks */
+
+static unsigned grid_for(size_t n) {
+    size_t g = (n + THREADS - 1) / THREADS;
+    if (g < 1) g = 1;
+    return g > MAX_GRID ? MAX_GRID : (unsigned)g;
+}
+
+#define GRID_STRIDE(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+static cudaError_t launched(void) { return cudaGetLastError(); }
+
+/* ---- matmul: one tiled GEMM, each output one fma chain over k ------------
+ * out (M,N) row stride N; A(i,k) = A[i*a_rs + k*a_ks]; B(k,j) = B[k*b_ks + j*b_cs].
+ * acc = init (bias[j], or 0); for k = 0..K-1: acc = fmaf(A(i,k), B(k,j), acc);
+ * then out = acc, or out = out + acc when accumulating (the term is added once).
+ * Block TM x TN outputs, 256 threads, each RxR outputs at rows ty + 16 a and
+ * columns tx + 16 b (coalesced stores); K walked in tiles of TK through shared
+ * memory, the inner loop stopping at K exactly (no padded fma(0,0,acc), which
+ * would turn a -0 accumulator into +0). */
+#define TM 64
+#define TN 64
+#define TK 16
+#define R 4
+
+__global__ void gemm_kernel(int M, int N, int K, const float *__restrict__ A, long long a_rs, long long a_ks,
+                            const float *__restrict__ B, long long b_ks, long long b_cs, const float *__restrict__ bias,
+                            float *out, int accumulate) {
+    __shared__ float As[TK][TM];
+    __shared__ float Bs[TK][TN];
+    int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    int i0 = blockIdx.y * TM, j0 = blockIdx.x * TN;
+    float acc[R][R];
+#pragma unroll
+    for (int a = 0; a < R; a++)
+#pragma unroll
+        for (int b = 0; b < R; b++) {
+            int j = j0 + tx + 16 * b;
+            acc[a][b] = (bias && !accumulate && j < N) ? bias[j] : 0.0f;
+        }
+    for (int k0 = 0; k0 < K; k0 += TK) {
+        int kn = K - k0 < TK ? K - k0 : TK;
+        /* load A tile: k fastest when A's rows are contiguous in k */
+        for (int e = threadIdx.x; e < TM * TK; e += blockDim.x) {
+            int ii, kk;
+            if (a_ks == 1) { ii = e / TK; kk = e % TK; }
+            else { kk = e / TM; ii = e % TM; }
+            int i = i0 + ii, k = k0 + kk;
+            As[kk][ii] = (i < M && kk < kn) ? A[(long long)i * a_rs + (long long)k * a_ks] : 0.0f;
+        }
+        for (int e = threadIdx.x; e < TN * TK; e += blockDim.x) {
+            int jj, kk;
+            if (b_cs == 1) { kk = e / TN; jj = e % TN; }
+            else { jj = e / TK; kk = e % TK; }
+            int j = j0 + jj, k = k0 + kk;
+            Bs[kk][jj] = (j < N && kk < kn) ? B[(long long)k * b_ks + (long long)j * b_cs] : 0.0f;
+        }
+        __syncthreads();
+        for (int kk = 0; kk < kn; kk++) {
+            float av[R], bv[R];
+#pragma unroll
+            for (int a = 0; a < R; a++) av[a] = As[kk][ty + 16 * a];
+#pragma unroll
+            for (int b = 0; b < R; b++) bv[b] = Bs[kk][tx + 16 * b];
+#pragma unroll
+            for (int a = 0; a < R; a++)
+#pragma unroll
+                for (int b = 0; b < R; b++) acc[a][b] = fmaf(av[a], bv[b], acc[a][b]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int a = 0; a < R; a++)
+#pragma unroll
+        for (int b = 0; b < R; b++) {
+            int i = i0 + ty + 16 * a, j = j0 + tx + 16 * b;
+            if (i < M && j < N) {
+                float *o = out + (long long)i * N + j;
+                *o = accumulate ? *o + acc[a][b] : acc[a][b];
+            }
+        }
+}
+
+static cudaError_t gemm(cudaStream_t s, int M, int N, int K, const float *A, long long a_rs, long long a_ks,
+                        const float *B, long long b_ks, long long b_cs, const float *bias, float *out, int accumulate) {
+    if (M <= 0 || N <= 0) return cudaSuccess;
+    dim3 grid((unsigned)((N + TN - 1) / TN), (unsigned)((M + TM - 1) / TM));
+    gemm_kernel<<<grid, THREADS, 0, s>>>(M, N, K, A, a_rs, a_ks, B, b_ks, b_cs, bias, out, accumulate);
+    return launched();
+}
+
+/* dbias[o] += (sum over r = 0..BT-1 of dout[r,o], plain f32 adds from 0). */
+__global__ void column_sum_kernel(float *dbias, const float *dout, int BT, int OC) {
+    int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= OC) return;
+    float sum = 0.0f;
+    for (int r = 0; r < BT; r++) sum += dout[(size_t)r * OC + o];
+    dbias[o] += sum;
+}
+
+extern "C" cudaError_t shs__cuda_matmul_forward(cudaStream_t s, float *out, const float *inp, const float *weight,
+                                                const float *bias, int BT, int C, int OC) {
+    return gemm(s, BT, OC, C, inp, C, 1, weight, 1, C, bias, out, 0);
+}
+
+extern "C" cudaError_t shs__cuda_matmul_backward(cudaStream_t s, float *dinp, float *dweight, float *dbias,
+                                                 const float *dout, const float *inp, const float *weight, int BT,
+                                                 int C, int OC) {
+    cudaError_t e;
+    if (dinp && (e = gemm(s, BT, C, OC, dout, OC, 1, weight, C, 1, NULL, dinp, 1)) != cudaSuccess) return e;
+    if ((e = gemm(s, OC, C, BT, dout, 1, OC, inp, C, 1, NULL, dweight, 1)) != cudaSuccess) return e;
+    if (dbias && OC > 0) {
+        column_sum_kernel<<<(OC + THREADS - 1) / THREADS, THREADS, 0, s>>>(dbias, dout, BT, OC);
+        return launched();
+    }
+    return cudaSuccess;
+}
+
+/* ---- layernorm ------------------------------------------------------------ */
+
+#define LN_EPS 1e-5f
+
+/* One thread per row: mean and rstd in the CPU's order. */
+__global__ void layernorm_stats_kernel(float *mean, float *rstd, const float *inp, int N, int C) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= N) return;
+    const float *x = inp + (size_t)r * C;
+    float m = 0.0f;
+    for (int c = 0; c < C; c++) m += x[c];
+    m /= (float)C;
+    float v = 0.0f;
+    for (int c = 0; c < C; c++) {
+        float d = x[c] - m;
+        v += d * d;
+    }
+    v /= (float)C;
+    mean[r] = m;
+    rstd[r] = 1.0f / sqrtf(v + LN_EPS);
+}
+
+__global__ void layernorm_out_kernel(float *out, const float *inp, const float *mean, const float *rstd,
+                                     const float *weight, const float *bias, int N, int C) {
+    GRID_STRIDE(i, (size_t)N * C) {
+        size_t r = i / (size_t)C;
+        int c = (int)(i % (size_t)C);
+        out[i] = (inp[i] - mean[r]) * rstd[r] * weight[c] + bias[c];
+    }
+}
+
+/* One thread per row: dinp += rstd * (g - mean(g) - norm * mean(g norm)). */
+__global__ void layernorm_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *weight,
+                                      const float *mean, const float *rstd, int N, int C) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= N) return;
+    const float *x = inp + (size_t)r * C, *dy = dout + (size_t)r * C;
+    float m = mean[r], s = rstd[r];
+    float g_mean = 0.0f, gn_mean = 0.0f;
+    for (int c = 0; c < C; c++) {
+        float norm = (x[c] - m) * s;
+        float g = weight[c] * dy[c];
+        g_mean += g;
+        gn_mean += g * norm;
+    }
+    g_mean /= (float)C;
+    gn_mean /= (float)C;
+    float *dx = dinp + (size_t)r * C;
+    for (int c = 0; c < C; c++) {
+        float norm = (x[c] - m) * s;
+        float g = weight[c] * dy[c];
+        dx[c] += (g - g_mean - norm * gn_mean) * s;
+    }
+}
+
+/* One thread per column: dweight, dbias summed over rows in increasing order. */
+__global__ void layernorm_dweight_kernel(float *dweight, float *dbias, const float *dout, const float *inp,
+                                         const float *mean, const float *rstd, int N, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float dw = 0.0f, db = 0.0f;
+    for (int r = 0; r < N; r++) {
+        float dy = dout[(size_t)r * C + c];
+        float norm = (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+        dw += dy * norm;
+        db += dy;
+    }
+    dweight[c] += dw;
+    dbias[c] += db;
+}
+
+extern "C" cudaError_t shs__cuda_layernorm_forward(cudaStream_t s, float *out, float *mean, float *rstd,
+                                                   const float *inp, const float *weight, const float *bias, int N,
+                                                   int C) {
+    if (N <= 0) return cudaSuccess;
+    layernorm_stats_kernel<<<(N + THREADS - 1) / THREADS, THREADS, 0, s>>>(mean, rstd, inp, N, C);
+    layernorm_out_kernel<<<grid_for((size_t)N * C), THREADS, 0, s>>>(out, inp, mean, rstd, weight, bias, N, C);
+    return launched();
+}
+
+extern "C" cudaError_t shs__cuda_layernorm_backward(cudaStream_t s, float *dinp, float *dweight, float *dbias,
+                                                    const float *dout, const float *inp, const float *weight,
+                                                    const float *mean, const float *rstd, int N, int C) {
+    if (N > 0) layernorm_dinp_kernel<<<(N + THREADS - 1) / THREADS, THREADS, 0, s>>>(dinp, dout, inp, weight, mean, rstd, N, C);
+    layernorm_dweight_kernel<<<(C + THREADS - 1) / THREADS, THREADS, 0, s>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
+    return launched();
+}
+
+/* ---- attention --------------------------------------------------------------
+ * Row (b, h, t) of the (T,T) score matrix is index bht = (b*NH + h)*T + t. */
+
+/* One thread per row: scores, max, exp, sum, normalize, zeros above the diagonal. */
+__global__ void attention_scores_kernel(float *preatt, float *att, const float *qkv, int B, int T, int C, int NH) {
+    int bht = blockIdx.x * blockDim.x + threadIdx.x;
+    if (bht >= B * NH * T) return;
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    float scale = 1.0f / sqrtf((float)hs);
+    int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
+    const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+    const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
+    float *pre = preatt + (size_t)bht * T, *a = att + (size_t)bht * T;
+    float maxval = -INFINITY;
+    for (int t2 = 0; t2 <= t; t2++) {
+        const float *k = kv0 + t2 * C3 + C;
+        float dot = 0.0f;
+        for (int i = 0; i < hs; i++) dot += q[i] * k[i];
+        pre[t2] = dot * scale;
+        if (pre[t2] > maxval) maxval = pre[t2];
+    }
+    float expsum = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++) {
+        a[t2] = expf(pre[t2] - maxval);
+        expsum += a[t2];
+    }
+    for (int t2 = 0; t2 <= t; t2++) a[t2] /= expsum;
+    for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0.0f;
+}
+
+/* One thread per (row, channel i): out_t[i] = sum_{t2<=t} att[t2] v_t2[i]. */
+__global__ void attention_out_kernel(float *out, const float *att, const float *qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    GRID_STRIDE(e, (size_t)B * NH * T * hs) {
+        size_t bht = e / (size_t)hs;
+        int i = (int)(e % (size_t)hs);
+        int b = (int)(bht / ((size_t)NH * T)), h = (int)(bht / T % NH), t = (int)(bht % T);
+        size_t C3 = 3 * (size_t)C;
+        const float *v0 = qkv + (size_t)b * T * C3 + 2 * (size_t)C + h * hs + i;
+        const float *a = att + bht * T;
+        float sum = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) sum += a[t2] * v0[t2 * C3];
+        out[((size_t)b * T + t) * C + h * hs + i] = sum;
+    }
+}
+
+/* Pass 1, one thread per row: datt = dout_t . v_t2; dpreatt = att (datt - att.datt). */
+__global__ void attention_bwd_row_kernel(float *dpreatt, float *datt, const float *dout, const float *qkv,
+                                         const float *att, int B, int T, int C, int NH) {
+    int bht = blockIdx.x * blockDim.x + threadIdx.x;
+    if (bht >= B * NH * T) return;
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
+    const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
+    const float *dy = dout + ((size_t)b * T + t) * C + h * hs;
+    const float *a = att + (size_t)bht * T;
+    float *da = datt + (size_t)bht * T, *dp = dpreatt + (size_t)bht * T;
+    float dot = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++) {
+        const float *v = kv0 + t2 * C3 + 2 * (size_t)C;
+        float sum = 0.0f;
+        for (int i = 0; i < hs; i++) sum += dy[i] * v[i];
+        da[t2] = sum;
+        dot += a[t2] * sum;
+    }
+    for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (da[t2] - dot);
+    for (int t2 = t + 1; t2 < T; t2++) da[t2] = dp[t2] = 0.0f;
+}
+
+/* Pass 2, one thread per (row, channel i): dq, dk, dv of position t. */
+__global__ void attention_bwd_qkv_kernel(float *dqkv, const float *dpreatt, const float *dout, const float *qkv,
+                                         const float *att, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    GRID_STRIDE(e, (size_t)B * NH * T * hs) {
+        size_t bht = e / (size_t)hs;
+        int i = (int)(e % (size_t)hs);
+        int b = (int)(bht / ((size_t)NH * T)), h = (int)(bht / T % NH), t = (int)(bht % T);
+        size_t bh = bht / T, C3 = 3 * (size_t)C, TT = (size_t)T * T;
+        const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
+        const float *dy0 = dout + (size_t)b * T * C + h * hs;
+        const float *a = att + bh * TT, *dp = dpreatt + bh * TT;
+        float *dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
+        float *dk = dq + C, *dv = dq + 2 * (size_t)C;
+        float sq = 0.0f, sk = 0.0f, sv = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) sq += dp[(size_t)t * T + t2] * kv0[t2 * C3 + C + i];
+        for (int t3 = t; t3 < T; t3++) {
+            sk += dp[(size_t)t3 * T + t] * kv0[t3 * C3 + i];
+            sv += a[(size_t)t3 * T + t] * dy0[(size_t)t3 * C + i];
+        }
+        dq[i] += sq * scale;
+        dk[i] += sk * scale;
+        dv[i] += sv;
+    }
+}
+
+extern "C" cudaError_t shs__cuda_attention_forward(cudaStream_t s, float *out, float *preatt, float *att,
+                                                   const float *qkv, int B, int T, int C, int NH) {
+    int rows = B * NH * T;
+    if (rows <= 0) return cudaSuccess;
+    attention_scores_kernel<<<(rows + THREADS - 1) / THREADS, THREADS, 0, s>>>(preatt, att, qkv, B, T, C, NH);
+    attention_out_kernel<<<grid_for((size_t)B * T * C), THREADS, 0, s>>>(out, att, qkv, B, T, C, NH);
+    return launched();
+}
+
+extern "C" cudaError_t shs__cuda_attention_backward(cudaStream_t s, float *dqkv, float *dpreatt, float *datt,
+                                                    const float *dout, const float *qkv, const float *att, int B,
+                                                    int T, int C, int NH) {
+    int rows = B * NH * T;
+    if (rows <= 0) return cudaSuccess;
+    attention_bwd_row_kernel<<<(rows + THREADS - 1) / THREADS, THREADS, 0, s>>>(dpreatt, datt, dout, qkv, att, B, T,
+                                                                                C, NH);
+    attention_bwd_qkv_kernel<<<grid_for((size_t)B * T * C), THREADS, 0, s>>>(dqkv, dpreatt, dout, qkv, att, B, T, C,
+                                                                            NH);
+    return launched();
+}
+
+/* ---- elementwise ------------------------------------------------------------ */
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_COEF 0.044715f
+
+__global__ void gelu_forward_kernel(float *out, const float *inp, size_t n) {
+    GRID_STRIDE(i, n) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + GELU_COEF * x * x * x)));
+    }
+}
+
+__global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n) {
+    GRID_STRIDE(i, n) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + GELU_COEF * x * x * x);
+        float ch = coshf(u);
+        float sech2 = 1.0f / (ch * ch);
+        float grad = 0.5f * (1.0f + tanhf(u)) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * GELU_COEF * x * x);
+        dinp[i] += grad * dout[i];
+    }
+}
+
+__global__ void relu_forward_kernel(float *out, const float *inp, size_t n) {
+    GRID_STRIDE(i, n) {
+        float x = inp[i];
+        out[i] = x > 0.0f ? x : (isnan(x) ? x : 0.0f);
+    }
+}
+
+__global__ void relu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n) {
+    GRID_STRIDE(i, n) dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+__global__ void residual_kernel(float *out, const float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+__global__ void accumulate_kernel(float *dst, const float *src, size_t n) {
+    GRID_STRIDE(i, n) dst[i] += src[i];
+}
+
+__global__ void scale_kernel(float *x, float alpha, size_t n) {
+    GRID_STRIDE(i, n) x[i] *= alpha;
+}
+
+#define ELEMENTWISE(launch_name, kernel, n, ...)                                                   \
+    do {                                                                                           \
+        if ((n) == 0) return cudaSuccess;                                                          \
+        kernel<<<grid_for(n), THREADS, 0, s>>>(__VA_ARGS__);                                       \
+        return launched();                                                                         \
+    } while (0)
+
+extern "C" cudaError_t shs__cuda_gelu_forward(cudaStream_t s, float *out, const float *inp, size_t n) {
+    ELEMENTWISE(gelu_forward, gelu_forward_kernel, n, out, inp, n);
+}
+extern "C" cudaError_t shs__cuda_gelu_backward(cudaStream_t s, float *dinp, const float *inp, const float *dout,
+                                               size_t n) {
+    ELEMENTWISE(gelu_backward, gelu_backward_kernel, n, dinp, inp, dout, n);
+}
+extern "C" cudaError_t shs__cuda_relu_forward(cudaStream_t s, float *out, const float *inp, size_t n) {
+    ELEMENTWISE(relu_forward, relu_forward_kernel, n, out, inp, n);
+}
+extern "C" cudaError_t shs__cuda_relu_backward(cudaStream_t s, float *dinp, const float *inp, const float *dout,
+                                               size_t n) {
+    ELEMENTWISE(relu_backward, relu_backward_kernel, n, dinp, inp, dout, n);
+}
+extern "C" cudaError_t shs__cuda_residual_forward(cudaStream_t s, float *out, const float *a, const float *b,
+                                                  size_t n) {
+    ELEMENTWISE(residual, residual_kernel, n, out, a, b, n);
+}
+extern "C" cudaError_t shs__cuda_accumulate(cudaStream_t s, float *dst, const float *src, size_t n) {
+    ELEMENTWISE(accumulate, accumulate_kernel, n, dst, src, n);
+}
+extern "C" cudaError_t shs__cuda_scale(cudaStream_t s, float *x, float alpha, size_t n) {
+    ELEMENTWISE(scale, scale_kernel, n, x, alpha, n);
+}
+
+/* ---- encoder ------------------------------------------------------------------
+ * A token outside [0, V) is a caller bug: the CPU backend aborts; here the
+ * row becomes NaN (a kernel cannot abort the process cleanly). */
+
+__global__ void encoder_forward_kernel(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
+                                       int T, int C) {
+    GRID_STRIDE(i, (size_t)B * T * C) {
+        size_t bt = i / (size_t)C;
+        int c = (int)(i % (size_t)C);
+        int32_t tok = tokens[bt];
+        out[i] = tok < 0 ? NAN : wte[(size_t)tok * C + c] + wpe[(bt % (size_t)T) * C + c];
+    }
+}
+
+__global__ void encoder_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C) {
+    GRID_STRIDE(i, (size_t)T * C) {
+        size_t t = i / (size_t)C;
+        int c = (int)(i % (size_t)C);
+        float sum = 0.0f;
+        for (int b = 0; b < B; b++) sum += dout[((size_t)b * T + t) * C + c];
+        dwpe[i] += sum;
+    }
+}
+
+__global__ void encoder_wte_kernel(float *dwte, const float *dout, const int32_t *pos, const int32_t *group_start,
+                                   const int32_t *group_tok, int ngroups, int C) {
+    GRID_STRIDE(e, (size_t)ngroups * C) {
+        int g = (int)(e / (size_t)C), c = (int)(e % (size_t)C);
+        float sum = 0.0f;
+        for (int k = group_start[g]; k < group_start[g + 1]; k++) sum += dout[(size_t)pos[k] * C + c];
+        dwte[(size_t)group_tok[g] * C + c] += sum;
+    }
+}
+
+extern "C" cudaError_t shs__cuda_encoder_forward(cudaStream_t s, float *out, const int32_t *tokens, const float *wte,
+                                                 const float *wpe, int B, int T, int C) {
+    size_t n = (size_t)B * T * C;
+    ELEMENTWISE(encoder_forward, encoder_forward_kernel, n, out, tokens, wte, wpe, B, T, C);
+}
+extern "C" cudaError_t shs__cuda_encoder_backward_wpe(cudaStream_t s, float *dwpe, const float *dout, int B, int T,
+                                                      int C) {
+    size_t n = (size_t)T * C;
+    ELEMENTWISE(encoder_wpe, encoder_wpe_kernel, n, dwpe, dout, B, T, C);
+}
+extern "C" cudaError_t shs__cuda_encoder_backward_wte(cudaStream_t s, float *dwte, const float *dout,
+                                                      const int32_t *pos, const int32_t *group_start,
+                                                      const int32_t *group_tok, int ngroups, int C) {
+    size_t n = (size_t)ngroups * C;
+    ELEMENTWISE(encoder_wte, encoder_wte_kernel, n, dwte, dout, pos, group_start, group_tok, ngroups, C);
+}
+
+/* ---- softmax cross-entropy ---------------------------------------------------- */
+
+/* One thread per row, the CPU's order; a target outside [0, V) gives a NaN loss. */
+__global__ void softmax_xent_forward_kernel(float *losses, float *probs, const float *logits, const int32_t *targets,
+                                            int BT, int V) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= BT) return;
+    const float *x = logits + (size_t)r * V;
+    float *p = probs + (size_t)r * V;
+    int32_t tgt = targets[r];
+    float maxval = -INFINITY;
+    for (int v = 0; v < V; v++)
+        if (x[v] > maxval) maxval = x[v];
+    float sum = 0.0f;
+    for (int v = 0; v < V; v++) {
+        p[v] = expf(x[v] - maxval);
+        sum += p[v];
+    }
+    for (int v = 0; v < V; v++) p[v] /= sum;
+    losses[r] = (tgt < 0 || tgt >= V) ? NAN : logf(sum) - (x[tgt] - maxval);
+}
+
+__global__ void softmax_xent_backward_kernel(float *dlogits, const float *probs, const int32_t *targets, float dloss,
+                                             int BT, int V) {
+    GRID_STRIDE(i, (size_t)BT * V) {
+        size_t r = i / (size_t)V;
+        int v = (int)(i % (size_t)V);
+        dlogits[i] = (probs[i] - (v == targets[r] ? 1.0f : 0.0f)) * dloss;
+    }
+}
+
+extern "C" cudaError_t shs__cuda_softmax_xent_forward(cudaStream_t s, float *losses, float *probs,
+                                                      const float *logits, const int32_t *targets, int BT, int V) {
+    if (BT <= 0) return cudaSuccess;
+    softmax_xent_forward_kernel<<<(BT + THREADS - 1) / THREADS, THREADS, 0, s>>>(losses, probs, logits, targets, BT, V);
+    return launched();
+}
+extern "C" cudaError_t shs__cuda_softmax_xent_backward(cudaStream_t s, float *dlogits, const float *probs,
+                                                       const int32_t *targets, float dloss, int BT, int V) {
+    size_t n = (size_t)BT * V;
+    ELEMENTWISE(softmax_xent_backward, softmax_xent_backward_kernel, n, dlogits, probs, targets, dloss, BT, V);
+}
+
+/* ---- reductions ---------------------------------------------------------------- */
+
+/* device.h fixes the order: f64, index order, one rounding to f32 at the end.
+ * A sequential chain of f64 roundings cannot be split, so one thread walks it
+ * (the model calls it on B*T losses). */
+__global__ void sum_kernel(float *out, const float *x, size_t n) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += x[i];
+    out[0] = (float)sum;
+}
+
+extern "C" cudaError_t shs__cuda_sum(cudaStream_t s, float *out, const float *x, size_t n) {
+    sum_kernel<<<1, 1, 0, s>>>(out, x, n);
+    return launched();
+}
+
+/* Exact norm accumulator (exact_norm.h): 20 base-2^32 digits (LSB 2^-298)
+ * plus NaN and infinity counts. Each thread accumulates its grid-stride
+ * elements into its own digits and normalizes them; a block sums its
+ * threads' words by a fixed tree, writing one partial per block; one thread
+ * then adds the partials to acc in block order and normalizes. The words are
+ * int64 sums, so the result equals the CPU's shs_exact_norm_add() word for
+ * word whatever the split (a normalized accumulator is unique for its value).
+ * p = SHS_NORM_INF: word 0 is max |x| as f32 bits, the NaN word a flag; both
+ * combine by max. Bounds: a thread sees at most n / (NORM_BLOCKS * THREADS)
+ * elements, each adding < 2^32 to a digit (carried every 2^30 terms as on
+ * the CPU); after normalizing, block and grid sums of 2^15 digits < 2^32
+ * stay far below 2^63. */
+#define NORM_DIGITS 20
+#define NORM_WORDS (NORM_DIGITS + 2)
+#define NAN_WORD NORM_DIGITS
+#define INF_WORD (NORM_DIGITS + 1)
+#define NORM_P_INF (-1)
+
+extern "C" size_t shs__cuda_norm_scratch_words(void) { return (size_t)SHS_CUDA_NORM_BLOCKS * NORM_WORDS; }
+
+__device__ static void norm_normalize(long long *acc) {
+    long long carry = 0;
+    for (int i = 0; i < NORM_DIGITS; i++) {
+        long long v = acc[i] + carry;
+        acc[i] = v & 0xffffffffLL;
+        carry = v >> 32;
+    }
+    acc[NORM_DIGITS - 1] += carry * 4294967296LL;
+}
+
+/* acc += m * 2^k, m < 2^48, k >= 0: three digits, split by hand (no int128). */
+__device__ static void norm_add_scaled(long long *acc, unsigned long long m, int k) {
+    int i = k >> 5, sh = k & 31;
+    unsigned long long lo = m << sh;                       /* low 64 bits of m * 2^sh */
+    unsigned long long hi = sh ? m >> (64 - sh) : 0ull;   /* bits 64..79 */
+    acc[i] += (long long)(lo & 0xffffffffull);
+    acc[i + 1] += (long long)(lo >> 32);
+    if (i + 2 < NORM_DIGITS) acc[i + 2] += (long long)hi;
+}
+
+__global__ void norm_partial_kernel(long long *partial, const float *x, size_t n, int p) {
+    long long d[NORM_WORDS];
+    for (int w = 0; w < NORM_WORDS; w++) d[w] = 0;
+    size_t since_carry = 0;
+    GRID_STRIDE(j, n) {
+        uint32_t bits = __float_as_uint(x[j]);
+        if (p == NORM_P_INF) {
+            bits &= 0x7fffffffu;
+            if (bits > 0x7f800000u) d[NAN_WORD] = 1;
+            else if ((long long)bits > d[0]) d[0] = bits;
+            continue;
+        }
+        uint32_t ex = (bits >> 23) & 0xff, frac = bits & 0x7fffff;
+        if (ex == 0xff) {
+            d[frac ? NAN_WORD : INF_WORD]++;
+            continue;
+        }
+        if (ex == 0 && frac == 0) continue;
+        unsigned long long m = ex ? (frac | 0x800000u) : frac;
+        int e = (ex ? (int)ex : 1) - 150;
+        if (p == 1) norm_add_scaled(d, m, e + 298);
+        else norm_add_scaled(d, m * m, 2 * e + 298);
+        if (++since_carry == (size_t)1 << 30) {
+            norm_normalize(d);
+            since_carry = 0;
+        }
+    }
+    if (p != NORM_P_INF) norm_normalize(d);
+    __shared__ long long sh[THREADS];
+    for (int w = 0; w < NORM_WORDS; w++) {
+        sh[threadIdx.x] = d[w];
+        __syncthreads();
+        for (int half = THREADS / 2; half > 0; half /= 2) {
+            if ((int)threadIdx.x < half) {
+                long long a = sh[threadIdx.x], b = sh[threadIdx.x + half];
+                sh[threadIdx.x] = p == NORM_P_INF ? (a > b ? a : b) : a + b;
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) partial[(size_t)blockIdx.x * NORM_WORDS + w] = sh[0];
+        __syncthreads();
+    }
+}
+
+__global__ void norm_finish_kernel(long long *acc, const long long *partial, int nblocks, int p) {
+    for (int b = 0; b < nblocks; b++)
+        for (int w = 0; w < NORM_WORDS; w++) {
+            long long v = partial[(size_t)b * NORM_WORDS + w];
+            if (p == NORM_P_INF) {
+                if (v > acc[w]) acc[w] = v;
+            } else {
+                acc[w] += v;
+            }
+        }
+    if (p != NORM_P_INF) norm_normalize(acc);
+}
+
+extern "C" cudaError_t shs__cuda_norm_accumulate(cudaStream_t s, int64_t *acc, const float *x, size_t n, int p,
+                                                 int64_t *scratch) {
+    norm_partial_kernel<<<SHS_CUDA_NORM_BLOCKS, THREADS, 0, s>>>((long long *)scratch, x, n, p);
+    norm_finish_kernel<<<1, 1, 0, s>>>((long long *)acc, (const long long *)scratch, SHS_CUDA_NORM_BLOCKS, p);
+    return launched();
+}
+
+/* ---- dtypes: bit-exact ports of dtype.c's conversions ------------------------- */
+
+__device__ static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0) return __uint_as_float(sign);
+        float v = (float)man * __uint_as_float(0x33800000u); /* exact: man * 2^-24 */
+        return sign ? -v : v;
+    }
+    return __uint_as_float(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+__device__ static uint16_t f32_to_f16(float f) {
+    uint32_t u = __float_as_uint(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) {
+        if (a < 0x33000000u) return sign;
+        uint32_t e = a >> 23;
+        uint32_t m = (a & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e;
+        uint32_t q = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1u);
+        uint32_t half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t lsb = (a >> 13) & 1u;
+    a += 0xfffu + lsb;
+    return (uint16_t)(sign | (((a - 0x38000000u) >> 13) & 0x7fffu));
+}
+
+__device__ static float bf16_to_f32(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+
+__device__ static uint16_t f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    uint32_t lsb = (u >> 16) & 1u;
+    u += 0x7fffu + lsb;
+    return (uint16_t)(u >> 16);
+}
+
+/* f64 -> f32 rounding to odd (sticky bit), so a second rounding to f16/bf16
+ * is correctly rounded (device_cpu.c explains). */
+__device__ static float f64_to_f32_round_odd(double d) {
+    float f = (float)d;
+    if (!isfinite(d) || (double)f == d) return f;
+    uint32_t u = __float_as_uint(f);
+    if (isinf(f) || fabs((double)f) > fabs(d)) u -= 1;
+    u |= 1u;
+    return __uint_as_float(u);
+}
+
+__device__ static float load_as_f32(const void *src, int t, size_t i, int to_16bit) {
+    switch (t) {
+    case SHS_F32: return ((const float *)src)[i];
+    case SHS_F16: return f16_to_f32(((const uint16_t *)src)[i]);
+    case SHS_BF16: return bf16_to_f32(((const uint16_t *)src)[i]);
+    default: {
+        double d = ((const double *)src)[i];
+        return to_16bit ? f64_to_f32_round_odd(d) : (float)d;
+    }
+    }
+}
+
+__global__ void cast_kernel(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n) {
+    int to_16bit = dst_dtype == SHS_F16 || dst_dtype == SHS_BF16;
+    GRID_STRIDE(i, n) {
+        if (dst_dtype == SHS_F64 && src_dtype == SHS_F32) {
+            ((double *)dst)[i] = ((const float *)src)[i];
+            continue;
+        }
+        float f = load_as_f32(src, src_dtype, i, to_16bit);
+        switch (dst_dtype) {
+        case SHS_F32: ((float *)dst)[i] = f; break;
+        case SHS_F64: ((double *)dst)[i] = f; break;
+        case SHS_F16: ((uint16_t *)dst)[i] = f32_to_f16(f); break;
+        default: ((uint16_t *)dst)[i] = f32_to_bf16(f); break;
+        }
+    }
+}
+
+extern "C" cudaError_t shs__cuda_cast(cudaStream_t s, void *dst, shs_dtype_t dst_dtype, const void *src,
+                                      shs_dtype_t src_dtype, size_t n) {
+    if (n == 0) return cudaSuccess;
+    if (dst_dtype == src_dtype) {
+        if (dst == src) return cudaSuccess;
+        return cudaMemcpyAsync(dst, src, n * (dst_dtype == SHS_F64 ? 8 : dst_dtype == SHS_F32 ? 4 : 2),
+                               cudaMemcpyDeviceToDevice, s);
+    }
+    cast_kernel<<<grid_for(n), THREADS, 0, s>>>(dst, (int)dst_dtype, src, (int)src_dtype, n);
+    return launched();
+}
+
+/* ---- optimizers ------------------------------------------------------------------ */
+
+__global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n, float decay,
+                             float step_size, float b1, float b2, float bc2s, float eps) {
+    GRID_STRIDE(i, n) {
+        float g = grad[i];
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        float denom = sqrtf(vi) / bc2s + eps;
+        param[i] = param[i] * decay - step_size * mi / denom;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+__global__ void sgd_kernel(float *param, const float *grad, float *momentum_buf, size_t n, float lr, float momentum,
+                           float weight_decay) {
+    GRID_STRIDE(i, n) {
+        float g = grad[i] + weight_decay * param[i];
+        if (momentum != 0.0f) {
+            g = momentum * momentum_buf[i] + g;
+            momentum_buf[i] = g;
+        }
+        param[i] -= lr * g;
+    }
+}
+
+extern "C" cudaError_t shs__cuda_adamw_update(cudaStream_t s, float *param, const float *grad, float *m, float *v,
+                                              size_t n, float decay, float step_size, float b1, float b2, float bc2s,
+                                              float eps) {
+    ELEMENTWISE(adamw, adamw_kernel, n, param, grad, m, v, n, decay, step_size, b1, b2, bc2s, eps);
+}
+
+extern "C" cudaError_t shs__cuda_sgd_update(cudaStream_t s, float *param, const float *grad, float *momentum_buf,
+                                            size_t n, float lr, float momentum, float weight_decay) {
+    ELEMENTWISE(sgd, sgd_kernel, n, param, grad, momentum_buf, n, lr, momentum, weight_decay);
+}
+
+/* ---- collectives' reduction (comm_reduce.c's rules) ---------------------------------
+ * Traits per dtype: Acc the accumulator type, load (stored -> Acc), the
+ * rounding after each sum/prod (f16/bf16 only) and the final store with the
+ * AVG divisor. One thread per element: it reads the element from every
+ * source in order, then writes every destination. */
+
+enum { OP_SUM = 0, OP_PROD = 1, OP_MAX = 2, OP_MIN = 3, OP_AVG = 4 };
+
+template <typename T, typename U, typename W> struct IntTraits {
+    typedef T Stored;
+    typedef T Acc;
+    __device__ static Acc load(Stored v) { return v; }
+    __device__ static Acc sum(Acc a, Acc b) { return (T)((U)a + (U)b); }
+    __device__ static Acc prod(Acc a, Acc b) { return (T)((U)a * (U)b); }
+    __device__ static Acc max(Acc a, Acc b) { return b > a ? b : a; }
+    __device__ static Acc min(Acc a, Acc b) { return b < a ? b : a; }
+    __device__ static Stored store(Acc a, int divisor) { return divisor == 1 ? a : (T)((W)a / (W)divisor); }
+};
+
+#define FIRST_NAN_MAX(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) > (x) ? (y) : (x))
+#define FIRST_NAN_MIN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) < (x) ? (y) : (x))
+
+template <typename F> struct FloatTraits {
+    typedef F Stored;
+    typedef F Acc;
+    __device__ static Acc load(Stored v) { return v; }
+    __device__ static Acc sum(Acc a, Acc b) { return a + b; }
+    __device__ static Acc prod(Acc a, Acc b) { return a * b; }
+    __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
+    __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
+    __device__ static Stored store(Acc a, int divisor) { return divisor == 1 ? a : a / (F)divisor; }
+};
+
+struct F16Traits {
+    typedef uint16_t Stored;
+    typedef float Acc;
+    __device__ static Acc load(Stored v) { return f16_to_f32(v); }
+    __device__ static Acc round(float f) { return f16_to_f32(f32_to_f16(f)); }
+    __device__ static Acc sum(Acc a, Acc b) { return round(a + b); }
+    __device__ static Acc prod(Acc a, Acc b) { return round(a * b); }
+    __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
+    __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
+    __device__ static Stored store(Acc a, int divisor) { return f32_to_f16(a / (float)divisor); }
+};
+
+struct BF16Traits {
+    typedef uint16_t Stored;
+    typedef float Acc;
+    __device__ static Acc load(Stored v) { return bf16_to_f32(v); }
+    __device__ static Acc round(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+    __device__ static Acc sum(Acc a, Acc b) { return round(a + b); }
+    __device__ static Acc prod(Acc a, Acc b) { return round(a * b); }
+    __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
+    __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
+    __device__ static Stored store(Acc a, int divisor) { return f32_to_bf16(a / (float)divisor); }
+};
+
+template <typename Tr, int OP>
+__global__ void reduce_kernel(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t n) {
+    typedef typename Tr::Stored S;
+    typedef typename Tr::Acc A;
+    GRID_STRIDE(i, n) {
+        A acc = Tr::load(((const S *)srcs[0])[i]);
+        for (int k = 1; k < nsrc; k++) {
+            A y = Tr::load(((const S *)srcs[k])[i]);
+            switch (OP) {
+            case OP_PROD: acc = Tr::prod(acc, y); break;
+            case OP_MAX: acc = Tr::max(acc, y); break;
+            case OP_MIN: acc = Tr::min(acc, y); break;
+            default: acc = Tr::sum(acc, y); break;
+            }
+        }
+        S out = Tr::store(acc, OP == OP_AVG ? nsrc : 1);
+        for (int d = 0; d < ndst; d++) ((S *)dsts[d])[i] = out;
+    }
+}
+
+template <typename Tr>
+static cudaError_t reduce_with(cudaStream_t s, void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                               size_t n, int op) {
+    unsigned g = grid_for(n);
+    switch (op) {
+    case OP_SUM: reduce_kernel<Tr, OP_SUM><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
+    case OP_PROD: reduce_kernel<Tr, OP_PROD><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
+    case OP_MAX: reduce_kernel<Tr, OP_MAX><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
+    case OP_MIN: reduce_kernel<Tr, OP_MIN><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
+    case OP_AVG: reduce_kernel<Tr, OP_AVG><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return launched();
+}
+
+extern "C" cudaError_t shs__cuda_reduce(cudaStream_t s, void *const *dsts, int ndst, const void *const *srcs,
+                                        int nsrc, size_t n, shs_dtype_t dtype, int op) {
+    if (n == 0 || nsrc < 1) return cudaSuccess;
+    switch (dtype) {
+    case SHS_I8: return reduce_with<IntTraits<int8_t, uint8_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_U8: return reduce_with<IntTraits<uint8_t, uint8_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_I32: return reduce_with<IntTraits<int32_t, uint32_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_U32: return reduce_with<IntTraits<uint32_t, uint32_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_I64: return reduce_with<IntTraits<int64_t, uint64_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_U64: return reduce_with<IntTraits<uint64_t, uint64_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_F16: return reduce_with<F16Traits>(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_BF16: return reduce_with<BF16Traits>(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_F32: return reduce_with<FloatTraits<float> >(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_F64: return reduce_with<FloatTraits<double> >(s, dsts, ndst, srcs, nsrc, n, op);
+    default: return cudaErrorInvalidValue;
+    }
+}

@@ -1,0 +1,311 @@
+/* device.c - public device wrappers: per-category memory accounting against
+ * the capacity, out-of-memory text, argument checks, dispatch to the backend
+ * vtable (device_impl.h).
+ * What it is not: any backend's memory or kernels (device_cpu.c, ...).
+ */
+#include "device/device_impl.h"
+
+#include "shardsim/units.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOMBSTONE ((void *)1)
+
+const char *shs_mem_category_name(shs_mem_category_t c) {
+    switch (c) {
+#define SHS_MEM_NAME(name, str) case SHS_MEM_##name: return str;
+        SHS_MEM_CATEGORY_MAP(SHS_MEM_NAME)
+#undef SHS_MEM_NAME
+    default: return "invalid";
+    }
+}
+
+shs_status_t shs__device_new(shs_device_t **out, const shs_device_iface_t *iface, void *ctx, int rank,
+                             size_t capacity, int num_threads) {
+    if (!out || !iface) return shs_set_error(SHS_INVALID_ARG, "shs__device_new: NULL argument");
+    if (rank < 0) return shs_set_error(SHS_INVALID_ARG, "device: negative rank %d", rank);
+    shs_device_t *dev = calloc(1, sizeof *dev);
+    if (!dev) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate device struct", rank);
+    dev->iface = iface;
+    dev->ctx = ctx;
+    dev->rank = rank;
+    dev->num_threads = num_threads < 1 ? 1 : num_threads;
+    dev->stats.capacity = capacity;
+    *out = dev;
+    return SHS_OK;
+}
+
+void shs_device_destroy(shs_device_t *dev) {
+    if (!dev) return;
+    for (size_t i = 0; i < dev->table_cap; i++) {
+        void *p = dev->table[i].ptr;
+        if (p && p != TOMBSTONE) dev->iface->free(dev, p, dev->table[i].bytes);
+    }
+    free(dev->table);
+    if (dev->iface->destroy) dev->iface->destroy(dev);
+    free(dev);
+}
+
+int shs_device_rank(const shs_device_t *dev) { return dev->rank; }
+const char *shs_device_backend(const shs_device_t *dev) { return dev->iface->name; }
+
+/* ---- allocation table: open addressing keyed by pointer ---------------- */
+
+static size_t hash_ptr(const void *p, size_t cap) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+static shs__alloc_entry_t *table_find(shs_device_t *dev, const void *p) {
+    if (!dev->table_cap) return NULL;
+    for (size_t i = hash_ptr(p, dev->table_cap), n = 0; n < dev->table_cap; i = (i + 1) & (dev->table_cap - 1), n++) {
+        if (dev->table[i].ptr == NULL) return NULL;
+        if (dev->table[i].ptr == p) return &dev->table[i];
+    }
+    return NULL;
+}
+
+static int table_insert_raw(shs__alloc_entry_t *table, size_t cap, shs__alloc_entry_t e) {
+    for (size_t i = hash_ptr(e.ptr, cap), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
+        if (table[i].ptr == NULL || table[i].ptr == TOMBSTONE) {
+            table[i] = e;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static shs_status_t table_insert(shs_device_t *dev, shs__alloc_entry_t e) {
+    if ((dev->table_used + 1) * 2 > dev->table_cap) {
+        /* rehash, dropping tombstones, to at most 1/4 load */
+        size_t cap = 64;
+        while ((dev->stats.num_allocs + 1) * 4 > cap) cap *= 2;
+        shs__alloc_entry_t *t = calloc(cap, sizeof *t);
+        if (!t) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot grow allocation table", dev->rank);
+        for (size_t i = 0; i < dev->table_cap; i++)
+            if (dev->table[i].ptr && dev->table[i].ptr != TOMBSTONE) table_insert_raw(t, cap, dev->table[i]);
+        free(dev->table);
+        dev->table = t;
+        dev->table_cap = cap;
+        dev->table_used = dev->stats.num_allocs;
+    }
+    SHS_ASSERT(table_insert_raw(dev->table, dev->table_cap, e));
+    dev->table_used++;
+    return SHS_OK;
+}
+
+static shs_status_t oom_error(shs_device_t *dev, size_t bytes, shs_mem_category_t cat, const char *tag) {
+    char req[32], used[32], cap[32], usage[512];
+    size_t off = 0;
+    usage[0] = 0;
+    for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) {
+        char b[32];
+        off += (size_t)snprintf(usage + off, sizeof usage - off, "%s%s %s", c ? ", " : "",
+                                shs_mem_category_name((shs_mem_category_t)c), shs_format_bytes(b, sizeof b, (double)dev->stats.current[c]));
+        if (off >= sizeof usage) break;
+    }
+    return shs_set_error(SHS_OUT_OF_MEMORY,
+                         "rank %d: out of device memory: requested %s (%s%s%s) with %s of %s in use (%s)",
+                         dev->rank, shs_format_bytes(req, sizeof req, (double)bytes), shs_mem_category_name(cat),
+                         tag ? ", " : "", tag ? tag : "", shs_format_bytes(used, sizeof used, (double)dev->stats.total_current),
+                         shs_format_bytes(cap, sizeof cap, (double)dev->stats.capacity), usage);
+}
+
+shs_status_t shs_device_alloc(shs_device_t *dev, void **ptr, size_t bytes, shs_mem_category_t cat,
+                              const char *tag) {
+    SHS_ASSERT(dev && ptr);
+    if ((int)cat < 0 || cat >= SHS_MEM_NUM_CATEGORIES)
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: invalid memory category %d", dev->rank, (int)cat);
+    *ptr = NULL;
+    shs_mem_stats_t *s = &dev->stats;
+    if (bytes > s->capacity || s->total_current > s->capacity - bytes) return oom_error(dev, bytes, cat, tag);
+    void *p = NULL;
+    shs_status_t st = dev->iface->alloc(dev, &p, bytes);
+    if (st != SHS_OK) return st;
+    st = table_insert(dev, (shs__alloc_entry_t){.ptr = p, .bytes = bytes, .cat = cat});
+    if (st != SHS_OK) {
+        dev->iface->free(dev, p, bytes);
+        return st;
+    }
+    s->num_allocs++;
+    s->current[cat] += bytes;
+    s->total_current += bytes;
+    if (s->current[cat] > s->peak[cat]) s->peak[cat] = s->current[cat];
+    if (s->total_current > s->total_peak) s->total_peak = s->total_current;
+    if (s->total_current > dev->window_peak) dev->window_peak = s->total_current;
+    *ptr = p;
+    return SHS_OK;
+}
+
+void shs_device_free(shs_device_t *dev, void *ptr) {
+    if (!ptr) return;
+    shs__alloc_entry_t *e = table_find(dev, ptr);
+    if (!e) {
+        fprintf(stderr, "shardsim: rank %d: free of %p, which this device did not allocate\n", dev->rank, ptr);
+        SHS_ASSERT(!"shs_device_free: pointer not owned by this device");
+    }
+    dev->stats.current[e->cat] -= e->bytes;
+    dev->stats.total_current -= e->bytes;
+    dev->stats.num_allocs--;
+    e->ptr = TOMBSTONE;
+    if (dev->poison_freed & (1 << e->cat)) dev->iface->memset(dev, ptr, 0xff, e->bytes); /* all-ones: f32 NaN */
+    dev->iface->free(dev, ptr, e->bytes);
+}
+
+void shs_device_set_poison_freed(shs_device_t *dev, unsigned category_mask) { dev->poison_freed = (int)category_mask; }
+
+shs_status_t shs_memcpy_h2d(shs_device_t *dev, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return SHS_OK;
+    SHS_ASSERT(dst && src);
+    return dev->iface->memcpy_h2d(dev, dst, src, bytes);
+}
+shs_status_t shs_memcpy_d2h(shs_device_t *dev, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return SHS_OK;
+    SHS_ASSERT(dst && src);
+    return dev->iface->memcpy_d2h(dev, dst, src, bytes);
+}
+shs_status_t shs_memcpy_d2d(shs_device_t *dev, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return SHS_OK;
+    SHS_ASSERT(dst && src);
+    return dev->iface->memcpy_d2d(dev, dst, src, bytes);
+}
+shs_status_t shs_memset(shs_device_t *dev, void *dst, int value, size_t bytes) {
+    if (!bytes) return SHS_OK;
+    SHS_ASSERT(dst);
+    return dev->iface->memset(dev, dst, value, bytes);
+}
+shs_status_t shs_device_sync(shs_device_t *dev) { return dev->iface->sync ? dev->iface->sync(dev) : SHS_OK; }
+
+void shs_device_mem_stats(const shs_device_t *dev, shs_mem_stats_t *out) { *out = dev->stats; }
+
+shs_status_t shs_device_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    if (!dev->iface->kernel_stats)
+        return shs_set_error(SHS_UNSUPPORTED, "rank %d: the %s backend does not count kernel work", dev->rank,
+                             dev->iface->name);
+    dev->iface->kernel_stats(dev, out);
+    return SHS_OK;
+}
+
+size_t shs_device_window_peak(shs_device_t *dev) {
+    size_t p = dev->window_peak > dev->stats.total_current ? dev->window_peak : dev->stats.total_current;
+    dev->window_peak = dev->stats.total_current;
+    return p;
+}
+
+void shs_device_reset_peak(shs_device_t *dev) {
+    for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) dev->stats.peak[c] = dev->stats.current[c];
+    dev->stats.total_peak = dev->stats.total_current;
+}
+
+/* ---- kernels: check shapes, dispatch ------------------------------------ */
+
+void shs_matmul_forward(shs_device_t *dev, float *out, const float *inp, const float *weight,
+                        const float *bias, int BT, int C, int OC) {
+    SHS_ASSERT(out && inp && weight && BT >= 0 && C >= 0 && OC >= 0);
+    dev->iface->matmul_forward(dev, out, inp, weight, bias, BT, C, OC);
+}
+void shs_matmul_backward(shs_device_t *dev, float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int BT, int C, int OC) {
+    SHS_ASSERT(dweight && dout && inp && weight && BT >= 0 && C >= 0 && OC >= 0);
+    dev->iface->matmul_backward(dev, dinp, dweight, dbias, dout, inp, weight, BT, C, OC);
+}
+void shs_layernorm_forward(shs_device_t *dev, float *out, float *mean, float *rstd, const float *inp,
+                           const float *weight, const float *bias, int N, int C) {
+    SHS_ASSERT(out && mean && rstd && inp && weight && bias && N >= 0 && C > 0);
+    dev->iface->layernorm_forward(dev, out, mean, rstd, inp, weight, bias, N, C);
+}
+void shs_layernorm_backward(shs_device_t *dev, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight,
+                            const float *mean, const float *rstd, int N, int C) {
+    SHS_ASSERT(dinp && dweight && dbias && dout && inp && weight && mean && rstd && N >= 0 && C > 0);
+    dev->iface->layernorm_backward(dev, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+void shs_attention_forward(shs_device_t *dev, float *out, float *preatt, float *att, const float *qkv,
+                           int B, int T, int C, int NH) {
+    SHS_ASSERT(out && preatt && att && qkv && B >= 0 && T > 0 && NH > 0 && C % NH == 0);
+    dev->iface->attention_forward(dev, out, preatt, att, qkv, B, T, C, NH);
+}
+void shs_attention_backward(shs_device_t *dev, float *dqkv, float *dpreatt, float *datt,
+                            const float *dout, const float *qkv, const float *att, int B, int T,
+                            int C, int NH) {
+    SHS_ASSERT(dqkv && dpreatt && datt && dout && qkv && att && B >= 0 && T > 0 && NH > 0 && C % NH == 0);
+    dev->iface->attention_backward(dev, dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH);
+}
+void shs_gelu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
+    SHS_ASSERT(out && inp);
+    dev->iface->gelu_forward(dev, out, inp, n);
+}
+void shs_gelu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
+    SHS_ASSERT(dinp && inp && dout);
+    dev->iface->gelu_backward(dev, dinp, inp, dout, n);
+}
+void shs_relu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
+    SHS_ASSERT(out && inp);
+    dev->iface->relu_forward(dev, out, inp, n);
+}
+void shs_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
+    SHS_ASSERT(dinp && inp && dout);
+    dev->iface->relu_backward(dev, dinp, inp, dout, n);
+}
+void shs_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,
+                         const float *wpe, int B, int T, int C) {
+    SHS_ASSERT(out && tokens && wte && wpe && B >= 0 && T >= 0 && C >= 0);
+    dev->iface->encoder_forward(dev, out, tokens, wte, wpe, B, T, C);
+}
+void shs_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, const float *dout,
+                          const int32_t *tokens, int B, int T, int C) {
+    SHS_ASSERT(dwte && dwpe && dout && tokens && B >= 0 && T >= 0 && C >= 0);
+    dev->iface->encoder_backward(dev, dwte, dwpe, dout, tokens, B, T, C);
+}
+void shs_residual_forward(shs_device_t *dev, float *out, const float *a, const float *b, size_t n) {
+    SHS_ASSERT(out && a && b);
+    dev->iface->residual_forward(dev, out, a, b, n);
+}
+void shs_accumulate(shs_device_t *dev, float *dst, const float *src, size_t n) {
+    SHS_ASSERT(dst && src);
+    dev->iface->accumulate(dev, dst, src, n);
+}
+void shs_scale(shs_device_t *dev, float *x, float alpha, size_t n) {
+    SHS_ASSERT(x);
+    dev->iface->scale(dev, x, alpha, n);
+}
+void shs_softmax_xent_forward(shs_device_t *dev, float *losses, float *probs, const float *logits,
+                              const int32_t *targets, int BT, int V) {
+    SHS_ASSERT(losses && probs && logits && targets && BT >= 0 && V > 0);
+    dev->iface->softmax_xent_forward(dev, losses, probs, logits, targets, BT, V);
+}
+void shs_softmax_xent_backward(shs_device_t *dev, float *dlogits, const float *probs,
+                               const int32_t *targets, float dloss, int BT, int V) {
+    SHS_ASSERT(dlogits && probs && targets && BT >= 0 && V > 0);
+    dev->iface->softmax_xent_backward(dev, dlogits, probs, targets, dloss, BT, V);
+}
+void shs_sum(shs_device_t *dev, float *out, const float *x, size_t n) {
+    SHS_ASSERT(out && (x || !n));
+    dev->iface->sum(dev, out, x, n);
+}
+void shs_norm_accumulate(shs_device_t *dev, int64_t *acc, const float *x, size_t n, int p) {
+    SHS_ASSERT(acc && (x || !n) && (p == SHS_NORM_INF || p == 1 || p == 2));
+    dev->iface->norm_accumulate(dev, acc, x, n, p);
+}
+void shs_cast(shs_device_t *dev, void *dst, shs_dtype_t dst_dtype, const void *src,
+              shs_dtype_t src_dtype, size_t n) {
+    SHS_ASSERT(dst && src && shs_dtype_is_float(dst_dtype) && shs_dtype_is_float(src_dtype));
+    dev->iface->cast(dev, dst, dst_dtype, src, src_dtype, n);
+}
+void shs_adamw_update(shs_device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
+                      const shs_adamw_hparams_t *hp) {
+    SHS_ASSERT(hp && (!n || (param && grad && m && v)));
+    dev->iface->adamw_update(dev, param, grad, m, v, n, hp);
+}
+void shs_sgd_update(shs_device_t *dev, float *param, const float *grad, float *momentum_buf, size_t n,
+                    float lr, float momentum, float weight_decay) {
+    SHS_ASSERT(!n || (param && grad && (momentum_buf || momentum == 0.0f)));
+    dev->iface->sgd_update(dev, param, grad, momentum_buf, n, lr, momentum, weight_decay);
+}

@@ -1,0 +1,210 @@
+/* device_meta.c - the meta backend: a device that keeps the books of a GPU
+ * and moves no data (issue 4).
+ *
+ * What it is: the third filling of the device vtable (device_impl.h).
+ * Allocation hands out fake addresses from a per-device bump counter in a
+ * reserved range [2^62, 2^63) that no user-space mapping can occupy, so
+ * device.c's accounting (keyed by pointer) works unchanged and a stray
+ * dereference faults at once. Copies and memset do nothing, except a
+ * device->host copy whose destination is real host memory (outside the
+ * reserved range), which is filled with zeros so callers read defined
+ * values (a loss of 0, a gradient norm of 0). Kernels only add their cost to
+ * counters:
+ *   flops  2 per multiply-add; elementwise ops the count given per kernel
+ *          below (estimates of the arithmetic, not of any GPU's instructions)
+ *   bytes  every input read once and every output written once (f32 unless
+ *          the kernel says otherwise): the traffic of a fused, cache-perfect
+ *          kernel, the usual roofline lower bound.
+ * What it is not: a cost model of a particular GPU (compare's time model
+ * divides these by a device's peak), or usable memory.
+ */
+#include "device/device_impl.h"
+#include "shardsim/meta.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define META_BASE ((uintptr_t)1 << 62)
+#define META_END ((uintptr_t)1 << 63)
+#define META_ALIGN 256u
+
+typedef struct {
+    uintptr_t next;          /* next fake address */
+    shs_kernel_stats_t ks;
+} meta_ctx_t;
+
+static meta_ctx_t *ctx_of(const shs_device_t *dev) { return (meta_ctx_t *)dev->ctx; }
+
+static int is_fake(const void *p) { return (uintptr_t)p >= META_BASE && (uintptr_t)p < META_END; }
+
+static shs_status_t meta_alloc(shs_device_t *dev, void **ptr, size_t bytes) {
+    meta_ctx_t *m = ctx_of(dev);
+    size_t span = (bytes + META_ALIGN - 1) / META_ALIGN * META_ALIGN + META_ALIGN; /* a gap: 0 bytes stay unique */
+    if (bytes > META_END - META_BASE || m->next > META_END - span)
+        return shs_set_error(SHS_HOST_OOM, "rank %d: meta device address range exhausted", dev->rank);
+    *ptr = (void *)m->next;
+    m->next += span;
+    return SHS_OK;
+}
+
+static void meta_free(shs_device_t *dev, void *ptr, size_t bytes) {} /* nothing to give back */
+
+static shs_status_t meta_copy_nop(shs_device_t *dev, void *dst, const void *src, size_t bytes) { return SHS_OK; }
+
+static shs_status_t meta_d2h(shs_device_t *dev, void *dst, const void *src, size_t bytes) {
+    if (!is_fake(dst)) memset(dst, 0, bytes); /* real host memory: defined zeros */
+    return SHS_OK;
+}
+
+static shs_status_t meta_memset(shs_device_t *dev, void *dst, int value, size_t bytes) { return SHS_OK; }
+
+static void meta_destroy(shs_device_t *dev) { free(dev->ctx); }
+
+static void count(shs_device_t *dev, double flops, double bytes, int matmul) {
+    shs_kernel_stats_t *k = &ctx_of(dev)->ks;
+    k->kernels++;
+    k->flops += (uint64_t)flops;
+    k->bytes += (uint64_t)bytes;
+    if (matmul) k->matmul_flops += (uint64_t)flops;
+}
+
+/* ---- kernels: cost only ---------------------------------------------------- */
+
+static void meta_matmul_forward(shs_device_t *d, float *out, const float *inp, const float *w, const float *bias,
+                                int BT, int C, int OC) {
+    double bt = BT, c = C, oc = OC;
+    count(d, 2 * bt * c * oc + (bias ? bt * oc : 0), 4 * (bt * c + oc * c + bt * oc + (bias ? oc : 0)), 1);
+}
+static void meta_matmul_backward(shs_device_t *d, float *dinp, float *dw, float *dbias, const float *dout,
+                                 const float *inp, const float *w, int BT, int C, int OC) {
+    double bt = BT, c = C, oc = OC;
+    /* dweight always; dinp when asked; dbias a column sum */
+    double f = 2 * bt * c * oc + (dinp ? 2 * bt * c * oc : 0) + (dbias ? bt * oc : 0);
+    double b = 4 * (bt * oc + bt * c + 2 * oc * c + (dinp ? 2 * bt * c : 0) + (dbias ? 2 * oc : 0));
+    count(d, f, b, 1);
+}
+static void meta_layernorm_forward(shs_device_t *d, float *out, float *mean, float *rstd, const float *inp,
+                                   const float *w, const float *b, int N, int C) {
+    double n = (double)N * C;
+    count(d, 8 * n, 4 * (2 * n + 2.0 * C + 2.0 * N), 0); /* mean, variance, normalize, scale, shift */
+}
+static void meta_layernorm_backward(shs_device_t *d, float *dinp, float *dw, float *db, const float *dout,
+                                    const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                                    int C) {
+    double n = (double)N * C;
+    count(d, 14 * n, 4 * (4 * n + 5.0 * C + 2.0 * N), 0);
+}
+/* Causal: T(T+1)/2 (query, key) pairs per sequence and head; per pair 2 hs
+ * for q.k, 2 hs for att.v and 5 for the softmax. */
+static double causal_pairs(int B, int T, int NH) { return (double)B * NH * T * (T + 1.0) / 2.0; }
+static void meta_attention_forward(shs_device_t *d, float *out, float *preatt, float *att, const float *qkv, int B,
+                                   int T, int C, int NH) {
+    double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C;
+    count(d, pairs * (4 * hs + 5), 4 * (3 * btc + btc + 2.0 * B * NH * T * T), 1);
+}
+/* Backward: datt and dv (4 hs per pair), dq and dk (4 hs), softmax (4). */
+static void meta_attention_backward(shs_device_t *d, float *dqkv, float *dpreatt, float *datt, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C, int NH) {
+    double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C;
+    count(d, pairs * (8 * hs + 4), 4 * (btc + 3 * btc + 3 * btc + 3.0 * B * NH * T * T), 1);
+}
+static void meta_gelu_forward(shs_device_t *d, float *out, const float *inp, size_t n) { count(d, 10.0 * n, 8.0 * n, 0); }
+static void meta_gelu_backward(shs_device_t *d, float *dinp, const float *inp, const float *dout, size_t n) {
+    count(d, 18.0 * n, 16.0 * n, 0);
+}
+static void meta_relu_forward(shs_device_t *d, float *out, const float *inp, size_t n) { count(d, 1.0 * n, 8.0 * n, 0); }
+static void meta_relu_backward(shs_device_t *d, float *dinp, const float *inp, const float *dout, size_t n) {
+    count(d, 2.0 * n, 16.0 * n, 0);
+}
+static void meta_encoder_forward(shs_device_t *d, float *out, const int32_t *tokens, const float *wte,
+                                 const float *wpe, int B, int T, int C) {
+    double btc = (double)B * T * C;
+    count(d, btc, 4 * (3 * btc + (double)B * T), 0);
+}
+static void meta_encoder_backward(shs_device_t *d, float *dwte, float *dwpe, const float *dout,
+                                  const int32_t *tokens, int B, int T, int C) {
+    double btc = (double)B * T * C;
+    count(d, 2 * btc, 4 * (5 * btc + (double)B * T), 0);
+}
+static void meta_residual_forward(shs_device_t *d, float *out, const float *a, const float *b, size_t n) {
+    count(d, 1.0 * n, 12.0 * n, 0);
+}
+static void meta_accumulate(shs_device_t *d, float *dst, const float *src, size_t n) { count(d, 1.0 * n, 12.0 * n, 0); }
+static void meta_scale(shs_device_t *d, float *x, float alpha, size_t n) { count(d, 1.0 * n, 8.0 * n, 0); }
+static void meta_softmax_xent_forward(shs_device_t *d, float *losses, float *probs, const float *logits,
+                                      const int32_t *targets, int BT, int V) {
+    double n = (double)BT * V;
+    count(d, 5 * n, 4 * (2 * n + 2.0 * BT), 0); /* max, exp, sum, divide, log */
+}
+static void meta_softmax_xent_backward(shs_device_t *d, float *dlogits, const float *probs, const int32_t *targets,
+                                       float dloss, int BT, int V) {
+    double n = (double)BT * V;
+    count(d, 2 * n, 4 * (2 * n + (double)BT), 0);
+}
+static void meta_sum(shs_device_t *d, float *out, const float *x, size_t n) { count(d, 1.0 * n, 4.0 * n + 4, 0); }
+static void meta_norm_accumulate(shs_device_t *d, int64_t *acc, const float *x, size_t n, int p) {
+    count(d, 2.0 * n, 4.0 * n, 0);
+}
+static void meta_cast(shs_device_t *d, void *dst, shs_dtype_t dt, const void *src, shs_dtype_t st, size_t n) {
+    count(d, 0, (double)n * (double)(shs_dtype_size(dt) + shs_dtype_size(st)), 0);
+}
+/* AdamW: weight decay 2, two moments 6, update 5 per element; reads p, g, m,
+ * v and writes p, m, v. */
+static void meta_adamw_update(shs_device_t *d, float *p, const float *g, float *m, float *v, size_t n,
+                              const shs_adamw_hparams_t *hp) {
+    count(d, 13.0 * n, 28.0 * n, 0);
+}
+static void meta_sgd_update(shs_device_t *d, float *p, const float *g, float *buf, size_t n, float lr,
+                            float momentum, float wd) {
+    int mom = momentum != 0.0f && buf;
+    count(d, (mom ? 6.0 : 4.0) * n, (mom ? 20.0 : 12.0) * n, 0);
+}
+
+static void meta_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t *out) { *out = ctx_of(dev)->ks; }
+
+const shs_device_iface_t shs__meta_iface = {
+    .name = "meta",
+    .alloc = meta_alloc,
+    .free = meta_free,
+    .memcpy_h2d = meta_copy_nop,
+    .memcpy_d2h = meta_d2h,
+    .memcpy_d2d = meta_copy_nop,
+    .memset = meta_memset,
+    .destroy = meta_destroy,
+    .matmul_forward = meta_matmul_forward,
+    .matmul_backward = meta_matmul_backward,
+    .layernorm_forward = meta_layernorm_forward,
+    .layernorm_backward = meta_layernorm_backward,
+    .attention_forward = meta_attention_forward,
+    .attention_backward = meta_attention_backward,
+    .gelu_forward = meta_gelu_forward,
+    .gelu_backward = meta_gelu_backward,
+    .relu_forward = meta_relu_forward,
+    .relu_backward = meta_relu_backward,
+    .encoder_forward = meta_encoder_forward,
+    .encoder_backward = meta_encoder_backward,
+    .residual_forward = meta_residual_forward,
+    .accumulate = meta_accumulate,
+    .scale = meta_scale,
+    .softmax_xent_forward = meta_softmax_xent_forward,
+    .softmax_xent_backward = meta_softmax_xent_backward,
+    .sum = meta_sum,
+    .norm_accumulate = meta_norm_accumulate,
+    .cast = meta_cast,
+    .adamw_update = meta_adamw_update,
+    .sgd_update = meta_sgd_update,
+    .kernel_stats = meta_kernel_stats,
+};
+
+shs_status_t shs_device_create_meta(shs_device_t **out, int rank, size_t capacity) {
+    meta_ctx_t *m = calloc(1, sizeof *m);
+    if (!m) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate meta device", rank);
+    m->next = META_BASE;
+    shs_status_t st = shs__device_new(out, &shs__meta_iface, m, rank, capacity, 1);
+    if (st != SHS_OK) free(m);
+    return st;
+}
+
+int shs_device_is_meta(const shs_device_t *dev) { return dev && dev->iface == &shs__meta_iface; }
+
+

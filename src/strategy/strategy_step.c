@@ -1,0 +1,237 @@
+/* strategy_step.c - the end of a training step on one rank: finishing
+ * gradient reduction, offloading gradients to the host, the fp16 overflow
+ * check and loss-scale update, unscaling, clipping with the exact norm
+ * (exact_norm.h), the optimizer step and the re-gather of parameters. See
+ * strategy.h for the semantics (GradScaler, clip_grad_norm_, ZeRO-Offload).
+ * What it is not: the parameter source (strategy.c) or checkpoint state
+ * (strategy_state.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shardsim/exact_norm.h"
+#include "strategy/strategy_impl.h"
+
+/* ---- step -------------------------------------------------------------------- */
+
+shs_status_t shs_strategy_begin_step(shs_strategy_t *s) {
+    shs__strategy_drop_held(s);
+    s->bucket_lo = s->bucket_hi = 0;
+    s->micro = s->forwards = 0;
+    if (s->grad_block) SHS_CHECK(shs_memset(s->dev, s->grad_block, 0, s->grad_block_len * sizeof(float)));
+    return SHS_OK;
+}
+
+void shs_strategy_set_step(shs_strategy_t *s, long step) { s->step = step; }
+
+void shs_strategy_set_sync(shs_strategy_t *s, int sync) {
+    s->sync = sync;
+    s->bucket_lo = s->bucket_hi = 0;
+}
+
+/* The total gradient norm (strategy.h): each element counted once. Under
+ * DDP every rank holds every reduced element and computes it alone; under
+ * ZeRO each rank adds its owned reduced shard (and rank 0 the replicated
+ * units) and the exact partial sums are all-reduced (integer sum: exact),
+ * tagged `kind`. */
+static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, shs_tag_kind_t kind, float *norm) {
+    SHS_CHECK(shs_memset(s->opt_dev, s->norm_acc, 0, SHS_NORM_ACC_WORDS * sizeof(int64_t)));
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        /* counted once: whole units by rank 0, shards by the first replica */
+        if (!local && p != SHS_NORM_INF && (u->whole ? s->rank != 0 : s->replica != 0)) continue;
+        float *param, *grad;
+        size_t n;
+        update_range(s, u, &param, &grad, &n);
+        shs_norm_accumulate(s->opt_dev, s->norm_acc, grad, n, p);
+    }
+    if (!local) SHS_CHECK(shs_all_reduce(s->norm_acc, s->norm_acc, SHS_NORM_ACC_WORDS, SHS_I64,
+                                         p == SHS_NORM_INF ? SHS_MAX : SHS_SUM, tagged(s, s->comm, kind, -1)));
+    int64_t acc[SHS_NORM_ACC_WORDS];
+    SHS_CHECK(shs_memcpy_d2h(s->opt_dev, acc, s->norm_acc, sizeof acc));
+    *norm = shs_exact_norm_finish(acc, p);
+    return SHS_OK;
+}
+
+/* Multiply the gradient elements the optimizer reads by `coef`. */
+static void scale_grads(shs_strategy_t *s, float coef) {
+    for (int i = 0; i < s->layout->num_units; i++) {
+        float *param, *grad;
+        size_t n;
+        update_range(s, &s->units[i], &param, &grad, &n);
+        if (n) shs_scale(s->opt_dev, grad, coef, n);
+    }
+}
+
+/* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6) in f32,
+ * applied when below 1 to exactly the elements the optimizer reads. */
+static shs_status_t clip_grads(shs_strategy_t *s) {
+    int p = s->cfg.norm_type ? s->cfg.norm_type : 2;
+    SHS_CHECK(total_grad_norm(s, p, s->cfg.kind == SHS_DDP, SHS_TAG_GRAD_NORM, &s->grad_norm));
+    float coef = s->cfg.clip_norm / (s->grad_norm + 1e-6f);
+    if (coef < 1.0f) scale_grads(s, coef);
+    return SHS_OK;
+}
+
+/* Write +inf into a planted element of the reduced gradient, on the one rank
+ * whose shard range holds it (also for whole units, so the fault is on a
+ * single rank). */
+static shs_status_t plant_faults(shs_strategy_t *s) {
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        if (!u->plant_inf) continue;
+        size_t index = (size_t)u->plant_inf - 1;
+        u->plant_inf = 0;
+        if (index < u->shard.offset || index >= u->shard.offset + u->shard.valid) continue;
+        float *param, *grad;
+        size_t n;
+        update_range(s, u, &param, &grad, &n);
+        float inf = INFINITY;
+        SHS_CHECK(shs_memcpy_h2d(s->opt_dev, grad + (u->whole ? index : index - u->shard.offset), &inf, sizeof inf));
+    }
+    return SHS_OK;
+}
+
+/* GradScaler: an overflow anywhere (inf/NaN in any rank's reduced gradient)
+ * is OR-ed across ranks, always through the communicator (a fault may sit on
+ * one rank only), so every rank decides alike. Sets *skip; updates the scale
+ * as GradScaler.update(). */
+static shs_status_t check_overflow(shs_strategy_t *s, int *skip) {
+    float maxabs;
+    SHS_CHECK(total_grad_norm(s, SHS_NORM_INF, 0, SHS_TAG_OVERFLOW_CHECK, &maxabs));
+    shs_loss_scale_state_t *st = &s->scaler;
+    const shs_loss_scaler_config_t *c = &s->cfg.scaler;
+    *skip = !isfinite(maxabs);
+    if (*skip) {
+        st->scale *= c->backoff_factor;
+        st->good_steps = 0;
+        st->skipped_steps++;
+    } else if (++st->good_steps == c->growth_interval) {
+        st->scale *= c->growth_factor;
+        st->good_steps = 0;
+    }
+    return SHS_OK;
+}
+
+/* Offload: the reduced gradient range of every unit goes to the host, where
+ * clipping, the overflow check and the optimizer run (ZeRO-Offload's CPU
+ * step, Ren et al. 2021; FSDP CPUOffload). */
+static shs_status_t offload_grads(shs_strategy_t *s) {
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        float *param, *grad;
+        size_t n;
+        device_range(s, u, &param, &grad, &n);
+        SHS_CHECK(shs_memcpy_d2h(s->dev, u->host_grad, grad, n * sizeof(float)));
+        s->d2h_bytes += n * sizeof(float);
+    }
+    return SHS_OK;
+}
+
+/* Offload optimizer: the updated master range goes back to the device
+ * parameters (offloaded parameter shards are updated in place on the host). */
+static shs_status_t upload_params(shs_strategy_t *s) {
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        if (!u->master) continue;
+        float *param, *grad;
+        size_t n;
+        device_range(s, u, &param, &grad, &n);
+        SHS_CHECK(shs_memcpy_h2d(s->dev, param, u->master, n * sizeof(float)));
+        s->h2d_bytes += n * sizeof(float);
+    }
+    return SHS_OK;
+}
+
+/* The end of finish_step: the next step's tags carry step + 1. */
+static shs_status_t step_done(shs_strategy_t *s, long step) {
+    s->step = step + 1;
+    return shs_device_sync(s->dev);
+}
+
+shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
+    SHS_ASSERT(s->sync);
+    s->step = step;
+    shs__strategy_drop_held(s);
+    SHS_CHECK(shs__strategy_flush_bucket(s));
+    if (s->host) SHS_CHECK(offload_grads(s));
+    SHS_CHECK(plant_faults(s));
+    s->skipped = 0;
+    if (s->scaling) {
+        float scale = s->scaler.scale; /* the scale backward used */
+        SHS_CHECK(check_overflow(s, &s->skipped));
+        if (s->skipped) return step_done(s, step); /* parameters and optimizer state unchanged */
+        scale_grads(s, 1.0f / scale); /* unscale before clipping, as GradScaler.unscale_ */
+    }
+    if (s->cfg.clip_norm > 0) SHS_CHECK(clip_grads(s));
+    for (int i = 0; i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        float *param, *grad;
+        size_t n;
+        update_range(s, u, &param, &grad, &n);
+        shs_optim_step(s->opt_dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
+    }
+    if (s->host) SHS_CHECK(upload_params(s));
+    if (stage_regathers(s)) {
+        for (int i = 0; i < s->layout->num_units; i++) {
+            unit_state_t *u = &s->units[i];
+            if (u->whole) continue;
+            if (u->lp_replica) SHS_CHECK(shs__strategy_refresh_replica(s, u)); /* in param_dtype */
+            else SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32,
+                                          tagged(s, s->shard_comm, SHS_TAG_PARAM_REGATHER, i)));
+        }
+    }
+    return step_done(s, step);
+}
+
+float shs_strategy_grad_norm(const shs_strategy_t *s) { return s->grad_norm; }
+
+void shs_strategy_add_comm_stats(const shs_strategy_t *s, shs_comm_stats_t *acc) {
+    const shs_comm_t *sub[2] = {s->shard_comm != s->comm ? s->shard_comm : NULL, s->replica_comm};
+    for (int k = 0; k < 2; k++) {
+        if (!sub[k]) continue;
+        shs_comm_stats_t cs;
+        shs_comm_get_stats(sub[k], &cs);
+        for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
+            acc->calls[op] += cs.calls[op];
+            acc->bytes[op] += cs.bytes[op];
+            acc->bytes_sent[op] += cs.bytes_sent[op];
+        }
+    }
+}
+
+void shs_strategy_shard_info(const shs_strategy_t *s, int unit, shs_shard_t *shard, int *replica) {
+    *shard = s->units[unit].shard;
+    *replica = s->replica;
+}
+
+shs_loss_scale_state_t shs_strategy_loss_scale(const shs_strategy_t *s) { return s->scaler; }
+void shs_strategy_set_loss_scale(shs_strategy_t *s, shs_loss_scale_state_t st) { s->scaler = st; }
+int shs_strategy_step_skipped(const shs_strategy_t *s) { return s->skipped; }
+
+shs_status_t shs_strategy_plant_grad_inf(shs_strategy_t *s, int unit, size_t index) {
+    if (unit < 0 || unit >= s->layout->num_units || index >= s->units[unit].numel)
+        return shs_set_error(SHS_INVALID_ARG, "plant inf: no element %zu in unit %d", index, unit);
+    s->units[unit].plant_inf = index + 1;
+    return SHS_OK;
+}
+
+shs_status_t shs_strategy_skip_gather(shs_strategy_t *s, int unit) {
+    if (unit < 0 || unit >= s->layout->num_units)
+        return shs_set_error(SHS_INVALID_ARG, "skip gather: no unit %d (the layout has %d)", unit,
+                             s->layout->num_units);
+    s->units[unit].skip_gather = 1;
+    return SHS_OK;
+}
+
+int shs_strategy_holds_full(const shs_strategy_t *s, int unit) { return full_params(s, &s->units[unit]); }
+
+void shs_strategy_offload_stats(const shs_strategy_t *s, uint64_t *h2d_bytes, uint64_t *d2h_bytes,
+                                shs_mem_stats_t *host) {
+    *h2d_bytes = s->h2d_bytes;
+    *d2h_bytes = s->d2h_bytes;
+    if (s->host) shs_device_mem_stats(s->host, host);
+    else memset(host, 0, sizeof *host);
+}
+

@@ -1,0 +1,170 @@
+/* trace_chakra.c - import Chakra execution traces (protobuf, one file per
+ * rank) through protobuf-c code generated from proto/et_def.proto.
+ *
+ * A file is a varint32 length then a GlobalMetadata message, then
+ * length-prefixed Node messages (the framing of Chakra's protolib). Read:
+ *   COMM_COLL_NODE  attrs comm_type (CollectiveCommType), comm_size (bytes
+ *                   of the input), optional pg_name (ignored: all
+ *                   collectives go to the "world" group of every rank file)
+ *   COMM_SEND_NODE  comm_dst, comm_size, comm_tag
+ *   COMM_RECV_NODE  comm_src, comm_size, comm_tag
+ * Other nodes (compute, memory, metadata) are skipped; dependencies are not
+ * kept, so a rank's calls are in file order. Node start_time_micros and
+ * duration_micros become start/end times (refused beyond 2^63 ns,
+ * SHS_TRACE_MAX_TIME_S). The rank is the number in the
+ * file name (all_reduce.3.et -> 3).
+ * What it is not: a writer (trace_export.c) or a dependency-graph simulator.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardsim/trace_import.h"
+#include "trace/trace_util.h"
+#include "shardsim/features.h"
+
+#ifdef SHS_HAVE_PROTOBUF_C
+#include "et_def.pb-c.h"
+
+static int read_varint32(const unsigned char *b, size_t len, size_t *pos, uint32_t *out) {
+    uint64_t v = 0;
+    for (int k = 0; k < 5; k++) {
+        if (*pos >= len) return -1;
+        unsigned char c = b[(*pos)++];
+        v |= (uint64_t)(c & 0x7f) << (7 * k);
+        if (!(c & 0x80)) {
+            if (v > UINT32_MAX) return -1;
+            *out = (uint32_t)v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The attribute's integer value (any integer or bool oneof case). */
+static int attr_int(const ChakraProtoMsg__AttributeProto *a, int64_t *out) {
+    switch (a->value_case) {
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_INT32_VAL: *out = a->int32_val; return 0;
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_INT64_VAL: *out = a->int64_val; return 0;
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_UINT32_VAL: *out = a->uint32_val; return 0;
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_UINT64_VAL:
+        if (a->uint64_val > INT64_MAX) return -1;
+        *out = (int64_t)a->uint64_val;
+        return 0;
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_SINT32_VAL: *out = a->sint32_val; return 0;
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_SINT64_VAL: *out = a->sint64_val; return 0;
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_FIXED32_VAL: *out = a->fixed32_val; return 0;
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_SFIXED32_VAL: *out = a->sfixed32_val; return 0;
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_SFIXED64_VAL: *out = a->sfixed64_val; return 0;
+    case CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_BOOL_VAL: *out = a->bool_val; return 0;
+    default: return -1;
+    }
+}
+
+/* 1 found, 0 absent, -1 present but not an integer. */
+static int find_attr(const ChakraProtoMsg__Node *n, const char *name, int64_t *out) {
+    for (size_t i = 0; i < n->n_attr; i++)
+        if (n->attr[i]->name && strcmp(n->attr[i]->name, name) == 0) return attr_int(n->attr[i], out) == 0 ? 1 : -1;
+    return 0;
+}
+
+static shs_status_t rerr(const shs_trace_input_t *in, size_t rec, const char *what) {
+    return shs_set_error(SHS_PARSE, "%s: record %zu: %s", in->name, rec, what);
+}
+
+static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, size_t recno, int rank,
+                                const ChakraProtoMsg__Node *n) {
+    int is_send = n->type == CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE;
+    int is_recv = n->type == CHAKRA_PROTO_MSG__NODE_TYPE__COMM_RECV_NODE;
+    int is_coll = n->type == CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE;
+    if (!is_send && !is_recv && !is_coll) return SHS_OK;
+    shs_trace_rec_t r = shs_trace_rec_init();
+    int64_t v;
+    int k = find_attr(n, "comm_size", &v);
+    if (k < 0 || (k == 1 && (v < 0 || (uint64_t)v > SHS_TRACE_MAX_BYTES))) return rerr(in, recno, "comm_size is negative, absurd or not an integer");
+    r.bytes = k == 1 ? (uint64_t)v : 0;
+    r.rank = rank;
+    if (is_coll) {
+        static const shs_trace_op_t map[] = {SHS_TOP_ALL_REDUCE, SHS_TOP_REDUCE, SHS_TOP_ALL_GATHER,
+                                             SHS_TOP_GATHER, SHS_TOP_SCATTER, SHS_TOP_BROADCAST,
+                                             SHS_TOP_ALL_TO_ALL, SHS_TOP_REDUCE_SCATTER, SHS_TOP_REDUCE_SCATTER,
+                                             SHS_TOP_BARRIER};
+        if (find_attr(n, "comm_type", &v) != 1 || v < 0 || v > 9) return rerr(in, recno, "collective without a valid comm_type (0..9)");
+        r.op = map[v];
+        /* comm_size is the input: the whole buffer for reduce_scatter, one rank's part for gathers */
+        r.scope = r.op == SHS_TOP_REDUCE_SCATTER || r.op == SHS_TOP_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
+        if (r.op == SHS_TOP_ALL_REDUCE || r.op == SHS_TOP_REDUCE || r.op == SHS_TOP_REDUCE_SCATTER) r.redop = SHS_SUM;
+        if (r.op == SHS_TOP_BROADCAST || r.op == SHS_TOP_REDUCE || r.op == SHS_TOP_GATHER || r.op == SHS_TOP_SCATTER) r.root = 0;
+        SHS_CHECK(shs_trace_grow_identity_comm(t, "world", rank + 1, &r.comm));
+    } else {
+        if (find_attr(n, is_send ? "comm_dst" : "comm_src", &v) != 1 || v < 0 || v >= SHS_TRACE_MAX_WORLD)
+            return rerr(in, recno, is_send ? "send without a valid comm_dst" : "recv without a valid comm_src");
+        r.op = is_send ? SHS_TOP_SEND : SHS_TOP_RECV;
+        r.peer = (int32_t)v;
+        int64_t tag = 0;
+        if (find_attr(n, "comm_tag", &tag) < 0 || tag < 0 || tag > INT32_MAX) return rerr(in, recno, "bad comm_tag");
+        r.tag = (int32_t)tag;
+        int hi = (r.peer > rank ? r.peer : rank) + 1;
+        SHS_CHECK(shs_trace_grow_identity_comm(t, "world", hi, &r.comm));
+    }
+    if (n->start_time_micros || n->duration_micros) {
+        /* uint64 microseconds: beyond 2^63 ns is no clock's reading */
+        double s, d;
+        if (shs__trace_time((double)n->start_time_micros, 1e-6, &s) || shs__trace_time((double)n->duration_micros, 1e-6, &d) ||
+            s + d > SHS_TRACE_MAX_TIME_S) {
+            char m[160];
+            snprintf(m, sizeof m, "start_time_micros %llu + duration_micros %llu is beyond 2^63 ns",
+                     (unsigned long long)n->start_time_micros, (unsigned long long)n->duration_micros);
+            return rerr(in, recno, m);
+        }
+        r.t_start = s;
+        r.t_end = s + d;
+    }
+    if (n->name && *n->name) {
+        r.marker = shs_trace_intern(t, n->name);
+        if (r.marker == UINT32_MAX) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
+    }
+    if (shs_trace_append(t, &r) != SHS_OK) return rerr(in, recno, shs_last_error());
+    return SHS_OK;
+}
+
+shs_status_t shs_trace_import_chakra(shs_trace_t *t, const shs_trace_input_t *in) {
+    snprintf(t->format, sizeof t->format, "chakra");
+    const unsigned char *b = (const unsigned char *)in->buf;
+    int rank = in->rank >= 0 ? in->rank : 0;
+    size_t pos = 0, recno = 0;
+    shs_status_t st = SHS_OK;
+    char msg[128];
+    while (pos < in->len && st == SHS_OK) {
+        uint32_t n;
+        if (read_varint32(b, in->len, &pos, &n)) return rerr(in, recno, "truncated or bad length prefix");
+        if (n > in->len - pos) {
+            snprintf(msg, sizeof msg, "truncated: message of %u bytes but only %zu left", n, in->len - pos);
+            return rerr(in, recno, msg);
+        }
+        if (recno == 0) {
+            ChakraProtoMsg__GlobalMetadata *gm = chakra_proto_msg__global_metadata__unpack(NULL, n, b + pos);
+            if (!gm) return rerr(in, recno, "malformed GlobalMetadata message");
+            chakra_proto_msg__global_metadata__free_unpacked(gm, NULL);
+        } else {
+            ChakraProtoMsg__Node *node = chakra_proto_msg__node__unpack(NULL, n, b + pos);
+            if (!node) return rerr(in, recno, "malformed Node message");
+            st = node_to_rec(t, in, recno, rank, node);
+            chakra_proto_msg__node__free_unpacked(node, NULL);
+        }
+        pos += n;
+        recno++;
+    }
+    if (st == SHS_OK && recno == 0) return rerr(in, 0, "empty file");
+    if (st == SHS_OK) st = shs_trace_grow_identity_comm(t, "world", rank + 1, NULL);
+    return st;
+}
+
+#else
+
+shs_status_t shs_trace_import_chakra(shs_trace_t *t, const shs_trace_input_t *in) {
+    (void)t;
+    return shs_set_error(SHS_UNSUPPORTED, "%s: Chakra ET import %s", in->name,
+                         shs_feature_missing(SHS_FEATURE_PROTOBUF_C));
+}
+
+#endif

@@ -1,0 +1,399 @@
+/* trace_pytorch_et.c - import PyTorch Execution Trace JSON (one file per
+ * rank), the input of PARAM's et_replay and of Chakra's converter.
+ *
+ * Read: the "nodes" array (sorted by id = execution order).
+ *   "## process_group:init ##"  inputs[0] is a JSON string: a list of
+ *       {pg_name, backend_id, ranks, group_size}; ranks [] means 0..size-1.
+ *   "record_param_comms"  named attrs when present (collective_name,
+ *       in_msg_nelems, out_msg_nelems, dtype, pg_name, rank, group_size /
+ *       pg_size), else positional inputs: [tensors, seq, pg, rank, name,
+ *       in_splits, out_splits, (group size)], or for wait/barrier
+ *       [seq, pg, rank, name, ...]. Tensors are [id, storage, offset,
+ *       numel, itemsize, device]; input_types give the dtype.
+ * Inputs are "inputs": [...] (schema 1.0.1) or "inputs": {"values": [...],
+ * "types": [...]} (1.0.2+); attrs are "attrs": [{name, type, value}].
+ * Message sizes are element counts (in_msg_nelems), so bytes = elements x
+ * itemsize. The rank and group ranks are group-local and map through the
+ * group's rank list to global ranks. Groups without a declaration are the
+ * identity group "world". The default group (pg_name "0") declares the
+ * world size: a group member or a record's rank beyond it is refused.
+ * A rank a node gives must be one (0..SHS_TRACE_MAX_WORLD-1; -1 is refused,
+ * not replaced), and every collective of a file must name the same rank;
+ * only a node without a rank, and waits (PyTorch writes 0 there), take the
+ * file's rank. Tensor itemsizes must be 1, 2, 4 or 8 and agree with the
+ * dtype the node names.
+ * What it is not: a reader of compute nodes or of tensor data.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardsim/trace_import.h"
+#include "shardsim/features.h"
+#include "trace/trace_json.h"
+
+#ifdef SHS_HAVE_JANSSON
+#include <jansson.h>
+
+typedef struct {
+    char name[64];
+    int64_t backend_id;
+    int *ranks;           /* NULL: identity */
+    int size;
+    int comm;             /* trace comm index, -1 until used */
+} pg_t;
+
+typedef struct {
+    const shs_trace_input_t *in;
+    shs_trace_t *t;
+    pg_t *pgs;
+    int npgs;
+    int world;            /* size of the default group "0" once declared, else 0 */
+} et_t;
+
+static shs_status_t nerr(const et_t *e, int64_t id, const char *what) {
+    return shs_set_error(SHS_PARSE, "%s: node %lld: %s", e->in->name, (long long)id, what);
+}
+
+static json_t *node_values(json_t *node) {
+    json_t *in = json_object_get(node, "inputs");
+    if (json_is_object(in)) return json_object_get(in, "values");
+    return in;
+}
+
+static json_t *node_types(json_t *node) {
+    json_t *in = json_object_get(node, "inputs");
+    if (json_is_object(in)) return json_object_get(in, "types");
+    return json_object_get(node, "input_types");
+}
+
+/* A named attribute: "attrs": [{name, value}] or a top-level key. */
+static json_t *attr(json_t *node, const char *name) {
+    json_t *a = json_object_get(node, "attrs");
+    size_t i;
+    json_t *x;
+    if (json_is_array(a))
+        json_array_foreach(a, i, x) {
+            json_t *n = json_object_get(x, "name");
+            if (json_is_string(n) && strcmp(json_string_value(n), name) == 0) return json_object_get(x, "value");
+        }
+    return json_object_get(node, name);
+}
+
+static shs_status_t read_pgs(et_t *e, json_t *node, int64_t id) {
+    json_t *vals = node_values(node);
+    json_t *s = json_is_array(vals) ? json_array_get(vals, 0) : NULL;
+    if (!json_is_string(s)) return nerr(e, id, "process_group:init without its JSON string input");
+    json_t *list = json_loads(json_string_value(s), 0, NULL);
+    if (!json_is_array(list)) {
+        json_decref(list);
+        return nerr(e, id, "process_group:init input is not a JSON list");
+    }
+    size_t i;
+    json_t *pg;
+    shs_status_t st = SHS_OK;
+    json_array_foreach(list, i, pg) {
+        pg_t p = {.comm = -1};
+        json_t *nm = json_object_get(pg, "pg_name"), *gs = json_object_get(pg, "group_size");
+        int64_t v;
+        if (json_is_string(nm)) snprintf(p.name, sizeof p.name, "%s", json_string_value(nm));
+        else if (nm && !shs__json_int(nm, &v)) snprintf(p.name, sizeof p.name, "%lld", (long long)v);
+        if (!shs__json_int(json_object_get(pg, "backend_id"), &v)) p.backend_id = v;
+        int *ranks = NULL, n = 0;
+        if (json_object_get(pg, "ranks") && shs__json_rank_list(json_object_get(pg, "ranks"), &ranks, &n)) {
+            st = nerr(e, id, "process group 'ranks' is not a list of ranks in range");
+            break;
+        }
+        if (gs && (shs__json_int(gs, &v) || v < 1 || v > SHS_TRACE_MAX_WORLD)) {
+            free(ranks);
+            st = nerr(e, id, "process group 'group_size' out of range");
+            break;
+        }
+        p.size = n > 0 ? n : gs ? (int)v : 0;
+        if (n > 0) p.ranks = ranks;
+        else free(ranks);
+        if (p.size < 1) { free(p.ranks); continue; } /* size unknown: treated as the identity world */
+        pg_t *np = realloc(e->pgs, (size_t)(e->npgs + 1) * sizeof *np);
+        if (!np) { free(p.ranks); st = shs_set_error(SHS_HOST_OOM, "out of memory"); break; }
+        e->pgs = np;
+        e->pgs[e->npgs++] = p;
+    }
+    json_decref(list);
+    /* the default group (pg_name "0") declares the world: every group's ranks lie in it */
+    for (int k = 0; k < e->npgs && st == SHS_OK; k++)
+        if (strcmp(e->pgs[k].name, "0") == 0) e->world = e->pgs[k].size;
+    for (int k = 0; k < e->npgs && st == SHS_OK && e->world > 0; k++)
+        for (int q = 0; e->pgs[k].ranks && q < e->pgs[k].size; q++)
+            if (e->pgs[k].ranks[q] >= e->world) {
+                char m[192];
+                snprintf(m, sizeof m, "process group '%s' names rank %d, beyond the world of %d ranks (the default "
+                         "group '0')", e->pgs[k].name, e->pgs[k].ranks[q], e->world);
+                st = nerr(e, id, m);
+                break;
+            }
+    return st;
+}
+
+static pg_t *find_pg(et_t *e, const char *name, int64_t backend_id) {
+    for (int i = 0; i < e->npgs; i++)
+        if ((name && strcmp(e->pgs[i].name, name) == 0) || (!name && backend_id && e->pgs[i].backend_id == backend_id))
+            return &e->pgs[i];
+    return NULL;
+}
+
+/* Sum of numel and the item size of a tensor or (nested) list of tensors
+ * ([id, storage, offset, numel, itemsize, device]). 0 ok; -1 malformed or
+ * absurd with the reason in why[0..cap). An itemsize is the element size
+ * of a dtype shardsim has (1, 2, 4 or 8 bytes): 0 or any other is refused,
+ * not taken as 1. */
+static int tensor_numel(json_t *v, uint64_t *numel, int64_t *itemsize, int depth, char *why, size_t cap) {
+    if (!json_is_array(v) || depth > 4) {
+        snprintf(why, cap, "is not a tensor descriptor or a list of them");
+        return -1;
+    }
+    size_t n = json_array_size(v);
+    if (n == 6 && json_is_integer(json_array_get(v, 0)) && json_is_string(json_array_get(v, 5))) {
+        int64_t ne, is;
+        if (shs__json_int(json_array_get(v, 3), &ne) || shs__json_int(json_array_get(v, 4), &is)) {
+            snprintf(why, cap, "tensor numel or itemsize is not an integer");
+            return -1;
+        }
+        if (ne < 0 || (uint64_t)ne > SHS_TRACE_MAX_BYTES) {
+            snprintf(why, cap, "tensor numel %lld is negative or absurd", (long long)ne);
+            return -1;
+        }
+        if (is != 1 && is != 2 && is != 4 && is != 8) {
+            snprintf(why, cap, "tensor itemsize %lld is not an element size (1, 2, 4 or 8 bytes)", (long long)is);
+            return -1;
+        }
+        *numel += (uint64_t)ne;
+        *itemsize = is;
+        if (*numel > SHS_TRACE_MAX_BYTES) {
+            snprintf(why, cap, "tensors of %llu elements in all: absurd", (unsigned long long)*numel);
+            return -1;
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (tensor_numel(json_array_get(v, i), numel, itemsize, depth + 1, why, cap)) return -1;
+    return 0;
+}
+
+static int itemsize_dtype(int64_t is, shs_dtype_t *d) {
+    switch (is) {
+    case 1: *d = SHS_U8; return 0;
+    case 2: *d = SHS_BF16; return 0; /* ambiguous with f16; types say which when present */
+    case 4: *d = SHS_F32; return 0;
+    case 8: *d = SHS_F64; return 0;
+    default: return -1;
+    }
+}
+
+static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t *out) {
+    json_t *vals = node_values(node), *types = node_types(node);
+    json_t *nm = attr(node, "collective_name");
+    int positional_short = json_is_array(vals) && json_is_integer(json_array_get(vals, 0));
+    /* positional: [tensors, seq, pg, rank, name, ...] or [seq, pg, rank, name, ...] */
+    int base = positional_short ? 0 : 1;
+    if (!json_is_string(nm) && json_is_array(vals)) nm = json_array_get(vals, (size_t)base + 3);
+    if (!json_is_string(nm)) return nerr(e, id, "record_param_comms without a collective name (attr or input)");
+    shs_trace_rec_t r = shs_trace_rec_init();
+    if (shs__torch_coll_op(json_string_value(nm), &r.op)) {
+        char m[128];
+        snprintf(m, sizeof m, "unknown collective '%.60s'", json_string_value(nm));
+        return nerr(e, id, m);
+    }
+    if (shs_trace_op_is_p2p(r.op)) return nerr(e, id, "send/recv in an execution trace: peer ranks are not recorded");
+    /* group: named pg_name, else positional pg handle */
+    json_t *pgn = attr(node, "pg_name");
+    pg_t *pg = NULL;
+    int64_t v;
+    if (json_is_string(pgn)) pg = find_pg(e, json_string_value(pgn), 0);
+    else if (json_is_array(vals) && !shs__json_int(json_array_get(vals, (size_t)base + 1), &v) && v) pg = find_pg(e, NULL, v);
+    /* rank (group-local) */
+    /* a rank the node gives (attr, or an integer in its positional slot)
+     * must be one: a negative one is garbage, not "the file's rank" */
+    int64_t local = -1;
+    int has_rank = 0;
+    json_t *rk = attr(node, "rank");
+    if (rk && shs__json_int(rk, &local)) return nerr(e, id, "'rank' is not an integer");
+    if (rk) has_rank = 1;
+    else if (json_is_array(vals) && !shs__json_int(json_array_get(vals, (size_t)base + 2), &local)) has_rank = 1;
+    if (has_rank && (local < 0 || local >= SHS_TRACE_MAX_WORLD)) {
+        char m[128];
+        snprintf(m, sizeof m, "rank %lld is negative or beyond %d ranks", (long long)local, SHS_TRACE_MAX_WORLD);
+        return nerr(e, id, m);
+    }
+    int64_t gsize = 0;
+    json_t *gs = attr(node, "group_size");
+    if (!gs) gs = attr(node, "pg_size");
+    if (gs && (shs__json_int(gs, &gsize) || gsize < 0 || gsize > SHS_TRACE_MAX_WORLD)) return nerr(e, id, "bad group size");
+    if (!gs && json_is_array(vals) && json_array_size(vals) > (size_t)base + 6 &&
+        !shs__json_int(json_array_get(vals, (size_t)base + 6), &v) && v > 0 && v <= SHS_TRACE_MAX_WORLD)
+        gsize = v;
+    int global;
+    if (pg && pg->ranks) {
+        if (local < 0 || local >= pg->size) return nerr(e, id, "rank outside its process group");
+        global = pg->ranks[local];
+    } else {
+        global = has_rank ? (int)local : e->in->rank >= 0 ? e->in->rank : 0;
+    }
+    if (global < 0 || global >= SHS_TRACE_MAX_WORLD) return nerr(e, id, "rank out of range");
+    if (e->world > 0 && global >= e->world) {
+        char m[160];
+        snprintf(m, sizeof m, "rank %d beyond the world of %d ranks declared by process_group:init (the default group '0')",
+                 global, e->world);
+        return nerr(e, id, m);
+    }
+    r.rank = global;
+    if (pg && pg->ranks) {
+        if (pg->comm < 0) {
+            char cname[80];
+            snprintf(cname, sizeof cname, "pg%s", pg->name);
+            if (shs_trace_add_comm(e->t, cname, pg->size, pg->ranks, &pg->comm) != SHS_OK) return nerr(e, id, shs_last_error());
+        }
+        r.comm = pg->comm;
+    } else {
+        int size = pg ? pg->size : (int)gsize;
+        if (size <= global) size = global + 1;
+        if (shs_trace_grow_identity_comm(e->t, "world", size, &r.comm) != SHS_OK) return nerr(e, id, shs_last_error());
+    }
+    if (r.op != SHS_TOP_WAIT && r.op != SHS_TOP_BARRIER) {
+        uint64_t in_n = 0, out_n = 0;
+        int64_t is = 0, x;
+        json_t *a_in = attr(node, "in_msg_nelems"), *a_out = attr(node, "out_msg_nelems"), *a_dt = attr(node, "dtype");
+        if (a_in) {
+            if (shs__json_int(a_in, &x) || x < 0 || (uint64_t)x > SHS_TRACE_MAX_BYTES) return nerr(e, id, "in_msg_nelems negative or absurd");
+            in_n = (uint64_t)x;
+            if (a_out && (shs__json_int(a_out, &x) || x < 0 || (uint64_t)x > SHS_TRACE_MAX_BYTES)) return nerr(e, id, "out_msg_nelems negative or absurd");
+            out_n = a_out ? (uint64_t)x : in_n;
+        } else if (json_is_array(vals) && !positional_short) {
+            char why[128], m[192];
+            if (tensor_numel(json_array_get(vals, 0), &in_n, &is, 0, why, sizeof why)) {
+                snprintf(m, sizeof m, "input tensor: %s", why);
+                return nerr(e, id, m);
+            }
+            json_t *outs = json_object_get(node, "outputs");
+            if (json_is_object(outs)) outs = json_object_get(outs, "values");
+            int64_t is2 = 0;
+            if (json_is_array(outs) && json_array_size(outs) > 0 &&
+                tensor_numel(json_array_get(outs, 0), &out_n, &is2, 0, why, sizeof why)) {
+                snprintf(m, sizeof m, "output tensor: %s", why);
+                return nerr(e, id, m);
+            }
+        }
+        shs_dtype_t d;
+        if (json_is_string(a_dt) && !shs__torch_dtype(json_string_value(a_dt), &d)) r.dtype = d;
+        else if (json_is_array(types) && json_is_string(json_array_get(types, 0)) &&
+                 !shs__torch_dtype(json_string_value(json_array_get(types, 0)), &d))
+            r.dtype = d;
+        else if (is && !itemsize_dtype(is, &d)) r.dtype = d;
+        if (is && r.dtype != SHS_TRACE_NONE && shs_dtype_size((shs_dtype_t)r.dtype) != (size_t)is) {
+            char m[160];
+            snprintf(m, sizeof m, "dtype %s (%zu bytes) but the tensor's itemsize is %lld", shs_dtype_name((shs_dtype_t)r.dtype),
+                     shs_dtype_size((shs_dtype_t)r.dtype), (long long)is);
+            return nerr(e, id, m);
+        }
+        size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
+        if (r.op == SHS_TOP_REDUCE_SCATTER) {
+            r.count = out_n ? out_n : in_n;
+            r.bytes = in_n * es;
+            r.scope = SHS_BYTES_TOTAL;
+        } else {
+            r.count = in_n;
+            r.bytes = in_n * es;
+            r.scope = SHS_BYTES_PER_RANK;
+        }
+        if (r.op == SHS_TOP_ALL_REDUCE || r.op == SHS_TOP_REDUCE_SCATTER || r.op == SHS_TOP_REDUCE) r.redop = SHS_SUM;
+        if (r.op == SHS_TOP_BROADCAST || r.op == SHS_TOP_REDUCE || r.op == SHS_TOP_GATHER || r.op == SHS_TOP_SCATTER) r.root = 0;
+    }
+    *out = r;
+    return SHS_OK;
+}
+
+static int cmp_id(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t *in) {
+    snprintf(t->format, sizeof t->format, "pytorch-et");
+    json_error_t jerr;
+    json_t *root = json_loadb(in->buf, in->len, 0, &jerr);
+    if (!root) return shs_set_error(SHS_PARSE, "%s:%d: malformed JSON: %s", in->name, jerr.line, jerr.text);
+    et_t e = {.in = in, .t = t};
+    shs_status_t st = SHS_OK;
+    json_t *nodes = json_object_get(root, "nodes");
+    int64_t (*order)[2] = NULL; /* (id, index) of communication nodes */
+    size_t norder = 0;
+    shs_trace_rec_t *recs = NULL;
+    if (!json_is_array(nodes)) {
+        st = shs_set_error(SHS_PARSE, "%s: not a PyTorch execution trace (no \"nodes\" array)", in->name);
+        goto out;
+    }
+    order = malloc((json_array_size(nodes) + 1) * sizeof *order);
+    if (!order) { st = shs_set_error(SHS_HOST_OOM, "out of memory"); goto out; }
+    size_t i;
+    json_t *n;
+    json_array_foreach(nodes, i, n) {
+        json_t *nm = json_object_get(n, "name");
+        int64_t id;
+        if (!json_is_object(n) || !json_is_string(nm)) { st = shs_set_error(SHS_PARSE, "%s: nodes[%zu]: not an object with a name", in->name, i); goto out; }
+        if (shs__json_int(json_object_get(n, "id"), &id)) { st = shs_set_error(SHS_PARSE, "%s: nodes[%zu]: no integer id", in->name, i); goto out; }
+        const char *s = json_string_value(nm);
+        if (strcmp(s, "## process_group:init ##") == 0) {
+            if ((st = read_pgs(&e, n, id)) != SHS_OK) goto out;
+        } else if (strcmp(s, "record_param_comms") == 0) {
+            order[norder][0] = id;
+            order[norder++][1] = (int64_t)i;
+        }
+    }
+    qsort(order, norder, sizeof *order, cmp_id);
+    /* waits carry no usable rank (PyTorch writes 0): they take the file's
+     * rank, which the first collective tells */
+    recs = malloc((norder ? norder : 1) * sizeof *recs);
+    if (!recs) { st = shs_set_error(SHS_HOST_OOM, "out of memory"); goto out; }
+    int file_rank = -1;
+    size_t first = 0;
+    for (size_t k = 0; k < norder && st == SHS_OK; k++) {
+        st = comm_node(&e, json_array_get(nodes, (size_t)order[k][1]), order[k][0], &recs[k]);
+        if (st != SHS_OK || recs[k].op == SHS_TOP_WAIT) continue;
+        if (file_rank < 0) {
+            file_rank = recs[k].rank;
+            first = k;
+        } else if (recs[k].rank != file_rank) { /* an execution trace is one process's */
+            st = shs_set_error(SHS_PARSE, "%s: node %lld: rank %d, but node %lld says rank %d (an execution trace "
+                               "is one rank's)", in->name, (long long)order[k][0], recs[k].rank,
+                               (long long)order[first][0], file_rank);
+        }
+    }
+    if (file_rank < 0) file_rank = in->rank >= 0 ? in->rank : 0;
+    if (st == SHS_OK && norder > 0 && e.world > 0 && file_rank >= e.world)
+        st = shs_set_error(SHS_PARSE, "%s: rank %d (from the file name) is beyond the world of %d ranks declared by "
+                           "process_group:init", in->name, file_rank, e.world);
+    for (size_t k = 0; k < norder && st == SHS_OK; k++) {
+        if (recs[k].op == SHS_TOP_WAIT) {
+            recs[k].rank = file_rank;
+            st = shs_trace_grow_identity_comm(t, "world", file_rank + 1, &recs[k].comm);
+            if (st != SHS_OK) break;
+        }
+        if (shs_trace_append(t, &recs[k]) != SHS_OK)
+            st = shs_set_error(SHS_PARSE, "%s: node %lld: %s", in->name, (long long)order[k][0], shs_last_error());
+    }
+out:
+    free(order);
+    free(recs);
+    for (int k = 0; k < e.npgs; k++) free(e.pgs[k].ranks);
+    free(e.pgs);
+    json_decref(root);
+    return st;
+}
+
+#else
+
+shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t *in) {
+    (void)t;
+    return shs_set_error(SHS_UNSUPPORTED, "%s: PyTorch ET is JSON: reading it %s", in->name,
+                         shs_feature_missing(SHS_FEATURE_JANSSON));
+}
+
+#endif

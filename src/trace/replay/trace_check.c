@@ -1,0 +1,251 @@
+/* trace_check.c - sequence-number matching and a blocking execution of a
+ * trace's per-rank sequences (see trace_check.h).
+ *
+ * Vocabulary: a rank's "list" on a communicator is the indices of its
+ * collective records there, in issue order; an "instance" is one sequence
+ * number on one communicator, complete when every member arrived at it.
+ * What it is not: a replay with data (trace_replay.c).
+ */
+#include "shardsim/trace_check.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/replay/trace_exec.h"
+
+void shs_trace_rec_format(const shs_trace_t *t, const shs_trace_rec_t *r, char *buf, size_t n) {
+    int k = snprintf(buf, n, "%s(", shs_trace_op_name(r->op));
+    const char *sep = "";
+#define ADD(...)                                                              \
+    do {                                                                      \
+        if (k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, __VA_ARGS__); \
+        sep = ", ";                                                           \
+    } while (0)
+    if (r->count || r->dtype != SHS_TRACE_NONE) ADD("%scount=%llu", sep, (unsigned long long)r->count);
+    if (r->dtype != SHS_TRACE_NONE) ADD("%sdtype=%s", sep, shs_dtype_name((shs_dtype_t)r->dtype));
+    if (r->redop != SHS_TRACE_NONE) ADD("%sop=%s", sep, shs_redop_name((shs_redop_t)r->redop));
+    if (r->root != SHS_TRACE_NONE) ADD("%sroot=%d", sep, r->root);
+    if (r->peer != SHS_TRACE_NONE) ADD("%s%s=%d", sep, r->op == SHS_TOP_SEND ? "to" : "from", r->peer);
+    if (r->tag != SHS_TRACE_NONE) ADD("%stag=%d", sep, r->tag);
+    ADD("%sbytes=%llu/%s", sep, (unsigned long long)r->bytes, r->scope == SHS_BYTES_TOTAL ? "total" : "rank");
+    const char *m = shs_trace_str(t, r->marker);
+    if (*m) ADD("%smarker=%s", sep, m);
+    if (k >= 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, ")");
+#undef ADD
+}
+
+static void add_issue(shs_trace_report_t *rep, size_t max, shs_issue_kind_t kind, int comm, int64_t seq, int rank,
+                      int other, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+static void add_issue(shs_trace_report_t *rep, size_t max, shs_issue_kind_t kind, int comm, int64_t seq, int rank,
+                      int other, const char *fmt, ...) {
+    rep->total++;
+    if (rep->n >= max) return;
+    shs_trace_issue_t *is = &rep->issues[rep->n++];
+    *is = (shs_trace_issue_t){.kind = kind, .comm = comm, .seq = seq, .rank = rank, .other = other};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(is->text, sizeof is->text, fmt, ap);
+    va_end(ap);
+}
+
+/* The first field in which two calls at one sequence number differ, or NULL. */
+static const char *differs(const shs_trace_t *t, const shs_trace_rec_t *a, const shs_trace_rec_t *b) {
+    if (a->op != b->op) return "op";
+    int dtypes_known = a->dtype != SHS_TRACE_NONE && b->dtype != SHS_TRACE_NONE;
+    if (dtypes_known && a->dtype != b->dtype) return "dtype";
+    if (dtypes_known && a->count != b->count && a->op != SHS_TOP_ALL_TO_ALLV) return "count";
+    if (a->redop != SHS_TRACE_NONE && b->redop != SHS_TRACE_NONE && a->redop != b->redop) return "reduce op";
+    if (a->root != SHS_TRACE_NONE && b->root != SHS_TRACE_NONE && a->root != b->root) return "root";
+    if (a->op != SHS_TOP_ALL_TO_ALLV &&
+        shs_trace_rec_bytes(t, a, SHS_BYTES_PER_RANK) != shs_trace_rec_bytes(t, b, SHS_BYTES_PER_RANK))
+        return "bytes";
+    return NULL;
+}
+
+typedef struct {
+    const shs_trace_t *t;
+    size_t *start;     /* (world * (ncomms + 1)): start[r*(C+1)+c] .. start[r*(C+1)+c+1] in idx */
+    size_t *idx;       /* record indices grouped by (rank, comm) */
+} lists_t;
+
+static shs_status_t build_lists(const shs_trace_t *t, lists_t *L) {
+    size_t C = (size_t)t->ncomms, W = (size_t)t->world, total = shs_trace_num_records(t);
+    if (W * (C + 1) > ((size_t)1 << 28)) return shs_set_error(SHS_HOST_OOM, "trace has too many ranks x communicators");
+    L->t = t;
+    L->start = calloc(W * (C + 1) + 1, sizeof *L->start);
+    L->idx = malloc((total ? total : 1) * sizeof *L->idx);
+    if (!L->start || !L->idx) return shs_set_error(SHS_HOST_OOM, "cannot allocate the analysis of %zu records", total);
+    size_t base = 0;
+    for (size_t r = 0; r < W; r++) {
+        size_t *st = L->start + r * (C + 1);
+        const shs_trace_rank_t *rk = &t->ranks[r];
+        size_t *cnt = st; /* count into st[c+1], then prefix */
+        for (size_t i = 0; i < rk->n; i++)
+            if (shs_trace_op_is_coll(rk->recs[i].op)) cnt[rk->recs[i].comm + 1]++;
+        st[0] = base;
+        for (size_t c = 0; c < C; c++) st[c + 1] += st[c];
+        size_t *fill = malloc((C ? C : 1) * sizeof *fill);
+        if (!fill) return shs_set_error(SHS_HOST_OOM, "cannot allocate the analysis");
+        for (size_t c = 0; c < C; c++) fill[c] = st[c];
+        for (size_t i = 0; i < rk->n; i++)
+            if (shs_trace_op_is_coll(rk->recs[i].op)) L->idx[fill[rk->recs[i].comm]++] = i;
+        free(fill);
+        base = st[C];
+    }
+    return SHS_OK;
+}
+
+/* (1) sequence-number matching, communicator by communicator. */
+static shs_status_t check_sequences(const lists_t *L, shs_trace_report_t *rep, size_t max) {
+    const shs_trace_t *t = L->t;
+    size_t C = (size_t)t->ncomms;
+    char a[160], b[160];
+    for (int c = 0; c < t->ncomms; c++) {
+        const shs_trace_comm_t *cm = &t->comms[c];
+        size_t *p = malloc((size_t)cm->size * 2 * sizeof *p);
+        if (!p) return shs_set_error(SHS_HOST_OOM, "cannot allocate the analysis");
+        size_t *e = p + cm->size;
+        int bad = 0;
+        for (int m = 0; m < cm->size && !bad; m++) {
+            int g = cm->ranks[m];
+            p[m] = L->start[(size_t)g * (C + 1) + (size_t)c];
+            e[m] = L->start[(size_t)g * (C + 1) + (size_t)c + 1];
+            const shs_trace_rec_t *rs = t->ranks[g].recs;
+            for (size_t k = p[m] + 1; k < e[m] && !bad; k++) {
+                if (rs[L->idx[k]].seq <= rs[L->idx[k - 1]].seq) {
+                    add_issue(rep, max, SHS_ISSUE_ORDER, c, rs[L->idx[k]].seq, g, -1,
+                              "comm %s: rank %d's sequence numbers do not increase (seq %lld after seq %lld)",
+                              cm->name, g, (long long)rs[L->idx[k]].seq, (long long)rs[L->idx[k - 1]].seq);
+                    bad = 1;
+                }
+            }
+        }
+        while (!bad) {
+            int64_t s = INT64_MAX;
+            for (int m = 0; m < cm->size; m++)
+                if (p[m] < e[m]) {
+                    int64_t q = t->ranks[cm->ranks[m]].recs[L->idx[p[m]]].seq;
+                    if (q < s) s = q;
+                }
+            if (s == INT64_MAX) break;
+            const shs_trace_rec_t *ref = NULL;
+            int ref_rank = -1;
+            for (int m = 0; m < cm->size; m++) {
+                int g = cm->ranks[m];
+                const shs_trace_rec_t *r = p[m] < e[m] ? &t->ranks[g].recs[L->idx[p[m]]] : NULL;
+                if (r && r->seq == s && !ref) {
+                    ref = r;
+                    ref_rank = g;
+                }
+            }
+            shs_trace_rec_format(t, ref, a, sizeof a);
+            for (int m = 0; m < cm->size && !bad; m++) {
+                int g = cm->ranks[m];
+                const shs_trace_rec_t *r = p[m] < e[m] ? &t->ranks[g].recs[L->idx[p[m]]] : NULL;
+                if (!r || r->seq != s) {
+                    add_issue(rep, max, SHS_ISSUE_MISSING, c, s, g, ref_rank,
+                              "comm %s seq %lld: rank %d never issues %s, which rank %d issued%s", cm->name,
+                              (long long)s, g, a, ref_rank, r ? "" : " (rank has no later calls on this comm)");
+                    bad = 1;
+                } else if (r != ref) {
+                    const char *f = differs(t, ref, r);
+                    if (f) {
+                        shs_trace_rec_format(t, r, b, sizeof b);
+                        add_issue(rep, max, SHS_ISSUE_MISMATCH, c, s, g, ref_rank,
+                                  "comm %s seq %lld: %s differs: rank %d %s vs rank %d %s", cm->name, (long long)s, f,
+                                  ref_rank, a, g, b);
+                        bad = 1;
+                    }
+                }
+            }
+            for (int m = 0; m < cm->size; m++)
+                if (p[m] < e[m] && t->ranks[cm->ranks[m]].recs[L->idx[p[m]]].seq == s) p[m]++;
+        }
+        free(p);
+    }
+    return SHS_OK;
+}
+
+/* ---- (2) blocking execution (trace_exec.h) ---------------------------------- */
+
+typedef struct {
+    shs_trace_report_t *rep;
+    size_t max;
+} exec_ctx_t;
+
+static void count_recv(void *ctx, int rank, size_t idx, int src, size_t send_idx) {
+    (void)rank, (void)idx, (void)src, (void)send_idx;
+    ((exec_ctx_t *)ctx)->rep->p2p_matched++;
+}
+
+static void count_collective(void *ctx, int comm, const int *ranks, const size_t *idxs, int n) {
+    (void)comm, (void)ranks, (void)idxs, (void)n;
+    ((exec_ctx_t *)ctx)->rep->coll_completed++;
+}
+
+static void report_unreceived(void *ctx, int src, int dst, int tag, uint64_t n) {
+    exec_ctx_t *x = ctx;
+    add_issue(x->rep, x->max, SHS_ISSUE_UNMATCHED_SEND, -1, -1, src, dst,
+              "%llu send(s) from rank %d to rank %d with tag %d are never received", (unsigned long long)n, src, dst,
+              tag);
+}
+
+static shs_status_t execute(const shs_trace_t *t, shs_trace_report_t *rep, size_t max) {
+    exec_ctx_t cx = {rep, max};
+    shs__exec_hooks_t hooks = {.ctx = &cx, .recv = count_recv, .collective = count_collective};
+    shs__trace_exec_t *e;
+    SHS_CHECK(shs__trace_exec_run(t, &hooks, &e));
+    char a[160], b[200];
+    for (int r = 0; r < t->world; r++) {
+        const shs_trace_rank_t *rk = &t->ranks[r];
+        size_t pr = shs__trace_exec_pos(e, r);
+        if (pr >= rk->n) continue;
+        rep->ranks_blocked++;
+        const shs_trace_rec_t *x = &rk->recs[pr];
+        shs_trace_rec_format(t, x, a, sizeof a);
+        if (x->op == SHS_TOP_RECV) {
+            add_issue(rep, max, SHS_ISSUE_DEADLOCK, -1, -1, r, x->peer,
+                      "rank %d blocks forever in call #%zu %s: rank %d never sends it a message with tag %d", r, pr, a,
+                      x->peer, x->tag);
+            continue;
+        }
+        const shs_trace_comm_t *cm = &t->comms[x->comm];
+        int miss = -1;
+        for (int k = 0; k < cm->size && miss < 0; k++)
+            if (shs__trace_exec_waiting(e, x->comm, k) != x->seq) miss = cm->ranks[k];
+        if (miss < 0) miss = r;
+        size_t pm = shs__trace_exec_pos(e, miss);
+        if (pm >= t->ranks[miss].n)
+            snprintf(b, sizeof b, "rank %d has finished its %zu calls", miss, t->ranks[miss].n);
+        else {
+            char c2[160];
+            shs_trace_rec_format(t, &t->ranks[miss].recs[pm], c2, sizeof c2);
+            snprintf(b, sizeof b, "rank %d is blocked in %s", miss, c2);
+        }
+        add_issue(rep, max, SHS_ISSUE_DEADLOCK, x->comm, x->seq, r, miss,
+                  "rank %d blocks forever in comm %s seq %lld %s: %s", r, cm->name, (long long)x->seq, a, b);
+    }
+    shs__trace_exec_unreceived(e, report_unreceived, &cx);
+    shs__trace_exec_free(e);
+    return SHS_OK;
+}
+
+shs_status_t shs_trace_check(const shs_trace_t *t, shs_trace_report_t *rep, size_t max_issues) {
+    memset(rep, 0, sizeof *rep);
+    rep->issues = calloc(max_issues ? max_issues : 1, sizeof *rep->issues);
+    if (!rep->issues) return shs_set_error(SHS_HOST_OOM, "cannot allocate the analysis");
+    lists_t L = {0};
+    shs_status_t st = build_lists(t, &L);
+    if (st == SHS_OK) st = check_sequences(&L, rep, max_issues);
+    free(L.start);
+    free(L.idx);
+    if (st == SHS_OK) st = execute(t, rep, max_issues);
+    if (st != SHS_OK) shs_trace_report_free(rep);
+    return st;
+}
+
+void shs_trace_report_free(shs_trace_report_t *rep) {
+    free(rep->issues);
+    memset(rep, 0, sizeof *rep);
+}

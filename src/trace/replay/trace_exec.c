@@ -1,0 +1,176 @@
+/* trace_exec.c - a trace's per-rank sequences run as their calls block
+ * (see trace_exec.h): a worklist of runnable ranks, per-communicator
+ * arrival by sequence number, and per-channel queues of pending sends.
+ * What it is not: what is reported about the run (trace_check.c,
+ * trace_timeline.c). */
+#include "trace/replay/trace_exec.h"
+
+#include <stdlib.h>
+
+/* One (src, dst, tag) channel: its pending sends, oldest first, as a list
+ * through the engine's send nodes. */
+typedef struct {
+    int32_t src, dst, tag;
+    int used;
+    int64_t head, tail;    /* send nodes, -1 when none */
+    uint64_t pending;
+} chan_t;
+
+struct shs__trace_exec {
+    const shs_trace_t *t;
+    size_t *pos;           /* per rank: its next record */
+    int64_t *waiting;      /* per comm member (woff): the seq it waits at, -1 none */
+    size_t *woff;          /* ncomms + 1 offsets into waiting */
+    chan_t *chans;
+    size_t cap;            /* channels: a power of two */
+    int32_t *node_rank;    /* send nodes: rank and record of the send, next in its channel */
+    size_t *node_idx;
+    int64_t *node_next;
+    size_t nodes;
+};
+
+static chan_t *chan_get(shs__trace_exec_t *e, int src, int dst, int tag) {
+    uint64_t k = ((uint64_t)(uint32_t)src * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uint32_t)dst * 0xC2B2AE3D27D4EB4Full) ^
+                 ((uint64_t)(uint32_t)tag * 0x165667B19E3779F9ull);
+    size_t i = (size_t)(k ^ (k >> 29)) & (e->cap - 1);
+    while (e->chans[i].used && !(e->chans[i].src == src && e->chans[i].dst == dst && e->chans[i].tag == tag))
+        i = (i + 1) & (e->cap - 1);
+    if (!e->chans[i].used) e->chans[i] = (chan_t){.src = src, .dst = dst, .tag = tag, .used = 1, .head = -1, .tail = -1};
+    return &e->chans[i];
+}
+
+void shs__trace_exec_free(shs__trace_exec_t *e) {
+    if (!e) return;
+    free(e->pos);
+    free(e->waiting);
+    free(e->woff);
+    free(e->chans);
+    free(e->node_rank);
+    free(e->node_idx);
+    free(e->node_next);
+    free(e);
+}
+
+shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *h, shs__trace_exec_t **out) {
+    static const shs__exec_hooks_t none = {0};
+    if (!h) h = &none;
+    *out = NULL;
+    int W = t->world, maxsize = 1;
+    size_t nw = W > 0 ? (size_t)W : 1;
+    size_t np2p = 0;
+    for (int r = 0; r < W; r++)
+        for (size_t i = 0; i < t->ranks[r].n; i++) np2p += shs_trace_op_is_p2p(t->ranks[r].recs[i].op);
+    for (int c = 0; c < t->ncomms; c++)
+        if (t->comms[c].size > maxsize) maxsize = t->comms[c].size;
+    shs__trace_exec_t *e = calloc(1, sizeof *e);
+    int *stack = malloc(nw * sizeof *stack);
+    char *queued = calloc(nw, 1);
+    size_t *idxs = malloc((size_t)maxsize * sizeof *idxs);
+    if (e) {
+        e->t = t;
+        e->cap = 16;
+        while (e->cap < 2 * np2p + 16) e->cap *= 2;
+        e->pos = calloc(nw, sizeof *e->pos);
+        e->woff = calloc((size_t)t->ncomms + 1, sizeof *e->woff);
+        e->chans = calloc(e->cap, sizeof *e->chans);
+        e->node_rank = malloc((np2p ? np2p : 1) * sizeof *e->node_rank);
+        e->node_idx = malloc((np2p ? np2p : 1) * sizeof *e->node_idx);
+        e->node_next = malloc((np2p ? np2p : 1) * sizeof *e->node_next);
+        if (e->woff)
+            for (int c = 0; c < t->ncomms; c++) e->woff[c + 1] = e->woff[c] + (size_t)t->comms[c].size;
+        if (e->woff) e->waiting = malloc((e->woff[t->ncomms] ? e->woff[t->ncomms] : 1) * sizeof *e->waiting);
+    }
+    if (!e || !stack || !queued || !idxs || !e->pos || !e->woff || !e->chans || !e->node_rank || !e->node_idx ||
+        !e->node_next || !e->waiting) {
+        shs__trace_exec_free(e);
+        free(stack);
+        free(queued);
+        free(idxs);
+        return shs_set_error(SHS_HOST_OOM, "cannot allocate the analysis");
+    }
+    for (size_t i = 0; i < e->woff[t->ncomms]; i++) e->waiting[i] = -1;
+    int top = 0;
+    for (int r = W - 1; r >= 0; r--) {
+        stack[top++] = r;
+        queued[r] = 1;
+    }
+    size_t *pos = e->pos;
+    while (top > 0) {
+        int r = stack[--top];
+        queued[r] = 0;
+        const shs_trace_rank_t *rk = &t->ranks[r];
+        while (pos[r] < rk->n) {
+            const shs_trace_rec_t *x = &rk->recs[pos[r]];
+            if (x->op == SHS_TOP_WAIT) {
+                if (h->call) h->call(h->ctx, r, pos[r]);
+                pos[r]++;
+            } else if (x->op == SHS_TOP_SEND) {
+                chan_t *c = chan_get(e, r, x->peer, x->tag);
+                size_t nd = e->nodes++;
+                e->node_rank[nd] = r;
+                e->node_idx[nd] = pos[r];
+                e->node_next[nd] = -1;
+                if (c->tail >= 0) e->node_next[c->tail] = (int64_t)nd;
+                else c->head = (int64_t)nd;
+                c->tail = (int64_t)nd;
+                c->pending++;
+                if (h->call) h->call(h->ctx, r, pos[r]);
+                pos[r]++;
+                int d = x->peer; /* wake the receiver if this is what it waits for */
+                if (d >= 0 && d < W && !queued[d] && pos[d] < t->ranks[d].n) {
+                    const shs_trace_rec_t *y = &t->ranks[d].recs[pos[d]];
+                    if (y->op == SHS_TOP_RECV && y->peer == r && y->tag == x->tag) {
+                        stack[top++] = d;
+                        queued[d] = 1;
+                    }
+                }
+            } else if (x->op == SHS_TOP_RECV) {
+                chan_t *c = chan_get(e, x->peer, r, x->tag);
+                if (!c->pending) break;
+                int64_t nd = c->head;
+                c->head = e->node_next[nd];
+                if (c->head < 0) c->tail = -1;
+                c->pending--;
+                if (h->recv) h->recv(h->ctx, r, pos[r], e->node_rank[nd], e->node_idx[nd]);
+                pos[r]++;
+            } else {
+                const shs_trace_comm_t *cm = &t->comms[x->comm];
+                int64_t *wv = e->waiting + e->woff[x->comm];
+                wv[shs_trace_comm_local(t, x->comm, r)] = x->seq;
+                int arrived = 0;
+                for (int k = 0; k < cm->size; k++) arrived += wv[k] == x->seq;
+                if (arrived < cm->size) break;
+                for (int k = 0; k < cm->size; k++) idxs[k] = pos[cm->ranks[k]];
+                if (h->collective) h->collective(h->ctx, x->comm, cm->ranks, idxs, cm->size);
+                for (int k = 0; k < cm->size; k++) {
+                    int g = cm->ranks[k];
+                    wv[k] = -1;
+                    pos[g]++;
+                    if (g != r && !queued[g]) {
+                        stack[top++] = g;
+                        queued[g] = 1;
+                    }
+                }
+            }
+        }
+    }
+    free(stack);
+    free(queued);
+    free(idxs);
+    *out = e;
+    return SHS_OK;
+}
+
+size_t shs__trace_exec_pos(const shs__trace_exec_t *e, int rank) { return e->pos[rank]; }
+
+int64_t shs__trace_exec_waiting(const shs__trace_exec_t *e, int comm, int local) {
+    return e->waiting[e->woff[comm] + (size_t)local];
+}
+
+void shs__trace_exec_unreceived(const shs__trace_exec_t *e, void (*fn)(void *ctx, int src, int dst, int tag, uint64_t n),
+                                void *ctx) {
+    for (size_t i = 0; i < e->cap; i++) {
+        const chan_t *c = &e->chans[i];
+        if (c->used && c->pending) fn(ctx, c->src, c->dst, c->tag, c->pending);
+    }
+}

@@ -1,0 +1,208 @@
+/* trace_net.c - alpha-beta time model of a trace's calls and ASTRA-sim
+ * network files (see trace_net.h). What it is not: a report (sim/).
+ *
+ * Latency constants: NCCL 2.20.3 (NVIDIA/nccl commit b6475625,
+ * makefiles/version.mk 2.20.3), src/graph/tuning.cc, ncclTopoTuneModel,
+ * Simple protocol, microseconds:
+ *   baseLat[RING][SIMPLE] = 8.4      per call, ring         -> base_lat
+ *   baseLat[TREE][SIMPLE] = 0        per call, tree         -> tree_base_lat
+ *   hwLat[NVLINK][RING][SIMPLE] = 3.4, hwLat[PCI][RING][SIMPLE] = 5.7,
+ *   hwLat[NET][RING][SIMPLE] = 14.0  per ring step          -> intra_lat, inter_lat
+ *   hwLat[NVLINK|PCI|NET][TREE][SIMPLE] = 28  per tree level -> tree_*_lat
+ * Composition (the same file): ring latency = baseLat + (nsteps -
+ * nInterSteps) x intra hwLat + nInterSteps x NET hwLat with nsteps =
+ * 2(nRanks-1) for all-reduce, nRanks-1 for all-gather / reduce-scatter,
+ * nRanks otherwise, and nInterSteps = 2 nNodes (all-reduce, nNodes > 1),
+ * nNodes-1 (all-gather / reduce-scatter), 0 on one node; broadcast / reduce
+ * add nsteps x hwLat (or one hwLat when the rings share channels); tree
+ * all-reduce latency = baseLat + 2((nRanks/nNodes - 1) intra hwLat +
+ * log2i(nNodes) NET hwLat). Bandwidth: NCCL converts the bus bandwidth to
+ * algorithm bandwidth by nRanks/nsteps (ring) and 1/2 (tree), the inverse
+ * of nccl-tests' busbw factors, so with busbw = the link's bandwidth the
+ * byte terms here are nccl-tests'.
+ * Deliberately left out (documented, not modeled): the other protocols (LL:
+ * baseLat 6.6, NVLink hwLat 0.6 us per step, ring bus bandwidth x 1/4 for
+ * all-reduce or multi-node, 1/3 otherwise, capped; LL128: baseLat 14.0,
+ * hwLat 1.9, x 0.92 (0.7 at one GPU per node), capped) and NCCL's choice
+ * between them, so small messages cost Simple's latency; the tree's bus
+ * bandwidth x 0.92 and per-size correction factors; the multi-node ring
+ * all-reduce "plateau" latency x 1.4 (sm80+); the per-step network
+ * overhead floor (1 us Intel, 2 us AMD, x 3 for Simple) and the
+ * topology's latencyInter (0 for the presets here); CollNet, NVLS, PAT.
+ * Two simplifications: nInterSteps is capped at nsteps (NCCL 2.20.3's
+ * 2 nNodes exceeds 2(nRanks-1) at one GPU per node), and broadcast /
+ * reduce take nsteps = nRanks ring steps at the ring's hwLat (NCCL uses
+ * one hwLat when its rings share channels, else nsteps x the Tree/Simple
+ * hwLat of 28 us as a stand-in for chunk latency).
+ */
+#include "shardsim/trace_net.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/trace_util.h"
+
+/* NCCL 2.20.3 src/graph/tuning.cc, Simple protocol (see above), seconds */
+#define NCCL_BASE_RING 8.4e-6   /* baseLat[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
+#define NCCL_BASE_TREE 0.0      /* baseLat[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] */
+#define NCCL_HW_NVLINK_RING 3.4e-6 /* hwLat[NCCL_HW_NVLINK][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
+#define NCCL_HW_PCI_RING 5.7e-6    /* hwLat[NCCL_HW_PCI][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
+#define NCCL_HW_NET_RING 14.0e-6   /* hwLat[NCCL_HW_NET][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
+#define NCCL_HW_TREE 28e-6         /* hwLat[NVLINK, PCI and NET][NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] */
+
+static const char *const algo_names[SHS_NUM_ALGOS] = {"ring", "tree", "direct"};
+
+const char *shs_net_algo_name(shs_net_algo_t a) { return (int)a >= 0 && a < SHS_NUM_ALGOS ? algo_names[a] : "invalid"; }
+
+int shs_net_algo_parse(const char *name, shs_net_algo_t *out) {
+    for (int i = 0; i < SHS_NUM_ALGOS; i++)
+        if (strcmp(name, algo_names[i]) == 0) { *out = (shs_net_algo_t)i; return 0; }
+    return -1;
+}
+
+shs_status_t shs_net_preset(const char *name, shs_net_t *out) {
+    /* bandwidths: ASTRA-sim's HGX-H100-validated.yml (400 GB/s per GPU in a
+     * node), 400 Gb/s NDR InfiniBand per GPU (50 GB/s), PCIe Gen4 x16 at
+     * ~25 GB/s with 100 Gb/s per GPU between nodes (12.5 GB/s); ring-50 is
+     * ASTRA-sim's Ring_*npus.yml (50 GB/s, 500 ns), kept as its link model */
+    static const shs_net_t presets[] = {
+        {"hgx-h100", 8, 400e9, 50e9, NCCL_HW_NVLINK_RING, NCCL_HW_NET_RING, NCCL_BASE_RING, NCCL_BASE_TREE,
+         NCCL_HW_TREE, NCCL_HW_TREE},
+        {"ring-50", 1 << 30, 50e9, 50e9, 500e-9, 500e-9, 0, 0, 500e-9, 500e-9},
+        {"pcie", 8, 25e9, 12.5e9, NCCL_HW_PCI_RING, NCCL_HW_NET_RING, NCCL_BASE_RING, NCCL_BASE_TREE, NCCL_HW_TREE,
+         NCCL_HW_TREE},
+    };
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(name, presets[i].name) == 0) { *out = presets[i]; return SHS_OK; }
+    return shs_set_error(SHS_INVALID_ARG, "unknown network preset '%s' (hgx-h100, ring-50, pcie, or an ASTRA-sim .yml)", name);
+}
+
+/* Parse "key: [v1, v2]  # comment" values into vals (up to 4). */
+static int yml_list(const char *s, size_t n, double *vals, int *nv) {
+    const char *e = s + n, *p = memchr(s, '[', n);
+    *nv = 0;
+    if (!p) return -1;
+    p++;
+    while (p < e && *p != ']') {
+        while (p < e && (*p == ' ' || *p == ',')) p++;
+        if (p >= e || *p == ']') break;
+        const char *q = p;
+        while (q < e && *q != ',' && *q != ']' && *q != ' ') q++;
+        double v;
+        if (*nv == 4 || shs__parse_double(p, (size_t)(q - p), &v) || v <= 0) return -1;
+        vals[(*nv)++] = v;
+        p = q;
+    }
+    return p < e && *nv > 0 ? 0 : -1;
+}
+
+shs_status_t shs_net_load(const char *path, shs_net_t *out) {
+    char *buf;
+    size_t len;
+    SHS_CHECK(shs__read_file(path, &buf, &len));
+    double npus[4], bw[4], lat[4];
+    int nn = 0, nb = 0, nl = 0;
+    long line = 0;
+    shs_status_t st = SHS_OK;
+    for (size_t i = 0; i < len && st == SHS_OK;) {
+        size_t j = i;
+        while (j < len && buf[j] != '\n') j++;
+        line++;
+        const char *s = buf + i;
+        size_t n = j - i;
+        i = j + 1;
+        const char *hash = memchr(s, '#', n);
+        if (hash) n = (size_t)(hash - s);
+        int bad = 0;
+        if (n >= 10 && strncmp(s, "npus_count", 10) == 0) bad = yml_list(s, n, npus, &nn);
+        else if (n >= 9 && strncmp(s, "bandwidth", 9) == 0) bad = yml_list(s, n, bw, &nb);
+        else if (n >= 7 && strncmp(s, "latency", 7) == 0) bad = yml_list(s, n, lat, &nl);
+        if (bad) st = shs_set_error(SHS_PARSE, "%s:%ld: want a list of positive numbers in [ ]", path, line);
+    }
+    free(buf);
+    if (st != SHS_OK) return st;
+    if (!nn || !nb || !nl || nn != nb || nn != nl)
+        return shs_set_error(SHS_PARSE, "%s: needs npus_count, bandwidth (GB/s) and latency (ns) lists of one length", path);
+    *out = (shs_net_t){0};
+    snprintf(out->name, sizeof out->name, "%s", path);
+    out->gpus_per_node = npus[0] > 1e9 ? 1 << 30 : (int)npus[0];
+    out->intra_bw = bw[0] * 1e9;
+    out->intra_lat = lat[0] * 1e-9;
+    out->inter_bw = (nn > 1 ? bw[1] : bw[0]) * 1e9;
+    out->inter_lat = (nn > 1 ? lat[1] : lat[0]) * 1e-9;
+    if (nn == 1) out->gpus_per_node = 1 << 30; /* one dimension: everything on one "node" */
+    out->tree_intra_lat = out->intra_lat; /* ASTRA-sim's link latency: per step and per level, */
+    out->tree_inter_lat = out->inter_lat; /* base latencies 0 */
+    return SHS_OK;
+}
+
+double shs_net_busbw_factor(shs_trace_op_t op, int n) {
+    if (n <= 1) return 1.0;
+    if (op == SHS_TOP_ALL_REDUCE) return 2.0 * (n - 1) / n;
+    if (op == SHS_TOP_ALL_GATHER || op == SHS_TOP_REDUCE_SCATTER) return (double)(n - 1) / n;
+    return 1.0;
+}
+
+/* floor(log2 x) for x >= 1, as NCCL's log2i */
+static int log2_floor(int x) {
+    int l = 0;
+    while (x >>= 1) l++;
+    return l;
+}
+
+double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_trace_op_t op, double S, int n, int nodes) {
+    if (nodes < 1) nodes = 1;
+    int one_node = nodes == 1;
+    double hop = one_node ? net->intra_lat : net->inter_lat, b = one_node ? net->intra_bw : net->inter_bw;
+    if (op == SHS_TOP_WAIT) return 0;
+    if (op == SHS_TOP_SEND || op == SHS_TOP_RECV) return hop + S / b;
+    if (n <= 1) return 0;
+    if (op == SHS_TOP_BARRIER) { /* an all-reduce of nothing */
+        op = SHS_TOP_ALL_REDUCE;
+        S = 0;
+    }
+    double m = n - 1;
+    if (algo == SHS_ALGO_TREE && op == SHS_TOP_ALL_REDUCE) {
+        int per_node = n / nodes > 1 ? n / nodes : 1;
+        double lat = net->tree_base_lat +
+                     2 * ((per_node - 1) * net->tree_intra_lat + log2_floor(nodes) * net->tree_inter_lat);
+        return lat + 2 * S / b;
+    }
+    if (algo == SHS_ALGO_DIRECT) {
+        switch (op) {
+        case SHS_TOP_ALL_REDUCE: return net->base_lat + 2 * hop + 2 * m * S / (n * b);
+        case SHS_TOP_BROADCAST: case SHS_TOP_REDUCE: return net->base_lat + hop + m * S / b;
+        default: return net->base_lat + hop + m * S / (n * b);
+        }
+    }
+    if (op == SHS_TOP_BROADCAST || op == SHS_TOP_REDUCE) return net->base_lat + n * hop + S / b;
+    int all_reduce = op == SHS_TOP_ALL_REDUCE;
+    int steps = all_reduce ? 2 * (n - 1) : n - 1;
+    int net_steps = one_node ? 0 : all_reduce ? 2 * nodes : nodes - 1;
+    if (net_steps > steps) net_steps = steps;
+    return net->base_lat + (steps - net_steps) * net->intra_lat + net_steps * net->inter_lat + steps * S / (n * b);
+}
+
+/* Nodes that the sorted-or-not global ranks sit on (rank / gpus_per_node). */
+static int count_nodes(const int *ranks, int n, int gpus_per_node) {
+    int nodes = n > 0, sorted = 1;
+    for (int k = 1; k < n && sorted; k++) sorted = ranks[k] / gpus_per_node >= ranks[k - 1] / gpus_per_node;
+    for (int k = 1; k < n; k++) {
+        int node = ranks[k] / gpus_per_node, seen = 0;
+        if (sorted) seen = node == ranks[k - 1] / gpus_per_node;
+        else
+            for (int j = 0; j < k && !seen; j++) seen = ranks[j] / gpus_per_node == node;
+        nodes += !seen;
+    }
+    return nodes;
+}
+
+double shs_net_rec_time(const shs_net_t *net, shs_net_algo_t algo, const shs_trace_t *t, const shs_trace_rec_t *r) {
+    const shs_trace_comm_t *cm = &t->comms[r->comm];
+    int p2p = shs_trace_op_is_p2p(r->op);
+    int nodes = p2p ? 1 + (r->rank / net->gpus_per_node != r->peer / net->gpus_per_node)
+                    : count_nodes(cm->ranks, cm->size, net->gpus_per_node);
+    double S = (double)shs_trace_rec_bytes(t, r, p2p ? SHS_BYTES_PER_RANK : SHS_BYTES_TOTAL);
+    return shs_net_time(net, algo, r->op, S, cm->size, nodes);
+}

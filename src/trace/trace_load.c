@@ -1,0 +1,291 @@
+/* trace_load.c - format names, detection from content, and loading a file
+ * or a directory of per-rank files through the matching reader.
+ * What it is not: any reader (trace_<format>.c). */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "shardsim/trace_import.h"
+#include "trace/trace_util.h"
+
+static const char *const fmt_names[SHS_NUM_TFMTS] = {"unknown", "shardsim", "nccl", "pytorch-et",
+                                                     "chakra", "astra", "kineto", "flight"};
+
+const char *shs_trace_format_name(shs_trace_format_t f) {
+    return (int)f >= 0 && f < SHS_NUM_TFMTS ? fmt_names[f] : "unknown";
+}
+
+int shs_trace_format_parse(const char *name, shs_trace_format_t *out) {
+    for (int i = 1; i < SHS_NUM_TFMTS; i++)
+        if (strcmp(name, fmt_names[i]) == 0) { *out = (shs_trace_format_t)i; return 0; }
+    return -1;
+}
+
+shs_status_t shs_trace_import_text(shs_trace_t *t, const shs_trace_input_t *in) {
+    return shs_trace_read_text(t, in->buf, in->len, in->name);
+}
+
+/* First non-blank byte at or after i in the first `len` bytes, or 0. */
+static char first_nonblank(const char *b, size_t len, size_t *at) {
+    size_t i = 0;
+    while (i < len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
+    if (at) *at = i;
+    return i < len ? b[i] : 0;
+}
+
+static int has(const char *b, size_t len, const char *needle) {
+    size_t n = strlen(needle);
+    if (len > (1u << 20)) len = 1u << 20; /* look at the first MiB */
+    for (size_t i = 0; i + n <= len; i++)
+        if (b[i] == needle[0] && memcmp(b + i, needle, n) == 0) return 1;
+    return 0;
+}
+
+shs_trace_format_t shs_trace_detect(const char *b, size_t len) {
+    if (len >= 14 && memcmp(b, "shardsim-trace", 14) == 0) return SHS_TFMT_SHARDSIM;
+    size_t at;
+    char c = first_nonblank(b, len, &at);
+    if (c == '{' || c == '[') {
+        if (has(b, len, "\"traceEvents\"")) return SHS_TFMT_KINETO;
+        if (has(b, len, "\"entries\"") && (has(b, len, "\"pg_config\"") || has(b, len, "collective_seq_id")))
+            return SHS_TFMT_FLIGHT;
+        if (has(b, len, "\"nodes\"") && has(b, len, "\"schema\"")) return SHS_TFMT_PYTORCH_ET;
+        return SHS_TFMT_UNKNOWN;
+    }
+    if (has(b, len < 65536 ? len : 65536, " NCCL INFO ")) return SHS_TFMT_NCCL;
+    /* ASTRA-sim 1.0: a parallelism keyword line, then a layer count */
+    static const char *const kinds[] = {"DATA", "MODEL", "HYBRID", "MICRO", "TRANSFORMER", "DISTRIBUTED"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        size_t n = strlen(kinds[k]);
+        if (len - at > n && memcmp(b + at, kinds[k], n) == 0) {
+            size_t e = at;
+            while (e < len && b[e] != '\n') e++;
+            size_t f = e + 1;
+            while (f < len && (b[f] == ' ' || b[f] == '\t')) f++;
+            if (f < len && b[f] >= '0' && b[f] <= '9') return SHS_TFMT_ASTRA;
+        }
+    }
+    /* Chakra ET: binary, starts with a varint length then field 1 or 2 of GlobalMetadata */
+    if (len >= 2) {
+        size_t i = 0;
+        uint64_t l = 0;
+        int shift = 0;
+        while (i < len && i < 10 && (b[i] & 0x80)) { l |= (uint64_t)(b[i] & 0x7f) << shift; shift += 7; i++; }
+        if (i < len && i < 10) {
+            l |= (uint64_t)(b[i] & 0x7f) << shift;
+            i++;
+            if (l > 0 && l <= len - i && (b[i] == 0x0a || b[i] == 0x12)) {
+                int binary = 0;
+                for (size_t k = 0; k < len && k < 256; k++) binary |= (unsigned char)b[k] < 0x09;
+                if (binary || l < 0x20) return SHS_TFMT_CHAKRA;
+            }
+        }
+    }
+    return SHS_TFMT_UNKNOWN;
+}
+
+typedef shs_status_t (*reader_fn)(shs_trace_t *, const shs_trace_input_t *);
+
+static reader_fn reader_of(shs_trace_format_t f) {
+    switch (f) {
+    case SHS_TFMT_SHARDSIM: return shs_trace_import_text;
+    case SHS_TFMT_NCCL: return shs_trace_import_nccl;
+    case SHS_TFMT_PYTORCH_ET: return shs_trace_import_pytorch_et;
+    case SHS_TFMT_CHAKRA: return shs_trace_import_chakra;
+    case SHS_TFMT_ASTRA: return shs_trace_import_astra;
+    case SHS_TFMT_KINETO: return shs_trace_import_kineto;
+    case SHS_TFMT_FLIGHT: return shs_trace_import_flight;
+    default: return NULL;
+    }
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Formats whose sequence numbers are positions (the source has none). */
+static int needs_renumber(shs_trace_format_t f) {
+    return f == SHS_TFMT_CHAKRA || f == SHS_TFMT_ASTRA || f == SHS_TFMT_KINETO || f == SHS_TFMT_PYTORCH_ET;
+}
+
+static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_t want, shs_trace_format_t *got,
+                             int world, int in_dir) {
+    char *buf;
+    size_t len;
+    SHS_CHECK(shs__read_file(path, &buf, &len));
+    shs_trace_format_t f = want != SHS_TFMT_UNKNOWN ? want : shs_trace_detect(buf, len);
+    *got = f;
+    shs_status_t st = SHS_OK;
+    reader_fn rd = reader_of(f);
+    if (!rd) {
+        free(buf);
+        if (in_dir) return SHS_OK; /* skipped */
+        return shs_set_error(SHS_PARSE, "%s: unrecognized trace format (give --format: shardsim, nccl, pytorch-et, "
+                                        "chakra, astra, kineto, flight)", path);
+    }
+    shs_trace_input_t in = {.name = path, .buf = buf, .len = len, .rank = shs__rank_from_name(path), .world = world};
+    st = rd(t, &in);
+    free(buf);
+    return st;
+}
+
+/* Load names[i], an entry of directory `dir`, then claim the ranks it gave
+ * records to: (*owner)[r] is the index + 1 of the file that first gave
+ * rank r records. A second file giving records to the same rank is two
+ * files claiming one rank (a copied or misnamed rank file; two Kineto or
+ * Flight Recorder dumps with the same "rank"), refused naming both rather
+ * than merged into one sequence. */
+static shs_status_t load_claim(shs_trace_t *t, const char *dir, char **names, size_t i, shs_trace_format_t want,
+                               shs_trace_format_t *got, int world, int in_dir, size_t **owner, int *nowner) {
+    int w0 = t->world;
+    size_t *before = malloc((size_t)(w0 > 0 ? w0 : 1) * sizeof *before);
+    if (!before) return shs_set_error(SHS_HOST_OOM, "out of memory");
+    for (int r = 0; r < w0; r++) before[r] = t->ranks[r].n;
+    shs_status_t st = load_one(t, names[i], want, got, world, in_dir);
+    if (st == SHS_OK && t->world > *nowner) {
+        size_t *no = realloc(*owner, (size_t)t->world * sizeof *no);
+        if (!no) st = shs_set_error(SHS_HOST_OOM, "out of memory");
+        else {
+            memset(no + *nowner, 0, (size_t)(t->world - *nowner) * sizeof *no);
+            *owner = no;
+            *nowner = t->world;
+        }
+    }
+    for (int r = 0; r < t->world && st == SHS_OK; r++) {
+        if (t->ranks[r].n == (r < w0 ? before[r] : 0)) continue;
+        size_t o = (*owner)[r];
+        if (o && o != i + 1)
+            st = shs_set_error(SHS_PARSE, "%s: has records of rank %d, and so has %s: two files of %s claim one rank",
+                               names[i], r, names[o - 1], dir);
+        (*owner)[r] = i + 1;
+    }
+    free(before);
+    return st;
+}
+
+/* After the reader(s): check and apply --world, number formats without
+ * sequence numbers by position, name the format. */
+static shs_status_t finish(shs_trace_t *t, const char *path, int world, shs_trace_format_t used) {
+    if (world > 0 && world < t->world && used != SHS_TFMT_ASTRA)
+        return shs_set_error(SHS_INVALID_ARG, "%s: the trace has %d ranks, more than --world %d", path, t->world, world);
+    if (world > t->world) SHS_CHECK(shs_trace_ensure_world(t, world));
+    if (needs_renumber(used)) shs_trace_renumber(t);
+    snprintf(t->format, sizeof t->format, "%s", shs_trace_format_name(used));
+    return SHS_OK;
+}
+
+shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_opts_t *opts) {
+    *out = NULL;
+    shs_trace_load_opts_t dflt = {0};
+    if (!opts) opts = &dflt;
+    opts->files_read = opts->files_skipped = 0;
+    shs_trace_t *t;
+    SHS_CHECK(shs_trace_create(&t, 0));
+    struct stat sb;
+    shs_status_t st = SHS_OK;
+    shs_trace_format_t used = SHS_TFMT_UNKNOWN;
+    if (stat(path, &sb) != 0) {
+        st = shs_set_error(SHS_IO, "%s: no such file or directory", path);
+    } else if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
+        /* a FIFO would wait for a writer forever, a device read without end */
+        st = shs_set_error(SHS_IO, "%s: is %s, not a regular file: a trace is read from a file or a directory of "
+                           "per-rank files", path, shs__file_kind((unsigned)sb.st_mode));
+    } else if (!S_ISDIR(sb.st_mode)) {
+        st = load_one(t, path, opts->format, &used, opts->world, 0);
+        opts->files_read = st == SHS_OK;
+    } else {
+        DIR *d = opendir(path);
+        char **names = NULL;
+        size_t n = 0, cap = 0;
+        if (!d) st = shs_set_error(SHS_IO, "%s: cannot open directory", path);
+        struct dirent *de;
+        while (st == SHS_OK && (de = readdir(d))) {
+            if (de->d_name[0] == '.') continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                char **nn = realloc(names, cap * sizeof *nn);
+                if (!nn) { st = shs_set_error(SHS_HOST_OOM, "out of memory"); break; }
+                names = nn;
+            }
+            size_t l = strlen(path) + strlen(de->d_name) + 2;
+            if (!(names[n] = malloc(l))) { st = shs_set_error(SHS_HOST_OOM, "out of memory"); break; }
+            snprintf(names[n++], l, "%s/%s", path, de->d_name);
+        }
+        if (d) closedir(d);
+        if (n) qsort(names, n, sizeof *names, cmp_str);
+        char *skipped = calloc(n ? n : 1, 1);
+        size_t *owner = NULL; /* per rank: index + 1 of the file that gave it records */
+        int nowner = 0;
+        if (!skipped && st == SHS_OK) st = shs_set_error(SHS_HOST_OOM, "out of memory");
+        for (size_t i = 0; i < n && st == SHS_OK; i++) {
+            struct stat fs;
+            if (stat(names[i], &fs) != 0 || S_ISDIR(fs.st_mode)) continue; /* subdirectories are not read */
+            if (!S_ISREG(fs.st_mode)) { /* a FIFO among the rank files: refused, not waited on or skipped */
+                st = shs_set_error(SHS_IO, "%s: is %s, not a regular file: every entry of trace directory %s must "
+                                   "be a file (or a subdirectory, not read)", names[i],
+                                   shs__file_kind((unsigned)fs.st_mode), path);
+                break;
+            }
+            shs_trace_format_t f;
+            st = load_claim(t, path, names, i, opts->format, &f, opts->world, 1, &owner, &nowner);
+            if (st != SHS_OK) break;
+            if (!reader_of(f)) { opts->files_skipped++; skipped[i] = 1; continue; }
+            if (used != SHS_TFMT_UNKNOWN && f != used) {
+                st = shs_set_error(SHS_PARSE, "%s: format %s, but earlier files in %s are %s", names[i],
+                                   shs_trace_format_name(f), path, shs_trace_format_name(used));
+                break;
+            }
+            used = f;
+            opts->files_read++;
+        }
+        /* a skipped file named like the ones read (same extension) is a
+         * damaged rank file, not a stray one: read it as their format, so
+         * the error says what is wrong and where */
+        for (size_t i = 0; i < n && st == SHS_OK && used != SHS_TFMT_UNKNOWN; i++) {
+            if (!skipped[i]) continue;
+            const char *ext = strrchr(names[i], '.');
+            int same = 0;
+            for (size_t j = 0; j < n && !same; j++) {
+                const char *ej = strrchr(names[j], '.');
+                same = !skipped[j] && ext && ej && strchr(ext, '/') == NULL && strcmp(ext, ej) == 0;
+            }
+            if (!same) continue;
+            shs_trace_format_t f;
+            st = load_claim(t, path, names, i, used, &f, opts->world, 0, &owner, &nowner);
+            if (st == SHS_OK) /* it parses as that format after all (only detection failed): take it */
+                opts->files_skipped--, opts->files_read++;
+            else
+                st = shs_set_error(SHS_PARSE, "%s (the other %s files in %s are %s)", shs_last_error(), ext, path,
+                                   shs_trace_format_name(used));
+        }
+        for (size_t i = 0; i < n; i++) free(names[i]);
+        free(names);
+        free(skipped);
+        free(owner);
+        if (st == SHS_OK && opts->files_read == 0)
+            st = shs_set_error(SHS_PARSE, "%s: no trace file of a known format in this directory", path);
+    }
+    if (st == SHS_OK) st = finish(t, path, opts->world, used);
+    if (st != SHS_OK) {
+        shs_trace_free(t);
+        return st;
+    }
+    *out = t;
+    return SHS_OK;
+}
+
+shs_status_t shs_trace_load_buffer(shs_trace_t **out, const shs_trace_input_t *in, shs_trace_format_t format) {
+    *out = NULL;
+    shs_trace_format_t f = format != SHS_TFMT_UNKNOWN ? format : shs_trace_detect(in->buf, in->len);
+    reader_fn rd = reader_of(f);
+    if (!rd) return shs_set_error(SHS_PARSE, "%s: unrecognized trace format", in->name);
+    shs_trace_t *t;
+    SHS_CHECK(shs_trace_create(&t, 0));
+    shs_status_t st = rd(t, in);
+    if (st == SHS_OK) st = finish(t, in->name, in->world, f);
+    if (st != SHS_OK) {
+        shs_trace_free(t);
+        return st;
+    }
+    *out = t;
+    return SHS_OK;
+}

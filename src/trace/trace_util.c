@@ -1,0 +1,198 @@
+/* trace_util.c - helpers shared by the trace readers (see trace_util.h). */
+#include "trace/trace_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shardsim/trace.h"
+
+const char *shs__file_kind(unsigned mode) {
+    if (S_ISREG(mode)) return "a regular file";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+shs_status_t shs__read_file(const char *path, char **buf, size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return shs_set_error(SHS_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return shs_set_error(SHS_IO, "%s: is %s, not a regular file", path, shs__file_kind((unsigned)st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    if ((uint64_t)st.st_size > SHS__TRACE_MAX_FILE) {
+        fclose(f);
+        return shs_set_error(SHS_IO, "%s: %lld bytes is larger than the %zu-byte limit for a trace file", path,
+                             (long long)st.st_size, SHS__TRACE_MAX_FILE);
+    }
+    size_t n = (size_t)st.st_size;
+    char *b = malloc(n + 1);
+    if (!b) {
+        fclose(f);
+        return shs_set_error(SHS_HOST_OOM, "%s: cannot allocate %zu bytes", path, n + 1);
+    }
+    size_t got = fread(b, 1, n, f);
+    int err = ferror(f);
+    fclose(f);
+    if (got != n || err) {
+        free(b);
+        return shs_set_error(SHS_IO, "%s: read error", path);
+    }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return SHS_OK;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+int shs__parse_u64(const char *s, size_t n, int hex_ok, uint64_t *out) {
+    unsigned base = 10;
+    if (hex_ok == 2) base = 16;
+    if (hex_ok && n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        s += 2;
+        n -= 2;
+    }
+    if (n == 0 || n > 40) return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d = base == 16 ? hexval(s[i]) : (s[i] >= '0' && s[i] <= '9' ? s[i] - '0' : -1);
+        if (d < 0) return -1;
+        if (v > (UINT64_MAX - (uint64_t)d) / base) return -1;
+        v = v * base + (uint64_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+int shs__parse_i64(const char *s, size_t n, int64_t *out) {
+    int neg = n > 0 && s[0] == '-';
+    uint64_t u;
+    if (shs__parse_u64(s + neg, n - (size_t)neg, 0, &u) != 0) return -1;
+    if (u > (uint64_t)INT64_MAX + (uint64_t)neg) return -1;
+    *out = neg ? (int64_t)(0 - u) : (int64_t)u;
+    return 0;
+}
+
+/* Plain decimals "123" or "123.456" with at most 15 digits (the times the
+ * text format writes) take Clinger's fast path: the digits as an integer m
+ * < 2^53 and 10^k (k <= 22) are exact doubles, so m / 10^k is one correctly
+ * rounded division, the same double strtod returns. Anything else goes
+ * through strtod. */
+static int fast_decimal(const char *s, size_t n, double *out) {
+    static const double p10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15};
+    uint64_t m = 0;
+    size_t i = 0, digits = 0, frac = 0;
+    int dot = 0;
+    if (n == 0 || s[0] == '.') return -1;
+    for (; i < n; i++) {
+        if (s[i] >= '0' && s[i] <= '9') {
+            m = m * 10 + (uint64_t)(s[i] - '0');
+            digits++;
+            frac += (size_t)dot;
+        } else if (s[i] == '.' && !dot && i + 1 < n) {
+            dot = 1;
+        } else {
+            return -1;
+        }
+        if (digits > 15) return -1;
+    }
+    *out = frac ? (double)m / p10[frac] : (double)m;
+    return 0;
+}
+
+int shs__parse_double(const char *s, size_t n, double *out) {
+    if (fast_decimal(s, n, out) == 0) return 0;
+    char tmp[64];
+    if (n == 0 || n >= sizeof tmp) return -1;
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    char *end;
+    errno = 0;
+    double v = strtod(tmp, &end);
+    if (*end || errno || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int shs__trace_time(double v, double unit_s, double *s) {
+    if (!isfinite(v) || v < 0 || v > SHS_TRACE_MAX_TIME_S / unit_s) return -1;
+    *s = v * unit_s;
+    if (*s > SHS_TRACE_MAX_TIME_S) return -1; /* rounding at the bound */
+    return 0;
+}
+
+int shs__tokens(const char *line, size_t len, shs__tok_t *toks, int max) {
+    int k = 0;
+    size_t i = 0;
+    while (i < len) {
+        while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) i++;
+        if (i >= len) break;
+        size_t j = i;
+        while (j < len && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') j++;
+        if (k == max) return max + 1;
+        toks[k++] = (shs__tok_t){line + i, j - i};
+        i = j;
+    }
+    return k;
+}
+
+int shs__tok_is(shs__tok_t t, const char *s) { return strlen(s) == t.n && memcmp(t.s, s, t.n) == 0; }
+
+char *shs__tok_copy(shs__tok_t t, char *buf, size_t cap) {
+    size_t n = t.n < cap - 1 ? t.n : cap - 1;
+    memcpy(buf, t.s, n);
+    buf[n] = 0;
+    return buf;
+}
+
+int shs__rank_from_name(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    long v = -1;
+    for (const char *p = base; *p;) {
+        if (*p >= '0' && *p <= '9') {
+            long x = 0;
+            while (*p >= '0' && *p <= '9') {
+                if (x < 100000000) x = x * 10 + (*p - '0');
+                p++;
+            }
+            v = x;
+        } else {
+            p++;
+        }
+    }
+    return v > 65535 ? -1 : (int)v;
+}
