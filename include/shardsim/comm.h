@@ -63,6 +63,8 @@
  * rank's last call. After a mismatch, timeout or shs_comm_abort() the
  * communicator is unusable: every later call returns SHS_ABORTED (as an NCCL
  * communicator after an asynchronous error).
+ * A call that fails returns only once no other rank can still read or write
+ * its buffers, so the caller may reuse or free them at once.
  *
  * The MPI backend exchanges each call's descriptor the same way and fails
  * the same way, with one addition: since MPI cannot cancel the collectives

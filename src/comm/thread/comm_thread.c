@@ -39,8 +39,37 @@
  *             buffer only in a phase where that rank does not write the same
  *             elements, and the exit barrier keeps every buffer alive until
  *             nobody reads it; that is what makes the in-place forms safe.
+ *   direct    a call whose data phase reads or writes other ranks' buffers
+ *             (through their posted pointers), as opposed to a staged one,
+ *             which touches only the shared stages and the rank's own
+ *             buffers. Direct calls end with an exit barrier.
+ *   left      per-rank counter in the slot: seq + 1 of the last direct call
+ *             whose data phase this rank has finished, so it touches no other
+ *             rank's buffers of that call any more.
  * The number of barriers of a call depends only on (op, count, dtype, N), the
  * fields every rank checks after the first one, so all ranks agree on it.
+ *
+ * FAILURE INVARIANTS (abort, timeout, mismatch can strike at any barrier):
+ *   1. A barrier completes for every rank or for none. A rank returns from
+ *      barrier k with SHS_OK only after seeing all N counters >= k. One that
+ *      gives up does so only after making sure some counter can never reach
+ *      k: it never arrived itself, or it poisoned (CAS from k-1) the counter
+ *      of a rank that had not arrived, which then cannot arrive (timeout and
+ *      failure alike: declare_timeout, give_up). If its CAS finds that every
+ *      rank arrived meanwhile, the barrier is complete and it passes it.
+ *   2. No call returns, in success or failure, while another rank can touch
+ *      its buffers. Staged calls touch no other rank's buffers. A direct
+ *      call's buffers are touched by others only after its entry barrier
+ *      completed, so by (1) when it fails there, nobody touches them. When
+ *      its exit barrier fails, every rank passed the entry barrier and so
+ *      runs its data phase and then publishes `left` before it tries the
+ *      exit barrier; the failing rank returns only once every rank's `left`
+ *      reached its call (wait_peers_left). That wait is bounded: the ranks
+ *      it waits for are past their entry barrier, doing a bounded copy or
+ *      reduction with no wait in it; a rank that never arrived (the timeout
+ *      case) never passed the entry barrier, so nobody waits for it.
+ * The MPI and meta backends need neither: no rank there touches another's
+ * buffers (comm_mpi.c's pending collectives after a failure are its own).
  */
 #include <limits.h>
 #include <pthread.h>
@@ -82,6 +111,7 @@ typedef struct {
     alignas(64) shs__call_t call[2];  /* by parity; written by its rank before the entry barrier */
     alignas(64) _Atomic uint64_t arrivals; /* barriers this rank has entered (| POISONED) */
     alignas(64) _Atomic uint64_t last_call; /* pack_call(seq, op, done) or NO_CALL */
+    _Atomic uint64_t left;            /* seq + 1 of the last direct call whose data phase is done */
     _Atomic(shared_t *) split_child;  /* split: the leader's new shared state, or NULL */
     atomic_int taken;                 /* a handle joined as this rank */
 } slot_t;
@@ -204,6 +234,7 @@ static shared_t *shared_create(int nranks, int timeout_ms, const char *name, int
         atomic_init(&sh->slots[r].split_child, NULL);
         atomic_init(&sh->slots[r].arrivals, 0);
         atomic_init(&sh->slots[r].last_call, NO_CALL);
+        atomic_init(&sh->slots[r].left, 0);
         atomic_init(&sh->slots[r].taken, 0);
     }
     return sh;
@@ -361,11 +392,13 @@ static void declare_timeout(const shs_comm_t *comm, const shs__call_t *call, uin
 
 /* Have all ranks entered barrier k? Ranks [0, *next) are known to have (a
  * counter never goes back within a barrier), so each poll starts at the
- * first one not seen yet; on 0, *next is that rank. */
+ * first one not seen yet; on 0, *next is that rank. A counter poisoned at
+ * k-1 stays below k for good; one poisoned later (at a barrier after k that
+ * rank j did not enter) still counts for k. */
 static int all_arrived(const shared_t *sh, uint64_t k, int *next) {
     for (int j = *next; j < sh->nranks; j++) {
         uint64_t a = atomic_load_explicit(&sh->slots[j].arrivals, memory_order_acquire);
-        if (a < k || (a & POISONED)) { /* poisoned: a waiter timed out on rank j, k never completes */
+        if ((a & ~POISONED) < k) {
             *next = j;
             return 0;
         }
@@ -375,6 +408,25 @@ static int all_arrived(const shared_t *sh, uint64_t k, int *next) {
 
 static int failed(const shared_t *sh) {
     return atomic_load_explicit(&sh->wake, memory_order_acquire) & WAKE_FAILED;
+}
+
+/* Called by a rank that entered barrier k, saw ranks [0, next) enter it too
+ * and then found the communicator failed. Seals barrier k (invariant 1 at
+ * the top): poisons the counter of the first rank that has not entered it
+ * (the CAS of declare_timeout: it fails only if that rank entered meanwhile,
+ * then the next one is tried), so nobody can pass barrier k; if every rank
+ * entered before it could be sealed, barrier k is complete and this rank
+ * passes it (SHS_OK) like the others; the failure shows at its next one. */
+static shs_status_t give_up(shs_comm_t *comm, const shs__call_t *call, uint64_t k, int next) {
+    shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
+    for (int j = next; j < sh->nranks; j++) {
+        uint64_t a = k - 1;
+        /* a rank's counter reads k-1 (not entered), k or more (entered), or
+         * (k-1) | POISONED (sealed by someone else) */
+        if (atomic_compare_exchange_strong(&sh->slots[j].arrivals, &a, a | POISONED) || (a & ~POISONED) < k)
+            return failed_status(comm, call, 1);
+    }
+    return SHS_OK;
 }
 
 /* Rank r enters barrier k by moving its own counter from k-1 to k (a CAS:
@@ -407,13 +459,13 @@ static shs_status_t barrier(shs_comm_t *comm, const shs__call_t *call) {
     for (int i = 0; i < sh->spin_iters; i++) {
         cpu_relax();
         if (all_arrived(sh, k, &next)) return SHS_OK;
-        if (failed(sh)) return failed_status(comm, call, 1);
+        if (failed(sh)) return give_up(comm, call, k, next);
     }
     double start = shs_now_seconds();
     while (shs_now_seconds() - start < YIELD_SECONDS) {
         sched_yield();
         if (all_arrived(sh, k, &next)) return SHS_OK;
-        if (failed(sh)) return failed_status(comm, call, 1);
+        if (failed(sh)) return give_up(comm, call, k, next);
     }
     double deadline = start + sh->timeout_ms / 1000.0;
     int done = 0;
@@ -428,7 +480,7 @@ static shs_status_t barrier(shs_comm_t *comm, const shs__call_t *call) {
         else futex_wait(&sh->wake, w, left);
     }
     atomic_fetch_sub(&sh->sleepers, 1);
-    return done ? SHS_OK : failed_status(comm, call, 1);
+    return done ? SHS_OK : give_up(comm, call, k, next);
 }
 
 /* ---- call protocol: post, barrier, check ... exit ---------------------- */
@@ -487,11 +539,30 @@ static shs_status_t begin_staged(shs_comm_t *comm, const shs__call_t *call, cons
 
 static shs_status_t begin(shs_comm_t *comm, const shs__call_t *call) { return begin_staged(comm, call, NULL, 0); }
 
+/* After a failed exit barrier of `call`: wait until every rank has left its
+ * data phase (invariant 2 at the top), so none touches this rank's buffers
+ * any more. Bounded: every rank passed the entry barrier of `call`. The
+ * acquire pairs with each rank's release of `left`, so their copies into and
+ * out of this rank's buffers happen before this rank reuses or frees them. */
+static void wait_peers_left(const shared_t *sh, const shs__call_t *call) {
+    for (int j = 0; j < sh->nranks; j++)
+        while (atomic_load_explicit(&sh->slots[j].left, memory_order_acquire) <= call->seq) sched_yield();
+}
+
+/* End a call: for direct calls (`exit_barrier`), publish `left` and pass the
+ * exit barrier, or on its failure wait for the others to leave too. */
 static shs_status_t finish(shs_comm_t *comm, const shs__call_t *call, int exit_barrier) {
-    if (exit_barrier) SHS_CHECK(barrier(comm, call));
     shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
-    atomic_store_explicit(&sh->slots[comm->rank].last_call, pack_call(call->seq, call->op, 1),
-                          memory_order_relaxed);
+    slot_t *me = &sh->slots[comm->rank];
+    if (exit_barrier) {
+        atomic_store_explicit(&me->left, call->seq + 1, memory_order_release);
+        shs_status_t s = barrier(comm, call);
+        if (s != SHS_OK) {
+            wait_peers_left(sh, call);
+            return s;
+        }
+    }
+    atomic_store_explicit(&me->last_call, pack_call(call->seq, call->op, 1), memory_order_relaxed);
     return SHS_OK;
 }
 
