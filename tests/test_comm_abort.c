@@ -42,7 +42,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "comm_impl.h" /* the algorithm thresholds */
+#include "comm/comm_impl.h" /* the algorithm thresholds */
 #include "harness.h"
 #include "shardsim/comm.h"
 #include "thread_world.h"

@@ -274,7 +274,10 @@ static shs_status_t run_call(shs_comm_t *comm, const shs__call_t *call_in, move_
     if (e != cudaSuccess) return shs__cuda_error(comm->rank, "waiting for the device before a collective", e);
     SHS_CHECK(shs__comm_thread_begin(c->sync, &call));
     e = move(comm, &call);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    /* wait for every copy already queued, failed call or not: after the exit
+     * barrier peers free their buffers, so none may still be in flight */
+    cudaError_t drained = cudaStreamSynchronize(s);
+    if (e == cudaSuccess) e = drained;
     /* the exit barrier runs even after a CUDA error, so no peer is left waiting */
     shs_status_t st = shs__comm_thread_finish(c->sync, &call, 1);
     if (e != cudaSuccess) {
