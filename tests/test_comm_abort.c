@@ -425,7 +425,7 @@ static void test_train_tiny_timeout(void **state) {
         const test_proc_t *p = test_shardsim(120.0, "train", "--timeout", "0.001", "--steps", "2", NULL);
         if (p->exit_code == 0) continue;
         failed++;
-        if (p->exit_code != 1 || !strstr(p->err, "shardsim: error: ") ||
+        if (p->exit_code != 1 || !strstr(p->err, "shardsim train: error: ") ||
             (!strstr(p->err, "timed out") && !strstr(p->err, "failed earlier")))
             fail_msg("run %d: exit %d, stderr:\n%s", i, p->exit_code, p->err);
     }
