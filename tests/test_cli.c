@@ -426,22 +426,22 @@ static void test_help_and_version(void **state) {
     assert_non_null(strstr(p->out, "shardsim "));
 }
 
-/* GradScaler's knobs from the CLI: the default model at scale 65536
- * overflows in f16 on step 1 (skipped everywhere), so the next scale is
- * 65536 x backoff; with growth every good step it is then x growth. The
- * expected scales are that arithmetic, done here. */
+/* GradScaler's knobs from the CLI: the default model at world 2 and scale
+ * 131072 overflows in f16 on step 1 (skipped everywhere), so the next scale
+ * is 131072 x backoff; with growth every good step it is then x growth (at
+ * 65536 step 2 fits). The expected scales are that arithmetic, done here. */
 static void test_loss_scaler_options(void **state) {
     (void)state;
-    const test_proc_t *p = run_args("train", "--world", "2", "--steps", "2", "--param-dtype", "f16", "--backoff-factor",
-                                    "0.25", NULL);
+    const test_proc_t *p = run_args("train", "--world", "2", "--steps", "2", "--param-dtype", "f16", "--init-scale",
+                                    "131072", "--backoff-factor", "0.25", NULL);
     if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
     assert_non_null(strstr(p->out, "step 1/2 | loss"));
-    assert_non_null(strstr(p->out, "scale 16384 (overflow: step skipped)")); /* 65536 x 0.25 */
-    p = run_args("train", "--world", "2", "--steps", "2", "--param-dtype", "f16", "--growth-interval", "1",
-                 "--growth-factor", "4", NULL);
+    assert_non_null(strstr(p->out, "scale 32768 (overflow: step skipped)")); /* 131072 x 0.25 */
+    p = run_args("train", "--world", "2", "--steps", "2", "--param-dtype", "f16", "--init-scale", "131072",
+                 "--growth-interval", "1", "--growth-factor", "4", NULL);
     if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
-    assert_non_null(strstr(p->out, "scale 32768 (overflow: step skipped)")); /* 65536 x 0.5 */
-    assert_non_null(strstr(p->out, "scale 131072 |"));                       /* 32768 x 4 after one good step */
+    assert_non_null(strstr(p->out, "scale 65536 (overflow: step skipped)")); /* 131072 x 0.5 */
+    assert_non_null(strstr(p->out, "scale 262144 |"));                       /* 65536 x 4 after one good step */
     expect_error(run_args("train", "--backoff-factor", "0.5", NULL), 2, "apply to --param-dtype f16");
     expect_error(run_args("train", "--param-dtype", "f16", "--backoff-factor", "1", NULL), 2, "--backoff-factor: 1 is out of range");
     expect_error(run_args("train", "--param-dtype", "f16", "--growth-factor", "0.5", NULL), 2, "--growth-factor: 0.5 is out of range");

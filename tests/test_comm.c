@@ -90,14 +90,31 @@ static double red_input(shs_redop_t op, shs_dtype_t t, int r, size_t i, int n) {
     }
 }
 
-/* op over ranks of red_input, in closed form. */
+/* Float AVG of red_input over ranks 0..n-1 by comm.h's definition: the
+ * terms x_r * s rounded to t (test_avg_term), summed in rank order with each
+ * add in f32 (f64 for f64) rounded to t. */
+static double red_expect_avg(shs_dtype_t t, size_t i, int n) {
+    double acc = test_avg_term(t, red_input(SHS_AVG, t, 0, i, n), n);
+    for (int r = 1; r < n; r++) {
+        double y = test_avg_term(t, red_input(SHS_AVG, t, r, i, n), n);
+        if (t == SHS_F64) acc += y;
+        else if (t == SHS_F32) acc = (float)acc + (float)y;
+        else {
+            float f = (float)acc + (float)y;
+            acc = t == SHS_F16 ? shs_f16_to_f32(shs_f32_to_f16(f)) : shs_bf16_to_f32(shs_f32_to_bf16(f));
+        }
+    }
+    return acc;
+}
+
+/* op over ranks of red_input, in closed form (float AVG: by definition). */
 static double red_expect(shs_redop_t op, shs_dtype_t t, size_t i, int n) {
     double sign = dtype_signed(t) && (i % 2) ? -1.0 : 1.0;
     double sum = n * (n + 1) / 2 + n * (double)(i % 7); /* sum of (r + 1 + i%7) */
     double top = (double)(n - 1) + (double)(i % 3), bottom = (double)(i % 3);
     switch (op) {
     case SHS_SUM: return sign * sum;
-    case SHS_AVG: return sign * (shs_dtype_is_float(t) ? sum / n : floor(sum / n)); /* ints truncate toward 0 */
+    case SHS_AVG: return shs_dtype_is_float(t) ? red_expect_avg(t, i, n) : sign * floor(sum / n); /* ints truncate toward 0 */
     case SHS_PROD: {
         int twos = ranks_with_residue(n, (int)((4 - i % 4) % 4));
         int minus = dtype_signed(t) ? ranks_with_residue(n, (int)((5 - i % 4) % 4)) : 0;
@@ -354,6 +371,12 @@ static float half_input(shs_dtype_t t, shs_redop_t op, int r, size_t i) {
     return v;
 }
 
+/* An oracle's input for op: AVG's term x * s rounded to t (comm.h, via
+ * test_avg_term), x itself for the other ops. */
+static float avg_in(shs_dtype_t t, shs_redop_t op, float x, int n) {
+    return op == SHS_AVG ? (float)test_avg_term(t, x, n) : x;
+}
+
 static uint16_t to_bits(shs_dtype_t t, float v) { return t == SHS_BF16 ? shs_f32_to_bf16(v) : shs_f32_to_f16(v); }
 
 static shs_status_t rank_half_rounding(tw_rank_t *r) {
@@ -368,13 +391,13 @@ static shs_status_t rank_half_rounding(tw_rank_t *r) {
             TW_EXPECT_STATUS(r, shs_all_reduce(send, recv, count, t, op, r->comm), SHS_OK);
             size_t differs_from_single_rounding = 0;
             for (size_t i = 0; i < count; i++) {
-                float acc = half_input(t, op, 0, i), wide = acc;
+                /* AVG: the same chain over the terms x * s rounded to t */
+                float acc = avg_in(t, op, half_input(t, op, 0, i), n), wide = acc;
                 for (int j = 1; j < n; j++) {
-                    float x = half_input(t, op, j, i);
+                    float x = avg_in(t, op, half_input(t, op, j, i), n);
                     acc = round_to(t, oracle_op(op, acc, x));
                     wide = oracle_op(op, wide, x);
                 }
-                if (op == SHS_AVG) acc /= (float)n, wide /= (float)n;
                 uint16_t want = to_bits(t, acc);
                 TW_EXPECT(r, recv[i] == want, "%s %s N=%d i=%zu: got 0x%04x want 0x%04x", shs_dtype_name(t),
                           shs_redop_name(op), n, i, recv[i], want);
@@ -411,13 +434,14 @@ static shs_status_t rank_bit_identical(tw_rank_t *r) {
             for (size_t i = 0; i < count; i++) x[i] = random_f32(c, r->rank, i);
             size_t order_matters = 0;
             for (size_t i = 0; i < count; i++) {
-                float acc = random_f32(c, 0, i), rev = random_f32(c, n - 1, i);
+                float acc = avg_in(SHS_F32, op, random_f32(c, 0, i), n);
+                float rev = avg_in(SHS_F32, op, random_f32(c, n - 1, i), n);
                 for (int j = 1; j < n; j++) {
-                    acc = oracle_op(op, acc, random_f32(c, j, i));
-                    rev = oracle_op(op, rev, random_f32(c, n - 1 - j, i));
+                    acc = oracle_op(op, acc, avg_in(SHS_F32, op, random_f32(c, j, i), n));
+                    rev = oracle_op(op, rev, avg_in(SHS_F32, op, random_f32(c, n - 1 - j, i), n));
                 }
-                oracle[i] = op == SHS_AVG ? acc / (float)n : acc;
-                order_matters += (op == SHS_AVG ? rev / (float)n : rev) != oracle[i];
+                oracle[i] = acc;
+                order_matters += rev != oracle[i];
             }
             TW_EXPECT_STATUS(r, shs_all_reduce(x, ar, count, SHS_F32, op, r->comm), SHS_OK);
             TW_EXPECT_STATUS(r, shs_reduce_scatter(x, rs, rc, SHS_F32, op, r->comm), SHS_OK);
@@ -442,6 +466,98 @@ static shs_status_t rank_bit_identical(tw_rank_t *r) {
 static void test_all_reduce_bit_identical_to_rs_ag(void **state) {
     (void)state;
     for (int w = 0; w < NUM_WORLD_SIZES; w++) tw_run_ok(world_sizes[w], DATA_TIMEOUT_MS, rank_bit_identical, NULL);
+}
+
+/* ---- AVG as NCCL defines it: closed forms ---------------------------------- */
+
+/* One AVG case: rank r contributes in[r] (bits of the dtype, a value exact in
+ * it); every rank must get `want` (bits). */
+typedef struct {
+    shs_dtype_t t;
+    int n;
+    uint64_t in[8];
+    uint64_t want;
+} avg_case_t;
+
+/* Expected values worked by hand from comm.h's definition (float: each input
+ * times s = 1/N as NCCL stores it, rounded to the dtype, then summed in rank
+ * order with each add rounded; integer: the wrapped sum divided by N,
+ * truncating toward zero).
+ * f16 [60000, 60000] (0x7b53) at N = 2: s = 0.5, 60000 * 0.5 = 30000 exact,
+ *   30000 + 30000 = 60000 exact (1875 ulps of 32): 60000. Sum-then-divide
+ *   overflowed: 120000 > 65504 rounds to inf, inf / 2 = inf.
+ * f16 61440 = 15 * 2^12 (0x7b80) on every rank at N = 4 and 8: s = 2^-k,
+ *   each term 15 * 2^(12-k) exact, the partial sums 15j * 2^(12-k) (j <= 8:
+ *   7 significant bits) exact: 61440. Sum-then-divide: inf.
+ * f16 [1, 2, 2] at N = 3: s = f16(float(1/3)) = 1365/4096 = 0.333251953125
+ *   (0x3555). Terms: 1*s = 1365/4096; 2*s = 2730/4096 = 0.66650390625 (exact,
+ *   ulp 2^-11 in [0.5, 1)). s + 2s = 4095/4096 = 0.999755859375: 2047.5 ulps
+ *   of 2^-11, a tie, to even 2048: 1.0. 1.0 + 0.66650390625 = 1.66650390625:
+ *   1706.5 ulps of 2^-10 in [1, 2), a tie, to even 1706: 1.666015625 =
+ *   0x3eaa. Sum-then-divide: 5/3 = 1.6667 -> 1707 ulps: 1.6669921875 (0x3eab).
+ * bf16 [1, 2, 2] at N = 3: s = bf16(float(1/3)) = 171/512 = 0.333984375
+ *   (0x3eab). Terms: s, 2s = 171/256 = 0.66796875 (exact, ulp 2^-8). s + 2s =
+ *   513/512 = 1.001953125: a quarter ulp (2^-7) above 1, to 1.0. 1.0 +
+ *   0.66796875 = 1 + 85.5/128: a tie, to even 86: 1.671875 = 0x3fd6.
+ *   Sum-then-divide: 5/3 -> 1 + 85.33/128 -> 85: 1.6640625 (0x3fd5).
+ * f32 [1, 1, 3] at N = 3: s = float(1/3) = 11184811 * 2^-25 (0x3eaaaaab).
+ *   Terms: s; 3s = (2^25 + 1) * 2^-25 = 1 + 2^-25, a quarter ulp above 1, to
+ *   1.0. s + s = 2s exact; 2s + 1.0 = 1 + 11184811 * 2^-24 = 1 + 5592405.5
+ *   ulps (2^-23), a tie, to even 5592406: 0x1.aaaaacp0 (0x3fd55556).
+ *   Sum-then-divide: 5/3 -> 1 + 5592405.33 ulps: 0x1.aaaaaap0 (0x3fd55555).
+ * i32 [-7, 0, 0] at N = 3: -7 / 3 truncates to -2 (floor would be -3).
+ * i8 [100, 100] at N = 2: the sum wraps to -56, / 2 = -28 (0xe4).
+ * u8 [200, 100] at N = 2: the sum wraps to 44, / 2 = 22.
+ * i64 [INT64_MAX, 1] at N = 2: the sum wraps to INT64_MIN, / 2 = -2^62. */
+static const avg_case_t avg_cases[] = {
+    {SHS_F16, 2, {0x7b53, 0x7b53}, 0x7b53},
+    {SHS_F16, 4, {0x7b80, 0x7b80, 0x7b80, 0x7b80}, 0x7b80},
+    {SHS_F16, 8, {0x7b80, 0x7b80, 0x7b80, 0x7b80, 0x7b80, 0x7b80, 0x7b80, 0x7b80}, 0x7b80},
+    {SHS_F16, 3, {0x3c00, 0x4000, 0x4000}, 0x3eaa},
+    {SHS_BF16, 3, {0x3f80, 0x4000, 0x4000}, 0x3fd6},
+    {SHS_F32, 3, {0x3f800000, 0x3f800000, 0x40400000}, 0x3fd55556},
+    {SHS_I32, 3, {(uint32_t)-7, 0, 0}, (uint32_t)-2},
+    {SHS_I8, 2, {100, 100}, 0xe4},
+    {SHS_U8, 2, {200, 100}, 22},
+    {SHS_I64, 2, {0x7fffffffffffffffull, 1}, 0xc000000000000000ull},
+};
+
+/* The low es bytes' worth of v as an element of size es, and back. */
+static void put_bits(void *p, size_t es, uint64_t v) {
+    if (es == 1) *(uint8_t *)p = (uint8_t)v;
+    else if (es == 2) *(uint16_t *)p = (uint16_t)v;
+    else if (es == 4) *(uint32_t *)p = (uint32_t)v;
+    else *(uint64_t *)p = v;
+}
+static uint64_t get_bits(const void *p, size_t es) {
+    if (es == 1) return *(const uint8_t *)p;
+    if (es == 2) return *(const uint16_t *)p;
+    if (es == 4) return *(const uint32_t *)p;
+    return *(const uint64_t *)p;
+}
+
+static shs_status_t rank_avg_closed_form(tw_rank_t *r) {
+    for (size_t k = 0; k < sizeof avg_cases / sizeof avg_cases[0]; k++) {
+        const avg_case_t *c = &avg_cases[k];
+        if (c->n != r->nranks) continue;
+        size_t es = shs_dtype_size(c->t);
+        _Alignas(8) unsigned char send[8 * 8], recv[8];
+        for (int j = 0; j < c->n; j++) put_bits(send + (size_t)j * es, es, c->in[r->rank]);
+        TW_EXPECT_STATUS(r, shs_all_reduce(send, recv, 1, c->t, SHS_AVG, r->comm), SHS_OK);
+        TW_EXPECT(r, get_bits(recv, es) == c->want, "case %zu: %s avg N=%d all_reduce: got 0x%llx want 0x%llx", k,
+                  shs_dtype_name(c->t), c->n, (unsigned long long)get_bits(recv, es), (unsigned long long)c->want);
+        TW_EXPECT_STATUS(r, shs_reduce_scatter(send, recv, 1, c->t, SHS_AVG, r->comm), SHS_OK);
+        TW_EXPECT(r, get_bits(recv, es) == c->want, "case %zu: %s avg N=%d reduce_scatter: got 0x%llx want 0x%llx",
+                  k, shs_dtype_name(c->t), c->n, (unsigned long long)get_bits(recv, es), (unsigned long long)c->want);
+    }
+    return SHS_OK;
+}
+
+static void test_avg_closed_forms(void **state) {
+    (void)state;
+    const int worlds[] = {2, 3, 4, 8};
+    for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++)
+        tw_run_ok(worlds[w], DATA_TIMEOUT_MS, rank_avg_closed_form, NULL);
 }
 
 /* ---- both sides of every algorithm threshold ------------------------------ */
@@ -473,9 +589,9 @@ static int th_same(const void *buf, shs_dtype_t t, size_t i, float want) {
 
 /* op over ranks 0..n-1 of th_input at global index g, rounded after each op. */
 static float th_oracle(shs_dtype_t t, shs_redop_t op, int n, size_t g) {
-    float acc = th_input(t, 0, g);
-    for (int j = 1; j < n; j++) acc = round_to(t, acc + th_input(t, j, g));
-    return op == SHS_AVG ? acc / (float)n : acc;
+    float acc = avg_in(t, op, th_input(t, 0, g), n);
+    for (int j = 1; j < n; j++) acc = round_to(t, acc + avg_in(t, op, th_input(t, j, g), n));
+    return acc;
 }
 
 /* The counts on both sides of each threshold of `coll` at N = n. */
@@ -1248,6 +1364,7 @@ int main(void) {
         cmocka_unit_test(test_reduce),
         cmocka_unit_test(test_half_precision_rounding_per_op),
         cmocka_unit_test(test_all_reduce_bit_identical_to_rs_ag),
+        cmocka_unit_test(test_avg_closed_forms),
         cmocka_unit_test(test_algorithm_thresholds),
         cmocka_unit_test(test_all_reduce_equals_rs_ag_memory),
         cmocka_unit_test(test_streamed_f32_sum),

@@ -287,6 +287,36 @@ static void test_fp16_overflow_skips_everywhere(void **state) {
     }
 }
 
+/* One fp16 DDP step of the global batch of 8 sequences over `world` ranks
+ * (8/world each) at loss scale `scale`: 1 when it was skipped (overflow). */
+static int fp16_step_skipped(int world, float scale) {
+    shs_train_config_t cfg = small_config(world);
+    cfg.strategy = SHS_DDP;
+    cfg.micro_batch = 8 / world;
+    cfg.param_dtype = SHS_F16;
+    cfg.scaler.init_scale = scale;
+    shs_trainer_t *t;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+    float loss;
+    assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+    int skipped = shs_strategy_step_skipped(shs_trainer_strategy(t, 0));
+    shs_trainer_destroy(t);
+    return skipped;
+}
+
+/* AVG is NCCL's pre-multiplied sum (comm.h), so the f16 gradient average
+ * overflows only where the average does, not where the sum of the ranks'
+ * gradients would: at a loss scale where each rank's scaled gradient fits
+ * f16 but the sum over 4 or 8 ranks would not, no world size skips the step
+ * (summing first, then dividing, skipped at world 4 and 8 only). The scale
+ * is near the edge: at 4 times it world 1 overflows by itself. */
+static void test_fp16_avg_overflow_independent_of_world(void **state) {
+    const float scale = 60000.0f;
+    for (int w = 1; w <= 8; w *= 2)
+        if (fp16_step_skipped(w, scale)) fail_msg("world %d skipped the step at loss scale %g", w, scale);
+    assert_true(fp16_step_skipped(1, 4 * scale)); /* the data is near the edge */
+}
+
 /* GradScaler growth: after growth_interval good steps the scale doubles. */
 static void test_fp16_scale_growth(void **state) {
     shs_train_config_t cfg = small_config(2);
@@ -616,6 +646,7 @@ int main(void) {
         cmocka_unit_test(test_prefetch_order_in_trace),
         cmocka_unit_test(test_offload_matches_ddp),
         cmocka_unit_test(test_offload_accounting),
+        cmocka_unit_test(test_fp16_avg_overflow_independent_of_world),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }

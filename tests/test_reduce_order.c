@@ -99,25 +99,31 @@ static double input(shs_dtype_t t, shs_redop_t op, int r, size_t i) {
     return round_to(t, v);
 }
 
-/* The ring chain of comm.h: x_{(c+1)%N}, ..., x_c, hop by hop; AVG divides
- * at the end (integers: truncating division). */
+/* Input of rank r as the chain sees it: for float AVG the term x * s
+ * rounded to t (comm.h; test_avg_term), otherwise x. */
+static double chain_input(shs_dtype_t t, shs_redop_t op, int n, int r, size_t i) {
+    double x = input(t, op, r, i);
+    return op == SHS_AVG && is_float(t) ? test_avg_term(t, x, n) : x;
+}
+
+/* The chain's result: float AVG is the sum of the terms; integer AVG divides
+ * the sum at the end, truncating. */
+static double chain_finish(shs_dtype_t t, shs_redop_t op, int n, double acc) {
+    return op == SHS_AVG && !is_float(t) ? trunc(acc / n) : acc;
+}
+
+/* The ring chain of comm.h: x_{(c+1)%N}, ..., x_c, hop by hop. */
 static double ring_oracle(shs_dtype_t t, shs_redop_t op, int n, int c, size_t i) {
-    double acc = input(t, op, (c + 1) % n, i);
-    for (int k = 2; k <= n; k++) acc = hop(t, op, acc, input(t, op, (c + k) % n, i));
-    if (op != SHS_AVG) return acc;
-    if (!is_float(t)) return trunc(acc / n);
-    if (t == SHS_F64) return acc / n;
-    return round_to(t, (float)acc / (float)n);
+    double acc = chain_input(t, op, n, (c + 1) % n, i);
+    for (int k = 2; k <= n; k++) acc = hop(t, op, acc, chain_input(t, op, n, (c + k) % n, i));
+    return chain_finish(t, op, n, acc);
 }
 
 /* The same in rank order 0..N-1. */
 static double rank_oracle(shs_dtype_t t, shs_redop_t op, int n, size_t i) {
-    double acc = input(t, op, 0, i);
-    for (int j = 1; j < n; j++) acc = hop(t, op, acc, input(t, op, j, i));
-    if (op != SHS_AVG) return acc;
-    if (!is_float(t)) return trunc(acc / n);
-    if (t == SHS_F64) return acc / n;
-    return round_to(t, (float)acc / (float)n);
+    double acc = chain_input(t, op, n, 0, i);
+    for (int j = 1; j < n; j++) acc = hop(t, op, acc, chain_input(t, op, n, j, i));
+    return chain_finish(t, op, n, acc);
 }
 
 static int same_bits(const void *buf, shs_dtype_t t, size_t i, double want) {
@@ -136,17 +142,31 @@ static int same_bits(const void *buf, shs_dtype_t t, size_t i, double want) {
  * (1e8 + 1) rounds to 1e8, - 1e8 = 0. Rank order (chain 0,1,2): 0 everywhere.
  * bf16, big = 256 (ulp 2 above 256, 1 below): chunk 0: 1 - 256 = -255 exact,
  * + 256 = 1; chunk 1: 1; chunk 2: 256 + 1 ties to 256, - 256 = 0.
- * f16, big = 2048 (ulp 2 above 2048, 1 below): as bf16. */
+ * f16, big = 2048 (ulp 2 above 2048, 1 below): as bf16.
+ * AVG (comm.h: each input times s, rounded, then the chain of adds):
+ * f32, s = float(1/3) = 0x1.555556p-2: big*s = 33333334.33 rounds to
+ * 33333334 (ulp 2), 1*s = s. Chunk 0: s - 33333334 rounds to -33333334,
+ * + 33333334 = 0; chunk 1: (-33333334 + 33333334) + s = s; chunk 2:
+ * 33333334 + s rounds to 33333334, - 33333334 = 0. Same as sum/3 rounded.
+ * bf16, s = 0x3eab = 0.333984375: 256*s = 85.5 exact, 1*s = s. Chunk 0:
+ * s - 85.5 = -85.166 rounds to -85 (ulp 0.5 in [64, 128)), + 85.5 = 0.5;
+ * chunk 1: 0 + s = s; chunk 2: 85.5 + s = 85.834 rounds to 86, - 85.5 =
+ * 0.5. (Sum-then-divide gave 1/3, 1/3, 0.)
+ * f16, s = 0x3555 = 0.333251953125: 2048*s = 682.5 exact. Chunk 0:
+ * s - 682.5 = -682.167 rounds to -682 (ulp 0.5 in [512, 1024)), + 682.5 =
+ * 0.5; chunk 1: s; chunk 2: 682.5 + s = 682.833 rounds to 683, - 682.5 =
+ * 0.5. Rank order is chunk 2's chain 0,1,2: 0 (f32), 0.5 (bf16, f16). */
 typedef struct {
     shs_dtype_t t;
     double big;
-    double want_chunk[3]; /* ring result per chunk */
+    double want_chunk[3];     /* ring SUM per chunk */
+    double want_avg_chunk[3]; /* ring AVG per chunk; [2] is also rank order */
 } closed_case_t;
 
 static const closed_case_t closed_cases[] = {
-    {SHS_F32, 1e8, {0, 1, 0}},
-    {SHS_BF16, 256, {1, 1, 0}},
-    {SHS_F16, 2048, {1, 1, 0}},
+    {SHS_F32, 1e8, {0, 1, 0}, {0, 0x1.555556p-2, 0}},
+    {SHS_BF16, 256, {1, 1, 0}, {0.5, 0.333984375, 0.5}},
+    {SHS_F16, 2048, {1, 1, 0}, {0.5, 0.333251953125, 0.5}},
 };
 
 static shs_status_t rank_closed_form(tw_rank_t *r) {
@@ -173,13 +193,17 @@ static shs_status_t rank_closed_form(tw_rank_t *r) {
         for (size_t i = 0; i < rc; i++)
             TW_EXPECT(r, get(rs, cc->t, i) == cc->want_chunk[r->rank], "%s ring reduce_scatter rank %d: got %g want %g",
                       shs_dtype_name(cc->t), r->rank, get(rs, cc->t, i), cc->want_chunk[r->rank]);
-        /* AVG divides the ring sum: 1/3 rounded in the dtype where the sum is 1 */
         TW_EXPECT_STATUS(r, shs_all_reduce(send, recv, count, cc->t, SHS_AVG, r->comm), SHS_OK);
         for (size_t i = 0; i < count; i++) {
-            double want = round_to(cc->t, (float)cc->want_chunk[i / 3] / 3.0f);
+            double want = cc->want_avg_chunk[i / 3];
             TW_EXPECT(r, get(recv, cc->t, i) == want, "%s ring avg i=%zu: got %.9g want %.9g", shs_dtype_name(cc->t),
                       i, get(recv, cc->t, i), want);
         }
+        TW_EXPECT_STATUS(r, shs_comm_set_reduce_order(r->comm, SHS_REDUCE_ORDER_RANK), SHS_OK);
+        TW_EXPECT_STATUS(r, shs_all_reduce(send, recv, count, cc->t, SHS_AVG, r->comm), SHS_OK);
+        for (size_t i = 0; i < count; i++)
+            TW_EXPECT(r, get(recv, cc->t, i) == cc->want_avg_chunk[2], "%s rank avg i=%zu: got %.9g want %.9g",
+                      shs_dtype_name(cc->t), i, get(recv, cc->t, i), cc->want_avg_chunk[2]);
     }
     return SHS_OK;
 }

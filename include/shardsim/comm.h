@@ -13,12 +13,31 @@
  * whatever algorithm moves the data. For f16 and bf16 each op() is computed in
  * f32 and rounded to the dtype (round-to-nearest-even), which equals a
  * correctly rounded add in that dtype because f32 carries >= 2p+2 bits
- * (Figueroa, "When is double rounding innocuous?", 1995). AVG is the SUM in
- * that order, then divided by N (rounded in the dtype; integer division for
- * integers). Hence an element's result depends only on the N inputs at that
- * element, and all_reduce(x) is bit-identical to
+ * (Figueroa, "When is double rounding innocuous?", 1995). AVG is a sum of
+ * pre-multiplied inputs (below). Hence an element's result depends only on
+ * the N inputs at that element, and all_reduce(x) is bit-identical to
  * all_gather(reduce_scatter(x)) and to reduce(x) followed by broadcast.
  * MAX/MIN return the first NaN operand if any operand is NaN.
+ *
+ * AVG is defined as NCCL defines ncclAvg (src/enqueue.cc, hostToDevRedOp;
+ * src/device/reduce_kernel.h, FuncPreMulSum and FuncSumPostDiv):
+ *   floats    pre-multiplied sum: every input, the first included, is
+ *             multiplied by s and the product rounded to the dtype, then the
+ *             products are summed in the order above with the SUM rounding:
+ *               r = rnd(x0*s); r = rnd(r + rnd(x1*s)); ...
+ *             s is 1/N as NCCL stores it: 1/N in double, rounded to f32
+ *             (f32: that is s), then rounded to nearest even in f16 or bf16
+ *             (f16: 1/3 -> 0x3555 = 0.333251953125; bf16: 1/3 -> 0x3eab =
+ *             0.333984375); f64: 1/N in double. A product of two f16 (or
+ *             two bf16, for N <= 512) values is exact in f32, so rnd is one
+ *             rounding. N a power of two: s = 2^-k and every product is exact
+ *             barring underflow, so AVG = SUM scaled by 2^-k, computed without
+ *             the SUM's overflow (f16 avg of 60000 and 60000 is 60000; the sum
+ *             would be inf). Other N: s is not 1/N exactly and each product
+ *             rounds, so AVG may differ from SUM/N by a few ulps.
+ *   integers  the wrapped SUM, then divided by N truncating toward zero
+ *             (NCCL's SumPostDiv: |sum| / N, sign restored).
+ * Rank and ring order apply to the products exactly as to the SUM's inputs.
  * Every backend keeps this order, so the same calls give the same bits on
  * threads and on processes. The MPI backend therefore never calls
  * MPI_Allreduce or MPI_Reduce_scatter (MPI fixes no order of combination and
@@ -42,7 +61,8 @@
  * (the chain starts at the rank after the chunk's owner and ends with the
  * owner c, which in the reduce-scatter phase is where the chunk's sum lands),
  * with the same per-op rounding in the dtype as above (f16/bf16 round at every
- * hop, f32 rounds naturally); AVG divides the chain's sum by N at the end.
+ * hop, f32 rounds naturally); AVG sums the chain's pre-multiplied inputs
+ * (integers: divides the chain's sum by N at the end).
  * Every rank receives the same result. At N <= 2 both orders give the same
  * bits for SUM/AVG/PROD (one commutative op per element). all_reduce(x) is
  * bit-identical to all_gather(reduce_scatter(x)) when count = N*recvcount

@@ -111,8 +111,15 @@ typedef const shs__call_t *(*shs__call_get_fn)(const void *ctx, int rank, shs__c
 int shs__check_calls(int n, shs__call_get_fn get, const void *ctx, const char *comm_name, char *detail,
                      size_t size);
 
+/* AVG's 1/N for a float dtype as NCCL represents it (comm.h, AVG): 1/N in
+ * double, rounded to f32, then to the dtype; f64 keeps the double. The value
+ * is exact in the dtype. 0 for integer dtypes (they divide the sum). */
+double shs__avg_scale(shs_dtype_t dtype, int nranks);
+
 /* dst[i] = op over srcs[0][i], srcs[1][i], ..., srcs[nsrc-1][i] in that order,
- * for i in [0, n), with the rounding rules of comm.h (AVG divides by nsrc).
+ * for i in [0, n), with the rounding rules of comm.h (AVG with N = nsrc:
+ * floats sum srcs[k][i] * shs__avg_scale(dtype, nsrc), each product rounded
+ * to the dtype; integers divide the sum by nsrc).
  * dst may equal any source: each tile of dst is written after all sources of
  * that tile were read. Sources must not overlap dst otherwise. */
 void shs__reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shs_dtype_t dtype, shs_redop_t op);

@@ -3,12 +3,16 @@
  * What it is: shs__reduce(), which combines N source arrays in source (rank)
  * order for every dtype and op, with the rounding rules of comm.h: integers
  * wrap (two's complement, as NCCL on GPUs), f16/bf16 are combined in f32 and
- * rounded to the dtype after every op, AVG is the SUM divided by N at the end.
+ * rounded to the dtype after every op. AVG is NCCL's: for floats every
+ * source is first multiplied by the dtype's 1/N (shs__avg_scale) and
+ * rounded, then the products are summed; for integers the wrapped sum is
+ * divided by N at the end, truncating toward zero.
  * What it is not: a data mover or anything parallel; callers pick the slice.
  *
  * Work goes tile by tile: a tile of the first source is loaded into an
- * accumulator (f32 for the 16-bit floats), every further source is combined
- * into it by one vectorizable loop per (dtype, op), and the tile is stored.
+ * accumulator (f32 for the 16-bit floats; float AVG multiplies it by 1/N on
+ * the way), every further source is combined into it by one vectorizable
+ * loop per (dtype, op), and the tile is stored.
  * That is why dst may equal a source (in-place collectives). The tile may go
  * to several destinations (one rank writing its reduced chunk into every
  * rank's output), with ordinary or streaming stores.
@@ -23,6 +27,7 @@
 typedef void (*load_fn)(void *restrict acc, const void *restrict src, size_t n);
 typedef void (*combine_fn)(void *restrict acc, const void *restrict src, size_t n);
 typedef void (*store_fn)(void *restrict dst, const void *restrict acc, size_t n, int divisor);
+typedef void (*avg_fn)(void *restrict acc, const void *restrict src, size_t n, double scale);
 
 /* First NaN operand wins, then the larger (smaller); ties keep the earlier rank. */
 #define MAX_FIRST_NAN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) > (x) ? (y) : (x))
@@ -109,37 +114,48 @@ INT_KERNELS(u64, uint64_t, uint64_t, uint64_t)
         TA *restrict a = acc; const TS *restrict s = src;                                          \
         TILE_LOOP(i, n, TA x = a[i]; TA y = CVT(s[i]); a[i] = RND(EXPR));                          \
     }
+/* AVG's two loops: load a = RND(x * scale), add a = RND(a + RND(x * scale)).
+ * scale is the dtype's 1/N held in TA (exact: it is a value of the dtype).
+ * For f16 and bf16 the product of two dtype values is exact in f32 (11+11
+ * and 8+8 significant bits; bf16 below f32's normal range excepted, which
+ * needs N > 512), so RND rounds it once, as NCCL's half/bf16 multiply. */
+#define FLOAT_AVG(N, TA, TS, CVT, RND)                                                             \
+    static void N##_avg_load(void *restrict acc, const void *restrict src, size_t n, double scale) { \
+        TA *restrict a = acc; const TS *restrict s = src; const TA k = (TA)scale;                  \
+        TILE_LOOP(i, n, a[i] = RND(CVT(s[i]) * k));                                                \
+    }                                                                                              \
+    static void N##_avg_add(void *restrict acc, const void *restrict src, size_t n, double scale) { \
+        TA *restrict a = acc; const TS *restrict s = src; const TA k = (TA)scale;                  \
+        TILE_LOOP(i, n, a[i] = RND(a[i] + RND(CVT(s[i]) * k)));                                    \
+    }
 #define FLOAT_KERNELS(N, TA, TS, CVT, RND)                                                         \
     FLOAT_COMBINE(N, sum, TA, TS, CVT, RND, x + y)                                                 \
     FLOAT_COMBINE(N, prod, TA, TS, CVT, RND, x * y)                                                \
     FLOAT_COMBINE(N, max, TA, TS, CVT, IDENT, MAX_FIRST_NAN(x, y))                                 \
-    FLOAT_COMBINE(N, min, TA, TS, CVT, IDENT, MIN_FIRST_NAN(x, y))
+    FLOAT_COMBINE(N, min, TA, TS, CVT, IDENT, MIN_FIRST_NAN(x, y))                                 \
+    FLOAT_AVG(N, TA, TS, CVT, RND)
 
 FLOAT_KERNELS(f32, float, float, IDENT, IDENT)
 FLOAT_KERNELS(f64, double, double, IDENT, IDENT)
 FLOAT_KERNELS(f16, float, uint16_t, shs_f16_to_f32, f16_round)
 FLOAT_KERNELS(bf16, float, uint16_t, bf16_bits_to_f32, bf16_round)
 
-static void f32_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
-    if (divisor == 1) { memcpy(dst, acc, n * sizeof(float)); return; }
-    float *restrict d = dst; const float *restrict a = acc;
-    TILE_LOOP(i, n, d[i] = a[i] / (float)divisor);
-}
-static void f64_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
-    if (divisor == 1) { memcpy(dst, acc, n * sizeof(double)); return; }
-    double *restrict d = dst; const double *restrict a = acc;
-    TILE_LOOP(i, n, d[i] = a[i] / (double)divisor);
-}
-/* The accumulator holds values already rounded to the dtype, so the
- * conversion is exact except after the AVG division, where it is the one
- * rounding of the quotient. */
+/* Float stores: AVG's 1/N was applied to every source, nothing is divided
+ * here. The accumulator of f16/bf16 holds values already rounded to the
+ * dtype, so the conversion is exact. */
 static void f16_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
     uint16_t *restrict d = dst; const float *restrict a = acc;
-    TILE_LOOP(i, n, d[i] = shs_f32_to_f16(a[i] / (float)divisor));
+    TILE_LOOP(i, n, d[i] = shs_f32_to_f16(a[i]));
 }
 static void bf16_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
     uint16_t *restrict d = dst; const float *restrict a = acc;
-    TILE_LOOP(i, n, d[i] = f32_to_bf16_bits(a[i] / (float)divisor));
+    TILE_LOOP(i, n, d[i] = f32_to_bf16_bits(a[i]));
+}
+static void f32_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
+    memcpy(dst, acc, n * sizeof(float));
+}
+static void f64_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
+    memcpy(dst, acc, n * sizeof(double));
 }
 
 static void f16_load(void *restrict acc, const void *restrict src, size_t n) {
@@ -165,6 +181,25 @@ static const store_fn store_table[SHS_NUM_DTYPES] = {
 };
 /* NULL: the accumulator has the dtype's own layout (memcpy). */
 static const load_fn load_table[SHS_NUM_DTYPES] = {[SHS_F16] = f16_load, [SHS_BF16] = bf16_load};
+/* Float AVG's load and add (FLOAT_AVG); NULL for integers. */
+static const avg_fn avg_load_table[SHS_NUM_DTYPES] = {
+    [SHS_F16] = f16_avg_load, [SHS_F32] = f32_avg_load, [SHS_F64] = f64_avg_load, [SHS_BF16] = bf16_avg_load};
+static const avg_fn avg_add_table[SHS_NUM_DTYPES] = {
+    [SHS_F16] = f16_avg_add, [SHS_F32] = f32_avg_add, [SHS_F64] = f64_avg_add, [SHS_BF16] = bf16_avg_add};
+
+/* NCCL's AVG scalar (src/enqueue.cc, hostToDevRedOp, ncclAvg): 1/N computed
+ * in double, converted to float, then to the dtype (__float2half /
+ * __float2bfloat16, round to nearest even); f64 keeps the double. */
+double shs__avg_scale(shs_dtype_t dtype, int nranks) {
+    double inv = 1.0 / (double)nranks;
+    switch (dtype) {
+    case SHS_F64: return inv;
+    case SHS_F32: return (float)inv;
+    case SHS_F16: return f16_round((float)inv);
+    case SHS_BF16: return bf16_round((float)inv);
+    default: return 0.0;
+    }
+}
 
 /* ---- copies, optionally with non-temporal (streaming) stores ----------- */
 
@@ -234,25 +269,30 @@ void shs__copy_multi(void *const *dsts, int ndst, const void *src, size_t bytes,
 /* ---- the reduction ------------------------------------------------------- */
 
 /* f32 sum or average of buffers larger than the cache, fused: each group of
- * 4 elements is loaded from every source, added in source order, divided
- * once for AVG, and stored with streaming stores straight into every dst.
+ * 4 elements is loaded from every source (for AVG multiplied by `scale`, the
+ * f32 1/N, as it is loaded), added in source order, and stored with
+ * streaming stores straight into every dst.
  * No tile in between, so the output is written once and nothing else is
  * (the tiled path stores the tile, then copies it out: measured 20-30 %
- * slower at 64 MiB). The same adds in the same order as the tiled path, so
- * the same bits; in place is safe because element i of a dst is stored
- * after element i of every source was read. Returns 0 (nothing done) when
- * the dsts are not equally aligned mod 16 or not float-aligned. */
+ * slower at 64 MiB). The same multiplies and adds in the same order as the
+ * tiled path, so the same bits; in place is safe because element i of a dst
+ * is stored after element i of every source was read. Returns 0 (nothing
+ * done) when the dsts are not equally aligned mod 16 or not float-aligned.
+ * scale 0 means SUM (no multiply). */
 /* Element i of the fused f32 sum, stored with ordinary stores (the
  * unaligned head and the tail). */
 static inline void f32_sum_element(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t i,
-                                   int divisor) {
+                                   float scale) {
     float acc = ((const float *)srcs[0])[i];
-    for (int j = 1; j < nsrc; j++) acc += ((const float *)srcs[j])[i];
-    if (divisor != 1) acc /= (float)divisor;
+    if (scale != 0.0f) acc *= scale;
+    for (int j = 1; j < nsrc; j++) {
+        float y = ((const float *)srcs[j])[i];
+        acc += scale != 0.0f ? y * scale : y;
+    }
     for (int k = 0; k < ndst; k++) ((float *)dsts[k])[i] = acc;
 }
 
-static int f32_sum_streamed(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t n, int divisor) {
+static int f32_sum_streamed(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t n, float scale) {
 #if HAVE_STREAM
     /* whole 64-byte lines per dst, one after the other: a line's four
      * streaming stores fill one write-combining buffer, which leaves as one
@@ -264,22 +304,27 @@ static int f32_sum_streamed(void *const *dsts, int ndst, const void *const *srcs
     if (mis & 3) return 0;
     size_t head = ((64 - mis) & 63) / 4, i = 0;
     if (head > n) head = n;
-    for (; i < head; i++) f32_sum_element(dsts, ndst, srcs, nsrc, i, divisor);
-    const __m128 vd = _mm_set1_ps((float)divisor);
+    for (; i < head; i++) f32_sum_element(dsts, ndst, srcs, nsrc, i, scale);
+    const __m128 vs = _mm_set1_ps(scale);
+    const int avg = scale != 0.0f;
     const float *s0 = srcs[0];
     for (; i + 16 <= n; i += 16) {
         __m128 a0 = _mm_loadu_ps(s0 + i), a1 = _mm_loadu_ps(s0 + i + 4);
         __m128 a2 = _mm_loadu_ps(s0 + i + 8), a3 = _mm_loadu_ps(s0 + i + 12);
+        if (avg) {
+            a0 = _mm_mul_ps(a0, vs), a1 = _mm_mul_ps(a1, vs);
+            a2 = _mm_mul_ps(a2, vs), a3 = _mm_mul_ps(a3, vs);
+        }
         for (int j = 1; j < nsrc; j++) {
             const float *sj = (const float *)srcs[j] + i;
-            a0 = _mm_add_ps(a0, _mm_loadu_ps(sj));
-            a1 = _mm_add_ps(a1, _mm_loadu_ps(sj + 4));
-            a2 = _mm_add_ps(a2, _mm_loadu_ps(sj + 8));
-            a3 = _mm_add_ps(a3, _mm_loadu_ps(sj + 12));
-        }
-        if (divisor != 1) {
-            a0 = _mm_div_ps(a0, vd), a1 = _mm_div_ps(a1, vd);
-            a2 = _mm_div_ps(a2, vd), a3 = _mm_div_ps(a3, vd);
+            __m128 y0 = _mm_loadu_ps(sj), y1 = _mm_loadu_ps(sj + 4);
+            __m128 y2 = _mm_loadu_ps(sj + 8), y3 = _mm_loadu_ps(sj + 12);
+            if (avg) {
+                y0 = _mm_mul_ps(y0, vs), y1 = _mm_mul_ps(y1, vs);
+                y2 = _mm_mul_ps(y2, vs), y3 = _mm_mul_ps(y3, vs);
+            }
+            a0 = _mm_add_ps(a0, y0), a1 = _mm_add_ps(a1, y1);
+            a2 = _mm_add_ps(a2, y2), a3 = _mm_add_ps(a3, y3);
         }
         for (int k = 0; k < ndst; k++) {
             float *d = (float *)dsts[k] + i;
@@ -289,11 +334,11 @@ static int f32_sum_streamed(void *const *dsts, int ndst, const void *const *srcs
             _mm_stream_ps(d + 12, a3);
         }
     }
-    for (; i < n; i++) f32_sum_element(dsts, ndst, srcs, nsrc, i, divisor);
+    for (; i < n; i++) f32_sum_element(dsts, ndst, srcs, nsrc, i, scale);
     shs__stream_fence();
     return 1;
 #else
-    (void)dsts, (void)ndst, (void)srcs, (void)nsrc, (void)n, (void)divisor;
+    (void)dsts, (void)ndst, (void)srcs, (void)nsrc, (void)n, (void)scale;
     return 0;
 #endif
 }
@@ -302,12 +347,15 @@ void shs__reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int
                        shs_redop_t op, int stream) {
     SHS_ASSERT(nsrc >= 1 && ndst >= 1 && dtype >= 0 && dtype < SHS_NUM_DTYPES && op >= 0 && op < SHS_NUM_REDOPS);
     size_t esize = shs_dtype_size(dtype);
+    int float_avg = op == SHS_AVG && shs_dtype_is_float(dtype);
+    double scale = float_avg ? shs__avg_scale(dtype, nsrc) : 0.0;
     combine_fn combine = combine_table[dtype][op == SHS_AVG ? SHS_SUM : op];
+    avg_fn avg_add = float_avg ? avg_add_table[dtype] : NULL;
     store_fn store = store_table[dtype];
     load_fn load = load_table[dtype];
-    int divisor = op == SHS_AVG ? nsrc : 1;
+    int divisor = op == SHS_AVG && !float_avg ? nsrc : 1; /* integer AVG only */
     if (stream && dtype == SHS_F32 && (op == SHS_SUM || op == SHS_AVG) &&
-        f32_sum_streamed(dsts, ndst, srcs, nsrc, n, divisor))
+        f32_sum_streamed(dsts, ndst, srcs, nsrc, n, (float)scale))
         return;
     /* The stored tile goes straight to a single cached dst; otherwise it is
      * formed once (in `out`, or in acc itself when acc has the dtype's layout
@@ -324,9 +372,14 @@ void shs__reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int
             for (int j = 0; j < nsrc; j++) prefetch_range((const char *)srcs[j] + byte_off + m * esize, next);
         }
         const char *first = (const char *)srcs[0] + byte_off;
-        if (load) load(&acc, first, m);
-        else memcpy(&acc, first, m * esize);
-        for (int j = 1; j < nsrc; j++) combine(&acc, (const char *)srcs[j] + byte_off, m);
+        if (avg_add) {
+            avg_load_table[dtype](&acc, first, m, scale);
+            for (int j = 1; j < nsrc; j++) avg_add(&acc, (const char *)srcs[j] + byte_off, m, scale);
+        } else {
+            if (load) load(&acc, first, m);
+            else memcpy(&acc, first, m * esize);
+            for (int j = 1; j < nsrc; j++) combine(&acc, (const char *)srcs[j] + byte_off, m);
+        }
         if (direct) {
             store((char *)dsts[0] + byte_off, &acc, m, divisor);
             continue;

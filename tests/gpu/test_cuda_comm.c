@@ -73,12 +73,16 @@ static shs_status_t coll_job(shs_rank_ctx_t *ctx, void *arg) {
     CHECK(r, shs_memcpy_d2h(d, out, recv, total * sizeof(float)));
     for (size_t i = 0; i < total; i++)
         EXPECT(r, out[i] == sum_r + (float)n * 0.5f * (float)(i % 64), "all_reduce sum [%zu] = %g", i, out[i]);
-    /* avg, in place */
+    /* avg, in place: comm.h's (NCCL's) pre-multiplied sum, every rank's
+     * value times the f32 1/N, the products added in rank order */
     CHECK(r, shs_all_reduce(send, send, total, SHS_F32, SHS_AVG, ctx->comm));
     CHECK(r, shs_memcpy_d2h(d, out, send, total * sizeof(float)));
-    for (size_t i = 0; i < total; i++)
-        EXPECT(r, out[i] == (sum_r + (float)n * 0.5f * (float)(i % 64)) / (float)n, "all_reduce avg [%zu] = %g", i,
-               out[i]);
+    const float inv_n = (float)(1.0 / n);
+    for (size_t i = 0; i < total; i++) {
+        float want = val(0, i) * inv_n;
+        for (int j = 1; j < n; j++) want += val(j, i) * inv_n;
+        EXPECT(r, out[i] == want, "all_reduce avg [%zu] = %.9g, want %.9g", i, out[i], want);
+    }
     /* max */
     CHECK(r, shs_memcpy_h2d(d, send, h, total * sizeof(float)));
     CHECK(r, shs_all_reduce(send, recv, COUNT, SHS_F32, SHS_MAX, ctx->comm));

@@ -799,11 +799,16 @@ extern "C" cudaError_t shs__cuda_sgd_update(cudaStream_t s, float *param, const 
 
 /* ---- collectives' reduction (comm_reduce.c's rules) ---------------------------------
  * Traits per dtype: Acc the accumulator type, load (stored -> Acc), the
- * rounding after each sum/prod (f16/bf16 only) and the final store with the
- * AVG divisor. One thread per element: it reads the element from every
- * source in order, then writes every destination. */
+ * rounding after each sum/prod (f16/bf16 only), AVG's pre-multiply of every
+ * source by the dtype's 1/N (floats, PreMul; comm.h: NCCL's FuncPreMulSum)
+ * and the final store with AVG's divisor (integers: NCCL's SumPostDiv). One
+ * thread per element: it reads the element from every source in order, then
+ * writes every destination. */
 
 enum { OP_SUM = 0, OP_PROD = 1, OP_MAX = 2, OP_MIN = 3, OP_AVG = 4 };
+
+/* AVG's scalar, the host's value (comm_reduce.c, declared in comm_impl.h). */
+extern "C" double shs__avg_scale(shs_dtype_t dtype, int nranks);
 
 template <typename T, typename U, typename W> struct IntTraits {
     typedef T Stored;
@@ -813,6 +818,8 @@ template <typename T, typename U, typename W> struct IntTraits {
     __device__ static Acc prod(Acc a, Acc b) { return (T)((U)a * (U)b); }
     __device__ static Acc max(Acc a, Acc b) { return b > a ? b : a; }
     __device__ static Acc min(Acc a, Acc b) { return b < a ? b : a; }
+    static const bool PreMul = false;
+    __device__ static Acc premul(Acc a, Acc) { return a; }
     __device__ static Stored store(Acc a, int divisor) { return divisor == 1 ? a : (T)((W)a / (W)divisor); }
 };
 
@@ -827,7 +834,9 @@ template <typename F> struct FloatTraits {
     __device__ static Acc prod(Acc a, Acc b) { return a * b; }
     __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
     __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
-    __device__ static Stored store(Acc a, int divisor) { return divisor == 1 ? a : a / (F)divisor; }
+    static const bool PreMul = true;
+    __device__ static Acc premul(Acc a, Acc k) { return a * k; }
+    __device__ static Stored store(Acc a, int) { return a; }
 };
 
 struct F16Traits {
@@ -839,7 +848,10 @@ struct F16Traits {
     __device__ static Acc prod(Acc a, Acc b) { return round(a * b); }
     __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
     __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
-    __device__ static Stored store(Acc a, int divisor) { return f32_to_f16(a / (float)divisor); }
+    static const bool PreMul = true;
+    /* a * k of two dtype values is exact in f32 (comm_reduce.c): one rounding */
+    __device__ static Acc premul(Acc a, Acc k) { return round(a * k); }
+    __device__ static Stored store(Acc a, int) { return f32_to_f16(a); }
 };
 
 struct BF16Traits {
@@ -851,17 +863,24 @@ struct BF16Traits {
     __device__ static Acc prod(Acc a, Acc b) { return round(a * b); }
     __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
     __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
-    __device__ static Stored store(Acc a, int divisor) { return f32_to_bf16(a / (float)divisor); }
+    static const bool PreMul = true;
+    /* a * k of two dtype values is exact in f32 (comm_reduce.c): one rounding */
+    __device__ static Acc premul(Acc a, Acc k) { return round(a * k); }
+    __device__ static Stored store(Acc a, int) { return f32_to_bf16(a); }
 };
 
 template <typename Tr, int OP>
-__global__ void reduce_kernel(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t n) {
+__global__ void reduce_kernel(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t n,
+                              typename Tr::Acc scale) {
     typedef typename Tr::Stored S;
     typedef typename Tr::Acc A;
+    const bool pre = OP == OP_AVG && Tr::PreMul;
     GRID_STRIDE(i, n) {
         A acc = Tr::load(((const S *)srcs[0])[i]);
+        if (pre) acc = Tr::premul(acc, scale);
         for (int k = 1; k < nsrc; k++) {
             A y = Tr::load(((const S *)srcs[k])[i]);
+            if (pre) y = Tr::premul(y, scale);
             switch (OP) {
             case OP_PROD: acc = Tr::prod(acc, y); break;
             case OP_MAX: acc = Tr::max(acc, y); break;
@@ -869,21 +888,22 @@ __global__ void reduce_kernel(void *const *dsts, int ndst, const void *const *sr
             default: acc = Tr::sum(acc, y); break;
             }
         }
-        S out = Tr::store(acc, OP == OP_AVG ? nsrc : 1);
+        S out = Tr::store(acc, OP == OP_AVG && !Tr::PreMul ? nsrc : 1);
         for (int d = 0; d < ndst; d++) ((S *)dsts[d])[i] = out;
     }
 }
 
 template <typename Tr>
 static cudaError_t reduce_with(cudaStream_t s, void *const *dsts, int ndst, const void *const *srcs, int nsrc,
-                               size_t n, int op) {
+                               size_t n, int op, double avg_scale) {
     unsigned g = grid_for(n);
+    typename Tr::Acc k = (typename Tr::Acc)avg_scale; /* exact: a value of the dtype (0 for integers) */
     switch (op) {
-    case OP_SUM: reduce_kernel<Tr, OP_SUM><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
-    case OP_PROD: reduce_kernel<Tr, OP_PROD><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
-    case OP_MAX: reduce_kernel<Tr, OP_MAX><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
-    case OP_MIN: reduce_kernel<Tr, OP_MIN><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
-    case OP_AVG: reduce_kernel<Tr, OP_AVG><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n); break;
+    case OP_SUM: reduce_kernel<Tr, OP_SUM><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n, k); break;
+    case OP_PROD: reduce_kernel<Tr, OP_PROD><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n, k); break;
+    case OP_MAX: reduce_kernel<Tr, OP_MAX><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n, k); break;
+    case OP_MIN: reduce_kernel<Tr, OP_MIN><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n, k); break;
+    case OP_AVG: reduce_kernel<Tr, OP_AVG><<<g, THREADS, 0, s>>>(dsts, ndst, srcs, nsrc, n, k); break;
     default: return cudaErrorInvalidValue;
     }
     return launched();
@@ -892,17 +912,18 @@ static cudaError_t reduce_with(cudaStream_t s, void *const *dsts, int ndst, cons
 extern "C" cudaError_t shs__cuda_reduce(cudaStream_t s, void *const *dsts, int ndst, const void *const *srcs,
                                         int nsrc, size_t n, shs_dtype_t dtype, int op) {
     if (n == 0 || nsrc < 1) return cudaSuccess;
+    double k = shs__avg_scale(dtype, nsrc);
     switch (dtype) {
-    case SHS_I8: return reduce_with<IntTraits<int8_t, uint8_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
-    case SHS_U8: return reduce_with<IntTraits<uint8_t, uint8_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
-    case SHS_I32: return reduce_with<IntTraits<int32_t, uint32_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
-    case SHS_U32: return reduce_with<IntTraits<uint32_t, uint32_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
-    case SHS_I64: return reduce_with<IntTraits<int64_t, uint64_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
-    case SHS_U64: return reduce_with<IntTraits<uint64_t, uint64_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op);
-    case SHS_F16: return reduce_with<F16Traits>(s, dsts, ndst, srcs, nsrc, n, op);
-    case SHS_BF16: return reduce_with<BF16Traits>(s, dsts, ndst, srcs, nsrc, n, op);
-    case SHS_F32: return reduce_with<FloatTraits<float> >(s, dsts, ndst, srcs, nsrc, n, op);
-    case SHS_F64: return reduce_with<FloatTraits<double> >(s, dsts, ndst, srcs, nsrc, n, op);
+    case SHS_I8: return reduce_with<IntTraits<int8_t, uint8_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_U8: return reduce_with<IntTraits<uint8_t, uint8_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_I32: return reduce_with<IntTraits<int32_t, uint32_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_U32: return reduce_with<IntTraits<uint32_t, uint32_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_I64: return reduce_with<IntTraits<int64_t, uint64_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_U64: return reduce_with<IntTraits<uint64_t, uint64_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_F16: return reduce_with<F16Traits>(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_BF16: return reduce_with<BF16Traits>(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_F32: return reduce_with<FloatTraits<float> >(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_F64: return reduce_with<FloatTraits<double> >(s, dsts, ndst, srcs, nsrc, n, op, k);
     default: return cudaErrorInvalidValue;
     }
 }

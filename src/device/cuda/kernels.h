@@ -75,8 +75,10 @@ cudaError_t shs__cuda_sgd_update(cudaStream_t s, float *param, const float *grad
 /* The collectives' element-wise reduction (comm_reduce.c's shs__reduce on
  * the GPU): for i in [0, n): acc = srcs[0][i]; acc = op(acc, srcs[k][i]) for
  * k = 1..nsrc-1 in that order, with comm.h's rounding (integers wrap, f16 and
- * bf16 in f32 rounded after every op, AVG = SUM / nsrc at the end); the
- * result goes to every dsts[j][i]. srcs and dsts are DEVICE arrays of
+ * bf16 in f32 rounded after every op; AVG with N = nsrc: floats sum every
+ * source times shs__avg_scale(dtype, nsrc) rounded to the dtype, integers
+ * divide the sum by nsrc at the end); the result goes to every dsts[j][i].
+ * srcs and dsts are DEVICE arrays of
  * device pointers (element 0 of each slice). Each element is read from every
  * source before any destination is written, by the same thread, so a
  * destination may equal a source at the same offset (in-place collectives).
