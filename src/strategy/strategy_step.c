@@ -3,7 +3,7 @@
  * check and loss-scale update, unscaling, clipping with the exact norm
  * (exact_norm.h), the optimizer step and the re-gather of parameters. See
  * strategy.h for the semantics (GradScaler, clip_grad_norm_, ZeRO-Offload).
- * What it is not: the parameter source (strategy.c) or checkpoint state
+ * What it is not: the parameter source (strategy_source.c) or checkpoint state
  * (strategy_state.c).
  */
 #include <math.h>
@@ -77,7 +77,7 @@ static shs_status_t clip_grads(shs_strategy_t *s) {
 
 /* Write +inf into a planted element of the reduced gradient, on the one rank
  * whose shard range holds it (also for whole units, so the fault is on a
- * single rank). */
+ * single rank): a fault a test planted (strategy_testing.h). */
 static shs_status_t plant_faults(shs_strategy_t *s) {
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
