@@ -25,6 +25,7 @@
 #include "thread_world.h"
 #include "shardsim/clock.h"
 #include "shardsim/train.h"
+#include "strategy/strategy_testing.h" /* shs_strategy_skip_gather */
 
 static const int world_sizes[] = {1, 2, 3, 4, 5, 8};
 #define NUM_WORLD_SIZES (int)(sizeof world_sizes / sizeof world_sizes[0])

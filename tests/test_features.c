@@ -16,6 +16,7 @@
 #include "shardsim/shard.h"
 #include "shardsim/trace.h"
 #include "shardsim/trace_record.h"
+#include "strategy/strategy_testing.h" /* shs_strategy_plant_grad_inf */
 #include "shardsim/train.h"
 #include "harness.h"
 #include "run_record.h"

@@ -7,6 +7,8 @@
  *   bytes    DDP all-reduce sum Psi_u; Z1, Z2 reduce-scatter + all-gather
  *            of sum N S_u; Z3 reduce-scatter sum N S_u and all-gather
  *            2 sum N S_u (forward and backward), the ZeRO paper's 2/2/3 Psi.
+ * Hybrid sharding with one shard group of all N ranks (one replica) holds
+ * and sends as ZeRO-3 (hybrid_shard) and ZeRO-2 (hybrid_shard_zero2).
  * Each step also all-reduces the 1-float loss. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,13 +62,14 @@ static void test_memory_and_bytes_by_stage(void **state) {
     size_t emb_padded = shs_padded_numel(lo.units[0].numel, N, 1);
     assert_true(padded > psi); /* this model pads */
     const size_t F = sizeof(float);
-    outcome_t o[SHS_ZERO3 + 1];
-    for (int k = 0; k <= SHS_ZERO3; k++) run((shs_strategy_kind_t)k, &o[k], 0);
+    outcome_t o[SHS_NUM_STRATEGIES];
+    for (int k = 0; k < SHS_NUM_STRATEGIES; k++) run((shs_strategy_kind_t)k, &o[k], 0);
 
-    size_t want_params[] = {psi, padded, padded, shard};
-    size_t want_grads[] = {psi, padded, shard, shard};
-    size_t want_optim[] = {2 * psi, 2 * shard, 2 * shard, 2 * shard};
-    for (int k = 0; k <= SHS_ZERO3; k++) {
+    /* DDP, Z1, Z2, Z3, hybrid_shard (as Z3), hybrid_shard_zero2 (as Z2) */
+    size_t want_params[SHS_NUM_STRATEGIES] = {psi, padded, padded, shard, shard, padded};
+    size_t want_grads[SHS_NUM_STRATEGIES] = {psi, padded, shard, shard, shard, shard};
+    size_t want_optim[SHS_NUM_STRATEGIES] = {2 * psi, 2 * shard, 2 * shard, 2 * shard, 2 * shard, 2 * shard};
+    for (int k = 0; k < SHS_NUM_STRATEGIES; k++) {
         assert_int_equal(o[k].mem.peak[SHS_MEM_PARAMS], want_params[k] * F);
         assert_int_equal(o[k].mem.peak[SHS_MEM_GRADS], want_grads[k] * F);
         assert_int_equal(o[k].mem.peak[SHS_MEM_OPTIM], want_optim[k] * F);
@@ -76,11 +79,13 @@ static void test_memory_and_bytes_by_stage(void **state) {
     /* ZeRO-2: the embedding's full gradient lives through the whole backward
      * (tied head first, lookup last), beside one block's at a time. */
     assert_int_equal(o[SHS_ZERO2].mem.peak[SHS_MEM_COMM], (emb_padded + max_block_padded) * F);
+    assert_int_equal(o[SHS_HYBRID_SHARD_ZERO2].mem.peak[SHS_MEM_COMM], (emb_padded + max_block_padded) * F);
     /* ZeRO-3 adds the gathered parameters: the head's backward holds the
      * embedding's params and gradient; a block's backward holds the
      * embedding's gradient and the block's params and gradient. */
     size_t z3 = 2 * emb_padded > emb_padded + 2 * max_block_padded ? 2 * emb_padded : emb_padded + 2 * max_block_padded;
     assert_int_equal(o[SHS_ZERO3].mem.peak[SHS_MEM_COMM], z3 * F);
+    assert_int_equal(o[SHS_HYBRID_SHARD].mem.peak[SHS_MEM_COMM], z3 * F);
     assert_int_equal(o[SHS_DDP].mem.peak[SHS_MEM_COMM], 0);
     assert_int_equal(o[SHS_ZERO1].mem.peak[SHS_MEM_COMM], 0);
 
@@ -88,7 +93,7 @@ static void test_memory_and_bytes_by_stage(void **state) {
     assert_int_equal(o[SHS_DDP].comm.bytes[SHS_OP_ALL_REDUCE], STEPS * psi * F + loss_bytes);
     assert_int_equal(o[SHS_DDP].comm.calls[SHS_OP_ALL_REDUCE], 2 * STEPS); /* one 25 MiB bucket + loss */
     assert_int_equal(o[SHS_DDP].comm.calls[SHS_OP_REDUCE_SCATTER] + o[SHS_DDP].comm.calls[SHS_OP_ALL_GATHER], 0);
-    for (int k = SHS_ZERO1; k <= SHS_ZERO3; k++) {
+    for (int k = SHS_ZERO1; k < SHS_NUM_STRATEGIES; k++) { /* one replica: no replica all-reduce */
         assert_int_equal(o[k].comm.bytes[SHS_OP_REDUCE_SCATTER], STEPS * padded * F);
         assert_int_equal(o[k].comm.calls[SHS_OP_REDUCE_SCATTER], STEPS * lo.num_units);
         assert_int_equal(o[k].comm.bytes[SHS_OP_ALL_REDUCE], loss_bytes);
@@ -96,6 +101,8 @@ static void test_memory_and_bytes_by_stage(void **state) {
     assert_int_equal(o[SHS_ZERO1].comm.bytes[SHS_OP_ALL_GATHER], STEPS * padded * F);
     assert_int_equal(o[SHS_ZERO2].comm.bytes[SHS_OP_ALL_GATHER], STEPS * padded * F);
     assert_int_equal(o[SHS_ZERO3].comm.bytes[SHS_OP_ALL_GATHER], 2 * STEPS * padded * F);
+    assert_int_equal(o[SHS_HYBRID_SHARD_ZERO2].comm.bytes[SHS_OP_ALL_GATHER], STEPS * padded * F);
+    assert_int_equal(o[SHS_HYBRID_SHARD].comm.bytes[SHS_OP_ALL_GATHER], 2 * STEPS * padded * F);
     /* ring model: all-reduce sends 2(N-1)/N of the buffer, the others (N-1)/N */
     assert_int_equal(o[SHS_ZERO3].comm.bytes_sent[SHS_OP_ALL_GATHER], 2 * STEPS * padded * F * (N - 1) / N);
     shs_layout_free(&lo);

@@ -27,7 +27,7 @@
  *                 a split of the MPI job's communicator when they are
  *                 processes, one GPU each (shs_comm_nccl_create_mpi).
  * Host buffers passed to either are staged through device memory (the
- * offload paths of strategy.c hand the norm accumulator in host memory).
+ * offload paths of strategy_step.c hand the norm accumulator in host memory).
  * What it is not: a network model. Device-local ranks are threads of one
  * process; NCCL ranks may be processes (bootstrapped over MPI).
  */

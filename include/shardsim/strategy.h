@@ -66,7 +66,10 @@
  * Memory categories: persistent params/grads/optimizer state as PARAMS /
  * GRADS / OPTIM; ZeRO-3's gathered parameters and ZeRO-2/3's transient full
  * gradients as COMM (all-gather output, reduce-scatter input).
- * What it is not: the model (model.h) or the training loop (train.h).
+ * Each stage's choices are one row of a table (shs_strategy_stage,
+ * src/strategy/stages.c): where two stages differ is where their rows do.
+ * What it is not: the model (model.h), the training loop (train.h), or the
+ * faults tests plant (src/strategy/strategy_testing.h).
  */
 #ifndef SHARDSIM_STRATEGY_H
 #define SHARDSIM_STRATEGY_H
@@ -122,6 +125,32 @@ typedef struct {
 /* "ddp", "zero1", "zero2", "zero3", "hybrid_shard", "hybrid_shard_zero2" */
 const char *shs_strategy_name(shs_strategy_kind_t k);
 int shs_strategy_parse(const char *name, shs_strategy_kind_t *out); /* 0 ok, -1 unknown */
+
+/* How a stage reduces a sharded or whole unit's gradient. */
+typedef enum {
+    SHS_GRAD_ALL_REDUCE,              /* AVG all-reduce of the full gradient (in buckets) */
+    SHS_GRAD_REDUCE_SCATTER,          /* AVG reduce-scatter into each rank's shard */
+    SHS_GRAD_REDUCE_SCATTER_REPLICAS  /* reduce-scatter within the shard group, then an AVG all-reduce
+                                       * of the shard across the replica groups (HSDP) */
+} shs_grad_reduce_t;
+
+/* One stage's behaviour: what it shards, how it reduces, when it gathers.
+ * The rows are in src/strategy/stages.c, next to the ZeRO paper's
+ * definitions; units marked replicated in the layout are held whole under
+ * every stage whatever its row says. */
+typedef struct {
+    const char *name;                 /* as shs_strategy_name */
+    int shards_optimizer;             /* optimizer state split over the shard group (ZeRO P_os) */
+    int shards_grads;                 /* a unit's reduced gradient kept only as this rank's shard (P_g) */
+    int shards_params;                /* f32 parameters kept only as shards, all-gathered before each
+                                       * use in forward and backward (P_p) */
+    int regathers_params_after_step;  /* full parameters kept, each rank updates its shard and the
+                                       * shards are all-gathered after the optimizer step */
+    shs_grad_reduce_t reduce;         /* for units this stage shards; whole units are all-reduced */
+} shs_stage_t;
+
+/* The row of stage `k`, or NULL for a kind out of range. */
+const shs_stage_t *shs_strategy_stage(shs_strategy_kind_t k);
 
 #define SHS_DEFAULT_BUCKET_BYTES ((size_t)25 << 20) /* torch DDP bucket_cap_mb = 25 */
 
@@ -189,17 +218,6 @@ shs_loss_scale_state_t shs_strategy_loss_scale(const shs_strategy_t *s);
 void shs_strategy_set_loss_scale(shs_strategy_t *s, shs_loss_scale_state_t st);
 /* Whether the last finish_step skipped the update for an inf/NaN gradient. */
 int shs_strategy_step_skipped(const shs_strategy_t *s);
-/* Fault injection for tests: at the next finish_step, after reduction, the
- * rank owning element `index` of unit `unit` writes +inf there in its
- * reduced gradient. Errors: SHS_INVALID_ARG for an index past the unit. */
-shs_status_t shs_strategy_plant_grad_inf(shs_strategy_t *s, int unit, size_t index);
-/* Fault injection for tests: this rank leaves out its next all-gather of
- * unit `unit`'s parameter shards (ZeRO-3 and hybrid sharding; the unit's
- * parameters are zeros for that use) and goes on with its next call, as a
- * rank whose program skipped the gather. The other ranks' gather then
- * meets that next call. Errors: SHS_INVALID_ARG for a unit out of range. */
-shs_status_t shs_strategy_skip_gather(shs_strategy_t *s, int unit);
-
 /* The total gradient norm of the last finish_step (before clipping), or -1
  * when clipping is off. The same on every rank. */
 float shs_strategy_grad_norm(const shs_strategy_t *s);
@@ -245,12 +263,5 @@ shs_status_t shs_strategy_load_state(shs_strategy_t *s, int unit, const float *p
  * rank's full copy of unit `unit` (numel floats) to host `out`. Otherwise
  * SHS_UNSUPPORTED (ZeRO-3 holds only its shard). */
 shs_status_t shs_strategy_read_full(shs_strategy_t *s, int unit, float *out);
-
-/* Fault injection for testing checkers: flip the least significant bit of
- * element `index` of unit `unit`'s parameters in this rank's copy, if it
- * holds that element (any rank for full-parameter stages, the owner only for
- * ZeRO-3; otherwise nothing happens). Errors: SHS_INVALID_ARG for an index
- * past the unit. */
-shs_status_t shs_strategy_flip_param_bit(shs_strategy_t *s, int unit, size_t index);
 
 #endif

@@ -40,18 +40,15 @@
 
 #include "shardsim/optim.h"
 
-static int shards_params(shs_strategy_kind_t k) { return k == SHS_ZERO3 || k == SHS_HYBRID_SHARD; }
-static int shards_grads(shs_strategy_kind_t k) { return k != SHS_DDP && k != SHS_ZERO1; }
-static int shards_optim(shs_strategy_kind_t k) { return k != SHS_DDP; }
-
 shs_zero_states_t shs_zero_states(shs_strategy_kind_t kind, double psi, int n, int state_per_param,
                                   shs_offload_t offload, int param_bytes) {
+    const shs_stage_t *st = shs_strategy_stage(kind); /* what the stage shards (strategy/stages.c) */
     shs_zero_states_t s;
-    s.params = 4.0 * psi / (shards_params(kind) ? n : 1);
+    s.params = 4.0 * psi / (st->shards_params ? n : 1);
     /* ZeRO-1/2 below f32: f32 master shards plus a param-dtype replica */
-    if (!shards_params(kind) && kind != SHS_DDP && param_bytes < 4) s.params = 4.0 * psi / n + param_bytes * psi;
-    s.grads = 4.0 * psi / (shards_grads(kind) ? n : 1);
-    s.optim = 4.0 * state_per_param * psi / (shards_optim(kind) ? n : 1);
+    if (st->regathers_params_after_step && param_bytes < 4) s.params = 4.0 * psi / n + param_bytes * psi;
+    s.grads = 4.0 * psi / (st->shards_grads ? n : 1);
+    s.optim = 4.0 * state_per_param * psi / (st->shards_optimizer ? n : 1);
     if (offload != SHS_OFFLOAD_NONE) s.optim = 0;
     if (offload == SHS_OFFLOAD_PARAMS) s.params = 0;
     return s;
@@ -75,9 +72,10 @@ double shs_zero_paper_volume(shs_strategy_kind_t kind, double psi, int N, int G)
 }
 
 double shs_zero_paper_sent(shs_strategy_kind_t kind, double psi, int N, int G, double width) {
-    int hybrid = kind == SHS_HYBRID_SHARD || kind == SHS_HYBRID_SHARD_ZERO2;
+    const shs_stage_t *st = shs_strategy_stage(kind);
+    int hybrid = st->reduce == SHS_GRAD_REDUCE_SCATTER_REPLICAS;
     int n = hybrid ? G : N, R = hybrid ? N / G : 1;
-    double group = (kind == SHS_ZERO3 || kind == SHS_HYBRID_SHARD ? 3 : 2) * psi * (n - 1) / n;
+    double group = (st->shards_params ? 3 : 2) * psi * (n - 1) / n; /* gathered in forward and backward */
     double replica = hybrid && R > 1 ? 2 * (psi / G) * (R - 1) / R : 0;
     return (group + replica) * width;
 }

@@ -1,27 +1,17 @@
 /* strategy_state.c - reading and writing a rank's parameters and optimizer
- * state outside the training step: snapshots, checkpoints, fault injection
- * and the offload master copy (strategy.h).
+ * state outside the training step: snapshots and checkpoints (strategy.h).
  * What it is not: the checkpoint file format (checkpoint.c).
  */
 #include <stdint.h>
 #include <string.h>
 
-#include "strategy/strategy_impl.h"
-
-/* The master copy of the updated range from the device parameters. */
-shs_status_t shs__strategy_download_master(shs_strategy_t *s, unit_state_t *u) {
-    if (!u->master) return SHS_OK;
-    float *param, *grad;
-    size_t n;
-    device_range(s, u, &param, &grad, &n);
-    return shs_memcpy_d2h(s->dev, u->master, param, n * sizeof(float));
-}
+#include "strategy/strategy_unit.h"
 
 /* ---- reading and writing state ---------------------------------------------- */
 
 shs_status_t shs_strategy_read_shard(shs_strategy_t *s, int unit, float *out) {
     unit_state_t *u = &s->units[unit];
-    const float *src = owned_params(s, u);
+    const float *src = owned_params(u);
     /* a whole unit's buffer is unpadded: elements past numel read as zero */
     size_t avail = u->whole ? u->shard.valid : u->shard.size;
     memset(out, 0, u->shard.size * sizeof(float));
@@ -48,7 +38,7 @@ shs_status_t shs_strategy_read_state(shs_strategy_t *s, int unit, float *params,
 shs_status_t shs_strategy_load_state(shs_strategy_t *s, int unit, const float *params, const float *state) {
     unit_state_t *u = &s->units[unit];
     int k = shs_strategy_state_per_param(s);
-    if (full_params(s, u)) {
+    if (u->full_params) {
         SHS_CHECK(shs_memcpy_h2d(s->dev, u->params, params, u->numel * sizeof(float)));
     } else {
         shs_device_t *pd = params_dev(s, u);
@@ -68,24 +58,10 @@ shs_status_t shs_strategy_load_state(shs_strategy_t *s, int unit, const float *p
 }
 
 shs_status_t shs_strategy_read_full(shs_strategy_t *s, int unit, float *out) {
-    if (!full_params(s, &s->units[unit]))
+    if (!s->units[unit].full_params)
         return shs_set_error(SHS_UNSUPPORTED, "rank %d: %s keeps only a shard of unit %d", s->rank,
                              shs_strategy_name(s->cfg.kind), unit);
     return shs_memcpy_d2h(s->dev, out, s->units[unit].params, s->units[unit].numel * sizeof(float));
 }
 
-shs_status_t shs_strategy_flip_param_bit(shs_strategy_t *s, int unit, size_t index) {
-    if (unit < 0 || unit >= s->layout->num_units || index >= s->units[unit].numel)
-        return shs_set_error(SHS_INVALID_ARG, "bit flip: no element %zu in unit %d", index, unit);
-    unit_state_t *u = &s->units[unit];
-    float *p;
-    if (full_params(s, u)) p = u->params + index;
-    else if (index >= u->shard.offset && index < u->shard.offset + u->shard.size) p = u->params + (index - u->shard.offset);
-    else return SHS_OK;
-    uint32_t bits;
-    shs_device_t *d = params_dev(s, u);
-    SHS_CHECK(shs_memcpy_d2h(d, &bits, p, sizeof bits));
-    bits ^= 1u;
-    SHS_CHECK(shs_memcpy_h2d(d, p, &bits, sizeof bits));
-    return shs__strategy_download_master(s, u); /* the fault is in the parameters the optimizer also updates */
-}
+int shs_strategy_holds_full(const shs_strategy_t *s, int unit) { return s->units[unit].full_params; }

@@ -3,7 +3,7 @@
  * check and loss-scale update, unscaling, clipping with the exact norm
  * (exact_norm.h), the optimizer step and the re-gather of parameters. See
  * strategy.h for the semantics (GradScaler, clip_grad_norm_, ZeRO-Offload).
- * What it is not: the parameter source (strategy.c) or checkpoint state
+ * What it is not: the parameter source (strategy_source.c) or checkpoint state
  * (strategy_state.c).
  */
 #include <math.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "shardsim/exact_norm.h"
-#include "strategy/strategy_impl.h"
+#include "strategy/strategy_unit.h"
 
 /* ---- step -------------------------------------------------------------------- */
 
@@ -68,7 +68,8 @@ static void scale_grads(shs_strategy_t *s, float coef) {
  * applied when below 1 to exactly the elements the optimizer reads. */
 static shs_status_t clip_grads(shs_strategy_t *s) {
     int p = s->cfg.norm_type ? s->cfg.norm_type : 2;
-    SHS_CHECK(total_grad_norm(s, p, s->cfg.kind == SHS_DDP, SHS_TAG_GRAD_NORM, &s->grad_norm));
+    /* local when every rank holds every reduced element (nothing sharded: DDP) */
+    SHS_CHECK(total_grad_norm(s, p, !s->stage->shards_optimizer, SHS_TAG_GRAD_NORM, &s->grad_norm));
     float coef = s->cfg.clip_norm / (s->grad_norm + 1e-6f);
     if (coef < 1.0f) scale_grads(s, coef);
     return SHS_OK;
@@ -76,7 +77,7 @@ static shs_status_t clip_grads(shs_strategy_t *s) {
 
 /* Write +inf into a planted element of the reduced gradient, on the one rank
  * whose shard range holds it (also for whole units, so the fault is on a
- * single rank). */
+ * single rank): a fault a test planted (strategy_testing.h). */
 static shs_status_t plant_faults(shs_strategy_t *s) {
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
@@ -122,7 +123,7 @@ static shs_status_t offload_grads(shs_strategy_t *s) {
         unit_state_t *u = &s->units[i];
         float *param, *grad;
         size_t n;
-        device_range(s, u, &param, &grad, &n);
+        device_range(u, &param, &grad, &n);
         SHS_CHECK(shs_memcpy_d2h(s->dev, u->host_grad, grad, n * sizeof(float)));
         s->d2h_bytes += n * sizeof(float);
     }
@@ -137,7 +138,7 @@ static shs_status_t upload_params(shs_strategy_t *s) {
         if (!u->master) continue;
         float *param, *grad;
         size_t n;
-        device_range(s, u, &param, &grad, &n);
+        device_range(u, &param, &grad, &n);
         SHS_CHECK(shs_memcpy_h2d(s->dev, param, u->master, n * sizeof(float)));
         s->h2d_bytes += n * sizeof(float);
     }
@@ -173,12 +174,12 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
         shs_optim_step(s->opt_dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
     }
     if (s->host) SHS_CHECK(upload_params(s));
-    if (stage_regathers(s)) {
+    if (s->stage->regathers_params_after_step) {
         for (int i = 0; i < s->layout->num_units; i++) {
             unit_state_t *u = &s->units[i];
             if (u->whole) continue;
             if (u->lp_replica) SHS_CHECK(shs__strategy_refresh_replica(s, u)); /* in param_dtype */
-            else SHS_CHECK(shs_all_gather(owned_params(s, u), u->params, u->shard.size, SHS_F32,
+            else SHS_CHECK(shs_all_gather(owned_params(u), u->params, u->shard.size, SHS_F32,
                                           tagged(s, s->shard_comm, SHS_TAG_PARAM_REGATHER, i)));
         }
     }
@@ -209,23 +210,6 @@ void shs_strategy_shard_info(const shs_strategy_t *s, int unit, shs_shard_t *sha
 shs_loss_scale_state_t shs_strategy_loss_scale(const shs_strategy_t *s) { return s->scaler; }
 void shs_strategy_set_loss_scale(shs_strategy_t *s, shs_loss_scale_state_t st) { s->scaler = st; }
 int shs_strategy_step_skipped(const shs_strategy_t *s) { return s->skipped; }
-
-shs_status_t shs_strategy_plant_grad_inf(shs_strategy_t *s, int unit, size_t index) {
-    if (unit < 0 || unit >= s->layout->num_units || index >= s->units[unit].numel)
-        return shs_set_error(SHS_INVALID_ARG, "plant inf: no element %zu in unit %d", index, unit);
-    s->units[unit].plant_inf = index + 1;
-    return SHS_OK;
-}
-
-shs_status_t shs_strategy_skip_gather(shs_strategy_t *s, int unit) {
-    if (unit < 0 || unit >= s->layout->num_units)
-        return shs_set_error(SHS_INVALID_ARG, "skip gather: no unit %d (the layout has %d)", unit,
-                             s->layout->num_units);
-    s->units[unit].skip_gather = 1;
-    return SHS_OK;
-}
-
-int shs_strategy_holds_full(const shs_strategy_t *s, int unit) { return full_params(s, &s->units[unit]); }
 
 void shs_strategy_offload_stats(const shs_strategy_t *s, uint64_t *h2d_bytes, uint64_t *d2h_bytes,
                                 shs_mem_stats_t *host) {

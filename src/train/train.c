@@ -9,6 +9,7 @@
 #include "shardsim/timeline.h"
 #include "shardsim/trace_record.h"
 #include "shardsim/world.h"
+#include "strategy/strategy_testing.h" /* shs_strategy_flip_param_bit: the trainer's planted fault */
 
 typedef struct {
     shs_model_t *model;

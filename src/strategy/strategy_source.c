@@ -1,0 +1,131 @@
+/* strategy_source.c - the parameter source the model calls on one rank
+ * (param_source.h): acquiring and releasing a unit's compute parameters,
+ * recording the execution order, prefetching (FSDP forward_prefetch,
+ * backward_prefetch, limit_all_gathers), keeping gathered units from
+ * forward to backward (reshard_after_forward=False), and handing each
+ * unit's gradient to the reduction when its backward finishes.
+ * What it is not: how parameters are gathered (strategy_unit.c) or
+ * gradients reduced (strategy_reduce.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "strategy/strategy_unit.h"
+
+/* Prefetch (FSDP forward_prefetch / backward_prefetch): gather `unit` now,
+ * ahead of its use, holding one reference for its next acquire. Skipped
+ * when it is already live or limit_all_gathers units are already held. The
+ * decision depends only on state every rank shares, so all ranks issue the
+ * same all-gathers in the same order. */
+static shs_status_t prefetch(shs_strategy_t *s, int unit) {
+    if (unit < 0) return SHS_OK;
+    unit_state_t *u = &s->units[unit];
+    if (!u->gathers || u->gather_refs > 0) return SHS_OK;
+    if (s->cfg.limit_all_gathers > 0 && s->held_prefetches >= s->cfg.limit_all_gathers) return SHS_OK;
+    /* in traces the gather is marked with the unit it is for ("bwd/block0"),
+     * not the unit whose acquire triggered it; the phase comes from the
+     * world communicator's marker (the trainer marks that one, not hybrid
+     * sharding's shard group) */
+    char saved[SHS_COMM_MARKER_MAX], mark[SHS_COMM_MARKER_MAX];
+    const char *phase = shs_comm_marker(s->comm);
+    snprintf(mark, sizeof mark, "%.*s/%s", (int)strcspn(phase, "/"), phase, s->layout->units[unit].name);
+    snprintf(saved, sizeof saved, "%s", shs_comm_marker(s->shard_comm));
+    shs_comm_set_marker(s->shard_comm, mark);
+    shs_status_t st = shs__strategy_take_gathered(s, u);
+    shs_comm_set_marker(s->shard_comm, saved);
+    SHS_CHECK(st);
+    u->held = UNIT_PREFETCHED;
+    s->held_prefetches++;
+    return SHS_OK;
+}
+
+/* The unit that follows `unit` in the last complete pass of the current
+ * phase, or -1 (none, or no pass recorded yet: the first forward and the
+ * first backward do not prefetch). */
+static int next_unit(const shs_strategy_t *s, int unit) {
+    int ph = s->phase;
+    for (int i = 0; i + 1 < s->prev_len[ph]; i++)
+        if (s->prev[ph][i] == unit) return s->prev[ph][i + 1];
+    return -1;
+}
+
+static shs_status_t acquire_params(void *self, int unit, const float **params) {
+    shs_strategy_t *s = self;
+    unit_state_t *u = &s->units[unit];
+    int seen = 0; /* the unit was already used in this pass (a tied unit's second use) */
+    { /* record the execution order */
+        int ph = s->phase;
+        for (int i = 0; i < s->order_len[ph] && !seen; i++) seen = s->order[ph][i] == unit;
+        if (!seen) s->order[ph][s->order_len[ph]++] = unit;
+    }
+    if (!u->gathers) {
+        *params = u->params;
+        return SHS_OK;
+    }
+    if (u->held != UNIT_NOT_HELD) { /* gathered ahead or kept from forward: take over that reference */
+        if (u->held == UNIT_PREFETCHED) s->held_prefetches--;
+        u->held = UNIT_NOT_HELD;
+    } else {
+        SHS_CHECK(shs__strategy_take_gathered(s, u));
+    }
+    *params = u->gathered;
+    /* prefetch what follows this use; a second use of a unit (the tied
+     * embedding as the LM head) has no place of its own in the recorded
+     * order, and what follows its first use is already done */
+    if (!seen && s->phase == SHS_PHASE_FORWARD && s->cfg.forward_prefetch) SHS_CHECK(prefetch(s, next_unit(s, unit)));
+    if (!seen && s->phase == SHS_PHASE_BACKWARD && s->cfg.backward_prefetch == SHS_PREFETCH_PRE)
+        SHS_CHECK(prefetch(s, next_unit(s, unit)));
+    return SHS_OK;
+}
+
+static shs_status_t release_params(void *self, int unit) {
+    shs_strategy_t *s = self;
+    unit_state_t *u = &s->units[unit];
+    if (!u->gathers) return SHS_OK;
+    SHS_ASSERT(u->gather_refs > 0);
+    if (--u->gather_refs > 0) return SHS_OK;
+    if (s->phase == SHS_PHASE_FORWARD && s->cfg.keep_after_forward && !u->full_params && !u->lp_replica) {
+        u->gather_refs = 1; /* keep it for backward (FSDP SHARD_GRAD_OP) */
+        u->held = UNIT_KEPT_AFTER_FORWARD;
+        return SHS_OK;
+    }
+    shs__strategy_drop_gathered(s, u);
+    return SHS_OK;
+}
+
+void shs_strategy_set_phase(shs_strategy_t *s, shs_phase_t phase) {
+    /* entering a phase: its last complete pass becomes the reference */
+    if (s->order_len[phase]) {
+        memcpy(s->prev[phase], s->order[phase], (size_t)s->order_len[phase] * sizeof(int));
+        s->prev_len[phase] = s->order_len[phase];
+    }
+    s->order_len[phase] = 0;
+    s->phase = phase;
+    if (phase == SHS_PHASE_FORWARD) s->micro = s->forwards++;
+}
+
+static shs_status_t acquire_grads(void *self, int unit, float **grads) {
+    shs_strategy_t *s = self;
+    unit_state_t *u = &s->units[unit];
+    if (!u->grads_in_block && !u->grad_full) {
+        SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->grad_full, u->full_len * sizeof(float), SHS_MEM_COMM,
+                                   "unsharded gradient"));
+        SHS_CHECK(shs_memset(s->dev, u->grad_full, 0, u->full_len * sizeof(float)));
+    }
+    *grads = u->grad_full;
+    return SHS_OK;
+}
+
+static shs_status_t grads_ready(void *self, int unit) {
+    shs_strategy_t *s = self;
+    unit_state_t *u = &s->units[unit];
+    if (s->cfg.backward_prefetch == SHS_PREFETCH_POST) SHS_CHECK(prefetch(s, next_unit(s, unit)));
+    /* gradients come out of backward in param_dtype (accumulation included) */
+    if (low_precision(s)) SHS_CHECK(shs__strategy_round_to(s, u->grad_full, u->grad_full, u->numel, s->cfg.param_dtype));
+    if (!s->sync) return SHS_OK; /* no_sync: keep accumulating locally */
+    return shs__strategy_reduce_unit(s, u);
+}
+
+shs_param_source_t shs__strategy_param_source(shs_strategy_t *s) {
+    return (shs_param_source_t){s, acquire_params, release_params, acquire_grads, grads_ready};
+}
