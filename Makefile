@@ -172,7 +172,18 @@ all: $(BIN) $(LIB)
 	@echo "$(if $(PROTOBUF_C),✓ protobuf-c: Chakra ET import/export,✗ protobuf-c not found: Chakra ET import/export disabled (make deps installs it))"
 	@echo "$(if $(MPI),✓ mpi found: train --backend mpi (mpirun),✗ mpi not found: skipping MPI backend$(if $(filter thread,$(SAN)), (SAN=thread: OpenMPI is not TSan-instrumented), (make deps installs OpenMPI)))"
 
-$(BUILD)/obj/%.o: %.c
+# The flags a build tree was made with: when they change (a library found or
+# lost, NVCC= given or not), everything in it is rebuilt instead of mixed.
+BUILD_STAMP := $(BUILD)/build-flags
+BUILD_FLAGS := $(CC) $(CFLAGS) $(LDLIBS) $(NVCC) $(GEN_OBJS) $(CUDA_OBJS)
+ifneq ($(BUILD_FLAGS),$(file <$(BUILD_STAMP)))
+  $(shell mkdir -p $(BUILD) && rm -f $(BUILD_STAMP))
+endif
+$(BUILD_STAMP):
+	@mkdir -p $(dir $@)
+	$(file >$@,$(BUILD_FLAGS))
+
+$(BUILD)/obj/%.o: %.c $(BUILD_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PRIV_INC) $(DEPFLAGS) -c $< -o $@
 
@@ -190,9 +201,9 @@ $(BUILD)/obj/src/trace/import/trace_chakra.o $(BUILD)/obj/src/trace/export/trace
   $(BUILD)/obj/tests/test_trace_import.o: $(GEN_DIR)/et_def.pb-c.h
 endif
 
-$(LIB): $(LIB_OBJS)
+$(LIB): $(LIB_OBJS) $(BUILD_STAMP)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(filter %.o,$^)
 
 $(BIN): $(SIM_OBJS) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(SIM_OBJS) $(LIB) $(LDLIBS)
@@ -343,7 +354,7 @@ cuda-status: $(BIN) $(LIB)
 	@echo "$(if $(NVCC),✓ nvcc found: building the CUDA backend ($(NVCC)$(comma) toolkit $(CUDA_HOME)),✗ nvcc not found$(if $(NVCC_WITHOUT_HEADERS), usable ($(NVCC_WITHOUT_HEADERS) has no cuda_runtime_api.h beside it; set CUDA_HOME)): skipping CUDA backend$(if $(SAN), (SAN=$(SAN): sanitizer builds never include it),))"
 	@echo "$(if $(NCCL),✓ NCCL found: building the NCCL communicator,✗ NCCL not found: skipping the NCCL communicator)"
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu $(BUILD_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
