@@ -93,8 +93,8 @@ void shs_checkpoint_meta_of(shs_trainer_t *t, shs_checkpoint_meta_t *m) {
     m->grad_accum = c->grad_accum > 1 ? c->grad_accum : 1;
     m->clip_norm = c->clip_norm > 0 ? c->clip_norm : 0.0f;
     m->norm_type = c->clip_norm > 0 ? (c->norm_type ? c->norm_type : 2) : 0; /* 0 means 2; -1 inf */
-    m->param_dtype = c->param_dtype == 0 ? SHS_F32 : c->param_dtype;
-    m->reduce_dtype = c->reduce_dtype == 0 ? m->param_dtype : c->reduce_dtype;
+    m->param_dtype = c->param_dtype == SHS_DTYPE_DEFAULT ? SHS_F32 : c->param_dtype;
+    m->reduce_dtype = c->reduce_dtype == SHS_DTYPE_DEFAULT ? m->param_dtype : c->reduce_dtype;
     /* GradScaler's defaults for the zeros (strategy.h) */
     m->scaler.init_scale = c->scaler.init_scale > 0 ? c->scaler.init_scale : 65536.0f;
     m->scaler.growth_factor = c->scaler.growth_factor > 0 ? c->scaler.growth_factor : 2.0f;

@@ -16,47 +16,56 @@
 #include <string.h>
 
 #include "comm/comm_impl.h"
+#include "core/names.h"
 #include "shardsim/clock.h"
 
-static const char *const redop_names[SHS_NUM_REDOPS] = {"sum", "prod", "max", "min", "avg"};
-static const char *const coll_op_names[SHS_NUM_COLL_OPS] = {
-    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "barrier", "split",
-};
-
-static const char *const reduce_order_names[SHS_NUM_REDUCE_ORDERS] = {"rank", "ring"};
+#define SHS_NAME_COL2(id, name) name,
+#define SHS_NAME_COL3(id, name, kind) name,
+static const char *const redop_names[] = {SHS_REDOP_MAP(SHS_NAME_COL2)};
+static const char *const reduce_order_names[] = {SHS_REDUCE_ORDER_MAP(SHS_NAME_COL2)};
+static const char *const coll_op_names[] = {SHS_COMM_OP_MAP(SHS_NAME_COL3) SHS_TRACE_OP_MAP(SHS_NAME_COL3)};
+#define SHS_KIND_COL(id, name, kind) SHS_OPK_##kind,
+static const shs_op_kind_t coll_op_kinds[] = {SHS_COMM_OP_MAP(SHS_KIND_COL) SHS_TRACE_OP_MAP(SHS_KIND_COL)};
+#undef SHS_KIND_COL
 
 const char *shs_reduce_order_name(shs_reduce_order_t order) {
-    return (int)order >= 0 && order < SHS_NUM_REDUCE_ORDERS ? reduce_order_names[order] : "invalid";
+    return shs__name_of(reduce_order_names, SHS_NUM_REDUCE_ORDERS, (int)order, "invalid");
 }
 
 int shs_reduce_order_parse(const char *name, shs_reduce_order_t *out) {
-    if (!name) return -1;
-    for (int k = 0; k < SHS_NUM_REDUCE_ORDERS; k++)
-        if (strcmp(name, reduce_order_names[k]) == 0) { *out = (shs_reduce_order_t)k; return 0; }
-    return -1;
+    int k = shs__name_find(reduce_order_names, SHS_NUM_REDUCE_ORDERS, name);
+    if (k >= 0) *out = (shs_reduce_order_t)k;
+    return k >= 0 ? 0 : -1;
 }
 
 static int redop_valid(shs_redop_t op) { return (int)op >= 0 && op < SHS_NUM_REDOPS; }
 
-const char *shs_redop_name(shs_redop_t op) { return redop_valid(op) ? redop_names[op] : "invalid"; }
+const char *shs_redop_name(shs_redop_t op) { return shs__name_of(redop_names, SHS_NUM_REDOPS, (int)op, "invalid"); }
 
 int shs_redop_parse(const char *name, shs_redop_t *out) {
-    if (!name) return -1;
-    for (int op = 0; op < SHS_NUM_REDOPS; op++)
-        if (strcmp(name, redop_names[op]) == 0) { *out = (shs_redop_t)op; return 0; }
-    return -1;
+    int k = shs__name_find(redop_names, SHS_NUM_REDOPS, name);
+    if (k >= 0) *out = (shs_redop_t)k;
+    return k >= 0 ? 0 : -1;
 }
 
-const char *shs_coll_op_name(shs_coll_op_t op) {
-    return (int)op >= 0 && op < SHS_NUM_COLL_OPS ? coll_op_names[op] : "invalid";
+const char *shs_coll_op_name(shs_coll_op_t op) { return shs__name_of(coll_op_names, SHS_NUM_OPS, (int)op, "invalid"); }
+
+int shs_coll_op_parse(const char *name, shs_coll_op_t *out) {
+    int k = shs__name_find(coll_op_names, SHS_NUM_OPS, name);
+    if (k >= 0) *out = (shs_coll_op_t)k;
+    return k >= 0 ? 0 : -1;
 }
+
+shs_op_kind_t shs_coll_op_kind(shs_coll_op_t op) {
+    return (int)op >= 0 && op < SHS_NUM_OPS ? coll_op_kinds[op] : SHS_OPK_WAIT;
+}
+
+int shs_coll_op_is_p2p(shs_coll_op_t op) { return shs_coll_op_kind(op) == SHS_OPK_P2P; }
+int shs_coll_op_is_collective(shs_coll_op_t op) { return (int)op >= 0 && op < SHS_NUM_OPS && coll_op_kinds[op] == SHS_OPK_COLL; }
 
 /* ---- call tags --------------------------------------------------------- */
 
-static const char *const tag_kind_names[SHS_NUM_TAG_KINDS] = {
-    "raw", "fwd-all-gather", "bwd-all-gather", "reduce-scatter", "replica-all-reduce", "grad-all-reduce",
-    "param-regather", "grad-norm", "overflow-check", "loss-all-reduce", "split",
-};
+static const char *const tag_kind_names[] = {SHS_TAG_KIND_MAP(SHS_NAME_COL2)};
 
 uint64_t shs_comm_tag_pack(shs_tag_kind_t kind, int unit, int micro, long step) {
     uint64_t u = unit < 0 ? 0 : ((uint64_t)unit + 1) & 0xffff, m = micro < 0 ? 0 : (uint64_t)micro & 0xff;
