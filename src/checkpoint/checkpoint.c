@@ -65,6 +65,12 @@ static int parse_rank_file_name(const char *name, uint64_t *gen, int *is_tmp) {
 
 static int has_space(const char *s) { return !*s || strpbrk(s, " \t\r\n") != NULL; }
 
+/* A config's SHS_DTYPE_DEFAULT resolved (strategy.h): param f32, reduce the param dtype. */
+static void resolve_dtypes(shs_dtype_t param, shs_dtype_t reduce, shs_dtype_t *param_out, shs_dtype_t *reduce_out) {
+    *param_out = param == SHS_DTYPE_DEFAULT ? SHS_F32 : param;
+    *reduce_out = reduce == SHS_DTYPE_DEFAULT ? *param_out : reduce;
+}
+
 static void join(char *out, size_t len, const char *dir, const char *name) { snprintf(out, len, "%s/%s", dir, name); }
 
 /* ---- meta -------------------------------------------------------------------- */
@@ -93,8 +99,7 @@ void shs_checkpoint_meta_of(shs_trainer_t *t, shs_checkpoint_meta_t *m) {
     m->grad_accum = c->grad_accum > 1 ? c->grad_accum : 1;
     m->clip_norm = c->clip_norm > 0 ? c->clip_norm : 0.0f;
     m->norm_type = c->clip_norm > 0 ? (c->norm_type ? c->norm_type : 2) : 0; /* 0 means 2; -1 inf */
-    m->param_dtype = c->param_dtype == SHS_DTYPE_DEFAULT ? SHS_F32 : c->param_dtype;
-    m->reduce_dtype = c->reduce_dtype == SHS_DTYPE_DEFAULT ? m->param_dtype : c->reduce_dtype;
+    resolve_dtypes(c->param_dtype, c->reduce_dtype, &m->param_dtype, &m->reduce_dtype);
     /* GradScaler's defaults for the zeros (strategy.h) */
     m->scaler.init_scale = c->scaler.init_scale > 0 ? c->scaler.init_scale : 65536.0f;
     m->scaler.growth_factor = c->scaler.growth_factor > 0 ? c->scaler.growth_factor : 2.0f;
@@ -295,8 +300,10 @@ static void write_index(FILE *f, const shs_checkpoint_writer_t *w) {
     fprintf(f, "momentum %.9g\n", (double)m->optim.momentum);
     fprintf(f, "weight_decay %.9g\n", (double)m->optim.weight_decay);
     fprintf(f, "state_per_param %d\n", m->state_per_param);
-    fprintf(f, "param_dtype %s\n", shs_dtype_name(m->param_dtype));
-    fprintf(f, "reduce_dtype %s\n", shs_dtype_name(m->reduce_dtype));
+    shs_dtype_t pd, rd;
+    resolve_dtypes(m->param_dtype, m->reduce_dtype, &pd, &rd);
+    fprintf(f, "param_dtype %s\n", shs_dtype_name(pd));
+    fprintf(f, "reduce_dtype %s\n", shs_dtype_name(rd));
     fprintf(f, "loss_scaler %.9g %.9g %.9g %d\n", (double)m->scaler.init_scale, (double)m->scaler.growth_factor,
             (double)m->scaler.backoff_factor, m->scaler.growth_interval);
     fprintf(f, "loss_scale %.9g\n", (double)m->loss_scale.scale);
