@@ -3,6 +3,7 @@
  * and alignment by rebuilding every unit's full arrays on the host.
  * The format is described in README.md ("Checkpoints"). */
 #include "shardsim/checkpoint.h"
+#include "shardsim/log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -381,6 +382,8 @@ shs_status_t shs_checkpoint_writer_commit(shs_checkpoint_writer_t *w) {
      * failed (st): the files it names stay */
     if ((st = shs_dfile_commit(&f)) != SHS_OK && !f.to.replaced) goto fail;
     remove_stale(w->dir, w->generation);
+    SHS_LOG(INFO, CHECKPOINT, "saved %s: generation %llu, step %ld, %d ranks", w->dir,
+            (unsigned long long)w->generation, (long)w->meta->step, w->meta->world_size);
     free(text);
     writer_free(w);
     return st;
@@ -836,6 +839,8 @@ shs_status_t shs_checkpoint_open(shs_checkpoint_t **out, const char *dir) {
     for (int r = 0; r < ck->meta.world_size; r++) SHS_CHECK_GOTO(load_rank_file(ck, ranks, r), st, fail);
     free(text);
     free_ranks(ranks);
+    SHS_LOG(INFO, CHECKPOINT, "opened %s: step %ld, %d ranks, strategy %s", dir, (long)ck->meta.step,
+            ck->meta.world_size, shs_strategy_name(ck->meta.strategy));
     *out = ck;
     return SHS_OK;
 fail:

@@ -17,6 +17,7 @@
 
 #include "comm/comm_impl.h"
 #include "core/names.h"
+#include "shardsim/log.h"
 #include "shardsim/clock.h"
 
 #define SHS_NAME_COL2(id, name) name,
@@ -205,6 +206,9 @@ shs_status_t shs_comm_init_rank(shs_comm_t **comm, shs_comm_id_t *id, int rank) 
     if (!c) return shs_set_error(SHS_HOST_OOM, "shs_comm_init_rank: out of host memory");
     shs_status_t s = id->iface->init_rank(c, id->ctx, rank);
     if (s != SHS_OK) { free(c); return s; }
+    shs_log_set_rank(rank);
+    SHS_LOG(INFO, COMM, "comm '%s' created: rank %d of %d (%s)", shs_comm_name(c), shs_comm_rank(c), shs_comm_size(c),
+            id->iface->name);
     *comm = c;
     return SHS_OK;
 }
@@ -290,10 +294,20 @@ static shs__call_t new_call(shs_comm_t *comm, shs_coll_op_t op, const void *send
                          .redop = redop, .root = root, .tag = comm->tag};
 }
 
+/* A tag as the error text writes it, by value (for a log line's argument). */
+typedef struct { char s[80]; } tag_text_t;
+static tag_text_t tag_text(uint64_t tag) {
+    tag_text_t t;
+    shs_comm_tag_format(t.s, sizeof t.s, tag);
+    return t;
+}
+
 /* Numbers the call, dispatches, and counts it in the stats on success. */
 static shs_status_t run(shs_comm_t *comm, shs__call_t *c, uint64_t bytes,
                         shs_status_t (*fn)(shs_comm_t *, const shs__call_t *)) {
     c->seq = comm->seq++;
+    SHS_LOG(TRACE, COMM, "%s seq %llu count %zu dtype %s on comm '%s' %s", shs_coll_op_name(c->op),
+            (unsigned long long)c->seq, c->count, shs_dtype_name(c->dtype), comm->name, tag_text(c->tag).s);
     double t0 = comm->recorder ? shs_now_seconds() : 0;
     shs_status_t s = fn(comm, c);
     if (s == SHS_OK) {
@@ -416,6 +430,8 @@ shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **n
     shs_status_t s = comm->iface->split(comm, &c, newcomm);
     if (s == SHS_OK) comm->stats.calls[SHS_OP_SPLIT]++;
     if (s == SHS_OK && *newcomm) {
+        SHS_LOG(INFO, COMM, "comm '%s' split (color %d, key %d): '%s', rank %d of %d", shs_comm_name(comm), color, key,
+                shs_comm_name(*newcomm), shs_comm_rank(*newcomm), shs_comm_size(*newcomm));
         (*newcomm)->reduce_order = comm->reduce_order;
         shs_comm_set_recorder(*newcomm, comm->recorder, comm->recorder_user);
     }

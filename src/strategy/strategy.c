@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/names.h"
+#include "shardsim/log.h"
 #include "shardsim/shard.h"
 #include "strategy/strategy_impl.h"
 
@@ -196,6 +197,7 @@ static shs_status_t acquire_params(void *self, int unit, const float **params) {
         *params = u->params;
         return SHS_OK;
     }
+    SHS_LOG(TRACE, STRATEGY, "unit %d: acquire parameters (%s)", unit, u->held ? "held" : "gather");
     if (u->held) { /* gathered ahead or kept from forward: take over that reference */
         if (u->held == 1) s->held_prefetches--;
         u->held = 0;
@@ -218,6 +220,7 @@ static shs_status_t release_params(void *self, int unit) {
     if (!gathers(s, u)) return SHS_OK;
     SHS_ASSERT(u->gather_refs > 0);
     if (--u->gather_refs > 0) return SHS_OK;
+    SHS_LOG(TRACE, STRATEGY, "unit %d: release parameters", unit);
     if (s->phase == SHS_PHASE_FORWARD && s->cfg.keep_after_forward && !full_params(s, u) && !u->lp_replica) {
         u->gather_refs = 1; /* keep it for backward (FSDP SHARD_GRAD_OP) */
         u->held = 2;
