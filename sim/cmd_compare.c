@@ -93,7 +93,7 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     int n = hybrid ? (tc->shard_group_size ? tc->shard_group_size : N) : N;
     double psi = (double)r->res.num_params;
     int spp = shs_optim_state_per_param(&tc->optim);
-    double width = (double)shs_dtype_size(tc->param_dtype ? tc->param_dtype : SHS_F32);
+    double width = (double)shs_dtype_size(tc->param_dtype != SHS_DTYPE_DEFAULT ? tc->param_dtype : SHS_F32);
     r->form = shs_zero_states(r->kind, psi, n, spp, r->offload, (int)width);
     r->paper_total = shs_zero_paper_total(r->kind, psi, n);
     r->paper_sent = shs_zero_paper_sent(r->kind, psi, N, n, width);
@@ -137,7 +137,7 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
         snprintf(t, sizeof t, "comm %+.4g%% vs paper", 100.0 * ((double)r->sent_total - r->paper_sent) / r->paper_sent);
         add_note(r->notes, sizeof r->notes, t);
         if (hybrid && N / n > 1) add_note(r->notes, sizeof r->notes, "replica all-reduce of the shard over N/G ranks");
-        if (tc->reduce_dtype && tc->reduce_dtype != tc->param_dtype)
+        if (tc->reduce_dtype != SHS_DTYPE_DEFAULT && tc->reduce_dtype != tc->param_dtype)
             add_note(r->notes, sizeof r->notes, "gradients reduced in reduce dtype");
         if (r->res.padded_params != r->res.num_params) add_note(r->notes, sizeof r->notes, "padding");
         if (r->kind != SHS_DDP && w->last_step_comm.bytes_sent[SHS_OP_ALL_REDUCE] && !hybrid) {

@@ -74,14 +74,14 @@ static void print_replay_timing(const shs_replay_stats_t *s, int capped) {
     if (capped) printf(" %14s", "scaled ms");
     printf(" %11s %11s   (bandwidth: moved bytes / measured time)\n", "algbw GB/s", "busbw GB/s");
     double sec = 0, scaled = 0, alg = 0, bus = 0;
-    for (int k = 0; k <= SHS_NUM_TRACE_OPS; k++) {
-        int total = k == SHS_NUM_TRACE_OPS;
+    for (int k = 0; k <= SHS_NUM_OPS; k++) {
+        int total = k == SHS_NUM_OPS;
         if (!total && !s->ranks[k]) continue;
         if (total && !s->timed_ranks) break;
         double n = total ? (double)s->timed_ranks : (double)s->ranks[k];
         double cs = total ? sec : s->call_seconds[k], ss = total ? scaled : s->scaled_seconds[k];
         double ab = total ? alg : s->alg_bytes[k], bb = total ? bus : s->bus_bytes[k];
-        printf("  %-15s %14.6f", total ? "total" : shs_trace_op_name((shs_trace_op_t)k), cs / n * 1e3);
+        printf("  %-15s %14.6f", total ? "total" : shs_coll_op_name((shs_coll_op_t)k), cs / n * 1e3);
         if (capped) printf(" %14.6f", ss / n * 1e3);
         printf(" %11.3f %11.3f\n", cs > 0 ? ab / cs / 1e9 : 0, cs > 0 ? bb / cs / 1e9 : 0);
         if (!total) { sec += cs; scaled += ss; alg += ab; bus += bb; }
@@ -233,7 +233,7 @@ int sim_cmd_replay(int argc, char **argv) {
     }
 
     /* per-op summary over all ranks, from the trace */
-    uint64_t calls[SHS_NUM_TRACE_OPS] = {0}, bytes[SHS_NUM_TRACE_OPS] = {0};
+    uint64_t calls[SHS_NUM_OPS] = {0}, bytes[SHS_NUM_OPS] = {0};
     for (int r = 0; r < t->world; r++)
         for (size_t i = 0; i < t->ranks[r].n; i++) {
             const shs_trace_rec_t *x = &t->ranks[r].recs[i];
@@ -242,8 +242,8 @@ int sim_cmd_replay(int argc, char **argv) {
         }
     printf("\n  %-15s %10s %14s   (all ranks; bytes = each rank's part, summed)\n", "op", "calls", "bytes");
     char hb[32];
-    for (int k = 0; k < SHS_NUM_TRACE_OPS; k++)
-        if (calls[k]) printf("  %-15s %10llu %14s\n", shs_trace_op_name((shs_trace_op_t)k), (unsigned long long)calls[k], human(hb, sizeof hb, (double)bytes[k]));
+    for (int k = 0; k < SHS_NUM_OPS; k++)
+        if (calls[k]) printf("  %-15s %10llu %14s\n", shs_coll_op_name((shs_coll_op_t)k), (unsigned long long)calls[k], human(hb, sizeof hb, (double)bytes[k]));
 
     shs_trace_report_t rep;
     if (shs_trace_check(t, &rep, (size_t)max_issues) != SHS_OK) {
@@ -280,11 +280,11 @@ int sim_cmd_replay(int argc, char **argv) {
             printf("\nreplay on %d threads: %.3f s, buffers %s in all", t->world, s.seconds, human(hbuf, sizeof hbuf, (double)s.buffer_bytes));
             if (ro.max_bytes) printf(", %llu calls capped at %s", (unsigned long long)s.capped, human(hm, sizeof hm, (double)ro.max_bytes));
             printf("\n  %-15s %10s %14s %14s  %s\n", "op", "calls", "trace bytes", "moved bytes", "how");
-            for (int k = 0; k < SHS_NUM_TRACE_OPS; k++) {
+            for (int k = 0; k < SHS_NUM_OPS; k++) {
                 if (!s.calls[k]) continue;
-                const char *how = s.not_run[k] ? (k == SHS_TOP_WAIT ? "local (not run)" : "matched in the analysis, not run")
+                const char *how = s.not_run[k] ? (k == SHS_OP_WAIT ? "local (not run)" : "matched in the analysis, not run")
                                   : s.sync_only[k] ? "as a barrier (no data)" : "real buffers";
-                printf("  %-15s %10llu %14s %14s  %s\n", shs_trace_op_name((shs_trace_op_t)k),
+                printf("  %-15s %10llu %14s %14s  %s\n", shs_coll_op_name((shs_coll_op_t)k),
                        (unsigned long long)s.calls[k], human(hb, sizeof hb, (double)s.trace_bytes[k]),
                        human(hm, sizeof hm, (double)s.moved_bytes[k]), how);
             }

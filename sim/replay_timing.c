@@ -26,8 +26,8 @@ static int cmp_inst(const void *a, const void *b) {
 /* A record counted once per instance: the collective on its comm's local
  * rank 0, or the send of a p2p pair. */
 static int is_instance(const shs_trace_t *t, const shs_trace_rec_t *r) {
-    if (r->op == SHS_TOP_WAIT || r->op == SHS_TOP_RECV) return 0;
-    if (r->op == SHS_TOP_SEND) return 1;
+    if (r->op == SHS_OP_WAIT || r->op == SHS_OP_RECV) return 0;
+    if (r->op == SHS_OP_SEND) return 1;
     return t->comms[r->comm].ranks[0] == r->rank;
 }
 
@@ -65,9 +65,9 @@ void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t
         shs_trace_timeline_free(&tl);
     }
 
-    double time_op[SHS_NUM_ALGOS][SHS_NUM_TRACE_OPS] = {{0}}, bytes_op[SHS_NUM_TRACE_OPS] = {0};
-    uint64_t calls[SHS_NUM_TRACE_OPS] = {0};
-    int nr_op[SHS_NUM_TRACE_OPS] = {0};
+    double time_op[SHS_NUM_ALGOS][SHS_NUM_OPS] = {{0}}, bytes_op[SHS_NUM_OPS] = {0};
+    uint64_t calls[SHS_NUM_OPS] = {0};
+    int nr_op[SHS_NUM_OPS] = {0};
     size_t ninst = 0;
     for (int r = 0; r < t->world; r++)
         for (size_t i = 0; i < t->ranks[r].n; i++) ninst += is_instance(t, &t->ranks[r].recs[i]);
@@ -78,26 +78,26 @@ void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t
             const shs_trace_rec_t *x = &t->ranks[r].recs[i];
             if (!is_instance(t, x)) continue;
             for (int a = 0; a < SHS_NUM_ALGOS; a++) time_op[a][x->op] += shs_net_rec_time(net, (shs_net_algo_t)a, t, x);
-            bytes_op[x->op] += (double)shs_trace_rec_bytes(t, x, shs_trace_op_is_p2p(x->op) ? SHS_BYTES_PER_RANK : SHS_BYTES_TOTAL);
+            bytes_op[x->op] += (double)shs_trace_rec_bytes(t, x, shs_coll_op_is_p2p(x->op) ? SHS_BYTES_PER_RANK : SHS_BYTES_TOTAL);
             calls[x->op]++;
             nr_op[x->op] = t->comms[x->comm].size;
             if (inst) inst[k++] = (inst_t){shs_net_rec_time(net, algo, t, x), r, i};
         }
     printf("\n  %-15s %8s %12s %12s %10s %10s   (per collective: each counted once)\n", "op", "calls", "bytes", "time ms",
            "algbw GB/s", "busbw GB/s");
-    for (int op = 0; op < SHS_NUM_TRACE_OPS; op++) {
+    for (int op = 0; op < SHS_NUM_OPS; op++) {
         if (!calls[op]) continue;
         double tm = time_op[algo][op], algbw = tm > 0 ? bytes_op[op] / tm : 0;
-        printf("  %-15s %8llu %12s %12.3f %10.2f %10.2f\n", shs_trace_op_name((shs_trace_op_t)op),
+        printf("  %-15s %8llu %12s %12.3f %10.2f %10.2f\n", shs_coll_op_name((shs_coll_op_t)op),
                (unsigned long long)calls[op], shs_format_bytes(b1, sizeof b1, bytes_op[op]), tm * 1e3, algbw / 1e9,
-               algbw * shs_net_busbw_factor((shs_trace_op_t)op, nr_op[op]) / 1e9);
+               algbw * shs_net_busbw_factor((shs_coll_op_t)op, nr_op[op]) / 1e9);
     }
     if (compare) {
         printf("\n  %-15s %12s %12s %12s   (ms; tree only changes all_reduce, broadcast, reduce, barrier)\n", "op",
                "ring", "tree", "direct");
-        for (int op = 0; op < SHS_NUM_TRACE_OPS; op++)
+        for (int op = 0; op < SHS_NUM_OPS; op++)
             if (calls[op])
-                printf("  %-15s %12.3f %12.3f %12.3f\n", shs_trace_op_name((shs_trace_op_t)op), time_op[0][op] * 1e3,
+                printf("  %-15s %12.3f %12.3f %12.3f\n", shs_coll_op_name((shs_coll_op_t)op), time_op[0][op] * 1e3,
                        time_op[1][op] * 1e3, time_op[2][op] * 1e3);
     }
     if (inst && k) {
@@ -106,7 +106,7 @@ void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t
         for (size_t q = 0; q < k && q < 10; q++) {
             const shs_trace_rec_t *x = &t->ranks[inst[q].rank].recs[inst[q].idx];
             const char *m = shs_trace_str(t, x->marker);
-            printf("  %9.3f ms  %-15s comm %s seq %lld, %s%s%s\n", inst[q].t * 1e3, shs_trace_op_name(x->op),
+            printf("  %9.3f ms  %-15s comm %s seq %lld, %s%s%s\n", inst[q].t * 1e3, shs_coll_op_name(x->op),
                    t->comms[x->comm].name, (long long)x->seq,
                    shs_format_bytes(b2, sizeof b2, (double)shs_trace_rec_bytes(t, x, SHS_BYTES_TOTAL)), *m ? ", " : "", m);
         }

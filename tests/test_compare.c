@@ -103,9 +103,9 @@ static void test_time_model_by_hand(void **state) {
     shs_hw_t hw;
     assert_int_equal(shs_hw_preset("h100-sxm", &hw), SHS_OK);
     double S = 1073741824.0;
-    double ar = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 8, 1);
-    double ag = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_GATHER, S, 16, 2);
-    double rep = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 2, 2);
+    double ar = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_OP_ALL_REDUCE, S, 8, 1);
+    double ag = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_OP_ALL_GATHER, S, 16, 2);
+    double rep = shs_net_time(&hw.net, SHS_ALGO_RING, SHS_OP_ALL_REDUCE, S, 2, 2);
     double ar_want = 8.4e-6 + 14 * 3.4e-6 + 14 * S / (8 * 450e9);
     double ag_want = 8.4e-6 + 14 * 3.4e-6 + 1 * 14.0e-6 + 15 * S / (16 * 50e9);
     double rep_want = 8.4e-6 + 2 * 14.0e-6 + 2 * S / (2 * 50e9);

@@ -1,6 +1,7 @@
 /* test_device.c - device memory accounting: current and peak bytes per
  * category, the capacity limit and its out-of-memory text, copies. */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -113,12 +114,54 @@ static void test_copies_and_memset(void **state) {
     shs_device_destroy(d);
 }
 
+/* Wrappers validate, then dispatch: a copy or memset one element past an
+ * allocation's end is refused, naming the op, the argument, the allocation
+ * and the overflow (10 floats = 40 bytes; [4, 44) overflows by 4 bytes). */
+static void expect_overflow(shs_status_t st, const char *op_arg) {
+    assert_int_equal(st, SHS_INVALID_ARG);
+    char want[160];
+    snprintf(want, sizeof want, "rank 2: %s [4, 44) overflows its allocation (activations, 40 bytes at ", op_arg);
+    if (!strstr(shs_last_error(), want) || !strstr(shs_last_error(), ") by 4 bytes"))
+        fail_msg("want '%s... by 4 bytes' in: %s", want, shs_last_error());
+}
+
+static void check_bounds_on(shs_device_t *d) {
+    float *a, *b, host[11] = {0};
+    assert_int_equal(shs_device_alloc(d, (void **)&a, 10 * sizeof(float), SHS_MEM_ACTIVATIONS, "a"), SHS_OK);
+    assert_int_equal(shs_device_alloc(d, (void **)&b, 64 * sizeof(float), SHS_MEM_ACTIVATIONS, "b"), SHS_OK);
+    /* the last in-bounds element is fine */
+    assert_int_equal(shs_memcpy_h2d(d, a + 1, host, 9 * sizeof(float)), SHS_OK);
+    expect_overflow(shs_memcpy_h2d(d, a + 1, host, 10 * sizeof(float)), "memcpy_h2d: dst");
+    expect_overflow(shs_memcpy_d2h(d, host, a + 1, 10 * sizeof(float)), "memcpy_d2h: src");
+    expect_overflow(shs_memcpy_d2d(d, b, a + 1, 10 * sizeof(float)), "memcpy_d2d: src");
+    expect_overflow(shs_memcpy_d2d(d, a + 1, b, 10 * sizeof(float)), "memcpy_d2d: dst");
+    expect_overflow(shs_memset(d, a + 1, 0, 10 * sizeof(float)), "memset: dst");
+    /* a device pointer this device never allocated */
+    assert_int_equal(shs_memset(d, host, 0, sizeof host), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "memset: dst"));
+    assert_non_null(strstr(shs_last_error(), "is in no allocation of this device"));
+    shs_device_free(d, a);
+    shs_device_free(d, b);
+}
+
+static void test_copy_past_allocation_end_is_refused(void **state) {
+    (void)state;
+    shs_device_t *d;
+    assert_int_equal(shs_device_create_cpu(&d, 2, SIZE_MAX, 1), SHS_OK);
+    check_bounds_on(d);
+    shs_device_destroy(d);
+    assert_int_equal(shs_device_create_meta(&d, 2, SIZE_MAX), SHS_OK);
+    check_bounds_on(d);
+    shs_device_destroy(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_categories_current_and_peak),
         cmocka_unit_test(test_many_allocations_table_growth),
         cmocka_unit_test(test_out_of_memory_names_rank_request_usage),
         cmocka_unit_test(test_copies_and_memset),
+        cmocka_unit_test(test_copy_past_allocation_end_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

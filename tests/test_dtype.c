@@ -89,10 +89,17 @@ static void test_dtype_info(void **state) {
         assert_int_equal(shs_dtype_parse(info[i].name, &t), 0);
         assert_int_equal(t, info[i].t);
     }
-    /* NCCL's ncclDataType_t numbering */
-    assert_int_equal(SHS_F16, 6);
-    assert_int_equal(SHS_F32, 7);
-    assert_int_equal(SHS_BF16, 9);
+    /* NCCL's ncclDataType_t numbering (nccl.h: ncclInt8 0, ncclUint8 1, ncclInt32 2, ncclUint32 3,
+     * ncclInt64 4, ncclUint64 5, ncclFloat16 6, ncclFloat32 7, ncclFloat64 8, ncclBfloat16 9) */
+    static const shs_dtype_t by_nccl_id[] = {SHS_I8,  SHS_U8,  SHS_I32, SHS_U32, SHS_I64,
+                                             SHS_U64, SHS_F16, SHS_F32, SHS_F64, SHS_BF16};
+    for (int id = 0; id < 10; id++) {
+        assert_int_equal(shs_dtype_nccl(by_nccl_id[id]), id);
+        assert_int_equal(shs_dtype_from_nccl(id), by_nccl_id[id]);
+    }
+    assert_int_equal(shs_dtype_from_nccl(10), SHS_DTYPE_DEFAULT);
+    assert_int_equal(shs_dtype_from_nccl(-1), SHS_DTYPE_DEFAULT);
+    assert_int_equal(shs_dtype_nccl(SHS_DTYPE_DEFAULT), -1);
     static const struct { const char *alias; shs_dtype_t t; } aliases[] = {
         {"float32", SHS_F32}, {"fp32", SHS_F32}, {"fp16", SHS_F16}, {"float16", SHS_F16},
         {"half", SHS_F16}, {"bfloat16", SHS_BF16}, {"float64", SHS_F64},
@@ -108,6 +115,12 @@ static void test_dtype_info(void **state) {
     assert_int_equal(shs_dtype_parse("F32", &t), -1); /* names are lower case */
     assert_int_equal(shs_dtype_parse(NULL, &t), -1);
     assert_int_equal(t, SHS_F32); /* untouched on failure */
+    /* 0 is "not chosen" in a zero-initialised config, no element type */
+    assert_int_equal(SHS_DTYPE_DEFAULT, 0);
+    assert_int_equal(shs_dtype_size(SHS_DTYPE_DEFAULT), 0);
+    assert_string_equal(shs_dtype_name(SHS_DTYPE_DEFAULT), "default");
+    assert_int_equal(shs_dtype_is_float(SHS_DTYPE_DEFAULT), 0);
+    assert_int_equal(shs_dtype_parse("default", &t), -1);
     assert_int_equal(shs_dtype_size(SHS_NUM_DTYPES), 0);
     assert_int_equal(shs_dtype_size((shs_dtype_t)-1), 0);
     assert_string_equal(shs_dtype_name(SHS_NUM_DTYPES), "invalid");

@@ -498,7 +498,7 @@ static void test_prefetch_changes_order_and_peak(void **state) {
 }
 
 /* Rank 0's position of the last call `op` marked `marker` in a trace. */
-static long last_call(const shs_trace_t *t, shs_trace_op_t op, const char *marker) {
+static long last_call(const shs_trace_t *t, shs_coll_op_t op, const char *marker) {
     long at = -1;
     for (size_t i = 0; i < t->ranks[0].n; i++) {
         const shs_trace_rec_t *x = &t->ranks[0].recs[i];
@@ -532,8 +532,8 @@ static void test_prefetch_order_in_trace(void **state) {
             shs_trace_t *tr;
             assert_int_equal(shs_trace_recorder_finish(rec, &tr), SHS_OK);
             shs_trace_recorder_free(rec);
-            long ag2 = last_call(tr, SHS_TOP_ALL_GATHER, "bwd/block2");
-            long rs3 = last_call(tr, SHS_TOP_REDUCE_SCATTER, "bwd/block3");
+            long ag2 = last_call(tr, SHS_OP_ALL_GATHER, "bwd/block2");
+            long rs3 = last_call(tr, SHS_OP_REDUCE_SCATTER, "bwd/block3");
             assert_true(ag2 >= 0 && rs3 >= 0);
             if (modes[m] == SHS_PREFETCH_NONE) assert_true(ag2 > rs3);
             else assert_true(ag2 < rs3);
@@ -542,7 +542,7 @@ static void test_prefetch_order_in_trace(void **state) {
              * followed its first (block0, already done) */
             int b0 = 0;
             for (size_t i = 0; i < tr->ranks[0].n; i++)
-                b0 += tr->ranks[0].recs[i].op == SHS_TOP_ALL_GATHER &&
+                b0 += tr->ranks[0].recs[i].op == SHS_OP_ALL_GATHER &&
                       !strcmp(shs_trace_str(tr, tr->ranks[0].recs[i].marker), "fwd/block0");
             assert_int_equal(b0, 2);
             shs_trace_free(tr);

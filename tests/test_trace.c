@@ -41,11 +41,11 @@ static void test_text_round_trip(void **state) {
     assert_int_equal(shs_trace_add_comm(t, "world", 3, NULL, NULL), SHS_OK);
     assert_int_equal(shs_trace_add_comm(t, "pair", 2, ranks, &sub), SHS_OK);
     shs_trace_rec_t r = shs_trace_rec_init();
-    r.rank = 2; r.comm = sub; r.seq = 7; r.op = SHS_TOP_BROADCAST; r.count = 3; r.dtype = SHS_BF16; r.root = 1;
+    r.rank = 2; r.comm = sub; r.seq = 7; r.op = SHS_OP_BROADCAST; r.count = 3; r.dtype = SHS_BF16; r.root = 1;
     r.bytes = 6; r.t_start = 1.5e-3; r.t_end = 2.25e-3; r.marker = shs_trace_intern(t, "fwd/block3");
     assert_int_equal(shs_trace_append(t, &r), SHS_OK);
     shs_trace_rec_t s = shs_trace_rec_init();
-    s.rank = 0; s.comm = 0; s.op = SHS_TOP_SEND; s.peer = 1; s.tag = 9; s.bytes = 100;
+    s.rank = 0; s.comm = 0; s.op = SHS_OP_SEND; s.peer = 1; s.tag = 9; s.bytes = 100;
     assert_int_equal(shs_trace_append(t, &s), SHS_OK);
 
     char *buf = NULL;
@@ -62,7 +62,7 @@ static void test_text_round_trip(void **state) {
     assert_int_equal(u->ranks[2].n, 1);
     const shs_trace_rec_t *q = &u->ranks[2].recs[0];
     assert_int_equal(q->seq, 7);
-    assert_int_equal(q->op, SHS_TOP_BROADCAST);
+    assert_int_equal(q->op, SHS_OP_BROADCAST);
     assert_int_equal(q->dtype, SHS_BF16);
     assert_int_equal(q->root, 1);
     assert_int_equal(q->redop, SHS_TRACE_NONE);
@@ -70,7 +70,7 @@ static void test_text_round_trip(void **state) {
     assert_true(q->t_start > 1.4999e-3 && q->t_start < 1.5001e-3);
     assert_string_equal(shs_trace_str(u, q->marker), "fwd/block3");
     const shs_trace_rec_t *w = &u->ranks[0].recs[0];
-    assert_int_equal(w->op, SHS_TOP_SEND);
+    assert_int_equal(w->op, SHS_OP_SEND);
     assert_int_equal(w->peer, 1);
     assert_int_equal(w->tag, 9);
     assert_true(w->t_start < 0);
@@ -114,6 +114,42 @@ static void test_text_errors_name_file_and_line(void **state) {
     expect_parse_error(b, "bad count");
     snprintf(b, sizeof b, "%s0 world 0 all_gather 4 f32 - - - - 16 rank 10.5 3 -\n", h);
     expect_parse_error(b, "bad.trace:4: the call ends (3 us) before it starts (10.5 us)");
+    /* split is a communicator op, no trace record */
+    snprintf(b, sizeof b, "%s0 world 0 split 0 - - - - - 0 rank - - -\n", h);
+    expect_parse_error(b, "bad.trace:4: unknown op 'split'");
+}
+
+/* One op table for communicators and traces: the names of the text format
+ * (file header of trace.h, NCCL's collective names), each parsed back to its
+ * op, and the kinds the trace checks rely on. */
+static void test_op_table_names_and_kinds(void **state) {
+    (void)state;
+    static const struct { shs_coll_op_t op; const char *name; int coll, p2p; } want[] = {
+        {SHS_OP_ALL_GATHER, "all_gather", 1, 0}, {SHS_OP_REDUCE_SCATTER, "reduce_scatter", 1, 0},
+        {SHS_OP_ALL_REDUCE, "all_reduce", 1, 0}, {SHS_OP_BROADCAST, "broadcast", 1, 0},
+        {SHS_OP_REDUCE, "reduce", 1, 0},         {SHS_OP_BARRIER, "barrier", 1, 0},
+        {SHS_OP_SPLIT, "split", 0, 0},           {SHS_OP_ALL_TO_ALL, "all_to_all", 1, 0},
+        {SHS_OP_ALL_TO_ALLV, "all_to_allv", 1, 0}, {SHS_OP_GATHER, "gather", 1, 0},
+        {SHS_OP_SCATTER, "scatter", 1, 0},       {SHS_OP_SEND, "send", 0, 1},
+        {SHS_OP_RECV, "recv", 0, 1},             {SHS_OP_WAIT, "wait", 0, 0},
+    };
+    assert_int_equal(SHS_NUM_OPS, sizeof want / sizeof want[0]);
+    assert_int_equal(SHS_NUM_COLL_OPS, 7); /* all_gather .. split: what a communicator runs */
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_string_equal(shs_coll_op_name(want[i].op), want[i].name);
+        shs_coll_op_t op = SHS_NUM_OPS;
+        assert_int_equal(shs_coll_op_parse(want[i].name, &op), 0);
+        assert_int_equal(op, want[i].op);
+        assert_int_equal(shs_coll_op_is_collective(want[i].op), want[i].coll);
+        assert_int_equal(shs_coll_op_is_p2p(want[i].op), want[i].p2p);
+    }
+    shs_coll_op_t op = SHS_OP_WAIT;
+    assert_int_equal(shs_coll_op_parse("allgather", &op), -1);
+    assert_int_equal(shs_coll_op_parse(NULL, &op), -1);
+    assert_int_equal(op, SHS_OP_WAIT);
+    assert_string_equal(shs_coll_op_name(SHS_NUM_OPS), "invalid");
+    assert_string_equal(shs_coll_op_name((shs_coll_op_t)-1), "invalid");
+    assert_int_equal(shs_coll_op_is_collective(SHS_NUM_OPS), 0);
 }
 
 /* ---- recorder ------------------------------------------------------------ */
@@ -152,13 +188,13 @@ static void test_recorder_records_every_call(void **state) {
     for (int r = 0; r < 4; r++) {
         assert_int_equal(t->ranks[r].n, 3);
         const shs_trace_rec_t *x = t->ranks[r].recs;
-        assert_int_equal(x[0].op, SHS_TOP_ALL_GATHER);
+        assert_int_equal(x[0].op, SHS_OP_ALL_GATHER);
         assert_int_equal(x[0].count, 8);
         assert_int_equal(x[0].bytes, 32);
         assert_int_equal(shs_trace_rec_bytes(t, &x[0], SHS_BYTES_TOTAL), 128);
-        assert_int_equal(x[1].op, SHS_TOP_REDUCE_SCATTER);
+        assert_int_equal(x[1].op, SHS_OP_REDUCE_SCATTER);
         assert_int_equal(x[1].redop, SHS_AVG);
-        assert_int_equal(x[2].op, SHS_TOP_ALL_REDUCE);
+        assert_int_equal(x[2].op, SHS_OP_ALL_REDUCE);
         assert_int_equal(x[2].dtype, SHS_BF16);
         assert_int_equal(x[2].bytes, 6);
         for (int k = 0; k < 3; k++) {
@@ -234,7 +270,7 @@ static void test_recorder_records_split_communicators(void **state) {
         assert_string_equal(t->comms[x[1].comm].name, r < 2 ? "world/0@0/0@1" : "world/1@0/0@1");
         assert_int_equal(x[1].count, 7);
         assert_string_equal(t->comms[x[2].comm].name, r % 2 ? "world/1@1" : "world/0@1");
-        assert_int_equal(x[2].op, SHS_TOP_ALL_GATHER);
+        assert_int_equal(x[2].op, SHS_OP_ALL_GATHER);
         for (int k = 0; k < 3; k++) {
             assert_int_equal(x[k].seq, 0);
             assert_string_equal(shs_trace_str(t, x[k].marker), "bwd/block0");
@@ -244,7 +280,7 @@ static void test_recorder_records_split_communicators(void **state) {
             assert_string_equal(shs_trace_str(t, x[3].marker), "own");
         }
         assert_int_equal(x[n - 1].comm, 0);
-        assert_int_equal(x[n - 1].op, SHS_TOP_BARRIER);
+        assert_int_equal(x[n - 1].op, SHS_OP_BARRIER);
         assert_int_equal(x[n - 1].seq, 3);
         assert_string_equal(shs_trace_str(t, x[n - 1].marker), "optim");
     }
@@ -354,14 +390,14 @@ static void test_net_model_hand_values(void **state) {
     assert_true(net.base_lat == 0 && net.tree_base_lat == 0 && fabs(net.tree_intra_lat - 500e-9) < 1e-18);
     double S = 1048576;
     /* ring: 2*7*(500e-9 + S/(8*50e9)) = 14 * 3.12144e-6 */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 8, 1) - 4.370016e-5) < 1e-12);
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_OP_ALL_REDUCE, S, 8, 1) - 4.370016e-5) < 1e-12);
     /* tree, one node: a chain of 8, 2*7*500e-9 + 2*S/50e9 = 7e-6 + 4.194304e-5 */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_TREE, SHS_TOP_ALL_REDUCE, S, 8, 1) - 4.894304e-5) < 1e-12);
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_TREE, SHS_OP_ALL_REDUCE, S, 8, 1) - 4.894304e-5) < 1e-12);
     /* direct: 2*(500e-9 + 7*S/(8*50e9)) */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_DIRECT, SHS_TOP_ALL_REDUCE, S, 8, 1) - 3.770016e-5) < 1e-12);
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_DIRECT, SHS_OP_ALL_REDUCE, S, 8, 1) - 3.770016e-5) < 1e-12);
     /* ring all-gather of 4 ranks: 3*(500e-9 + S/(4*50e9)) */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_GATHER, S, 4, 1) - 3 * (500e-9 + S / 200e9)) < 1e-15);
-    assert_true(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, S, 1, 1) == 0);
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_OP_ALL_GATHER, S, 4, 1) - 3 * (500e-9 + S / 200e9)) < 1e-15);
+    assert_true(shs_net_time(&net, SHS_ALGO_RING, SHS_OP_ALL_REDUCE, S, 1, 1) == 0);
     snprintf(path, sizeof path, "%s/traces/astra-sim/network/HGX-H100-validated.yml", test_shared_dir());
     assert_int_equal(shs_net_load(path, &net), SHS_OK);
     assert_true(net.intra_bw == 400e9 && fabs(net.intra_lat - 936.25e-9) < 1e-18);
@@ -384,7 +420,7 @@ static void test_net_model_hand_values(void **state) {
     assert_true(fabs(pair - (8.4e-6 + 2 * 14.0e-6 + 2 * S / (2 * 50e9))) < 1e-12);
     /* tree over 2 nodes of 8: 0 + 2*((8-1)*28e-6 + log2(2)*28e-6) + 2*S/50e9 */
     assert_true(fabs(tree - (2 * (7 * 28e-6 + 1 * 28e-6) + 2 * S / 50e9)) < 1e-12);
-    assert_true(fabs(shs_net_busbw_factor(SHS_TOP_ALL_REDUCE, 8) - 1.75) < 1e-15);
+    assert_true(fabs(shs_net_busbw_factor(SHS_OP_ALL_REDUCE, 8) - 1.75) < 1e-15);
     shs_trace_free(t);
 }
 
@@ -396,17 +432,18 @@ static void test_net_small_all_reduce_is_nccl_latency(void **state) {
     (void)state;
     shs_net_t net;
     assert_int_equal(shs_net_preset("hgx-h100", &net), SHS_OK);
-    double t = shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_ALL_REDUCE, 8, 8, 1);
+    double t = shs_net_time(&net, SHS_ALGO_RING, SHS_OP_ALL_REDUCE, 8, 8, 1);
     double want = 56.0e-6 + 3.5e-11;
     if (fabs(t - want) > 1e-15) fail_msg("8-byte ring all_reduce on 8 GPUs: %.17g s, want %.17g s", t, want);
     /* the barrier is the same all-reduce of nothing */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_TOP_BARRIER, 0, 8, 1) - 56.0e-6) < 1e-15);
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_OP_BARRIER, 0, 8, 1) - 56.0e-6) < 1e-15);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_round_trip),
         cmocka_unit_test(test_text_errors_name_file_and_line),
+        cmocka_unit_test(test_op_table_names_and_kinds),
         cmocka_unit_test(test_recorder_records_every_call),
         cmocka_unit_test(test_recorder_records_split_communicators),
         cmocka_unit_test(test_skipped_op_is_missing_at_its_seq),

@@ -243,7 +243,7 @@ static void test_train_trace_hybrid_subcomms(void **state) {
         for (size_t i = 0; i < t->ranks[r].n; i++) {
             const shs_trace_rec_t *x = &t->ranks[r].recs[i];
             const char *name = t->comms[x->comm].name, *marker = shs_trace_str(t, x->marker);
-            if (x->op == SHS_TOP_ALL_REDUCE) assert_null(strstr(name, "@0"));
+            if (x->op == SHS_OP_ALL_REDUCE) assert_null(strstr(name, "@0"));
             else assert_non_null(strstr(name, "@0"));
             if (x->comm == 0) {
                 assert_string_equal(marker, "loss");
@@ -251,7 +251,7 @@ static void test_train_trace_hybrid_subcomms(void **state) {
             }
             int bwd = strncmp(marker, "bwd/", 4) == 0;
             if (!(bwd || strncmp(marker, "fwd/", 4) == 0) || strlen(marker) < 5 ||
-                (x->op != SHS_TOP_ALL_GATHER && !bwd))
+                (x->op != SHS_OP_ALL_GATHER && !bwd))
                 fail_msg("rank %d %s seq %lld: marker '%s'", r, name, (long long)x->seq, marker);
         }
     shs_trace_free(t);

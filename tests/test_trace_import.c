@@ -55,7 +55,7 @@ static size_t issues(const shs_trace_t *t, shs_trace_report_t *keep) {
     return n;
 }
 
-static int count_op(const shs_trace_t *t, int rank, shs_trace_op_t op) {
+static int count_op(const shs_trace_t *t, int rank, shs_coll_op_t op) {
     int n = 0;
     for (size_t i = 0; i < t->ranks[rank].n; i++) n += t->ranks[rank].recs[i].op == op;
     return n;
@@ -71,9 +71,9 @@ static void test_nccl_log(void **state) {
     assert_int_equal(t->ncomms, 1);
     for (int r = 0; r < 4; r++) {
         assert_int_equal(t->ranks[r].n, 20);
-        assert_int_equal(count_op(t, r, SHS_TOP_ALL_GATHER), 12);
-        assert_int_equal(count_op(t, r, SHS_TOP_REDUCE_SCATTER), 6);
-        assert_int_equal(count_op(t, r, SHS_TOP_ALL_REDUCE), 2);
+        assert_int_equal(count_op(t, r, SHS_OP_ALL_GATHER), 12);
+        assert_int_equal(count_op(t, r, SHS_OP_REDUCE_SCATTER), 6);
+        assert_int_equal(count_op(t, r, SHS_OP_ALL_REDUCE), 2);
         /* hexadecimal opCount: record 16 is opCount 10 (= 16), the last 13 (= 19) */
         assert_int_equal(t->ranks[r].recs[16].seq, 16);
         assert_int_equal(t->ranks[r].recs[19].seq, 19);
@@ -86,7 +86,7 @@ static void test_nccl_log(void **state) {
     assert_int_equal(x->scope, SHS_BYTES_PER_RANK);
     assert_int_equal(shs_trace_rec_bytes(t, x, SHS_BYTES_TOTAL), 4 * 294912 * 2);
     /* rank 0's opCount 4: ReduceScatter count 147456 datatype 7 op 0 */
-    assert_int_equal(t->ranks[0].recs[4].op, SHS_TOP_REDUCE_SCATTER);
+    assert_int_equal(t->ranks[0].recs[4].op, SHS_OP_REDUCE_SCATTER);
     assert_int_equal(t->ranks[0].recs[4].dtype, SHS_F32);
     assert_int_equal(t->ranks[0].recs[4].redop, SHS_SUM);
     assert_int_equal(issues(t, NULL), 0);
@@ -102,16 +102,16 @@ static void test_pytorch_et_dlrm(void **state) {
     assert_int_equal(t->world, 8);
     for (int r = 0; r < 8; r++) {
         assert_int_equal(t->ranks[r].n, 13);
-        assert_int_equal(count_op(t, r, SHS_TOP_ALL_REDUCE), 3);
-        assert_int_equal(count_op(t, r, SHS_TOP_ALL_TO_ALLV), 4);
-        assert_int_equal(count_op(t, r, SHS_TOP_ALL_TO_ALL), 1);
-        assert_int_equal(count_op(t, r, SHS_TOP_WAIT), 5);
+        assert_int_equal(count_op(t, r, SHS_OP_ALL_REDUCE), 3);
+        assert_int_equal(count_op(t, r, SHS_OP_ALL_TO_ALLV), 4);
+        assert_int_equal(count_op(t, r, SHS_OP_ALL_TO_ALL), 1);
+        assert_int_equal(count_op(t, r, SHS_OP_WAIT), 5);
     }
     /* the first allreduce is 394241 floats (tensor descriptor numel 394241, itemsize 4) */
     int found = 0;
     for (size_t i = 0; i < t->ranks[0].n && !found; i++) {
         const shs_trace_rec_t *x = &t->ranks[0].recs[i];
-        if (x->op != SHS_TOP_ALL_REDUCE) continue;
+        if (x->op != SHS_OP_ALL_REDUCE) continue;
         assert_int_equal(x->count, 394241);
         assert_int_equal(x->dtype, SHS_F32);
         assert_int_equal(x->bytes, 394241 * 4);
@@ -129,8 +129,8 @@ static void test_pytorch_et_102_single_rank(void **state) {
     shs_trace_t *t = load("pytorch-et/chakra-1.0.2/1.0.2-chakra.0.0.4.json", SHS_TFMT_UNKNOWN, 0);
     assert_int_equal(t->world, 2);
     assert_int_equal(t->comms[0].size, 2);
-    assert_int_equal(count_op(t, 0, SHS_TOP_ALL_GATHER), 10);
-    assert_int_equal(count_op(t, 0, SHS_TOP_WAIT), 10);
+    assert_int_equal(count_op(t, 0, SHS_OP_ALL_GATHER), 10);
+    assert_int_equal(count_op(t, 0, SHS_OP_WAIT), 10);
     assert_int_equal(t->ranks[1].n, 0);
     shs_trace_report_t rep;
     assert_true(issues(t, &rep) > 0);
@@ -144,11 +144,11 @@ static void test_pytorch_et_102_single_rank(void **state) {
 /* Chakra microbenchmarks: one 1 MiB collective per rank (comm_size 1048576). */
 static void test_chakra_microbench(void **state) {
     (void)state;
-    static const struct { const char *dir; int n; shs_trace_op_t op; } cases[] = {
-        {"all_reduce_4npus_1MB", 4, SHS_TOP_ALL_REDUCE}, {"all_reduce_8npus_1MB", 8, SHS_TOP_ALL_REDUCE},
-        {"all_gather_4npus_1MB", 4, SHS_TOP_ALL_GATHER}, {"all_gather_8npus_1MB", 8, SHS_TOP_ALL_GATHER},
-        {"reduce_scatter_4npus_1MB", 4, SHS_TOP_REDUCE_SCATTER}, {"reduce_scatter_8npus_1MB", 8, SHS_TOP_REDUCE_SCATTER},
-        {"all_to_all_4npus_1MB", 4, SHS_TOP_ALL_TO_ALL}, {"all_to_all_8npus_1MB", 8, SHS_TOP_ALL_TO_ALL}};
+    static const struct { const char *dir; int n; shs_coll_op_t op; } cases[] = {
+        {"all_reduce_4npus_1MB", 4, SHS_OP_ALL_REDUCE}, {"all_reduce_8npus_1MB", 8, SHS_OP_ALL_REDUCE},
+        {"all_gather_4npus_1MB", 4, SHS_OP_ALL_GATHER}, {"all_gather_8npus_1MB", 8, SHS_OP_ALL_GATHER},
+        {"reduce_scatter_4npus_1MB", 4, SHS_OP_REDUCE_SCATTER}, {"reduce_scatter_8npus_1MB", 8, SHS_OP_REDUCE_SCATTER},
+        {"all_to_all_4npus_1MB", 4, SHS_OP_ALL_TO_ALL}, {"all_to_all_8npus_1MB", 8, SHS_OP_ALL_TO_ALL}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char rel[256];
         snprintf(rel, sizeof rel, "chakra-et/microbench/%s", cases[k].dir);
@@ -172,8 +172,8 @@ static void test_chakra_ring_p2p(void **state) {
     shs_trace_t *t = load("chakra-et/custom_ring_allreduce_8npus_1MB", SHS_TFMT_UNKNOWN, 0);
     assert_int_equal(t->world, 8);
     for (int r = 0; r < 8; r++) {
-        assert_int_equal(count_op(t, r, SHS_TOP_SEND), 14);
-        assert_int_equal(count_op(t, r, SHS_TOP_RECV), 14);
+        assert_int_equal(count_op(t, r, SHS_OP_SEND), 14);
+        assert_int_equal(count_op(t, r, SHS_OP_RECV), 14);
         assert_int_equal(t->ranks[r].recs[0].peer, (r + 1) % 8);
         assert_int_equal(t->ranks[r].recs[0].bytes, 131072);
     }
@@ -194,7 +194,7 @@ static void test_astra_text(void **state) {
     assert_int_equal(t->world, 4);
     for (int r = 0; r < 4; r++) {
         assert_int_equal(t->ranks[r].n, 1);
-        assert_int_equal(t->ranks[r].recs[0].op, SHS_TOP_ALL_REDUCE);
+        assert_int_equal(t->ranks[r].recs[0].op, SHS_OP_ALL_REDUCE);
         assert_int_equal(t->ranks[r].recs[0].bytes, 1048576);
     }
     assert_int_equal(issues(t, NULL), 0);
@@ -214,9 +214,9 @@ static void test_kineto_and_flight_cases(void **state) {
     assert_int_equal(t->world, 2);
     for (int r = 0; r < 2; r++) {
         assert_int_equal(t->ranks[r].n, 3); /* the ncclDevKernel event is not counted twice */
-        assert_int_equal(t->ranks[r].recs[0].op, SHS_TOP_ALL_GATHER);
+        assert_int_equal(t->ranks[r].recs[0].op, SHS_OP_ALL_GATHER);
         assert_int_equal(t->ranks[r].recs[0].bytes, 4096 * 2);
-        assert_int_equal(t->ranks[r].recs[1].op, SHS_TOP_REDUCE_SCATTER);
+        assert_int_equal(t->ranks[r].recs[1].op, SHS_OP_REDUCE_SCATTER);
         assert_int_equal(t->ranks[r].recs[1].count, 4096);
     }
     assert_int_equal(issues(t, NULL), 0);
@@ -224,7 +224,7 @@ static void test_kineto_and_flight_cases(void **state) {
     t = load_case("kineto-old-2rank");
     assert_int_equal(t->ranks[0].n, 2);
     assert_int_equal(t->ranks[0].recs[0].count, 1024 * 256);
-    assert_int_equal(t->ranks[0].recs[1].op, SHS_TOP_BROADCAST);
+    assert_int_equal(t->ranks[0].recs[1].op, SHS_OP_BROADCAST);
     assert_int_equal(t->ranks[0].recs[1].dtype, SHS_F16);
     shs_trace_free(t);
     /* rank 1 never issues collective_seq_id 3 (rank 0's entry is 'started') */

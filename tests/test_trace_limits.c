@@ -104,7 +104,7 @@ static void test_total_saturates_on_a_grown_comm(void **state) {
     int c;
     assert_int_equal(shs_trace_grow_identity_comm(t, "world", 1, &c), SHS_OK);
     shs_trace_rec_t r = shs_trace_rec_init();
-    r.op = SHS_TOP_ALL_GATHER;
+    r.op = SHS_OP_ALL_GATHER;
     r.comm = c;
     r.bytes = (uint64_t)1 << 49; /* fine on 1 rank */
     assert_int_equal(shs_trace_append(t, &r), SHS_OK);

@@ -165,7 +165,7 @@ static shs_trace_t *untimed_trace(void) {
             x.rank = r;
             x.comm = c;
             x.seq = k;
-            x.op = SHS_TOP_ALL_REDUCE;
+            x.op = SHS_OP_ALL_REDUCE;
             x.dtype = SHS_F32;
             x.redop = SHS_SUM;
             x.count = 262144;

@@ -60,10 +60,10 @@ static void test_capped_times_scale_by_trace_over_moved_bytes(void **state) {
     if (shs_trace_replay(t, &o, &s) != SHS_OK) fail_msg("%s", shs_last_error());
     assert_int_equal(s.capped, 2 * 4); /* 2 ranks x (2 all_reduce + 2 all_gather) */
     assert_int_equal(s.timed_ranks, 2);
-    const struct { shs_trace_op_t op; double ratio; uint64_t whole; } want[] = {
-        {SHS_TOP_ALL_REDUCE, ratio(AR_COUNT, 1), CAP},
-        {SHS_TOP_ALL_GATHER, ratio(AG_COUNT, 2), 2 * (CAP / 8) * 4},
-        {SHS_TOP_BROADCAST, 1.0, BC_COUNT * 4},
+    const struct { shs_coll_op_t op; double ratio; uint64_t whole; } want[] = {
+        {SHS_OP_ALL_REDUCE, ratio(AR_COUNT, 1), CAP},
+        {SHS_OP_ALL_GATHER, ratio(AG_COUNT, 2), 2 * (CAP / 8) * 4},
+        {SHS_OP_BROADCAST, 1.0, BC_COUNT * 4},
     };
     assert_true(want[0].ratio == 16.0 && want[1].ratio == 8.0);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -72,14 +72,14 @@ static void test_capped_times_scale_by_trace_over_moved_bytes(void **state) {
         assert_int_equal(s.ranks[k], 2);
         assert_true(m > 0);
         if (fabs(sc - m * want[i].ratio) > 1e-12 * sc)
-            fail_msg("%s: scaled %.9g s, want measured %.9g s x %g", shs_trace_op_name(want[i].op), sc, m, want[i].ratio);
+            fail_msg("%s: scaled %.9g s, want measured %.9g s x %g", shs_coll_op_name(want[i].op), sc, m, want[i].ratio);
         /* nccl-tests bytes: the whole buffer per call, summed over ranks and calls */
         uint64_t ncalls = s.calls[k] / 2;
         assert_true(s.alg_bytes[k] == (double)(2 * ncalls * want[i].whole));
     }
     /* busbw factors at n = 2: all_reduce 2(n-1)/n = 1, all_gather (n-1)/n = 1/2, broadcast 1 */
-    assert_true(s.bus_bytes[SHS_TOP_ALL_REDUCE] == s.alg_bytes[SHS_TOP_ALL_REDUCE]);
-    assert_true(s.bus_bytes[SHS_TOP_ALL_GATHER] == s.alg_bytes[SHS_TOP_ALL_GATHER] / 2);
+    assert_true(s.bus_bytes[SHS_OP_ALL_REDUCE] == s.alg_bytes[SHS_OP_ALL_REDUCE]);
+    assert_true(s.bus_bytes[SHS_OP_ALL_GATHER] == s.alg_bytes[SHS_OP_ALL_GATHER] / 2);
     shs_trace_free(t);
 }
 

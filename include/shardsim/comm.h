@@ -141,29 +141,76 @@ typedef struct shs_comm shs_comm_t;
 /* Rendezvous that N threads use to form one communicator (ncclUniqueId's role). */
 typedef struct shs_comm_id shs_comm_id_t;
 
-/* Values equal NCCL's ncclRedOp_t: sum 0, prod 1, max 2, min 3, avg 4. */
-typedef enum { SHS_SUM = 0, SHS_PROD = 1, SHS_MAX = 2, SHS_MIN = 3, SHS_AVG = 4, SHS_NUM_REDOPS = 5 } shs_redop_t;
+/* Reduce ops, one row each: enum suffix, name. In this order the values
+ * equal NCCL's ncclRedOp_t: sum 0, prod 1, max 2, min 3, avg 4. */
+#define SHS_REDOP_MAP(X) X(SUM, "sum") X(PROD, "prod") X(MAX, "max") X(MIN, "min") X(AVG, "avg")
 
 typedef enum {
-    SHS_OP_ALL_GATHER,
-    SHS_OP_REDUCE_SCATTER,
-    SHS_OP_ALL_REDUCE,
-    SHS_OP_BROADCAST,
-    SHS_OP_REDUCE,
-    SHS_OP_BARRIER,
-    SHS_OP_SPLIT,
-    SHS_NUM_COLL_OPS
+#define SHS_REDOP_ENUM(id, name) SHS_##id,
+    SHS_REDOP_MAP(SHS_REDOP_ENUM)
+#undef SHS_REDOP_ENUM
+    SHS_NUM_REDOPS
+} shs_redop_t;
+
+/* Every op a communicator runs or a trace records, one row each: enum
+ * suffix, name (as traces, stats and errors write it), kind (shs_op_kind_t:
+ * COLL a collective, matched across a communicator's members by sequence
+ * number; SPLIT a communicator split; P2P send/recv; WAIT the local
+ * completion of an async call, never matched or replayed).
+ * SHS_COMM_OP_MAP: what shs_comm_t runs (comm stats are indexed by these);
+ * SHS_TRACE_OP_MAP: what traces of other tools also hold. */
+#define SHS_COMM_OP_MAP(X)                                                       \
+    X(ALL_GATHER, "all_gather", COLL)                                            \
+    X(REDUCE_SCATTER, "reduce_scatter", COLL)                                    \
+    X(ALL_REDUCE, "all_reduce", COLL)                                            \
+    X(BROADCAST, "broadcast", COLL)                                              \
+    X(REDUCE, "reduce", COLL)                                                    \
+    X(BARRIER, "barrier", COLL)                                                  \
+    X(SPLIT, "split", SPLIT)
+#define SHS_TRACE_OP_MAP(X)                                                      \
+    X(ALL_TO_ALL, "all_to_all", COLL)                                            \
+    X(ALL_TO_ALLV, "all_to_allv", COLL) /* per-rank sizes differ: bytes not compared */ \
+    X(GATHER, "gather", COLL)                                                    \
+    X(SCATTER, "scatter", COLL)                                                  \
+    X(SEND, "send", P2P)                                                         \
+    X(RECV, "recv", P2P)                                                         \
+    X(WAIT, "wait", WAIT)
+
+typedef enum {
+#define SHS_COLL_OP_ENUM(id, name, kind) SHS_OP_##id,
+    SHS_COMM_OP_MAP(SHS_COLL_OP_ENUM) SHS_TRACE_OP_MAP(SHS_COLL_OP_ENUM)
+#undef SHS_COLL_OP_ENUM
+    SHS_NUM_OPS
 } shs_coll_op_t;
 
-const char *shs_redop_name(shs_redop_t op);      /* "sum", "prod", "max", "min", "avg" */
+/* The number of rows of SHS_COMM_OP_MAP: ops below it are run by a communicator. */
+enum {
+#define SHS_COLL_OP_COUNT(id, name, kind) +1
+    SHS_NUM_COLL_OPS = 0 SHS_COMM_OP_MAP(SHS_COLL_OP_COUNT)
+#undef SHS_COLL_OP_COUNT
+};
+
+typedef enum { SHS_OPK_COLL, SHS_OPK_SPLIT, SHS_OPK_P2P, SHS_OPK_WAIT } shs_op_kind_t;
+
+const char *shs_redop_name(shs_redop_t op);      /* "sum", "prod", "max", "min", "avg"; "invalid" otherwise */
 int shs_redop_parse(const char *name, shs_redop_t *out); /* 0 ok, -1 unknown */
-const char *shs_coll_op_name(shs_coll_op_t op);  /* "all_gather", "reduce_scatter", ... */
+const char *shs_coll_op_name(shs_coll_op_t op);  /* "all_gather", ..., "send", "wait"; "invalid" otherwise */
+int shs_coll_op_parse(const char *name, shs_coll_op_t *out); /* any row's name: 0 ok, -1 unknown */
+shs_op_kind_t shs_coll_op_kind(shs_coll_op_t op); /* the row's kind; WAIT for an invalid op */
+int shs_coll_op_is_p2p(shs_coll_op_t op);        /* 1 for send/recv */
+int shs_coll_op_is_collective(shs_coll_op_t op); /* 1 for kind COLL */
 
 #define SHS_COMM_DEFAULT_TIMEOUT_MS 60000
 
 /* The order in which all_reduce and reduce_scatter combine ranks (see RING
  * REDUCTION ORDER above). RANK (0) is the default. */
-typedef enum { SHS_REDUCE_ORDER_RANK = 0, SHS_REDUCE_ORDER_RING = 1, SHS_NUM_REDUCE_ORDERS = 2 } shs_reduce_order_t;
+#define SHS_REDUCE_ORDER_MAP(X) X(RANK, "rank") X(RING, "ring")
+typedef enum {
+#define SHS_REDUCE_ORDER_ENUM(id, name) SHS_REDUCE_ORDER_##id,
+    SHS_REDUCE_ORDER_MAP(SHS_REDUCE_ORDER_ENUM)
+#undef SHS_REDUCE_ORDER_ENUM
+    SHS_NUM_REDUCE_ORDERS
+} shs_reduce_order_t;
 
 const char *shs_reduce_order_name(shs_reduce_order_t order);            /* "rank", "ring" */
 int shs_reduce_order_parse(const char *name, shs_reduce_order_t *out);  /* 0 ok, -1 unknown */
@@ -211,19 +258,25 @@ shs_reduce_order_t shs_comm_reduce_order(const shs_comm_t *comm); /* RANK for NU
 
 /* ---- call tags (see CALL TAGS above) ------------------------------------ */
 
-/* What a packed tag's call is for; the names are those of the error text. */
+/* What a packed tag's call is for, one row each: enum suffix, name (that
+ * of the error text), meaning. */
+#define SHS_TAG_KIND_MAP(X)                                                                          \
+    X(RAW, "raw")                               /* not packed: the tag is a plain number ("tag 14") */ \
+    X(FWD_ALL_GATHER, "fwd-all-gather")         /* a unit's parameters for forward */               \
+    X(BWD_ALL_GATHER, "bwd-all-gather")         /* a unit's parameters for backward */              \
+    X(REDUCE_SCATTER, "reduce-scatter")         /* a unit's gradient over the shard group */        \
+    X(REPLICA_ALL_REDUCE, "replica-all-reduce") /* a unit's gradient shard across replicas */       \
+    X(GRAD_ALL_REDUCE, "grad-all-reduce")       /* a bucket of whole gradients (DDP) */             \
+    X(PARAM_REGATHER, "param-regather")         /* a unit's parameters after the optimizer step */  \
+    X(GRAD_NORM, "grad-norm")                   /* the gradient norm for clipping */                \
+    X(OVERFLOW_CHECK, "overflow-check")         /* fp16 loss scaling's inf/NaN check */             \
+    X(LOSS_ALL_REDUCE, "loss-all-reduce")       /* the step's loss */                               \
+    X(SPLIT, "split")                           /* a communicator split */
+
 typedef enum {
-    SHS_TAG_RAW = 0,             /* not packed: the tag is a plain number ("tag 14") */
-    SHS_TAG_FWD_ALL_GATHER,      /* "fwd-all-gather": a unit's parameters for forward */
-    SHS_TAG_BWD_ALL_GATHER,      /* "bwd-all-gather": a unit's parameters for backward */
-    SHS_TAG_REDUCE_SCATTER,      /* "reduce-scatter": a unit's gradient over the shard group */
-    SHS_TAG_REPLICA_ALL_REDUCE,  /* "replica-all-reduce": a unit's gradient shard across replicas */
-    SHS_TAG_GRAD_ALL_REDUCE,     /* "grad-all-reduce": a bucket of whole gradients (DDP) */
-    SHS_TAG_PARAM_REGATHER,      /* "param-regather": a unit's parameters after the optimizer step */
-    SHS_TAG_GRAD_NORM,           /* "grad-norm": the gradient norm for clipping */
-    SHS_TAG_OVERFLOW_CHECK,      /* "overflow-check": fp16 loss scaling's inf/NaN check */
-    SHS_TAG_LOSS_ALL_REDUCE,     /* "loss-all-reduce": the step's loss */
-    SHS_TAG_SPLIT,               /* "split": a communicator split */
+#define SHS_TAG_KIND_ENUM(id, name) SHS_TAG_##id,
+    SHS_TAG_KIND_MAP(SHS_TAG_KIND_ENUM)
+#undef SHS_TAG_KIND_ENUM
     SHS_NUM_TAG_KINDS
 } shs_tag_kind_t;
 

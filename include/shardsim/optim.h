@@ -14,7 +14,15 @@
 
 #include "shardsim/device.h"
 
-typedef enum { SHS_OPTIM_ADAMW, SHS_OPTIM_SGD } shs_optim_kind_t;
+/* The optimizers, one row each: enum suffix, name. */
+#define SHS_OPTIM_MAP(X) X(ADAMW, "adamw") X(SGD, "sgd")
+
+typedef enum {
+#define SHS_OPTIM_ENUM(id, name) SHS_OPTIM_##id,
+    SHS_OPTIM_MAP(SHS_OPTIM_ENUM)
+#undef SHS_OPTIM_ENUM
+    SHS_NUM_OPTIMS
+} shs_optim_kind_t;
 
 typedef struct {
     shs_optim_kind_t kind;
@@ -27,7 +35,7 @@ typedef struct {
 /* PyTorch's defaults for the kind (AdamW: betas (0.9, 0.999), eps 1e-8,
  * weight_decay 0.01; SGD: momentum 0, weight_decay 0), with lr = 1e-3. */
 shs_optim_config_t shs_optim_default(shs_optim_kind_t kind);
-const char *shs_optim_name(shs_optim_kind_t kind); /* "adamw", "sgd" */
+const char *shs_optim_name(shs_optim_kind_t kind); /* "adamw", "sgd"; "invalid" otherwise */
 int shs_optim_parse(const char *name, shs_optim_kind_t *out); /* 0 ok, -1 unknown */
 
 /* f32 state values per parameter element: AdamW 2 (exp_avg, exp_avg_sq),

@@ -83,13 +83,20 @@
 #include "shardsim/shard.h"
 #include "shardsim/optim.h"
 
+/* The strategies, one row each: enum suffix, name (as options and
+ * checkpoints write it). */
+#define SHS_STRATEGY_MAP(X)                                                                  \
+    X(DDP, "ddp")                                                                            \
+    X(ZERO1, "zero1")                                                                        \
+    X(ZERO2, "zero2")                                                                        \
+    X(ZERO3, "zero3")                                                                        \
+    X(HYBRID_SHARD, "hybrid_shard")             /* FSDP HYBRID_SHARD: ZeRO-3 within groups, replicated across */ \
+    X(HYBRID_SHARD_ZERO2, "hybrid_shard_zero2") /* FSDP _HYBRID_SHARD_ZERO2: ZeRO-2 within groups, replicated across */
+
 typedef enum {
-    SHS_DDP,
-    SHS_ZERO1,
-    SHS_ZERO2,
-    SHS_ZERO3,
-    SHS_HYBRID_SHARD,        /* FSDP HYBRID_SHARD: ZeRO-3 within groups, replicated across */
-    SHS_HYBRID_SHARD_ZERO2,  /* FSDP _HYBRID_SHARD_ZERO2: ZeRO-2 within groups, replicated across */
+#define SHS_STRATEGY_ENUM(id, name) SHS_##id,
+    SHS_STRATEGY_MAP(SHS_STRATEGY_ENUM)
+#undef SHS_STRATEGY_ENUM
     SHS_NUM_STRATEGIES
 } shs_strategy_kind_t;
 
@@ -123,7 +130,7 @@ typedef struct {
 } shs_loss_scale_state_t;
 
 /* "ddp", "zero1", "zero2", "zero3", "hybrid_shard", "hybrid_shard_zero2" */
-const char *shs_strategy_name(shs_strategy_kind_t k);
+const char *shs_strategy_name(shs_strategy_kind_t k); /* "ddp", "zero1", ...; "invalid" otherwise */
 int shs_strategy_parse(const char *name, shs_strategy_kind_t *out); /* 0 ok, -1 unknown */
 
 /* How a stage reduces a sharded or whole unit's gradient. */
@@ -139,7 +146,6 @@ typedef enum {
  * definitions; units marked replicated in the layout are held whole under
  * every stage whatever its row says. */
 typedef struct {
-    const char *name;                 /* as shs_strategy_name */
     int shards_optimizer;             /* optimizer state split over the shard group (ZeRO P_os) */
     int shards_grads;                 /* a unit's reduced gradient kept only as this rank's shard (P_g) */
     int shards_params;                /* f32 parameters kept only as shards, all-gathered before each
@@ -172,8 +178,8 @@ typedef struct {
     shs_offload_t offload;
     float clip_norm;             /* max_norm; <= 0: no clipping */
     int norm_type;               /* 1, 2 (0 means 2), or SHS_NORM_INF (exact_norm.h) */
-    shs_dtype_t param_dtype;     /* SHS_F32, SHS_BF16 or SHS_F16; 0 (SHS_I8) means F32 */
-    shs_dtype_t reduce_dtype;    /* SHS_F32, SHS_BF16, SHS_F16; 0 means param_dtype */
+    shs_dtype_t param_dtype;     /* SHS_F32, SHS_BF16 or SHS_F16; SHS_DTYPE_DEFAULT (0): F32 */
+    shs_dtype_t reduce_dtype;    /* SHS_F32, SHS_BF16, SHS_F16; SHS_DTYPE_DEFAULT (0): param_dtype */
     shs_loss_scaler_config_t scaler; /* with param_dtype f16; zeros mean GradScaler's defaults */
 } shs_strategy_config_t;
 

@@ -18,8 +18,8 @@
  *   comm <name> <size> <global rank of local 0>,<of local 1>,...
  *   <rank> <comm> <seq> <op> <count> <dtype> <redop> <root> <peer> <tag> <bytes> <scope> <t_start_us> <t_end_us> <marker>
  * rank: global rank that issued the call; comm: a declared comm name;
- * seq: per-communicator sequence number of this rank (from 0); op: see
- * shs_trace_op_name(); count: elements (NCCL's convention: all_gather's send
+ * seq: per-communicator sequence number of this rank (from 0); op: a name of
+ * shs_coll_op_name() (comm.h) other than split; count: elements (NCCL's convention: all_gather's send
  * count, reduce_scatter's receive count, the whole buffer otherwise);
  * dtype: shs_dtype_name() or '-'; redop: shs_redop_name() or '-'; root:
  * comm-local root or '-'; peer: global rank of the send destination / recv
@@ -58,34 +58,6 @@
  * seconds. */
 #define SHS_TRACE_MAX_TIME_S 9223372036.854775807
 
-typedef enum {
-    SHS_TOP_ALL_GATHER,
-    SHS_TOP_REDUCE_SCATTER,
-    SHS_TOP_ALL_REDUCE,
-    SHS_TOP_BROADCAST,
-    SHS_TOP_REDUCE,
-    SHS_TOP_BARRIER,
-    SHS_TOP_ALL_TO_ALL,
-    SHS_TOP_ALL_TO_ALLV,   /* per-rank sizes differ legitimately: bytes not compared */
-    SHS_TOP_GATHER,
-    SHS_TOP_SCATTER,
-    SHS_TOP_SEND,
-    SHS_TOP_RECV,
-    SHS_TOP_WAIT,          /* local completion of an async call (PyTorch's wait): never matched or replayed */
-    SHS_NUM_TRACE_OPS
-} shs_trace_op_t;
-
-/* "all_gather", ..., "send", "recv"; "invalid" otherwise. */
-const char *shs_trace_op_name(shs_trace_op_t op);
-/* Parse a name as printed above. 0 ok, -1 unknown. */
-int shs_trace_op_parse(const char *name, shs_trace_op_t *out);
-/* 1 for send/recv. */
-int shs_trace_op_is_p2p(shs_trace_op_t op);
-/* 1 for collectives (matched across a communicator's members by sequence number). */
-int shs_trace_op_is_coll(shs_trace_op_t op);
-/* The comm.h op for a trace op the thread backend runs natively, or -1. */
-int shs_trace_op_to_coll(shs_trace_op_t op);
-
 /* What a record's `bytes` counts.
  *   PER_RANK: one rank's part: all_gather's input, reduce_scatter's output,
  *             all_to_all's input, a p2p message; for all_reduce, broadcast
@@ -100,7 +72,7 @@ typedef struct {
     int32_t rank;          /* global rank that issued the call */
     int32_t comm;          /* index into shs_trace_t.comms */
     int64_t seq;           /* per-communicator sequence number of this rank, from 0 */
-    shs_trace_op_t op;
+    shs_coll_op_t op;      /* any op of comm.h's tables but SHS_OP_SPLIT */
     int32_t dtype;         /* shs_dtype_t, or SHS_TRACE_NONE when the source does not say */
     int32_t redop;         /* shs_redop_t, or SHS_TRACE_NONE */
     int32_t root;          /* comm-local root (broadcast, reduce, gather, scatter), or NONE */

@@ -40,15 +40,22 @@
 /* SHS_TRACE_MAX_BYTES (trace.h): the largest byte size of one call an
  * importer accepts (1 PiB); absurd sizes are refused. */
 
+/* The trace formats, one row each: enum suffix, name (as --format takes it;
+ * "unknown" is not parsed). */
+#define SHS_TRACE_FORMAT_MAP(X)                                                  \
+    X(UNKNOWN, "unknown")                                                        \
+    X(SHARDSIM, "shardsim")                                                      \
+    X(NCCL, "nccl")                                                              \
+    X(PYTORCH_ET, "pytorch-et")                                                  \
+    X(CHAKRA, "chakra")                                                          \
+    X(ASTRA, "astra")                                                            \
+    X(KINETO, "kineto")                                                          \
+    X(FLIGHT, "flight")
+
 typedef enum {
-    SHS_TFMT_UNKNOWN,
-    SHS_TFMT_SHARDSIM,
-    SHS_TFMT_NCCL,
-    SHS_TFMT_PYTORCH_ET,
-    SHS_TFMT_CHAKRA,
-    SHS_TFMT_ASTRA,
-    SHS_TFMT_KINETO,
-    SHS_TFMT_FLIGHT,
+#define SHS_TRACE_FORMAT_ENUM(id, name) SHS_TFMT_##id,
+    SHS_TRACE_FORMAT_MAP(SHS_TRACE_FORMAT_ENUM)
+#undef SHS_TRACE_FORMAT_ENUM
     SHS_NUM_TFMTS
 } shs_trace_format_t;
 

@@ -40,7 +40,13 @@
 
 #include "shardsim/trace.h"
 
-typedef enum { SHS_ALGO_RING, SHS_ALGO_TREE, SHS_ALGO_DIRECT, SHS_NUM_ALGOS } shs_net_algo_t;
+#define SHS_NET_ALGO_MAP(X) X(RING, "ring") X(TREE, "tree") X(DIRECT, "direct")
+typedef enum {
+#define SHS_NET_ALGO_ENUM(id, name) SHS_ALGO_##id,
+    SHS_NET_ALGO_MAP(SHS_NET_ALGO_ENUM)
+#undef SHS_NET_ALGO_ENUM
+    SHS_NUM_ALGOS
+} shs_net_algo_t;
 const char *shs_net_algo_name(shs_net_algo_t a);            /* "ring", "tree", "direct" */
 int shs_net_algo_parse(const char *name, shs_net_algo_t *out); /* 0 ok, -1 unknown */
 
@@ -72,9 +78,9 @@ shs_status_t shs_net_load(const char *path, shs_net_t *out);
 /* Seconds for one call on a communicator of n ranks on `nodes` nodes (1:
  * within one node; below 1 counts as 1), S bytes (TOTAL scope, or the
  * message for send/recv, where nodes > 1 picks the inter-node link). */
-double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_trace_op_t op, double S, int n, int nodes);
+double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_coll_op_t op, double S, int n, int nodes);
 /* nccl-tests' bus-bandwidth factor for op on n ranks. */
-double shs_net_busbw_factor(shs_trace_op_t op, int n);
+double shs_net_busbw_factor(shs_coll_op_t op, int n);
 /* Seconds for record r of trace t (its communicator decides n and, by
  * global rank / gpus_per_node, on how many nodes its ranks sit). */
 double shs_net_rec_time(const shs_net_t *net, shs_net_algo_t algo, const shs_trace_t *t, const shs_trace_rec_t *r);

@@ -36,17 +36,17 @@ typedef struct {
 } shs_replay_opts_t;
 
 typedef struct {
-    uint64_t calls[SHS_NUM_TRACE_OPS];          /* records replayed, all ranks */
-    uint64_t trace_bytes[SHS_NUM_TRACE_OPS];    /* their sizes in the trace (per-rank scope, summed) */
-    uint64_t moved_bytes[SHS_NUM_TRACE_OPS];    /* per-rank bytes actually passed to the backend, summed */
-    uint64_t sync_only[SHS_NUM_TRACE_OPS];      /* run as a barrier */
-    uint64_t not_run[SHS_NUM_TRACE_OPS];        /* p2p and wait */
+    uint64_t calls[SHS_NUM_OPS];          /* records replayed, all ranks */
+    uint64_t trace_bytes[SHS_NUM_OPS];    /* their sizes in the trace (per-rank scope, summed) */
+    uint64_t moved_bytes[SHS_NUM_OPS];    /* per-rank bytes actually passed to the backend, summed */
+    uint64_t sync_only[SHS_NUM_OPS];      /* run as a barrier */
+    uint64_t not_run[SHS_NUM_OPS];        /* p2p and wait */
     /* timing, summed over ranks (rank-seconds); per rank = divide by ranks[k] */
-    uint64_t ranks[SHS_NUM_TRACE_OPS];          /* ranks that timed at least one call of the op */
-    double call_seconds[SHS_NUM_TRACE_OPS];     /* measured time inside the op's calls */
-    double scaled_seconds[SHS_NUM_TRACE_OPS];   /* the same with capped calls scaled to the trace's bytes */
-    double alg_bytes[SHS_NUM_TRACE_OPS];        /* nccl-tests bytes moved (whole buffer), summed like the times */
-    double bus_bytes[SHS_NUM_TRACE_OPS];        /* alg_bytes x each call's busbw factor */
+    uint64_t ranks[SHS_NUM_OPS];          /* ranks that timed at least one call of the op */
+    double call_seconds[SHS_NUM_OPS];     /* measured time inside the op's calls */
+    double scaled_seconds[SHS_NUM_OPS];   /* the same with capped calls scaled to the trace's bytes */
+    double alg_bytes[SHS_NUM_OPS];        /* nccl-tests bytes moved (whole buffer), summed like the times */
+    double bus_bytes[SHS_NUM_OPS];        /* alg_bytes x each call's busbw factor */
     int timed_ranks;                            /* ranks that timed any call */
     uint64_t capped;                            /* calls whose size was capped */
     uint64_t buffer_bytes;                      /* buffers allocated, all ranks */

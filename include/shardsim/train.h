@@ -41,8 +41,8 @@ typedef struct {
     int norm_type;               /* 1, 2 (0 means 2), or SHS_NORM_INF (with clip_norm) */
     size_t replicate_below;      /* units with fewer elements stay unsharded (replicated); 0: none */
     size_t shard_align;          /* --shard-align E (elements); 0 or 1: none */
-    shs_dtype_t param_dtype;     /* --param-dtype: SHS_F32 (0 means f32), SHS_BF16, SHS_F16 */
-    shs_dtype_t reduce_dtype;    /* --reduce-dtype: 0 means param_dtype */
+    shs_dtype_t param_dtype;     /* --param-dtype: SHS_F32, SHS_BF16, SHS_F16; SHS_DTYPE_DEFAULT (0): f32 */
+    shs_dtype_t reduce_dtype;    /* --reduce-dtype; SHS_DTYPE_DEFAULT (0): param_dtype */
     shs_loss_scaler_config_t scaler; /* fp16 dynamic loss scaling; zeros: GradScaler defaults */
     int shard_group_size;        /* hybrid sharding: ranks per shard group; 0 means N */
     int keep_after_forward;      /* --reshard-after-forward false */

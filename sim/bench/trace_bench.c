@@ -65,19 +65,19 @@ static shs_status_t gen_rank(shs_trace_t *t, int r, size_t n, int shard, int rep
             x.rank = r;
             x.dtype = SHS_F32;
             if (k < UNITS) { /* forward all-gather of unit k */
-                x.op = SHS_TOP_ALL_GATHER;
+                x.op = SHS_OP_ALL_GATHER;
                 x.comm = shard;
                 x.marker = m->fwd[k];
                 x.count = UNIT_ELEMS;
             } else if (k < 4 * UNITS) { /* backward of unit u: all-gather, reduce-scatter, replica all-reduce */
                 int u = UNITS - 1 - (k - UNITS) / 3, phase = (k - UNITS) % 3;
                 x.marker = m->bwd[u];
-                x.op = phase == 0 ? SHS_TOP_ALL_GATHER : phase == 1 ? SHS_TOP_REDUCE_SCATTER : SHS_TOP_ALL_REDUCE;
+                x.op = phase == 0 ? SHS_OP_ALL_GATHER : phase == 1 ? SHS_OP_REDUCE_SCATTER : SHS_OP_ALL_REDUCE;
                 x.comm = phase == 2 ? replica : shard;
                 x.count = UNIT_ELEMS;
                 if (phase) x.redop = phase == 1 ? SHS_AVG : SHS_SUM;
             } else { /* the loss */
-                x.op = SHS_TOP_ALL_REDUCE;
+                x.op = SHS_OP_ALL_REDUCE;
                 x.comm = world_comm;
                 x.marker = m->loss;
                 x.count = 1;
@@ -86,7 +86,7 @@ static shs_status_t gen_rank(shs_trace_t *t, int r, size_t n, int shard, int rep
             x.bytes = x.count * 4;
             x.seq = seq[x.comm]++;
             x.t_start = clock;
-            x.t_end = clock + 5e-5 * (1 + (x.op == SHS_TOP_ALL_REDUCE));
+            x.t_end = clock + 5e-5 * (1 + (x.op == SHS_OP_ALL_REDUCE));
             clock = x.t_end + 1e-5;
             SHS_CHECK(shs_trace_append(t, &x));
         }

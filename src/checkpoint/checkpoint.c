@@ -3,6 +3,7 @@
  * and alignment by rebuilding every unit's full arrays on the host.
  * The format is described in README.md ("Checkpoints"). */
 #include "shardsim/checkpoint.h"
+#include "shardsim/log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -65,6 +66,12 @@ static int parse_rank_file_name(const char *name, uint64_t *gen, int *is_tmp) {
 
 static int has_space(const char *s) { return !*s || strpbrk(s, " \t\r\n") != NULL; }
 
+/* A config's SHS_DTYPE_DEFAULT resolved (strategy.h): param f32, reduce the param dtype. */
+static void resolve_dtypes(shs_dtype_t param, shs_dtype_t reduce, shs_dtype_t *param_out, shs_dtype_t *reduce_out) {
+    *param_out = param == SHS_DTYPE_DEFAULT ? SHS_F32 : param;
+    *reduce_out = reduce == SHS_DTYPE_DEFAULT ? *param_out : reduce;
+}
+
 static void join(char *out, size_t len, const char *dir, const char *name) { snprintf(out, len, "%s/%s", dir, name); }
 
 /* ---- meta -------------------------------------------------------------------- */
@@ -93,8 +100,7 @@ void shs_checkpoint_meta_of(shs_trainer_t *t, shs_checkpoint_meta_t *m) {
     m->grad_accum = c->grad_accum > 1 ? c->grad_accum : 1;
     m->clip_norm = c->clip_norm > 0 ? c->clip_norm : 0.0f;
     m->norm_type = c->clip_norm > 0 ? (c->norm_type ? c->norm_type : 2) : 0; /* 0 means 2; -1 inf */
-    m->param_dtype = c->param_dtype == 0 ? SHS_F32 : c->param_dtype;
-    m->reduce_dtype = c->reduce_dtype == 0 ? m->param_dtype : c->reduce_dtype;
+    resolve_dtypes(c->param_dtype, c->reduce_dtype, &m->param_dtype, &m->reduce_dtype);
     /* GradScaler's defaults for the zeros (strategy.h) */
     m->scaler.init_scale = c->scaler.init_scale > 0 ? c->scaler.init_scale : 65536.0f;
     m->scaler.growth_factor = c->scaler.growth_factor > 0 ? c->scaler.growth_factor : 2.0f;
@@ -295,8 +301,10 @@ static void write_index(FILE *f, const shs_checkpoint_writer_t *w) {
     fprintf(f, "momentum %.9g\n", (double)m->optim.momentum);
     fprintf(f, "weight_decay %.9g\n", (double)m->optim.weight_decay);
     fprintf(f, "state_per_param %d\n", m->state_per_param);
-    fprintf(f, "param_dtype %s\n", shs_dtype_name(m->param_dtype));
-    fprintf(f, "reduce_dtype %s\n", shs_dtype_name(m->reduce_dtype));
+    shs_dtype_t pd, rd;
+    resolve_dtypes(m->param_dtype, m->reduce_dtype, &pd, &rd);
+    fprintf(f, "param_dtype %s\n", shs_dtype_name(pd));
+    fprintf(f, "reduce_dtype %s\n", shs_dtype_name(rd));
     fprintf(f, "loss_scaler %.9g %.9g %.9g %d\n", (double)m->scaler.init_scale, (double)m->scaler.growth_factor,
             (double)m->scaler.backoff_factor, m->scaler.growth_interval);
     fprintf(f, "loss_scale %.9g\n", (double)m->loss_scale.scale);
@@ -374,6 +382,8 @@ shs_status_t shs_checkpoint_writer_commit(shs_checkpoint_writer_t *w) {
      * failed (st): the files it names stay */
     if ((st = shs_dfile_commit(&f)) != SHS_OK && !f.to.replaced) goto fail;
     remove_stale(w->dir, w->generation);
+    SHS_LOG(INFO, CHECKPOINT, "saved %s: generation %llu, step %ld, %d ranks", w->dir,
+            (unsigned long long)w->generation, (long)w->meta->step, w->meta->world_size);
     free(text);
     writer_free(w);
     return st;
@@ -829,6 +839,8 @@ shs_status_t shs_checkpoint_open(shs_checkpoint_t **out, const char *dir) {
     for (int r = 0; r < ck->meta.world_size; r++) SHS_CHECK_GOTO(load_rank_file(ck, ranks, r), st, fail);
     free(text);
     free_ranks(ranks);
+    SHS_LOG(INFO, CHECKPOINT, "opened %s: step %ld, %d ranks, strategy %s", dir, (long)ck->meta.step,
+            ck->meta.world_size, shs_strategy_name(ck->meta.strategy));
     *out = ck;
     return SHS_OK;
 fail:

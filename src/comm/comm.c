@@ -16,47 +16,57 @@
 #include <string.h>
 
 #include "comm/comm_impl.h"
+#include "core/names.h"
+#include "shardsim/log.h"
 #include "shardsim/clock.h"
 
-static const char *const redop_names[SHS_NUM_REDOPS] = {"sum", "prod", "max", "min", "avg"};
-static const char *const coll_op_names[SHS_NUM_COLL_OPS] = {
-    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "barrier", "split",
-};
-
-static const char *const reduce_order_names[SHS_NUM_REDUCE_ORDERS] = {"rank", "ring"};
+#define SHS_NAME_COL2(id, name) name,
+#define SHS_NAME_COL3(id, name, kind) name,
+static const char *const redop_names[] = {SHS_REDOP_MAP(SHS_NAME_COL2)};
+static const char *const reduce_order_names[] = {SHS_REDUCE_ORDER_MAP(SHS_NAME_COL2)};
+static const char *const coll_op_names[] = {SHS_COMM_OP_MAP(SHS_NAME_COL3) SHS_TRACE_OP_MAP(SHS_NAME_COL3)};
+#define SHS_KIND_COL(id, name, kind) SHS_OPK_##kind,
+static const shs_op_kind_t coll_op_kinds[] = {SHS_COMM_OP_MAP(SHS_KIND_COL) SHS_TRACE_OP_MAP(SHS_KIND_COL)};
+#undef SHS_KIND_COL
 
 const char *shs_reduce_order_name(shs_reduce_order_t order) {
-    return (int)order >= 0 && order < SHS_NUM_REDUCE_ORDERS ? reduce_order_names[order] : "invalid";
+    return shs__name_of(reduce_order_names, SHS_NUM_REDUCE_ORDERS, (int)order, "invalid");
 }
 
 int shs_reduce_order_parse(const char *name, shs_reduce_order_t *out) {
-    if (!name) return -1;
-    for (int k = 0; k < SHS_NUM_REDUCE_ORDERS; k++)
-        if (strcmp(name, reduce_order_names[k]) == 0) { *out = (shs_reduce_order_t)k; return 0; }
-    return -1;
+    int k = shs__name_find(reduce_order_names, SHS_NUM_REDUCE_ORDERS, name);
+    if (k >= 0) *out = (shs_reduce_order_t)k;
+    return k >= 0 ? 0 : -1;
 }
 
 static int redop_valid(shs_redop_t op) { return (int)op >= 0 && op < SHS_NUM_REDOPS; }
 
-const char *shs_redop_name(shs_redop_t op) { return redop_valid(op) ? redop_names[op] : "invalid"; }
+const char *shs_redop_name(shs_redop_t op) { return shs__name_of(redop_names, SHS_NUM_REDOPS, (int)op, "invalid"); }
 
 int shs_redop_parse(const char *name, shs_redop_t *out) {
-    if (!name) return -1;
-    for (int op = 0; op < SHS_NUM_REDOPS; op++)
-        if (strcmp(name, redop_names[op]) == 0) { *out = (shs_redop_t)op; return 0; }
-    return -1;
+    int k = shs__name_find(redop_names, SHS_NUM_REDOPS, name);
+    if (k >= 0) *out = (shs_redop_t)k;
+    return k >= 0 ? 0 : -1;
 }
 
-const char *shs_coll_op_name(shs_coll_op_t op) {
-    return (int)op >= 0 && op < SHS_NUM_COLL_OPS ? coll_op_names[op] : "invalid";
+const char *shs_coll_op_name(shs_coll_op_t op) { return shs__name_of(coll_op_names, SHS_NUM_OPS, (int)op, "invalid"); }
+
+int shs_coll_op_parse(const char *name, shs_coll_op_t *out) {
+    int k = shs__name_find(coll_op_names, SHS_NUM_OPS, name);
+    if (k >= 0) *out = (shs_coll_op_t)k;
+    return k >= 0 ? 0 : -1;
 }
+
+shs_op_kind_t shs_coll_op_kind(shs_coll_op_t op) {
+    return (int)op >= 0 && op < SHS_NUM_OPS ? coll_op_kinds[op] : SHS_OPK_WAIT;
+}
+
+int shs_coll_op_is_p2p(shs_coll_op_t op) { return shs_coll_op_kind(op) == SHS_OPK_P2P; }
+int shs_coll_op_is_collective(shs_coll_op_t op) { return (int)op >= 0 && op < SHS_NUM_OPS && coll_op_kinds[op] == SHS_OPK_COLL; }
 
 /* ---- call tags --------------------------------------------------------- */
 
-static const char *const tag_kind_names[SHS_NUM_TAG_KINDS] = {
-    "raw", "fwd-all-gather", "bwd-all-gather", "reduce-scatter", "replica-all-reduce", "grad-all-reduce",
-    "param-regather", "grad-norm", "overflow-check", "loss-all-reduce", "split",
-};
+static const char *const tag_kind_names[] = {SHS_TAG_KIND_MAP(SHS_NAME_COL2)};
 
 uint64_t shs_comm_tag_pack(shs_tag_kind_t kind, int unit, int micro, long step) {
     uint64_t u = unit < 0 ? 0 : ((uint64_t)unit + 1) & 0xffff, m = micro < 0 ? 0 : (uint64_t)micro & 0xff;
@@ -196,6 +206,9 @@ shs_status_t shs_comm_init_rank(shs_comm_t **comm, shs_comm_id_t *id, int rank) 
     if (!c) return shs_set_error(SHS_HOST_OOM, "shs_comm_init_rank: out of host memory");
     shs_status_t s = id->iface->init_rank(c, id->ctx, rank);
     if (s != SHS_OK) { free(c); return s; }
+    shs_log_set_rank(rank);
+    SHS_LOG(INFO, COMM, "comm '%s' created: rank %d of %d (%s)", shs_comm_name(c), shs_comm_rank(c), shs_comm_size(c),
+            id->iface->name);
     *comm = c;
     return SHS_OK;
 }
@@ -281,10 +294,20 @@ static shs__call_t new_call(shs_comm_t *comm, shs_coll_op_t op, const void *send
                          .redop = redop, .root = root, .tag = comm->tag};
 }
 
+/* A tag as the error text writes it, by value (for a log line's argument). */
+typedef struct { char s[80]; } tag_text_t;
+static tag_text_t tag_text(uint64_t tag) {
+    tag_text_t t;
+    shs_comm_tag_format(t.s, sizeof t.s, tag);
+    return t;
+}
+
 /* Numbers the call, dispatches, and counts it in the stats on success. */
 static shs_status_t run(shs_comm_t *comm, shs__call_t *c, uint64_t bytes,
                         shs_status_t (*fn)(shs_comm_t *, const shs__call_t *)) {
     c->seq = comm->seq++;
+    SHS_LOG(TRACE, COMM, "%s seq %llu count %zu dtype %s on comm '%s' %s", shs_coll_op_name(c->op),
+            (unsigned long long)c->seq, c->count, shs_dtype_name(c->dtype), comm->name, tag_text(c->tag).s);
     double t0 = comm->recorder ? shs_now_seconds() : 0;
     shs_status_t s = fn(comm, c);
     if (s == SHS_OK) {
@@ -407,6 +430,8 @@ shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **n
     shs_status_t s = comm->iface->split(comm, &c, newcomm);
     if (s == SHS_OK) comm->stats.calls[SHS_OP_SPLIT]++;
     if (s == SHS_OK && *newcomm) {
+        SHS_LOG(INFO, COMM, "comm '%s' split (color %d, key %d): '%s', rank %d of %d", shs_comm_name(comm), color, key,
+                shs_comm_name(*newcomm), shs_comm_rank(*newcomm), shs_comm_size(*newcomm));
         (*newcomm)->reduce_order = comm->reduce_order;
         shs_comm_set_recorder(*newcomm, comm->recorder, comm->recorder_user);
     }

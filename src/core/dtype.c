@@ -4,11 +4,11 @@
 
 #include <string.h>
 
-static const struct { const char *name; size_t size; int is_float; } dtype_info[SHS_NUM_DTYPES] = {
-    [SHS_I8] = {"i8", 1, 0},   [SHS_U8] = {"u8", 1, 0},   [SHS_I32] = {"i32", 4, 0},
-    [SHS_U32] = {"u32", 4, 0}, [SHS_I64] = {"i64", 8, 0}, [SHS_U64] = {"u64", 8, 0},
-    [SHS_F16] = {"f16", 2, 1}, [SHS_F32] = {"f32", 4, 1}, [SHS_F64] = {"f64", 8, 1},
-    [SHS_BF16] = {"bf16", 2, 1},
+static const struct { const char *name; size_t size; int is_float, nccl; } dtype_info[SHS_NUM_DTYPES] = {
+    [SHS_DTYPE_DEFAULT] = {"default", 0, 0, -1},
+#define DTYPE_ROW(id, name, size, is_float, nccl) [SHS_##id] = {name, size, is_float, nccl},
+    SHS_DTYPE_MAP(DTYPE_ROW)
+#undef DTYPE_ROW
 };
 
 static int dtype_valid(shs_dtype_t t) { return (int)t >= 0 && t < SHS_NUM_DTYPES; }
@@ -16,6 +16,13 @@ static int dtype_valid(shs_dtype_t t) { return (int)t >= 0 && t < SHS_NUM_DTYPES
 size_t shs_dtype_size(shs_dtype_t t) { return dtype_valid(t) ? dtype_info[t].size : 0; }
 const char *shs_dtype_name(shs_dtype_t t) { return dtype_valid(t) ? dtype_info[t].name : "invalid"; }
 int shs_dtype_is_float(shs_dtype_t t) { return dtype_valid(t) && dtype_info[t].is_float; }
+int shs_dtype_nccl(shs_dtype_t t) { return dtype_valid(t) ? dtype_info[t].nccl : -1; }
+
+shs_dtype_t shs_dtype_from_nccl(long long id) {
+    for (int t = 1; t < SHS_NUM_DTYPES; t++)
+        if (dtype_info[t].nccl == id) return (shs_dtype_t)t;
+    return SHS_DTYPE_DEFAULT;
+}
 
 int shs_dtype_parse(const char *name, shs_dtype_t *out) {
     static const struct { const char *alias; shs_dtype_t t; } aliases[] = {
@@ -24,7 +31,7 @@ int shs_dtype_parse(const char *name, shs_dtype_t *out) {
         {"int32", SHS_I32},   {"int8", SHS_I8}, {"uint8", SHS_U8}, {"int64", SHS_I64},
     };
     if (!name) return -1;
-    for (int t = 0; t < SHS_NUM_DTYPES; t++)
+    for (int t = 1; t < SHS_NUM_DTYPES; t++)
         if (strcmp(name, dtype_info[t].name) == 0) { *out = (shs_dtype_t)t; return 0; }
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (strcmp(name, aliases[i].alias) == 0) { *out = aliases[i].t; return 0; }

@@ -160,24 +160,76 @@ void shs_device_free(shs_device_t *dev, void *ptr) {
 
 void shs_device_set_poison_freed(shs_device_t *dev, unsigned category_mask) { dev->poison_freed = (int)category_mask; }
 
+/* ---- bounds: every device range inside the allocation that holds it ----- */
+
+/* The live allocation whose bytes hold address p (a 0-byte allocation holds
+ * its own address only), or NULL. A scan of the table: it holds the few
+ * hundred allocations of a run, and a call moves far more bytes. */
+static const shs__alloc_entry_t *table_holding(const shs_device_t *dev, const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    for (size_t i = 0; i < dev->table_cap; i++) {
+        const shs__alloc_entry_t *e = &dev->table[i];
+        if (!e->ptr || e->ptr == TOMBSTONE) continue;
+        uintptr_t b = (uintptr_t)e->ptr;
+        if (a == b || (a > b && a - b < e->bytes)) return e;
+    }
+    return NULL;
+}
+
+/* SHS_INVALID_ARG naming the op, the argument, its allocation and the
+ * overflow when [p, p + bytes) is not inside one allocation of dev; with
+ * `strict` 0 a pointer outside every allocation passes (kernels may be
+ * handed host memory on the CPU backend). */
+static shs_status_t check_range(const shs_device_t *dev, const char *op, const char *arg, const void *p, size_t bytes,
+                                int strict) {
+    const shs__alloc_entry_t *e = table_holding(dev, p);
+    if (!e) {
+        if (!strict) return SHS_OK;
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: %s: %s %p (%zu bytes) is in no allocation of this device",
+                             dev->rank, op, arg, p, bytes);
+    }
+    size_t off = (size_t)((uintptr_t)p - (uintptr_t)e->ptr), room = e->bytes - off;
+    if (bytes <= room) return SHS_OK;
+    return shs_set_error(SHS_INVALID_ARG,
+                         "rank %d: %s: %s [%zu, %zu) overflows its allocation (%s, %zu bytes at %p) by %zu bytes",
+                         dev->rank, op, arg, off, off + bytes, shs_mem_category_name(e->cat), e->bytes, e->ptr,
+                         bytes - room);
+}
+
+/* Kernels return nothing: an overflow is a programming error, reported and aborted. */
+static void kernel_range(const shs_device_t *dev, const char *op, const char *arg, const void *p, size_t n, size_t es) {
+    if (!p || !n) return;
+    if (n > SIZE_MAX / es || check_range(dev, op, arg, p, n * es, 0) != SHS_OK) {
+        fprintf(stderr, "shardsim: %s\n", n > SIZE_MAX / es ? "kernel element count overflows size_t" : shs_last_error());
+        SHS_ASSERT(!"kernel argument outside its device allocation");
+    }
+}
+#define KRANGE(op, arg, n) kernel_range(dev, op, #arg, arg, n, sizeof *(arg))
+
 shs_status_t shs_memcpy_h2d(shs_device_t *dev, void *dst, const void *src, size_t bytes) {
     if (!bytes) return SHS_OK;
     SHS_ASSERT(dst && src);
+    SHS_CHECK(check_range(dev, "memcpy_h2d", "dst", dst, bytes, 1));
     return dev->iface->memcpy_h2d(dev, dst, src, bytes);
 }
 shs_status_t shs_memcpy_d2h(shs_device_t *dev, void *dst, const void *src, size_t bytes) {
     if (!bytes) return SHS_OK;
     SHS_ASSERT(dst && src);
+    SHS_CHECK(check_range(dev, "memcpy_d2h", "src", src, bytes, 1));
     return dev->iface->memcpy_d2h(dev, dst, src, bytes);
 }
 shs_status_t shs_memcpy_d2d(shs_device_t *dev, void *dst, const void *src, size_t bytes) {
-    if (!bytes || dst == src) return SHS_OK;
+    if (!bytes) return SHS_OK;
     SHS_ASSERT(dst && src);
+    SHS_CHECK(check_range(dev, "memcpy_d2d", "dst", dst, bytes, 1));
+    SHS_CHECK(check_range(dev, "memcpy_d2d", "src", src, bytes, 1));
+    if (dst == src) return SHS_OK;
     return dev->iface->memcpy_d2d(dev, dst, src, bytes);
 }
 shs_status_t shs_memset(shs_device_t *dev, void *dst, int value, size_t bytes) {
     if (!bytes) return SHS_OK;
     SHS_ASSERT(dst);
+    SHS_CHECK(check_range(dev, "memset", "dst", dst, bytes, 1));
     return dev->iface->memset(dev, dst, value, bytes);
 }
 shs_status_t shs_device_sync(shs_device_t *dev) { return dev->iface->sync ? dev->iface->sync(dev) : SHS_OK; }
@@ -240,18 +292,22 @@ void shs_attention_backward(shs_device_t *dev, float *dqkv, float *dpreatt, floa
 }
 void shs_gelu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
     SHS_ASSERT(out && inp);
+    KRANGE("gelu_forward", out, n), KRANGE("gelu_forward", inp, n);
     dev->iface->gelu_forward(dev, out, inp, n);
 }
 void shs_gelu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
     SHS_ASSERT(dinp && inp && dout);
+    KRANGE("gelu_backward", dinp, n), KRANGE("gelu_backward", inp, n), KRANGE("gelu_backward", dout, n);
     dev->iface->gelu_backward(dev, dinp, inp, dout, n);
 }
 void shs_relu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
     SHS_ASSERT(out && inp);
+    KRANGE("relu_forward", out, n), KRANGE("relu_forward", inp, n);
     dev->iface->relu_forward(dev, out, inp, n);
 }
 void shs_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
     SHS_ASSERT(dinp && inp && dout);
+    KRANGE("relu_backward", dinp, n), KRANGE("relu_backward", inp, n), KRANGE("relu_backward", dout, n);
     dev->iface->relu_backward(dev, dinp, inp, dout, n);
 }
 void shs_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,
@@ -266,14 +322,17 @@ void shs_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, const flo
 }
 void shs_residual_forward(shs_device_t *dev, float *out, const float *a, const float *b, size_t n) {
     SHS_ASSERT(out && a && b);
+    KRANGE("residual_forward", out, n), KRANGE("residual_forward", a, n), KRANGE("residual_forward", b, n);
     dev->iface->residual_forward(dev, out, a, b, n);
 }
 void shs_accumulate(shs_device_t *dev, float *dst, const float *src, size_t n) {
     SHS_ASSERT(dst && src);
+    KRANGE("accumulate", dst, n), KRANGE("accumulate", src, n);
     dev->iface->accumulate(dev, dst, src, n);
 }
 void shs_scale(shs_device_t *dev, float *x, float alpha, size_t n) {
     SHS_ASSERT(x);
+    KRANGE("scale", x, n);
     dev->iface->scale(dev, x, alpha, n);
 }
 void shs_softmax_xent_forward(shs_device_t *dev, float *losses, float *probs, const float *logits,
@@ -288,24 +347,31 @@ void shs_softmax_xent_backward(shs_device_t *dev, float *dlogits, const float *p
 }
 void shs_sum(shs_device_t *dev, float *out, const float *x, size_t n) {
     SHS_ASSERT(out && (x || !n));
+    KRANGE("sum", out, 1), KRANGE("sum", x, n);
     dev->iface->sum(dev, out, x, n);
 }
 void shs_norm_accumulate(shs_device_t *dev, int64_t *acc, const float *x, size_t n, int p) {
     SHS_ASSERT(acc && (x || !n) && (p == SHS_NORM_INF || p == 1 || p == 2));
+    KRANGE("norm_accumulate", x, n);
     dev->iface->norm_accumulate(dev, acc, x, n, p);
 }
 void shs_cast(shs_device_t *dev, void *dst, shs_dtype_t dst_dtype, const void *src,
               shs_dtype_t src_dtype, size_t n) {
     SHS_ASSERT(dst && src && shs_dtype_is_float(dst_dtype) && shs_dtype_is_float(src_dtype));
+    kernel_range(dev, "cast", "dst", dst, n, shs_dtype_size(dst_dtype));
+    kernel_range(dev, "cast", "src", src, n, shs_dtype_size(src_dtype));
     dev->iface->cast(dev, dst, dst_dtype, src, src_dtype, n);
 }
 void shs_adamw_update(shs_device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
                       const shs_adamw_hparams_t *hp) {
     SHS_ASSERT(hp && (!n || (param && grad && m && v)));
+    KRANGE("adamw_update", param, n), KRANGE("adamw_update", grad, n), KRANGE("adamw_update", m, n),
+        KRANGE("adamw_update", v, n);
     dev->iface->adamw_update(dev, param, grad, m, v, n, hp);
 }
 void shs_sgd_update(shs_device_t *dev, float *param, const float *grad, float *momentum_buf, size_t n,
                     float lr, float momentum, float weight_decay) {
     SHS_ASSERT(!n || (param && grad && (momentum_buf || momentum == 0.0f)));
+    KRANGE("sgd_update", param, n), KRANGE("sgd_update", grad, n), KRANGE("sgd_update", momentum_buf, n);
     dev->iface->sgd_update(dev, param, grad, momentum_buf, n, lr, momentum, weight_decay);
 }

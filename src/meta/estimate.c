@@ -124,10 +124,10 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
         for (uint64_t c = g->calls_begin; c < g->calls_end; c++) {
             const shs_meta_call_t *call = &r->calls[c];
             int nodes = comm_nodes(call, tc->world_size, &hw->net);
-            double t = shs_net_time(&hw->net, algo == SHS_NUM_ALGOS ? SHS_ALGO_RING : algo, (shs_trace_op_t)call->op,
+            double t = shs_net_time(&hw->net, algo == SHS_NUM_ALGOS ? SHS_ALGO_RING : algo, call->op,
                                     (double)call->bytes, call->comm_size, nodes);
             if (algo == SHS_NUM_ALGOS) { /* auto: the faster of ring and tree, as NCCL's tuner picks */
-                double tt = shs_net_time(&hw->net, SHS_ALGO_TREE, (shs_trace_op_t)call->op, (double)call->bytes,
+                double tt = shs_net_time(&hw->net, SHS_ALGO_TREE, call->op, (double)call->bytes,
                                          call->comm_size, nodes);
                 if (tt < t) t = tt;
             }

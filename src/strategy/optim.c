@@ -4,19 +4,24 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/names.h"
+
 shs_optim_config_t shs_optim_default(shs_optim_kind_t kind) {
     shs_optim_config_t c = {.kind = kind, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     c.weight_decay = kind == SHS_OPTIM_ADAMW ? 0.01f : 0.0f;
     return c;
 }
 
-const char *shs_optim_name(shs_optim_kind_t kind) { return kind == SHS_OPTIM_ADAMW ? "adamw" : "sgd"; }
+#define OPTIM_NAME(id, name) name,
+static const char *const optim_names[] = {SHS_OPTIM_MAP(OPTIM_NAME)};
+#undef OPTIM_NAME
+
+const char *shs_optim_name(shs_optim_kind_t kind) { return shs__name_of(optim_names, SHS_NUM_OPTIMS, (int)kind, "invalid"); }
 
 int shs_optim_parse(const char *name, shs_optim_kind_t *out) {
-    if (strcmp(name, "adamw") == 0) *out = SHS_OPTIM_ADAMW;
-    else if (strcmp(name, "sgd") == 0) *out = SHS_OPTIM_SGD;
-    else return -1;
-    return 0;
+    int k = shs__name_find(optim_names, SHS_NUM_OPTIMS, name);
+    if (k >= 0) *out = (shs_optim_kind_t)k;
+    return k >= 0 ? 0 : -1;
 }
 
 int shs_optim_state_per_param(const shs_optim_config_t *cfg) {

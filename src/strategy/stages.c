@@ -43,43 +43,39 @@
 
 #include "shardsim/strategy.h"
 
+#include "core/names.h"
+
 static const shs_stage_t ddp = {
-    .name = "ddp",
     .shards_optimizer = 0, .shards_grads = 0, .shards_params = 0,
     .regathers_params_after_step = 0,
     .reduce = SHS_GRAD_ALL_REDUCE,
 };
 
 static const shs_stage_t zero1 = {
-    .name = "zero1",
     .shards_optimizer = 1, .shards_grads = 0, .shards_params = 0,
     .regathers_params_after_step = 1,
     .reduce = SHS_GRAD_REDUCE_SCATTER,
 };
 
 static const shs_stage_t zero2 = {
-    .name = "zero2",
     .shards_optimizer = 1, .shards_grads = 1, .shards_params = 0,
     .regathers_params_after_step = 1,
     .reduce = SHS_GRAD_REDUCE_SCATTER,
 };
 
 static const shs_stage_t zero3 = {
-    .name = "zero3",
     .shards_optimizer = 1, .shards_grads = 1, .shards_params = 1,
     .regathers_params_after_step = 0,
     .reduce = SHS_GRAD_REDUCE_SCATTER,
 };
 
 static const shs_stage_t hybrid_shard = {
-    .name = "hybrid_shard",
     .shards_optimizer = 1, .shards_grads = 1, .shards_params = 1,
     .regathers_params_after_step = 0,
     .reduce = SHS_GRAD_REDUCE_SCATTER_REPLICAS,
 };
 
 static const shs_stage_t hybrid_shard_zero2 = {
-    .name = "hybrid_shard_zero2",
     .shards_optimizer = 1, .shards_grads = 1, .shards_params = 0,
     .regathers_params_after_step = 1,
     .reduce = SHS_GRAD_REDUCE_SCATTER_REPLICAS,
@@ -98,13 +94,16 @@ const shs_stage_t *shs_strategy_stage(shs_strategy_kind_t k) {
     return (int)k >= 0 && k < SHS_NUM_STRATEGIES ? stages[k] : NULL;
 }
 
+#define STRATEGY_NAME(id, name) name,
+static const char *const strategy_names[] = {SHS_STRATEGY_MAP(STRATEGY_NAME)};
+#undef STRATEGY_NAME
+
 const char *shs_strategy_name(shs_strategy_kind_t k) {
-    const shs_stage_t *st = shs_strategy_stage(k);
-    return st ? st->name : "invalid";
+    return shs__name_of(strategy_names, SHS_NUM_STRATEGIES, (int)k, "invalid");
 }
 
 int shs_strategy_parse(const char *name, shs_strategy_kind_t *out) {
-    for (int k = 0; k < SHS_NUM_STRATEGIES; k++)
-        if (strcmp(name, stages[k]->name) == 0) { *out = (shs_strategy_kind_t)k; return 0; }
-    return -1;
+    int k = shs__name_find(strategy_names, SHS_NUM_STRATEGIES, name);
+    if (k >= 0) *out = (shs_strategy_kind_t)k;
+    return k >= 0 ? 0 : -1;
 }

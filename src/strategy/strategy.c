@@ -105,7 +105,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         return shs_set_error(SHS_INVALID_ARG, "norm type must be 1, 2 or inf (got %d)", cfg->norm_type);
     for (int k = 0; k < 2; k++) {
         shs_dtype_t t = k ? cfg->reduce_dtype : cfg->param_dtype;
-        if (t != 0 && t != SHS_F32 && t != SHS_BF16 && t != SHS_F16)
+        if (t != SHS_DTYPE_DEFAULT && t != SHS_F32 && t != SHS_BF16 && t != SHS_F16)
             return shs_set_error(SHS_INVALID_ARG, "%s dtype must be f32, bf16 or f16 (got %s)", k ? "reduce" : "param",
                                  shs_dtype_name(t));
     }
@@ -131,8 +131,8 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     s->bucket_unit = -1;
     s->grad_norm = -1.0f;
     s->opt_dev = dev;
-    if (s->cfg.param_dtype == 0) s->cfg.param_dtype = SHS_F32;
-    if (s->cfg.reduce_dtype == 0) s->cfg.reduce_dtype = s->cfg.param_dtype;
+    if (s->cfg.param_dtype == SHS_DTYPE_DEFAULT) s->cfg.param_dtype = SHS_F32;
+    if (s->cfg.reduce_dtype == SHS_DTYPE_DEFAULT) s->cfg.reduce_dtype = s->cfg.param_dtype;
     shs_loss_scaler_config_t *sc = &s->cfg.scaler;
     if (sc->init_scale <= 0) sc->init_scale = 65536.0f;
     if (sc->growth_factor <= 0) sc->growth_factor = 2.0f;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "shardsim/log.h"
 #include "strategy/strategy_unit.h"
 
 /* Prefetch (FSDP forward_prefetch / backward_prefetch): gather `unit` now,
@@ -62,6 +63,7 @@ static shs_status_t acquire_params(void *self, int unit, const float **params) {
         *params = u->params;
         return SHS_OK;
     }
+    SHS_LOG(TRACE, STRATEGY, "unit %d: acquire parameters (%s)", unit, u->held != UNIT_NOT_HELD ? "held" : "gather");
     if (u->held != UNIT_NOT_HELD) { /* gathered ahead or kept from forward: take over that reference */
         if (u->held == UNIT_PREFETCHED) s->held_prefetches--;
         u->held = UNIT_NOT_HELD;
@@ -89,6 +91,7 @@ static shs_status_t release_params(void *self, int unit) {
         u->held = UNIT_KEPT_AFTER_FORWARD;
         return SHS_OK;
     }
+    SHS_LOG(TRACE, STRATEGY, "unit %d: release parameters", unit);
     shs__strategy_drop_gathered(s, u);
     return SHS_OK;
 }

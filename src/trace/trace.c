@@ -7,37 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const op_names[SHS_NUM_TRACE_OPS] = {
-    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "barrier",
-    "all_to_all", "all_to_allv", "gather", "scatter", "send", "recv", "wait",
-};
-
-const char *shs_trace_op_name(shs_trace_op_t op) {
-    return (int)op >= 0 && op < SHS_NUM_TRACE_OPS ? op_names[op] : "invalid";
-}
-
-int shs_trace_op_parse(const char *name, shs_trace_op_t *out) {
-    for (int i = 0; i < SHS_NUM_TRACE_OPS; i++)
-        if (strcmp(name, op_names[i]) == 0) { *out = (shs_trace_op_t)i; return 0; }
-    return -1;
-}
-
-int shs_trace_op_is_p2p(shs_trace_op_t op) { return op == SHS_TOP_SEND || op == SHS_TOP_RECV; }
-
-int shs_trace_op_is_coll(shs_trace_op_t op) { return (int)op >= 0 && op < SHS_TOP_SEND; }
-
-int shs_trace_op_to_coll(shs_trace_op_t op) {
-    switch (op) {
-    case SHS_TOP_ALL_GATHER: return SHS_OP_ALL_GATHER;
-    case SHS_TOP_REDUCE_SCATTER: return SHS_OP_REDUCE_SCATTER;
-    case SHS_TOP_ALL_REDUCE: return SHS_OP_ALL_REDUCE;
-    case SHS_TOP_BROADCAST: return SHS_OP_BROADCAST;
-    case SHS_TOP_REDUCE: return SHS_OP_REDUCE;
-    case SHS_TOP_BARRIER: return SHS_OP_BARRIER;
-    default: return -1;
-    }
-}
-
 shs_status_t shs_trace_create(shs_trace_t **out, int world) {
     *out = NULL;
     if (world < 0 || world > SHS_TRACE_MAX_WORLD)
@@ -192,15 +161,15 @@ uint32_t shs_trace_intern(shs_trace_t *t, const char *s) {
 const char *shs_trace_str(const shs_trace_t *t, uint32_t id) { return id < t->nstrs ? t->strs[id] : ""; }
 
 shs_trace_rec_t shs_trace_rec_init(void) {
-    return (shs_trace_rec_t){.rank = 0, .comm = 0, .seq = 0, .op = SHS_TOP_ALL_REDUCE, .dtype = SHS_TRACE_NONE,
+    return (shs_trace_rec_t){.rank = 0, .comm = 0, .seq = 0, .op = SHS_OP_ALL_REDUCE, .dtype = SHS_TRACE_NONE,
                              .redop = SHS_TRACE_NONE, .root = SHS_TRACE_NONE, .peer = SHS_TRACE_NONE,
                              .tag = SHS_TRACE_NONE, .scope = SHS_BYTES_PER_RANK, .t_start = -1, .t_end = -1};
 }
 
 /* Ops whose whole buffer is N x one rank's part. */
-static int scales_with_n(shs_trace_op_t op) {
-    return op == SHS_TOP_ALL_GATHER || op == SHS_TOP_REDUCE_SCATTER || op == SHS_TOP_ALL_TO_ALL ||
-           op == SHS_TOP_ALL_TO_ALLV || op == SHS_TOP_GATHER || op == SHS_TOP_SCATTER;
+static int scales_with_n(shs_coll_op_t op) {
+    return op == SHS_OP_ALL_GATHER || op == SHS_OP_REDUCE_SCATTER || op == SHS_OP_ALL_TO_ALL ||
+           op == SHS_OP_ALL_TO_ALLV || op == SHS_OP_GATHER || op == SHS_OP_SCATTER;
 }
 
 shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
@@ -208,7 +177,8 @@ shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
         return shs_set_error(SHS_INVALID_ARG, "rank %d outside the world of %d ranks", r->rank, t->world);
     if (r->comm < 0 || r->comm >= t->ncomms)
         return shs_set_error(SHS_INVALID_ARG, "rank %d: undeclared communicator #%d", r->rank, r->comm);
-    if ((int)r->op < 0 || r->op >= SHS_NUM_TRACE_OPS) return shs_set_error(SHS_INVALID_ARG, "rank %d: invalid op", r->rank);
+    if ((int)r->op < 0 || r->op >= SHS_NUM_OPS || r->op == SHS_OP_SPLIT)
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: invalid op", r->rank);
     if (r->dtype != SHS_TRACE_NONE && shs_dtype_size((shs_dtype_t)r->dtype) == 0)
         return shs_set_error(SHS_INVALID_ARG, "rank %d: invalid dtype %d", r->rank, r->dtype);
     if (r->redop != SHS_TRACE_NONE && (r->redop < 0 || r->redop >= SHS_NUM_REDOPS))
@@ -219,16 +189,16 @@ shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
     if (r->root != SHS_TRACE_NONE && (r->root < 0 || r->root >= cm->size))
         return shs_set_error(SHS_INVALID_ARG, "rank %d: root %d outside communicator '%s' of %d ranks", r->rank,
                              r->root, cm->name, cm->size);
-    if (shs_trace_op_is_p2p(r->op) && (r->peer < 0 || r->peer >= t->world))
+    if (shs_coll_op_is_p2p(r->op) && (r->peer < 0 || r->peer >= t->world))
         return shs_set_error(SHS_INVALID_ARG, "rank %d: %s peer %d outside the world of %d ranks", r->rank,
-                             shs_trace_op_name(r->op), r->peer, t->world);
+                             shs_coll_op_name(r->op), r->peer, t->world);
     if (r->marker >= t->nstrs) return shs_set_error(SHS_INVALID_ARG, "rank %d: unknown marker id", r->rank);
     uint64_t es = r->dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r->dtype) : 1;
     uint64_t n = scales_with_n(r->op) ? (uint64_t)cm->size : 1;
     if (r->count > SHS_TRACE_MAX_BYTES / es || r->bytes > SHS_TRACE_MAX_BYTES ||
         (r->scope == SHS_BYTES_PER_RANK && r->bytes > SHS_TRACE_MAX_BYTES / n))
         return shs_set_error(SHS_INVALID_ARG, "rank %d: %s of %llu elements, %llu bytes (%s) on %d ranks is above the "
-                             "%llu-byte limit for one call", r->rank, shs_trace_op_name(r->op),
+                             "%llu-byte limit for one call", r->rank, shs_coll_op_name(r->op),
                              (unsigned long long)r->count, (unsigned long long)r->bytes,
                              r->scope == SHS_BYTES_TOTAL ? "total" : "per rank", cm->size,
                              (unsigned long long)SHS_TRACE_MAX_BYTES);
@@ -236,7 +206,7 @@ shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
     if (isnan(r->t_start) || isnan(r->t_end) || r->t_start > SHS_TRACE_MAX_TIME_S || r->t_end > SHS_TRACE_MAX_TIME_S ||
         (r->t_start >= 0 && r->t_end >= 0 && r->t_end < r->t_start))
         return shs_set_error(SHS_INVALID_ARG, "rank %d: %s times %g .. %g s are not a start and an end in 0..%.0f s "
-                             "(2^63 ns)", r->rank, shs_trace_op_name(r->op), r->t_start, r->t_end, SHS_TRACE_MAX_TIME_S);
+                             "(2^63 ns)", r->rank, shs_coll_op_name(r->op), r->t_start, r->t_end, SHS_TRACE_MAX_TIME_S);
     shs_trace_rank_t *rk = &t->ranks[r->rank];
     if (rk->n == rk->cap) {
         size_t cap = rk->cap ? 2 * rk->cap : 64;

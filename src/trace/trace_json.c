@@ -14,19 +14,19 @@ static void squash(const char *s, char *out, size_t cap) {
     out[k] = 0;
 }
 
-int shs__torch_coll_op(const char *name, shs_trace_op_t *op) {
-    static const struct { const char *n; shs_trace_op_t op; } m[] = {
-        {"allreduce", SHS_TOP_ALL_REDUCE}, {"allreducecoalesced", SHS_TOP_ALL_REDUCE},
-        {"allgather", SHS_TOP_ALL_GATHER}, {"allgatherbase", SHS_TOP_ALL_GATHER},
-        {"allgatherintotensor", SHS_TOP_ALL_GATHER}, {"allgathercoalesced", SHS_TOP_ALL_GATHER},
-        {"allgatherintotensorcoalesced", SHS_TOP_ALL_GATHER},
-        {"reducescatter", SHS_TOP_REDUCE_SCATTER}, {"reducescatterbase", SHS_TOP_REDUCE_SCATTER},
-        {"reducescattertensor", SHS_TOP_REDUCE_SCATTER}, {"reducescattertensorcoalesced", SHS_TOP_REDUCE_SCATTER},
-        {"broadcast", SHS_TOP_BROADCAST}, {"reduce", SHS_TOP_REDUCE}, {"barrier", SHS_TOP_BARRIER},
-        {"alltoall", SHS_TOP_ALL_TO_ALL}, {"alltoallbase", SHS_TOP_ALL_TO_ALL}, {"alltoallv", SHS_TOP_ALL_TO_ALLV},
-        {"alltoallsingle", SHS_TOP_ALL_TO_ALL}, {"sendrecv", SHS_TOP_ALL_TO_ALL},
-        {"gather", SHS_TOP_GATHER}, {"scatter", SHS_TOP_SCATTER}, {"send", SHS_TOP_SEND}, {"recv", SHS_TOP_RECV},
-        {"wait", SHS_TOP_WAIT}};
+int shs__torch_coll_op(const char *name, shs_coll_op_t *op) {
+    static const struct { const char *n; shs_coll_op_t op; } m[] = {
+        {"allreduce", SHS_OP_ALL_REDUCE}, {"allreducecoalesced", SHS_OP_ALL_REDUCE},
+        {"allgather", SHS_OP_ALL_GATHER}, {"allgatherbase", SHS_OP_ALL_GATHER},
+        {"allgatherintotensor", SHS_OP_ALL_GATHER}, {"allgathercoalesced", SHS_OP_ALL_GATHER},
+        {"allgatherintotensorcoalesced", SHS_OP_ALL_GATHER},
+        {"reducescatter", SHS_OP_REDUCE_SCATTER}, {"reducescatterbase", SHS_OP_REDUCE_SCATTER},
+        {"reducescattertensor", SHS_OP_REDUCE_SCATTER}, {"reducescattertensorcoalesced", SHS_OP_REDUCE_SCATTER},
+        {"broadcast", SHS_OP_BROADCAST}, {"reduce", SHS_OP_REDUCE}, {"barrier", SHS_OP_BARRIER},
+        {"alltoall", SHS_OP_ALL_TO_ALL}, {"alltoallbase", SHS_OP_ALL_TO_ALL}, {"alltoallv", SHS_OP_ALL_TO_ALLV},
+        {"alltoallsingle", SHS_OP_ALL_TO_ALL}, {"sendrecv", SHS_OP_ALL_TO_ALL},
+        {"gather", SHS_OP_GATHER}, {"scatter", SHS_OP_SCATTER}, {"send", SHS_OP_SEND}, {"recv", SHS_OP_RECV},
+        {"wait", SHS_OP_WAIT}};
     char s[64];
     squash(name, s, sizeof s);
     const char *p = s;

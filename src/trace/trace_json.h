@@ -10,7 +10,7 @@
 /* PyTorch / c10d / NCCL-kernel collective names ("allreduce", "all_gather",
  * "_allgather_base", "reduce_scatter_tensor", "all_to_allv", "AllReduce",
  * "wait", ...) to an op; 0 ok, -1 unknown. Case-insensitive, '_' ignored. */
-int shs__torch_coll_op(const char *name, shs_trace_op_t *op);
+int shs__torch_coll_op(const char *name, shs_coll_op_t *op);
 /* PyTorch dtype spellings ("Float", "float", "c10::BFloat16", "Half",
  * "long int", "Tensor(float)", "BFloat16", "Long", "Int", ...) to a dtype;
  * 0 ok, -1 unknown. */

@@ -7,19 +7,19 @@
 #include <sys/stat.h>
 
 #include "shardsim/trace_import.h"
+#include "core/names.h"
 #include "trace/trace_util.h"
 
-static const char *const fmt_names[SHS_NUM_TFMTS] = {"unknown", "shardsim", "nccl", "pytorch-et",
-                                                     "chakra", "astra", "kineto", "flight"};
+#define FORMAT_NAME(id, name) name,
+static const char *const fmt_names[] = {SHS_TRACE_FORMAT_MAP(FORMAT_NAME)};
+#undef FORMAT_NAME
 
-const char *shs_trace_format_name(shs_trace_format_t f) {
-    return (int)f >= 0 && f < SHS_NUM_TFMTS ? fmt_names[f] : "unknown";
-}
+const char *shs_trace_format_name(shs_trace_format_t f) { return shs__name_of(fmt_names, SHS_NUM_TFMTS, (int)f, "unknown"); }
 
 int shs_trace_format_parse(const char *name, shs_trace_format_t *out) {
-    for (int i = 1; i < SHS_NUM_TFMTS; i++)
-        if (strcmp(name, fmt_names[i]) == 0) { *out = (shs_trace_format_t)i; return 0; }
-    return -1;
+    int k = shs__name_find(fmt_names + 1, SHS_NUM_TFMTS - 1, name); /* "unknown" is no format to ask for */
+    if (k >= 0) *out = (shs_trace_format_t)(k + 1);
+    return k >= 0 ? 0 : -1;
 }
 
 shs_status_t shs_trace_import_text(shs_trace_t *t, const shs_trace_input_t *in) {

@@ -275,19 +275,16 @@ shs_status_t shs_trace_recorder_finish(shs_trace_recorder_t *r, shs_trace_t **ou
         for (size_t i = 0; st == SHS_OK && i < b->n; i++) {
             const shs_comm_call_info_t *ci = &b->e[i].info;
             shs_trace_rec_t rec = shs_trace_rec_init();
-            static const shs_trace_op_t map[SHS_NUM_COLL_OPS] = {
-                SHS_TOP_ALL_GATHER, SHS_TOP_REDUCE_SCATTER, SHS_TOP_ALL_REDUCE, SHS_TOP_BROADCAST,
-                SHS_TOP_REDUCE, SHS_TOP_BARRIER, SHS_TOP_BARRIER};
             rec.rank = k;
             rec.comm = ids[b->e[i].comm];
             rec.seq = (int64_t)ci->seq;
-            rec.op = map[ci->op];
+            rec.op = ci->op; /* never a split: on_call keeps those apart */
             rec.count = ci->count;
             rec.bytes = ci->bytes;
-            if (rec.op != SHS_TOP_BARRIER) rec.dtype = ci->dtype;
-            if (rec.op == SHS_TOP_REDUCE_SCATTER || rec.op == SHS_TOP_ALL_REDUCE || rec.op == SHS_TOP_REDUCE)
+            if (rec.op != SHS_OP_BARRIER) rec.dtype = ci->dtype;
+            if (rec.op == SHS_OP_REDUCE_SCATTER || rec.op == SHS_OP_ALL_REDUCE || rec.op == SHS_OP_REDUCE)
                 rec.redop = ci->redop;
-            if (rec.op == SHS_TOP_BROADCAST || rec.op == SHS_TOP_REDUCE) rec.root = ci->root;
+            if (rec.op == SHS_OP_BROADCAST || rec.op == SHS_OP_REDUCE) rec.root = ci->root;
             rec.t_start = ci->t_start - r->origin;
             rec.t_end = ci->t_end - r->origin;
             if (rec.t_start < 0) rec.t_start = 0;

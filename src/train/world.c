@@ -1,4 +1,5 @@
 /* world.c - persistent rank threads and job dispatch (see world.h). */
+#include "shardsim/log.h"
 #include "shardsim/world.h"
 
 #include "shardsim/comm_cuda.h"
@@ -48,6 +49,7 @@ static void *rank_main(void *p) {
         pthread_mutex_unlock(&w->mu);
 
         shs_set_last_error_text("");
+        shs_log_set_rank(slot->ctx.rank);
         shs_status_t st = fn(&slot->ctx, arg);
         if (st != SHS_OK) {
             snprintf(slot->error, sizeof slot->error, "%s", shs_last_error()[0] ? shs_last_error() : shs_strerror(st));
@@ -251,6 +253,7 @@ void shs_world_local_ranks(const shs_world_t *w, int *first, int *count) {
 static shs_status_t run_local(shs_world_t *w, shs_rank_fn fn, void *arg) {
     rank_slot_t *slot = &w->slots[0];
     shs_set_last_error_text("");
+    shs_log_set_rank(slot->ctx.rank);
     shs_status_t st = fn(&slot->ctx, arg);
     if (st != SHS_OK && st != SHS_ABORTED && st != SHS_MISMATCH && st != SHS_TIMEOUT) {
         snprintf(slot->error, sizeof slot->error, "%s", shs_last_error()[0] ? shs_last_error() : shs_strerror(st));

@@ -106,8 +106,7 @@ static shs_status_t nccl_error(const shs_comm_t *comm, const char *what, ncclRes
         if (cuda__e != cudaSuccess) return shs__cuda_error((comm)->rank, (what), cuda__e);         \
     } while (0)
 
-/* shs_dtype_t's values are NCCL's (dtype.h). */
-static ncclDataType_t nccl_dtype(shs_dtype_t t) { return (ncclDataType_t)t; }
+static ncclDataType_t nccl_dtype(shs_dtype_t t) { return (ncclDataType_t)shs_dtype_nccl(t); }
 
 static shs_status_t ensure_scratch(shs_comm_t *comm, size_t bytes) {
     nccl_ctx_t *c = nctx(comm);

@@ -45,17 +45,17 @@ static int put_msg(FILE *f, const ProtobufCMessage *m) {
     return ok ? 0 : -1;
 }
 
-static int chakra_comm_type(shs_trace_op_t op) {
+static int chakra_comm_type(shs_coll_op_t op) {
     switch (op) {
-    case SHS_TOP_ALL_REDUCE: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_REDUCE;
-    case SHS_TOP_REDUCE: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__REDUCE;
-    case SHS_TOP_ALL_GATHER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_GATHER;
-    case SHS_TOP_GATHER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__GATHER;
-    case SHS_TOP_SCATTER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__SCATTER;
-    case SHS_TOP_BROADCAST: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__BROADCAST;
-    case SHS_TOP_ALL_TO_ALL: case SHS_TOP_ALL_TO_ALLV: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_TO_ALL;
-    case SHS_TOP_REDUCE_SCATTER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__REDUCE_SCATTER;
-    case SHS_TOP_BARRIER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__BARRIER;
+    case SHS_OP_ALL_REDUCE: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_REDUCE;
+    case SHS_OP_REDUCE: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__REDUCE;
+    case SHS_OP_ALL_GATHER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_GATHER;
+    case SHS_OP_GATHER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__GATHER;
+    case SHS_OP_SCATTER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__SCATTER;
+    case SHS_OP_BROADCAST: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__BROADCAST;
+    case SHS_OP_ALL_TO_ALL: case SHS_OP_ALL_TO_ALLV: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_TO_ALL;
+    case SHS_OP_REDUCE_SCATTER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__REDUCE_SCATTER;
+    case SHS_OP_BARRIER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__BARRIER;
     default: return -1;
     }
 }
@@ -72,20 +72,20 @@ static shs_status_t write_rank(const shs_trace_t *t, int r, const char *path) {
     uint64_t id = 0;
     for (size_t i = 0; i < t->ranks[r].n && !bad; i++) {
         const shs_trace_rec_t *x = &t->ranks[r].recs[i];
-        if (x->op == SHS_TOP_WAIT) continue;
+        if (x->op == SHS_OP_WAIT) continue;
         ChakraProtoMsg__Node n;
         chakra_proto_msg__node__init(&n);
         attr_t a[4];
         attr_t *ap[4] = {&a[0], &a[1], &a[2], &a[3]};
         char name[96];
         const char *m = shs_trace_str(t, x->marker);
-        snprintf(name, sizeof name, "%s%s%s", shs_trace_op_name(x->op), *m ? ":" : "", m);
+        snprintf(name, sizeof name, "%s%s%s", shs_coll_op_name(x->op), *m ? ":" : "", m);
         n.id = id;
         n.name = name;
         uint64_t dep = id - 1;
         if (id > 0) { n.n_data_deps = 1; n.data_deps = &dep; }
-        if (shs_trace_op_is_p2p(x->op)) {
-            int send = x->op == SHS_TOP_SEND;
+        if (shs_coll_op_is_p2p(x->op)) {
+            int send = x->op == SHS_OP_SEND;
             n.type = send ? CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE : CHAKRA_PROTO_MSG__NODE_TYPE__COMM_RECV_NODE;
             attr_int(&a[0], send ? "comm_dst" : "comm_src", x->peer);
             attr_int(&a[1], "comm_tag", x->tag < 0 ? 0 : x->tag);
@@ -95,7 +95,7 @@ static shs_status_t write_rank(const shs_trace_t *t, int r, const char *path) {
             attr_bool(&a[1], "is_cpu_op", 0);
         }
         /* comm_size: bytes of the input (trace_chakra.c reads it back the same way) */
-        shs_bytes_scope_t sc = x->op == SHS_TOP_REDUCE_SCATTER || x->op == SHS_TOP_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
+        shs_bytes_scope_t sc = x->op == SHS_OP_REDUCE_SCATTER || x->op == SHS_OP_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
         attr_int(&a[2], "comm_size", (int64_t)shs_trace_rec_bytes(t, x, sc));
         n.n_attr = 3;
         n.attr = ap;

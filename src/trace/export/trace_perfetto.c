@@ -47,14 +47,14 @@ static json_t *safe_string(const char *s) {
     return json_string(buf);
 }
 
-static const char *category(shs_trace_op_t op) {
-    return op == SHS_TOP_WAIT ? "wait" : shs_trace_op_is_p2p(op) ? "p2p" : "collective";
+static const char *category(shs_coll_op_t op) {
+    return op == SHS_OP_WAIT ? "wait" : shs_coll_op_is_p2p(op) ? "p2p" : "collective";
 }
 
 static json_t *rec_args(const shs_trace_t *t, const shs_trace_rec_t *r, const char *time_src) {
     const char *marker = shs_trace_str(t, r->marker);
     json_t *a = json_pack("{s:o,s:I,s:s,s:I,s:o,s:I,s:s,s:o,s:o}", "comm", safe_string(t->comms[r->comm].name), "seq",
-                          (json_int_t)r->seq, "op", shs_trace_op_name(r->op), "count", (json_int_t)r->count, "dtype",
+                          (json_int_t)r->seq, "op", shs_coll_op_name(r->op), "count", (json_int_t)r->count, "dtype",
                           r->dtype == SHS_TRACE_NONE ? json_null() : json_string(shs_dtype_name((shs_dtype_t)r->dtype)),
                           "bytes", (json_int_t)r->bytes, "bytes_scope", r->scope == SHS_BYTES_TOTAL ? "total" : "rank",
                           "marker", *marker ? safe_string(marker) : json_null(), "time", safe_string(time_src));
@@ -110,7 +110,7 @@ shs_status_t shs_trace_export_perfetto(const shs_trace_t *t, const char *path, s
             }
             prev_end = ts + dur;
             json_t *args = rec_args(t, x, src);
-            json_t *ev = args ? json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", shs_trace_op_name(x->op), "cat",
+            json_t *ev = args ? json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", shs_coll_op_name(x->op), "cat",
                                           category(x->op), "ph", "X", "ts", ts * 1e6, "dur", dur * 1e6, "pid", r,
                                           "tid", r, "args", args)
                               : NULL;

@@ -28,20 +28,20 @@ static shs_status_t perr(const shs_trace_input_t *in, long line, const char *fmt
     return shs_set_error(SHS_PARSE, "%s:%ld: %s", in->name, line, msg);
 }
 
-static int comm_type(shs__tok_t t, shs_trace_op_t *op, int *none) {
+static int comm_type(shs__tok_t t, shs_coll_op_t *op, int *none) {
     *none = 0;
     if (shs__tok_is(t, "NONE")) { *none = 1; return 0; }
-    if (shs__tok_is(t, "ALLREDUCE")) *op = SHS_TOP_ALL_REDUCE;
-    else if (shs__tok_is(t, "ALLGATHER")) *op = SHS_TOP_ALL_GATHER;
-    else if (shs__tok_is(t, "REDUCESCATTER")) *op = SHS_TOP_REDUCE_SCATTER;
-    else if (shs__tok_is(t, "ALLTOALL")) *op = SHS_TOP_ALL_TO_ALL;
+    if (shs__tok_is(t, "ALLREDUCE")) *op = SHS_OP_ALL_REDUCE;
+    else if (shs__tok_is(t, "ALLGATHER")) *op = SHS_OP_ALL_GATHER;
+    else if (shs__tok_is(t, "REDUCESCATTER")) *op = SHS_OP_REDUCE_SCATTER;
+    else if (shs__tok_is(t, "ALLTOALL")) *op = SHS_OP_ALL_TO_ALL;
     else return -1;
     return 0;
 }
 
 typedef struct {
     char name[64];
-    shs_trace_op_t op[3];
+    shs_coll_op_t op[3];
     int none[3];
     uint64_t bytes[3];
 } layer_t;
@@ -114,7 +114,7 @@ shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in)
             rec.op = L->op[k];
             rec.bytes = L->bytes[k];
             rec.scope = SHS_BYTES_TOTAL;
-            if (rec.op != SHS_TOP_ALL_GATHER && rec.op != SHS_TOP_ALL_TO_ALL) rec.redop = SHS_SUM;
+            if (rec.op != SHS_OP_ALL_GATHER && rec.op != SHS_OP_ALL_TO_ALL) rec.redop = SHS_SUM;
             rec.marker = shs_trace_intern(t, m);
             if (rec.marker == UINT32_MAX) st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
             else if (shs_trace_append(t, &rec) != SHS_OK)

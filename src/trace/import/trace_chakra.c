@@ -84,21 +84,21 @@ static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, siz
     r.bytes = k == 1 ? (uint64_t)v : 0;
     r.rank = rank;
     if (is_coll) {
-        static const shs_trace_op_t map[] = {SHS_TOP_ALL_REDUCE, SHS_TOP_REDUCE, SHS_TOP_ALL_GATHER,
-                                             SHS_TOP_GATHER, SHS_TOP_SCATTER, SHS_TOP_BROADCAST,
-                                             SHS_TOP_ALL_TO_ALL, SHS_TOP_REDUCE_SCATTER, SHS_TOP_REDUCE_SCATTER,
-                                             SHS_TOP_BARRIER};
+        static const shs_coll_op_t map[] = {SHS_OP_ALL_REDUCE, SHS_OP_REDUCE, SHS_OP_ALL_GATHER,
+                                             SHS_OP_GATHER, SHS_OP_SCATTER, SHS_OP_BROADCAST,
+                                             SHS_OP_ALL_TO_ALL, SHS_OP_REDUCE_SCATTER, SHS_OP_REDUCE_SCATTER,
+                                             SHS_OP_BARRIER};
         if (find_attr(n, "comm_type", &v) != 1 || v < 0 || v > 9) return rerr(in, recno, "collective without a valid comm_type (0..9)");
         r.op = map[v];
         /* comm_size is the input: the whole buffer for reduce_scatter, one rank's part for gathers */
-        r.scope = r.op == SHS_TOP_REDUCE_SCATTER || r.op == SHS_TOP_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
-        if (r.op == SHS_TOP_ALL_REDUCE || r.op == SHS_TOP_REDUCE || r.op == SHS_TOP_REDUCE_SCATTER) r.redop = SHS_SUM;
-        if (r.op == SHS_TOP_BROADCAST || r.op == SHS_TOP_REDUCE || r.op == SHS_TOP_GATHER || r.op == SHS_TOP_SCATTER) r.root = 0;
+        r.scope = r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
+        if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE || r.op == SHS_OP_REDUCE_SCATTER) r.redop = SHS_SUM;
+        if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE || r.op == SHS_OP_GATHER || r.op == SHS_OP_SCATTER) r.root = 0;
         SHS_CHECK(shs_trace_grow_identity_comm(t, "world", rank + 1, &r.comm));
     } else {
         if (find_attr(n, is_send ? "comm_dst" : "comm_src", &v) != 1 || v < 0 || v >= SHS_TRACE_MAX_WORLD)
             return rerr(in, recno, is_send ? "send without a valid comm_dst" : "recv without a valid comm_src");
-        r.op = is_send ? SHS_TOP_SEND : SHS_TOP_RECV;
+        r.op = is_send ? SHS_OP_SEND : SHS_OP_RECV;
         r.peer = (int32_t)v;
         int64_t tag = 0;
         if (find_attr(n, "comm_tag", &tag) < 0 || tag < 0 || tag > INT32_MAX) return rerr(in, recno, "bad comm_tag");

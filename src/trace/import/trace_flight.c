@@ -147,11 +147,11 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
         }
         if (c == -2 && shs_trace_grow_identity_comm(t, "world", (int)rank + 1, &r.comm) != SHS_OK) { st = ferr(in, i, shs_last_error()); break; }
         int64_t seq;
-        json_t *sq = json_object_get(e, shs_trace_op_is_p2p(r.op) ? "p2p_seq_id" : "collective_seq_id");
+        json_t *sq = json_object_get(e, shs_coll_op_is_p2p(r.op) ? "p2p_seq_id" : "collective_seq_id");
         if (!sq || shs__json_int(sq, &seq) || seq < 0) { st = ferr(in, i, "collective_seq_id missing or negative"); break; }
         r.seq = seq;
-        if (shs_trace_op_is_p2p(r.op)) {
-            const char *arrow = strstr(name, r.op == SHS_TOP_SEND ? "->" : "<-");
+        if (shs_coll_op_is_p2p(r.op)) {
+            const char *arrow = strstr(name, r.op == SHS_OP_SEND ? "->" : "<-");
             long peer = arrow ? strtol(arrow + 2, NULL, 10) : -1;
             if (peer < 0 || peer >= SHS_TRACE_MAX_WORLD) { st = ferr(in, i, "p2p entry without 'A->B' / 'A<-B' peers"); break; }
             if (world > 0 && peer >= world) {
@@ -187,11 +187,11 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
         json_t *d0 = json_is_array(idt) ? json_array_get(idt, 0) : NULL;
         if (json_is_string(d0) && !shs__torch_dtype(json_string_value(d0), &d)) r.dtype = d;
         size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
-        r.count = (uint64_t)(r.op == SHS_TOP_REDUCE_SCATTER && no ? no : ne);
+        r.count = (uint64_t)(r.op == SHS_OP_REDUCE_SCATTER && no ? no : ne);
         r.bytes = (uint64_t)ne * es;
-        r.scope = r.op == SHS_TOP_REDUCE_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
-        if (r.op == SHS_TOP_ALL_REDUCE || r.op == SHS_TOP_REDUCE_SCATTER || r.op == SHS_TOP_REDUCE) r.redop = SHS_SUM;
-        if (r.op == SHS_TOP_BROADCAST || r.op == SHS_TOP_REDUCE) r.root = 0;
+        r.scope = r.op == SHS_OP_REDUCE_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
+        if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_REDUCE) r.redop = SHS_SUM;
+        if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE) r.root = 0;
         /* times: absent or null is unknown (duration_ms is null without
          * timing); present, a number >= 0 within 2^63 ns, else refused */
         json_t *tcj = json_object_get(e, "time_created_ns"), *dm = json_object_get(e, "duration_ms");

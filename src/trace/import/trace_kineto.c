@@ -45,7 +45,7 @@ static shs_status_t eerr(const shs_trace_input_t *in, size_t i, const char *what
 }
 
 /* 0: not a comm event of `form`; 1: is; op set. form 0: record_param_comms, 1: nccl:<op>, 2: kernel. */
-static int classify(json_t *ev, int form, shs_trace_op_t *op) {
+static int classify(json_t *ev, int form, shs_coll_op_t *op) {
     json_t *nm = json_object_get(ev, "name"), *ph = json_object_get(ev, "ph");
     if (!json_is_string(nm) || !json_is_string(ph) || strcmp(json_string_value(ph), "X") != 0) return 0;
     const char *s = json_string_value(nm);
@@ -100,7 +100,7 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
     for (form = 0; form < 3 && nev == 0; form++) {
         for (size_t i = 0; i < n; i++) {
             json_t *ev = json_array_get(events, i);
-            shs_trace_op_t op;
+            shs_coll_op_t op;
             int c = json_is_object(ev) ? classify(ev, form, &op) : 0;
             if (c < 0) { st = eerr(in, i, "unknown collective name"); goto out; }
             if (!c) continue;
@@ -133,7 +133,7 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
         classify(ev, form, &r.op);
         r.rank = (int)rank;
         r.comm = wc;
-        if (shs_trace_op_is_p2p(r.op)) { st = eerr(in, evs[k].idx, "send/recv: the profiler does not record the peer"); break; }
+        if (shs_coll_op_is_p2p(r.op)) { st = eerr(in, evs[k].idx, "send/recv: the profiler does not record the peer"); break; }
         /* checked when collected: 0 <= ts, 0 <= dur, ts + dur within range */
         double ts = json_number_value(json_object_get(ev, "ts")), dur = 0;
         if (json_is_number(json_object_get(ev, "dur"))) dur = json_number_value(json_object_get(ev, "dur"));
@@ -182,7 +182,7 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
             } else {
                 free(ranks);
             }
-            if (r.op == SHS_TOP_REDUCE_SCATTER) { r.count = (uint64_t)outn; r.scope = SHS_BYTES_TOTAL; }
+            if (r.op == SHS_OP_REDUCE_SCATTER) { r.count = (uint64_t)outn; r.scope = SHS_BYTES_TOTAL; }
             else r.count = nel;
         } else if (form == 1) {
             json_t *dims = json_object_get(args, "Input Dims"), *ty = json_object_get(args, "Input type");
@@ -204,8 +204,8 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
         }
         size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
         r.bytes = nel * es;
-        if (r.op == SHS_TOP_ALL_REDUCE || r.op == SHS_TOP_REDUCE_SCATTER || r.op == SHS_TOP_REDUCE) r.redop = SHS_SUM;
-        if (r.op == SHS_TOP_BROADCAST || r.op == SHS_TOP_REDUCE || r.op == SHS_TOP_GATHER || r.op == SHS_TOP_SCATTER) r.root = 0;
+        if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_REDUCE) r.redop = SHS_SUM;
+        if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE || r.op == SHS_OP_GATHER || r.op == SHS_OP_SCATTER) r.root = 0;
         if (shs_trace_comm_local(t, r.comm, r.rank) < 0) { st = eerr(in, evs[k].idx, "rank is not in its process group"); break; }
         if (shs_trace_append(t, &r) != SHS_OK) st = eerr(in, evs[k].idx, shs_last_error());
     }

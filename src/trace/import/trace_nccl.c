@@ -90,12 +90,12 @@ static const shs__tok_t *find_kv(const shs__tok_t *tk, int nt, const char *key) 
     return NULL;
 }
 
-static int op_from_name(shs__tok_t t, shs_trace_op_t *op) {
-    static const struct { const char *n; shs_trace_op_t op; } m[] = {
-        {"AllGather:", SHS_TOP_ALL_GATHER}, {"ReduceScatter:", SHS_TOP_REDUCE_SCATTER},
-        {"AllReduce:", SHS_TOP_ALL_REDUCE}, {"Broadcast:", SHS_TOP_BROADCAST}, {"Reduce:", SHS_TOP_REDUCE},
-        {"Send:", SHS_TOP_SEND}, {"Recv:", SHS_TOP_RECV}, {"AllToAll:", SHS_TOP_ALL_TO_ALL},
-        {"Gather:", SHS_TOP_GATHER}, {"Scatter:", SHS_TOP_SCATTER}};
+static int op_from_name(shs__tok_t t, shs_coll_op_t *op) {
+    static const struct { const char *n; shs_coll_op_t op; } m[] = {
+        {"AllGather:", SHS_OP_ALL_GATHER}, {"ReduceScatter:", SHS_OP_REDUCE_SCATTER},
+        {"AllReduce:", SHS_OP_ALL_REDUCE}, {"Broadcast:", SHS_OP_BROADCAST}, {"Reduce:", SHS_OP_REDUCE},
+        {"Send:", SHS_OP_SEND}, {"Recv:", SHS_OP_RECV}, {"AllToAll:", SHS_OP_ALL_TO_ALL},
+        {"Gather:", SHS_OP_GATHER}, {"Scatter:", SHS_OP_SCATTER}};
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (shs__tok_is(t, m[i].n)) { *op = m[i].op; return 0; }
     return -1;
@@ -219,11 +219,12 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
         uint64_t seq, count, dtv, opv = 0, rootv = 0, ptr = 0;
         if (!oc || shs__parse_u64(oc->s, oc->n, 2, &seq) || seq > (uint64_t)INT64_MAX) { st = perr(in, lineno, "bad opCount (hexadecimal)", NULL); break; }
         if (!cnt || shs__parse_u64(cnt->s, cnt->n, 0, &count)) { st = perr(in, lineno, "bad count", "want a non-negative integer"); break; }
-        if (!dt || shs__parse_u64(dt->s, dt->n, 0, &dtv) || dtv >= SHS_NUM_DTYPES) { st = perr(in, lineno, "unknown datatype id", dt ? shs__tok_copy(*dt, buf, sizeof buf) : "missing"); break; }
+        if (!dt || shs__parse_u64(dt->s, dt->n, 0, &dtv) || shs_dtype_from_nccl((long long)dtv) == SHS_DTYPE_DEFAULT) { st = perr(in, lineno, "unknown datatype id", dt ? shs__tok_copy(*dt, buf, sizeof buf) : "missing"); break; }
         if (op && (shs__parse_u64(op->s, op->n, 0, &opv) || opv >= SHS_NUM_REDOPS)) { st = perr(in, lineno, "unknown reduction op id", shs__tok_copy(*op, buf, sizeof buf)); break; }
         if (root && shs__parse_u64(root->s, root->n, 0, &rootv)) { st = perr(in, lineno, "bad root", NULL); break; }
         if (!cm || shs__parse_u64(cm->s, cm->n, 2, &ptr)) { st = perr(in, lineno, "bad or missing comm pointer", NULL); break; }
-        size_t es = shs_dtype_size((shs_dtype_t)dtv);
+        shs_dtype_t dtype = shs_dtype_from_nccl((long long)dtv); /* NCCL's numbering */
+        size_t es = shs_dtype_size(dtype);
         if (count > SHS_TRACE_MAX_BYTES / es) { st = perr(in, lineno, "absurd size", shs__tok_copy(*cnt, buf, sizeof buf)); break; }
         ncomm_t *c = cs.n ? find_comm(&cs, proc, ptr) : NULL;
         int size;
@@ -275,15 +276,15 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
         }
         r.seq = (int64_t)seq;
         r.count = count;
-        r.dtype = (int32_t)dtv;
+        r.dtype = (int32_t)dtype;
         r.bytes = count * es;
         r.scope = SHS_BYTES_PER_RANK;
-        if (r.op == SHS_TOP_REDUCE_SCATTER || r.op == SHS_TOP_ALL_REDUCE || r.op == SHS_TOP_REDUCE) r.redop = (int32_t)opv;
-        if (r.op == SHS_TOP_BROADCAST || r.op == SHS_TOP_REDUCE) {
+        if (r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE) r.redop = (int32_t)opv;
+        if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE) {
             if (rootv >= (uint64_t)size) { st = perr(in, lineno, "root outside the communicator", NULL); break; }
             r.root = (int32_t)rootv;
         }
-        if (shs_trace_op_is_p2p(r.op)) {
+        if (shs_coll_op_is_p2p(r.op)) {
             if (rootv >= (uint64_t)size) { st = perr(in, lineno, "peer outside the communicator", NULL); break; }
             r.peer = t->comms[r.comm].ranks[rootv];
             r.tag = 0;

@@ -202,7 +202,7 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
         snprintf(m, sizeof m, "unknown collective '%.60s'", json_string_value(nm));
         return nerr(e, id, m);
     }
-    if (shs_trace_op_is_p2p(r.op)) return nerr(e, id, "send/recv in an execution trace: peer ranks are not recorded");
+    if (shs_coll_op_is_p2p(r.op)) return nerr(e, id, "send/recv in an execution trace: peer ranks are not recorded");
     /* group: named pg_name, else positional pg handle */
     json_t *pgn = attr(node, "pg_name");
     pg_t *pg = NULL;
@@ -257,7 +257,7 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
         if (size <= global) size = global + 1;
         if (shs_trace_grow_identity_comm(e->t, "world", size, &r.comm) != SHS_OK) return nerr(e, id, shs_last_error());
     }
-    if (r.op != SHS_TOP_WAIT && r.op != SHS_TOP_BARRIER) {
+    if (r.op != SHS_OP_WAIT && r.op != SHS_OP_BARRIER) {
         uint64_t in_n = 0, out_n = 0;
         int64_t is = 0, x;
         json_t *a_in = attr(node, "in_msg_nelems"), *a_out = attr(node, "out_msg_nelems"), *a_dt = attr(node, "dtype");
@@ -294,7 +294,7 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
             return nerr(e, id, m);
         }
         size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
-        if (r.op == SHS_TOP_REDUCE_SCATTER) {
+        if (r.op == SHS_OP_REDUCE_SCATTER) {
             r.count = out_n ? out_n : in_n;
             r.bytes = in_n * es;
             r.scope = SHS_BYTES_TOTAL;
@@ -303,8 +303,8 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
             r.bytes = in_n * es;
             r.scope = SHS_BYTES_PER_RANK;
         }
-        if (r.op == SHS_TOP_ALL_REDUCE || r.op == SHS_TOP_REDUCE_SCATTER || r.op == SHS_TOP_REDUCE) r.redop = SHS_SUM;
-        if (r.op == SHS_TOP_BROADCAST || r.op == SHS_TOP_REDUCE || r.op == SHS_TOP_GATHER || r.op == SHS_TOP_SCATTER) r.root = 0;
+        if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_REDUCE) r.redop = SHS_SUM;
+        if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE || r.op == SHS_OP_GATHER || r.op == SHS_OP_SCATTER) r.root = 0;
     }
     *out = r;
     return SHS_OK;
@@ -356,7 +356,7 @@ shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t
     size_t first = 0;
     for (size_t k = 0; k < norder && st == SHS_OK; k++) {
         st = comm_node(&e, json_array_get(nodes, (size_t)order[k][1]), order[k][0], &recs[k]);
-        if (st != SHS_OK || recs[k].op == SHS_TOP_WAIT) continue;
+        if (st != SHS_OK || recs[k].op == SHS_OP_WAIT) continue;
         if (file_rank < 0) {
             file_rank = recs[k].rank;
             first = k;
@@ -371,7 +371,7 @@ shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t
         st = shs_set_error(SHS_PARSE, "%s: rank %d (from the file name) is beyond the world of %d ranks declared by "
                            "process_group:init", in->name, file_rank, e.world);
     for (size_t k = 0; k < norder && st == SHS_OK; k++) {
-        if (recs[k].op == SHS_TOP_WAIT) {
+        if (recs[k].op == SHS_OP_WAIT) {
             recs[k].rank = file_rank;
             st = shs_trace_grow_identity_comm(t, "world", file_rank + 1, &recs[k].comm);
             if (st != SHS_OK) break;

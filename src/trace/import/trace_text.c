@@ -36,7 +36,7 @@ static void write_header(const shs_trace_t *t, FILE *f) {
 
 static void write_rec(const shs_trace_t *t, FILE *f, const shs_trace_rec_t *r) {
     fprintf(f, "%d %s %lld %s %llu %s %s", r->rank, t->comms[r->comm].name, (long long)r->seq,
-            shs_trace_op_name(r->op), (unsigned long long)r->count,
+            shs_coll_op_name(r->op), (unsigned long long)r->count,
             r->dtype == SHS_TRACE_NONE ? "-" : shs_dtype_name((shs_dtype_t)r->dtype),
             r->redop == SHS_TRACE_NONE ? "-" : shs_redop_name((shs_redop_t)r->redop));
     put_int(f, r->root);
@@ -195,7 +195,7 @@ static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, 
     r.comm = find_comm_cached(t, cache, tk[1], buf, sizeof buf);
     if (r.comm < 0) return PERR(w, "communicator '%s' is not declared", buf);
     if (shs__parse_i64(tk[2].s, tk[2].n, &r.seq) || r.seq < 0) return PERR(w, "bad sequence number '%s'", shs__tok_copy(tk[2], buf, sizeof buf));
-    if (shs_trace_op_parse(shs__tok_copy(tk[3], buf, sizeof buf), &r.op)) return PERR(w, "unknown op '%s'", buf);
+    if (shs_coll_op_parse(shs__tok_copy(tk[3], buf, sizeof buf), &r.op) || r.op == SHS_OP_SPLIT) return PERR(w, "unknown op '%s'", buf);
     if (shs__parse_u64(tk[4].s, tk[4].n, 0, &r.count)) return PERR(w, "bad count '%s'", shs__tok_copy(tk[4], buf, sizeof buf));
     if (!shs__tok_is(tk[5], "-")) {
         shs_dtype_t d;

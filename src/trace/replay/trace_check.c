@@ -15,7 +15,7 @@
 #include "trace/replay/trace_exec.h"
 
 void shs_trace_rec_format(const shs_trace_t *t, const shs_trace_rec_t *r, char *buf, size_t n) {
-    int k = snprintf(buf, n, "%s(", shs_trace_op_name(r->op));
+    int k = snprintf(buf, n, "%s(", shs_coll_op_name(r->op));
     const char *sep = "";
 #define ADD(...)                                                              \
     do {                                                                      \
@@ -26,7 +26,7 @@ void shs_trace_rec_format(const shs_trace_t *t, const shs_trace_rec_t *r, char *
     if (r->dtype != SHS_TRACE_NONE) ADD("%sdtype=%s", sep, shs_dtype_name((shs_dtype_t)r->dtype));
     if (r->redop != SHS_TRACE_NONE) ADD("%sop=%s", sep, shs_redop_name((shs_redop_t)r->redop));
     if (r->root != SHS_TRACE_NONE) ADD("%sroot=%d", sep, r->root);
-    if (r->peer != SHS_TRACE_NONE) ADD("%s%s=%d", sep, r->op == SHS_TOP_SEND ? "to" : "from", r->peer);
+    if (r->peer != SHS_TRACE_NONE) ADD("%s%s=%d", sep, r->op == SHS_OP_SEND ? "to" : "from", r->peer);
     if (r->tag != SHS_TRACE_NONE) ADD("%stag=%d", sep, r->tag);
     ADD("%sbytes=%llu/%s", sep, (unsigned long long)r->bytes, r->scope == SHS_BYTES_TOTAL ? "total" : "rank");
     const char *m = shs_trace_str(t, r->marker);
@@ -54,10 +54,10 @@ static const char *differs(const shs_trace_t *t, const shs_trace_rec_t *a, const
     if (a->op != b->op) return "op";
     int dtypes_known = a->dtype != SHS_TRACE_NONE && b->dtype != SHS_TRACE_NONE;
     if (dtypes_known && a->dtype != b->dtype) return "dtype";
-    if (dtypes_known && a->count != b->count && a->op != SHS_TOP_ALL_TO_ALLV) return "count";
+    if (dtypes_known && a->count != b->count && a->op != SHS_OP_ALL_TO_ALLV) return "count";
     if (a->redop != SHS_TRACE_NONE && b->redop != SHS_TRACE_NONE && a->redop != b->redop) return "reduce op";
     if (a->root != SHS_TRACE_NONE && b->root != SHS_TRACE_NONE && a->root != b->root) return "root";
-    if (a->op != SHS_TOP_ALL_TO_ALLV &&
+    if (a->op != SHS_OP_ALL_TO_ALLV &&
         shs_trace_rec_bytes(t, a, SHS_BYTES_PER_RANK) != shs_trace_rec_bytes(t, b, SHS_BYTES_PER_RANK))
         return "bytes";
     return NULL;
@@ -82,14 +82,14 @@ static shs_status_t build_lists(const shs_trace_t *t, lists_t *L) {
         const shs_trace_rank_t *rk = &t->ranks[r];
         size_t *cnt = st; /* count into st[c+1], then prefix */
         for (size_t i = 0; i < rk->n; i++)
-            if (shs_trace_op_is_coll(rk->recs[i].op)) cnt[rk->recs[i].comm + 1]++;
+            if (shs_coll_op_is_collective(rk->recs[i].op)) cnt[rk->recs[i].comm + 1]++;
         st[0] = base;
         for (size_t c = 0; c < C; c++) st[c + 1] += st[c];
         size_t *fill = malloc((C ? C : 1) * sizeof *fill);
         if (!fill) return shs_set_error(SHS_HOST_OOM, "cannot allocate the analysis");
         for (size_t c = 0; c < C; c++) fill[c] = st[c];
         for (size_t i = 0; i < rk->n; i++)
-            if (shs_trace_op_is_coll(rk->recs[i].op)) L->idx[fill[rk->recs[i].comm]++] = i;
+            if (shs_coll_op_is_collective(rk->recs[i].op)) L->idx[fill[rk->recs[i].comm]++] = i;
         free(fill);
         base = st[C];
     }
@@ -204,7 +204,7 @@ static shs_status_t execute(const shs_trace_t *t, shs_trace_report_t *rep, size_
         rep->ranks_blocked++;
         const shs_trace_rec_t *x = &rk->recs[pr];
         shs_trace_rec_format(t, x, a, sizeof a);
-        if (x->op == SHS_TOP_RECV) {
+        if (x->op == SHS_OP_RECV) {
             add_issue(rep, max, SHS_ISSUE_DEADLOCK, -1, -1, r, x->peer,
                       "rank %d blocks forever in call #%zu %s: rank %d never sends it a message with tag %d", r, pr, a,
                       x->peer, x->tag);

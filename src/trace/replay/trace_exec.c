@@ -59,7 +59,7 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
     size_t nw = W > 0 ? (size_t)W : 1;
     size_t np2p = 0;
     for (int r = 0; r < W; r++)
-        for (size_t i = 0; i < t->ranks[r].n; i++) np2p += shs_trace_op_is_p2p(t->ranks[r].recs[i].op);
+        for (size_t i = 0; i < t->ranks[r].n; i++) np2p += shs_coll_op_is_p2p(t->ranks[r].recs[i].op);
     for (int c = 0; c < t->ncomms; c++)
         if (t->comms[c].size > maxsize) maxsize = t->comms[c].size;
     shs__trace_exec_t *e = calloc(1, sizeof *e);
@@ -101,10 +101,10 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
         const shs_trace_rank_t *rk = &t->ranks[r];
         while (pos[r] < rk->n) {
             const shs_trace_rec_t *x = &rk->recs[pos[r]];
-            if (x->op == SHS_TOP_WAIT) {
+            if (x->op == SHS_OP_WAIT) {
                 if (h->call) h->call(h->ctx, r, pos[r]);
                 pos[r]++;
-            } else if (x->op == SHS_TOP_SEND) {
+            } else if (x->op == SHS_OP_SEND) {
                 chan_t *c = chan_get(e, r, x->peer, x->tag);
                 size_t nd = e->nodes++;
                 e->node_rank[nd] = r;
@@ -119,12 +119,12 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
                 int d = x->peer; /* wake the receiver if this is what it waits for */
                 if (d >= 0 && d < W && !queued[d] && pos[d] < t->ranks[d].n) {
                     const shs_trace_rec_t *y = &t->ranks[d].recs[pos[d]];
-                    if (y->op == SHS_TOP_RECV && y->peer == r && y->tag == x->tag) {
+                    if (y->op == SHS_OP_RECV && y->peer == r && y->tag == x->tag) {
                         stack[top++] = d;
                         queued[d] = 1;
                     }
                 }
-            } else if (x->op == SHS_TOP_RECV) {
+            } else if (x->op == SHS_OP_RECV) {
                 chan_t *c = chan_get(e, x->peer, r, x->tag);
                 if (!c->pending) break;
                 int64_t nd = c->head;

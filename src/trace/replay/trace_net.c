@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/names.h"
 #include "trace/trace_util.h"
 
 /* NCCL 2.20.3 src/graph/tuning.cc, Simple protocol (see above), seconds */
@@ -51,14 +52,16 @@
 #define NCCL_HW_NET_RING 14.0e-6   /* hwLat[NCCL_HW_NET][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
 #define NCCL_HW_TREE 28e-6         /* hwLat[NVLINK, PCI and NET][NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] */
 
-static const char *const algo_names[SHS_NUM_ALGOS] = {"ring", "tree", "direct"};
+#define ALGO_NAME(id, name) name,
+static const char *const algo_names[] = {SHS_NET_ALGO_MAP(ALGO_NAME)};
+#undef ALGO_NAME
 
-const char *shs_net_algo_name(shs_net_algo_t a) { return (int)a >= 0 && a < SHS_NUM_ALGOS ? algo_names[a] : "invalid"; }
+const char *shs_net_algo_name(shs_net_algo_t a) { return shs__name_of(algo_names, SHS_NUM_ALGOS, (int)a, "invalid"); }
 
 int shs_net_algo_parse(const char *name, shs_net_algo_t *out) {
-    for (int i = 0; i < SHS_NUM_ALGOS; i++)
-        if (strcmp(name, algo_names[i]) == 0) { *out = (shs_net_algo_t)i; return 0; }
-    return -1;
+    int k = shs__name_find(algo_names, SHS_NUM_ALGOS, name);
+    if (k >= 0) *out = (shs_net_algo_t)k;
+    return k >= 0 ? 0 : -1;
 }
 
 shs_status_t shs_net_preset(const char *name, shs_net_t *out) {
@@ -137,10 +140,10 @@ shs_status_t shs_net_load(const char *path, shs_net_t *out) {
     return SHS_OK;
 }
 
-double shs_net_busbw_factor(shs_trace_op_t op, int n) {
+double shs_net_busbw_factor(shs_coll_op_t op, int n) {
     if (n <= 1) return 1.0;
-    if (op == SHS_TOP_ALL_REDUCE) return 2.0 * (n - 1) / n;
-    if (op == SHS_TOP_ALL_GATHER || op == SHS_TOP_REDUCE_SCATTER) return (double)(n - 1) / n;
+    if (op == SHS_OP_ALL_REDUCE) return 2.0 * (n - 1) / n;
+    if (op == SHS_OP_ALL_GATHER || op == SHS_OP_REDUCE_SCATTER) return (double)(n - 1) / n;
     return 1.0;
 }
 
@@ -151,19 +154,19 @@ static int log2_floor(int x) {
     return l;
 }
 
-double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_trace_op_t op, double S, int n, int nodes) {
+double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_coll_op_t op, double S, int n, int nodes) {
     if (nodes < 1) nodes = 1;
     int one_node = nodes == 1;
     double hop = one_node ? net->intra_lat : net->inter_lat, b = one_node ? net->intra_bw : net->inter_bw;
-    if (op == SHS_TOP_WAIT) return 0;
-    if (op == SHS_TOP_SEND || op == SHS_TOP_RECV) return hop + S / b;
+    if (op == SHS_OP_WAIT) return 0;
+    if (op == SHS_OP_SEND || op == SHS_OP_RECV) return hop + S / b;
     if (n <= 1) return 0;
-    if (op == SHS_TOP_BARRIER) { /* an all-reduce of nothing */
-        op = SHS_TOP_ALL_REDUCE;
+    if (op == SHS_OP_BARRIER) { /* an all-reduce of nothing */
+        op = SHS_OP_ALL_REDUCE;
         S = 0;
     }
     double m = n - 1;
-    if (algo == SHS_ALGO_TREE && op == SHS_TOP_ALL_REDUCE) {
+    if (algo == SHS_ALGO_TREE && op == SHS_OP_ALL_REDUCE) {
         int per_node = n / nodes > 1 ? n / nodes : 1;
         double lat = net->tree_base_lat +
                      2 * ((per_node - 1) * net->tree_intra_lat + log2_floor(nodes) * net->tree_inter_lat);
@@ -171,13 +174,13 @@ double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_trace_op_t op
     }
     if (algo == SHS_ALGO_DIRECT) {
         switch (op) {
-        case SHS_TOP_ALL_REDUCE: return net->base_lat + 2 * hop + 2 * m * S / (n * b);
-        case SHS_TOP_BROADCAST: case SHS_TOP_REDUCE: return net->base_lat + hop + m * S / b;
+        case SHS_OP_ALL_REDUCE: return net->base_lat + 2 * hop + 2 * m * S / (n * b);
+        case SHS_OP_BROADCAST: case SHS_OP_REDUCE: return net->base_lat + hop + m * S / b;
         default: return net->base_lat + hop + m * S / (n * b);
         }
     }
-    if (op == SHS_TOP_BROADCAST || op == SHS_TOP_REDUCE) return net->base_lat + n * hop + S / b;
-    int all_reduce = op == SHS_TOP_ALL_REDUCE;
+    if (op == SHS_OP_BROADCAST || op == SHS_OP_REDUCE) return net->base_lat + n * hop + S / b;
+    int all_reduce = op == SHS_OP_ALL_REDUCE;
     int steps = all_reduce ? 2 * (n - 1) : n - 1;
     int net_steps = one_node ? 0 : all_reduce ? 2 * nodes : nodes - 1;
     if (net_steps > steps) net_steps = steps;
@@ -200,7 +203,7 @@ static int count_nodes(const int *ranks, int n, int gpus_per_node) {
 
 double shs_net_rec_time(const shs_net_t *net, shs_net_algo_t algo, const shs_trace_t *t, const shs_trace_rec_t *r) {
     const shs_trace_comm_t *cm = &t->comms[r->comm];
-    int p2p = shs_trace_op_is_p2p(r->op);
+    int p2p = shs_coll_op_is_p2p(r->op);
     int nodes = p2p ? 1 + (r->rank / net->gpus_per_node != r->peer / net->gpus_per_node)
                     : count_nodes(cm->ranks, cm->size, net->gpus_per_node);
     double S = (double)shs_trace_rec_bytes(t, r, p2p ? SHS_BYTES_PER_RANK : SHS_BYTES_TOTAL);

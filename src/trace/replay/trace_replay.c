@@ -33,7 +33,7 @@ static void call_shape(const shs_trace_t *t, const shs_trace_rec_t *r, uint64_t 
     size_t es = shs_dtype_size(*dt);
     uint64_t per = shs_trace_rec_bytes(t, r, SHS_BYTES_PER_RANK);
     uint64_t c = r->dtype != SHS_TRACE_NONE && r->count ? r->count : per / es;
-    int gathers = r->op == SHS_TOP_ALL_GATHER || r->op == SHS_TOP_REDUCE_SCATTER;
+    int gathers = r->op == SHS_OP_ALL_GATHER || r->op == SHS_OP_REDUCE_SCATTER;
     uint64_t biggest = c * es * (gathers ? (uint64_t)n : 1);
     *capped = 0;
     if (cap && biggest > cap) {
@@ -44,9 +44,9 @@ static void call_shape(const shs_trace_t *t, const shs_trace_rec_t *r, uint64_t 
     *count = (size_t)c;
     size_t part = (size_t)c * es;
     switch (r->op) {
-    case SHS_TOP_ALL_GATHER: *sendb = part; *recvb = part * (size_t)n; break;
-    case SHS_TOP_REDUCE_SCATTER: *sendb = part * (size_t)n; *recvb = part; break;
-    case SHS_TOP_ALL_REDUCE: case SHS_TOP_BROADCAST: case SHS_TOP_REDUCE: *sendb = *recvb = part; break;
+    case SHS_OP_ALL_GATHER: *sendb = part; *recvb = part * (size_t)n; break;
+    case SHS_OP_REDUCE_SCATTER: *sendb = part * (size_t)n; *recvb = part; break;
+    case SHS_OP_ALL_REDUCE: case SHS_OP_BROADCAST: case SHS_OP_REDUCE: *sendb = *recvb = part; break;
     default: *sendb = *recvb = 0; *count = 0;
     }
 }
@@ -91,13 +91,13 @@ static void *rank_main(void *p) {
         s->capped += (uint64_t)cp;
         double t0 = shs_now_seconds();
         switch (r->op) {
-        case SHS_TOP_ALL_GATHER: st = shs_all_gather(sendbuf, recvbuf, c, dt, cm); break;
-        case SHS_TOP_REDUCE_SCATTER: st = shs_reduce_scatter(sendbuf, recvbuf, c, dt, op, cm); break;
-        case SHS_TOP_ALL_REDUCE: st = shs_all_reduce(sendbuf, recvbuf, c, dt, op, cm); break;
-        case SHS_TOP_BROADCAST: st = shs_broadcast(sendbuf, recvbuf, c, dt, root, cm); break;
-        case SHS_TOP_REDUCE: st = shs_reduce(sendbuf, recvbuf, c, dt, op, root, cm); break;
-        case SHS_TOP_BARRIER: st = shs_barrier(cm); break;
-        case SHS_TOP_SEND: case SHS_TOP_RECV: case SHS_TOP_WAIT: s->not_run[r->op]++; continue;
+        case SHS_OP_ALL_GATHER: st = shs_all_gather(sendbuf, recvbuf, c, dt, cm); break;
+        case SHS_OP_REDUCE_SCATTER: st = shs_reduce_scatter(sendbuf, recvbuf, c, dt, op, cm); break;
+        case SHS_OP_ALL_REDUCE: st = shs_all_reduce(sendbuf, recvbuf, c, dt, op, cm); break;
+        case SHS_OP_BROADCAST: st = shs_broadcast(sendbuf, recvbuf, c, dt, root, cm); break;
+        case SHS_OP_REDUCE: st = shs_reduce(sendbuf, recvbuf, c, dt, op, root, cm); break;
+        case SHS_OP_BARRIER: st = shs_barrier(cm); break;
+        case SHS_OP_SEND: case SHS_OP_RECV: case SHS_OP_WAIT: s->not_run[r->op]++; continue;
         default: s->sync_only[r->op]++; st = shs_barrier(cm); continue;
         }
         double sec = shs_now_seconds() - t0;
@@ -180,7 +180,7 @@ shs_status_t shs_trace_replay(const shs_trace_t *t, const shs_replay_opts_t *o, 
     for (int g = 0; g < started; g++) {
         const shs_replay_stats_t *s = &rp.per_rank[g];
         int timed = 0;
-        for (int k = 0; k < SHS_NUM_TRACE_OPS; k++) {
+        for (int k = 0; k < SHS_NUM_OPS; k++) {
             out->calls[k] += s->calls[k];
             out->trace_bytes[k] += s->trace_bytes[k];
             out->moved_bytes[k] += s->moved_bytes[k];

@@ -41,7 +41,7 @@ static void on_call(void *ctx, int r, size_t idx) { /* a wait (no time) or an ea
     sim_t *m = ctx;
     arrive(m, r, idx);
     const shs_trace_rec_t *x = &m->t->ranks[r].recs[idx];
-    if (x->op != SHS_TOP_SEND) return;
+    if (x->op != SHS_OP_SEND) return;
     double d = shs_net_rec_time(m->net, m->algo, m->t, x);
     m->out->ranks[r].comm_s += d;
     m->clock[r] += d;
