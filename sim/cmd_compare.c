@@ -366,12 +366,7 @@ int sim_cmd_compare(int argc, char **argv) {
             if (device_mem == 0) return usage_error("--device-mem must be > 0, not %s", v);
         } else if (!strcmp(a, "--wrap")) {
             NEED();
-            if (!strcmp(v, "block")) base.train.wrap_min_params = 0;
-            else if (!strncmp(v, "size:", 5)) {
-                long n;
-                if (sim_parse_int(v + 5, 1, 1L << 40, &n, err, sizeof err)) return usage_error("--wrap size:N: %s", err);
-                base.train.wrap_min_params = (size_t)n;
-            } else return usage_error("--wrap must be block or size:N, not %s", v);
+            if (sim_parse_wrap(v, &base.train.wrap_min_params, err, sizeof err)) return usage_error("--wrap %s", err);
         } else if (!strcmp(a, "--strategies")) {
             NEED();
             int rc_ = sim_list_check("compare", a, v);

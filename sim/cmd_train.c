@@ -136,6 +136,9 @@ static void train_usage(FILE *f) {
             "  --checkpoint-activations [true|false]  activation checkpointing per block: keep only\n"
             "                         each block's input, recompute its forward in backward (same results,\n"
             "                         less memory); the GPT only, not with --model-file\n"
+            "  --wrap block|size:N    wrap units: one per block (default), or consecutive blocks grouped\n"
+            "                         until a unit holds >= N parameters (FSDP size_based_auto_wrap_policy,\n"
+            "                         min_num_params); the GPT only, not with --model-file\n"
             "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
             "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
             "                         --check reports; needs --check ddp\n"
@@ -172,7 +175,7 @@ typedef enum {
     O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_SHARD_GROUP_SIZE,
     O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH, O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_POISON_FREED,
     O_OFFLOAD, O_MEMORY_TIMELINE, O_REDUCE_ORDER,
-    O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
+    O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS, O_WRAP,
     O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_TRACE,
     O_BACKEND, O_LOSS_BITS, O_PROGRESS, O_DEBUG_MISMATCH_RANK, O_DEBUG_STALL_RANK,
@@ -235,6 +238,7 @@ static const struct {
     [O_MEMORY_TIMELINE] = {"--memory-timeline", T_STR, 0, 0, 0},
     [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
     [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_BOOL, 0, 0, 0},
+    [O_WRAP] = {"--wrap", T_STR, 0, 0, 0},
     [O_TRACE] = {"--trace", T_STR, 0, 0, 0},
     [O_BACKEND] = {"--backend", T_STR, 0, 0, 0},
     [O_LOSS_BITS] = {"--loss-bits", T_BOOL, 0, 0, 0},
@@ -434,6 +438,11 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     if (p.given[O_MEMORY_TIMELINE]) {
         o->timeline_path = p.str[O_MEMORY_TIMELINE];
         c->memory_timeline = 1;
+    }
+    if (p.given[O_WRAP]) {
+        char err[256];
+        if (sim_parse_wrap(p.str[O_WRAP], &c->wrap_min_params, err, sizeof err))
+            return usage_error("--wrap %s%s", err, "");
     }
     if (p.given[O_OFFLOAD]) {
         static const char *const names[] = {"none", "optimizer", "params"};

@@ -72,4 +72,8 @@ shs_status_t shs__rank_step(shs__rank_t *r, const shs_train_config_t *cfg, const
  * strategy's sub-communicators'. */
 void shs__rank_comm_stats(const shs__rank_t *r, shs_comm_stats_t *out);
 
+/* The source rank `rank`'s model calls in a trainer (train.c): the
+ * strategy's own unless decorators were asked for (tests check which). */
+shs_param_source_t *shs__trainer_model_source(shs_trainer_t *t, int rank);
+
 #endif

@@ -292,6 +292,7 @@ float shs_trainer_last_grad_norm(const shs_trainer_t *t) { return t->cfg.strateg
 
 shs_status_t shs_trainer_run(shs_trainer_t *t, shs_rank_fn job, void *arg) { return shs_world_run(t->world, job, arg); }
 shs_strategy_t *shs_trainer_strategy(shs_trainer_t *t, int rank) { return t->ranks[rank].run.strategy; }
+shs_param_source_t *shs__trainer_model_source(shs_trainer_t *t, int rank) { return t->ranks[rank].run.src; }
 
 size_t shs_trainer_snapshot_len(const shs_trainer_t *t) {
     size_t n = 0;
