@@ -443,6 +443,9 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         char err[256];
         if (sim_parse_wrap(p.str[O_WRAP], &c->wrap_min_params, err, sizeof err))
             return usage_error("--wrap %s%s", err, "");
+        if (c->wrap_min_params && (p.given[O_SAVE] || p.given[O_RESUME])) /* checkpoints name units */
+            return usage_error("--wrap %s: checkpoints (--save, --resume) keep one unit per block; use --wrap block%s",
+                               p.str[O_WRAP], "");
     }
     if (p.given[O_OFFLOAD]) {
         static const char *const names[] = {"none", "optimizer", "params"};

@@ -146,12 +146,22 @@ static void test_wrap_size_units(void **state) {
     }
 }
 
-/* Size-based wrapping groups GPT blocks: a described model is refused. */
-static void test_wrap_size_gpt_only(void **state) {
+/* Size-based wrapping groups GPT blocks: a described model is refused, and
+ * so are checkpoints (their units are the blocks), before any step. */
+static void test_wrap_size_refused(void **state) {
     const test_proc_t *p = test_shardsim(30, "train", "--steps", "1", "--wrap", "size:1000", "--model-file",
                                          SHS_SOURCE_DIR "/sim/models/mlp.txt", NULL);
     assert_int_not_equal(p->exit_code, 0);
     if (!strstr(p->err, "size-based wrapping applies to the GPT only")) fail_msg("stderr: %s", p->err);
+    const char *opts[] = {"--save", "--resume"};
+    for (int k = 0; k < 2; k++) {
+        /* the default model's blocks (198,272 elements) grouped in pairs */
+        p = test_shardsim(30, "train", "--steps", "1", "--wrap", "size:300000", opts[k], "/tmp/shs-no-such-dir", NULL);
+        assert_int_equal(p->exit_code, 2);
+        if (!strstr(p->err, "--wrap size:300000: checkpoints (--save, --resume) keep one unit per block"))
+            fail_msg("%s: stderr: %s", opts[k], p->err);
+        assert_null(strstr(p->out, "step 1/1"));
+    }
 }
 
 /* Without --trace and --memory-timeline every rank's model calls its
@@ -197,7 +207,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decorators_only_when_asked),
         cmocka_unit_test(test_wrap_size_units),
-        cmocka_unit_test(test_wrap_size_gpt_only),
+        cmocka_unit_test(test_wrap_size_refused),
         cmocka_unit_test(test_wrap_size_equals_ddp),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);

@@ -1,7 +1,7 @@
 /* meta_run.h - one training step of the real model and strategy code on the
  * meta backend, for representative ranks of a world of any size (issue 4).
  *
- * What it is: the trainer's step (train.c: model forward, backward, the
+ * What it is: the trainer's step (src/train/step.c: model forward, backward, the
  * strategy's gradient reduction and optimizer step, the loss all-reduce)
  * executed by one thread per representative rank on a meta device
  * (device.h: allocations accounted, no memory touched, kernels counted) and
