@@ -138,7 +138,7 @@ static void train_usage(FILE *f) {
             "                         less memory); the GPT only, not with --model-file\n"
             "  --wrap block|size:N    wrap units: one per block (default), or consecutive blocks grouped\n"
             "                         until a unit holds >= N parameters (FSDP size_based_auto_wrap_policy,\n"
-            "                         min_num_params); the GPT only, not with --model-file\n"
+            "                         min_num_params); the GPT only, not with --model-file, --save, --resume\n"
             "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
             "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
             "                         --check reports; needs --check ddp\n"
