@@ -45,6 +45,25 @@ int sim_parse_float(const char *s, double min, double max, double *out, char *er
     return 0;
 }
 
+int sim_parse_wrap(const char *s, size_t *min_params, char *err, size_t errlen) {
+    long n;
+    char why[200];
+    if (!strcmp(s, "block")) {
+        *min_params = 0;
+        return 0;
+    }
+    if (strncmp(s, "size:", 5)) {
+        snprintf(err, errlen, "must be block or size:N, not %s", s);
+        return -1;
+    }
+    if (sim_parse_int(s + 5, 1, 1L << 40, &n, why, sizeof why)) {
+        snprintf(err, errlen, "size:N: %s", why);
+        return -1;
+    }
+    *min_params = (size_t)n;
+    return 0;
+}
+
 static void vreport(const char *cmd, const char *kind, const char *fmt, va_list ap, const char *tail) {
     fprintf(stderr, "shardsim%s%s: %s: ", cmd ? " " : "", cmd ? cmd : "", kind);
     vfprintf(stderr, fmt, ap);

@@ -10,6 +10,9 @@
 
 int sim_parse_int(const char *s, long min, long max, long *out, char *err, size_t errlen);
 int sim_parse_float(const char *s, double min, double max, double *out, char *err, size_t errlen);
+/* --wrap (train, compare): "block" (*min_params 0: one unit per block) or
+ * "size:N", N >= 1 (FSDP size_based_auto_wrap_policy, min_num_params N). */
+int sim_parse_wrap(const char *s, size_t *min_params, char *err, size_t errlen);
 
 /* Print "shardsim CMD: error: MESSAGE" (printf format) to stderr: the one
  * error line of every command. cmd NULL: "shardsim: error: ..." (no command

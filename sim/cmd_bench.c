@@ -305,7 +305,7 @@ static int run_training(const bench_opts_t *o, results_t *res) {
     shs_train_config_t cfg = shs_train_default_config();
     cfg.backend = o->backend;
     for (int k = 0; k < SHS_BENCH_STRATEGIES; k++) {
-        cfg.strategy = (shs_strategy_kind_t)k;
+        cfg.strategy.kind = (shs_strategy_kind_t)k;
         float loss;
         if (shs_trainer_create(&t[k], &cfg, &corpus) != SHS_OK || shs_trainer_step(t[k], &loss) != SHS_OK) goto out;
     }
@@ -482,16 +482,16 @@ static int run_compare_bench(void) {
     mc.train.model = shs_model_preset_find("gpt3-175b")->cfg;
     mc.train.world_size = 1024;
     mc.train.micro_batch = 1;
-    mc.train.param_dtype = SHS_BF16;
-    mc.train.shard_group_size = 8;
+    mc.train.strategy.param_dtype = SHS_BF16;
+    mc.train.strategy.shard_group_size = 8;
     mc.train.device_mem = SIZE_MAX;
     double t0 = shs_now_seconds();
     int runs = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (int v = 0; v < 4; v++) {
-            mc.train.strategy = kinds[k];
+            mc.train.strategy.kind = kinds[k];
             mc.train.checkpoint_activations = v & 1;
-            mc.train.offload = !(v & 2) ? SHS_OFFLOAD_NONE
+            mc.train.strategy.offload = !(v & 2) ? SHS_OFFLOAD_NONE
                                : (kinds[k] == SHS_ZERO3 || kinds[k] == SHS_HYBRID_SHARD) ? SHS_OFFLOAD_PARAMS
                                                                                         : SHS_OFFLOAD_OPTIMIZER;
             shs_meta_result_t r;

@@ -90,10 +90,10 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     const shs_meta_rank_result_t *w = r->worst = shs_meta_worst_rank(&r->res);
     int N = tc->world_size;
     int hybrid = r->kind == SHS_HYBRID_SHARD || r->kind == SHS_HYBRID_SHARD_ZERO2;
-    int n = hybrid ? (tc->shard_group_size ? tc->shard_group_size : N) : N;
+    int n = hybrid ? (tc->strategy.shard_group_size ? tc->strategy.shard_group_size : N) : N;
     double psi = (double)r->res.num_params;
-    int spp = shs_optim_state_per_param(&tc->optim);
-    double width = (double)shs_dtype_size(tc->param_dtype != SHS_DTYPE_DEFAULT ? tc->param_dtype : SHS_F32);
+    int spp = shs_optim_state_per_param(&tc->strategy.optim);
+    double width = (double)shs_dtype_size(tc->strategy.param_dtype != SHS_DTYPE_DEFAULT ? tc->strategy.param_dtype : SHS_F32);
     r->form = shs_zero_states(r->kind, psi, n, spp, r->offload, (int)width);
     r->paper_total = shs_zero_paper_total(r->kind, psi, n);
     r->paper_sent = shs_zero_paper_sent(r->kind, psi, N, n, width);
@@ -137,7 +137,7 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
         snprintf(t, sizeof t, "comm %+.4g%% vs paper", 100.0 * ((double)r->sent_total - r->paper_sent) / r->paper_sent);
         add_note(r->notes, sizeof r->notes, t);
         if (hybrid && N / n > 1) add_note(r->notes, sizeof r->notes, "replica all-reduce of the shard over N/G ranks");
-        if (tc->reduce_dtype != SHS_DTYPE_DEFAULT && tc->reduce_dtype != tc->param_dtype)
+        if (tc->strategy.reduce_dtype != SHS_DTYPE_DEFAULT && tc->strategy.reduce_dtype != tc->strategy.param_dtype)
             add_note(r->notes, sizeof r->notes, "gradients reduced in reduce dtype");
         if (r->res.padded_params != r->res.num_params) add_note(r->notes, sizeof r->notes, "padding");
         if (r->kind != SHS_DDP && w->last_step_comm.bytes_sent[SHS_OP_ALL_REDUCE] && !hybrid) {
@@ -170,11 +170,11 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
     const shs_train_config_t *tc = &base->train;
     fprintf(out, "shardsim compare: %s, %zu parameters (Psi), world %d, micro-batch %d x %d tokens, param dtype %s, %s\n",
            model_name, rows[0].res.num_params, tc->world_size, tc->micro_batch, tc->model.context,
-           shs_dtype_name(tc->param_dtype), shs_optim_name(tc->optim.kind));
+           shs_dtype_name(tc->strategy.param_dtype), shs_optim_name(tc->strategy.optim.kind));
     fprintf(out, "  %d wrap units; device memory %s (%s); per-rank %s; measured | closed form (ZeRO paper §5 partitioning, "
            "shardsim widths 4+4+%d B)\n",
            rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), hw->name, u,
-           4 * shs_optim_state_per_param(&tc->optim));
+           4 * shs_optim_state_per_param(&tc->strategy.optim));
     int w = 8; /* the name column fits the longest row name */
     for (int i = 0; i < nrows; i++)
         if ((int)strlen(rows[i].name) > w) w = (int)strlen(rows[i].name);
@@ -232,7 +232,7 @@ static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_co
     json_object_set_new(root, "num_params", json_integer((json_int_t)rows[0].res.num_params));
     json_object_set_new(root, "world_size", json_integer(tc->world_size));
     json_object_set_new(root, "micro_batch", json_integer(tc->micro_batch));
-    json_object_set_new(root, "param_dtype", json_string(shs_dtype_name(tc->param_dtype)));
+    json_object_set_new(root, "param_dtype", json_string(shs_dtype_name(tc->strategy.param_dtype)));
     json_object_set_new(root, "device_mem", json_integer((json_int_t)device_mem));
     json_object_set_new(root, "gpu", json_string(hw->name));
     json_object_set_new(root, "num_units", json_integer(rows[0].res.num_units));
@@ -316,7 +316,7 @@ int sim_cmd_compare(int argc, char **argv) {
     *tc = shs_train_default_config();
     tc->world_size = 8;
     tc->micro_batch = 1;
-    tc->param_dtype = SHS_BF16;
+    tc->strategy.param_dtype = SHS_BF16;
     tc->device_mem = SIZE_MAX;
     const char *output = NULL;
     const char *model = "gpt2-124m", *format = "table", *plot = NULL, *gpu = "h100-sxm", *strategies = NULL;
@@ -353,25 +353,20 @@ int sim_cmd_compare(int argc, char **argv) {
             shs_dtype_t d;
             if (shs_dtype_parse(v, &d) || (d != SHS_F32 && d != SHS_BF16 && d != SHS_F16))
                 return usage_error("%s takes f32, bf16 or f16 (got '%s')", a, v);
-            if (!strcmp(a, "--param-dtype")) tc->param_dtype = d; else tc->reduce_dtype = d;
+            if (!strcmp(a, "--param-dtype")) tc->strategy.param_dtype = d; else tc->strategy.reduce_dtype = d;
         } else if (!strcmp(a, "--optimizer")) {
             NEED();
             shs_optim_kind_t k;
             if (shs_optim_parse(v, &k)) return usage_error("--optimizer: unknown optimizer '%s' (adamw or sgd)", v);
-            tc->optim = shs_optim_default(k);
-            if (k == SHS_OPTIM_SGD) tc->optim.momentum = 0.9f;
+            tc->strategy.optim = shs_optim_default(k);
+            if (k == SHS_OPTIM_SGD) tc->strategy.optim.momentum = 0.9f;
         } else if (!strcmp(a, "--device-mem")) {
             NEED();
             if (shs_parse_bytes(v, &device_mem, err, sizeof err)) return usage_error("%s: %s", a, err);
             if (device_mem == 0) return usage_error("--device-mem must be > 0, not %s", v);
         } else if (!strcmp(a, "--wrap")) {
             NEED();
-            if (!strcmp(v, "block")) base.wrap_min_params = 0;
-            else if (!strncmp(v, "size:", 5)) {
-                long n;
-                if (sim_parse_int(v + 5, 1, 1L << 40, &n, err, sizeof err)) return usage_error("--wrap size:N: %s", err);
-                base.wrap_min_params = (size_t)n;
-            } else return usage_error("--wrap must be block or size:N, not %s", v);
+            if (sim_parse_wrap(v, &base.train.wrap_min_params, err, sizeof err)) return usage_error("--wrap %s", err);
         } else if (!strcmp(a, "--strategies")) {
             NEED();
             int rc_ = sim_list_check("compare", a, v);
@@ -449,7 +444,7 @@ int sim_cmd_compare(int argc, char **argv) {
     int N = tc->world_size;
     if (!G) G = N % 8 == 0 ? 8 : N;
     if (N % G) return usage_error("--shard-group-size %ld must divide --world %d", G, N);
-    tc->shard_group_size = (int)G;
+    tc->strategy.shard_group_size = (int)G;
 
     static const shs_strategy_kind_t kinds[] = {SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_HYBRID_SHARD,
                                                 SHS_HYBRID_SHARD_ZERO2};
@@ -474,9 +469,9 @@ int sim_cmd_compare(int argc, char **argv) {
             snprintf(r->name, sizeof r->name, "%s%s%s", shs_strategy_name(r->kind), r->ckpt ? "+ckpt" : "",
                      off ? "+offload" : "");
             r->cfg = base;
-            r->cfg.train.strategy = r->kind;
+            r->cfg.train.strategy.kind = r->kind;
             r->cfg.train.checkpoint_activations = r->ckpt;
-            r->cfg.train.offload = r->offload;
+            r->cfg.train.strategy.offload = r->offload;
             if (shs_meta_run(&r->cfg, &r->res) != SHS_OK) {
                 sim_error("compare", "%s: %s", r->name, shs_last_error());
                 rc = SIM_EXIT_ERROR;

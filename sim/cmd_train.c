@@ -136,6 +136,9 @@ static void train_usage(FILE *f) {
             "  --checkpoint-activations [true|false]  activation checkpointing per block: keep only\n"
             "                         each block's input, recompute its forward in backward (same results,\n"
             "                         less memory); the GPT only, not with --model-file\n"
+            "  --wrap block|size:N    wrap units: one per block (default), or consecutive blocks grouped\n"
+            "                         until a unit holds >= N parameters (FSDP size_based_auto_wrap_policy,\n"
+            "                         min_num_params); the GPT only, not with --model-file, --save, --resume\n"
             "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
             "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
             "                         --check reports; needs --check ddp\n"
@@ -150,8 +153,8 @@ static void train_usage(FILE *f) {
             "  --trace DIR            record every collective of every rank to DIR/rank<k>.trace\n"
             "                         (shardsim's trace format; see shardsim replay)\n"
             "  -h, --help             this text\n",
-            SHS_MAX_WORLD, d.world_size, shs_strategy_name(d.strategy), d.model.num_layers, d.model.num_heads,
-            d.model.channels, d.model.context, d.micro_batch, (unsigned long long)d.seed,
+            SHS_MAX_WORLD, d.world_size, shs_strategy_name(d.strategy.kind), d.model.num_layers, d.model.num_heads,
+            d.model.channels, d.model.context, d.micro_batch, (unsigned long long)d.strategy.seed,
             SHS_COMM_DEFAULT_TIMEOUT_MS / 1000);
 }
 
@@ -172,7 +175,7 @@ typedef enum {
     O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_SHARD_GROUP_SIZE,
     O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH, O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_POISON_FREED,
     O_OFFLOAD, O_MEMORY_TIMELINE, O_REDUCE_ORDER,
-    O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
+    O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS, O_WRAP,
     O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_TRACE,
     O_BACKEND, O_LOSS_BITS, O_PROGRESS, O_DEBUG_MISMATCH_RANK, O_DEBUG_STALL_RANK,
@@ -235,6 +238,7 @@ static const struct {
     [O_MEMORY_TIMELINE] = {"--memory-timeline", T_STR, 0, 0, 0},
     [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
     [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_BOOL, 0, 0, 0},
+    [O_WRAP] = {"--wrap", T_STR, 0, 0, 0},
     [O_TRACE] = {"--trace", T_STR, 0, 0, 0},
     [O_BACKEND] = {"--backend", T_STR, 0, 0, 0},
     [O_LOSS_BITS] = {"--loss-bits", T_BOOL, 0, 0, 0},
@@ -315,10 +319,10 @@ static const char *dir_output_problem(const char *path) {
 /* Hybrid sharding's group size must divide the world size: a usage error
  * (exit 2) with the sizes named; -1 when fine. */
 static int check_shard_group(const shs_train_config_t *c) {
-    int hybrid = c->strategy == SHS_HYBRID_SHARD || c->strategy == SHS_HYBRID_SHARD_ZERO2;
-    if (!hybrid || c->shard_group_size <= 0 || c->world_size % c->shard_group_size == 0) return -1;
+    int hybrid = c->strategy.kind == SHS_HYBRID_SHARD || c->strategy.kind == SHS_HYBRID_SHARD_ZERO2;
+    if (!hybrid || c->strategy.shard_group_size <= 0 || c->world_size % c->strategy.shard_group_size == 0) return -1;
     char g[16], w[16];
-    snprintf(g, sizeof g, "%d", c->shard_group_size);
+    snprintf(g, sizeof g, "%d", c->strategy.shard_group_size);
     snprintf(w, sizeof w, "%d", c->world_size);
     return usage_error("--shard-group-size %s must divide the world size %s", g, w);
 }
@@ -354,14 +358,14 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     *c = shs_train_default_config();
     o->steps = 50;
     o->progress_s = p.given[O_PROGRESS] ? p.num[O_PROGRESS] : 5.0;
-    if (p.given[O_OPTIMIZER] && shs_optim_parse(p.str[O_OPTIMIZER], &c->optim.kind))
+    if (p.given[O_OPTIMIZER] && shs_optim_parse(p.str[O_OPTIMIZER], &c->strategy.optim.kind))
         return usage_error("unknown optimizer '%s'%s: use adamw or sgd", p.str[O_OPTIMIZER], "");
-    c->optim = shs_optim_default(c->optim.kind);
-    const char *opt_name = shs_optim_name(c->optim.kind);
+    c->strategy.optim = shs_optim_default(c->strategy.optim.kind);
+    const char *opt_name = shs_optim_name(c->strategy.optim.kind);
     static const opt_id_t adamw_only[] = {O_BETA1, O_BETA2, O_EPS}, sgd_only[] = {O_MOMENTUM};
-    for (int k = 0; k < 3 && c->optim.kind != SHS_OPTIM_ADAMW; k++)
+    for (int k = 0; k < 3 && c->strategy.optim.kind != SHS_OPTIM_ADAMW; k++)
         if (p.given[adamw_only[k]]) return usage_error("%s applies to adamw, not %s", options[adamw_only[k]].name, opt_name);
-    if (c->optim.kind != SHS_OPTIM_SGD && p.given[sgd_only[0]])
+    if (c->strategy.optim.kind != SHS_OPTIM_SGD && p.given[sgd_only[0]])
         return usage_error("%s applies to sgd, not %s", options[sgd_only[0]].name, opt_name);
 
 #define SET(id, dst) if (p.given[id]) dst = p.num[id]
@@ -372,24 +376,24 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     SET(O_CHANNELS, c->model.channels);
     SET(O_CONTEXT, c->model.context);
     SET(O_MICRO_BATCH, c->micro_batch);
-    SET(O_SEED, c->seed);
+    SET(O_SEED, c->strategy.seed);
     SET(O_INJECT_BITFLIP, o->inject_bitflip);
-    SET(O_LR, c->optim.lr);
-    SET(O_BETA1, c->optim.beta1);
-    SET(O_BETA2, c->optim.beta2);
-    SET(O_EPS, c->optim.eps);
-    SET(O_MOMENTUM, c->optim.momentum);
-    SET(O_WEIGHT_DECAY, c->optim.weight_decay);
+    SET(O_LR, c->strategy.optim.lr);
+    SET(O_BETA1, c->strategy.optim.beta1);
+    SET(O_BETA2, c->strategy.optim.beta2);
+    SET(O_EPS, c->strategy.optim.eps);
+    SET(O_MOMENTUM, c->strategy.optim.momentum);
+    SET(O_WEIGHT_DECAY, c->strategy.optim.weight_decay);
     SET(O_GRAD_ACCUM, c->grad_accum);
-    SET(O_CLIP_GRAD_NORM, c->clip_norm);
+    SET(O_CLIP_GRAD_NORM, c->strategy.clip_norm);
     SET(O_REPLICATE_BELOW, c->replicate_below);
-    SET(O_SHARD_ALIGN, c->shard_align);
-    SET(O_SHARD_GROUP_SIZE, c->shard_group_size);
-    SET(O_LIMIT_ALL_GATHERS, c->limit_all_gathers);
-    SET(O_INIT_SCALE, c->scaler.init_scale);
-    SET(O_GROWTH_INTERVAL, c->scaler.growth_interval);
-    SET(O_GROWTH_FACTOR, c->scaler.growth_factor);
-    SET(O_BACKOFF_FACTOR, c->scaler.backoff_factor);
+    SET(O_SHARD_ALIGN, c->strategy.shard_align);
+    SET(O_SHARD_GROUP_SIZE, c->strategy.shard_group_size);
+    SET(O_LIMIT_ALL_GATHERS, c->strategy.limit_all_gathers);
+    SET(O_INIT_SCALE, c->strategy.scaler.init_scale);
+    SET(O_GROWTH_INTERVAL, c->strategy.scaler.growth_interval);
+    SET(O_GROWTH_FACTOR, c->strategy.scaler.growth_factor);
+    SET(O_BACKOFF_FACTOR, c->strategy.scaler.backoff_factor);
 #undef SET
     c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS] && p.num[O_CHECKPOINT_ACTIVATIONS];
     o->world_given = p.given[O_WORLD];
@@ -427,13 +431,21 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     } else if (o->debug_mismatch_rank >= 0 || o->debug_stall_rank >= 0) {
         return usage_error("--debug-mismatch-rank and --debug-stall-rank need --backend mpi%s%s", "", "");
     }
-    c->norm_type = 2;
-    c->keep_after_forward = p.given[O_RESHARD_AFTER_FORWARD] && !p.num[O_RESHARD_AFTER_FORWARD];
-    c->forward_prefetch = p.given[O_FORWARD_PREFETCH] && p.num[O_FORWARD_PREFETCH];
+    c->strategy.norm_type = 2;
+    c->strategy.keep_after_forward = p.given[O_RESHARD_AFTER_FORWARD] && !p.num[O_RESHARD_AFTER_FORWARD];
+    c->strategy.forward_prefetch = p.given[O_FORWARD_PREFETCH] && p.num[O_FORWARD_PREFETCH];
     c->poison_freed = p.given[O_POISON_FREED] && p.num[O_POISON_FREED];
     if (p.given[O_MEMORY_TIMELINE]) {
         o->timeline_path = p.str[O_MEMORY_TIMELINE];
         c->memory_timeline = 1;
+    }
+    if (p.given[O_WRAP]) {
+        char err[256];
+        if (sim_parse_wrap(p.str[O_WRAP], &c->wrap_min_params, err, sizeof err))
+            return usage_error("--wrap %s%s", err, "");
+        if (c->wrap_min_params && (p.given[O_SAVE] || p.given[O_RESUME])) /* checkpoints name units */
+            return usage_error("--wrap %s: checkpoints (--save, --resume) keep one unit per block; use --wrap block%s",
+                               p.str[O_WRAP], "");
     }
     if (p.given[O_OFFLOAD]) {
         static const char *const names[] = {"none", "optimizer", "params"};
@@ -441,7 +453,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         int v;
         if (choose(p.str[O_OFFLOAD], names, values, 3, &v))
             return usage_error("--offload takes none, optimizer or params (got '%s')%s", p.str[O_OFFLOAD], "");
-        c->offload = (shs_offload_t)v;
+        c->strategy.offload = (shs_offload_t)v;
     }
     if (p.given[O_BACKWARD_PREFETCH]) {
         static const char *const names[] = {"pre", "post", "none"};
@@ -449,7 +461,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         int v;
         if (choose(p.str[O_BACKWARD_PREFETCH], names, values, 3, &v))
             return usage_error("--backward-prefetch takes pre, post or none (got '%s')%s", p.str[O_BACKWARD_PREFETCH], "");
-        c->backward_prefetch = (shs_prefetch_t)v;
+        c->strategy.backward_prefetch = (shs_prefetch_t)v;
     }
     static const opt_id_t dtype_opts[] = {O_PARAM_DTYPE, O_REDUCE_DTYPE};
     for (int k = 0; k < 2; k++) {
@@ -457,34 +469,34 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         shs_dtype_t t;
         if (shs_dtype_parse(p.str[dtype_opts[k]], &t) || (t != SHS_F32 && t != SHS_BF16 && t != SHS_F16))
             return usage_error("%s takes f32, bf16 or f16 (got '%s')", options[dtype_opts[k]].name, p.str[dtype_opts[k]]);
-        if (k) c->reduce_dtype = t;
-        else c->param_dtype = t;
+        if (k) c->strategy.reduce_dtype = t;
+        else c->strategy.param_dtype = t;
     }
-    if (p.given[O_GROWTH_FACTOR] && !(c->scaler.growth_factor > 1.0f)) { /* GradScaler requires > 1 */
+    if (p.given[O_GROWTH_FACTOR] && !(c->strategy.scaler.growth_factor > 1.0f)) { /* GradScaler requires > 1 */
         char got[32];
-        snprintf(got, sizeof got, "%g", (double)c->scaler.growth_factor);
+        snprintf(got, sizeof got, "%g", (double)c->strategy.scaler.growth_factor);
         return usage_error("--growth-factor must be > 1 (got '%s')%s", got, "");
     }
     if ((p.given[O_INIT_SCALE] || p.given[O_GROWTH_INTERVAL] || p.given[O_GROWTH_FACTOR] || p.given[O_BACKOFF_FACTOR]) &&
-        c->param_dtype != SHS_F16)
+        c->strategy.param_dtype != SHS_F16)
         return usage_error("--init-scale, --growth-interval, --growth-factor and --backoff-factor apply to --param-dtype "
                            "f16 (loss scaling)%s%s", "", "");
     if (p.given[O_NORM_TYPE]) {
         static const char *const names[] = {"1", "2", "inf"};
         static const int values[] = {1, 2, SHS_NORM_INF};
-        if (choose(p.str[O_NORM_TYPE], names, values, 3, &c->norm_type))
+        if (choose(p.str[O_NORM_TYPE], names, values, 3, &c->strategy.norm_type))
             return usage_error("--norm-type takes 1, 2 or inf (got '%s')%s", p.str[O_NORM_TYPE], "");
         if (!p.given[O_CLIP_GRAD_NORM]) return usage_error("--norm-type needs --clip-grad-norm%s%s", "", "");
     }
     if (p.given[O_TIMEOUT]) c->timeout_ms = (int)ceil(p.num[O_TIMEOUT] * 1000.0);
-    if (p.given[O_BUCKET_MB]) c->bucket_bytes = (size_t)(p.num[O_BUCKET_MB] * 1048576.0);
+    if (p.given[O_BUCKET_MB]) c->strategy.bucket_bytes = (size_t)(p.num[O_BUCKET_MB] * 1048576.0);
     if (p.given[O_DEVICE_MEM]) {
         char err[256];
         if (shs_parse_bytes(p.str[O_DEVICE_MEM], &c->device_mem, err, sizeof err))
             return usage_error("%s: %s", "--device-mem", err);
         o->device_mem_given = 1;
     }
-    if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy))
+    if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy.kind))
         return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2", p.str[O_STRATEGY], "");
     o->data_path = p.str[O_DATA];
     o->model_file = p.str[O_MODEL_FILE];
@@ -516,15 +528,15 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         if (strcmp(p.str[O_CHECK], "ddp") != 0) return usage_error("--check takes 'ddp' (got '%s')%s", p.str[O_CHECK], "");
         o->check_ddp = 1;
     }
-    int hybrid = c->strategy == SHS_HYBRID_SHARD || c->strategy == SHS_HYBRID_SHARD_ZERO2;
+    int hybrid = c->strategy.kind == SHS_HYBRID_SHARD || c->strategy.kind == SHS_HYBRID_SHARD_ZERO2;
     if (p.given[O_SHARD_GROUP_SIZE] && !hybrid)
         return usage_error("--shard-group-size applies to hybrid_shard and hybrid_shard_zero2, not %s%s",
-                           shs_strategy_name(c->strategy), "");
+                           shs_strategy_name(c->strategy.kind), "");
     /* under MPI the world size is the job's, known after mpi_start */
     int sg = o->backend_mpi ? -1 : check_shard_group(c);
     if (sg >= 0) return sg;
     if (o->inject_bitflip && (c->reduce_order == SHS_REDUCE_ORDER_RING ||
-                              (hybrid && c->shard_group_size > 1 && c->shard_group_size < c->world_size)))
+                              (hybrid && c->strategy.shard_group_size > 1 && c->strategy.shard_group_size < c->world_size)))
         return usage_error("--inject-bitflip needs an exact --check (not ring order or hybrid with 1 < G < N)%s%s",
                            "", "");
     /* with --resume the step is the checkpoint's plus this run's: checked once resumed */
@@ -569,7 +581,7 @@ static void print_summary(shs_trainer_t *t, float final_loss, long steps) {
         for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) printf(" %11.3f", (double)m.peak[c] / 1048576.0);
         printf(" %11.3f\n", (double)m.total_peak / 1048576.0);
     }
-    if (shs_trainer_config(t)->offload != SHS_OFFLOAD_NONE) {
+    if (shs_trainer_config(t)->strategy.offload != SHS_OFFLOAD_NONE) {
         uint64_t h2d, d2h;
         shs_mem_stats_t hm;
         shs_strategy_offload_stats(shs_trainer_strategy(t, first), &h2d, &d2h, &hm);
@@ -777,8 +789,8 @@ int sim_cmd_train(int argc, char **argv) {
     /* not exact by design, so --check ddp reports the drift instead of failing:
      * ring reduce order, and hybrid sharding with 1 < G < N (a sum of group
      * sums is not DDP's rank-order sum; strategy.h) */
-    int G = cfg->shard_group_size ? cfg->shard_group_size : cfg->world_size;
-    int hybrid_inexact = (cfg->strategy == SHS_HYBRID_SHARD || cfg->strategy == SHS_HYBRID_SHARD_ZERO2) && G > 1 &&
+    int G = cfg->strategy.shard_group_size ? cfg->strategy.shard_group_size : cfg->world_size;
+    int hybrid_inexact = (cfg->strategy.kind == SHS_HYBRID_SHARD || cfg->strategy.kind == SHS_HYBRID_SHARD_ZERO2) && G > 1 &&
                          G < cfg->world_size;
     int drift_mode = o.check_ddp && (cfg->reduce_order == SHS_REDUCE_ORDER_RING || hybrid_inexact);
     const char *drift_why = cfg->reduce_order == SHS_REDUCE_ORDER_RING ? "reduce order ring" /* NCCL's ring order */
@@ -818,18 +830,18 @@ int sim_cmd_train(int argc, char **argv) {
     printf("shardsim train: %d ranks (%s%s), strategy %s, %s in %d units\n", cfg->world_size,
            cfg->backend == SHS_WORLD_CUDA ? "cuda, one GPU" : cfg->backend == SHS_WORLD_CUDA_NCCL ? "cuda, nccl" : "cpu",
            o.backend_mpi ? ", mpi: one process per rank" : "",
-           shs_strategy_name(cfg->strategy), model_desc, lo->num_units);
+           shs_strategy_name(cfg->strategy.kind), model_desc, lo->num_units);
     char optim_desc[128];
-    if (cfg->optim.kind == SHS_OPTIM_ADAMW)
-        snprintf(optim_desc, sizeof optim_desc, "adamw lr %g betas (%g, %g) eps %g wd %g", (double)cfg->optim.lr,
-                 (double)cfg->optim.beta1, (double)cfg->optim.beta2, (double)cfg->optim.eps,
-                 (double)cfg->optim.weight_decay);
+    if (cfg->strategy.optim.kind == SHS_OPTIM_ADAMW)
+        snprintf(optim_desc, sizeof optim_desc, "adamw lr %g betas (%g, %g) eps %g wd %g", (double)cfg->strategy.optim.lr,
+                 (double)cfg->strategy.optim.beta1, (double)cfg->strategy.optim.beta2, (double)cfg->strategy.optim.eps,
+                 (double)cfg->strategy.optim.weight_decay);
     else
-        snprintf(optim_desc, sizeof optim_desc, "sgd lr %g momentum %g wd %g", (double)cfg->optim.lr,
-                 (double)cfg->optim.momentum, (double)cfg->optim.weight_decay);
+        snprintf(optim_desc, sizeof optim_desc, "sgd lr %g momentum %g wd %g", (double)cfg->strategy.optim.lr,
+                 (double)cfg->strategy.optim.momentum, (double)cfg->strategy.optim.weight_decay);
     printf("  data %s (%s), micro-batch %d x %d tokens per rank, %s, seed %llu, device memory %s per rank\n",
            corpus.source, shs_format_bytes(b1, sizeof b1, (double)corpus.len), cfg->micro_batch, cfg->model.context,
-           optim_desc, (unsigned long long)cfg->seed,
+           optim_desc, (unsigned long long)cfg->strategy.seed,
            cfg->device_mem == SIZE_MAX ? "unlimited" : shs_format_bytes(b2, sizeof b2, (double)cfg->device_mem));
     if (o.resume_dir) {
         sim_progress_begin(pg, "loading checkpoint %s", o.resume_dir);
@@ -853,8 +865,8 @@ int sim_cmd_train(int argc, char **argv) {
     }
     if (o.check_ddp) {
         shs_train_config_t rc_cfg = *cfg;
-        rc_cfg.strategy = SHS_DDP;
-        rc_cfg.offload = SHS_OFFLOAD_NONE; /* offloading must not change a bit: compare with plain DDP */
+        rc_cfg.strategy.kind = SHS_DDP;
+        rc_cfg.strategy.offload = SHS_OFFLOAD_NONE; /* offloading must not change a bit: compare with plain DDP */
         rc_cfg.checkpoint_activations = 0; /* the reference keeps every activation */
         rc_cfg.comm = mpi.ref;
         rc_cfg.trace = NULL; /* --trace records the run under test */
@@ -933,12 +945,12 @@ int sim_cmd_train(int argc, char **argv) {
             memcpy(&bits, &loss, sizeof bits);
             printf(" | loss bits 0x%08" PRIx32, bits);
         }
-        if (cfg->param_dtype == SHS_F16) {
+        if (cfg->strategy.param_dtype == SHS_F16) {
             shs_strategy_t *s0 = shs_trainer_strategy(main_run, first_rank);
             printf(" | scale %g%s", (double)shs_strategy_loss_scale(s0).scale,
                    shs_strategy_step_skipped(s0) ? " (overflow: step skipped)" : "");
         }
-        if (cfg->clip_norm > 0 && !shs_strategy_step_skipped(shs_trainer_strategy(main_run, first_rank)))
+        if (cfg->strategy.clip_norm > 0 && !shs_strategy_step_skipped(shs_trainer_strategy(main_run, first_rank)))
             printf(" | grad norm %.6g", (double)shs_trainer_last_grad_norm(main_run));
         if (o.inject_bitflip == gstep) {
             if (shs_trainer_flip_param_bit(main_run, 0, 0) != SHS_OK) { /* wte[0][0] */
@@ -972,18 +984,18 @@ int sim_cmd_train(int argc, char **argv) {
             if (!drift_mode && memcmp(&norm, &ref_norm, sizeof norm) != 0) {
                 printf("\n");
                 fprintf(stderr, "shardsim train: check failed at step %ld: gradient norm differs: %s %.9g, ddp %.9g\n", gstep,
-                        shs_strategy_name(cfg->strategy), (double)norm, (double)ref_norm);
+                        shs_strategy_name(cfg->strategy.kind), (double)norm, (double)ref_norm);
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
             if (!drift_mode && memcmp(&loss, &ref_loss, sizeof loss) != 0) {
                 printf(" | ddp check: LOSS DIFFERS\n");
                 fprintf(stderr, "shardsim train: check failed at step %ld: loss %.9g (%s) != %.9g (ddp)\n", gstep,
-                        (double)loss, shs_strategy_name(cfg->strategy), (double)ref_loss);
+                        (double)loss, shs_strategy_name(cfg->strategy.kind), (double)ref_loss);
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
-            if (!drift_mode && !shs_compare_snapshots(lo, cfg->world_size, cfg->shard_align, snap_a, snap_b, &diff)) {
+            if (!drift_mode && !shs_compare_snapshots(lo, cfg->world_size, cfg->strategy.shard_align, snap_a, snap_b, &diff)) {
                 printf(" | ddp check: PARAMETERS DIFFER\n");
                 char where[160];
                 if (diff.tensor >= 0) {
@@ -994,12 +1006,12 @@ int sim_cmd_train(int argc, char **argv) {
                     snprintf(where, sizeof where, "padding element %zu (must stay 0)", diff.index);
                 }
                 fprintf(stderr, "shardsim train: check failed at step %ld: first difference in unit %s, %s: %.9g (%s) != %.9g (ddp)\n",
-                        gstep, lo->units[diff.unit].name, where, (double)diff.a, shs_strategy_name(cfg->strategy),
+                        gstep, lo->units[diff.unit].name, where, (double)diff.a, shs_strategy_name(cfg->strategy.kind),
                         (double)diff.b);
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
-            const char *which[2] = {shs_strategy_name(cfg->strategy), "ddp"};
+            const char *which[2] = {shs_strategy_name(cfg->strategy.kind), "ddp"};
             shs_trainer_t *runs[2] = {main_run, ref_run};
             float *snaps[2] = {snap_a, snap_b};
             for (int k = 0; k < 2; k++) {
@@ -1024,7 +1036,7 @@ int sim_cmd_train(int argc, char **argv) {
                 }
             }
             if (drift_mode) {
-                drift_t d = param_drift(lo, cfg->world_size, cfg->shard_align, snap_a, snap_b);
+                drift_t d = param_drift(lo, cfg->world_size, cfg->strategy.shard_align, snap_a, snap_b);
                 double dl = (double)loss - (double)ref_loss;
                 printf(" | drift vs ddp: loss %+.3e, params max abs %.3e, max rel %.3e", dl, d.max_abs, d.max_rel);
                 worst_loss_drift = fmax(worst_loss_drift, fabs(dl));
@@ -1065,9 +1077,9 @@ int sim_cmd_train(int argc, char **argv) {
         shs_meta_rank_result_t r0 = {0};
         r0.segments = (shs_meta_segment_t *)shs_trainer_timeline(main_run, &r0.num_segments);
         char title[128];
-        snprintf(title, sizeof title, "train: %s, world %d, rank 0, step %ld", shs_strategy_name(cfg->strategy),
+        snprintf(title, sizeof title, "train: %s, world %d, rank 0, step %ld", shs_strategy_name(cfg->strategy.kind),
                  cfg->world_size, shs_trainer_steps_done(main_run));
-        sim_plot_row_t row = {shs_strategy_name(cfg->strategy), &r0,
+        sim_plot_row_t row = {shs_strategy_name(cfg->strategy.kind), &r0,
                               cfg->device_mem == SIZE_MAX ? 0 : cfg->device_mem};
         if (r0.num_segments == 0 || sim_compare_plot(o.timeline_path, title, &row, 1) != 0) {
             sim_error("train", "--memory-timeline: cannot write %s: %s", o.timeline_path,
@@ -1081,10 +1093,10 @@ int sim_cmd_train(int argc, char **argv) {
         printf("  (MPI: rank 0's own memory and traffic; every process measures its own rank)\n");
     if (ref_run && drift_mode)
         printf("check: %s: %s drifted from DDP by at most %.3e in loss, %.3e (abs) and %.3e (rel) "
-               "in parameters over %ld steps\n", drift_why, shs_strategy_name(cfg->strategy), worst_loss_drift, worst.max_abs,
+               "in parameters over %ld steps\n", drift_why, shs_strategy_name(cfg->strategy.kind), worst_loss_drift, worst.max_abs,
                worst.max_rel, o.steps);
     else if (ref_run)
-        printf("check: %s matched DDP bit for bit at all %ld steps\n", shs_strategy_name(cfg->strategy), o.steps);
+        printf("check: %s matched DDP bit for bit at all %ld steps\n", shs_strategy_name(cfg->strategy.kind), o.steps);
     exit_code = SIM_EXIT_OK;
 done:
     sim_progress_stop(pg);

@@ -18,7 +18,7 @@ void record_run(const shs_train_config_t *cfg, const shs_corpus_t *corpus, int s
     rec->steps = steps;
     rec->len = shs_trainer_snapshot_len(t);
     rec->world_size = cfg->world_size;
-    rec->align = cfg->shard_align ? cfg->shard_align : 1;
+    rec->align = cfg->strategy.shard_align ? cfg->strategy.shard_align : 1;
     const shs_layout_t *lo = shs_trainer_layout(t);
     shs_layout_init(&rec->layout);
     for (int u = 0; u < lo->num_units; u++) {
@@ -90,6 +90,6 @@ shs_train_config_t test_small_config(int world, int layers) {
     c.world_size = world;
     c.micro_batch = 2;
     c.timeout_ms = 20000;
-    c.bucket_bytes = 2048;
+    c.strategy.bucket_bytes = 2048;
     return c;
 }

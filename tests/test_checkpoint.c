@@ -58,10 +58,10 @@ static shs_train_config_t small_config(int world, shs_strategy_kind_t kind, size
     c.model = (shs_gpt_config_t){.num_layers = 2, .num_heads = 4, .channels = 16, .context = 16};
     c.world_size = world;
     c.micro_batch = 2;
-    c.strategy = kind;
-    c.shard_align = align;
+    c.strategy.kind = kind;
+    c.strategy.shard_align = align;
     c.timeout_ms = 20000;
-    c.bucket_bytes = 4096;
+    c.strategy.bucket_bytes = 4096;
     return c;
 }
 
@@ -91,7 +91,7 @@ static float *params_of(shs_trainer_t *t) {
     for (int u = 0; u < lo->num_units; u++) {
         memcpy(out + o, snap + base, lo->units[u].numel * sizeof(float));
         o += lo->units[u].numel;
-        base += shs_padded_numel(lo->units[u].numel, c->world_size, c->shard_align ? c->shard_align : 1);
+        base += shs_padded_numel(lo->units[u].numel, c->world_size, c->strategy.shard_align ? c->strategy.shard_align : 1);
     }
     free(snap);
     return out;
@@ -143,8 +143,8 @@ typedef struct {
 static shs_train_config_t hop_config(const shs_train_config_t *tmpl, hop_t h) {
     shs_train_config_t c = *tmpl;
     c.world_size = h.world;
-    c.strategy = h.kind;
-    c.shard_align = h.align;
+    c.strategy.kind = h.kind;
+    c.strategy.shard_align = h.align;
     return c;
 }
 
@@ -221,13 +221,13 @@ static void test_resume_through_other_world_sizes(void **state) {
 static void test_resume_sgd(void **state) {
     (void)state;
     shs_train_config_t c = small_config(1, SHS_DDP, 1);
-    c.optim = shs_optim_default(SHS_OPTIM_SGD);
-    c.optim.lr = 0.05f;
-    c.optim.momentum = 0.9f;
-    c.optim.weight_decay = 0.01f;
+    c.strategy.optim = shs_optim_default(SHS_OPTIM_SGD);
+    c.strategy.optim.lr = 0.05f;
+    c.strategy.optim.momentum = 0.9f;
+    c.strategy.optim.weight_decay = 0.01f;
     hop_t hops[] = {{2, SHS_DDP, 1}, {5, SHS_ZERO3, 4}};
     check_chain(&c, 3, 5, hops, 2, (hop_t){2, SHS_ZERO2, 1});
-    c.optim.momentum = 0;
+    c.strategy.optim.momentum = 0;
     check_chain(&c, 2, 4, hops, 2, (hop_t){2, SHS_ZERO3, 1});
 }
 
@@ -237,16 +237,16 @@ static void test_resume_sgd(void **state) {
 static void test_resume_mixed_precision(void **state) {
     (void)state;
     shs_train_config_t c = small_config(1, SHS_DDP, 1);
-    c.param_dtype = SHS_F16;
-    c.scaler = (shs_loss_scaler_config_t){.init_scale = 1024.0f, .growth_interval = 2};
+    c.strategy.param_dtype = SHS_F16;
+    c.strategy.scaler = (shs_loss_scaler_config_t){.init_scale = 1024.0f, .growth_interval = 2};
     hop_t hops[] = {{2, SHS_ZERO3, 1}, {3, SHS_ZERO2, 1}};
     check_chain(&c, 3, 6, hops, 2, (hop_t){2, SHS_ZERO1, 1});
     c = small_config(1, SHS_DDP, 1);
-    c.param_dtype = SHS_BF16;
-    c.reduce_dtype = SHS_F32;
+    c.strategy.param_dtype = SHS_BF16;
+    c.strategy.reduce_dtype = SHS_F32;
     c.grad_accum = 2;
-    c.clip_norm = 0.5f;
-    c.norm_type = 2;
+    c.strategy.clip_norm = 0.5f;
+    c.strategy.norm_type = 2;
     hop_t h2[] = {{3, SHS_ZERO2, 1}, {1, SHS_ZERO3, 1}};
     check_chain(&c, 2, 4, h2, 2, (hop_t){3, SHS_ZERO3, 4});
 }
@@ -508,20 +508,20 @@ static void test_refuses_bad_checkpoints(void **state) {
     bad.model.context = 8;
     expect_refused(&bad, good_s, "context=16", "context=8");
     bad = other;
-    bad.optim = shs_optim_default(SHS_OPTIM_SGD);
+    bad.strategy.optim = shs_optim_default(SHS_OPTIM_SGD);
     expect_refused(&bad, good_s, "saved with optimizer adamw; this run uses sgd", NULL);
     bad = other;
-    bad.optim.lr = 2e-3f;
+    bad.strategy.optim.lr = 2e-3f;
     expect_refused(&bad, good_s, "lr 0.00100000005; this run has 0.00200000009", NULL);
     bad = other;
-    bad.seed = 1;
+    bad.strategy.seed = 1;
     expect_refused(&bad, good_s, "seed 1337; this run has 1", NULL);
     bad = other;
-    bad.clip_norm = 1.0f;
-    bad.norm_type = 2;
+    bad.strategy.clip_norm = 1.0f;
+    bad.strategy.norm_type = 2;
     expect_refused(&bad, good_s, "gradient clipping", NULL);
     bad = other;
-    bad.param_dtype = SHS_BF16;
+    bad.strategy.param_dtype = SHS_BF16;
     expect_refused(&bad, good_s, "param dtype f32, reduce dtype f32; this run has bf16, bf16", NULL);
 
     /* and the good one loads, at another size and stage */
@@ -664,7 +664,7 @@ static int st_find(const st_file_t *f, const char *name, long shape[2], int *ndi
  * world size and stage it has every parameter as saved. */
 static void test_hybrid_save_resume(void **state) {
     shs_train_config_t h = small_config(4, SHS_HYBRID_SHARD, 1);
-    h.shard_group_size = 2;
+    h.strategy.shard_group_size = 2;
     shs_trainer_t *t = make(&h);
     steps(t, 3, NULL);
     save_ok(t, tpath("hybrid"));

@@ -29,13 +29,13 @@ static shs_train_config_t small_config(int world) { return test_small_config(wor
 /* Reference: DDP without checkpointing. Every stage with checkpointing on
  * must equal it bit for bit (losses, gradient norms, parameters). */
 static void check_checkpointed_stages_match_ddp(shs_train_config_t cfg, int steps) {
-    cfg.strategy = SHS_DDP;
+    cfg.strategy.kind = SHS_DDP;
     cfg.checkpoint_activations = 0;
     run_record_t ddp;
     record_run(&cfg, &test_corpus, steps, &ddp);
     cfg.checkpoint_activations = 1;
     for (int k = SHS_DDP; k <= SHS_ZERO3; k++) {
-        cfg.strategy = (shs_strategy_kind_t)k;
+        cfg.strategy.kind = (shs_strategy_kind_t)k;
         run_record_t ck;
         record_run(&cfg, &test_corpus, steps, &ck);
         assert_same_run(&ddp, &ck);
@@ -58,8 +58,8 @@ static void test_checkpointing_fp16_and_accum_match_ddp(void **state) {
             if (v < 2 && test_worlds[w] != 3 && test_worlds[w] != 8 && !full_sweep()) continue; /* apart: two sizes */
             shs_train_config_t c = small_config(test_worlds[w]);
             if (v != 1) {
-                c.param_dtype = SHS_F16;
-                c.scaler.init_scale = 1024.0f;
+                c.strategy.param_dtype = SHS_F16;
+                c.strategy.scaler.init_scale = 1024.0f;
             }
             if (v != 0) c.grad_accum = 2;
             check_checkpointed_stages_match_ddp(c, 2);
@@ -119,7 +119,7 @@ static void test_checkpointing_activation_memory(void **state) {
         c.model.num_layers = cases[k].L;
         c.model.num_heads = cases[k].NH;
         c.model.channels = cases[k].C;
-        c.strategy = (shs_strategy_kind_t)cases[k].strategy;
+        c.strategy.kind = (shs_strategy_kind_t)cases[k].strategy;
         size_t peak[2], want[2];
         for (int ck = 0; ck < 2; ck++) {
             c.checkpoint_activations = ck;

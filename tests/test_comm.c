@@ -1327,7 +1327,7 @@ static void test_strategy_skipped_gather_caught_by_tag(void **state) {
     shs_corpus_t corpus;
     shs_corpus_builtin(&corpus);
     shs_train_config_t cfg = test_small_config(3, 3);
-    cfg.strategy = SHS_ZERO3;
+    cfg.strategy.kind = SHS_ZERO3;
     cfg.timeout_ms = 2000;
     shs_trainer_t *t;
     assert_int_equal(shs_trainer_create(&t, &cfg, &corpus), SHS_OK);

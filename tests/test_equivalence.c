@@ -27,19 +27,19 @@ static void check_matrix(shs_gpt_config_t model, int micro_batch, shs_optim_kind
         cfg.model = model;
         cfg.world_size = worlds[w];
         cfg.micro_batch = micro_batch;
-        cfg.optim = shs_optim_default(opt);
+        cfg.strategy.optim = shs_optim_default(opt);
         if (opt == SHS_OPTIM_SGD) {
-            cfg.optim.lr = 0.05f;
-            cfg.optim.momentum = 0.9f;
-            cfg.optim.weight_decay = 0.01f;
+            cfg.strategy.optim.lr = 0.05f;
+            cfg.strategy.optim.momentum = 0.9f;
+            cfg.strategy.optim.weight_decay = 0.01f;
         }
         cfg.timeout_ms = 20000;
-        cfg.bucket_bytes = 4096; /* several DDP buckets even for tiny models */
-        cfg.strategy = SHS_DDP;
+        cfg.strategy.bucket_bytes = 4096; /* several DDP buckets even for tiny models */
+        cfg.strategy.kind = SHS_DDP;
         run_record_t ddp = {0};
         record_run(&cfg, &test_corpus, STEPS, &ddp);
         for (int k = SHS_ZERO1; k <= SHS_ZERO3; k++) {
-            cfg.strategy = (shs_strategy_kind_t)k;
+            cfg.strategy.kind = (shs_strategy_kind_t)k;
             run_record_t z = {0};
             record_run(&cfg, &test_corpus, STEPS, &z);
             assert_int_equal(z.len, ddp.len);
@@ -86,7 +86,7 @@ static void test_ddp_matches_single_rank_large_batch(void **state) {
     shs_gpt_config_t m = {.num_layers = 2, .num_heads = 4, .channels = 16, .context = 16};
     shs_train_config_t cfg = shs_train_default_config();
     cfg.model = m;
-    cfg.strategy = SHS_DDP;
+    cfg.strategy.kind = SHS_DDP;
     cfg.world_size = 4;
     cfg.micro_batch = 1;
     run_record_t wide = {0}, single = {0};

@@ -33,11 +33,11 @@ static shs_train_config_t small_config(int world) { return test_small_config(wor
 
 /* Every ZeRO stage against DDP with the same config. */
 static void check_stages_match_ddp(shs_train_config_t cfg, int steps) {
-    cfg.strategy = SHS_DDP;
+    cfg.strategy.kind = SHS_DDP;
     run_record_t ddp;
     record_run(&cfg, &test_corpus, steps, &ddp);
     for (int k = SHS_ZERO1; k <= SHS_ZERO3; k++) {
-        cfg.strategy = (shs_strategy_kind_t)k;
+        cfg.strategy.kind = (shs_strategy_kind_t)k;
         run_record_t z;
         record_run(&cfg, &test_corpus, steps, &z);
         assert_same_run(&ddp, &z);
@@ -63,21 +63,21 @@ static void test_grad_accum_matches_ddp(void **state) {
  * differently (bug report 5) would be off by O(1) of the update. */
 static void check_accum_means_all(shs_strategy_kind_t kind, int K, shs_offload_t offload) {
     shs_train_config_t a = small_config(1);
-    a.offload = offload;
+    a.strategy.offload = offload;
     a.micro_batch = 1;
     a.grad_accum = K;
-    a.strategy = kind;
-    a.optim = shs_optim_default(SHS_OPTIM_SGD);
-    a.optim.lr = 0.5f;
+    a.strategy.kind = kind;
+    a.strategy.optim = shs_optim_default(SHS_OPTIM_SGD);
+    a.strategy.optim.lr = 0.5f;
     shs_train_config_t b = a;
     b.grad_accum = 1;
     b.world_size = K;
-    b.strategy = SHS_DDP;
+    b.strategy.kind = SHS_DDP;
     run_record_t ra, rb, r0;
     record_run(&a, &test_corpus, 3, &ra);
     record_run(&b, &test_corpus, 3, &rb);
     shs_train_config_t z = a; /* the initial parameters: a run with lr 0 */
-    z.optim.lr = 0.0f;
+    z.strategy.optim.lr = 0.0f;
     record_run(&z, &test_corpus, 1, &r0);
     for (int s = 0; s < 3; s++) {
         assert_true(fabsf(ra.loss[s] - rb.loss[s]) <= 1e-5f * fabsf(rb.loss[s]));
@@ -113,8 +113,8 @@ static void test_clipping_matches_ddp(void **state) {
     for (int p = 0; p < 3; p++)
         for (int w = 0; w < 5; w++) {
             shs_train_config_t c = small_config(clip_worlds[w]);
-            c.clip_norm = 0.05f;
-            c.norm_type = types[p];
+            c.strategy.clip_norm = 0.05f;
+            c.strategy.norm_type = types[p];
             check_stages_match_ddp(c, 2);
         }
 }
@@ -129,20 +129,20 @@ static void test_clip_active_and_same_on_every_rank(void **state) {
         float n_ddp = 0;
         for (int k = SHS_DDP; k <= SHS_ZERO3; k++) {
             shs_train_config_t c = small_config(worlds[w]);
-            c.strategy = (shs_strategy_kind_t)k;
-            c.clip_norm = 0.01f;
+            c.strategy.kind = (shs_strategy_kind_t)k;
+            c.strategy.clip_norm = 0.01f;
             shs_trainer_t *t;
             assert_int_equal(shs_trainer_create(&t, &c, &test_corpus), SHS_OK);
             float loss;
             assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
             float n0 = shs_strategy_grad_norm(shs_trainer_strategy(t, 0));
-            assert_true(n0 > 2 * c.clip_norm); /* clipping really scales the gradient */
+            assert_true(n0 > 2 * c.strategy.clip_norm); /* clipping really scales the gradient */
             if (k == SHS_DDP) n_ddp = n0;
             /* the norm from reduced, owned shards equals DDP's, on every rank */
             for (int r = 0; r < worlds[w]; r++) {
                 float nr = shs_strategy_grad_norm(shs_trainer_strategy(t, r));
                 if (memcmp(&nr, &n_ddp, sizeof nr))
-                    fail_msg("%s N=%d rank %d: norm %.9g, DDP's %.9g", shs_strategy_name(c.strategy), worlds[w], r,
+                    fail_msg("%s N=%d rank %d: norm %.9g, DDP's %.9g", shs_strategy_name(c.strategy.kind), worlds[w], r,
                              (double)nr, (double)n_ddp);
             }
             shs_trainer_destroy(t);
@@ -154,12 +154,12 @@ static void test_clip_active_and_same_on_every_rank(void **state) {
  * a threshold above the norm changes nothing. */
 static void test_clip_threshold_semantics(void **state) {
     shs_train_config_t c = small_config(3);
-    c.strategy = SHS_ZERO3;
+    c.strategy.kind = SHS_ZERO3;
     run_record_t plain, low, high;
     record_run(&c, &test_corpus, 1, &plain);
-    c.clip_norm = 0.05f;
+    c.strategy.clip_norm = 0.05f;
     record_run(&c, &test_corpus, 1, &low);
-    c.clip_norm = 1e6f;
+    c.strategy.clip_norm = 1e6f;
     record_run(&c, &test_corpus, 1, &high);
     assert_memory_not_equal(plain.snap[0], low.snap[0], plain.len * sizeof(float));
     assert_memory_equal(plain.snap[0], high.snap[0], plain.len * sizeof(float));
@@ -175,7 +175,7 @@ static void test_replicated_units_match_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++) {
         shs_train_config_t c = small_config(test_worlds[w]);
         c.replicate_below = 1100;
-        c.clip_norm = 0.05f;
+        c.strategy.clip_norm = 0.05f;
         check_stages_match_ddp(c, 2);
     }
 }
@@ -193,8 +193,8 @@ static void test_shard_align_matches_ddp(void **state) {
     for (int w = 1; w < NWORLDS; w++)
         for (int a = 0; a < 3; a++) {
             shs_train_config_t c = small_config(test_worlds[w]);
-            c.shard_align = aligns[a];
-            c.clip_norm = 0.05f;
+            c.strategy.shard_align = aligns[a];
+            c.strategy.clip_norm = 0.05f;
             check_stages_match_ddp(c, 2);
         }
 }
@@ -208,9 +208,9 @@ static void test_mixed_precision_matches_ddp(void **state) {
         for (int w = 0; w < NWORLDS; w++) {
             if (c > 0 && test_worlds[w] != 3 && test_worlds[w] != 8 && !full_sweep()) continue;
             shs_train_config_t cfg = small_config(test_worlds[w]);
-            cfg.param_dtype = combos[c][0];
-            cfg.reduce_dtype = combos[c][1];
-            cfg.scaler.init_scale = 1024.0f;
+            cfg.strategy.param_dtype = combos[c][0];
+            cfg.strategy.reduce_dtype = combos[c][1];
+            cfg.strategy.scaler.init_scale = 1024.0f;
             cfg.grad_accum = 2;
             check_stages_match_ddp(cfg, 2);
         }
@@ -220,17 +220,17 @@ static void test_mixed_precision_matches_ddp(void **state) {
  * ZeRO-3 all-gathers move half the bytes (2-byte elements). */
 static void test_mixed_precision_is_applied(void **state) {
     shs_train_config_t cfg = small_config(2);
-    cfg.strategy = SHS_ZERO3;
+    cfg.strategy.kind = SHS_ZERO3;
     run_record_t f32, bf16;
     record_run(&cfg, &test_corpus, 1, &f32);
-    cfg.param_dtype = SHS_BF16;
+    cfg.strategy.param_dtype = SHS_BF16;
     record_run(&cfg, &test_corpus, 1, &bf16);
     assert_true(memcmp(&f32.loss[0], &bf16.loss[0], sizeof(float)) != 0);
     free_record(&f32);
     free_record(&bf16);
     uint64_t bytes[2];
     for (int k = 0; k < 2; k++) {
-        cfg.param_dtype = k ? SHS_BF16 : SHS_F32;
+        cfg.strategy.param_dtype = k ? SHS_BF16 : SHS_F32;
         shs_trainer_t *t;
         assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
         float loss;
@@ -255,9 +255,9 @@ static shs_status_t plant_job(shs_rank_ctx_t *ctx, void *arg) {
 static void test_fp16_overflow_skips_everywhere(void **state) {
     for (int k = SHS_DDP; k <= SHS_ZERO3; k++) {
         shs_train_config_t cfg = small_config(3);
-        cfg.strategy = (shs_strategy_kind_t)k;
-        cfg.param_dtype = SHS_F16;
-        cfg.scaler.init_scale = 1024.0f;
+        cfg.strategy.kind = (shs_strategy_kind_t)k;
+        cfg.strategy.param_dtype = SHS_F16;
+        cfg.strategy.scaler.init_scale = 1024.0f;
         shs_trainer_t *t;
         assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
         float loss;
@@ -292,10 +292,10 @@ static void test_fp16_overflow_skips_everywhere(void **state) {
  * (8/world each) at loss scale `scale`: 1 when it was skipped (overflow). */
 static int fp16_step_skipped(int world, float scale) {
     shs_train_config_t cfg = small_config(world);
-    cfg.strategy = SHS_DDP;
+    cfg.strategy.kind = SHS_DDP;
     cfg.micro_batch = 8 / world;
-    cfg.param_dtype = SHS_F16;
-    cfg.scaler.init_scale = scale;
+    cfg.strategy.param_dtype = SHS_F16;
+    cfg.strategy.scaler.init_scale = scale;
     shs_trainer_t *t;
     assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
     float loss;
@@ -321,10 +321,10 @@ static void test_fp16_avg_overflow_independent_of_world(void **state) {
 /* GradScaler growth: after growth_interval good steps the scale doubles. */
 static void test_fp16_scale_growth(void **state) {
     shs_train_config_t cfg = small_config(2);
-    cfg.strategy = SHS_ZERO2;
-    cfg.param_dtype = SHS_F16;
-    cfg.scaler.init_scale = 256.0f;
-    cfg.scaler.growth_interval = 2;
+    cfg.strategy.kind = SHS_ZERO2;
+    cfg.strategy.param_dtype = SHS_F16;
+    cfg.strategy.scaler.init_scale = 256.0f;
+    cfg.strategy.scaler.growth_interval = 2;
     shs_trainer_t *t;
     assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
     float loss;
@@ -340,12 +340,12 @@ static void test_hybrid_exact_shapes(void **state) {
     for (int k = 0; k < (full_sweep() ? 7 : 4); k++)
         for (int kind = SHS_HYBRID_SHARD; kind <= SHS_HYBRID_SHARD_ZERO2; kind++) {
             shs_train_config_t cfg = small_config(shapes[k][0] * shapes[k][1]);
-            cfg.shard_group_size = shapes[k][0];
-            cfg.clip_norm = 0.05f;
-            cfg.strategy = SHS_DDP;
+            cfg.strategy.shard_group_size = shapes[k][0];
+            cfg.strategy.clip_norm = 0.05f;
+            cfg.strategy.kind = SHS_DDP;
             run_record_t ddp, h;
             record_run(&cfg, &test_corpus, 2, &ddp);
-            cfg.strategy = (shs_strategy_kind_t)kind;
+            cfg.strategy.kind = (shs_strategy_kind_t)kind;
             record_run(&cfg, &test_corpus, 2, &h);
             assert_same_run(&ddp, &h);
             free_record(&ddp);
@@ -362,12 +362,12 @@ static void test_hybrid_replicated_shapes(void **state) {
     for (int k = 0; k < (full_sweep() ? 4 : 2); k++) {
         int G = shapes[k][0], N = G * shapes[k][1];
         shs_train_config_t cfg = small_config(N);
-        cfg.shard_group_size = G;
+        cfg.strategy.shard_group_size = G;
         run_record_t ddp;
-        cfg.strategy = SHS_DDP;
+        cfg.strategy.kind = SHS_DDP;
         record_run(&cfg, &test_corpus, 3, &ddp);
         for (int kind = SHS_HYBRID_SHARD; kind <= SHS_HYBRID_SHARD_ZERO2; kind++) {
-            cfg.strategy = (shs_strategy_kind_t)kind;
+            cfg.strategy.kind = (shs_strategy_kind_t)kind;
             shs_trainer_t *t;
             assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
             float *snap = malloc(shs_trainer_snapshot_len(t) * sizeof(float));
@@ -385,7 +385,7 @@ static void test_hybrid_replicated_shapes(void **state) {
                 /* 3 steps x (forward + backward gathers of every unit but the
                  * head's reuse): compare with ZeRO-3 on the same world */
                 shs_train_config_t z = cfg;
-                z.strategy = SHS_ZERO3;
+                z.strategy.kind = SHS_ZERO3;
                 shs_trainer_t *tz;
                 assert_int_equal(shs_trainer_create(&tz, &z, &test_corpus), SHS_OK);
                 float loss;
@@ -406,8 +406,8 @@ static void test_hybrid_replicated_shapes(void **state) {
 /* A shard group size that does not divide the world is refused. */
 static void test_hybrid_bad_group_size(void **state) {
     shs_train_config_t cfg = small_config(4);
-    cfg.strategy = SHS_HYBRID_SHARD;
-    cfg.shard_group_size = 3;
+    cfg.strategy.kind = SHS_HYBRID_SHARD;
+    cfg.strategy.shard_group_size = 3;
     shs_trainer_t *t = NULL;
     assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_INVALID_ARG);
     assert_non_null(strstr(shs_last_error(), "shard group size 3 must divide the world size 4"));
@@ -428,21 +428,21 @@ static void test_prefetch_and_reshard_match_ddp(void **state) {
         shs_train_config_t cfg = small_config(nw[w]);
         cfg.poison_freed = 1;
         cfg.grad_accum = 2;
-        cfg.strategy = SHS_DDP;
+        cfg.strategy.kind = SHS_DDP;
         run_record_t ddp;
         record_run(&cfg, &test_corpus, 2, &ddp);
         for (int k = 0; k < 6; k++)
             for (int prec = 0; prec < 2; prec++) {
-                cfg.strategy = SHS_ZERO3;
-                cfg.keep_after_forward = knobs[k].keep;
-                cfg.forward_prefetch = knobs[k].fwd;
-                cfg.limit_all_gathers = knobs[k].limit;
-                cfg.backward_prefetch = knobs[k].bwd;
-                cfg.param_dtype = prec ? SHS_BF16 : SHS_F32;
+                cfg.strategy.kind = SHS_ZERO3;
+                cfg.strategy.keep_after_forward = knobs[k].keep;
+                cfg.strategy.forward_prefetch = knobs[k].fwd;
+                cfg.strategy.limit_all_gathers = knobs[k].limit;
+                cfg.strategy.backward_prefetch = knobs[k].bwd;
+                cfg.strategy.param_dtype = prec ? SHS_BF16 : SHS_F32;
                 run_record_t z;
                 if (prec) { /* the reference with the same precision */
                     shs_train_config_t d = cfg;
-                    d.strategy = SHS_DDP;
+                    d.strategy.kind = SHS_DDP;
                     run_record_t dd;
                     record_run(&d, &test_corpus, 2, &dd);
                     record_run(&cfg, &test_corpus, 2, &z);
@@ -469,9 +469,9 @@ static void test_prefetch_changes_order_and_peak(void **state) {
     for (int k = 0; k < 3; k++) {
         shs_train_config_t cfg = small_config(2);
         cfg.model.num_layers = 4;
-        cfg.strategy = SHS_ZERO3;
-        cfg.keep_after_forward = knobs[k].keep;
-        cfg.backward_prefetch = knobs[k].bwd;
+        cfg.strategy.kind = SHS_ZERO3;
+        cfg.strategy.keep_after_forward = knobs[k].keep;
+        cfg.strategy.backward_prefetch = knobs[k].bwd;
         shs_trainer_t *t;
         assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
         float loss;
@@ -518,9 +518,9 @@ static void test_prefetch_order_in_trace(void **state) {
         for (int fwd = 0; fwd < 2; fwd++) {
             shs_train_config_t cfg = small_config(2);
             cfg.model.num_layers = 4;
-            cfg.strategy = SHS_ZERO3;
-            cfg.backward_prefetch = modes[m];
-            cfg.forward_prefetch = fwd;
+            cfg.strategy.kind = SHS_ZERO3;
+            cfg.strategy.backward_prefetch = modes[m];
+            cfg.strategy.forward_prefetch = fwd;
             shs_trace_recorder_t *rec;
             assert_int_equal(shs_trace_recorder_create(&rec, 2), SHS_OK);
             cfg.trace = rec;
@@ -557,20 +557,20 @@ static void test_offload_matches_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++) {
         shs_train_config_t cfg = small_config(test_worlds[w]);
         cfg.grad_accum = test_worlds[w] == 3 ? 4 : 2;
-        cfg.clip_norm = 0.05f;
+        cfg.strategy.clip_norm = 0.05f;
         if (test_worlds[w] == 5) {
-            cfg.param_dtype = SHS_F16;
-            cfg.scaler.init_scale = 1024.0f;
+            cfg.strategy.param_dtype = SHS_F16;
+            cfg.strategy.scaler.init_scale = 1024.0f;
         }
-        cfg.strategy = SHS_DDP;
+        cfg.strategy.kind = SHS_DDP;
         run_record_t ddp;
         record_run(&cfg, &test_corpus, 2, &ddp);
         for (int k = SHS_DDP; k <= SHS_HYBRID_SHARD; k++)
             for (int off = SHS_OFFLOAD_OPTIMIZER; off <= SHS_OFFLOAD_PARAMS; off++) {
                 if (off == SHS_OFFLOAD_PARAMS && k != SHS_ZERO3 && k != SHS_HYBRID_SHARD) continue;
                 shs_train_config_t c = cfg;
-                c.strategy = (shs_strategy_kind_t)k;
-                c.offload = (shs_offload_t)off;
+                c.strategy.kind = (shs_strategy_kind_t)k;
+                c.strategy.offload = (shs_offload_t)off;
                 run_record_t z;
                 record_run(&c, &test_corpus, 2, &z);
                 assert_same_run(&ddp, &z);
@@ -586,9 +586,9 @@ static void test_offload_matches_ddp(void **state) {
  * up once. With parameters offloaded the device holds no parameters. */
 static void test_offload_accounting(void **state) {
     shs_train_config_t cfg = small_config(3);
-    cfg.strategy = SHS_ZERO3;
+    cfg.strategy.kind = SHS_ZERO3;
     for (int off = SHS_OFFLOAD_OPTIMIZER; off <= SHS_OFFLOAD_PARAMS; off++) {
-        cfg.offload = (shs_offload_t)off;
+        cfg.strategy.offload = (shs_offload_t)off;
         shs_trainer_t *t;
         assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
         float loss;
@@ -619,8 +619,8 @@ static void test_offload_accounting(void **state) {
         }
         shs_trainer_destroy(t);
     }
-    cfg.strategy = SHS_ZERO2;
-    cfg.offload = SHS_OFFLOAD_PARAMS;
+    cfg.strategy.kind = SHS_ZERO2;
+    cfg.strategy.offload = SHS_OFFLOAD_PARAMS;
     shs_trainer_t *t = NULL;
     assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_INVALID_ARG);
     assert_non_null(strstr(shs_last_error(), "needs sharded parameters"));

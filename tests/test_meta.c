@@ -40,15 +40,15 @@ static shs_train_config_t small_config(const mcase_t *c) {
     cfg.model = (shs_gpt_config_t){.num_layers = 2, .num_heads = 2, .channels = 24, .context = 16};
     cfg.world_size = c->N;
     cfg.micro_batch = 2;
-    cfg.strategy = c->kind;
-    cfg.shard_group_size = c->G;
-    cfg.param_dtype = c->param_dtype;
-    cfg.offload = c->offload;
+    cfg.strategy.kind = c->kind;
+    cfg.strategy.shard_group_size = c->G;
+    cfg.strategy.param_dtype = c->param_dtype;
+    cfg.strategy.offload = c->offload;
     cfg.checkpoint_activations = c->checkpoint;
     cfg.grad_accum = c->accum;
-    cfg.forward_prefetch = c->prefetch_fwd;
-    cfg.clip_norm = c->clip;
-    cfg.bucket_bytes = 16 << 10; /* several DDP buckets */
+    cfg.strategy.forward_prefetch = c->prefetch_fwd;
+    cfg.strategy.clip_norm = c->clip;
+    cfg.strategy.bucket_bytes = 16 << 10; /* several DDP buckets */
     return cfg;
 }
 
@@ -143,19 +143,19 @@ static void test_meta_wrap_size(void **state) {
     cfg.model = (shs_gpt_config_t){.num_layers = 6, .num_heads = 2, .channels = 16, .context = 8};
     cfg.world_size = 4;
     cfg.micro_batch = 1;
-    cfg.strategy = SHS_ZERO3;
+    cfg.strategy.kind = SHS_ZERO3;
     cfg.device_mem = SIZE_MAX;
     size_t block = 12 * 16 * 16 + 13 * 16;
     shs_meta_result_t a, b, g;
     shs_meta_config_t mc = {.train = cfg, .steps = 1};
     assert_int_equal(shs_meta_run(&mc, &a), SHS_OK);
-    mc.wrap_min_params = 1;
+    mc.train.wrap_min_params = 1;
     assert_int_equal(shs_meta_run(&mc, &b), SHS_OK);
     assert_int_equal(a.num_units, 8);
     assert_int_equal(b.num_units, 8);
     assert_memory_equal(&a.ranks[0].mem, &b.ranks[0].mem, sizeof a.ranks[0].mem);
     assert_memory_equal(&a.ranks[0].comm, &b.ranks[0].comm, sizeof a.ranks[0].comm);
-    mc.wrap_min_params = 2 * block;
+    mc.train.wrap_min_params = 2 * block;
     assert_int_equal(shs_meta_run(&mc, &g), SHS_OK);
     int P = 3;
     assert_int_equal(g.num_units, P + 2);
@@ -203,8 +203,8 @@ static void test_meta_175b(void **state) {
     cfg.model = shs_model_preset_find("gpt3-175b")->cfg;
     cfg.world_size = 1024;
     cfg.micro_batch = 1;
-    cfg.strategy = SHS_ZERO3;
-    cfg.param_dtype = SHS_BF16;
+    cfg.strategy.kind = SHS_ZERO3;
+    cfg.strategy.param_dtype = SHS_BF16;
     cfg.device_mem = SIZE_MAX;
     shs_meta_config_t mc = {.train = cfg};
     shs_meta_result_t r;

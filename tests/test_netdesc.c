@@ -557,11 +557,11 @@ typedef struct {
 static void run(const shs_train_config_t *cfg, run_record_t *rec) {
     shs_trainer_t *t = NULL;
     shs_status_t st = shs_trainer_create(&t, cfg, &test_corpus);
-    if (st != SHS_OK) fail_msg("trainer_create (%s): %s", shs_strategy_name(cfg->strategy), shs_last_error());
+    if (st != SHS_OK) fail_msg("trainer_create (%s): %s", shs_strategy_name(cfg->strategy.kind), shs_last_error());
     rec->len = shs_trainer_snapshot_len(t);
     for (int s = 0; s < STEPS; s++) {
         st = shs_trainer_step(t, &rec->loss[s]);
-        if (st != SHS_OK) fail_msg("%s step %d: %s", shs_strategy_name(cfg->strategy), s, shs_last_error());
+        if (st != SHS_OK) fail_msg("%s step %d: %s", shs_strategy_name(cfg->strategy.kind), s, shs_last_error());
         rec->snap[s] = malloc(rec->len * sizeof(float));
         assert_non_null(rec->snap[s]);
         assert_int_equal(shs_trainer_snapshot(t, rec->snap[s]), SHS_OK);
@@ -596,18 +596,18 @@ static run_record_t check_equivalence(const shs_netdesc_t *nd, shs_train_config_
     shs_layout_t lo;
     assert_int_equal(shs_netdesc_layout_create(&lo, nd), SHS_OK);
     cfg.netdesc = nd;
-    cfg.strategy = SHS_DDP;
-    size_t align = cfg.shard_align ? cfg.shard_align : 1;
+    cfg.strategy.kind = SHS_DDP;
+    size_t align = cfg.strategy.shard_align ? cfg.strategy.shard_align : 1;
     run_record_t ddp = {0};
     run(&cfg, &ddp);
     for (int k = SHS_ZERO1; k <= SHS_ZERO3; k++) {
-        cfg.strategy = (shs_strategy_kind_t)k;
+        cfg.strategy.kind = (shs_strategy_kind_t)k;
         run_record_t z = {0};
         run(&cfg, &z);
         assert_int_equal(z.len, ddp.len);
         for (int s = 0; s < STEPS; s++) {
             if (memcmp(&ddp.loss[s], &z.loss[s], sizeof(float)) != 0)
-                fail_msg("N=%d %s step %d: loss %.9g vs ddp %.9g", cfg.world_size, shs_strategy_name(cfg.strategy), s,
+                fail_msg("N=%d %s step %d: loss %.9g vs ddp %.9g", cfg.world_size, shs_strategy_name(cfg.strategy.kind), s,
                          (double)z.loss[s], (double)ddp.loss[s]);
             assert_same_params(&lo, cfg.world_size, align, ddp.snap[s], z.snap[s]);
         }
@@ -623,10 +623,10 @@ static shs_train_config_t small_config(int world, shs_optim_kind_t opt) {
     cfg.world_size = world;
     cfg.micro_batch = 2;
     cfg.model.context = 8;
-    cfg.optim = shs_optim_default(opt);
-    if (opt == SHS_OPTIM_SGD) cfg.optim.lr = 0.5f;
+    cfg.strategy.optim = shs_optim_default(opt);
+    if (opt == SHS_OPTIM_SGD) cfg.strategy.optim.lr = 0.5f;
     cfg.timeout_ms = 20000;
-    cfg.bucket_bytes = 64; /* several DDP buckets */
+    cfg.strategy.bucket_bytes = 64; /* several DDP buckets */
     return cfg;
 }
 
@@ -646,7 +646,7 @@ static void test_case1_tied_embedding(void **state) {
     shs_layout_t lo;
     assert_int_equal(shs_netdesc_layout_create(&lo, nd), SHS_OK);
     float init[40];
-    shs_layout_init_range(&lo, shs_train_default_config().seed, 0, 0, 40, init);
+    shs_layout_init_range(&lo, shs_train_default_config().strategy.seed, 0, 0, 40, init);
     static const int worlds[] = {2, 3, 4};
     static const int rows_last[] = {5, 2, 1}, rows_first[] = {5, 4, 3};
     for (int w = 0; w < 3; w++) {
@@ -657,7 +657,7 @@ static void test_case1_tied_embedding(void **state) {
                 assert_int_equal(shs_shard_of(40, N, N - 1, 4).valid, (size_t)rows_last[w] * 4);
             }
             shs_train_config_t cfg = small_config(N, SHS_OPTIM_SGD);
-            cfg.shard_align = align;
+            cfg.strategy.shard_align = align;
             run_record_t ddp = check_equivalence(nd, cfg);
             /* every row moved from its initial value (wte is unit 0, first in the snapshot) */
             for (int r = 0; r < 10; r++)
@@ -712,7 +712,7 @@ static void test_mixed_layouts(void **state) {
         free_record(&ddp);
     }
     shs_train_config_t cfg = small_config(2, SHS_OPTIM_SGD);
-    cfg.shard_align = 4;
+    cfg.strategy.shard_align = 4;
     run_record_t ddp = check_equivalence(nd, cfg);
     free_record(&ddp);
     shs_netdesc_free(nd);

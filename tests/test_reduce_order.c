@@ -465,7 +465,7 @@ static void test_names_and_args(void **state) {
 static double snapshot_max_abs(const shs_trainer_t *t, const float *a, const float *b) {
     const shs_layout_t *lo = shs_trainer_layout(t);
     int n = shs_trainer_world_size(t);
-    size_t base = 0, align = shs_trainer_config(t)->shard_align;
+    size_t base = 0, align = shs_trainer_config(t)->strategy.shard_align;
     double m = 0;
     for (int u = 0; u < lo->num_units; u++) {
         for (size_t i = 0; i < lo->units[u].numel; i++) m = fmax(m, fabs((double)a[base + i] - (double)b[base + i]));
@@ -485,13 +485,13 @@ static double zero3_vs_ddp(int n, shs_reduce_order_t order, int steps, int *iden
     cfg.world_size = n;
     cfg.micro_batch = 2;
     cfg.timeout_ms = TIMEOUT_MS;
-    cfg.bucket_bytes = 4096; /* several DDP buckets, none aligned with the units */
+    cfg.strategy.bucket_bytes = 4096; /* several DDP buckets, none aligned with the units */
     cfg.reduce_order = order;
     shs_trainer_t *tr[2];
     float *snap[2], loss[2];
     *identical = 1;
     for (int k = 0; k < 2; k++) {
-        cfg.strategy = k ? SHS_DDP : SHS_ZERO3;
+        cfg.strategy.kind = k ? SHS_DDP : SHS_ZERO3;
         if (shs_trainer_create(&tr[k], &cfg, &corpus) != SHS_OK) fail_msg("trainer: %s", shs_last_error());
         snap[k] = xmalloc(shs_trainer_snapshot_len(tr[k]) * sizeof(float));
     }

@@ -34,9 +34,9 @@ static void run(shs_strategy_kind_t k, outcome_t *o, size_t bucket_bytes) {
     cfg.model = (shs_gpt_config_t){.num_layers = 3, .num_heads = 5, .channels = 5, .context = 11};
     cfg.world_size = N;
     cfg.micro_batch = 2;
-    cfg.strategy = k;
-    cfg.bucket_bytes = bucket_bytes;
-    cfg.backward_prefetch = SHS_PREFETCH_NONE; /* the closed forms below gather only on use */
+    cfg.strategy.kind = k;
+    cfg.strategy.bucket_bytes = bucket_bytes;
+    cfg.strategy.backward_prefetch = SHS_PREFETCH_NONE; /* the closed forms below gather only on use */
     shs_trainer_t *t;
     assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
     float loss;

@@ -18,7 +18,7 @@ static void check(shs_strategy_kind_t kind) {
     cfg.model = (shs_gpt_config_t){.num_layers = 3, .num_heads = 2, .channels = 8, .context = 8};
     cfg.world_size = 2;
     cfg.micro_batch = 2;
-    cfg.strategy = kind;
+    cfg.strategy.kind = kind;
     cfg.memory_timeline = 1;
     shs_trainer_t *t;
     assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);

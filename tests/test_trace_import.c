@@ -278,7 +278,7 @@ static void test_chakra_export_round_trip(void **state) {
     shs_trace_free(a);
 
     shs_train_config_t cfg = test_small_config(3, 1);
-    cfg.strategy = SHS_ZERO2;
+    cfg.strategy.kind = SHS_ZERO2;
     shs_trace_recorder_t *rec;
     assert_int_equal(shs_trace_recorder_create(&rec, 3), SHS_OK);
     cfg.trace = rec;

@@ -1,7 +1,7 @@
 /* meta_run.h - one training step of the real model and strategy code on the
  * meta backend, for representative ranks of a world of any size (issue 4).
  *
- * What it is: the trainer's step (train.c: model forward, backward, the
+ * What it is: the trainer's step (src/train/step.c: model forward, backward, the
  * strategy's gradient reduction and optimizer step, the loss all-reduce)
  * executed by one thread per representative rank on a meta device
  * (device.h: allocations accounted, no memory touched, kernels counted) and
@@ -30,21 +30,13 @@
 
 typedef struct {
     /* The job as `shardsim train` would run it: model (GPT config with
-     * vocab, or netdesc), world_size (1..SHS_MAX_WORLD), micro_batch,
-     * strategy, optim, param/reduce dtype, offload, checkpoint_activations,
-     * shard_group_size, prefetch options, bucket_bytes, grad_accum,
-     * clip_norm, replicate_below, shard_align. device_mem is the capacity
-     * of the meta device (SIZE_MAX: unlimited, so peaks are measured even
-     * when they exceed a real device). Ignored: seed, timeout_ms,
-     * poison_freed, reduce_order (no values exist). */
+     * vocab, or netdesc), world_size (1..SHS_MAX_WORLD), micro_batch, the
+     * strategy config, wrap_min_params (size-based wrapping, GPT only),
+     * checkpoint_activations, grad_accum, replicate_below. device_mem is
+     * the capacity of the meta device (SIZE_MAX: unlimited, so peaks are
+     * measured even when they exceed a real device). Ignored: timeout_ms,
+     * poison_freed, reduce_order, memory_timeline, trace (no values exist). */
     shs_train_config_t train;
-    /* Wrap policy (FSDP auto-wrap). 0: one unit per transformer block (and
-     * the embedding and the final LayerNorm as units of their own: the CPU
-     * trainer's layout). N > 0: consecutive blocks grouped greedily into one
-     * flat parameter until it holds at least N parameters (FSDP's
-     * size_based_auto_wrap_policy(min_num_params = N)); the last group may
-     * be smaller. GPT only. */
-    size_t wrap_min_params;
     /* Training steps to run (0 means 1). Prefetching follows the execution
      * order recorded in the previous step (strategy.h), so the second step
      * is the steady state; the timeline and last_step_comm are the last

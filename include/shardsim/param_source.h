@@ -6,6 +6,9 @@
  * only here); the model never allocates or frees parameters itself. All
  * pointers are device pointers to the unit's full flat buffer (unit numel
  * f32 elements, plus possibly padding), laid out as layout.h says.
+ * Decorators (shs_param_decorator_t) stand in front of a source to
+ * observe or remap its calls (trace markers, memory timelines, grouped
+ * wrap units); a front end attaches them only when asked.
  * What it is not: a memory allocator or a communicator.
  */
 #ifndef SHARDSIM_PARAM_SOURCE_H
@@ -28,5 +31,31 @@ struct shs_param_source {
      * accumulation into it until the next backward. */
     shs_status_t (*grads_ready)(void *self, int unit);
 };
+
+/* The four calls of a source, as a decorator's hook sees them. */
+typedef enum {
+    SHS_PARAM_CALL_ACQUIRE_PARAMS,
+    SHS_PARAM_CALL_RELEASE_PARAMS,
+    SHS_PARAM_CALL_ACQUIRE_GRADS,
+    SHS_PARAM_CALL_GRADS_READY
+} shs_param_call_t;
+
+/* A source in front of `inner` that forwards every call to it unchanged,
+ * calling `before` (optional) first. A decorator embeds one as its FIRST
+ * member (src.self points at it, so at the decorator), sets `before` for
+ * what it observes and replaces the slots of `src` it implements itself;
+ * the model is given &src. */
+typedef struct shs_param_decorator shs_param_decorator_t;
+struct shs_param_decorator {
+    shs_param_source_t src;      /* give this to the model */
+    shs_param_source_t *inner;   /* the source it forwards to */
+    void (*before)(shs_param_decorator_t *d, shs_param_call_t call, int unit); /* NULL: none */
+};
+
+/* Make `d` forward every call to `inner` (both outlive its use), with the
+ * optional hook. Returns &d->src. */
+shs_param_source_t *shs_param_decorator_init(shs_param_decorator_t *d, shs_param_source_t *inner,
+                                             void (*before)(shs_param_decorator_t *d, shs_param_call_t call,
+                                                            int unit));
 
 #endif

@@ -132,6 +132,13 @@ typedef struct {
 /* "ddp", "zero1", "zero2", "zero3", "hybrid_shard", "hybrid_shard_zero2" */
 const char *shs_strategy_name(shs_strategy_kind_t k); /* "ddp", "zero1", ...; "invalid" otherwise */
 int shs_strategy_parse(const char *name, shs_strategy_kind_t *out); /* 0 ok, -1 unknown */
+/* Whether `k` is hybrid sharding (HYBRID_SHARD, HYBRID_SHARD_ZERO2). */
+int shs_strategy_is_hybrid(shs_strategy_kind_t k);
+/* Hybrid sharding's two splits of the world communicator, G ranks per shard
+ * group: split 0 makes the shard groups (G consecutive ranks: color
+ * rank / G), split 1 the replica groups (ranks equal mod G: color
+ * rank mod G); the key is the rank. Returns `rank`'s color, *key its key. */
+int shs_strategy_hybrid_color(int G, int split_index, int rank, int *key);
 
 /* How a stage reduces a sharded or whole unit's gradient. */
 typedef enum {

@@ -46,14 +46,14 @@ shs_status_t shs_trace_recorder_attach(shs_trace_recorder_t *r, shs_comm_t *comm
  * recorded in another process). */
 shs_status_t shs_trace_recorder_finish(shs_trace_recorder_t *r, shs_trace_t **out);
 
-/* A parameter source that sets the communicator marker to
- * "<phase>/<unit name>" (phase: the part of the current marker before any
- * '/') before each call into `inner`, so the collectives a strategy issues
- * for a unit carry its name ("fwd/block3"). `w` is caller-owned storage
- * that must outlive its use; returns &w->src. */
+/* A parameter source decorator (param_source.h) that sets the
+ * communicator marker to "<phase>/<unit name>" (phase: the part of the
+ * current marker before any '/') before each call into `inner`, so the
+ * collectives a strategy issues for a unit carry its name ("fwd/block3").
+ * Attach it only when recording a trace. `w` is caller-owned storage that
+ * must outlive its use; returns &w->base.src. */
 typedef struct {
-    shs_param_source_t src;
-    shs_param_source_t *inner;
+    shs_param_decorator_t base; /* first: the forwarding source */
     shs_comm_t *comm;
     const shs_layout_t *layout;
 } shs_trace_marking_source_t;

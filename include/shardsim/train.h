@@ -30,26 +30,16 @@ typedef struct {
     const shs_netdesc_t *netdesc; /* NULL: the GPT; else this described model (outlives the trainer) */
     int world_size;              /* N ranks */
     int micro_batch;             /* B sequences per rank per step */
-    shs_strategy_kind_t strategy;
-    shs_optim_config_t optim;
-    uint64_t seed;               /* init and data */
+    shs_strategy_config_t strategy; /* the strategy as shs_strategy_create takes it (kind, optimizer,
+                                  * sharding, prefetch, offload, clipping, precision, loss scaling);
+                                  * its seed also seeds the data */
+    size_t wrap_min_params;      /* --wrap size:N (GPT only): consecutive blocks grouped into one flat
+                                  * parameter until it holds >= N elements (FSDP's
+                                  * size_based_auto_wrap_policy(min_num_params=N)); 0: one unit per block */
     size_t device_mem;           /* bytes per rank; SIZE_MAX unlimited */
-    size_t bucket_bytes;         /* DDP bucket; 0 default */
     int timeout_ms;              /* collective timeout; <= 0 default */
     int grad_accum;              /* K micro-batches per step, no_sync until the last; 0 or 1: none */
-    float clip_norm;             /* clip_grad_norm_ max_norm; <= 0: no clipping */
-    int norm_type;               /* 1, 2 (0 means 2), or SHS_NORM_INF (with clip_norm) */
     size_t replicate_below;      /* units with fewer elements stay unsharded (replicated); 0: none */
-    size_t shard_align;          /* --shard-align E (elements); 0 or 1: none */
-    shs_dtype_t param_dtype;     /* --param-dtype: SHS_F32, SHS_BF16, SHS_F16; SHS_DTYPE_DEFAULT (0): f32 */
-    shs_dtype_t reduce_dtype;    /* --reduce-dtype; SHS_DTYPE_DEFAULT (0): param_dtype */
-    shs_loss_scaler_config_t scaler; /* fp16 dynamic loss scaling; zeros: GradScaler defaults */
-    int shard_group_size;        /* hybrid sharding: ranks per shard group; 0 means N */
-    int keep_after_forward;      /* --reshard-after-forward false */
-    shs_prefetch_t backward_prefetch; /* --backward-prefetch pre (0, default) | post | none */
-    int forward_prefetch;        /* --forward-prefetch */
-    int limit_all_gathers;       /* --limit-all-gathers N: units gathered ahead at most; 0 no limit */
-    shs_offload_t offload;       /* --offload none | optimizer | params (strategy.h) */
     int memory_timeline;         /* record rank 0's memory per step phase (timeline.h) */
     int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */

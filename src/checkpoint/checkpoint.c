@@ -88,24 +88,24 @@ void shs_checkpoint_meta_of(shs_trainer_t *t, shs_checkpoint_meta_t *m) {
     /* hybrid sharding: the first replica's G ranks hold one copy of every
      * shard, so the checkpoint is a G-rank one (the other replicas hold the
      * same bits, checked by --check ddp's replica comparison) */
-    if ((c->strategy == SHS_HYBRID_SHARD || c->strategy == SHS_HYBRID_SHARD_ZERO2) && c->shard_group_size > 0)
-        m->world_size = c->shard_group_size;
-    m->shard_align = c->shard_align ? c->shard_align : 1;
-    m->strategy = c->strategy;
-    m->optim = c->optim;
-    m->state_per_param = shs_optim_state_per_param(&c->optim);
+    if (shs_strategy_is_hybrid(c->strategy.kind) && c->strategy.shard_group_size > 0)
+        m->world_size = c->strategy.shard_group_size;
+    m->shard_align = c->strategy.shard_align ? c->strategy.shard_align : 1;
+    m->strategy = c->strategy.kind;
+    m->optim = c->strategy.optim;
+    m->state_per_param = shs_optim_state_per_param(&c->strategy.optim);
     m->step = shs_trainer_steps_done(t);
-    m->seed = c->seed;
+    m->seed = c->strategy.seed;
     m->micro_batch = c->micro_batch;
     m->grad_accum = c->grad_accum > 1 ? c->grad_accum : 1;
-    m->clip_norm = c->clip_norm > 0 ? c->clip_norm : 0.0f;
-    m->norm_type = c->clip_norm > 0 ? (c->norm_type ? c->norm_type : 2) : 0; /* 0 means 2; -1 inf */
-    resolve_dtypes(c->param_dtype, c->reduce_dtype, &m->param_dtype, &m->reduce_dtype);
+    m->clip_norm = c->strategy.clip_norm > 0 ? c->strategy.clip_norm : 0.0f;
+    m->norm_type = c->strategy.clip_norm > 0 ? (c->strategy.norm_type ? c->strategy.norm_type : 2) : 0; /* 0 means 2; -1 inf */
+    resolve_dtypes(c->strategy.param_dtype, c->strategy.reduce_dtype, &m->param_dtype, &m->reduce_dtype);
     /* GradScaler's defaults for the zeros (strategy.h) */
-    m->scaler.init_scale = c->scaler.init_scale > 0 ? c->scaler.init_scale : 65536.0f;
-    m->scaler.growth_factor = c->scaler.growth_factor > 0 ? c->scaler.growth_factor : 2.0f;
-    m->scaler.backoff_factor = c->scaler.backoff_factor > 0 ? c->scaler.backoff_factor : 0.5f;
-    m->scaler.growth_interval = c->scaler.growth_interval > 0 ? c->scaler.growth_interval : 2000;
+    m->scaler.init_scale = c->strategy.scaler.init_scale > 0 ? c->strategy.scaler.init_scale : 65536.0f;
+    m->scaler.growth_factor = c->strategy.scaler.growth_factor > 0 ? c->strategy.scaler.growth_factor : 2.0f;
+    m->scaler.backoff_factor = c->strategy.scaler.backoff_factor > 0 ? c->strategy.scaler.backoff_factor : 0.5f;
+    m->scaler.growth_interval = c->strategy.scaler.growth_interval > 0 ? c->strategy.scaler.growth_interval : 2000;
     m->loss_scale = shs_trainer_loss_scale(t);
 }
 

@@ -129,7 +129,7 @@ shs_status_t shs_export_safetensors(shs_trainer_t *t, const char *path) {
     size_t base = 0;
     for (int u = 0; u < lo->num_units; u++) {
         units[u] = snap + base;
-        base += shs_padded_numel(lo->units[u].numel, cfg->world_size, cfg->shard_align ? cfg->shard_align : 1);
+        base += shs_padded_numel(lo->units[u].numel, cfg->world_size, cfg->strategy.shard_align ? cfg->strategy.shard_align : 1);
     }
     shs_checkpoint_meta_t m;
     shs_checkpoint_meta_of(t, &m);

@@ -113,7 +113,7 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
                        const shs_hw_t *hw, double eff, shs_net_algo_t algo, shs_step_estimate_t *out) {
     memset(out, 0, sizeof *out);
     const shs_train_config_t *tc = &cfg->train;
-    int lowp = tc->param_dtype == SHS_BF16 || tc->param_dtype == SHS_F16;
+    int lowp = tc->strategy.param_dtype == SHS_BF16 || tc->strategy.param_dtype == SHS_F16;
     double peak = lowp ? hw->peak_flops_16 : hw->peak_flops_32;
     if (eff <= 0) eff = 1;
     for (int i = 0; i < r->num_segments; i++) {
@@ -142,11 +142,11 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     double steps = cfg->steps > 0 ? cfg->steps : 1;
     double mem_time = (double)r->kernels.bytes / steps / hw->hbm_bw;
     if (mem_time > out->compute_s) out->compute_s = mem_time;
-    if (tc->offload != SHS_OFFLOAD_NONE) {
+    if (tc->strategy.offload != SHS_OFFLOAD_NONE) {
         double copies = (double)(r->h2d_bytes + r->d2h_bytes) / steps;
         /* the host optimizer pass: AdamW reads p, g, m, v and writes p, m, v (28 bytes per element) */
         double state = (double)r->host.peak[SHS_MEM_OPTIM] / 4.0 /
-                       (double)(shs_optim_state_per_param(&tc->optim) ? shs_optim_state_per_param(&tc->optim) : 1);
+                       (double)(shs_optim_state_per_param(&tc->strategy.optim) ? shs_optim_state_per_param(&tc->strategy.optim) : 1);
         out->offload_s = copies / hw->pcie_bw + state * 28.0 / hw->host_bw;
     }
     out->step_s = out->compute_s + out->exposed_comm_s + out->offload_s;

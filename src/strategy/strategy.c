@@ -96,6 +96,16 @@ static shs_status_t init_unit(shs_strategy_t *s, int i) {
     return shs__strategy_download_master(s, u);
 }
 
+int shs_strategy_is_hybrid(shs_strategy_kind_t k) {
+    const shs_stage_t *st = shs_strategy_stage(k);
+    return st && st->reduce == SHS_GRAD_REDUCE_SCATTER_REPLICAS;
+}
+
+int shs_strategy_hybrid_color(int G, int split_index, int rank, int *key) {
+    *key = rank;
+    return split_index == 0 ? rank / G : rank % G;
+}
+
 shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config_t *cfg,
                                  const shs_layout_t *layout, shs_device_t *dev, shs_comm_t *comm) {
     *out = NULL;
@@ -156,7 +166,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     }
 
     shs_status_t st = SHS_OK;
-    if (stage->reduce == SHS_GRAD_REDUCE_SCATTER_REPLICAS) { /* hybrid: shard groups and replica groups */
+    if (shs_strategy_is_hybrid(cfg->kind)) {
         int G = cfg->shard_group_size ? cfg->shard_group_size : s->nranks;
         if (G < 1 || s->nranks % G != 0) {
             st = shs_set_error(SHS_INVALID_ARG, "shard group size %d must divide the world size %d", G, s->nranks);
@@ -167,8 +177,10 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
          * over one rank would change nothing and only add calls. */
         uint64_t caller_tag = shs_comm_tag(comm); /* restored: the caller's later calls are its own */
         shs_comm_set_tag(comm, shs_comm_tag_pack(SHS_TAG_SPLIT, -1, 0, 0));
-        st = shs_comm_split(comm, s->rank / G, s->rank, &s->shard_comm);
-        if (st == SHS_OK && s->nranks / G > 1) st = shs_comm_split(comm, s->rank % G, s->rank, &s->replica_comm);
+        int key, color = shs_strategy_hybrid_color(G, 0, s->rank, &key);
+        st = shs_comm_split(comm, color, key, &s->shard_comm);
+        color = shs_strategy_hybrid_color(G, 1, s->rank, &key);
+        if (st == SHS_OK && s->nranks / G > 1) st = shs_comm_split(comm, color, key, &s->replica_comm);
         shs_comm_set_tag(comm, caller_tag);
         if (st != SHS_OK) goto fail;
         s->shard_n = G;

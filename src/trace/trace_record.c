@@ -306,7 +306,9 @@ shs_status_t shs_trace_recorder_finish(shs_trace_recorder_t *r, shs_trace_t **ou
 
 /* ---- unit markers ------------------------------------------------------ */
 
-static void mark_unit(shs_trace_marking_source_t *w, int unit) {
+static void mark_unit(shs_param_decorator_t *d, shs_param_call_t call, int unit) {
+    (void)call; /* every call marks */
+    shs_trace_marking_source_t *w = (shs_trace_marking_source_t *)d;
     char m[SHS_COMM_MARKER_MAX];
     const char *cur = shs_comm_marker(w->comm);
     size_t plen = strcspn(cur, "/");
@@ -315,33 +317,9 @@ static void mark_unit(shs_trace_marking_source_t *w, int unit) {
     shs_comm_set_marker(w->comm, m);
 }
 
-static shs_status_t mk_acquire_params(void *self, int unit, const float **params) {
-    shs_trace_marking_source_t *w = self;
-    mark_unit(w, unit);
-    return w->inner->acquire_params(w->inner->self, unit, params);
-}
-static shs_status_t mk_release_params(void *self, int unit) {
-    shs_trace_marking_source_t *w = self;
-    mark_unit(w, unit);
-    return w->inner->release_params(w->inner->self, unit);
-}
-static shs_status_t mk_acquire_grads(void *self, int unit, float **grads) {
-    shs_trace_marking_source_t *w = self;
-    mark_unit(w, unit);
-    return w->inner->acquire_grads(w->inner->self, unit, grads);
-}
-static shs_status_t mk_grads_ready(void *self, int unit) {
-    shs_trace_marking_source_t *w = self;
-    mark_unit(w, unit);
-    return w->inner->grads_ready(w->inner->self, unit);
-}
-
 shs_param_source_t *shs_trace_marking_source(shs_trace_marking_source_t *w, shs_param_source_t *inner,
                                              shs_comm_t *comm, const shs_layout_t *layout) {
-    w->inner = inner;
     w->comm = comm;
     w->layout = layout;
-    w->src = (shs_param_source_t){.self = w, .acquire_params = mk_acquire_params, .release_params = mk_release_params,
-                                  .acquire_grads = mk_acquire_grads, .grads_ready = mk_grads_ready};
-    return &w->src;
+    return shs_param_decorator_init(&w->base, inner, mark_unit);
 }

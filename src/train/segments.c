@@ -48,4 +48,11 @@ int shs__seg_open(shs__seg_list_t *l, shs_device_t *dev, shs_meta_seg_kind_t kin
     return 0;
 }
 
+int shs__seg_open_unit(shs__seg_list_t *l, shs_device_t *dev, int backward, int unit, const char *name,
+                       uint64_t ncalls) {
+    char label[sizeof l->segs[0].label];
+    snprintf(label, sizeof label, "%s %s", backward ? "bwd" : "fwd", name);
+    return shs__seg_open(l, dev, backward ? SHS_META_SEG_BACKWARD : SHS_META_SEG_FORWARD, unit, label, ncalls);
+}
+
 void shs__seg_reset(shs__seg_list_t *l) { l->n = 0; }

@@ -32,6 +32,10 @@ void shs__seg_close(shs__seg_list_t *l, shs_device_t *dev, uint64_t ncalls);
  * the list cannot grow (out of host memory): then nothing is open. */
 int shs__seg_open(shs__seg_list_t *l, shs_device_t *dev, shs_meta_seg_kind_t kind, int unit, const char *label,
                   uint64_t ncalls);
+/* Open the segment of `unit`'s forward (backward: its backward) pass,
+ * labelled "fwd <name>" ("bwd <name>"), as shs__seg_open. */
+int shs__seg_open_unit(shs__seg_list_t *l, shs_device_t *dev, int backward, int unit, const char *name,
+                       uint64_t ncalls);
 /* Forget every segment (keeps the storage). */
 void shs__seg_reset(shs__seg_list_t *l);
 

@@ -8,9 +8,9 @@
 #include "train/segments.h"
 
 struct shs_timeline {
+    shs_param_decorator_t base; /* first: the source given to the model */
     shs_device_t *dev;
     const shs_layout_t *layout;
-    shs_param_source_t *inner, pub;
     int backward;
     shs__seg_list_t segs;
     int oom;                 /* a segment could not be stored: the rest are dropped */
@@ -36,35 +36,17 @@ static void open_seg(shs_timeline_t *tl, shs_meta_seg_kind_t kind, int unit, con
     if (shs__seg_open(&tl->segs, tl->dev, kind, unit, label, 0) != 0) tl->oom = 1;
 }
 
-static void unit_seg(shs_timeline_t *tl, int unit) {
-    char label[48];
-    snprintf(label, sizeof label, "%s %s", tl->backward ? "bwd" : "fwd", tl->layout->units[unit].name);
-    open_seg(tl, tl->backward ? SHS_META_SEG_BACKWARD : SHS_META_SEG_FORWARD, unit, label);
-}
-
-static shs_status_t tl_acquire_params(void *self, int unit, const float **params) {
-    shs_timeline_t *tl = self;
-    if (!tl->backward) unit_seg(tl, unit); /* backward segments start at the gradient */
-    return tl->inner->acquire_params(tl->inner->self, unit, params);
-}
-static shs_status_t tl_release_params(void *self, int unit) {
-    shs_timeline_t *tl = self;
-    return tl->inner->release_params(tl->inner->self, unit);
-}
-static shs_status_t tl_acquire_grads(void *self, int unit, float **grads) {
-    shs_timeline_t *tl = self;
-    unit_seg(tl, unit);
-    return tl->inner->acquire_grads(tl->inner->self, unit, grads);
-}
-static shs_status_t tl_grads_ready(void *self, int unit) {
-    shs_timeline_t *tl = self;
-    return tl->inner->grads_ready(tl->inner->self, unit);
+/* A unit's forward segment starts at its first parameter acquire, its
+ * backward segment at its gradient (not at a recompute's parameters). */
+static void cut(shs_param_decorator_t *d, shs_param_call_t call, int unit) {
+    shs_timeline_t *tl = (shs_timeline_t *)d;
+    int starts = call == SHS_PARAM_CALL_ACQUIRE_GRADS || (call == SHS_PARAM_CALL_ACQUIRE_PARAMS && !tl->backward);
+    if (!starts || tl->oom) return;
+    if (shs__seg_open_unit(&tl->segs, tl->dev, tl->backward, unit, tl->layout->units[unit].name, 0) != 0) tl->oom = 1;
 }
 
 shs_param_source_t *shs_timeline_source(shs_timeline_t *tl, shs_param_source_t *inner) {
-    tl->inner = inner;
-    tl->pub = (shs_param_source_t){tl, tl_acquire_params, tl_release_params, tl_acquire_grads, tl_grads_ready};
-    return &tl->pub;
+    return shs_param_decorator_init(&tl->base, inner, cut);
 }
 
 void shs_timeline_begin_step(shs_timeline_t *tl) {

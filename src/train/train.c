@@ -10,18 +10,20 @@
 #include "shardsim/trace_record.h"
 #include "shardsim/world.h"
 #include "strategy/strategy_testing.h" /* shs_strategy_flip_param_bit: the trainer's planted fault */
+#include "train/step.h"
 
 typedef struct {
-    shs_model_t *model;
-    shs_strategy_t *strategy;
-    float *loss_dev;       /* (1) device scalar for the loss all-reduce */
-    int32_t *tokens, *targets; /* host (B*T) */
+    shs__rank_t run;                   /* model, strategy, the source the model is given */
+    shs_trace_marking_source_t marking; /* with cfg.trace */
+    shs__wrap_source_t wrap;           /* with cfg.wrap_min_params */
 } rank_state_t;
 
 struct shs_trainer {
     shs_train_config_t cfg;
     const shs_corpus_t *corpus;
-    shs_layout_t layout;
+    shs_layout_t layout;       /* the strategy's: wrap units (shs_trainer_layout) */
+    shs_layout_t model_layout; /* the model's when size-based wrapping groups blocks (wrap.num_physical) */
+    shs__wrap_map_t wrap;      /* num_physical 0: no grouping, the model uses `layout` */
     shs_world_t *world;
     rank_state_t *ranks;
     shs_timeline_t *timeline; /* --memory-timeline: rank 0's, else NULL */
@@ -42,9 +44,7 @@ shs_train_config_t shs_train_default_config(void) {
         .model = {.num_layers = 4, .num_heads = 4, .channels = 128, .context = 64},
         .world_size = 4,
         .micro_batch = 4,
-        .strategy = SHS_ZERO3,
-        .optim = shs_optim_default(SHS_OPTIM_ADAMW),
-        .seed = 1337,
+        .strategy = {.kind = SHS_ZERO3, .optim = shs_optim_default(SHS_OPTIM_ADAMW), .seed = 1337},
         .device_mem = SIZE_MAX,
     };
     return c;
@@ -52,91 +52,50 @@ shs_train_config_t shs_train_default_config(void) {
 
 /* ---- rank jobs ---------------------------------------------------------------- */
 
+/* The memory timeline follows the step's phases. */
+static void timeline_phase(void *user, shs__step_phase_t ph) {
+    shs_timeline_t *tl = user;
+    switch (ph) {
+    case SHS__STEP_FORWARD: shs_timeline_set_backward(tl, 0); break;
+    case SHS__STEP_BACKWARD: shs_timeline_set_backward(tl, 1); break;
+    case SHS__STEP_OPTIM: shs_timeline_mark(tl, SHS_META_SEG_OPTIM, "optim"); break;
+    case SHS__STEP_LOSS: shs_timeline_mark(tl, SHS_META_SEG_LOSS, "loss"); break;
+    case SHS__STEP_END: shs_timeline_end_step(tl); break;
+    }
+}
+
 static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     rank_state_t *rs = &t->ranks[ctx->rank];
     if (t->cfg.trace) SHS_CHECK(shs_trace_recorder_attach(t->cfg.trace, ctx->comm, ctx->rank, NULL));
-    shs_strategy_config_t scfg = {.kind = t->cfg.strategy, .bucket_bytes = t->cfg.bucket_bytes, .optim = t->cfg.optim,
-                                  .seed = t->cfg.seed, .shard_align = t->cfg.shard_align,
-                                  .shard_group_size = t->cfg.shard_group_size,
-                                  .keep_after_forward = t->cfg.keep_after_forward,
-                                  .backward_prefetch = t->cfg.backward_prefetch,
-                                  .forward_prefetch = t->cfg.forward_prefetch,
-                                  .limit_all_gathers = t->cfg.limit_all_gathers,
-                                  .offload = t->cfg.offload,
-                                  .clip_norm = t->cfg.clip_norm, .norm_type = t->cfg.norm_type,
-                                  .param_dtype = t->cfg.param_dtype, .reduce_dtype = t->cfg.reduce_dtype,
-                                  .scaler = t->cfg.scaler};
-    size_t bt = (size_t)t->cfg.micro_batch * (size_t)t->cfg.model.context;
-    rs->tokens = malloc(bt * sizeof(int32_t));
-    rs->targets = malloc(bt * sizeof(int32_t));
-    if (!rs->tokens || !rs->targets) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate batch", ctx->rank);
-    /* activations first: their allocation is cheap, the strategy's includes
-     * initializing the parameters, so a model that cannot fit fails fast */
-    if (t->cfg.netdesc)
-        SHS_CHECK(shs_netdesc_model_create(&rs->model, t->cfg.netdesc, &t->layout, ctx->dev, t->cfg.micro_batch,
-                                           t->cfg.model.context));
-    else
-        SHS_CHECK(shs_gpt_create(&rs->model, &t->layout, &t->cfg.model, ctx->dev, t->cfg.micro_batch,
-                                 t->cfg.checkpoint_activations));
-    if (t->cfg.poison_freed) shs_device_set_poison_freed(ctx->dev, 1u << SHS_MEM_COMM);
-    if (t->cfg.memory_timeline && ctx->rank == 0) SHS_CHECK(shs_timeline_create(&t->timeline, ctx->dev, &t->layout));
-    SHS_CHECK(shs_strategy_create(&rs->strategy, &scfg, &t->layout, ctx->dev, ctx->comm));
-    SHS_CHECK(shs_device_alloc(ctx->dev, (void **)&rs->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
+    const shs_layout_t *model_layout = t->wrap.num_physical ? &t->model_layout : &t->layout;
+    SHS_CHECK(shs__rank_setup(&rs->run, &t->cfg, model_layout, &t->layout, ctx->dev, ctx->comm));
+    /* the decorators asked for, in front of the strategy's source (innermost
+     * first); without any, the model calls the strategy directly */
+    shs_param_source_t *src = rs->run.src;
+    if (t->cfg.trace) /* names each unit's collectives "fwd/<unit>" in traces */
+        src = shs_trace_marking_source(&rs->marking, src, ctx->comm, &t->layout);
+    if (t->cfg.memory_timeline && ctx->rank == 0) {
+        SHS_CHECK(shs_timeline_create(&t->timeline, ctx->dev, &t->layout));
+        src = shs_timeline_source(t->timeline, src);
+        rs->run.on_phase = timeline_phase;
+        rs->run.phase_user = t->timeline;
+    }
+    if (t->wrap.num_physical) SHS_CHECK(shs__wrap_source(&rs->wrap, src, &t->wrap, &rs->run.phase, &src));
+    rs->run.src = src;
     return SHS_OK;
 }
 
 static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     rank_state_t *rs = &t->ranks[ctx->rank];
-    shs_trace_marking_source_t marking; /* names each unit's collectives "fwd/<unit>" in traces */
-    shs_param_source_t *src = shs_trace_marking_source(&marking, shs_strategy_source(rs->strategy), ctx->comm, &t->layout);
-    shs_timeline_t *tl = ctx->rank == 0 ? t->timeline : NULL; /* --memory-timeline: rank 0 */
-    if (tl) {
-        src = shs_timeline_source(tl, src);
-        shs_timeline_begin_step(tl);
+    if (rs->run.on_phase) shs_timeline_begin_step(t->timeline);
+    float loss;
+    SHS_CHECK(shs__rank_step(&rs->run, &t->cfg, t->corpus, t->step, &loss));
+    if (ctx->rank == t->first_rank) {
+        t->loss = loss;
+        t->grad_norm = rs->run.grad_norm;
     }
-    int K = t->cfg.grad_accum > 1 ? t->cfg.grad_accum : 1;
-    /* the step's loss: mean over its K micro-batches (f32, in order) */
-    float local_loss = 0.0f, loss;
-    shs_strategy_set_step(rs->strategy, t->step + 1); /* the step the call tags carry (resumed runs) */
-    SHS_CHECK(shs_strategy_begin_step(rs->strategy));
-    float scale = shs_strategy_loss_scale(rs->strategy).scale; /* 1 without fp16 loss scaling */
-    for (int k = 0; k < K; k++) {
-        /* micro-batch k of step s is the data of "step" s*K + k: every rank's
-         * slice, every micro-batch distinct, whatever the strategy */
-        shs_corpus_batch(t->corpus, t->cfg.seed, t->step * K + k, ctx->rank, ctx->world_size, t->cfg.micro_batch,
-                         t->cfg.model.context, rs->tokens, rs->targets);
-        float micro_loss;
-        shs_comm_set_marker(ctx->comm, "fwd");
-        shs_strategy_set_phase(rs->strategy, SHS_PHASE_FORWARD);
-        if (tl) shs_timeline_set_backward(tl, 0);
-        SHS_CHECK(shs_model_forward(rs->model, src, rs->tokens, rs->targets, &micro_loss));
-        shs_strategy_set_sync(rs->strategy, k == K - 1);
-        /* d(step loss)/d(micro loss) = 1/K: the gradient is the mean over
-         * the micro-batches, as `(loss / K).backward()` in torch; times the
-         * loss scale, as `scaler.scale(loss / K).backward()` */
-        shs_comm_set_marker(ctx->comm, "bwd");
-        shs_strategy_set_phase(rs->strategy, SHS_PHASE_BACKWARD);
-        if (tl) shs_timeline_set_backward(tl, 1);
-        SHS_CHECK(shs_model_backward(rs->model, src, scale / (float)K));
-        local_loss += micro_loss;
-    }
-    local_loss /= (float)K;
-    shs_comm_set_marker(ctx->comm, "optim");
-    if (tl) shs_timeline_mark(tl, SHS_META_SEG_OPTIM, "optim");
-    SHS_CHECK(shs_strategy_finish_step(rs->strategy, t->step + 1));
-    if (ctx->rank == t->first_rank) t->grad_norm = shs_strategy_grad_norm(rs->strategy);
-    SHS_CHECK(shs_memcpy_h2d(ctx->dev, rs->loss_dev, &local_loss, sizeof local_loss));
-    shs_comm_set_marker(ctx->comm, "loss");
-    if (tl) shs_timeline_mark(tl, SHS_META_SEG_LOSS, "loss");
-    shs_comm_set_tag(ctx->comm, shs_comm_tag_pack(SHS_TAG_LOSS_ALL_REDUCE, -1, 0, t->step + 1));
-    shs_status_t st = shs_all_reduce(rs->loss_dev, rs->loss_dev, 1, SHS_F32, SHS_AVG, ctx->comm);
-    shs_comm_set_tag(ctx->comm, 0); /* calls outside the step are untagged */
-    SHS_CHECK(st);
-    if (tl) shs_timeline_end_step(tl);
-    SHS_CHECK(shs_memcpy_d2h(ctx->dev, &loss, rs->loss_dev, sizeof loss));
-    if (ctx->rank == t->first_rank) t->loss = loss;
     return SHS_OK;
 }
 
@@ -146,14 +105,14 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
  * stays as zeroed by shs_trainer_snapshot. */
 static shs_status_t snapshot_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
-    shs_strategy_t *s = t->ranks[ctx->rank].strategy;
+    shs_strategy_t *s = t->ranks[ctx->rank].run.strategy;
     size_t base = 0;
     for (int u = 0; u < t->layout.num_units; u++) {
         shs_shard_t sh;
         int replica;
         shs_strategy_shard_info(s, u, &sh, &replica);
         if (replica == 0) SHS_CHECK(shs_strategy_read_shard(s, u, t->snapshot_out + base + sh.offset));
-        base += shs_padded_numel(t->layout.units[u].numel, ctx->world_size, t->cfg.shard_align);
+        base += shs_padded_numel(t->layout.units[u].numel, ctx->world_size, t->cfg.strategy.shard_align);
     }
     return SHS_OK;
 }
@@ -164,8 +123,8 @@ static shs_status_t replica_job(shs_rank_ctx_t *ctx, void *arg) {
     d->rank = -1;
     size_t base = 0, max_numel = 0;
     for (int u = 0; u < t->layout.num_units; u++)
-        if (shs_padded_numel(t->layout.units[u].numel, ctx->world_size, t->cfg.shard_align) > max_numel)
-            max_numel = shs_padded_numel(t->layout.units[u].numel, ctx->world_size, t->cfg.shard_align);
+        if (shs_padded_numel(t->layout.units[u].numel, ctx->world_size, t->cfg.strategy.shard_align) > max_numel)
+            max_numel = shs_padded_numel(t->layout.units[u].numel, ctx->world_size, t->cfg.strategy.shard_align);
     /* a full unit, or a shard: at most the N-way padded length (G divides N) */
     float *mine = malloc((max_numel ? max_numel : 1) * sizeof(float));
     if (!mine) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate replica buffer", ctx->rank);
@@ -173,8 +132,8 @@ static shs_status_t replica_job(shs_rank_ctx_t *ctx, void *arg) {
     for (int u = 0; u < t->layout.num_units && d->rank < 0; u++) {
         size_t numel = t->layout.units[u].numel;
         const float *ref = t->replica_ref + base;
-        base += shs_padded_numel(numel, ctx->world_size, t->cfg.shard_align);
-        shs_strategy_t *s = t->ranks[ctx->rank].strategy;
+        base += shs_padded_numel(numel, ctx->world_size, t->cfg.strategy.shard_align);
+        shs_strategy_t *s = t->ranks[ctx->rank].run.strategy;
         size_t from = 0, n = numel;
         if (shs_strategy_holds_full(s, u)) {
             st = shs_strategy_read_full(s, u, mine);
@@ -201,17 +160,14 @@ static shs_status_t replica_job(shs_rank_ctx_t *ctx, void *arg) {
 static shs_status_t flip_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     if (ctx->rank != t->flip_rank) return SHS_OK;
-    return shs_strategy_flip_param_bit(t->ranks[ctx->rank].strategy, t->flip_unit, t->flip_index);
+    return shs_strategy_flip_param_bit(t->ranks[ctx->rank].run.strategy, t->flip_unit, t->flip_index);
 }
 
 static shs_status_t teardown_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     rank_state_t *rs = &t->ranks[ctx->rank];
-    shs_model_destroy(rs->model);
-    shs_strategy_destroy(rs->strategy);
-    shs_device_free(ctx->dev, rs->loss_dev);
-    free(rs->tokens);
-    free(rs->targets);
+    shs__rank_teardown(&rs->run);
+    shs__wrap_source_free(&rs->wrap);
     memset(rs, 0, sizeof *rs);
     return SHS_OK;
 }
@@ -225,9 +181,10 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
         return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", cfg->model.context);
     if (cfg->grad_accum < 0 || cfg->grad_accum > 65536)
         return shs_set_error(SHS_INVALID_ARG, "gradient accumulation must be in 1..65536 (got %d)", cfg->grad_accum);
-    if (cfg->clip_norm > 0 && cfg->norm_type != 0 && cfg->norm_type != SHS_NORM_INF && cfg->norm_type != 1 &&
-        cfg->norm_type != 2)
-        return shs_set_error(SHS_INVALID_ARG, "norm type must be 1, 2 or inf (got %d)", cfg->norm_type);
+    const shs_strategy_config_t *sc = &cfg->strategy;
+    if (sc->clip_norm > 0 && sc->norm_type != 0 && sc->norm_type != SHS_NORM_INF && sc->norm_type != 1 &&
+        sc->norm_type != 2)
+        return shs_set_error(SHS_INVALID_ARG, "norm type must be 1, 2 or inf (got %d)", sc->norm_type);
     if (cfg->world_size < 1 || cfg->world_size > SHS_MAX_WORLD)
         return shs_set_error(SHS_INVALID_ARG, "world size must be in 1..%d (got %d)", SHS_MAX_WORLD, cfg->world_size);
     if (cfg->micro_batch < 1 || cfg->micro_batch > 65536)
@@ -247,17 +204,20 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     shs_trainer_t *t = calloc(1, sizeof *t);
     if (!t) return shs_set_error(SHS_HOST_OOM, "cannot allocate trainer");
     t->cfg = *cfg;
-    if (!t->cfg.shard_align) t->cfg.shard_align = 1;
+    if (!t->cfg.strategy.shard_align) t->cfg.strategy.shard_align = 1;
     t->corpus = corpus;
-    shs_status_t st = cfg->netdesc ? shs_netdesc_layout_create(&t->layout, cfg->netdesc)
-                                   : shs_gpt_layout_create(&t->layout, &cfg->model);
+    shs_layout_t logical, grouped;
+    shs_status_t st = shs__job_layouts(cfg, &logical, &grouped, &t->wrap);
     if (st != SHS_OK) {
         free(t);
         return st;
     }
-    if (cfg->strategy != SHS_DDP)
-        for (int u = 0; u < t->layout.num_units; u++)
-            if (t->layout.units[u].numel < cfg->replicate_below) t->layout.units[u].replicated = 1;
+    if (t->wrap.num_physical) {
+        t->model_layout = logical;
+        t->layout = grouped;
+    } else {
+        t->layout = logical;
+    }
     t->ranks = calloc((size_t)cfg->world_size, sizeof *t->ranks);
     if (!t->ranks) {
         st = shs_set_error(SHS_HOST_OOM, "cannot allocate trainer");
@@ -290,6 +250,8 @@ void shs_trainer_destroy(shs_trainer_t *t) {
     free(t->ranks);
     shs_timeline_destroy(t->timeline);
     shs_layout_free(&t->layout);
+    shs_layout_free(&t->model_layout);
+    shs__wrap_free(&t->wrap);
     free(t);
 }
 
@@ -314,12 +276,12 @@ const shs_train_config_t *shs_trainer_config(const shs_trainer_t *t) { return &t
 long shs_trainer_steps_done(const shs_trainer_t *t) { return t->step; }
 void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done) { t->step = steps_done; }
 shs_loss_scale_state_t shs_trainer_loss_scale(const shs_trainer_t *t) {
-    return shs_strategy_loss_scale(t->ranks[t->first_rank].strategy);
+    return shs_strategy_loss_scale(t->ranks[t->first_rank].run.strategy);
 }
 
 static shs_status_t set_scale_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
-    shs_strategy_set_loss_scale(t->ranks[ctx->rank].strategy, t->scaler_in);
+    shs_strategy_set_loss_scale(t->ranks[ctx->rank].run.strategy, t->scaler_in);
     return SHS_OK;
 }
 
@@ -327,15 +289,16 @@ shs_status_t shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t
     t->scaler_in = st;
     return shs_world_run(t->world, set_scale_job, t);
 }
-float shs_trainer_last_grad_norm(const shs_trainer_t *t) { return t->cfg.clip_norm > 0 ? t->grad_norm : -1.0f; }
+float shs_trainer_last_grad_norm(const shs_trainer_t *t) { return t->cfg.strategy.clip_norm > 0 ? t->grad_norm : -1.0f; }
 
 shs_status_t shs_trainer_run(shs_trainer_t *t, shs_rank_fn job, void *arg) { return shs_world_run(t->world, job, arg); }
-shs_strategy_t *shs_trainer_strategy(shs_trainer_t *t, int rank) { return t->ranks[rank].strategy; }
+shs_strategy_t *shs_trainer_strategy(shs_trainer_t *t, int rank) { return t->ranks[rank].run.strategy; }
+shs_param_source_t *shs__trainer_model_source(shs_trainer_t *t, int rank) { return t->ranks[rank].run.src; }
 
 size_t shs_trainer_snapshot_len(const shs_trainer_t *t) {
     size_t n = 0;
     for (int u = 0; u < t->layout.num_units; u++)
-        n += shs_padded_numel(t->layout.units[u].numel, t->cfg.world_size, t->cfg.shard_align);
+        n += shs_padded_numel(t->layout.units[u].numel, t->cfg.world_size, t->cfg.strategy.shard_align);
     return n;
 }
 
@@ -370,7 +333,7 @@ shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index
     t->flip_index = index;
     /* the highest rank holding the element: the last replica, or its owner */
     for (t->flip_rank = t->cfg.world_size - 1; t->flip_rank > 0; t->flip_rank--) {
-        shs_strategy_t *s = t->ranks[t->flip_rank].strategy;
+        shs_strategy_t *s = t->ranks[t->flip_rank].run.strategy;
         shs_shard_t sh;
         int replica;
         shs_strategy_shard_info(s, unit, &sh, &replica);
@@ -389,8 +352,7 @@ void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *
     shs_rank_ctx_t *ctx = shs_world_rank(t->world, rank);
     memset(out, 0, sizeof *out);
     if (!ctx) return;
-    shs_comm_get_stats(ctx->comm, out);
-    shs_strategy_add_comm_stats(t->ranks[rank].strategy, out);
+    shs__rank_comm_stats(&t->ranks[rank].run, out);
 }
 
 int shs_compare_snapshots(const shs_layout_t *layout, int nranks, size_t align, const float *a, const float *b,

@@ -193,13 +193,13 @@ static void equivalence_on_gpu(shs_gpt_config_t model) {
         cfg.world_size = worlds[wi];
         cfg.micro_batch = 2;
         cfg.timeout_ms = 60000;
-        cfg.bucket_bytes = 4096;
+        cfg.strategy.bucket_bytes = 4096;
         cfg.backend = SHS_WORLD_CUDA;
-        cfg.strategy = SHS_DDP;
+        cfg.strategy.kind = SHS_DDP;
         run_record_t ddp = {0};
         record_run(&cfg, &test_corpus, STEPS, &ddp);
         for (int k = SHS_ZERO1; k <= SHS_ZERO3; k++) {
-            cfg.strategy = (shs_strategy_kind_t)k;
+            cfg.strategy.kind = (shs_strategy_kind_t)k;
             run_record_t z = {0};
             record_run(&cfg, &test_corpus, STEPS, &z);
             assert_same_run(&ddp, &z);
@@ -255,7 +255,7 @@ static void test_nccl_matches_device_local(void **state) {
     cfg.model = (shs_gpt_config_t){.num_layers = 2, .num_heads = 4, .channels = 32, .context = 24};
     cfg.world_size = gpus < 4 ? gpus : 4;
     cfg.micro_batch = 2;
-    cfg.strategy = SHS_ZERO3;
+    cfg.strategy.kind = SHS_ZERO3;
     cfg.backend = SHS_WORLD_CUDA;
     run_record_t local = {0}, nccl = {0};
     record_run(&cfg, &test_corpus, STEPS, &local);

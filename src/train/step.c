@@ -1,0 +1,108 @@
+/* step.c - one rank's setup and training step (step.h). */
+#include "train/step.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+shs_status_t shs__job_layouts(const shs_train_config_t *cfg, shs_layout_t *model, shs_layout_t *grouped,
+                              shs__wrap_map_t *w) {
+    memset(w, 0, sizeof *w);
+    shs_layout_init(grouped);
+    if (cfg->wrap_min_params && cfg->netdesc)
+        return shs_set_error(SHS_INVALID_ARG, "size-based wrapping applies to the GPT only");
+    SHS_CHECK(cfg->netdesc ? shs_netdesc_layout_create(model, cfg->netdesc) : shs_gpt_layout_create(model, &cfg->model));
+    if (cfg->strategy.kind != SHS_DDP)
+        for (int u = 0; u < model->num_units; u++)
+            if (model->units[u].numel < cfg->replicate_below) model->units[u].replicated = 1;
+    if (!cfg->wrap_min_params) return SHS_OK;
+    shs_status_t st = shs__wrap_build(model, cfg->wrap_min_params, grouped, w);
+    if (st != SHS_OK) shs_layout_free(model);
+    return st;
+}
+
+shs_status_t shs__rank_setup(shs__rank_t *r, const shs_train_config_t *cfg, const shs_layout_t *model_layout,
+                             const shs_layout_t *strategy_layout, shs_device_t *dev, shs_comm_t *comm) {
+    r->dev = dev;
+    r->comm = comm;
+    size_t bt = (size_t)cfg->micro_batch * (size_t)cfg->model.context;
+    r->tokens = calloc(bt ? bt : 1, sizeof(int32_t));
+    r->targets = calloc(bt ? bt : 1, sizeof(int32_t));
+    if (!r->tokens || !r->targets)
+        return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate batch", shs_comm_rank(comm));
+    /* activations first: their allocation is cheap, the strategy's includes
+     * initializing the parameters, so a model that cannot fit fails fast */
+    if (cfg->netdesc)
+        SHS_CHECK(shs_netdesc_model_create(&r->model, cfg->netdesc, model_layout, dev, cfg->micro_batch,
+                                           cfg->model.context));
+    else
+        SHS_CHECK(shs_gpt_create(&r->model, model_layout, &cfg->model, dev, cfg->micro_batch,
+                                 cfg->checkpoint_activations));
+    if (cfg->poison_freed) shs_device_set_poison_freed(dev, 1u << SHS_MEM_COMM);
+    SHS_CHECK(shs_strategy_create(&r->strategy, &cfg->strategy, strategy_layout, dev, comm));
+    SHS_CHECK(shs_device_alloc(dev, (void **)&r->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
+    r->src = shs_strategy_source(r->strategy);
+    return SHS_OK;
+}
+
+void shs__rank_teardown(shs__rank_t *r) {
+    shs_model_destroy(r->model);
+    shs_strategy_destroy(r->strategy);
+    if (r->dev) shs_device_free(r->dev, r->loss_dev);
+    free(r->tokens);
+    free(r->targets);
+    memset(r, 0, sizeof *r);
+}
+
+static void enter(shs__rank_t *r, shs__step_phase_t ph, const char *marker) {
+    shs_comm_set_marker(r->comm, marker);
+    if (ph == SHS__STEP_FORWARD || ph == SHS__STEP_BACKWARD) {
+        r->phase = ph == SHS__STEP_FORWARD ? SHS_PHASE_FORWARD : SHS_PHASE_BACKWARD;
+        shs_strategy_set_phase(r->strategy, r->phase);
+    }
+    if (r->on_phase) r->on_phase(r->phase_user, ph);
+}
+
+shs_status_t shs__rank_step(shs__rank_t *r, const shs_train_config_t *cfg, const shs_corpus_t *corpus,
+                            long steps_done, float *loss) {
+    int K = cfg->grad_accum > 1 ? cfg->grad_accum : 1;
+    int rank = shs_comm_rank(r->comm), nranks = shs_comm_size(r->comm);
+    /* the step's loss: mean over its K micro-batches (f32, in order) */
+    float local_loss = 0.0f;
+    shs_strategy_set_step(r->strategy, steps_done + 1); /* the step the call tags carry (resumed runs) */
+    SHS_CHECK(shs_strategy_begin_step(r->strategy));
+    float scale = shs_strategy_loss_scale(r->strategy).scale; /* 1 without fp16 loss scaling */
+    for (int k = 0; k < K; k++) {
+        /* micro-batch k of step s is the data of "step" s*K + k: every rank's
+         * slice, every micro-batch distinct, whatever the strategy */
+        if (corpus)
+            shs_corpus_batch(corpus, cfg->strategy.seed, steps_done * K + k, rank, nranks, cfg->micro_batch,
+                             cfg->model.context, r->tokens, r->targets);
+        float micro_loss;
+        enter(r, SHS__STEP_FORWARD, "fwd");
+        SHS_CHECK(shs_model_forward(r->model, r->src, r->tokens, r->targets, &micro_loss));
+        shs_strategy_set_sync(r->strategy, k == K - 1);
+        /* d(step loss)/d(micro loss) = 1/K: the gradient is the mean over
+         * the micro-batches, as `(loss / K).backward()` in torch; times the
+         * loss scale, as `scaler.scale(loss / K).backward()` */
+        enter(r, SHS__STEP_BACKWARD, "bwd");
+        SHS_CHECK(shs_model_backward(r->model, r->src, scale / (float)K));
+        local_loss += micro_loss;
+    }
+    local_loss /= (float)K;
+    enter(r, SHS__STEP_OPTIM, "optim");
+    SHS_CHECK(shs_strategy_finish_step(r->strategy, steps_done + 1));
+    r->grad_norm = shs_strategy_grad_norm(r->strategy);
+    enter(r, SHS__STEP_LOSS, "loss");
+    SHS_CHECK(shs_memcpy_h2d(r->dev, r->loss_dev, &local_loss, sizeof local_loss));
+    shs_comm_set_tag(r->comm, shs_comm_tag_pack(SHS_TAG_LOSS_ALL_REDUCE, -1, 0, steps_done + 1));
+    shs_status_t st = shs_all_reduce(r->loss_dev, r->loss_dev, 1, SHS_F32, SHS_AVG, r->comm);
+    shs_comm_set_tag(r->comm, 0); /* calls outside the step are untagged */
+    SHS_CHECK(st);
+    if (r->on_phase) r->on_phase(r->phase_user, SHS__STEP_END);
+    return shs_memcpy_d2h(r->dev, loss, r->loss_dev, sizeof *loss);
+}
+
+void shs__rank_comm_stats(const shs__rank_t *r, shs_comm_stats_t *out) {
+    shs_comm_get_stats(r->comm, out);
+    shs_strategy_add_comm_stats(r->strategy, out);
+}
