@@ -28,6 +28,7 @@
 #include "shardsim/units.h"
 #include "shardsim/world.h"
 #include "shardsim/clock.h"
+#include "shardsim/check.h"
 #include "shardsim/checkpoint.h"
 #include "shardsim/features.h"
 #include "shardsim/comm_mpi.h"
@@ -523,8 +524,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     /* under MPI the world size is the job's, known after mpi_start */
     int sg = o->backend_mpi ? -1 : check_shard_group(c);
     if (sg >= 0) return sg;
-    if (o->inject_bitflip && (c->reduce_order == SHS_REDUCE_ORDER_RING ||
-                              (hybrid && c->shard_group_size > 1 && c->shard_group_size < c->world_size)))
+    if (o->inject_bitflip && shs_check_inexact_reason(c))
         return usage_error("--inject-bitflip needs an exact --check (not ring order or hybrid with 1 < G < N)%s%s",
                            "", "");
     /* with --resume the step is the checkpoint's plus this run's: checked once resumed */
@@ -598,31 +598,6 @@ static void print_summary(shs_trainer_t *t, float final_loss, long steps) {
                (unsigned long long)(sum.calls[op] / (uint64_t)n), shs_format_bytes(b, sizeof b, (double)sum.bytes[op] / n),
                shs_format_bytes(b2, sizeof b2, (double)sum.bytes_sent[op] / n));
     }
-}
-
-/* --reduce-order ring with --check ddp: how far snapshot a (the strategy)
- * is from b (DDP) over the real elements (padding skipped): the largest
- * |a - b| and the largest |a - b| / max(|a|, |b|) (0 where both are 0); a NaN
- * difference counts as infinite. */
-typedef struct {
-    double max_abs, max_rel;
-} drift_t;
-
-static drift_t param_drift(const shs_layout_t *lo, int nranks, size_t align, const float *a, const float *b) {
-    drift_t d = {0, 0};
-    size_t base = 0;
-    for (int u = 0; u < lo->num_units; u++) {
-        size_t numel = lo->units[u].numel;
-        for (size_t i = 0; i < numel; i++) {
-            double x = a[base + i], y = b[base + i], ad = fabs(x - y), m = fmax(fabs(x), fabs(y));
-            if (isnan(ad)) ad = INFINITY;
-            double rel = ad == 0 ? 0 : m > 0 && isfinite(m) ? ad / m : INFINITY;
-            if (ad > d.max_abs) d.max_abs = ad;
-            if (rel > d.max_rel) d.max_rel = rel;
-        }
-        base += shs_padded_numel(numel, nranks, align ? align : 1);
-    }
-    return d;
 }
 
 static void report_error(const char *what) {
@@ -711,22 +686,6 @@ static int mpi_start(train_opts_t *o, mpi_job_t *m) {
     return -1;
 }
 
-/* Every process has its own rank's replica verdict; all agree on the lowest
- * rank whose replica differs and where (MIN over ranks, then a broadcast). */
-static shs_status_t mpi_agree_replicas(shs_comm_t *check, int *ok, shs_replica_diff_t *rd) {
-    int64_t bad = *ok ? INT64_MAX : (int64_t)rd->rank;
-    SHS_CHECK(shs_all_reduce(&bad, &bad, 1, SHS_I64, SHS_MIN, check));
-    if (bad == INT64_MAX) {
-        *ok = 1;
-        return SHS_OK;
-    }
-    int64_t where[2] = {rd->unit, (int64_t)rd->index};
-    SHS_CHECK(shs_broadcast(where, where, 2, SHS_I64, (int)bad, check));
-    *ok = 0;
-    *rd = (shs_replica_diff_t){.rank = (int)bad, .unit = (int)where[0], .index = (size_t)where[1]};
-    return SHS_OK;
-}
-
 int sim_cmd_train(int argc, char **argv) {
     train_opts_t o = {0};
     int rc = parse_train_args(argc, argv, &o);
@@ -773,19 +732,11 @@ int sim_cmd_train(int argc, char **argv) {
         shs_corpus_builtin(&corpus);
     }
 
-    shs_trainer_t *main_run = NULL, *ref_run = NULL;
-    /* not exact by design, so --check ddp reports the drift instead of failing:
-     * ring reduce order, and hybrid sharding with 1 < G < N (a sum of group
-     * sums is not DDP's rank-order sum; strategy.h) */
-    int G = cfg->shard_group_size ? cfg->shard_group_size : cfg->world_size;
-    int hybrid_inexact = (cfg->strategy == SHS_HYBRID_SHARD || cfg->strategy == SHS_HYBRID_SHARD_ZERO2) && G > 1 &&
-                         G < cfg->world_size;
-    int drift_mode = o.check_ddp && (cfg->reduce_order == SHS_REDUCE_ORDER_RING || hybrid_inexact);
-    const char *drift_why = cfg->reduce_order == SHS_REDUCE_ORDER_RING ? "reduce order ring" /* NCCL's ring order */
-                                                                        : "hybrid sharding (a sum of group sums)";
-    double worst_loss_drift = 0;
-    drift_t worst = {0, 0};
-    float *snap_a = NULL, *snap_b = NULL;
+    shs_trainer_t *main_run = NULL;
+    shs_checker_t *checker = NULL; /* --check ddp */
+    /* not exact by design, so --check ddp reports the drift instead of failing */
+    const char *drift_why = o.check_ddp ? shs_check_inexact_reason(cfg) : NULL;
+    shs_check_drift_t worst = {0, 0, 0};
     shs_trace_recorder_t *trace_rec = NULL;
     int exit_code = SIM_EXIT_ERROR;
     char b1[32], b2[32];
@@ -852,28 +803,17 @@ int sim_cmd_train(int argc, char **argv) {
         goto done;
     }
     if (o.check_ddp) {
-        shs_train_config_t rc_cfg = *cfg;
-        rc_cfg.strategy = SHS_DDP;
-        rc_cfg.offload = SHS_OFFLOAD_NONE; /* offloading must not change a bit: compare with plain DDP */
-        rc_cfg.checkpoint_activations = 0; /* the reference keeps every activation */
-        rc_cfg.comm = mpi.ref;
-        rc_cfg.trace = NULL; /* --trace records the run under test */
         sim_progress_begin(pg, "setting up the reference DDP run (%d ranks)", cfg->world_size);
-        shs_status_t st = shs_trainer_create(&ref_run, &rc_cfg, &corpus);
-        if (st == SHS_OK && o.resume_dir) st = shs_checkpoint_resume(ref_run, o.resume_dir);
+        shs_status_t st = shs_checker_create(&checker, cfg, &corpus, mpi.ref, mpi.check);
+        if (st == SHS_OK && o.resume_dir &&
+            (st = shs_checkpoint_resume(shs_checker_reference(checker), o.resume_dir)) != SHS_OK)
+            shs_set_error(st, "reference DDP run: %s", shs_last_error());
         sim_progress_end(pg);
         if (st != SHS_OK) {
-            report_error("reference DDP run");
+            report_error(NULL);
             goto done;
         }
-        size_t len = shs_trainer_snapshot_len(main_run);
-        snap_a = malloc(len * sizeof(float));
-        snap_b = malloc(len * sizeof(float));
-        if (!snap_a || !snap_b) {
-            sim_error("train", "out of host memory for --check snapshots");
-            goto done;
-        }
-        if (drift_mode)
+        if (drift_why)
             printf("  check: DDP on the same data%s; %s is not bit-exact by design: drift of the loss and of all "
                    "%zu parameters from DDP each step (replicas still compared bit for bit)\n",
                    cfg->reduce_order == SHS_REDUCE_ORDER_RING ? ", both in ring reduce order" : "", drift_why,
@@ -947,89 +887,30 @@ int sim_cmd_train(int argc, char **argv) {
                 goto done;
             }
         }
-        if (ref_run) {
-            float ref_loss;
-            shs_param_diff_t diff;
+        if (checker) {
+            shs_check_step_t cs;
             sim_progress_begin(pg, "running step %ld/%ld of the reference DDP run", gstep, last);
-            shs_status_t ref_st = shs_trainer_step(ref_run, &ref_loss);
+            shs_status_t check_st = shs_checker_step(checker, main_run, loss, &cs);
             sim_progress_end(pg);
-            if (ref_st != SHS_OK) {
-                printf("\n");
-                report_error("reference DDP run");
-                goto done;
-            }
-            /* under MPI each process fills its ranks' shards; the others hold zero bits, so an integer sum
-             * over processes assembles every snapshot exactly */
-            size_t snap_len = shs_trainer_snapshot_len(main_run);
-            if (shs_trainer_snapshot(main_run, snap_a) != SHS_OK || shs_trainer_snapshot(ref_run, snap_b) != SHS_OK ||
-                (mpi.check && (shs_all_reduce(snap_a, snap_a, snap_len, SHS_I32, SHS_SUM, mpi.check) != SHS_OK ||
-                               shs_all_reduce(snap_b, snap_b, snap_len, SHS_I32, SHS_SUM, mpi.check) != SHS_OK))) {
-                printf("\n");
-                report_error("snapshot");
-                goto done;
-            }
-            float norm = shs_trainer_last_grad_norm(main_run), ref_norm = shs_trainer_last_grad_norm(ref_run);
-            if (!drift_mode && memcmp(&norm, &ref_norm, sizeof norm) != 0) {
-                printf("\n");
-                fprintf(stderr, "shardsim train: check failed at step %ld: gradient norm differs: %s %.9g, ddp %.9g\n", gstep,
-                        shs_strategy_name(cfg->strategy), (double)norm, (double)ref_norm);
+            if (check_st == SHS_NOT_EQUAL) {
+                static const char *const line_end[] = {
+                    [SHS_CHECK_GRAD_NORM] = "\n", [SHS_CHECK_LOSS] = " | ddp check: LOSS DIFFERS\n",
+                    [SHS_CHECK_PARAMS] = " | ddp check: PARAMETERS DIFFER\n",
+                    [SHS_CHECK_REPLICAS] = " | ddp check: REPLICAS DIFFER\n"};
+                printf("%s", line_end[cs.differs]);
+                fprintf(stderr, "shardsim train: check failed at %s\n", shs_last_error());
                 exit_code = SIM_EXIT_NOT_EQUAL;
                 goto done;
             }
-            if (!drift_mode && memcmp(&loss, &ref_loss, sizeof loss) != 0) {
-                printf(" | ddp check: LOSS DIFFERS\n");
-                fprintf(stderr, "shardsim train: check failed at step %ld: loss %.9g (%s) != %.9g (ddp)\n", gstep,
-                        (double)loss, shs_strategy_name(cfg->strategy), (double)ref_loss);
-                exit_code = SIM_EXIT_NOT_EQUAL;
+            if (check_st != SHS_OK) {
+                printf("\n");
+                report_error(NULL);
                 goto done;
             }
-            if (!drift_mode && !shs_compare_snapshots(lo, cfg->world_size, cfg->shard_align, snap_a, snap_b, &diff)) {
-                printf(" | ddp check: PARAMETERS DIFFER\n");
-                char where[160];
-                if (diff.tensor >= 0) {
-                    const shs_tensor_info_t *ti = &lo->tensors[diff.tensor];
-                    snprintf(where, sizeof where, "tensor %s, element %zu (row %zu, col %zu)", ti->name, diff.index,
-                             diff.index / (size_t)ti->cols, diff.index % (size_t)ti->cols);
-                } else {
-                    snprintf(where, sizeof where, "padding element %zu (must stay 0)", diff.index);
-                }
-                fprintf(stderr, "shardsim train: check failed at step %ld: first difference in unit %s, %s: %.9g (%s) != %.9g (ddp)\n",
-                        gstep, lo->units[diff.unit].name, where, (double)diff.a, shs_strategy_name(cfg->strategy),
-                        (double)diff.b);
-                exit_code = SIM_EXIT_NOT_EQUAL;
-                goto done;
-            }
-            const char *which[2] = {shs_strategy_name(cfg->strategy), "ddp"};
-            shs_trainer_t *runs[2] = {main_run, ref_run};
-            float *snaps[2] = {snap_a, snap_b};
-            for (int k = 0; k < 2; k++) {
-                shs_replica_diff_t rd;
-                int ok = shs_trainer_check_replicas(runs[k], snaps[k], &rd);
-                if (ok >= 0 && mpi.check && mpi_agree_replicas(mpi.check, &ok, &rd) != SHS_OK) ok = -1;
-                if (ok < 0) {
-                    printf("\n");
-                    report_error("replica check");
-                    goto done;
-                }
-                if (!ok) {
-                    printf(" | ddp check: REPLICAS DIFFER\n");
-                    int ti = shs_layout_tensor_at(lo, rd.unit, rd.index);
-                    fprintf(stderr,
-                            "shardsim train: check failed at step %ld: in the %s run, rank %d's copy of unit %s, tensor %s, "
-                            "element %zu differs from the shard owner's\n",
-                            gstep, which[k], rd.rank, lo->units[rd.unit].name, lo->tensors[ti].name,
-                            rd.index - lo->tensors[ti].offset);
-                    exit_code = SIM_EXIT_NOT_EQUAL;
-                    goto done;
-                }
-            }
-            if (drift_mode) {
-                drift_t d = param_drift(lo, cfg->world_size, cfg->shard_align, snap_a, snap_b);
-                double dl = (double)loss - (double)ref_loss;
-                printf(" | drift vs ddp: loss %+.3e, params max abs %.3e, max rel %.3e", dl, d.max_abs, d.max_rel);
-                worst_loss_drift = fmax(worst_loss_drift, fabs(dl));
-                worst.max_abs = fmax(worst.max_abs, d.max_abs);
-                worst.max_rel = fmax(worst.max_rel, d.max_rel);
+            if (drift_why) {
+                printf(" | drift vs ddp: loss %+.3e, params max abs %.3e, max rel %.3e", cs.drift.loss,
+                       cs.drift.max_abs, cs.drift.max_rel);
+                worst = cs.worst;
             } else {
                 printf(" | ddp check: bit-identical");
             }
@@ -1079,11 +960,11 @@ int sim_cmd_train(int argc, char **argv) {
     print_summary(main_run, loss, o.steps);
     if (o.backend_mpi)
         printf("  (MPI: rank 0's own memory and traffic; every process measures its own rank)\n");
-    if (ref_run && drift_mode)
+    if (checker && drift_why)
         printf("check: %s: %s drifted from DDP by at most %.3e in loss, %.3e (abs) and %.3e (rel) "
-               "in parameters over %ld steps\n", drift_why, shs_strategy_name(cfg->strategy), worst_loss_drift, worst.max_abs,
+               "in parameters over %ld steps\n", drift_why, shs_strategy_name(cfg->strategy), worst.loss, worst.max_abs,
                worst.max_rel, o.steps);
-    else if (ref_run)
+    else if (checker)
         printf("check: %s matched DDP bit for bit at all %ld steps\n", shs_strategy_name(cfg->strategy), o.steps);
     exit_code = SIM_EXIT_OK;
 done:
@@ -1092,11 +973,9 @@ done:
     /* MPI: after an error other processes may wait in a collective that will
      * never complete; MPI_Abort ends them all (comm_mpi.h) */
     if (o.backend_mpi && exit_code != SIM_EXIT_OK) shs_mpi_abort(exit_code);
-    shs_trainer_destroy(ref_run);
+    shs_checker_destroy(checker);
     shs_trace_recorder_free(trace_rec);
     shs_trainer_destroy(main_run);
-    free(snap_a);
-    free(snap_b);
     shs_corpus_free(&corpus);
     shs_netdesc_free(nd);
     if (o.backend_mpi) {
