@@ -21,6 +21,7 @@
 #include "args.h"
 #include "compare_plot.h"
 #include "progress.h"
+#include "test_fault.h"
 #include "train_trace.h"
 #include "commands.h"
 #include "shardsim/shard.h"
@@ -51,8 +52,7 @@ typedef struct {
     int world_given;
     int loss_bits;         /* --loss-bits: also print each loss as its f32 bits */
     double progress_s;     /* --progress: speak on stderr when a phase runs longer (0: never) */
-    long debug_mismatch_rank; /* hidden: this rank issues a different count (tests); -1 none */
-    long debug_stall_rank;    /* hidden: this rank stalls past the timeout before step 1 (tests); -1 none */
+    sim_test_fault_t fault;   /* SHS_TEST_FAULT: the test suite's planted fault (test_fault.h) */
 } train_opts_t;
 
 static void train_usage(FILE *f) {
@@ -176,7 +176,7 @@ typedef enum {
     O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
     O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
     O_TRACE,
-    O_BACKEND, O_LOSS_BITS, O_PROGRESS, O_DEBUG_MISMATCH_RANK, O_DEBUG_STALL_RANK,
+    O_BACKEND, O_LOSS_BITS, O_PROGRESS,
     O_NUM_OPTIONS
 } opt_id_t;
 
@@ -240,9 +240,6 @@ static const struct {
     [O_BACKEND] = {"--backend", T_STR, 0, 0, 0},
     [O_LOSS_BITS] = {"--loss-bits", T_BOOL, 0, 0, 0},
     [O_PROGRESS] = {"--progress", T_FLOAT, 0, 86400, 0},
-    /* hidden, for tests of the MPI backend's failure paths */
-    [O_DEBUG_MISMATCH_RANK] = {"--debug-mismatch-rank", T_INT, 0, SHS_MAX_WORLD - 1, 0},
-    [O_DEBUG_STALL_RANK] = {"--debug-stall-rank", T_INT, 0, SHS_MAX_WORLD - 1, 0},
 };
 
 typedef struct {
@@ -395,8 +392,6 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS] && p.num[O_CHECKPOINT_ACTIVATIONS];
     o->world_given = p.given[O_WORLD];
     o->loss_bits = p.given[O_LOSS_BITS] && p.num[O_LOSS_BITS];
-    o->debug_mismatch_rank = p.given[O_DEBUG_MISMATCH_RANK] ? (long)p.num[O_DEBUG_MISMATCH_RANK] : -1;
-    o->debug_stall_rank = p.given[O_DEBUG_STALL_RANK] ? (long)p.num[O_DEBUG_STALL_RANK] : -1;
     if (p.given[O_BACKEND]) {
         static const char *const names[] = {"thread", "mpi", "cuda", "cuda-nccl", "mpi-nccl"};
         /* -1: threads, -2: mpi (CPU devices), -3: mpi with one GPU per process over NCCL */
@@ -425,9 +420,8 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
         for (int k = 0; k < 6; k++)
             if (p.given[not_mpi[k]])
                 return usage_error("%s is not supported with --backend %s", options[not_mpi[k]].name, p.str[O_BACKEND]);
-    } else if (o->debug_mismatch_rank >= 0 || o->debug_stall_rank >= 0) {
-        return usage_error("--debug-mismatch-rank and --debug-stall-rank need --backend mpi%s%s", "", "");
     }
+    if ((rc = sim_test_fault_read("train", o->backend_mpi, &o->fault)) >= 0) return rc;
     c->norm_type = 2;
     c->keep_after_forward = p.given[O_RESHARD_AFTER_FORWARD] && !p.num[O_RESHARD_AFTER_FORWARD];
     c->forward_prefetch = p.given[O_FORWARD_PREFETCH] && p.num[O_FORWARD_PREFETCH];
@@ -826,14 +820,9 @@ int sim_cmd_train(int argc, char **argv) {
 
     int first_rank, local_count; /* this process's ranks: 0.. on threads, its own under MPI */
     shs_trainer_local_ranks(main_run, &first_rank, &local_count);
-    if (o.debug_mismatch_rank >= 0) {
-        /* hidden test hook: one rank issues a different count, every rank must fail with SHS_MISMATCH */
-        float probe[2] = {0, 0};
-        size_t count = mpi.rank == o.debug_mismatch_rank ? 2 : 1;
-        if (shs_all_reduce(probe, probe, count, SHS_F32, SHS_SUM, mpi.world) != SHS_OK) {
-            report_error("--debug-mismatch-rank");
-            goto done;
-        }
+    if (sim_test_fault_plant(&o.fault, mpi.rank, mpi.world, cfg->timeout_ms) != SHS_OK) {
+        report_error("SHS_TEST_FAULT");
+        goto done;
     }
     float loss = NAN;
     double total_time = 0;
@@ -843,12 +832,6 @@ int sim_cmd_train(int argc, char **argv) {
     const int step_width = (int)snprintf(NULL, 0, "%ld", last);
     for (long step = 0; step < o.steps; step++) {
         const long gstep = first + step + 1; /* the step's number, counted from the first run */
-        if (step == 0 && mpi.rank == o.debug_stall_rank) {
-            /* hidden test hook: never arrive in time; the others time out and MPI_Abort ends this one */
-            double timeout_s = (cfg->timeout_ms > 0 ? cfg->timeout_ms : SHS_COMM_DEFAULT_TIMEOUT_MS) / 1000.0;
-            struct timespec ts = {(time_t)(3 * timeout_s) + 10, 0};
-            while (nanosleep(&ts, &ts) != 0) {}
-        }
         double t0 = shs_now_seconds();
         sim_progress_begin(pg, "running step %ld/%ld on %d rank%s", gstep, last, local_count,
                            cfg->backend == SHS_WORLD_CPU ? " threads" : "s");

@@ -51,6 +51,24 @@ static void test_unknown_command_and_option(void **state) {
     expect_error(run_args("train", "--optimizer", "lion", NULL), 2, "unknown optimizer 'lion'");
 }
 
+/* The test suite's planted faults are no options of the product; they come
+ * from SHS_TEST_FAULT (sim/test_fault.h), checked like any input. */
+static void test_test_hooks_are_not_options(void **state) {
+    (void)state;
+    expect_error(run_args("train", "--debug-mismatch-rank", "1", NULL), 2, "unknown option '--debug-mismatch-rank'");
+    expect_error(run_args("train", "--debug-stall-rank", "1", NULL), 2, "unknown option '--debug-stall-rank'");
+    setenv("SHS_TEST_FAULT", "stall:1", 1);
+    expect_error(run_args("train", "--steps", "1", NULL), 2, "SHS_TEST_FAULT=stall:1 needs --backend mpi");
+    setenv("SHS_TEST_FAULT", "stall:x", 1);
+    expect_error(run_args("train", "--steps", "1", NULL), 2, "SHS_TEST_FAULT=stall:x: rank 'x' is not an integer");
+    setenv("SHS_TEST_FAULT", "crash:1", 1);
+    expect_error(run_args("train", "--steps", "1", NULL), 2, "SHS_TEST_FAULT=crash:1: want mismatch:RANK or stall:RANK");
+    unsetenv("SHS_TEST_FAULT");
+    const test_proc_t *p = run_args("train", "--help", NULL);
+    assert_int_equal(p->exit_code, 0);
+    assert_null(strstr(p->out, "--debug-"));
+}
+
 static void test_bad_numbers(void **state) {
     (void)state;
     expect_error(run_args("train", "--world", "0", NULL), 2, "--world: 0 is out of range");
@@ -455,6 +473,7 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_command_and_option),
+        cmocka_unit_test(test_test_hooks_are_not_options),
         cmocka_unit_test(test_bad_numbers),
         cmocka_unit_test(test_seed_values),
         cmocka_unit_test(test_bad_data_files),
