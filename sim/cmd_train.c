@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "args.h"
+#include "options.h"
 #include "compare_plot.h"
 #include "progress.h"
 #include "test_fault.h"
@@ -55,107 +56,6 @@ typedef struct {
     sim_test_fault_t fault;   /* SHS_TEST_FAULT: the test suite's planted fault (test_fault.h) */
 } train_opts_t;
 
-static void train_usage(FILE *f) {
-    shs_train_config_t d = shs_train_default_config();
-    fprintf(f,
-            "usage: shardsim train [options]\n"
-            "\n"
-            "Train a GPT-2-style model (byte vocabulary) on N simulated GPUs (threads).\n"
-            "Options take their value as '--opt V' or '--opt=V'; a [true|false] option given alone\n"
-            "means true (yes/no and 1/0 work too).\n"
-            "\n"
-            "  --world N              ranks (simulated GPUs), 1..%d (default %d)\n"
-            "  --backend B            thread | mpi (default thread). mpi: run under mpirun, one rank\n"
-            "                         per process, the world is the MPI job (--world absent or equal);\n"
-            "                         same collectives and reduction order, so the same bits.\n"
-            "                         cuda: every rank a CUDA device on one GPU (pick it with\n"
-            "                         CUDA_VISIBLE_DEVICES), device-local communicator: DDP and ZeRO\n"
-            "                         agree bit for bit; cuda-nccl: rank r on GPU r over NCCL;\n"
-            "                         mpi-nccl: under mpirun, one process per GPU (GPU = its index on\n"
-            "                         the node), NCCL bootstrapped over MPI; same bits as cuda-nccl\n"
-            "  --loss-bits [true|false]  also print each step's loss as its f32 bits in hex\n"
-            "  --strategy S           ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2\n"
-            "                         (default %s)\n"
-            "  --shard-group-size G   hybrid_*: shard within groups of G consecutive ranks, replicate\n"
-            "                         across the N/G groups (default N)\n"
-            "  --reshard-after-forward [true|false] free gathered units after forward use (default true;\n"
-            "                         false keeps them until backward, FSDP SHARD_GRAD_OP)\n"
-            "  --backward-prefetch pre|post|none    gather the next unit before / after the current\n"
-            "                         unit's backward, or when needed (default pre, FSDP's)\n"
-            "  --forward-prefetch [true|false]      gather the next unit during forward (default false)\n"
-            "  --limit-all-gathers N  at most N units gathered ahead (default 0: no limit)\n"
-            "  --offload none|optimizer|params      CPU offload: optimizer state and master weights on\n"
-            "                         the host, the optimizer step there (ZeRO-Offload); params: the\n"
-            "                         parameter shards too (zero3, hybrid_shard; FSDP CPUOffload)\n"
-            "  --memory-timeline FILE.svg           draw rank 0's device memory over the last step,\n"
-            "                         per phase (forward/backward of each unit, optimizer), as SVG\n"
-            "  --poison-freed-buffers [true|false]  debugging: fill freed communication buffers with\n"
-            "                         NaN so that a use after free shows in the results\n"
-            "  --data PATH            training text (default: built-in corpus)\n"
-            "  --model-file PATH      train the model a description file lists instead of the GPT\n"
-            "                         (README: Model-description files); --layers, --heads and\n"
-            "                         --channels then do not apply, --context still sets T\n"
-            "  --steps N              training steps of this run (default 50); with --resume, steps\n"
-            "                         after the checkpoint's (numbered from it). 0: initialize only,\n"
-            "                         then --save / --export-safetensors write the initial weights\n"
-            "  --check ddp            also run DDP on the same data; compare loss and every\n"
-            "                         parameter bit for bit after each step (exit 3 on a difference)\n"
-            "  --reduce-order O       rank | ring: order in which all-reduce and reduce-scatter add\n"
-            "                         ranks (default rank, exact). ring: as NCCL's ring algorithm;\n"
-            "                         with --check ddp, print the drift from DDP each step (exit 0)\n"
-            "  --layers L             transformer blocks (default %d)\n"
-            "  --heads NH             attention heads, must divide channels (default %d)\n"
-            "  --channels C           model width (default %d)\n"
-            "  --context T            sequence length (default %d)\n"
-            "  --micro-batch B        sequences per rank per step (default %d)\n"
-            "  --optimizer O          adamw | sgd (default adamw)\n"
-            "  --lr X                 learning rate (default 1e-3)\n"
-            "  --weight-decay X       (default: 0.01 adamw, 0 sgd)\n"
-            "  --beta1 X, --beta2 X, --eps X   AdamW (defaults 0.9, 0.999, 1e-8)\n"
-            "  --momentum X           SGD momentum (default 0)\n"
-            "  --seed N               initialization and data order (default %llu)\n"
-            "  --device-mem SIZE      memory per simulated GPU, e.g. 80GiB, 512MiB\n"
-            "                         (default: this machine's RAM x 0.75 shared by the ranks)\n"
-            "  --bucket-mb X          DDP gradient bucket size in MiB (default 25)\n"
-            "  --timeout SEC          collective timeout (default %d)\n"
-            "  --grad-accum K         micro-batches per step; gradients are only reduced on the last\n"
-            "                         (torch no_sync); the step's gradient is their mean (default 1)\n"
-            "  --clip-grad-norm X     clip the global gradient norm to X (torch clip_grad_norm_),\n"
-            "                         computed exactly so it is the same bits at every world size\n"
-            "  --norm-type P          1 | 2 | inf, with --clip-grad-norm (default 2)\n"
-            "  --replicate-below N    keep units of fewer than N elements unsharded on every rank\n"
-            "                         (all-reduced like DDP; DeepSpeed's persistence threshold)\n"
-            "  --shard-align E        every shard starts on a multiple of E elements (default 1)\n"
-            "  --param-dtype D        f32 | bf16 | f16: parameters as the model computes with them\n"
-            "                         (FSDP MixedPrecision param_dtype; f32 master weights stay on the\n"
-            "                         shards; ZeRO-3 all-gathers in D). f16 turns on dynamic loss scaling\n"
-            "  --reduce-dtype D       f32 | bf16 | f16: gradient reduction dtype (default: param dtype)\n"
-            "  --init-scale X         f16 loss scaling: initial scale (default 65536, GradScaler's)\n"
-            "  --growth-interval N    f16 loss scaling: grow the scale after N good steps (default 2000)\n"
-            "  --growth-factor X      f16 loss scaling: multiply the scale by X on growth (default 2)\n"
-            "  --backoff-factor X     f16 loss scaling: multiply it by X (0 < X < 1) on overflow (default 0.5)\n"
-            "  --checkpoint-activations [true|false]  activation checkpointing per block: keep only\n"
-            "                         each block's input, recompute its forward in backward (same results,\n"
-            "                         less memory); the GPT only, not with --model-file\n"
-            "  --inject-bitflip STEP  after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
-            "                         memory (the last replica, or the ZeRO-3 owner) to show what\n"
-            "                         --check reports; needs --check ddp\n"
-            "  --save DIR             save a sharded checkpoint into DIR at the end (crash-safe)\n"
-            "  --save-every N         also save after every N steps (needs --save); each save prints\n"
-            "                         its directory, step and size\n"
-            "  --resume DIR           continue from the checkpoint in DIR, at any --world,\n"
-            "                         --strategy and --shard-align (model and optimizer must match)\n"
-            "  --export-safetensors FILE  write the final full weights as safetensors\n"
-            "  --progress SEC         while setup, a step or a save runs longer than SEC seconds, say\n"
-            "                         so on stderr (again at 2x, 4x, ... SEC; default 5; 0: never)\n"
-            "  --trace DIR            record every collective of every rank to DIR/rank<k>.trace\n"
-            "                         (shardsim's trace format; see shardsim replay)\n"
-            "  -h, --help             this text\n",
-            SHS_MAX_WORLD, d.world_size, shs_strategy_name(d.strategy), d.model.num_layers, d.model.num_heads,
-            d.model.channels, d.model.context, d.micro_batch, (unsigned long long)d.seed,
-            SHS_COMM_DEFAULT_TIMEOUT_MS / 1000);
-}
-
 /* fmt takes the two strings a and b (either may be unused) */
 static int usage_error(const char *fmt, const char *a, const char *b) {
     char msg[1024];
@@ -163,125 +63,185 @@ static int usage_error(const char *fmt, const char *a, const char *b) {
     return sim_usage_error("train", "%s", msg);
 }
 
-/* The options of `train`: each parsed by type and range, then applied in
- * apply_options() so that their order on the command line never matters. */
+/* The options of `train`: each checked by its row (args.h), then applied in
+ * parse_train_args() so that their order on the command line never matters.
+ * The rows' order is --help's. */
 typedef enum {
-    O_WORLD, O_STEPS, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_SEED, O_INJECT_BITFLIP,
-    O_LR, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_WEIGHT_DECAY, O_TIMEOUT, O_BUCKET_MB,
-    O_DEVICE_MEM, O_STRATEGY, O_OPTIMIZER, O_DATA, O_CHECK,
-    O_GRAD_ACCUM, O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN,
-    O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE, O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_SHARD_GROUP_SIZE,
-    O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH, O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_POISON_FREED,
-    O_OFFLOAD, O_MEMORY_TIMELINE, O_REDUCE_ORDER,
-    O_MODEL_FILE, O_CHECKPOINT_ACTIVATIONS,
-    O_SAVE, O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS,
-    O_TRACE,
-    O_BACKEND, O_LOSS_BITS, O_PROGRESS,
+    O_WORLD, O_BACKEND, O_LOSS_BITS, O_STRATEGY, O_SHARD_GROUP_SIZE, O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH,
+    O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_OFFLOAD, O_MEMORY_TIMELINE, O_POISON_FREED, O_DATA, O_MODEL_FILE,
+    O_STEPS, O_CHECK, O_REDUCE_ORDER, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_OPTIMIZER, O_LR,
+    O_WEIGHT_DECAY, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_SEED, O_DEVICE_MEM, O_BUCKET_MB, O_TIMEOUT, O_GRAD_ACCUM,
+    O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE,
+    O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_CHECKPOINT_ACTIVATIONS, O_INJECT_BITFLIP, O_SAVE,
+    O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_PROGRESS, O_TRACE,
     O_NUM_OPTIONS
 } opt_id_t;
 
-typedef enum { T_INT, T_F32, T_FLOAT, T_STR, T_BOOL /* bare (true), or true|false (sim_args_bool) */ } opt_type_t;
-
-static const struct {
-    const char *name;
-    opt_type_t type;
-    double lo, hi;           /* inclusive range (T_INT, T_F32, T_FLOAT) */
-    int hi_open;             /* the upper bound itself is excluded */
-} options[O_NUM_OPTIONS] = {
-    [O_WORLD] = {"--world", T_INT, 1, SHS_MAX_WORLD, 0},
-    [O_STEPS] = {"--steps", T_INT, 0, 100000000, 0}, /* 0: initialize, then save or export */
-    [O_LAYERS] = {"--layers", T_INT, 1, SHS_GPT_MAX_LAYERS, 0},
-    [O_HEADS] = {"--heads", T_INT, 1, 65536, 0},
-    [O_CHANNELS] = {"--channels", T_INT, 1, 65536, 0},
-    [O_CONTEXT] = {"--context", T_INT, 1, 65536, 0},
-    [O_MICRO_BATCH] = {"--micro-batch", T_INT, 1, 65536, 0},
-    [O_SEED] = {"--seed", T_INT, 0, 4611686018427387904.0 /* 2^62: exact as a double and as a long */, 0},
-    [O_INJECT_BITFLIP] = {"--inject-bitflip", T_INT, 1, 100000000, 0},
-    [O_LR] = {"--lr", T_F32, 0, 1e6, 0},
-    [O_BETA1] = {"--beta1", T_F32, 0, 1, 1},       /* torch: 0 <= beta < 1 */
-    [O_BETA2] = {"--beta2", T_F32, 0, 1, 1},
-    [O_EPS] = {"--eps", T_F32, 0, 1, 0},
-    [O_MOMENTUM] = {"--momentum", T_F32, 0, 1, 0},
-    [O_WEIGHT_DECAY] = {"--weight-decay", T_F32, 0, 1e6, 0},
-    [O_TIMEOUT] = {"--timeout", T_FLOAT, 0.001, 86400, 0},
-    [O_BUCKET_MB] = {"--bucket-mb", T_FLOAT, 0.001, 1048576, 0},
-    [O_DEVICE_MEM] = {"--device-mem", T_STR, 0, 0, 0},
-    [O_STRATEGY] = {"--strategy", T_STR, 0, 0, 0},
-    [O_OPTIMIZER] = {"--optimizer", T_STR, 0, 0, 0},
-    [O_DATA] = {"--data", T_STR, 0, 0, 0},
-    [O_CHECK] = {"--check", T_STR, 0, 0, 0},
-    [O_SAVE] = {"--save", T_STR, 0, 0, 0},
-    [O_SAVE_EVERY] = {"--save-every", T_INT, 1, 100000000, 0},
-    [O_RESUME] = {"--resume", T_STR, 0, 0, 0},
-    [O_EXPORT_SAFETENSORS] = {"--export-safetensors", T_STR, 0, 0, 0},
-    [O_REDUCE_ORDER] = {"--reduce-order", T_STR, 0, 0, 0},
-    [O_GRAD_ACCUM] = {"--grad-accum", T_INT, 1, 65536, 0},
-    [O_CLIP_GRAD_NORM] = {"--clip-grad-norm", T_F32, 0, 1e30, 0},
-    [O_NORM_TYPE] = {"--norm-type", T_STR, 0, 0, 0},
-    [O_REPLICATE_BELOW] = {"--replicate-below", T_INT, 0, 1e15, 0},
-    [O_SHARD_ALIGN] = {"--shard-align", T_INT, 1, 1 << 20, 0},
-    [O_PARAM_DTYPE] = {"--param-dtype", T_STR, 0, 0, 0},
-    [O_REDUCE_DTYPE] = {"--reduce-dtype", T_STR, 0, 0, 0},
-    [O_INIT_SCALE] = {"--init-scale", T_F32, 1e-30, 1e30, 0},
-    [O_GROWTH_INTERVAL] = {"--growth-interval", T_INT, 1, 1000000000, 0},
-    [O_GROWTH_FACTOR] = {"--growth-factor", T_F32, 1.0, 1e6, 0},
-    [O_BACKOFF_FACTOR] = {"--backoff-factor", T_F32, 1e-6, 0.999999, 0},
-    [O_SHARD_GROUP_SIZE] = {"--shard-group-size", T_INT, 1, SHS_MAX_WORLD, 0},
-    [O_RESHARD_AFTER_FORWARD] = {"--reshard-after-forward", T_BOOL, 0, 0, 0},
-    [O_BACKWARD_PREFETCH] = {"--backward-prefetch", T_STR, 0, 0, 0},
-    [O_FORWARD_PREFETCH] = {"--forward-prefetch", T_BOOL, 0, 0, 0},
-    [O_LIMIT_ALL_GATHERS] = {"--limit-all-gathers", T_INT, 0, 1 << 20, 0},
-    [O_POISON_FREED] = {"--poison-freed-buffers", T_BOOL, 0, 0, 0},
-    [O_OFFLOAD] = {"--offload", T_STR, 0, 0, 0},
-    [O_MEMORY_TIMELINE] = {"--memory-timeline", T_STR, 0, 0, 0},
-    [O_MODEL_FILE] = {"--model-file", T_STR, 0, 0, 0},
-    [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", T_BOOL, 0, 0, 0},
-    [O_TRACE] = {"--trace", T_STR, 0, 0, 0},
-    [O_BACKEND] = {"--backend", T_STR, 0, 0, 0},
-    [O_LOSS_BITS] = {"--loss-bits", T_BOOL, 0, 0, 0},
-    [O_PROGRESS] = {"--progress", T_FLOAT, 0, 86400, 0},
+static const sim_opt_t options[O_NUM_OPTIONS] = {
+    [O_WORLD] = SIM_ROW_WORLD,
+    [O_BACKEND] = {"--backend", NULL, SIM_OPT_STR, 0, 0, 0, 0, "B",
+                   "thread | mpi | cuda | cuda-nccl | mpi-nccl. mpi: run under mpirun, one rank\n"
+                   "per process, the world is the MPI job (--world absent or equal);\n"
+                   "same collectives and reduction order, so the same bits.\n"
+                   "cuda: every rank a CUDA device on one GPU (pick it with\n"
+                   "CUDA_VISIBLE_DEVICES), device-local communicator: DDP and ZeRO\n"
+                   "agree bit for bit; cuda-nccl: rank r on GPU r over NCCL;\n"
+                   "mpi-nccl: under mpirun, one process per GPU (GPU = its index on\n"
+                   "the node), NCCL bootstrapped over MPI; same bits as cuda-nccl"},
+    [O_LOSS_BITS] = {"--loss-bits", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL, "also print each step's loss as its f32 bits in hex"},
+    [O_STRATEGY] = {"--strategy", NULL, SIM_OPT_STR, 0, 0, 0, 0, "S", "ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2"},
+    [O_SHARD_GROUP_SIZE] = SIM_ROW_SHARD_GROUP_SIZE,
+    [O_RESHARD_AFTER_FORWARD] = {"--reshard-after-forward", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
+                                 "free gathered units after forward use; false keeps\n"
+                                 "them until backward, FSDP SHARD_GRAD_OP"},
+    [O_BACKWARD_PREFETCH] = {"--backward-prefetch", NULL, SIM_OPT_STR, 0, 0, 0, 0, "pre|post|none",
+                             "gather the next unit before / after the current\n"
+                             "unit's backward, or when needed (FSDP's default)"},
+    [O_FORWARD_PREFETCH] = {"--forward-prefetch", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL, "gather the next unit during forward"},
+    [O_LIMIT_ALL_GATHERS] = {"--limit-all-gathers", NULL, SIM_OPT_INT, 0, 1 << 20, 0, 0, "N", "at most N units gathered ahead (0: no limit)"},
+    [O_OFFLOAD] = {"--offload", NULL, SIM_OPT_STR, 0, 0, 0, 0, "none|optimizer|params",
+                   "CPU offload: optimizer state and master weights on\n"
+                   "the host, the optimizer step there (ZeRO-Offload); params: the\n"
+                   "parameter shards too (zero3, hybrid_shard; FSDP CPUOffload)"},
+    [O_MEMORY_TIMELINE] = {"--memory-timeline", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE.svg",
+                           "draw rank 0's device memory over the last step,\n"
+                           "per phase (forward/backward of each unit, optimizer), as SVG"},
+    [O_POISON_FREED] = {"--poison-freed-buffers", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
+                        "debugging: fill freed communication buffers with\n"
+                        "NaN so that a use after free shows in the results"},
+    [O_DATA] = {"--data", NULL, SIM_OPT_STR, 0, 0, 0, 0, "PATH", "training text"},
+    [O_MODEL_FILE] = {"--model-file", NULL, SIM_OPT_STR, 0, 0, 0, 0, "PATH",
+                      "train the model a description file lists instead of the GPT\n"
+                      "(README: Model-description files); --layers, --heads and\n"
+                      "--channels then do not apply, --context still sets T"},
+    [O_STEPS] = {"--steps", NULL, SIM_OPT_INT, 0, 100000000, 0, 0, "N",
+                 "training steps of this run; with --resume, steps\n"
+                 "after the checkpoint's (numbered from it). 0: initialize only,\n"
+                 "then --save / --export-safetensors write the initial weights"},
+    [O_CHECK] = {"--check", NULL, SIM_OPT_STR, 0, 0, 0, 0, "ddp",
+                 "also run DDP on the same data; compare loss and every\n"
+                 "parameter bit for bit after each step (exit 3 on a difference)"},
+    [O_REDUCE_ORDER] = {"--reduce-order", NULL, SIM_OPT_STR, 0, 0, 0, 0, "O",
+                        "rank | ring: order in which all-reduce and reduce-scatter add\n"
+                        "ranks (rank is exact). ring: as NCCL's ring algorithm;\n"
+                        "with --check ddp, print the drift from DDP each step (exit 0)"},
+    [O_LAYERS] = SIM_ROW_LAYERS,
+    [O_HEADS] = SIM_ROW_HEADS,
+    [O_CHANNELS] = SIM_ROW_CHANNELS,
+    [O_CONTEXT] = SIM_ROW_CONTEXT,
+    [O_MICRO_BATCH] = SIM_ROW_MICRO_BATCH,
+    [O_OPTIMIZER] = SIM_ROW_OPTIMIZER,
+    [O_LR] = {"--lr", NULL, SIM_OPT_F32, 0, 1e6, 0, 0, "X", "learning rate"},
+    [O_WEIGHT_DECAY] = {"--weight-decay", NULL, SIM_OPT_F32, 0, 1e6, 0, 0, "X", "weight decay (adamw 0.01, sgd 0)"},
+    [O_BETA1] = {"--beta1", NULL, SIM_OPT_F32, 0, 1, 1, 0, "X", "AdamW beta1"}, /* torch: 0 <= beta < 1 */
+    [O_BETA2] = {"--beta2", NULL, SIM_OPT_F32, 0, 1, 1, 0, "X", "AdamW beta2"},
+    [O_EPS] = {"--eps", NULL, SIM_OPT_F32, 0, 1, 0, 0, "X", "AdamW epsilon"},
+    [O_MOMENTUM] = SIM_ROW_MOMENTUM,
+    [O_SEED] = {"--seed", NULL, SIM_OPT_INT, 0, 4611686018427387904.0 /* 2^62: exact as a double and a long */, 0, 0,
+                "N", "initialization and data order"},
+    [O_DEVICE_MEM] = SIM_ROW_DEVICE_MEM,
+    [O_BUCKET_MB] = {"--bucket-mb", NULL, SIM_OPT_FLOAT, 0.001, 1048576, 0, 0, "X", "DDP gradient bucket size in MiB"},
+    [O_TIMEOUT] = SIM_ROW_TIMEOUT,
+    [O_GRAD_ACCUM] = {"--grad-accum", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "K",
+                      "micro-batches per step; gradients are only reduced on the last\n"
+                      "(torch no_sync); the step's gradient is their mean"},
+    [O_CLIP_GRAD_NORM] = {"--clip-grad-norm", NULL, SIM_OPT_F32, 0, 1e30, 0, 0, "X",
+                          "clip the global gradient norm to X (torch clip_grad_norm_),\n"
+                          "computed exactly so it is the same bits at every world size"},
+    [O_NORM_TYPE] = {"--norm-type", NULL, SIM_OPT_STR, 0, 0, 0, 0, "P", "1 | 2 | inf, with --clip-grad-norm"},
+    [O_REPLICATE_BELOW] = {"--replicate-below", NULL, SIM_OPT_INT, 0, 1e15, 0, 0, "N",
+                           "keep units of fewer than N elements unsharded on every rank\n"
+                           "(all-reduced like DDP; DeepSpeed's persistence threshold)"},
+    [O_SHARD_ALIGN] = {"--shard-align", NULL, SIM_OPT_INT, 1, 1 << 20, 0, 0, "E", "every shard starts on a multiple of E elements"},
+    [O_PARAM_DTYPE] = SIM_ROW_PARAM_DTYPE,
+    [O_REDUCE_DTYPE] = SIM_ROW_REDUCE_DTYPE,
+    [O_INIT_SCALE] = {"--init-scale", NULL, SIM_OPT_F32, 1e-30, 1e30, 0, 0, "X", "f16 loss scaling: initial scale (GradScaler's)"},
+    [O_GROWTH_INTERVAL] = {"--growth-interval", NULL, SIM_OPT_INT, 1, 1000000000, 0, 0, "N",
+                           "f16 loss scaling: grow the scale after N good steps"},
+    [O_GROWTH_FACTOR] = {"--growth-factor", NULL, SIM_OPT_F32, 1.0, 1e6, 0, 0, "X",
+                         "f16 loss scaling: multiply the scale by X on growth"},
+    [O_BACKOFF_FACTOR] = {"--backoff-factor", NULL, SIM_OPT_F32, 1e-6, 0.999999, 0, 0, "X",
+                          "f16 loss scaling: multiply it by X (0 < X < 1) on overflow"},
+    [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
+                                  "activation checkpointing per block: keep only\n"
+                                  "each block's input, recompute its forward in backward (same results,\n"
+                                  "less memory); the GPT only, not with --model-file"},
+    [O_INJECT_BITFLIP] = {"--inject-bitflip", NULL, SIM_OPT_INT, 1, 100000000, 0, 0, "STEP",
+                          "after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
+                          "memory (the last replica, or the ZeRO-3 owner) to show what\n"
+                          "--check reports; needs --check ddp"},
+    [O_SAVE] = {"--save", NULL, SIM_OPT_STR, 0, 0, 0, 0, "DIR", "save a sharded checkpoint into DIR at the end (crash-safe)"},
+    [O_SAVE_EVERY] = {"--save-every", NULL, SIM_OPT_INT, 1, 100000000, 0, 0, "N",
+                      "also save after every N steps (needs --save); each save prints\n"
+                      "its directory, step and size"},
+    [O_RESUME] = {"--resume", NULL, SIM_OPT_STR, 0, 0, 0, 0, "DIR",
+                  "continue from the checkpoint in DIR, at any --world,\n"
+                  "--strategy and --shard-align (model and optimizer must match)"},
+    [O_EXPORT_SAFETENSORS] = {"--export-safetensors", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE",
+                              "write the final full weights as safetensors"},
+    [O_PROGRESS] = {"--progress", NULL, SIM_OPT_FLOAT, 0, 86400, 0, 0, "SEC",
+                    "while setup, a step or a save runs longer than SEC seconds, say\n"
+                    "so on stderr (again at 2x, 4x, ... SEC; 0: never)"},
+    [O_TRACE] = {"--trace", NULL, SIM_OPT_STR, 0, 0, 0, 0, "DIR",
+                 "record every collective of every rank to DIR/rank<k>.trace\n"
+                 "(shardsim's trace format; see shardsim replay)"},
 };
 
-typedef struct {
-    int given[O_NUM_OPTIONS];
-    double num[O_NUM_OPTIONS];
-    const char *str[O_NUM_OPTIONS];
-} parsed_t;
-
-static int parse_value(opt_id_t id, const char *val, parsed_t *p) {
-    char err[256];
-    const char *name = options[id].name;
-    long iv;
-    double fv;
-    switch (options[id].type) {
-    case T_INT:
-        if (sim_parse_int(val, (long)options[id].lo, (long)options[id].hi, &iv, err, sizeof err))
-            return usage_error("%s: %s", name, err);
-        p->num[id] = (double)iv;
-        break;
-    case T_F32:
-    case T_FLOAT:
-        if (sim_parse_float(val, options[id].lo, options[id].hi, &fv, err, sizeof err))
-            return usage_error("%s: %s", name, err);
-        if (options[id].hi_open && fv >= options[id].hi) {
-            snprintf(err, sizeof err, "%g is out of range [%g, %g)", fv, options[id].lo, options[id].hi);
-            return usage_error("%s: %s", name, err);
-        }
-        if (options[id].type == T_F32 && fv != 0.0 && (float)fv == 0.0f) {
-            snprintf(err, sizeof err, "%g is below the smallest f32 (about 1.4e-45)", fv);
-            return usage_error("%s: %s", name, err);
-        }
-        p->num[id] = fv;
-        break;
-    case T_STR:
-        p->str[id] = val;
-        break;
-    case T_BOOL: /* read by sim_args_bool */
-        break;
+/* --help: the rows with their defaults from shs_train_default_config() */
+static void train_help_defaults(const char *defaults[O_NUM_OPTIONS]) {
+    static char buf[8][32];
+    shs_train_config_t d = shs_train_default_config();
+    const struct {
+        opt_id_t id;
+        long v;
+    } nums[] = {{O_WORLD, d.world_size}, {O_LAYERS, d.model.num_layers}, {O_HEADS, d.model.num_heads},
+                {O_CHANNELS, d.model.channels}, {O_CONTEXT, d.model.context}, {O_MICRO_BATCH, d.micro_batch},
+                {O_TIMEOUT, SHS_COMM_DEFAULT_TIMEOUT_MS / 1000}};
+    for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
+        snprintf(buf[k], sizeof buf[k], "%ld", nums[k].v);
+        defaults[nums[k].id] = buf[k];
     }
-    p->given[id] = 1;
-    return -1;
+    snprintf(buf[7], sizeof buf[7], "%llu", (unsigned long long)d.seed);
+    defaults[O_SEED] = buf[7];
+    defaults[O_STRATEGY] = shs_strategy_name(d.strategy);
+    defaults[O_BACKEND] = "thread";
+    defaults[O_LOSS_BITS] = defaults[O_FORWARD_PREFETCH] = defaults[O_POISON_FREED] =
+        defaults[O_CHECKPOINT_ACTIVATIONS] = "false";
+    defaults[O_RESHARD_AFTER_FORWARD] = "true";
+    defaults[O_SHARD_GROUP_SIZE] = "N";
+    defaults[O_BACKWARD_PREFETCH] = "pre";
+    defaults[O_LIMIT_ALL_GATHERS] = "0";
+    defaults[O_OFFLOAD] = "none";
+    defaults[O_DATA] = "built-in corpus";
+    defaults[O_STEPS] = "50";
+    defaults[O_REDUCE_ORDER] = "rank";
+    defaults[O_OPTIMIZER] = "adamw";
+    defaults[O_LR] = "1e-3";
+    defaults[O_BETA1] = "0.9";
+    defaults[O_BETA2] = "0.999";
+    defaults[O_EPS] = "1e-8";
+    defaults[O_MOMENTUM] = "0";
+    defaults[O_DEVICE_MEM] = "this machine's RAM x 0.75 shared by the ranks";
+    defaults[O_BUCKET_MB] = "25";
+    defaults[O_GRAD_ACCUM] = "1";
+    defaults[O_NORM_TYPE] = "2";
+    defaults[O_SHARD_ALIGN] = "1";
+    defaults[O_PARAM_DTYPE] = "f32";
+    defaults[O_REDUCE_DTYPE] = "param dtype";
+    defaults[O_INIT_SCALE] = "65536";
+    defaults[O_GROWTH_INTERVAL] = "2000";
+    defaults[O_GROWTH_FACTOR] = "2";
+    defaults[O_BACKOFF_FACTOR] = "0.5";
+    defaults[O_PROGRESS] = "5";
 }
+
+static const char train_usage_head[] =
+    "usage: shardsim train [options]\n"
+    "\n"
+    "Train a GPT-2-style model (byte vocabulary) on N simulated GPUs (threads).\n"
+    "Options take their value as '--opt V' or '--opt=V'; a [true|false] option given alone\n"
+    "means true (yes/no and 1/0 work too).\n"
+    "\n";
 
 /* A keyword option: *out = values[i] for names[i] == v. 0, or -1 if none matches. */
 static int choose(const char *v, const char *const *names, const int *values, int n, int *out) {
@@ -323,38 +283,19 @@ static int check_shard_group(const shs_train_config_t *c) {
 
 /* Parse argv into o. Returns -1 to continue, or an exit code. */
 static int parse_train_args(int argc, char **argv, train_opts_t *o) {
-    parsed_t p = {0};
-    sim_args_t a = sim_args_start("train", argc, argv);
-    int kind, rc;
-    while ((kind = sim_args_next(&a)) >= 0) {
-        if (kind == 0) return sim_args_unexpected(&a);
-        if (strcmp(a.name, "-h") == 0 || strcmp(a.name, "--help") == 0) {
-            train_usage(stdout);
-            return SIM_EXIT_OK;
-        }
-        int id = -1;
-        for (int k = 0; k < O_NUM_OPTIONS; k++)
-            if (strcmp(a.name, options[k].name) == 0) id = k;
-        if (id < 0) return sim_args_unknown(&a);
-        if (options[id].type == T_BOOL) {
-            int v;
-            if ((rc = sim_args_bool(&a, &v)) >= 0) return rc;
-            p.given[id] = 1;
-            p.num[id] = v;
-            continue;
-        }
-        const char *val;
-        if ((rc = sim_args_value(&a, &val)) >= 0) return rc;
-        if ((rc = parse_value((opt_id_t)id, val, &p)) >= 0) return rc;
-    }
+    const char *defaults[O_NUM_OPTIONS] = {0};
+    train_help_defaults(defaults);
+    const sim_command_t cmd = {"train", train_usage_head, options, O_NUM_OPTIONS, defaults, NULL, NULL};
+    sim_opts_t p;
+    int rc = sim_opts_parse(&cmd, argc, argv, &p);
+    if (rc >= 0) return rc;
 
     shs_train_config_t *c = &o->cfg;
     *c = shs_train_default_config();
     o->steps = 50;
     o->progress_s = p.given[O_PROGRESS] ? p.num[O_PROGRESS] : 5.0;
-    if (p.given[O_OPTIMIZER] && shs_optim_parse(p.str[O_OPTIMIZER], &c->optim.kind))
-        return usage_error("unknown optimizer '%s'%s: use adamw or sgd", p.str[O_OPTIMIZER], "");
     c->optim = shs_optim_default(c->optim.kind);
+    if (p.given[O_OPTIMIZER] && (rc = sim_opt_optimizer("train", p.str[O_OPTIMIZER], &c->optim)) >= 0) return rc;
     const char *opt_name = shs_optim_name(c->optim.kind);
     static const opt_id_t adamw_only[] = {O_BETA1, O_BETA2, O_EPS}, sgd_only[] = {O_MOMENTUM};
     for (int k = 0; k < 3 && c->optim.kind != SHS_OPTIM_ADAMW; k++)
@@ -450,8 +391,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     for (int k = 0; k < 2; k++) {
         if (!p.given[dtype_opts[k]]) continue;
         shs_dtype_t t;
-        if (shs_dtype_parse(p.str[dtype_opts[k]], &t) || (t != SHS_F32 && t != SHS_BF16 && t != SHS_F16))
-            return usage_error("%s takes f32, bf16 or f16 (got '%s')", options[dtype_opts[k]].name, p.str[dtype_opts[k]]);
+        if ((rc = sim_opt_dtype("train", options[dtype_opts[k]].name, p.str[dtype_opts[k]], &t)) >= 0) return rc;
         if (k) c->reduce_dtype = t;
         else c->param_dtype = t;
     }
@@ -474,9 +414,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     if (p.given[O_TIMEOUT]) c->timeout_ms = (int)ceil(p.num[O_TIMEOUT] * 1000.0);
     if (p.given[O_BUCKET_MB]) c->bucket_bytes = (size_t)(p.num[O_BUCKET_MB] * 1048576.0);
     if (p.given[O_DEVICE_MEM]) {
-        char err[256];
-        if (shs_parse_bytes(p.str[O_DEVICE_MEM], &c->device_mem, err, sizeof err))
-            return usage_error("%s: %s", "--device-mem", err);
+        c->device_mem = p.bytes[O_DEVICE_MEM];
         o->device_mem_given = 1;
     }
     if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy))
@@ -504,7 +442,7 @@ static int parse_train_args(int argc, char **argv, train_opts_t *o) {
     if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
     static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS};
     for (int k = 0; k < 4 && o->model_file; k++)
-        if (p.given[gpt_only[k]] && (options[gpt_only[k]].type != T_BOOL || p.num[gpt_only[k]])) return usage_error("%s does not apply with --model-file%s", options[gpt_only[k]].name, "");
+        if (p.given[gpt_only[k]] && (options[gpt_only[k]].type != SIM_OPT_BOOL || p.num[gpt_only[k]])) return usage_error("%s does not apply with --model-file%s", options[gpt_only[k]].name, "");
     if (p.given[O_REDUCE_ORDER] && shs_reduce_order_parse(p.str[O_REDUCE_ORDER], &c->reduce_order))
         return usage_error("unknown reduce order '%s'%s: use rank or ring", p.str[O_REDUCE_ORDER], "");
     if (p.given[O_CHECK]) {
