@@ -1,6 +1,7 @@
 /* args.c - the command line's shared parsing and error lines (see args.h). */
 #include "args.h"
 #include "commands.h"
+#include "shardsim/units.h"
 
 #include <errno.h>
 #include <math.h>
@@ -196,4 +197,107 @@ int sim_finish_output(const char *cmd, int rc) {
         if (rc == SIM_EXIT_OK) rc = SIM_EXIT_ERROR;
     }
     return rc;
+}
+
+/* ---- the option table ---- */
+
+#define HELP_COLUMN 24 /* where the help text starts: 2 + the widest usual "NAME ARG" + 1 */
+
+void sim_opts_help(FILE *f, const sim_command_t *c) {
+    fputs(c->usage, f);
+    for (int id = 0; id <= c->n; id++) {
+        const sim_opt_t help_row = {"--help", "-h", SIM_OPT_BOOL, 0, 0, 0, 0, NULL, "this text"};
+        const sim_opt_t *r = id < c->n ? &c->table[id] : &help_row;
+        if (!r->name) continue;
+        char left[96];
+        const char *arg = r->type == SIM_OPT_BOOL ? (id < c->n ? "[true|false]" : NULL) : r->arg;
+        snprintf(left, sizeof left, "%s%s%s%s%s", r->alias ? r->alias : "", r->alias ? ", " : "", r->name,
+                 arg ? " " : "", arg ? arg : "");
+        int width = fprintf(f, "  %s", left);
+        if (width >= HELP_COLUMN - 1) { /* a long NAME ARG: its help starts on the next line */
+            fputc('\n', f);
+            width = 0;
+        }
+        const char *h = r->help;
+        for (;;) {
+            const char *nl = strchr(h, '\n');
+            int len = nl ? (int)(nl - h) : (int)strlen(h);
+            fprintf(f, "%*s%.*s", width < HELP_COLUMN ? HELP_COLUMN - width : 1, "", len, h);
+            if (!nl) break;
+            fputc('\n', f);
+            width = 0;
+            h = nl + 1;
+        }
+        const char *d = id < c->n && c->defaults ? c->defaults[id] : NULL;
+        fprintf(f, "%s%s%s\n", d ? " (default " : "", d ? d : "", d ? ")" : "");
+    }
+}
+
+/* Check val against row r into o's slot id. -1 to go on, else an exit code. */
+static int opt_value(const char *cmd, const sim_opt_t *r, int id, const char *val, sim_opts_t *o) {
+    char err[256];
+    long iv;
+    double fv;
+    switch (r->type) {
+    case SIM_OPT_INT:
+        if (sim_parse_int(val, (long)r->lo, (long)r->hi, &iv, err, sizeof err))
+            return sim_usage_error(cmd, "%s: %s", r->name, err);
+        o->num[id] = (double)iv;
+        break;
+    case SIM_OPT_F32:
+    case SIM_OPT_FLOAT:
+        if (sim_parse_float(val, r->lo, r->hi, &fv, err, sizeof err))
+            return sim_usage_error(cmd, "%s: %s", r->name, err);
+        if (r->hi_open && fv >= r->hi)
+            return sim_usage_error(cmd, "%s: %g is out of range [%g, %g)", r->name, fv, r->lo, r->hi);
+        if (r->type == SIM_OPT_F32 && fv != 0.0 && (float)fv == 0.0f)
+            return sim_usage_error(cmd, "%s: %g is below the smallest f32 (about 1.4e-45)", r->name, fv);
+        o->num[id] = fv;
+        break;
+    case SIM_OPT_SIZE:
+        if (shs_parse_bytes(val, &o->bytes[id], err, sizeof err)) return sim_usage_error(cmd, "%s: %s", r->name, err);
+        break;
+    case SIM_OPT_STR:
+    case SIM_OPT_BOOL:
+        break;
+    }
+    o->str[id] = val;
+    o->given[id] = 1;
+    return -1;
+}
+
+int sim_opts_parse(const sim_command_t *c, int argc, char **argv, sim_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    sim_args_t a = sim_args_start(c->cmd, argc, argv);
+    int kind, rc;
+    while ((kind = sim_args_next(&a)) >= 0) {
+        if (kind == 0) {
+            if (!c->each) return sim_args_unexpected(&a);
+            if ((rc = c->each(c->ctx, &a, -1, o)) >= 0) return rc;
+            continue;
+        }
+        if (strcmp(a.name, "-h") == 0 || strcmp(a.name, "--help") == 0) {
+            sim_opts_help(stdout, c);
+            return SIM_EXIT_OK;
+        }
+        int id = -1;
+        for (int k = 0; k < c->n && id < 0; k++)
+            if (c->table[k].name &&
+                (strcmp(a.name, c->table[k].name) == 0 || (c->table[k].alias && strcmp(a.name, c->table[k].alias) == 0)))
+                id = k;
+        if (id < 0) return sim_args_unknown(&a);
+        const sim_opt_t *r = &c->table[id];
+        if (r->type == SIM_OPT_BOOL) {
+            int v;
+            if ((rc = sim_args_bool(&a, &v)) >= 0) return rc;
+            o->given[id] = 1;
+            o->num[id] = v;
+        } else {
+            const char *val;
+            if ((rc = sim_args_value(&a, &val)) >= 0) return rc;
+            if ((rc = opt_value(c->cmd, r, id, val, o)) >= 0) return rc;
+        }
+        if (r->repeat && c->each && (rc = c->each(c->ctx, &a, id, o)) >= 0) return rc;
+    }
+    return -1;
 }

@@ -7,6 +7,7 @@
 #define SHARDSIM_SIM_ARGS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 int sim_parse_int(const char *s, long min, long max, long *out, char *err, size_t errlen);
 int sim_parse_float(const char *s, double min, double max, double *out, char *err, size_t errlen);
@@ -64,6 +65,64 @@ int sim_args_unknown(const sim_args_t *a);
  * longer entries are truncated): 1 while entries remain, 0 at the end. */
 int sim_list_check(const char *cmd, const char *opt, const char *list);
 int sim_list_next(const char **p, char *item, size_t n);
+
+/* ---- the option table: one row per option, one parser and one --help for
+ * every command. A command lists its rows (shared ones from options.h) in
+ * an array indexed by its own option ids; sim_opts_parse checks every value
+ * against its row (type, range) with errors naming the option, and the
+ * command then applies sim_opts_t in an order of its own choosing. */
+
+typedef enum {
+    SIM_OPT_INT,    /* integer in [lo, hi] */
+    SIM_OPT_F32,    /* number in [lo, hi] (hi excluded with hi_open) that must not vanish as an f32 */
+    SIM_OPT_FLOAT,  /* number in [lo, hi] (hi excluded with hi_open) */
+    SIM_OPT_SIZE,   /* a byte size, e.g. 80GiB (units.h) */
+    SIM_OPT_STR,    /* text, checked by the command (keywords, paths) */
+    SIM_OPT_BOOL    /* bare (true), or NAME=WORD / NAME WORD (sim_args_bool) */
+} sim_opt_type_t;
+
+typedef struct {
+    const char *name;    /* "--world" */
+    const char *alias;   /* a short form ("-o"), or NULL */
+    sim_opt_type_t type;
+    double lo, hi;       /* inclusive range of INT, F32, FLOAT */
+    int hi_open;         /* F32, FLOAT: hi itself excluded */
+    int repeat;          /* every occurrence goes to the command's callback (lists of runs) */
+    const char *arg;     /* the value's name in --help ("N", "SIZE"); BOOL rows show [true|false] */
+    const char *help;    /* --help text; '\n' continues on an indented line */
+} sim_opt_t;
+
+#define SIM_MAX_OPTIONS 72
+
+/* The parsed options, indexed like the command's table. */
+typedef struct {
+    int given[SIM_MAX_OPTIONS];
+    double num[SIM_MAX_OPTIONS];      /* INT, F32, FLOAT, BOOL (0 or 1) */
+    size_t bytes[SIM_MAX_OPTIONS];    /* SIZE */
+    const char *str[SIM_MAX_OPTIONS]; /* the value's text (every type but BOOL) */
+} sim_opts_t;
+
+typedef struct {
+    const char *cmd;               /* "train", for messages */
+    const char *usage;             /* --help text before the options */
+    const sim_opt_t *table;        /* rows; a row without a name is skipped */
+    int n;
+    const char *const *defaults;   /* NULL, or per row the default shown in --help (NULL: none) */
+    /* Optional: a positional argument (id -1, a->argv[a->i]) or an occurrence
+     * of a repeat row (its id, its checked value in opts). Returns -1 to go
+     * on, else an exit code. NULL: positional arguments are refused. */
+    int (*each)(void *ctx, sim_args_t *a, int id, const sim_opts_t *opts);
+    void *ctx;
+} sim_command_t;
+
+/* Parse argv (argv[0] the command) into *o. -h/--help prints the help
+ * (sim_opts_help) and returns SIM_EXIT_OK. Returns -1 to go on, or the exit
+ * code after a usage error "shardsim CMD: error: NAME: ..." */
+int sim_opts_parse(const sim_command_t *c, int argc, char **argv, sim_opts_t *o);
+
+/* The --help text: c->usage, then one line (or more) per row, NAME ARG and
+ * its help, with " (default D)" where c->defaults has D; then -h, --help. */
+void sim_opts_help(FILE *f, const sim_command_t *c);
 
 /* Flush stdout; if it failed (a full disk, a closed pipe) print "cannot write
  * the output" once (the stream's error is cleared after) and return

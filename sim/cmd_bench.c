@@ -48,33 +48,49 @@ typedef struct {
     shs_world_backend_t backend; /* --backend: cpu (threads) or a CUDA world (world.h) */
 } bench_opts_t;
 
-static void bench_usage(FILE *f) {
-    fprintf(f,
-            "usage: shardsim bench [options]\n"
-            "\n"
-            "Measure collectives over threads (nccl-tests conventions), the training step per\n"
-            "strategy and the matmul rate; every figure is set beside a reference measured in\n"
-            "the same run (memcpy bandwidth, DDP step time, estimated fp32 peak).\n"
-            "\n"
-            "  --op OP            all_reduce | all_gather | reduce_scatter | broadcast | all\n"
-            "                     (default all; repeatable)\n"
-            "  --world N          ranks of the collective sweep (default: 2, 4, 8, 16; repeatable);\n"
-            "                     the training tables always use world 4 (strategies) and 1..64\n"
-            "                     (ZeRO-3 at a global batch of 64)\n"
-            "  --min-bytes SIZE   smallest size (default 1K; nccl-tests -b)\n"
-            "  --max-bytes SIZE   largest size (default 256M; nccl-tests -e)\n"
-            "  --factor F         size multiplier between rows (default 4; nccl-tests -f)\n"
-            "  --in-place [true|false]  in-place collectives (default out of place)\n"
-            "  --seconds S        target time per row (default 0.2)\n"
-            "  --only WHAT        coll | train | matmul | compare | trace (default all; repeatable)\n"
-            "  --train-steps N    timed steps per strategy (default 4)\n"
-            "  --format F         text | json (default text); json holds the coll, train and matmul\n"
-            "                     tables (--only compare and --only trace are text only)\n"
-            "  --backend B        cpu (or thread) | cuda | cuda-nccl: ranks on CPU threads (default), on one GPU\n"
-            "                     (device-local communicator), or one GPU each (NCCL); the matmul\n"
-            "                     table is CPU-only and skipped on CUDA\n"
-            "  -h, --help         this text\n");
-}
+/* The options of `bench`; the rows' order is --help's. --op, --world and
+ * --only may repeat (each occurrence adds to the list: bench_each). */
+typedef enum {
+    B_OP, B_WORLD, B_MIN_BYTES, B_MAX_BYTES, B_FACTOR, B_IN_PLACE, B_SECONDS, B_ONLY, B_TRAIN_STEPS, B_FORMAT,
+    B_BACKEND,
+    B_NUM_OPTIONS
+} bench_opt_t;
+
+static const sim_opt_t bench_options[B_NUM_OPTIONS] = {
+    [B_OP] = {"--op", NULL, SIM_OPT_STR, 0, 0, 0, 1, "OP", "all_reduce | all_gather | reduce_scatter | broadcast | all\n(repeatable)"},
+    [B_WORLD] = {"--world", NULL, SIM_OPT_INT, 1, SHS_MAX_WORLD, 0, 1, "N",
+                 "ranks of the collective sweep (repeatable);\n"
+                 "the training tables always use world 4 (strategies) and 1..64\n"
+                 "(ZeRO-3 at a global batch of 64)"},
+    [B_MIN_BYTES] = {"--min-bytes", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE", "smallest size (nccl-tests -b)"},
+    [B_MAX_BYTES] = {"--max-bytes", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE", "largest size (nccl-tests -e)"},
+    [B_FACTOR] = {"--factor", NULL, SIM_OPT_FLOAT, 1.01, 1024, 0, 0, "F", "size multiplier between rows (nccl-tests -f)"},
+    [B_IN_PLACE] = {"--in-place", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL, "in-place collectives"},
+    [B_SECONDS] = {"--seconds", NULL, SIM_OPT_FLOAT, 0.001, 60, 0, 0, "S", "target time per row"},
+    [B_ONLY] = {"--only", NULL, SIM_OPT_STR, 0, 0, 0, 1, "WHAT", "coll | train | matmul | compare | trace (repeatable)"},
+    [B_TRAIN_STEPS] = {"--train-steps", NULL, SIM_OPT_INT, 1, 1000, 0, 0, "N", "timed steps per strategy"},
+    [B_FORMAT] = {"--format", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F",
+                  "text | json; json holds the coll, train and matmul\n"
+                  "tables (--only compare and --only trace are text only)"},
+    [B_BACKEND] = {"--backend", NULL, SIM_OPT_STR, 0, 0, 0, 0, "B",
+                   "cpu (or thread) | cuda | cuda-nccl: ranks on CPU threads, on one GPU\n"
+                   "(device-local communicator), or one GPU each (NCCL); the matmul\n"
+                   "table is CPU-only and skipped on CUDA"},
+};
+
+static const char *const bench_defaults[B_NUM_OPTIONS] = {
+    [B_OP] = "all", [B_WORLD] = "2, 4, 8, 16", [B_MIN_BYTES] = "1K", [B_MAX_BYTES] = "256M", [B_FACTOR] = "4",
+    [B_IN_PLACE] = "false: out of place", [B_SECONDS] = "0.2", [B_ONLY] = "all", [B_TRAIN_STEPS] = "4",
+    [B_FORMAT] = "text", [B_BACKEND] = "cpu",
+};
+
+static const char bench_usage_head[] =
+    "usage: shardsim bench [options]\n"
+    "\n"
+    "Measure collectives over threads (nccl-tests conventions), the training step per\n"
+    "strategy and the matmul rate; every figure is set beside a reference measured in\n"
+    "the same run (memcpy bandwidth, DDP step time, estimated fp32 peak).\n"
+    "\n";
 
 static int bench_error(const char *what, const char *detail) {
     return sim_usage_error("bench", "%s%s", what, detail ? detail : "");
@@ -93,72 +109,55 @@ static int parse_op(const char *s, bench_opts_t *o) {
     return strcmp(s, "all") == 0 ? 0 : -1;
 }
 
+/* One occurrence of a repeatable option: added to its list. */
+static int bench_each(void *ctx, sim_args_t *a, int id, const sim_opts_t *p) {
+    bench_opts_t *o = ctx;
+    const char *v = p->str[id];
+    if (id < 0) return sim_args_unexpected(a);
+    if (id == B_OP && parse_op(v, o)) return bench_error("unknown --op ", v);
+    if (id == B_WORLD) {
+        if (o->num_worlds == MAX_WORLDS) return bench_error("too many --world values", NULL);
+        o->worlds[o->num_worlds++] = (int)p->num[B_WORLD];
+    }
+    if (id == B_ONLY) {
+        static const char *const what[] = {"coll", "train", "matmul", "compare", "trace"};
+        int *flag[] = {&o->do_coll, &o->do_train, &o->do_matmul, &o->do_compare, &o->do_trace};
+        int k = 0;
+        while (k < 5 && strcmp(v, what[k]) != 0) k++;
+        if (k == 5) return bench_error("unknown --only ", v);
+        *flag[k] = 1;
+    }
+    return -1;
+}
+
 static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
-    char err[256];
     memset(o, 0, sizeof *o);
     o->min_bytes = 1024;
     o->max_bytes = (size_t)256 << 20;
     o->factor = 4;
     o->row_seconds = 0.2;
     o->train_steps = 4;
-    int only = 0;
-    sim_args_t it = sim_args_start("bench", argc, argv);
-    int kind, rc;
-    while ((kind = sim_args_next(&it)) >= 0) {
-        const char *a = it.name, *v;
-        long iv;
-        double fv;
-        if (kind == 0) return sim_args_unexpected(&it);
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            bench_usage(stdout);
-            return SIM_EXIT_OK;
-        }
-        if (strcmp(a, "--in-place") == 0) {
-            if ((rc = sim_args_bool(&it, &o->in_place)) >= 0) return rc;
-            continue;
-        }
-        static const char *const valued[] = {"--op", "--world", "--min-bytes", "--max-bytes", "--factor", "--seconds",
-                                             "--train-steps", "--only", "--backend", "--format"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= strcmp(a, valued[k]) == 0;
-        if (!known) return sim_args_unknown(&it);
-        if ((rc = sim_args_value(&it, &v)) >= 0) return rc;
-        if (strcmp(a, "--op") == 0) {
-            if (parse_op(v, o)) return bench_error("unknown --op ", v);
-        } else if (strcmp(a, "--world") == 0) {
-            if (sim_parse_int(v, 1, SHS_MAX_WORLD, &iv, err, sizeof err)) return bench_error("--world: ", err);
-            if (o->num_worlds == MAX_WORLDS) return bench_error("too many --world values", NULL);
-            o->worlds[o->num_worlds++] = (int)iv;
-        } else if (strcmp(a, "--min-bytes") == 0) {
-            if (shs_parse_bytes(v, &o->min_bytes, err, sizeof err)) return bench_error("--min-bytes: ", err);
-        } else if (strcmp(a, "--max-bytes") == 0) {
-            if (shs_parse_bytes(v, &o->max_bytes, err, sizeof err)) return bench_error("--max-bytes: ", err);
-        } else if (strcmp(a, "--factor") == 0) {
-            if (sim_parse_float(v, 1.01, 1024, &fv, err, sizeof err)) return bench_error("--factor: ", err);
-            o->factor = fv;
-        } else if (strcmp(a, "--seconds") == 0) {
-            if (sim_parse_float(v, 0.001, 60, &fv, err, sizeof err)) return bench_error("--seconds: ", err);
-            o->row_seconds = fv;
-        } else if (strcmp(a, "--train-steps") == 0) {
-            if (sim_parse_int(v, 1, 1000, &iv, err, sizeof err)) return bench_error("--train-steps: ", err);
-            o->train_steps = (int)iv;
-        } else if (strcmp(a, "--only") == 0) {
-            only = 1;
-            if (strcmp(v, "coll") == 0) o->do_coll = 1;
-            else if (strcmp(v, "train") == 0) o->do_train = 1;
-            else if (strcmp(v, "matmul") == 0) o->do_matmul = 1;
-            else if (strcmp(v, "compare") == 0) o->do_compare = 1;
-            else if (strcmp(v, "trace") == 0) o->do_trace = 1;
-            else return bench_error("unknown --only ", v);
-        } else if (strcmp(a, "--backend") == 0) {
-            if (strcmp(v, "cuda") == 0) o->backend = SHS_WORLD_CUDA;
-            else if (strcmp(v, "cuda-nccl") == 0) o->backend = SHS_WORLD_CUDA_NCCL;
-            else if (strcmp(v, "cpu") != 0 && strcmp(v, "thread") != 0)
-                return bench_error("--backend takes cpu, thread, cuda or cuda-nccl (bench runs in one process), not ", v);
-        } else if (strcmp(a, "--format") == 0) {
-            if (strcmp(v, "json") == 0) o->json = 1;
-            else if (strcmp(v, "text") != 0) return bench_error("unknown --format ", v);
-        }
+    const sim_command_t cmd = {"bench", bench_usage_head, bench_options, B_NUM_OPTIONS, bench_defaults, bench_each, o};
+    sim_opts_t p;
+    int rc = sim_opts_parse(&cmd, argc, argv, &p);
+    if (rc >= 0) return rc;
+    int only = p.given[B_ONLY];
+    if (p.given[B_MIN_BYTES]) o->min_bytes = p.bytes[B_MIN_BYTES];
+    if (p.given[B_MAX_BYTES]) o->max_bytes = p.bytes[B_MAX_BYTES];
+    if (p.given[B_FACTOR]) o->factor = p.num[B_FACTOR];
+    if (p.given[B_SECONDS]) o->row_seconds = p.num[B_SECONDS];
+    if (p.given[B_TRAIN_STEPS]) o->train_steps = (int)p.num[B_TRAIN_STEPS];
+    o->in_place = p.given[B_IN_PLACE] && p.num[B_IN_PLACE];
+    if (p.given[B_BACKEND]) {
+        const char *v = p.str[B_BACKEND];
+        if (strcmp(v, "cuda") == 0) o->backend = SHS_WORLD_CUDA;
+        else if (strcmp(v, "cuda-nccl") == 0) o->backend = SHS_WORLD_CUDA_NCCL;
+        else if (strcmp(v, "cpu") != 0 && strcmp(v, "thread") != 0)
+            return bench_error("--backend takes cpu, thread, cuda or cuda-nccl (bench runs in one process), not ", v);
+    }
+    if (p.given[B_FORMAT]) {
+        if (strcmp(p.str[B_FORMAT], "json") == 0) o->json = 1;
+        else if (strcmp(p.str[B_FORMAT], "text") != 0) return bench_error("unknown --format ", p.str[B_FORMAT]);
     }
     if (o->json && (o->do_compare || o->do_trace))
         return bench_error("--format json covers coll, train and matmul; --only compare and --only trace print text: ",

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "options.h"
 #include "commands.h"
 #include "compare_plot.h"
 #include "shardsim/durable.h"
@@ -25,44 +26,75 @@
 #include <jansson.h>
 #endif
 
-static void compare_usage(FILE *f) {
-    fprintf(f,
-            "usage: shardsim compare [options]\n"
-            "\n"
-            "Run one training step of every strategy (DDP, ZeRO-1/2/3, hybrid sharding; each with and\n"
-            "without CPU offload and activation checkpointing) on the meta backend: the real strategy and\n"
-            "model code, with memory and collectives counted and no data moved. Prints per-rank memory\n"
-            "by category beside the ZeRO paper's closed forms, bytes sent per collective, and a step-time\n"
-            "estimate.\n"
-            "\n"
-            "  --model NAME         preset: gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b gpt3-6.7b gpt3-13b\n"
-            "                       gpt3-175b (default gpt2-124m); --layers/--channels/--heads/--context/\n"
-            "                       --vocab override its fields (a custom GPT)\n"
-            "  --world N            ranks, 1..1024 (default 8)\n"
-            "  --param-dtype D      f32 | bf16 | f16 (default bf16)\n"
-            "  --reduce-dtype D     gradient reduction dtype (default: param dtype)\n"
-            "  --optimizer O        adamw | sgd (sgd: momentum 0.9) (default adamw)\n"
-            "  --micro-batch B      sequences per rank (default 1)\n"
-            "  --device-mem SIZE    device memory for the fits column (default: the GPU preset's)\n"
-            "  --wrap P             block (one unit per block) | size:N (blocks grouped into units of at\n"
-            "                       least N parameters, FSDP's size-based auto-wrap) (default block)\n"
-            "  --shard-group-size G hybrid sharding group (default 8 when it divides N, else N)\n"
-            "  --strategies LIST    comma-separated subset, e.g. ddp,zero3 (default all)\n"
-            "  --variants V         all (plain, +ckpt, +offload, +ckpt+offload) | plain (default all)\n"
-            "  --gpu G              h100-sxm | h200 | a100 (default h100-sxm)\n"
-            "  --efficiency E       fraction of peak FLOP/s the kernels reach (default 0.5)\n"
-            "  --algo A             ring | tree | direct | auto (per call the faster of ring and tree) (default auto)\n"
-            "  custom GPU values (override the --gpu preset): --peak-tflops X (dense, the param dtype's),\n"
-            "                       --hbm-gbs X, --intra-gbs X, --inter-gbs X (GB/s per GPU, one direction),\n"
-            "                       --intra-lat-us X, --inter-lat-us X, --gpus-per-node N, --pcie-gbs X,\n"
-            "                       --host-gbs X (host memory bandwidth for the offloaded optimizer)\n"
-            "  --format F           table | json | csv (default table)\n"
-            "  --plot FILE.svg      memory of one rank over the step, one panel per row\n"
-            "  -o, --output FILE    write the table / JSON / CSV to FILE instead of stdout\n"
-            "  -h, --help           this text\n");
-}
-
 #define usage_error(...) sim_usage_error("compare", __VA_ARGS__)
+
+/* The options of `compare`; the rows' order is --help's. */
+typedef enum {
+    C_MODEL, C_LAYERS, C_CHANNELS, C_HEADS, C_CONTEXT, C_VOCAB, C_WORLD, C_PARAM_DTYPE, C_REDUCE_DTYPE, C_OPTIMIZER,
+    C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
+    C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
+    C_PCIE_GBS, C_HOST_GBS, C_FORMAT, C_PLOT, C_OUTPUT,
+    C_NUM_OPTIONS
+} compare_opt_t;
+
+#define HW_ROW(name, help) {name, NULL, SIM_OPT_FLOAT, 1e-6, 1e9, 0, 0, "X", help}
+static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
+    [C_MODEL] = {"--model", NULL, SIM_OPT_STR, 0, 0, 0, 0, "NAME",
+                 "preset: gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b gpt3-6.7b gpt3-13b\n"
+                 "gpt3-175b; --layers/--channels/--heads/--context/--vocab override\n"
+                 "its fields (a custom GPT)"},
+    [C_LAYERS] = SIM_ROW_LAYERS,
+    [C_CHANNELS] = SIM_ROW_CHANNELS,
+    [C_HEADS] = SIM_ROW_HEADS,
+    [C_CONTEXT] = SIM_ROW_CONTEXT,
+    [C_VOCAB] = {"--vocab", NULL, SIM_OPT_INT, 1, 1 << 20, 0, 0, "V", "vocabulary size"},
+    [C_WORLD] = SIM_ROW_WORLD,
+    [C_PARAM_DTYPE] = SIM_ROW_PARAM_DTYPE,
+    [C_REDUCE_DTYPE] = SIM_ROW_REDUCE_DTYPE,
+    [C_OPTIMIZER] = SIM_ROW_OPTIMIZER,
+    [C_MOMENTUM] = SIM_ROW_MOMENTUM,
+    [C_MICRO_BATCH] = SIM_ROW_MICRO_BATCH,
+    [C_DEVICE_MEM] = SIM_ROW_DEVICE_MEM,
+    [C_WRAP] = {"--wrap", NULL, SIM_OPT_STR, 0, 0, 0, 0, "P",
+                "block (one unit per block) | size:N (blocks grouped into units of at\n"
+                "least N parameters, FSDP's size-based auto-wrap)"},
+    [C_SHARD_GROUP_SIZE] = SIM_ROW_SHARD_GROUP_SIZE,
+    [C_STRATEGIES] = {"--strategies", NULL, SIM_OPT_STR, 0, 0, 0, 0, "LIST", "comma-separated subset, e.g. ddp,zero3"},
+    [C_VARIANTS] = {"--variants", NULL, SIM_OPT_STR, 0, 0, 0, 0, "V", "all (plain, +ckpt, +offload, +ckpt+offload) | plain"},
+    [C_GPU] = {"--gpu", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G", "h100-sxm | h200 | a100"},
+    [C_EFFICIENCY] = {"--efficiency", NULL, SIM_OPT_FLOAT, 1e-3, 1, 0, 0, "E", "fraction of peak FLOP/s the kernels reach"},
+    [C_ALGO] = {"--algo", NULL, SIM_OPT_STR, 0, 0, 0, 0, "A", "ring | tree | direct | auto (per call the faster of ring and tree)"},
+    [C_PEAK_TFLOPS] = HW_ROW("--peak-tflops", "custom GPU (overrides the --gpu preset): dense TFLOP/s, the param dtype's"),
+    [C_HBM_GBS] = HW_ROW("--hbm-gbs", "custom GPU: memory bandwidth, GB/s"),
+    [C_INTRA_GBS] = HW_ROW("--intra-gbs", "custom GPU: bandwidth within a node, GB/s per GPU, one direction"),
+    [C_INTER_GBS] = HW_ROW("--inter-gbs", "custom GPU: bandwidth across nodes, GB/s per GPU, one direction"),
+    [C_INTRA_LAT_US] = HW_ROW("--intra-lat-us", "custom GPU: latency within a node, us"),
+    [C_INTER_LAT_US] = HW_ROW("--inter-lat-us", "custom GPU: latency across nodes, us"),
+    [C_GPUS_PER_NODE] = HW_ROW("--gpus-per-node", "custom GPU: GPUs per node"),
+    [C_PCIE_GBS] = HW_ROW("--pcie-gbs", "custom GPU: host link bandwidth, GB/s"),
+    [C_HOST_GBS] = HW_ROW("--host-gbs", "custom GPU: host memory bandwidth for the offloaded optimizer, GB/s"),
+    [C_FORMAT] = {"--format", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F", "table | json | csv"},
+    [C_PLOT] = {"--plot", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE.svg", "memory of one rank over the step, one panel per row"},
+    [C_OUTPUT] = {"--output", "-o", SIM_OPT_STR, 0, 0, 0, 0, "FILE", "write the table / JSON / CSV to FILE instead of stdout"},
+};
+#undef HW_ROW
+
+static const char *const compare_defaults[C_NUM_OPTIONS] = {
+    [C_MODEL] = "gpt2-124m", [C_WORLD] = "8", [C_PARAM_DTYPE] = "bf16", [C_REDUCE_DTYPE] = "param dtype",
+    [C_OPTIMIZER] = "adamw", [C_MOMENTUM] = "0", [C_MICRO_BATCH] = "1", [C_DEVICE_MEM] = "the GPU preset's",
+    [C_WRAP] = "block", [C_SHARD_GROUP_SIZE] = "8 when it divides N, else N", [C_STRATEGIES] = "all",
+    [C_VARIANTS] = "all", [C_GPU] = "h100-sxm", [C_EFFICIENCY] = "0.5", [C_ALGO] = "auto", [C_FORMAT] = "table",
+};
+
+static const char compare_usage_head[] =
+    "usage: shardsim compare [options]\n"
+    "\n"
+    "Run one training step of every strategy (DDP, ZeRO-1/2/3, hybrid sharding; each with and\n"
+    "without CPU offload and activation checkpointing) on the meta backend: the real strategy and\n"
+    "model code, with memory and collectives counted and no data moved. Prints per-rank memory\n"
+    "by category beside the ZeRO paper's closed forms, bytes sent per collective, and a step-time\n"
+    "estimate.\n"
+    "\n";
 
 typedef struct {
     char name[48];
@@ -93,7 +125,7 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     int n = hybrid ? (tc->strategy.shard_group_size ? tc->strategy.shard_group_size : N) : N;
     double psi = (double)r->res.num_params;
     int spp = shs_optim_state_per_param(&tc->strategy.optim);
-    double width = (double)shs_dtype_size(tc->strategy.param_dtype != SHS_DTYPE_DEFAULT ? tc->strategy.param_dtype : SHS_F32);
+    double width = (double)shs_dtype_size(tc->strategy.param_dtype ? tc->strategy.param_dtype : SHS_F32);
     r->form = shs_zero_states(r->kind, psi, n, spp, r->offload, (int)width);
     r->paper_total = shs_zero_paper_total(r->kind, psi, n);
     r->paper_sent = shs_zero_paper_sent(r->kind, psi, N, n, width);
@@ -137,7 +169,7 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
         snprintf(t, sizeof t, "comm %+.4g%% vs paper", 100.0 * ((double)r->sent_total - r->paper_sent) / r->paper_sent);
         add_note(r->notes, sizeof r->notes, t);
         if (hybrid && N / n > 1) add_note(r->notes, sizeof r->notes, "replica all-reduce of the shard over N/G ranks");
-        if (tc->strategy.reduce_dtype != SHS_DTYPE_DEFAULT && tc->strategy.reduce_dtype != tc->strategy.param_dtype)
+        if (tc->strategy.reduce_dtype && tc->strategy.reduce_dtype != tc->strategy.param_dtype)
             add_note(r->notes, sizeof r->notes, "gradients reduced in reduce dtype");
         if (r->res.padded_params != r->res.num_params) add_note(r->notes, sizeof r->notes, "padding");
         if (r->kind != SHS_DDP && w->last_step_comm.bytes_sent[SHS_OP_ALL_REDUCE] && !hybrid) {
@@ -320,92 +352,72 @@ int sim_cmd_compare(int argc, char **argv) {
     tc->device_mem = SIZE_MAX;
     const char *output = NULL;
     const char *model = "gpt2-124m", *format = "table", *plot = NULL, *gpu = "h100-sxm", *strategies = NULL;
-    long layers = 0, channels = 0, heads = 0, context = 0, vocab = -1, G = 0;
     size_t device_mem = 0;
     double eff = 0.5;
-    int variants_all = 1;
+    int variants_all = 1, rc_;
     shs_net_algo_t algo = SHS_NUM_ALGOS;
-    char err[256];
-    /* custom hardware values, applied over the preset: index in hw_opts */
-    static const char *const hw_opts[] = {"--peak-tflops", "--hbm-gbs", "--intra-gbs", "--inter-gbs", "--intra-lat-us",
-                                          "--inter-lat-us", "--gpus-per-node", "--pcie-gbs", "--host-gbs"};
-    double hw_val[9];
-    int hw_set[9] = {0};
-    sim_args_t it = sim_args_start("compare", argc, argv);
-    int kind;
-    while ((kind = sim_args_next(&it)) >= 0) {
-        if (kind == 0) return sim_args_unexpected(&it);
-        const char *a = it.name, *v = NULL;
-#define NEED() do { int rc_ = sim_args_value(&it, &v); if (rc_ >= 0) return rc_; } while (0)
-#define INT(dst, lo, hi) do { NEED(); if (sim_parse_int(v, lo, hi, &dst, err, sizeof err)) return usage_error("%s: %s", a, err); } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { compare_usage(stdout); return SIM_EXIT_OK; }
-        else if (!strcmp(a, "--model")) { NEED(); model = v; }
-        else if (!strcmp(a, "--layers")) INT(layers, 1, 1024);
-        else if (!strcmp(a, "--channels")) INT(channels, 1, 65536);
-        else if (!strcmp(a, "--heads")) INT(heads, 1, 65536);
-        else if (!strcmp(a, "--context")) INT(context, 1, 65536);
-        else if (!strcmp(a, "--vocab")) INT(vocab, 1, 1 << 20);
-        else if (!strcmp(a, "--world")) { long n; INT(n, 1, 1024); tc->world_size = (int)n; }
-        else if (!strcmp(a, "--micro-batch")) { long n; INT(n, 1, 65536); tc->micro_batch = (int)n; }
-        else if (!strcmp(a, "--shard-group-size")) INT(G, 1, 1024);
-        else if (!strcmp(a, "--param-dtype") || !strcmp(a, "--reduce-dtype")) {
-            NEED();
-            shs_dtype_t d;
-            if (shs_dtype_parse(v, &d) || (d != SHS_F32 && d != SHS_BF16 && d != SHS_F16))
-                return usage_error("%s takes f32, bf16 or f16 (got '%s')", a, v);
-            if (!strcmp(a, "--param-dtype")) tc->strategy.param_dtype = d; else tc->strategy.reduce_dtype = d;
-        } else if (!strcmp(a, "--optimizer")) {
-            NEED();
-            shs_optim_kind_t k;
-            if (shs_optim_parse(v, &k)) return usage_error("--optimizer: unknown optimizer '%s' (adamw or sgd)", v);
-            tc->strategy.optim = shs_optim_default(k);
-            if (k == SHS_OPTIM_SGD) tc->strategy.optim.momentum = 0.9f;
-        } else if (!strcmp(a, "--device-mem")) {
-            NEED();
-            if (shs_parse_bytes(v, &device_mem, err, sizeof err)) return usage_error("%s: %s", a, err);
-            if (device_mem == 0) return usage_error("--device-mem must be > 0, not %s", v);
-        } else if (!strcmp(a, "--wrap")) {
-            NEED();
-            if (sim_parse_wrap(v, &base.train.wrap_min_params, err, sizeof err)) return usage_error("--wrap %s", err);
-        } else if (!strcmp(a, "--strategies")) {
-            NEED();
-            int rc_ = sim_list_check("compare", a, v);
-            if (rc_ >= 0) return rc_;
-            char item[64];
-            for (const char *p = v; sim_list_next(&p, item, sizeof item);) {
-                shs_strategy_kind_t k;
-                if (shs_strategy_parse(item, &k))
-                    return usage_error("--strategies: unknown strategy '%s' in '%s' (ddp, zero1, zero2, zero3, "
-                                       "hybrid_shard, hybrid_shard_zero2)", item, v);
-            }
-            strategies = v;
-        } else if (!strcmp(a, "--variants")) {
-            NEED();
-            if (!strcmp(v, "all")) variants_all = 1; else if (!strcmp(v, "plain")) variants_all = 0;
-            else return usage_error("--variants must be all or plain, not %s", v);
-        } else if (!strcmp(a, "--gpu")) { NEED(); gpu = v; }
-        else if (!strcmp(a, "--efficiency")) { NEED(); if (sim_parse_float(v, 1e-3, 1, &eff, err, sizeof err)) return usage_error("%s: %s", a, err); }
-        else if (!strcmp(a, "--algo")) {
-            NEED();
-            if (!strcmp(v, "auto")) algo = SHS_NUM_ALGOS;
-            else if (shs_net_algo_parse(v, &algo)) return usage_error("--algo must be ring, tree, direct or auto, not %s", v);
-        } else if (!strcmp(a, "--format")) {
-            NEED();
-            format = v;
-            if (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "csv")) return usage_error("--format must be table, json or csv, not %s", v);
-        } else if (!strcmp(a, "--plot")) { NEED(); plot = v; }
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) { NEED(); output = v; }
-        else {
-            int k = 0;
-            while (k < 9 && strcmp(a, hw_opts[k])) k++;
-            if (k == 9) return sim_args_unknown(&it);
-            NEED();
-            if (sim_parse_float(v, 1e-6, 1e9, &hw_val[k], err, sizeof err)) return usage_error("%s: %s", a, err);
-            hw_set[k] = 1;
-        }
-#undef INT
-#undef NEED
+    const sim_command_t cmd = {"compare", compare_usage_head, compare_options, C_NUM_OPTIONS, compare_defaults,
+                               NULL, NULL};
+    sim_opts_t o;
+    if ((rc_ = sim_opts_parse(&cmd, argc, argv, &o)) >= 0) return rc_;
+    const sim_opts_t *op = &o;
+#define GIVEN(id) op->given[id]
+    if (GIVEN(C_MODEL)) model = o.str[C_MODEL];
+    if (GIVEN(C_WORLD)) tc->world_size = (int)o.num[C_WORLD];
+    if (GIVEN(C_MICRO_BATCH)) tc->micro_batch = (int)o.num[C_MICRO_BATCH];
+    if (GIVEN(C_PARAM_DTYPE) && (rc_ = sim_opt_dtype("compare", "--param-dtype", o.str[C_PARAM_DTYPE], &tc->strategy.param_dtype)) >= 0)
+        return rc_;
+    if (GIVEN(C_REDUCE_DTYPE) &&
+        (rc_ = sim_opt_dtype("compare", "--reduce-dtype", o.str[C_REDUCE_DTYPE], &tc->strategy.reduce_dtype)) >= 0)
+        return rc_;
+    if (GIVEN(C_OPTIMIZER) && (rc_ = sim_opt_optimizer("compare", o.str[C_OPTIMIZER], &tc->strategy.optim)) >= 0) return rc_;
+    if (GIVEN(C_MOMENTUM)) {
+        if (tc->strategy.optim.kind != SHS_OPTIM_SGD)
+            return usage_error("--momentum applies to sgd, not %s", shs_optim_name(tc->strategy.optim.kind));
+        tc->strategy.optim.momentum = (float)o.num[C_MOMENTUM];
     }
+    if (GIVEN(C_DEVICE_MEM)) {
+        device_mem = o.bytes[C_DEVICE_MEM];
+        if (device_mem == 0) return usage_error("--device-mem must be > 0, not %s", o.str[C_DEVICE_MEM]);
+    }
+    if (GIVEN(C_WRAP)) {
+        char err[256];
+        if (sim_parse_wrap(o.str[C_WRAP], &base.train.wrap_min_params, err, sizeof err))
+            return usage_error("--wrap %s", err);
+    }
+    if (GIVEN(C_STRATEGIES)) {
+        const char *v = o.str[C_STRATEGIES];
+        if ((rc_ = sim_list_check("compare", "--strategies", v)) >= 0) return rc_;
+        char item[64];
+        for (const char *p = v; sim_list_next(&p, item, sizeof item);) {
+            shs_strategy_kind_t k;
+            if (shs_strategy_parse(item, &k))
+                return usage_error("--strategies: unknown strategy '%s' in '%s' (ddp, zero1, zero2, zero3, "
+                                   "hybrid_shard, hybrid_shard_zero2)", item, v);
+        }
+        strategies = v;
+    }
+    if (GIVEN(C_VARIANTS)) {
+        const char *v = o.str[C_VARIANTS];
+        if (!strcmp(v, "all")) variants_all = 1;
+        else if (!strcmp(v, "plain")) variants_all = 0;
+        else return usage_error("--variants must be all or plain, not %s", v);
+    }
+    if (GIVEN(C_GPU)) gpu = o.str[C_GPU];
+    if (GIVEN(C_EFFICIENCY)) eff = o.num[C_EFFICIENCY];
+    if (GIVEN(C_ALGO) && strcmp(o.str[C_ALGO], "auto") != 0 && shs_net_algo_parse(o.str[C_ALGO], &algo))
+        return usage_error("--algo must be ring, tree, direct or auto, not %s", o.str[C_ALGO]);
+    if (GIVEN(C_FORMAT)) {
+        format = o.str[C_FORMAT];
+        if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "csv"))
+            return usage_error("--format must be table, json or csv, not %s", format);
+    }
+    if (GIVEN(C_PLOT)) plot = o.str[C_PLOT];
+    if (GIVEN(C_OUTPUT)) output = o.str[C_OUTPUT];
+    long layers = GIVEN(C_LAYERS) ? (long)o.num[C_LAYERS] : 0, channels = GIVEN(C_CHANNELS) ? (long)o.num[C_CHANNELS] : 0,
+         heads = GIVEN(C_HEADS) ? (long)o.num[C_HEADS] : 0, context = GIVEN(C_CONTEXT) ? (long)o.num[C_CONTEXT] : 0,
+         vocab = GIVEN(C_VOCAB) ? (long)o.num[C_VOCAB] : -1, G = GIVEN(C_SHARD_GROUP_SIZE) ? (long)o.num[C_SHARD_GROUP_SIZE] : 0;
+#undef GIVEN
     if (!strcmp(format, "json") && !shs_feature_available(SHS_FEATURE_JANSSON))
         return usage_error("--format json %s", shs_feature_missing(SHS_FEATURE_JANSSON));
     const shs_model_preset_t *preset = shs_model_preset_find(model);
@@ -425,17 +437,19 @@ int sim_cmd_compare(int argc, char **argv) {
     if (shs_gpt_config_validate(&tc->model) != SHS_OK) return usage_error("%s", shs_last_error());
     shs_hw_t hw;
     if (shs_hw_preset(gpu, &hw) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
-    if (hw_set[0]) hw.peak_flops_16 = hw.peak_flops_32 = hw_val[0] * 1e12;
-    if (hw_set[1]) hw.hbm_bw = hw_val[1] * 1e9;
-    if (hw_set[2]) hw.net.intra_bw = hw_val[2] * 1e9;
-    if (hw_set[3]) hw.net.inter_bw = hw_val[3] * 1e9;
-    if (hw_set[4]) hw.net.intra_lat = hw_val[4] * 1e-6;
-    if (hw_set[5]) hw.net.inter_lat = hw_val[5] * 1e-6;
-    if (hw_set[6]) hw.net.gpus_per_node = hw_val[6] < 1 ? 1 : (int)hw_val[6];
-    if (hw_set[7]) hw.pcie_bw = hw_val[7] * 1e9;
-    if (hw_set[8]) hw.host_bw = hw_val[8] * 1e9;
-    for (int k = 0; k < 9; k++)
-        if (hw_set[k]) {
+    const double *hv = &o.num[C_PEAK_TFLOPS];
+    const int *hs = &o.given[C_PEAK_TFLOPS]; /* the custom GPU values, in their rows' order */
+    if (hs[0]) hw.peak_flops_16 = hw.peak_flops_32 = hv[0] * 1e12;
+    if (hs[1]) hw.hbm_bw = hv[1] * 1e9;
+    if (hs[2]) hw.net.intra_bw = hv[2] * 1e9;
+    if (hs[3]) hw.net.inter_bw = hv[3] * 1e9;
+    if (hs[4]) hw.net.intra_lat = hv[4] * 1e-6;
+    if (hs[5]) hw.net.inter_lat = hv[5] * 1e-6;
+    if (hs[6]) hw.net.gpus_per_node = hv[6] < 1 ? 1 : (int)hv[6];
+    if (hs[7]) hw.pcie_bw = hv[7] * 1e9;
+    if (hs[8]) hw.host_bw = hv[8] * 1e9;
+    for (int k = 0; k <= C_HOST_GBS - C_PEAK_TFLOPS; k++)
+        if (hs[k]) {
             size_t len = strlen(hw.name);
             snprintf(hw.name + len, sizeof hw.name - len, "+custom");
             break;

@@ -6,11 +6,13 @@
  * unreadable or malformed input, 2 usage.
  * What it is not: the analysis or the importers (src/trace_*.c).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
+#include "options.h"
 #include "commands.h"
 #include "shardsim/durable.h"
 #include "shardsim/trace_check.h"
@@ -21,44 +23,71 @@
 #include "shardsim/units.h"
 #include "replay_timing.h"
 
-static void replay_usage(FILE *f) {
-    fprintf(f,
-            "usage: shardsim replay PATH [options]\n"
-            "\n"
-            "Load a communication trace (a file, or a directory of per-rank files), check that\n"
-            "the ranks' sequences agree and would not deadlock, then run it on simulated GPUs.\n"
-            "Formats (detected from content): shardsim, nccl, pytorch-et, chakra, astra, kineto, flight.\n"
-            "PATH must be a regular file or a directory: a FIFO, device or socket (or one inside\n"
-            "the directory) is refused at once, not waited on; save a stream to a file first.\n"
-            "Garbage values (negative ranks or sizes, times beyond 2^63 ns, an itemsize of 0)\n"
-            "are refused with the file and line or record, exit 1.\n"
-            "Options take '--opt V' or '--opt=V'; a [true|false] option alone means true.\n"
-            "\n"
-            "  --format F        read as format F instead of detecting it\n"
-            "  --world N         ranks: expand an ASTRA-sim workload to N ranks (default 8); for\n"
-            "                    other formats, ranks with no file are added (and reported missing)\n"
-            "  --max-bytes SIZE  cap each call's largest buffer per rank, e.g. 1MiB (default: no cap;\n"
-            "                    the replay refuses to allocate more than --mem-limit in all); capped\n"
-            "                    calls' times are also reported scaled linearly to the trace's bytes\n"
-            "  --mem-limit SIZE  total replay buffers allowed (default 4GiB)\n"
-            "  --check-only [true|false]  analyse, do not replay\n"
-            "  --network N       estimate each call's time: a preset (hgx-h100, ring-50, pcie) or an\n"
-            "                    ASTRA-sim network .yml (npus_count, bandwidth GB/s, latency ns)\n"
-            "  --algo A          ring | tree | direct: the algorithm of --network's estimates (needs\n"
-            "                    --network; default ring)\n"
-            "  --compare-algorithms [true|false]  with --network: ring, tree and direct side by side\n"
-            "  --max-issues K    issues to print (default 20)\n"
-            "  --timeout SEC     collective timeout during the replay (default 10)\n"
-            "  --export-text F   also write the normalized trace in shardsim's text format to F\n"
-            "  --export-chakra P also write Chakra ET files P.<rank>.et (for ASTRA-sim)\n"
-            "  --export-perfetto F  also write Chrome/Perfetto trace JSON to F (ui.perfetto.dev,\n"
-            "                    chrome://tracing): a track per rank, a slice per call; calls without\n"
-            "                    times are laid out back to back, lasting the --network estimate\n"
-            "                    (or 1 us each without --network)\n"
-            "  -h, --help        this text\n");
-}
-
 #define usage_error(...) sim_usage_error("replay", __VA_ARGS__)
+
+/* The options of `replay`; the rows' order is --help's. */
+typedef enum {
+    R_FORMAT, R_WORLD, R_MAX_BYTES, R_MEM_LIMIT, R_CHECK_ONLY, R_NETWORK, R_ALGO, R_COMPARE_ALGORITHMS, R_MAX_ISSUES,
+    R_TIMEOUT, R_EXPORT_TEXT, R_EXPORT_CHAKRA, R_EXPORT_PERFETTO,
+    R_NUM_OPTIONS
+} replay_opt_t;
+
+static const sim_opt_t replay_options[R_NUM_OPTIONS] = {
+    [R_FORMAT] = {"--format", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F", "read as format F instead of detecting it"},
+    [R_WORLD] = {"--world", NULL, SIM_OPT_INT, 1, SHS_TRACE_MAX_WORLD, 0, 0, "N",
+                 "ranks: expand an ASTRA-sim workload to N ranks; for\n"
+                 "other formats, ranks with no file are added (and reported missing)"},
+    [R_MAX_BYTES] = {"--max-bytes", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE",
+                     "cap each call's largest buffer per rank, e.g. 1MiB (default: no cap;\n"
+                     "the replay refuses to allocate more than --mem-limit in all); capped\n"
+                     "calls' times are also reported scaled linearly to the trace's bytes"},
+    [R_MEM_LIMIT] = {"--mem-limit", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE", "total replay buffers allowed"},
+    [R_CHECK_ONLY] = {"--check-only", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL, "analyse, do not replay"},
+    [R_NETWORK] = {"--network", NULL, SIM_OPT_STR, 0, 0, 0, 0, "N",
+                   "estimate each call's time: a preset (hgx-h100, ring-50, pcie) or an\n"
+                   "ASTRA-sim network .yml (npus_count, bandwidth GB/s, latency ns)"},
+    [R_ALGO] = {"--algo", NULL, SIM_OPT_STR, 0, 0, 0, 0, "A", "ring | tree | direct: the algorithm of --network's estimates (needs\n--network)"},
+    [R_COMPARE_ALGORITHMS] = {"--compare-algorithms", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
+                              "with --network: ring, tree and direct side by side"},
+    [R_MAX_ISSUES] = {"--max-issues", NULL, SIM_OPT_INT, 1, 100000, 0, 0, "K", "issues to print"},
+    [R_TIMEOUT] = SIM_ROW_TIMEOUT,
+    [R_EXPORT_TEXT] = {"--export-text", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F", "also write the normalized trace in shardsim's text format to F"},
+    [R_EXPORT_CHAKRA] = {"--export-chakra", NULL, SIM_OPT_STR, 0, 0, 0, 0, "P", "also write Chakra ET files P.<rank>.et (for ASTRA-sim)"},
+    [R_EXPORT_PERFETTO] = {"--export-perfetto", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F",
+                           "also write Chrome/Perfetto trace JSON to F (ui.perfetto.dev,\n"
+                           "chrome://tracing): a track per rank, a slice per call; calls without\n"
+                           "times are laid out back to back, lasting the --network estimate\n"
+                           "(or 1 us each without --network)"},
+};
+
+static const char *const replay_defaults[R_NUM_OPTIONS] = {
+    [R_WORLD] = "8", [R_MEM_LIMIT] = "4GiB", [R_CHECK_ONLY] = "false", [R_ALGO] = "ring",
+    [R_COMPARE_ALGORITHMS] = "false", [R_MAX_ISSUES] = "20", [R_TIMEOUT] = "10",
+};
+
+static const char replay_usage_head[] =
+    "usage: shardsim replay PATH [options]\n"
+    "\n"
+    "Load a communication trace (a file, or a directory of per-rank files), check that\n"
+    "the ranks' sequences agree and would not deadlock, then run it on simulated GPUs.\n"
+    "Formats (detected from content): shardsim, nccl, pytorch-et, chakra, astra, kineto, flight.\n"
+    "PATH must be a regular file or a directory: a FIFO, device or socket (or one inside\n"
+    "the directory) is refused at once, not waited on; save a stream to a file first.\n"
+    "Garbage values (negative ranks or sizes, times beyond 2^63 ns, an itemsize of 0)\n"
+    "are refused with the file and line or record, exit 1.\n"
+    "Options take '--opt V' or '--opt=V'; a [true|false] option alone means true.\n"
+    "\n";
+
+/* PATH, the one positional argument */
+static int replay_path(void *ctx, sim_args_t *a, int id, const sim_opts_t *o) {
+    (void)id;
+    (void)o;
+    const char **path = ctx;
+    if (a->i == a->after_bare_bool && *path) return sim_args_unexpected(a);
+    if (*path) return usage_error("more than one PATH: '%s' after '%s'", a->argv[a->i], *path);
+    *path = a->argv[a->i];
+    return -1;
+}
 
 static const char *human(char *buf, size_t n, double b) { return shs_format_bytes(buf, n, b); }
 
@@ -93,72 +122,37 @@ int sim_cmd_replay(int argc, char **argv) {
     shs_trace_load_opts_t lo = {0};
     shs_replay_opts_t ro = {.timeout_ms = 10000};
     long max_issues = 20;
-    int check_only = 0, compare = 0;
+    int check_only = 0, compare = 0, rc_;
     const char *network = NULL;
     shs_net_algo_t algo = SHS_ALGO_RING;
-    char err[256];
-    int algo_given = 0;
-    sim_args_t it = sim_args_start("replay", argc, argv);
-    int arg_kind, rc_;
-    while ((arg_kind = sim_args_next(&it)) >= 0) {
-        const char *a = it.name;
-        if (arg_kind == 0) {
-            if (it.i == it.after_bare_bool && path) return sim_args_unexpected(&it);
-            if (path) return usage_error("more than one PATH: '%s' after '%s'", it.argv[it.i], path);
-            path = it.argv[it.i];
-            continue;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            replay_usage(stdout);
-            return SIM_EXIT_OK;
-        }
-        if (strcmp(a, "--check-only") == 0 || strcmp(a, "--compare-algorithms") == 0) {
-            if ((rc_ = sim_args_bool(&it, strcmp(a, "--check-only") == 0 ? &check_only : &compare)) >= 0) return rc_;
-            continue;
-        }
-        static const char *const valued[] = {"--format", "--world", "--max-bytes", "--mem-limit", "--max-issues",
-                                             "--timeout", "--export-text", "--network", "--algo", "--export-chakra",
-                                             "--export-perfetto"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= strcmp(a, valued[k]) == 0;
-        if (!known) return sim_args_unknown(&it);
-        const char *v;
-        if ((rc_ = sim_args_value(&it, &v)) >= 0) return rc_;
-        long n;
-        size_t sz;
-        if (strcmp(a, "--format") == 0) {
-            if (shs_trace_format_parse(v, &lo.format))
-                return usage_error("--format: unknown format '%s' (shardsim, nccl, pytorch-et, chakra, astra, kineto, "
-                                   "flight)", v);
-        } else if (strcmp(a, "--world") == 0) {
-            if (sim_parse_int(v, 1, SHS_TRACE_MAX_WORLD, &n, err, sizeof err)) return usage_error("--world: %s", err);
-            lo.world = (int)n;
-        } else if (strcmp(a, "--max-bytes") == 0) {
-            if (shs_parse_bytes(v, &sz, err, sizeof err)) return usage_error("--max-bytes: %s", err);
-            if (sz == 0) return usage_error("--max-bytes: must be > 0, not %s", v);
-            ro.max_bytes = sz == SIZE_MAX ? 0 : sz;
-        } else if (strcmp(a, "--mem-limit") == 0) {
-            if (shs_parse_bytes(v, &sz, err, sizeof err)) return usage_error("--mem-limit: %s", err);
-            if (sz == 0) return usage_error("--mem-limit: must be > 0, not %s", v);
-            ro.mem_limit = sz;
-        } else if (strcmp(a, "--max-issues") == 0) {
-            if (sim_parse_int(v, 1, 100000, &max_issues, err, sizeof err)) return usage_error("--max-issues: %s", err);
-        } else if (strcmp(a, "--timeout") == 0) {
-            if (sim_parse_int(v, 1, 3600, &n, err, sizeof err)) return usage_error("--timeout: %s", err);
-            ro.timeout_ms = (int)n * 1000;
-        } else if (strcmp(a, "--export-text") == 0) {
-            export_text = v;
-        } else if (strcmp(a, "--network") == 0) {
-            network = v;
-        } else if (strcmp(a, "--algo") == 0) {
-            if (shs_net_algo_parse(v, &algo)) return usage_error("--algo takes ring, tree or direct, not %s", v);
-            algo_given = 1;
-        } else if (strcmp(a, "--export-chakra") == 0) {
-            export_chakra = v;
-        } else if (strcmp(a, "--export-perfetto") == 0) {
-            export_perfetto = v;
-        }
+    const sim_command_t cmd = {"replay", replay_usage_head, replay_options, R_NUM_OPTIONS, replay_defaults,
+                               replay_path, &path};
+    sim_opts_t o;
+    if ((rc_ = sim_opts_parse(&cmd, argc, argv, &o)) >= 0) return rc_;
+    if (o.given[R_FORMAT] && shs_trace_format_parse(o.str[R_FORMAT], &lo.format))
+        return usage_error("--format: unknown format '%s' (shardsim, nccl, pytorch-et, chakra, astra, kineto, flight)",
+                           o.str[R_FORMAT]);
+    if (o.given[R_WORLD]) lo.world = (int)o.num[R_WORLD];
+    if (o.given[R_MAX_BYTES]) {
+        size_t sz = o.bytes[R_MAX_BYTES];
+        if (sz == 0) return usage_error("--max-bytes: must be > 0, not %s", o.str[R_MAX_BYTES]);
+        ro.max_bytes = sz == SIZE_MAX ? 0 : sz;
     }
+    if (o.given[R_MEM_LIMIT]) {
+        if (o.bytes[R_MEM_LIMIT] == 0) return usage_error("--mem-limit: must be > 0, not %s", o.str[R_MEM_LIMIT]);
+        ro.mem_limit = o.bytes[R_MEM_LIMIT];
+    }
+    check_only = o.given[R_CHECK_ONLY] && o.num[R_CHECK_ONLY];
+    compare = o.given[R_COMPARE_ALGORITHMS] && o.num[R_COMPARE_ALGORITHMS];
+    if (o.given[R_MAX_ISSUES]) max_issues = (long)o.num[R_MAX_ISSUES];
+    if (o.given[R_TIMEOUT]) ro.timeout_ms = (int)ceil(o.num[R_TIMEOUT] * 1000.0);
+    export_text = o.str[R_EXPORT_TEXT];
+    export_chakra = o.str[R_EXPORT_CHAKRA];
+    export_perfetto = o.str[R_EXPORT_PERFETTO];
+    network = o.str[R_NETWORK];
+    int algo_given = o.given[R_ALGO];
+    if (algo_given && shs_net_algo_parse(o.str[R_ALGO], &algo))
+        return usage_error("--algo takes ring, tree or direct, not %s", o.str[R_ALGO]);
     if (!path) return usage_error("missing PATH (a trace file or a directory of per-rank files)");
     if (compare && !network) return usage_error("--compare-algorithms needs --network");
     if (algo_given && !network) return usage_error("--algo %s needs --network (the algorithm of its time estimates)",

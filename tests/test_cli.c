@@ -51,6 +51,65 @@ static void test_unknown_command_and_option(void **state) {
     expect_error(run_args("train", "--optimizer", "lion", NULL), 2, "unknown optimizer 'lion'");
 }
 
+/* The test suite's planted faults are no options of the product; they come
+ * from SHS_TEST_FAULT (sim/test_fault.h), checked like any input. */
+static void test_test_hooks_are_not_options(void **state) {
+    (void)state;
+    expect_error(run_args("train", "--debug-mismatch-rank", "1", NULL), 2, "unknown option '--debug-mismatch-rank'");
+    expect_error(run_args("train", "--debug-stall-rank", "1", NULL), 2, "unknown option '--debug-stall-rank'");
+    setenv("SHS_TEST_FAULT", "stall:1", 1);
+    expect_error(run_args("train", "--steps", "1", NULL), 2, "SHS_TEST_FAULT=stall:1 needs --backend mpi");
+    setenv("SHS_TEST_FAULT", "stall:x", 1);
+    expect_error(run_args("train", "--steps", "1", NULL), 2, "SHS_TEST_FAULT=stall:x: rank 'x' is not an integer");
+    setenv("SHS_TEST_FAULT", "crash:1", 1);
+    expect_error(run_args("train", "--steps", "1", NULL), 2, "SHS_TEST_FAULT=crash:1: want mismatch:RANK or stall:RANK");
+    unsetenv("SHS_TEST_FAULT");
+    const test_proc_t *p = run_args("train", "--help", NULL);
+    assert_int_equal(p->exit_code, 0);
+    assert_null(strstr(p->out, "--debug-"));
+}
+
+/* The first line of OPT's entry in CMD's --help, up to " (default" (the
+ * default may differ per command). */
+static void help_line(const char *cmd, const char *opt, char *out, size_t n) {
+    const test_proc_t *p = run_args(cmd, "--help", NULL);
+    assert_int_equal(p->exit_code, 0);
+    char key[64];
+    snprintf(key, sizeof key, "\n  %s ", opt);
+    const char *l = strstr(p->out, key);
+    if (!l) fail_msg("%s --help has no %s", cmd, opt);
+    l += 1;
+    size_t len = strcspn(l, "\n");
+    const char *d = strstr(l, " (default");
+    if (d && (size_t)(d - l) < len) len = (size_t)(d - l);
+    snprintf(out, n, "%.*s", (int)len, l);
+}
+
+/* Options train and compare share mean the same in both: the same --help
+ * entry and the same range and error for a bad value. */
+static void test_shared_options_agree(void **state) {
+    (void)state;
+    static const char *const shared[][2] = {{"--layers", "1025"}, {"--heads", "0"}, {"--channels", "65537"},
+                                            {"--context", "0"}, {"--micro-batch", "0"}, {"--world", "1025"},
+                                            {"--shard-group-size", "0"}, {"--momentum", "2"}};
+    for (size_t k = 0; k < sizeof shared / sizeof shared[0]; k++) {
+        char a[256], b[256];
+        help_line("train", shared[k][0], a, sizeof a);
+        help_line("compare", shared[k][0], b, sizeof b);
+        assert_string_equal(a, b);
+        char err[2][256];
+        const char *cmds[2] = {"train", "compare"};
+        for (int c = 0; c < 2; c++) {
+            const test_proc_t *p = run_args(cmds[c], shared[k][0], shared[k][1], NULL);
+            assert_int_equal(p->exit_code, 2);
+            const char *e = strstr(p->err, "error: ");
+            assert_non_null(e);
+            snprintf(err[c], sizeof err[c], "%.*s", (int)(strstr(e, " (see ") ? strstr(e, " (see ") - e : 200), e);
+        }
+        assert_string_equal(err[0], err[1]);
+    }
+}
+
 static void test_bad_numbers(void **state) {
     (void)state;
     expect_error(run_args("train", "--world", "0", NULL), 2, "--world: 0 is out of range");
@@ -457,6 +516,8 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_command_and_option),
+        cmocka_unit_test(test_test_hooks_are_not_options),
+        cmocka_unit_test(test_shared_options_agree),
         cmocka_unit_test(test_bad_numbers),
         cmocka_unit_test(test_seed_values),
         cmocka_unit_test(test_bad_data_files),

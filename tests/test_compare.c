@@ -249,6 +249,34 @@ static void test_csv_parses(void **state) {
     free(p);
 }
 
+/* --optimizer means what it means in train (one shared row): sgd is
+ * torch.optim.SGD's default, momentum 0, so no optimizer state at all
+ * (ZeRO paper: K = 0); --momentum adds one f32 buffer per parameter, as many
+ * bytes as DDP's f32 parameters. */
+static long ddp_optimizer_bytes(const char *momentum, long *params) {
+    test_proc_t *p = malloc(sizeof *p);
+    char *argv[] = {SHS_BIN_PATH, "compare", "--layers", "2", "--channels", "32", "--heads", "2", "--context", "16",
+                    "--world", "4", "--variants", "plain", "--strategies", "ddp", "--optimizer", "sgd", "--format",
+                    "csv", momentum ? "--momentum" : NULL, (char *)momentum, NULL};
+    test_run_process(argv, 60, p);
+    if (p->exit_code != 0) fail_msg("compare failed: %s", p->err);
+    const char *row = strstr(p->out, "\nddp,");
+    assert_non_null(row);
+    long optim = -1;
+    /* name,strategy,checkpointing,offload,params_bytes,params_formula,grads_bytes,grads_formula,optimizer_bytes */
+    if (sscanf(row + 1, "ddp,ddp,%*d,none,%ld,%*f,%*d,%*f,%ld,", params, &optim) != 2) fail_msg("row: %.200s", row + 1);
+    free(p);
+    return optim;
+}
+
+static void test_sgd_momentum_as_train(void **state) {
+    (void)state;
+    long params;
+    assert_int_equal(ddp_optimizer_bytes(NULL, &params), 0);
+    assert_true(params > 0);
+    assert_int_equal(ddp_optimizer_bytes("0.9", &params), params);
+}
+
 static void test_cli_errors_and_plot(void **state) {
     test_proc_t *p = malloc(sizeof *p);
     char *bad[] = {SHS_BIN_PATH, "compare", "--model", "gpt5", NULL};
@@ -313,6 +341,7 @@ int main(void) {
 #endif
         cmocka_unit_test(test_csv_parses),
         cmocka_unit_test(test_cli_errors_and_plot),
+        cmocka_unit_test(test_sgd_momentum_as_train),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,9 @@
  * train --world 4 --strategy zero3`; one rank issuing a different count makes
  * the job fail with the mismatch message; a rank that never arrives makes
  * the job fail with the timeout message (no hang: every run has a wall-clock
- * limit); --world that differs from the job is refused.
+ * limit); --world that differs from the job is refused. The faults are
+ * planted through SHS_TEST_FAULT=mismatch:RANK | stall:RANK (sim/test_fault.h),
+ * not through the product's options.
  * Without MPI in the build (mpicc not found, or SAN=thread: OpenMPI is not
  * TSan-instrumented) every test is skipped and says why.
  */
@@ -426,8 +428,10 @@ static void test_train_matches_threads(void **state) {
 
 static void test_mismatch_fails_fast(void **state) {
     (void)state;
-    char *args[] = {BIN, "train", "--backend", "mpi", "--steps", "1", "--debug-mismatch-rank", "3", NULL};
+    char *args[] = {BIN, "train", "--backend", "mpi", "--steps", "1", NULL};
+    setenv("SHS_TEST_FAULT", "mismatch:3", 1);
     const test_proc_t *p = run_mpi(4, 60, args);
+    unsetenv("SHS_TEST_FAULT");
     const char *want = "rank 0 called all_reduce(count=1, dtype=f32, op=sum) but rank 3 called "
                        "all_reduce(count=2, dtype=f32, op=sum)";
     if (p->exit_code == 0 || !strstr(p->err, want))
@@ -436,9 +440,10 @@ static void test_mismatch_fails_fast(void **state) {
 
 static void test_missing_rank_times_out(void **state) {
     (void)state;
-    char *args[] = {BIN, "train", "--backend", "mpi", "--steps", "1", "--timeout", "2", "--debug-stall-rank", "2",
-                    NULL};
+    char *args[] = {BIN, "train", "--backend", "mpi", "--steps", "1", "--timeout", "2", NULL};
+    setenv("SHS_TEST_FAULT", "stall:2", 1);
     const test_proc_t *p = run_mpi(4, 60, args);
+    unsetenv("SHS_TEST_FAULT");
     const char *want = "timed out after 2.000 s waiting for ranks [2]";
     if (p->exit_code == 0 || !strstr(p->err, want))
         fail_msg("expected a non-zero exit and '%s'; got exit %d, stderr:\n%s", want, p->exit_code, p->err);

@@ -1,0 +1,44 @@
+/* options.h - the option rows several commands share (args.h's table), each
+ * defined once: the model's shape, the world, the micro-batch, the
+ * optimizer, the dtypes, the device memory, hybrid sharding's group and the
+ * collective timeout; and the checks of their keyword values. A command puts
+ * a row into its table as `[ITS_ID] = SIM_ROW_LAYERS`.
+ * What it is not: the parser (args.c) or any command's own rows. */
+#ifndef SHARDSIM_SIM_OPTIONS_H
+#define SHARDSIM_SIM_OPTIONS_H
+
+#include "args.h"
+#include "shardsim/dtype.h"
+#include "shardsim/gpt.h"
+#include "shardsim/optim.h"
+#include "shardsim/world.h"
+
+#define SIM_ROW_WORLD {"--world", NULL, SIM_OPT_INT, 1, SHS_MAX_WORLD, 0, 0, "N", "ranks (simulated GPUs), 1..1024"}
+#define SIM_ROW_LAYERS {"--layers", NULL, SIM_OPT_INT, 1, SHS_GPT_MAX_LAYERS, 0, 0, "L", "transformer blocks"}
+#define SIM_ROW_HEADS {"--heads", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "NH", "attention heads, must divide channels"}
+#define SIM_ROW_CHANNELS {"--channels", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "C", "model width"}
+#define SIM_ROW_CONTEXT {"--context", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "T", "sequence length"}
+#define SIM_ROW_MICRO_BATCH {"--micro-batch", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "B", "sequences per rank per step"}
+#define SIM_ROW_OPTIMIZER {"--optimizer", NULL, SIM_OPT_STR, 0, 0, 0, 0, "O", "adamw | sgd (PyTorch's defaults: sgd momentum 0)"}
+#define SIM_ROW_MOMENTUM {"--momentum", NULL, SIM_OPT_F32, 0, 1, 0, 0, "X", "SGD momentum"}
+#define SIM_ROW_PARAM_DTYPE                                                                                        \
+    {"--param-dtype", NULL, SIM_OPT_STR, 0, 0, 0, 0, "D",                                                          \
+     "f32 | bf16 | f16: parameters as the model computes with them\n"                                            \
+     "(FSDP MixedPrecision param_dtype; f32 master weights stay on the\n"                                         \
+     "shards; ZeRO-3 all-gathers in D). f16 turns on dynamic loss scaling"}
+#define SIM_ROW_REDUCE_DTYPE                                                                                       \
+    {"--reduce-dtype", NULL, SIM_OPT_STR, 0, 0, 0, 0, "D", "f32 | bf16 | f16: gradient reduction dtype"}
+#define SIM_ROW_DEVICE_MEM {"--device-mem", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE", "memory per simulated GPU, e.g. 80GiB, 512MiB"}
+#define SIM_ROW_SHARD_GROUP_SIZE                                                                                   \
+    {"--shard-group-size", NULL, SIM_OPT_INT, 1, SHS_MAX_WORLD, 0, 0, "G",                                         \
+     "hybrid_*: shard within groups of G consecutive ranks, replicate\nacross the N/G groups"}
+#define SIM_ROW_TIMEOUT {"--timeout", NULL, SIM_OPT_FLOAT, 0.001, 86400, 0, 0, "SEC", "collective timeout in seconds"}
+
+/* --param-dtype / --reduce-dtype: f32, bf16 or f16 into *out. -1 to go on,
+ * else a usage error of cmd naming opt. */
+int sim_opt_dtype(const char *cmd, const char *opt, const char *val, shs_dtype_t *out);
+/* --optimizer: *out = the named optimizer's PyTorch defaults (sgd: momentum
+ * 0, as torch.optim.SGD). -1 to go on, else a usage error of cmd. */
+int sim_opt_optimizer(const char *cmd, const char *val, shs_optim_config_t *out);
+
+#endif
