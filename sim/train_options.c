@@ -388,7 +388,7 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         c->device_mem = p.bytes[O_DEVICE_MEM];
         o->device_mem_given = 1;
     }
-    if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy))
+    if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy.kind))
         return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2", p.str[O_STRATEGY], "");
     o->data_path = p.str[O_DATA];
     o->model_file = p.str[O_MODEL_FILE];
@@ -411,8 +411,8 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         if (files[k] && shs_out_resolve(files[k], &to) != SHS_OK) return usage_error("%s %s", file_opts[k], shs_last_error());
     }
     if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
-    static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS, O_WRAP};
-    for (int k = 0; k < 5 && o->model_file; k++)
+    static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS};
+    for (int k = 0; k < 4 && o->model_file; k++)
         if (p.given[gpt_only[k]] && (options[gpt_only[k]].type != SIM_OPT_BOOL || p.num[gpt_only[k]])) return usage_error("%s does not apply with --model-file%s", options[gpt_only[k]].name, "");
     if (p.given[O_REDUCE_ORDER] && shs_reduce_order_parse(p.str[O_REDUCE_ORDER], &c->reduce_order))
         return usage_error("unknown reduce order '%s'%s: use rank or ring", p.str[O_REDUCE_ORDER], "");

@@ -27,7 +27,7 @@ static shs_train_config_t small_config(shs_strategy_kind_t kind, int world) {
     cfg.model = (shs_gpt_config_t){.num_layers = 1, .num_heads = 2, .channels = C, .context = 16};
     cfg.world_size = world;
     cfg.micro_batch = 2;
-    cfg.strategy = kind;
+    cfg.strategy.kind = kind;
     cfg.timeout_ms = 20000;
     return cfg;
 }
@@ -128,11 +128,11 @@ static void test_inexact_modes(void **state) {
     cfg.reduce_order = SHS_REDUCE_ORDER_RING;
     assert_string_equal(shs_check_inexact_reason(&cfg), "reduce order ring");
     cfg = small_config(SHS_HYBRID_SHARD, 4);
-    cfg.shard_group_size = 2;
+    cfg.strategy.shard_group_size = 2;
     assert_string_equal(shs_check_inexact_reason(&cfg), "hybrid sharding (a sum of group sums)");
-    cfg.shard_group_size = 4; /* G = N: plain ZeRO-3 sharding */
+    cfg.strategy.shard_group_size = 4; /* G = N: plain ZeRO-3 sharding */
     assert_null(shs_check_inexact_reason(&cfg));
-    cfg.shard_group_size = 1; /* G = 1: DDP with replicas */
+    cfg.strategy.shard_group_size = 1; /* G = 1: DDP with replicas */
     assert_null(shs_check_inexact_reason(&cfg));
 
     /* ring order at N=3 is not DDP's rank order: drift, not SHS_NOT_EQUAL */
