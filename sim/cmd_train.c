@@ -753,20 +753,20 @@ int sim_cmd_train(int argc, char **argv) {
         if (ram > 0) cfg->device_mem = (size_t)(ram * 0.75 / cfg->world_size / (o.check_ddp ? 2 : 1));
     }
 
-    shs_netdesc_t *nd = NULL;  /* outlives the trainers */
+    shs_model_file_t *nd = NULL;  /* outlives the trainers */
     if (o.model_file) {
-        if (shs_netdesc_load(&nd, o.model_file) != SHS_OK) {
+        if (shs_model_file_load(&nd, o.model_file) != SHS_OK) {
             report_error(NULL);
             return SIM_EXIT_ERROR;
         }
-        cfg->netdesc = nd;
+        cfg->model_file = nd;
     }
 
     shs_corpus_t corpus;
     if (o.data_path) {
         if (shs_corpus_load(&corpus, o.data_path) != SHS_OK) {
             report_error(NULL);
-            shs_netdesc_free(nd);
+            shs_model_file_free(nd);
             return SIM_EXIT_ERROR;
         }
     } else {
@@ -1098,7 +1098,7 @@ done:
     free(snap_a);
     free(snap_b);
     shs_corpus_free(&corpus);
-    shs_netdesc_free(nd);
+    shs_model_file_free(nd);
     if (o.backend_mpi) {
         shs_comm_destroy(mpi.check);
         shs_comm_destroy(mpi.ref);

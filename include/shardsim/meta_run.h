@@ -30,7 +30,7 @@
 
 typedef struct {
     /* The job as `shardsim train` would run it: model (GPT config with
-     * vocab, or netdesc), world_size (1..SHS_MAX_WORLD), micro_batch,
+     * vocab, or model_file), world_size (1..SHS_MAX_WORLD), micro_batch,
      * strategy, optim, param/reduce dtype, offload, checkpoint_activations,
      * shard_group_size, prefetch options, bucket_bytes, grad_accum,
      * clip_norm, replicate_below, shard_align. device_mem is the capacity

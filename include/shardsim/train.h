@@ -21,13 +21,13 @@
 #include "shardsim/gpt.h"
 #include "shardsim/timeline.h"
 #include "shardsim/trace_record.h"
-#include "shardsim/netdesc.h"
+#include "shardsim/model_file.h"
 #include "shardsim/world.h"
 #include "shardsim/strategy.h"
 
 typedef struct {
-    shs_gpt_config_t model;      /* the GPT; only model.context is used with netdesc */
-    const shs_netdesc_t *netdesc; /* NULL: the GPT; else this described model (outlives the trainer) */
+    shs_gpt_config_t model;      /* the GPT; only model.context is used with a model file */
+    const shs_model_file_t *model_file; /* NULL: the GPT; else this described model (outlives the trainer) */
     int world_size;              /* N ranks */
     int micro_batch;             /* B sequences per rank per step */
     shs_strategy_kind_t strategy;

@@ -73,7 +73,7 @@ void shs_checkpoint_meta_of(shs_trainer_t *t, shs_checkpoint_meta_t *m) {
     const shs_train_config_t *c = shs_trainer_config(t);
     memset(m, 0, sizeof *m);
     m->layout = shs_trainer_layout(t);
-    if (c->netdesc) snprintf(m->model, sizeof m->model, "netdesc context=%d", c->model.context);
+    if (c->model_file) snprintf(m->model, sizeof m->model, "netdesc context=%d", c->model.context);
     else
         snprintf(m->model, sizeof m->model, "gpt layers=%d heads=%d channels=%d context=%d", c->model.num_layers,
                  c->model.num_heads, c->model.channels, c->model.context);

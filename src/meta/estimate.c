@@ -154,7 +154,7 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     out->step_s = out->compute_s + out->exposed_comm_s + out->offload_s;
     double tokens = (double)tc->micro_batch * tc->model.context * (tc->grad_accum > 1 ? tc->grad_accum : 1);
     double per_token = 6.0 * (double)res->num_params;
-    if (!tc->netdesc) per_token += 12.0 * tc->model.num_layers * (double)tc->model.channels * tc->model.context;
+    if (!tc->model_file) per_token += 12.0 * tc->model.num_layers * (double)tc->model.channels * tc->model.context;
     out->model_flops = per_token * tokens;
     out->mfu = out->step_s > 0 ? out->model_flops / (out->step_s * peak) : 0;
 }

@@ -15,7 +15,7 @@
 
 #include "shardsim/gpt.h"
 #include "shardsim/meta.h"
-#include "shardsim/netdesc.h"
+#include "shardsim/model_file.h"
 #include "shardsim/shard.h"
 #include "train/segments.h"
 
@@ -250,8 +250,8 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
                                   .clip_norm = tc->clip_norm, .norm_type = tc->norm_type,
                                   .param_dtype = tc->param_dtype, .reduce_dtype = tc->reduce_dtype,
                                   .scaler = tc->scaler};
-    if (tc->netdesc)
-        SHS_CHECK_GOTO(shs_netdesc_model_create(&model, tc->netdesc, logical, r.dev, tc->micro_batch, tc->model.context),
+    if (tc->model_file)
+        SHS_CHECK_GOTO(shs_model_file_model_create(&model, tc->model_file, logical, r.dev, tc->micro_batch, tc->model.context),
                        st, done);
     else
         SHS_CHECK_GOTO(shs_gpt_create(&model, logical, &tc->model, r.dev, tc->micro_batch, tc->checkpoint_activations),
@@ -335,7 +335,7 @@ done:
 shs_status_t shs_meta_run(const shs_meta_config_t *cfg, shs_meta_result_t *out) {
     memset(out, 0, sizeof *out);
     const shs_train_config_t *tc = &cfg->train;
-    if (!tc->netdesc) SHS_CHECK(shs_gpt_config_validate(&tc->model));
+    if (!tc->model_file) SHS_CHECK(shs_gpt_config_validate(&tc->model));
     else if (tc->model.context < 1 || tc->model.context > 65536)
         return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", tc->model.context);
     if (tc->world_size < 1 || tc->world_size > SHS_MAX_WORLD)
@@ -345,15 +345,15 @@ shs_status_t shs_meta_run(const shs_meta_config_t *cfg, shs_meta_result_t *out) 
                              tc->micro_batch);
     if (tc->grad_accum < 0 || tc->grad_accum > 65536)
         return shs_set_error(SHS_INVALID_ARG, "gradient accumulation must be in 1..65536 (got %d)", tc->grad_accum);
-    if (cfg->wrap_min_params && tc->netdesc)
+    if (cfg->wrap_min_params && tc->model_file)
         return shs_set_error(SHS_INVALID_ARG, "size-based wrapping applies to the GPT only");
     shs_layout_t logical, phys;
-    SHS_CHECK(tc->netdesc ? shs_netdesc_layout_create(&logical, tc->netdesc) : shs_gpt_layout_create(&logical, &tc->model));
+    SHS_CHECK(tc->model_file ? shs_model_file_layout_create(&logical, tc->model_file) : shs_gpt_layout_create(&logical, &tc->model));
     if (tc->strategy != SHS_DDP)
         for (int u = 0; u < logical.num_units; u++)
             if (logical.units[u].numel < tc->replicate_below) logical.units[u].replicated = 1;
     wrap_map_t w;
-    shs_status_t st = build_wrap(&logical, !tc->netdesc, cfg->wrap_min_params, &phys, &w);
+    shs_status_t st = build_wrap(&logical, !tc->model_file, cfg->wrap_min_params, &phys, &w);
     if (st != SHS_OK) {
         shs_layout_free(&logical);
         return st;

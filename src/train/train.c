@@ -72,8 +72,8 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     if (!rs->tokens || !rs->targets) return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate batch", ctx->rank);
     /* activations first: their allocation is cheap, the strategy's includes
      * initializing the parameters, so a model that cannot fit fails fast */
-    if (t->cfg.netdesc)
-        SHS_CHECK(shs_netdesc_model_create(&rs->model, t->cfg.netdesc, &t->layout, ctx->dev, t->cfg.micro_batch,
+    if (t->cfg.model_file)
+        SHS_CHECK(shs_model_file_model_create(&rs->model, t->cfg.model_file, &t->layout, ctx->dev, t->cfg.micro_batch,
                                            t->cfg.model.context));
     else
         SHS_CHECK(shs_gpt_create(&rs->model, &t->layout, &t->cfg.model, ctx->dev, t->cfg.micro_batch,
@@ -219,7 +219,7 @@ static shs_status_t teardown_job(shs_rank_ctx_t *ctx, void *arg) {
 
 shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *cfg, const shs_corpus_t *corpus) {
     *out = NULL;
-    if (!cfg->netdesc) SHS_CHECK(shs_gpt_config_validate(&cfg->model));
+    if (!cfg->model_file) SHS_CHECK(shs_gpt_config_validate(&cfg->model));
     else if (cfg->model.context < 1 || cfg->model.context > 65536)
         return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", cfg->model.context);
     if (cfg->grad_accum < 0 || cfg->grad_accum > 65536)
@@ -239,7 +239,7 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     /* kernels index rows and (b, head, t) triples with int */
     size_t B = (size_t)cfg->micro_batch, T = (size_t)cfg->model.context, C = (size_t)cfg->model.channels;
     size_t widest = 4 * C > SHS_GPT_VOCAB ? 4 * C : SHS_GPT_VOCAB;
-    if (!cfg->netdesc && (B * T * widest > INT_MAX || B * (size_t)cfg->model.num_heads * T * T > INT_MAX))
+    if (!cfg->model_file && (B * T * widest > INT_MAX || B * (size_t)cfg->model.num_heads * T * T > INT_MAX))
         return shs_set_error(SHS_INVALID_ARG,
                              "micro-batch %d x context %d is too large for this model (activation tensors of more "
                              "than 2^31 elements)", cfg->micro_batch, cfg->model.context);
@@ -248,7 +248,7 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     t->cfg = *cfg;
     if (!t->cfg.shard_align) t->cfg.shard_align = 1;
     t->corpus = corpus;
-    shs_status_t st = cfg->netdesc ? shs_netdesc_layout_create(&t->layout, cfg->netdesc)
+    shs_status_t st = cfg->model_file ? shs_model_file_layout_create(&t->layout, cfg->model_file)
                                    : shs_gpt_layout_create(&t->layout, &cfg->model);
     if (st != SHS_OK) {
         free(t);

@@ -1,13 +1,13 @@
-/* netdesc.c - user-defined models from a model-description file: the parser,
+/* model_file.c - user-defined models from a model-description file: the parser,
  * the parameter layout it implies, and the model that runs the layers in
- * sequence, all math through device.h (see netdesc.h; the format is in
+ * sequence, all math through device.h (see model_file.h; the format is in
  * README.md, "Model-description files").
  * What it is not: a graph language (no residuals, no branches) or a
  * tokenizer (inputs are the trainer's bytes).
  * Legend: B micro-batch, T context, BT = B*T rows, V vocabulary of an
  * Embedding, K width of the last used layer (classes of the loss).
  */
-#include "shardsim/netdesc.h"
+#include "shardsim/model_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -63,7 +63,7 @@ typedef struct {
     int bwd_params;         /* ... and in the backward pass */
 } nd_unit_t;
 
-struct shs_netdesc {
+struct shs_model_file {
     char source[256];
     nd_layer_t *layers;
     int num_layers, cap_layers;
@@ -79,7 +79,7 @@ struct shs_netdesc {
 /* ---- parsing ------------------------------------------------------------- */
 
 typedef struct {
-    shs_netdesc_t *nd;
+    shs_model_file_t *nd;
     int line;
 } parser_t;
 
@@ -127,14 +127,14 @@ static shs_status_t parse_size(const parser_t *p, const char *kind, const char *
     return SHS_OK;
 }
 
-static int find_layer(const shs_netdesc_t *nd, const char *name) {
+static int find_layer(const shs_model_file_t *nd, const char *name) {
     for (int i = 0; i < nd->num_layers; i++)
         if (strcmp(nd->layers[i].name, name) == 0) return i;
     return -1;
 }
 
 static shs_status_t parse_unit(parser_t *p, char **tok, int ntok) {
-    shs_netdesc_t *nd = p->nd;
+    shs_model_file_t *nd = p->nd;
     char b[48];
     if (ntok < 2) return perr(p, "unit needs a name");
     if (!valid_name(tok[1], ND_NAME_MAX - 1))
@@ -166,7 +166,7 @@ static shs_status_t parse_unit(parser_t *p, char **tok, int ntok) {
 }
 
 static shs_status_t parse_layer(parser_t *p, nd_kind_t kind, char **tok, int ntok) {
-    shs_netdesc_t *nd = p->nd;
+    shs_model_file_t *nd = p->nd;
     const char *kw = kinds[kind].word;
     char b[48];
     if (nd->num_units == 0) return perr(p, "%s before any 'unit' line", kw);
@@ -255,7 +255,7 @@ static shs_status_t parse_layer(parser_t *p, nd_kind_t kind, char **tok, int nto
 
 /* Widths along the forward pass, and what each unit needs when. */
 static shs_status_t check_forward(parser_t *p) {
-    shs_netdesc_t *nd = p->nd;
+    shs_model_file_t *nd = p->nd;
     int width = -1, from = 0;   /* width of the running activation; the line that made it */
     nd->first_used = nd->last_used = -1;
     for (int i = 0; i < nd->num_layers; i++) {
@@ -334,9 +334,9 @@ static shs_status_t parse_line(parser_t *p, char *s) {
                 show(b, sizeof b, tok[0]));
 }
 
-shs_status_t shs_netdesc_parse(shs_netdesc_t **out, const char *text, const char *source) {
+shs_status_t shs_model_file_parse(shs_model_file_t **out, const char *text, const char *source) {
     *out = NULL;
-    shs_netdesc_t *nd = calloc(1, sizeof *nd);
+    shs_model_file_t *nd = calloc(1, sizeof *nd);
     if (!nd) return shs_set_error(SHS_HOST_OOM, "cannot allocate model description");
     snprintf(nd->source, sizeof nd->source, "%s", source ? source : "<text>");
     parser_t p = {nd, 0};
@@ -360,11 +360,11 @@ shs_status_t shs_netdesc_parse(shs_netdesc_t **out, const char *text, const char
     *out = nd;
     return SHS_OK;
 fail:
-    shs_netdesc_free(nd);
+    shs_model_file_free(nd);
     return st;
 }
 
-shs_status_t shs_netdesc_load(shs_netdesc_t **out, const char *path) {
+shs_status_t shs_model_file_load(shs_model_file_t **out, const char *path) {
     *out = NULL;
     struct stat sb; /* a pipe or device could block or never end: regular files only */
     if (stat(path, &sb) != 0) return shs_set_error(SHS_IO, "cannot open model file '%s': %s", path, strerror(errno));
@@ -387,13 +387,13 @@ shs_status_t shs_netdesc_load(shs_netdesc_t **out, const char *path) {
         st = shs_set_error(SHS_PARSE, "%s: contains a NUL byte; not a model description", path);
     else {
         buf[n] = 0;
-        st = shs_netdesc_parse(out, buf, path);
+        st = shs_model_file_parse(out, buf, path);
     }
     free(buf);
     return st;
 }
 
-void shs_netdesc_free(shs_netdesc_t *nd) {
+void shs_model_file_free(shs_model_file_t *nd) {
     if (!nd) return;
     free(nd->layers);
     free(nd->units);
@@ -402,7 +402,7 @@ void shs_netdesc_free(shs_netdesc_t *nd) {
 
 /* ---- layout -------------------------------------------------------------- */
 
-shs_status_t shs_netdesc_layout_create(shs_layout_t *lo, const shs_netdesc_t *nd) {
+shs_status_t shs_model_file_layout_create(shs_layout_t *lo, const shs_model_file_t *nd) {
     shs_layout_init(lo);
     shs_status_t st = SHS_OK;
     for (int u = 0; u < nd->num_units; u++) {
@@ -449,7 +449,7 @@ fail:
 
 typedef struct {
     shs_model_t base;           /* ops: nd_ops */
-    const shs_netdesc_t *nd;
+    const shs_model_file_t *nd;
     const shs_layout_t *layout;
     shs_device_t *dev;
     int B, T;
@@ -478,7 +478,7 @@ static float *carve(float *base, size_t *cursor, size_t n) {
 }
 
 static void layout_acts(nd_model_t *m, float *base, size_t *total) {
-    const shs_netdesc_t *nd = m->nd;
+    const shs_model_file_t *nd = m->nd;
     size_t BT = (size_t)m->B * (size_t)m->T, cur = 0;
     m->x0 = carve(base, &cur, BT * (size_t)nd->in_w);
     const float *prev = m->x0;
@@ -505,7 +505,7 @@ static void layout_acts(nd_model_t *m, float *base, size_t *total) {
     *total = cur;
 }
 
-shs_status_t shs_netdesc_model_create(shs_model_t **out, const shs_netdesc_t *nd, const shs_layout_t *layout,
+shs_status_t shs_model_file_model_create(shs_model_t **out, const shs_model_file_t *nd, const shs_layout_t *layout,
                                       shs_device_t *dev, int B, int T) {
     *out = NULL;
     if (B < 1 || T < 1) return shs_set_error(SHS_INVALID_ARG, "micro-batch and context must be >= 1 (got %d, %d)", B, T);
@@ -576,7 +576,7 @@ static float *grad_at(const nd_model_t *m, float *base, int t) { return (float *
 static shs_status_t nd_forward(shs_model_t *base, shs_param_source_t *src, const int32_t *tokens,
                                const int32_t *targets, float *mean_loss) {
     nd_model_t *m = (nd_model_t *)base;
-    const shs_netdesc_t *nd = m->nd;
+    const shs_model_file_t *nd = m->nd;
     shs_device_t *d = m->dev;
     int BT = m->B * m->T, K = nd->out_w;
     const nd_layer_t *F = &nd->layers[nd->first_used];
@@ -649,7 +649,7 @@ static shs_status_t nd_forward(shs_model_t *base, shs_param_source_t *src, const
  * comes earlier, so that unit's grads_ready still follows both uses. */
 static shs_status_t nd_backward(shs_model_t *base, shs_param_source_t *src, float dloss) {
     nd_model_t *m = (nd_model_t *)base;
-    const shs_netdesc_t *nd = m->nd;
+    const shs_model_file_t *nd = m->nd;
     shs_device_t *d = m->dev;
     int BT = m->B * m->T, K = nd->out_w;
     float *dcur = m->dA, *dnext = m->dB;
