@@ -21,7 +21,7 @@
 #include "shardsim/train.h"
 #include "shardsim/trace_record.h"
 #include "shardsim/trace_check.h"
-#include "shardsim/trace_export.h"
+#include "shardsim/trace_export_chakra.h"
 #include "shardsim/trace_import.h"
 #ifdef SHS_HAVE_PROTOBUF_C
 #include "et_def.pb-c.h"
