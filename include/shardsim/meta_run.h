@@ -5,7 +5,7 @@
  * strategy's gradient reduction and optimizer step, the loss all-reduce)
  * executed by one thread per representative rank on a meta device
  * (device.h: allocations accounted, no memory touched, kernels counted) and
- * a meta communicator (meta.h: collectives counted, nothing moved). Data-
+ * a meta communicator (comm_meta.h: collectives counted, nothing moved). Data-
  * parallel ranks are symmetric except for who owns the padding of each
  * flat parameter, so rank 0 and rank N-1 are run; memory and communication
  * are the same on both (the test checks it), FLOPs differ by the padding.

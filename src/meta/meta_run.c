@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "shardsim/gpt.h"
-#include "shardsim/meta.h"
+#include "shardsim/comm_meta.h"
 #include "shardsim/model_file.h"
 #include "shardsim/shard.h"
 #include "train/segments.h"

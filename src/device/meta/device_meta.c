@@ -19,7 +19,7 @@
  * divides these by a device's peak), or usable memory.
  */
 #include "device/device_impl.h"
-#include "shardsim/meta.h"
+#include "shardsim/comm_meta.h"
 
 #include <stdlib.h>
 #include <string.h>
