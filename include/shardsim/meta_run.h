@@ -25,7 +25,7 @@
 
 #include "shardsim/comm.h"
 #include "shardsim/device.h"
-#include "shardsim/timeline.h"
+#include "shardsim/memory_timeline.h"
 #include "shardsim/train.h"
 
 typedef struct {

@@ -19,7 +19,7 @@
 #include "shardsim/data.h"
 #include "shardsim/device.h"
 #include "shardsim/gpt.h"
-#include "shardsim/timeline.h"
+#include "shardsim/memory_timeline.h"
 #include "shardsim/trace_record.h"
 #include "shardsim/model_file.h"
 #include "shardsim/world.h"
@@ -50,7 +50,7 @@ typedef struct {
     int forward_prefetch;        /* --forward-prefetch */
     int limit_all_gathers;       /* --limit-all-gathers N: units gathered ahead at most; 0 no limit */
     shs_offload_t offload;       /* --offload none | optimizer | params (strategy.h) */
-    int memory_timeline;         /* record rank 0's memory per step phase (timeline.h) */
+    int memory_timeline;         /* record rank 0's memory per step phase (memory_timeline.h) */
     int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
@@ -139,7 +139,7 @@ shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index
 
 void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out);
 /* With cfg.memory_timeline: rank 0's device memory over the last step, per
- * phase (timeline.h); NULL and *count = 0 otherwise. */
+ * phase (memory_timeline.h); NULL and *count = 0 otherwise. */
 const shs_meta_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count);
 void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *out);
 

@@ -1,4 +1,4 @@
-/* segments.c - step segments shared by timeline.c and meta_run.c (segments.h). */
+/* segments.c - step segments shared by memory_timeline.c and meta_run.c (segments.h). */
 #include "train/segments.h"
 
 #include <stdio.h>

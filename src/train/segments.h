@@ -1,5 +1,5 @@
-/* segments.h - the list of step segments (timeline.h's shs_meta_segment_t)
- * that both the trainer's memory timeline (timeline.c) and the meta
+/* segments.h - the list of step segments (memory_timeline.h's shs_meta_segment_t)
+ * that both the trainer's memory timeline (memory_timeline.c) and the meta
  * backend's runs (meta_run.c) cut a step into. Internal.
  *
  * What it is: open/close bookkeeping over one device. Opening a segment
@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "shardsim/timeline.h"
+#include "shardsim/memory_timeline.h"
 
 typedef struct {
     shs_meta_segment_t *segs; /* (n) of capacity cap, the last one open */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "shardsim/shard.h"
-#include "shardsim/timeline.h"
+#include "shardsim/memory_timeline.h"
 #include "shardsim/trace_record.h"
 #include "shardsim/world.h"
 
@@ -23,7 +23,7 @@ struct shs_trainer {
     shs_layout_t layout;
     shs_world_t *world;
     rank_state_t *ranks;
-    shs_timeline_t *timeline; /* --memory-timeline: rank 0's, else NULL */
+    shs_memory_timeline_t *timeline; /* --memory-timeline: rank 0's, else NULL */
     long step;             /* steps completed */
     int first_rank;        /* the first rank this process runs (0 unless cfg.comm) */
     float loss;            /* written by rank first_rank */
@@ -79,7 +79,7 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
         SHS_CHECK(shs_gpt_create(&rs->model, &t->layout, &t->cfg.model, ctx->dev, t->cfg.micro_batch,
                                  t->cfg.checkpoint_activations));
     if (t->cfg.poison_freed) shs_device_set_poison_freed(ctx->dev, 1u << SHS_MEM_COMM);
-    if (t->cfg.memory_timeline && ctx->rank == 0) SHS_CHECK(shs_timeline_create(&t->timeline, ctx->dev, &t->layout));
+    if (t->cfg.memory_timeline && ctx->rank == 0) SHS_CHECK(shs_memory_timeline_create(&t->timeline, ctx->dev, &t->layout));
     SHS_CHECK(shs_strategy_create(&rs->strategy, &scfg, &t->layout, ctx->dev, ctx->comm));
     SHS_CHECK(shs_device_alloc(ctx->dev, (void **)&rs->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
     return SHS_OK;
@@ -90,10 +90,10 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     rank_state_t *rs = &t->ranks[ctx->rank];
     shs_trace_marking_source_t marking; /* names each unit's collectives "fwd/<unit>" in traces */
     shs_param_source_t *src = shs_trace_marking_source(&marking, shs_strategy_source(rs->strategy), ctx->comm, &t->layout);
-    shs_timeline_t *tl = ctx->rank == 0 ? t->timeline : NULL; /* --memory-timeline: rank 0 */
+    shs_memory_timeline_t *tl = ctx->rank == 0 ? t->timeline : NULL; /* --memory-timeline: rank 0 */
     if (tl) {
-        src = shs_timeline_source(tl, src);
-        shs_timeline_begin_step(tl);
+        src = shs_memory_timeline_source(tl, src);
+        shs_memory_timeline_begin_step(tl);
     }
     int K = t->cfg.grad_accum > 1 ? t->cfg.grad_accum : 1;
     /* the step's loss: mean over its K micro-batches (f32, in order) */
@@ -109,7 +109,7 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
         float micro_loss;
         shs_comm_set_marker(ctx->comm, "fwd");
         shs_strategy_set_phase(rs->strategy, SHS_PHASE_FORWARD);
-        if (tl) shs_timeline_set_backward(tl, 0);
+        if (tl) shs_memory_timeline_set_backward(tl, 0);
         SHS_CHECK(shs_model_forward(rs->model, src, rs->tokens, rs->targets, &micro_loss));
         shs_strategy_set_sync(rs->strategy, k == K - 1);
         /* d(step loss)/d(micro loss) = 1/K: the gradient is the mean over
@@ -117,23 +117,23 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
          * loss scale, as `scaler.scale(loss / K).backward()` */
         shs_comm_set_marker(ctx->comm, "bwd");
         shs_strategy_set_phase(rs->strategy, SHS_PHASE_BACKWARD);
-        if (tl) shs_timeline_set_backward(tl, 1);
+        if (tl) shs_memory_timeline_set_backward(tl, 1);
         SHS_CHECK(shs_model_backward(rs->model, src, scale / (float)K));
         local_loss += micro_loss;
     }
     local_loss /= (float)K;
     shs_comm_set_marker(ctx->comm, "optim");
-    if (tl) shs_timeline_mark(tl, SHS_META_SEG_OPTIM, "optim");
+    if (tl) shs_memory_timeline_mark(tl, SHS_META_SEG_OPTIM, "optim");
     SHS_CHECK(shs_strategy_finish_step(rs->strategy, t->step + 1));
     if (ctx->rank == t->first_rank) t->grad_norm = shs_strategy_grad_norm(rs->strategy);
     SHS_CHECK(shs_memcpy_h2d(ctx->dev, rs->loss_dev, &local_loss, sizeof local_loss));
     shs_comm_set_marker(ctx->comm, "loss");
-    if (tl) shs_timeline_mark(tl, SHS_META_SEG_LOSS, "loss");
+    if (tl) shs_memory_timeline_mark(tl, SHS_META_SEG_LOSS, "loss");
     shs_comm_set_tag(ctx->comm, shs_comm_tag_pack(SHS_TAG_LOSS_ALL_REDUCE, -1, 0, t->step + 1));
     shs_status_t st = shs_all_reduce(rs->loss_dev, rs->loss_dev, 1, SHS_F32, SHS_AVG, ctx->comm);
     shs_comm_set_tag(ctx->comm, 0); /* calls outside the step are untagged */
     SHS_CHECK(st);
-    if (tl) shs_timeline_end_step(tl);
+    if (tl) shs_memory_timeline_end_step(tl);
     SHS_CHECK(shs_memcpy_d2h(ctx->dev, &loss, rs->loss_dev, sizeof loss));
     if (ctx->rank == t->first_rank) t->loss = loss;
     return SHS_OK;
@@ -287,14 +287,14 @@ void shs_trainer_destroy(shs_trainer_t *t) {
         shs_set_last_error_text(keep);
     }
     free(t->ranks);
-    shs_timeline_destroy(t->timeline);
+    shs_memory_timeline_destroy(t->timeline);
     shs_layout_free(&t->layout);
     free(t);
 }
 
 const shs_meta_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count) {
     *count = 0;
-    return t->timeline ? shs_timeline_segments(t->timeline, count) : NULL;
+    return t->timeline ? shs_memory_timeline_segments(t->timeline, count) : NULL;
 }
 
 shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss) {

@@ -1,4 +1,4 @@
-/* timeline.h - one rank's device memory over a training step, cut at the
+/* memory_timeline.h - one rank's device memory over a training step, cut at the
  * step's phases: the forward of each wrap unit, the backward of each unit,
  * the optimizer step and the loss all-reduce (train --memory-timeline).
  *
@@ -12,8 +12,8 @@
  * real runs too.
  * What it is not: a trace of collectives (trace.h) or a profiler of time.
  */
-#ifndef SHARDSIM_TIMELINE_H
-#define SHARDSIM_TIMELINE_H
+#ifndef SHARDSIM_MEMORY_TIMELINE_H
+#define SHARDSIM_MEMORY_TIMELINE_H
 
 #include "shardsim/device.h"
 #include "shardsim/layout.h"
@@ -38,25 +38,25 @@ typedef struct {
     uint64_t calls_begin, calls_end; /* its collectives: [begin, end) of calls */
 } shs_meta_segment_t;
 
-typedef struct shs_timeline shs_timeline_t;
+typedef struct shs_memory_timeline shs_memory_timeline_t;
 
 /* A recorder for `dev`, naming units from `layout` (both outlive it).
  * Errors: SHS_HOST_OOM. */
-shs_status_t shs_timeline_create(shs_timeline_t **out, shs_device_t *dev, const shs_layout_t *layout);
-void shs_timeline_destroy(shs_timeline_t *tl);
+shs_status_t shs_memory_timeline_create(shs_memory_timeline_t **out, shs_device_t *dev, const shs_layout_t *layout);
+void shs_memory_timeline_destroy(shs_memory_timeline_t *tl);
 
 /* The parameter source to give the model: `inner` with segment cuts. */
-shs_param_source_t *shs_timeline_source(shs_timeline_t *tl, shs_param_source_t *inner);
+shs_param_source_t *shs_memory_timeline_source(shs_memory_timeline_t *tl, shs_param_source_t *inner);
 
 /* Start of a step (discards the previous step's segments), of its forward
  * and backward passes, and the optimizer / loss segments. */
-void shs_timeline_begin_step(shs_timeline_t *tl);
-void shs_timeline_set_backward(shs_timeline_t *tl, int backward);
-void shs_timeline_mark(shs_timeline_t *tl, shs_meta_seg_kind_t kind, const char *label);
+void shs_memory_timeline_begin_step(shs_memory_timeline_t *tl);
+void shs_memory_timeline_set_backward(shs_memory_timeline_t *tl, int backward);
+void shs_memory_timeline_mark(shs_memory_timeline_t *tl, shs_meta_seg_kind_t kind, const char *label);
 /* Close the last segment. */
-void shs_timeline_end_step(shs_timeline_t *tl);
+void shs_memory_timeline_end_step(shs_memory_timeline_t *tl);
 
 /* The last complete step's segments (valid until the next begin_step). */
-const shs_meta_segment_t *shs_timeline_segments(const shs_timeline_t *tl, int *count);
+const shs_meta_segment_t *shs_memory_timeline_segments(const shs_memory_timeline_t *tl, int *count);
 
 #endif

@@ -1,4 +1,4 @@
-/* test_timeline.c - train --memory-timeline (timeline.h): rank 0's device
+/* test_memory_timeline.c - train --memory-timeline (memory_timeline.h): rank 0's device
  * memory cut at every phase of a real CPU step. The phases follow the GPT's
  * unit order, and the segments' highest total equals the device's own peak
  * (the accounting is the independent reference). */
@@ -44,13 +44,13 @@ static void check(shs_strategy_kind_t kind) {
     shs_trainer_destroy(t);
 }
 
-static void test_timeline_ddp(void **state) { check(SHS_DDP); }
-static void test_timeline_zero3(void **state) { check(SHS_ZERO3); }
+static void test_memory_timeline_ddp(void **state) { check(SHS_DDP); }
+static void test_memory_timeline_zero3(void **state) { check(SHS_ZERO3); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_timeline_ddp),
-        cmocka_unit_test(test_timeline_zero3),
+        cmocka_unit_test(test_memory_timeline_ddp),
+        cmocka_unit_test(test_memory_timeline_zero3),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }
