@@ -1063,7 +1063,7 @@ int sim_cmd_train(int argc, char **argv) {
     }
     if (o.timeline_path && (!o.backend_mpi || mpi.rank == 0)) { /* rank 0's timeline: under MPI, rank 0's process */
         shs_meta_rank_result_t r0 = {0};
-        r0.segments = (shs_meta_segment_t *)shs_trainer_timeline(main_run, &r0.num_segments);
+        r0.segments = (shs_step_segment_t *)shs_trainer_timeline(main_run, &r0.num_segments);
         char title[128];
         snprintf(title, sizeof title, "train: %s, world %d, rank 0, step %ld", shs_strategy_name(cfg->strategy),
                  cfg->world_size, shs_trainer_steps_done(main_run));

@@ -25,7 +25,7 @@ static void check(shs_strategy_kind_t kind) {
     float loss;
     for (int s = 0; s < 2; s++) assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
     int n;
-    const shs_meta_segment_t *g = shs_trainer_timeline(t, &n);
+    const shs_step_segment_t *g = shs_trainer_timeline(t, &n);
     /* forward: embed, block0..2, lnf, embed again (the tied head); backward:
      * embed (head), lnf, block2..0, embed (lookup); optimizer; loss */
     static const char *const want[] = {"fwd embed", "fwd block0", "fwd block1", "fwd block2", "fwd lnf",

@@ -20,23 +20,23 @@
 #include "shardsim/param_source.h"
 
 typedef enum {
-    SHS_META_SEG_SETUP,      /* model and strategy creation */
-    SHS_META_SEG_FORWARD,    /* forward of one wrap unit */
-    SHS_META_SEG_BACKWARD,   /* backward of one wrap unit */
-    SHS_META_SEG_OPTIM,      /* gradient flush, clipping, optimizer step, re-gather */
-    SHS_META_SEG_LOSS        /* the loss all-reduce */
-} shs_meta_seg_kind_t;
+    SHS_STEP_SEG_SETUP,      /* model and strategy creation */
+    SHS_STEP_SEG_FORWARD,    /* forward of one wrap unit */
+    SHS_STEP_SEG_BACKWARD,   /* backward of one wrap unit */
+    SHS_STEP_SEG_OPTIM,      /* gradient flush, clipping, optimizer step, re-gather */
+    SHS_STEP_SEG_LOSS        /* the loss all-reduce */
+} shs_step_seg_kind_t;
 
 /* One segment of the step. */
 typedef struct {
-    shs_meta_seg_kind_t kind;
+    shs_step_seg_kind_t kind;
     int unit;                /* wrap unit (in the strategy's layout), -1 for other kinds */
     char label[48];          /* "fwd embed", "bwd blocks 3-5", "optim", ... */
     size_t mem_end[SHS_MEM_NUM_CATEGORIES]; /* device bytes per category when it ends */
     size_t peak_total;       /* highest device total inside it */
     uint64_t flops;          /* device kernel FLOPs inside it (not the offload host's) */
     uint64_t calls_begin, calls_end; /* its collectives: [begin, end) of calls */
-} shs_meta_segment_t;
+} shs_step_segment_t;
 
 typedef struct shs_memory_timeline shs_memory_timeline_t;
 
@@ -52,11 +52,11 @@ shs_param_source_t *shs_memory_timeline_source(shs_memory_timeline_t *tl, shs_pa
  * and backward passes, and the optimizer / loss segments. */
 void shs_memory_timeline_begin_step(shs_memory_timeline_t *tl);
 void shs_memory_timeline_set_backward(shs_memory_timeline_t *tl, int backward);
-void shs_memory_timeline_mark(shs_memory_timeline_t *tl, shs_meta_seg_kind_t kind, const char *label);
+void shs_memory_timeline_mark(shs_memory_timeline_t *tl, shs_step_seg_kind_t kind, const char *label);
 /* Close the last segment. */
 void shs_memory_timeline_end_step(shs_memory_timeline_t *tl);
 
 /* The last complete step's segments (valid until the next begin_step). */
-const shs_meta_segment_t *shs_memory_timeline_segments(const shs_memory_timeline_t *tl, int *count);
+const shs_step_segment_t *shs_memory_timeline_segments(const shs_memory_timeline_t *tl, int *count);
 
 #endif

@@ -73,7 +73,7 @@ typedef struct {
     shs_comm_stats_t last_step_comm; /* the last step alone */
     shs_kernel_stats_t kernels;  /* device kernels, all steps */
     uint64_t h2d_bytes, d2h_bytes;   /* offload copies, all steps */
-    shs_meta_segment_t *segments;    /* the last step's timeline */
+    shs_step_segment_t *segments;    /* the last step's timeline */
     int num_segments;
     shs_meta_call_t *calls;      /* the last step's collectives */
     size_t num_calls;

@@ -140,7 +140,7 @@ shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index
 void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out);
 /* With cfg.memory_timeline: rank 0's device memory over the last step, per
  * phase (memory_timeline.h); NULL and *count = 0 otherwise. */
-const shs_meta_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count);
+const shs_step_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count);
 void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *out);
 
 /* Where two snapshots first differ. */

@@ -17,7 +17,7 @@
 #include "shardsim/comm_meta.h"
 #include "shardsim/model_file.h"
 #include "shardsim/shard.h"
-#include "train/segments.h"
+#include "train/step_segments.h"
 
 /* ---- wrap groups ----------------------------------------------------------- */
 
@@ -97,7 +97,7 @@ typedef struct {
     const shs_layout_t *phys;
     /* timeline of the current step */
     int recording;
-    shs__seg_list_t segs;
+    shs__step_seg_list_t segs;
     shs_meta_call_t *calls;
     size_t ncalls, cap_calls;
     shs_status_t oom;        /* host allocation failure inside a callback */
@@ -113,11 +113,11 @@ typedef struct {
     shs_param_source_t pub;
 } wrap_src_t;
 
-static void seg_close(run_t *r) { shs__seg_close(&r->segs, r->dev, r->ncalls); }
+static void seg_close(run_t *r) { shs__step_seg_close(&r->segs, r->dev, r->ncalls); }
 
-static void seg_begin(run_t *r, shs_meta_seg_kind_t kind, int unit, const char *label) {
+static void seg_begin(run_t *r, shs_step_seg_kind_t kind, int unit, const char *label) {
     if (!r->recording) return;
-    if (shs__seg_open(&r->segs, r->dev, kind, unit, label, r->ncalls) != 0) {
+    if (shs__step_seg_open(&r->segs, r->dev, kind, unit, label, r->ncalls) != 0) {
         r->oom = SHS_HOST_OOM;
         r->recording = 0;
     }
@@ -128,7 +128,7 @@ static void unit_seg(wrap_src_t *ws, int logical) {
     char label[48];
     int bwd = ws->phase == SHS_PHASE_BACKWARD;
     snprintf(label, sizeof label, "%s %s", bwd ? "bwd" : "fwd", ws->run->phys->units[p].name);
-    seg_begin(ws->run, bwd ? SHS_META_SEG_BACKWARD : SHS_META_SEG_FORWARD, p, label);
+    seg_begin(ws->run, bwd ? SHS_STEP_SEG_BACKWARD : SHS_STEP_SEG_FORWARD, p, label);
 }
 
 static void recorder(void *user, const shs_comm_t *comm, const shs_comm_call_info_t *info) {
@@ -269,7 +269,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
         if (last) {
             all_comm_stats(r.comm, strat, &before);
             r.recording = 1;
-            seg_begin(&r, SHS_META_SEG_SETUP, -1, "step start");
+            seg_begin(&r, SHS_STEP_SEG_SETUP, -1, "step start");
         }
         float local_loss = 0.0f, loss;
         shs_strategy_set_step(strat, step + 1);
@@ -287,9 +287,9 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
             local_loss += micro_loss;
         }
         local_loss /= (float)K;
-        seg_begin(&r, SHS_META_SEG_OPTIM, -1, "optim");
+        seg_begin(&r, SHS_STEP_SEG_OPTIM, -1, "optim");
         SHS_CHECK_GOTO(shs_strategy_finish_step(strat, step + 1), st, done);
-        seg_begin(&r, SHS_META_SEG_LOSS, -1, "loss");
+        seg_begin(&r, SHS_STEP_SEG_LOSS, -1, "loss");
         SHS_CHECK_GOTO(shs_memcpy_h2d(r.dev, loss_dev, &local_loss, sizeof local_loss), st, done);
         shs_comm_set_tag(r.comm, shs_comm_tag_pack(SHS_TAG_LOSS_ALL_REDUCE, -1, 0, step + 1));
         SHS_CHECK_GOTO(shs_all_reduce(loss_dev, loss_dev, 1, SHS_F32, SHS_AVG, r.comm), st, done);

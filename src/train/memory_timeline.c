@@ -5,14 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "train/segments.h"
+#include "train/step_segments.h"
 
 struct shs_memory_timeline {
     shs_device_t *dev;
     const shs_layout_t *layout;
     shs_param_source_t *inner, pub;
     int backward;
-    shs__seg_list_t segs;
+    shs__step_seg_list_t segs;
     int oom;                 /* a segment could not be stored: the rest are dropped */
 };
 
@@ -31,15 +31,15 @@ void shs_memory_timeline_destroy(shs_memory_timeline_t *tl) {
     free(tl);
 }
 
-static void open_seg(shs_memory_timeline_t *tl, shs_meta_seg_kind_t kind, int unit, const char *label) {
+static void open_seg(shs_memory_timeline_t *tl, shs_step_seg_kind_t kind, int unit, const char *label) {
     if (tl->oom) return;
-    if (shs__seg_open(&tl->segs, tl->dev, kind, unit, label, 0) != 0) tl->oom = 1;
+    if (shs__step_seg_open(&tl->segs, tl->dev, kind, unit, label, 0) != 0) tl->oom = 1;
 }
 
 static void unit_seg(shs_memory_timeline_t *tl, int unit) {
     char label[48];
     snprintf(label, sizeof label, "%s %s", tl->backward ? "bwd" : "fwd", tl->layout->units[unit].name);
-    open_seg(tl, tl->backward ? SHS_META_SEG_BACKWARD : SHS_META_SEG_FORWARD, unit, label);
+    open_seg(tl, tl->backward ? SHS_STEP_SEG_BACKWARD : SHS_STEP_SEG_FORWARD, unit, label);
 }
 
 static shs_status_t tl_acquire_params(void *self, int unit, const float **params) {
@@ -68,7 +68,7 @@ shs_param_source_t *shs_memory_timeline_source(shs_memory_timeline_t *tl, shs_pa
 }
 
 void shs_memory_timeline_begin_step(shs_memory_timeline_t *tl) {
-    shs__seg_reset(&tl->segs);
+    shs__step_seg_reset(&tl->segs);
     tl->oom = 0;
     tl->backward = 0;
     shs_device_window_peak(tl->dev);
@@ -76,13 +76,13 @@ void shs_memory_timeline_begin_step(shs_memory_timeline_t *tl) {
 
 void shs_memory_timeline_set_backward(shs_memory_timeline_t *tl, int backward) { tl->backward = backward; }
 
-void shs_memory_timeline_mark(shs_memory_timeline_t *tl, shs_meta_seg_kind_t kind, const char *label) {
+void shs_memory_timeline_mark(shs_memory_timeline_t *tl, shs_step_seg_kind_t kind, const char *label) {
     open_seg(tl, kind, -1, label);
 }
 
-void shs_memory_timeline_end_step(shs_memory_timeline_t *tl) { shs__seg_close(&tl->segs, tl->dev, 0); }
+void shs_memory_timeline_end_step(shs_memory_timeline_t *tl) { shs__step_seg_close(&tl->segs, tl->dev, 0); }
 
-const shs_meta_segment_t *shs_memory_timeline_segments(const shs_memory_timeline_t *tl, int *count) {
+const shs_step_segment_t *shs_memory_timeline_segments(const shs_memory_timeline_t *tl, int *count) {
     *count = tl->segs.n;
     return tl->segs.segs;
 }

@@ -123,12 +123,12 @@ static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     }
     local_loss /= (float)K;
     shs_comm_set_marker(ctx->comm, "optim");
-    if (tl) shs_memory_timeline_mark(tl, SHS_META_SEG_OPTIM, "optim");
+    if (tl) shs_memory_timeline_mark(tl, SHS_STEP_SEG_OPTIM, "optim");
     SHS_CHECK(shs_strategy_finish_step(rs->strategy, t->step + 1));
     if (ctx->rank == t->first_rank) t->grad_norm = shs_strategy_grad_norm(rs->strategy);
     SHS_CHECK(shs_memcpy_h2d(ctx->dev, rs->loss_dev, &local_loss, sizeof local_loss));
     shs_comm_set_marker(ctx->comm, "loss");
-    if (tl) shs_memory_timeline_mark(tl, SHS_META_SEG_LOSS, "loss");
+    if (tl) shs_memory_timeline_mark(tl, SHS_STEP_SEG_LOSS, "loss");
     shs_comm_set_tag(ctx->comm, shs_comm_tag_pack(SHS_TAG_LOSS_ALL_REDUCE, -1, 0, t->step + 1));
     shs_status_t st = shs_all_reduce(rs->loss_dev, rs->loss_dev, 1, SHS_F32, SHS_AVG, ctx->comm);
     shs_comm_set_tag(ctx->comm, 0); /* calls outside the step are untagged */
@@ -292,7 +292,7 @@ void shs_trainer_destroy(shs_trainer_t *t) {
     free(t);
 }
 
-const shs_meta_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count) {
+const shs_step_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count) {
     *count = 0;
     return t->timeline ? shs_memory_timeline_segments(t->timeline, count) : NULL;
 }
