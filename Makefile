@@ -5,7 +5,7 @@
 #   make bench           benchmarks: ratios measured in one run, not timed tests
 #   make test            build and run every tests/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
-#   make test-full       every issue-3 feature x world sizes {1,2,3,5,8} (a few minutes)
+#   make test-full       every training feature x world sizes {1,2,3,5,8} (a few minutes)
 # Never add -ffast-math or -Ofast: bit-exactness depends on IEEE semantics.
 
 CC      ?= gcc
@@ -222,12 +222,13 @@ run-tests: $(TEST_BINS) $(BIN)
 	done; \
 	if [ $$fail -ne 0 ]; then echo "some tests FAILED"; exit 1; fi; echo "all test binaries passed"
 
-# The full cross-product of issue 3's features x world sizes {1,2,3,5,8}
+# The full cross-product of the training features (accumulation, clipping,
+# replicated units, alignment, fp16, activation checkpointing) x world sizes {1,2,3,5,8}
 # (make test runs a representative part of it).
 test-full:
 	@SHS_TEST_FULL=1 $(MAKE) --no-print-directory test
 
-# ---- Fuzz targets (issue 5; fuzz/) -------------------------------------------
+# ---- Fuzz targets (the trace importers; fuzz/) ------------------------------
 # make fuzz: one libFuzzer target per trace importer (fuzz/fuzz_<format>.c),
 # built with clang -fsanitize=fuzzer,address,undefined into $(BUILDROOT)/fuzz
 # and run FUZZ_TIME seconds each by fuzz/run_fuzz.sh (seeds, limits, summary).
@@ -283,8 +284,8 @@ bench: $(BIN)
 same-outputs: $(BIN)
 	@bash tests/same_outputs.sh check
 
-# OpenMPI's own MPI_Allreduce on this machine, in the same columns: issue 7's
-# "tuned OpenMPI" yardstick (shared memory through vader, single-copy off,
+# OpenMPI's own MPI_Allreduce on this machine, in the same columns: the
+# thread collectives' "tuned OpenMPI" yardstick (shared memory through vader, single-copy off,
 # MALLOC_MMAP_MAX_=0), at N = 2, 4, 8. Needs MPI; not part of `make bench`.
 .PHONY: bench-openmpi
 bench-openmpi:

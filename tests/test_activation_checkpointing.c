@@ -1,5 +1,5 @@
 /* test_activation_checkpointing.c - activation checkpointing per block
- * (--checkpoint-activations, issue 3): with it on, every stage at every
+ * (--checkpoint-activations): with it on, every stage at every
  * world size equals DDP without it bit for bit, also under fp16 dynamic loss
  * scaling and gradient accumulation; the ACTIVATIONS peak drops to a closed
  * form counted here from the tensor shapes; and the CLI flag works. */

@@ -1,9 +1,9 @@
 /* test_features.c - FSDP/ZeRO features that touch numbers, each proven
- * bit-identical to DDP under the same settings (issue 3): gradient
+ * bit-identical to DDP under the same settings: gradient
  * accumulation (no_sync), clip_grad_norm_ with norm types 1/2/inf,
  * replicated (unsharded) small units, and shard alignment. Plus independent
- * checks that gradient accumulation averages every micro-batch (bug
- * reports 5 and 6) and that clipping is really active. */
+ * checks that gradient accumulation averages every micro-batch (none
+ * dropped, the first step weighted as the others) and that clipping is really active. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -58,8 +58,8 @@ static void test_grad_accum_matches_ddp(void **state) {
  * sequences as K ranks with one micro-batch each (data.h: micro-batch k of
  * step s is data step s*K + k; rank r of step s reads sequence s*N + r), so
  * the mean gradient, and hence the SGD update, agrees to rounding. A run that
- * dropped micro-batches (bug report 6) or weighted the first step
- * differently (bug report 5) would be off by O(1) of the update. */
+ * dropped micro-batches or weighted the first step
+ * differently would be off by O(1) of the update. */
 static void check_accum_means_all(shs_strategy_kind_t kind, int K, shs_offload_t offload) {
     shs_train_config_t a = small_config(1);
     a.offload = offload;
@@ -98,13 +98,13 @@ static void check_accum_means_all(shs_strategy_kind_t kind, int K, shs_offload_t
 }
 
 static void test_grad_accum_means_every_micro_batch(void **state) {
-    check_accum_means_all(SHS_ZERO2, 3, SHS_OFFLOAD_NONE); /* bug report 6: world 1, ZeRO-2 and ZeRO-3 */
+    check_accum_means_all(SHS_ZERO2, 3, SHS_OFFLOAD_NONE); /* no micro-batch dropped: ZeRO-2 and ZeRO-3 */
     check_accum_means_all(SHS_ZERO3, 3, SHS_OFFLOAD_NONE);
-    check_accum_means_all(SHS_ZERO2, 4, SHS_OFFLOAD_OPTIMIZER); /* bug report 5: ZeRO-2, 4 steps, CPU offload */
+    check_accum_means_all(SHS_ZERO2, 4, SHS_OFFLOAD_OPTIMIZER); /* first step weighted as the others: ZeRO-2, 4 steps, CPU offload */
     check_accum_means_all(SHS_DDP, 4, SHS_OFFLOAD_NONE);
 }
 
-/* Bug report 2: ZeRO-1 (and 2, 3) with clipping active; the norm comes only
+/* ZeRO-1 (and 2, 3) with clipping active; the norm comes only
  * from reduced, owned data, is the same on every rank and equals DDP's. */
 static void test_clipping_matches_ddp(void **state) {
     static const int clip_worlds[] = {1, 2, 3, 5, 8};
@@ -118,7 +118,7 @@ static void test_clipping_matches_ddp(void **state) {
         }
 }
 
-/* Bug report 2: the clip is active (threshold below the true norm) at
+/* The clip is active (threshold below the true norm) at
  * N = 2, 3, 5, and every rank of ZeRO-1/2/3 reports DDP's norm bit for bit
  * (a norm taken from the unreduced local gradients a ZeRO-1/2 rank still
  * holds outside its shard would differ). */
@@ -167,7 +167,7 @@ static void test_clip_threshold_semantics(void **state) {
     free_record(&high);
 }
 
-/* Bug report 7: small units (the blocks, 1089 elements, and the final
+/* Small units (the blocks, 1089 elements, and the final
  * LayerNorm, 18) kept unsharded on every rank while the embedding (2376) is
  * sharded; the clip norm counts each replicated element once. */
 static void test_replicated_units_match_ddp(void **state) {
@@ -247,7 +247,7 @@ static shs_status_t plant_job(shs_rank_ctx_t *ctx, void *arg) {
     return shs_strategy_plant_grad_inf(shs_trainer_strategy(t, ctx->rank), 1, 5);
 }
 
-/* Bug report 8: fp16 with dynamic loss scaling and an inf planted in one
+/* fp16 with dynamic loss scaling and an inf planted in one
  * element of one rank's reduced gradient shard: every rank skips the step,
  * the scale halves everywhere, parameters (and the next step) are as if the
  * step had not happened. */
@@ -382,7 +382,7 @@ static void test_hybrid_bad_group_size(void **state) {
     assert_non_null(strstr(shs_last_error(), "shard group size 3 must divide the world size 4"));
 }
 
-/* Bug report 9 and FSDP's reshard/prefetch knobs: every freed
+/* FSDP's reshard/prefetch knobs: every freed
  * communication buffer is filled with NaN, and with prefetch on or off,
  * resharding after forward or not, the results equal DDP's (so no stale
  * buffer is read and no NaN leaks). */
@@ -520,8 +520,8 @@ static void test_prefetch_order_in_trace(void **state) {
 
 /* CPU offload of the optimizer (every stage) and of the parameters
  * (ZeRO-3, hybrid_shard) equals DDP without offload, bit for bit, also with
- * fp16 loss scaling, clipping and gradient accumulation (bug report 5's
- * ZeRO-2 + 4 accumulation steps + optimizer offload included). */
+ * fp16 loss scaling, clipping and gradient accumulation (ZeRO-2 + 4
+ * accumulation steps + optimizer offload included). */
 static void test_offload_matches_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++) {
         shs_train_config_t cfg = small_config(test_worlds[w]);

@@ -6,7 +6,8 @@
  * differences through a test-local parameter source that also checks the
  * call protocol (grads_ready once per unit, after its last contribution);
  * and, through the trainer, ZeRO-1/2/3 against DDP bit for bit on the
- * layouts that break real systems (issue 3, bug-report cases 1 and 3).
+ * layouts that break real systems (a tied embedding,
+ * sim/models/tied_tiny.txt; sizes [8, 0, 24], sim/models/zero_size.txt).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -162,9 +163,9 @@ static void check_tensors(const shs_layout_t *lo, const want_tensor_t *w, int n)
     }
 }
 
-/* Bug case 3's layout: sizes [8, 0, 24] in one unit, a trailing Linear(4, 0). */
-static const char case3_text[] =
-    "# bug case 3: parameters of sizes [8, 0, 24], then a trailing Linear(4, 0)\n"
+/* A zero-size layout: sizes [8, 0, 24] in one unit, a trailing Linear(4, 0). */
+static const char zero_size_text[] =
+    "# parameters of sizes [8, 0, 24], then a trailing Linear(4, 0)\n"
     "unit body\n"
     "Linear 2 4 nobias            # 0.weight (4, 2): 8\n"
     "Linear 4 0 nobias unused     # 1.weight (0, 4): 0, inside rank 0's shard at N = 2\n"
@@ -172,9 +173,9 @@ static const char case3_text[] =
     "unit tail\n"
     "Linear 4 0 unused            # 3.weight (0, 4), 3.bias (0)\n";
 
-static void test_layout_case3(void **state) {
+static void test_layout_zero_size(void **state) {
     (void)state;
-    shs_model_file_t *nd = parse_ok(case3_text);
+    shs_model_file_t *nd = parse_ok(zero_size_text);
     shs_layout_t lo;
     assert_int_equal(shs_model_file_layout_create(&lo, nd), SHS_OK);
     assert_int_equal(lo.num_units, 2);
@@ -630,12 +631,12 @@ static shs_train_config_t small_config(int world, shs_optim_kind_t opt) {
     return cfg;
 }
 
-/* Bug case 1: a tied Embedding of 10 rows x 4 columns used for input lookup
+/* A tied Embedding of 10 rows x 4 columns used for input lookup
  * and output logits, SGD, 3 steps, N = 2, 3, 4. With --shard-align 4 (one row)
  * the shards hold 5/5, 4/4/2 and 3/3/3/1 rows; without, 20/20, 14/14/12 and
  * 10/10/10/10 elements (rows cut in the middle). ZeRO-3 equals DDP bit for
  * bit, padding stays zero, and no row is left untrained. */
-static void test_case1_tied_embedding(void **state) {
+static void test_tied_embedding(void **state) {
     (void)state;
     static const char text[] =
         "unit embed\n"
@@ -670,11 +671,11 @@ static void test_case1_tied_embedding(void **state) {
     shs_model_file_free(nd);
 }
 
-/* Bug case 3: parameters of sizes [8, 0, 24] at N = 2 (the empty one inside
+/* Parameters of sizes [8, 0, 24] at N = 2 (the empty one inside
  * rank 0's shard) and a trailing Linear(4, 0): no crash, identical to DDP. */
-static void test_case3_zero_size(void **state) {
+static void test_zero_size_params(void **state) {
     (void)state;
-    shs_model_file_t *nd = parse_ok(case3_text);
+    shs_model_file_t *nd = parse_ok(zero_size_text);
     for (int opt = 0; opt < 2; opt++) {
         run_record_t ddp = check_equivalence(nd, small_config(2, opt ? SHS_OPTIM_SGD : SHS_OPTIM_ADAMW));
         free_record(&ddp);
@@ -794,15 +795,15 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_load_errors),
-        cmocka_unit_test(test_layout_case3),
+        cmocka_unit_test(test_layout_zero_size),
         cmocka_unit_test(test_layout_tied_named),
         cmocka_unit_test(test_gradient_tied),
         cmocka_unit_test(test_gradient_relu_onehot),
         cmocka_unit_test(test_zero_width_path),
         cmocka_unit_test(test_tied_protocol_and_rows),
         cmocka_unit_test(test_garbage_never_crashes),
-        cmocka_unit_test(test_case1_tied_embedding),
-        cmocka_unit_test(test_case3_zero_size),
+        cmocka_unit_test(test_tied_embedding),
+        cmocka_unit_test(test_zero_size_params),
         cmocka_unit_test(test_mixed_layouts),
         cmocka_unit_test(test_zero_size_positions),
         cmocka_unit_test(test_cli_model_file),

@@ -2,7 +2,7 @@
  * are counted and move nothing, for one representative rank.
  *
  * What it is: a communicator handle that believes it is rank `rank` of
- * `nranks` while no other rank exists (issue 4). Every collective passes the
+ * `nranks` while no other rank exists. Every collective passes the
  * argument checks of comm.c, takes a sequence number, is counted in the
  * handle's shs_comm_stats_t (calls and bytes by op, exactly as on the thread
  * backend) and returns SHS_OK at once without reading or writing any buffer.

@@ -1,5 +1,5 @@
 /* meta_run.h - one training step of the real model and strategy code on the
- * meta backend, for representative ranks of a world of any size (issue 4).
+ * meta backend, for representative ranks of a world of any size (`shardsim compare`).
  *
  * What it is: the trainer's step (train.c: model forward, backward, the
  * strategy's gradient reduction and optimizer step, the loss all-reduce)

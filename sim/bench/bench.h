@@ -58,8 +58,8 @@ shs_status_t shs_bench_collective(shs_world_t *w, shs_coll_op_t op, size_t bytes
  * streaming (non-temporal) stores, two repetitions each. */
 double shs_bench_memcpy_bw(size_t working_set, int threads);
 
-/* Mean microseconds per call of the "naive thread design" (issue 7's
- * yardstick, bench_naive.c: plain pthreads, pthread_barrier_t between
+/* Mean microseconds per call of the "naive thread design" (the thread
+ * communicator's yardstick, bench_naive.c: plain pthreads, pthread_barrier_t between
  * phases, each rank reduces its slice then copies) for `op` (all_reduce,
  * all_gather, reduce_scatter or broadcast; f32 sum, root 0, out of place) on
  * `nranks` threads and a nccl-tests size of `bytes`, timed like
