@@ -105,6 +105,17 @@ SIM_SRCS  := $(wildcard sim/*.c)
 SIM_OBJS  := $(patsubst %.c,$(BUILD)/obj/%.o,$(SIM_SRCS)) $(BENCH_OBJS)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+# Test programs of an optional library are not built without it (a binary
+# never passes by skipping): `make test` names each one it leaves out, and
+# the program itself refuses to compile without its library (#error).
+ifneq ($(MPI),yes)
+  TEST_BINS := $(filter-out $(BUILD)/tests/test_mpi,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_mpi: built without MPI ($(if $(filter thread,$(SAN)),SAN=thread: OpenMPI is not TSan-instrumented,mpicc/mpirun not found; make deps installs OpenMPI))"
+endif
+ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
+  TEST_BINS := $(filter-out $(BUILD)/tests/test_trace_import,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_trace_import: built without jansson or protobuf-c (make deps installs them)"
+endif
 TEST_HELPERS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_HELPERS))
 # every object and test records the headers it read (-MMD -MP): a changed
@@ -220,7 +231,9 @@ run-tests: $(TEST_BINS) $(BIN)
 	  echo "== $$t"; \
 	  if ! SHS_SHARED_DIR=$(SHARED) $$t; then fail=1; echo "FAILED: $$t"; fi; \
 	done; \
-	if [ $$fail -ne 0 ]; then echo "some tests FAILED"; exit 1; fi; echo "all test binaries passed"
+	for l in $(TESTS_LEFT_OUT); do echo "✗ not built, not run: $$l"; done; \
+	if [ $$fail -ne 0 ]; then echo "some tests FAILED"; exit 1; fi; \
+	echo "all $(words $(TEST_BINS)) test binaries built here passed$(if $(TESTS_LEFT_OUT), (the ones left out are named above))"
 
 # The full cross-product of the training features (accumulation, clipping,
 # replicated units, alignment, fp16, activation checkpointing) x world sizes {1,2,3,5,8}
