@@ -83,5 +83,8 @@ typedef struct {
 /* Estimate the fp32 peak from /proc/cpuinfo and cpufreq (Linux x86);
  * fields are best effort elsewhere. */
 void shs_bench_cpu_peak(shs_cpu_peak_t *out);
+/* The fp32 peak in GFLOP/s: cores * ghz * vector_floats * (fma ? 2 : 1) *
+ * fma_units (an FMA counts as two flops). */
+double shs_bench_peak_gflops(int cores, double ghz, int vector_floats, int fma, int fma_units);
 
 #endif
