@@ -118,13 +118,73 @@ static void test_clipping_matches_ddp(void **state) {
         }
 }
 
-/* The clip is active (threshold below the true norm) at
- * N = 2, 3, 5, and every rank of ZeRO-1/2/3 reports DDP's norm bit for bit
- * (a norm taken from the unreduced local gradients a ZeRO-1/2 rank still
- * holds outside its shard would differ). */
+/* One SGD step (lr 0.5, no momentum, no weight decay) of DDP at `world`
+ * with clip_norm `clip` (0: off): *delta = parameters after - before (len
+ * floats, malloc'd), *norm = the trainer's gradient norm. */
+static void sgd_step_delta(int world, float clip, float **delta, size_t *len, float *norm) {
+    shs_train_config_t c = small_config(world);
+    c.strategy = SHS_DDP;
+    c.optim = shs_optim_default(SHS_OPTIM_SGD);
+    c.optim.lr = 0.5f;
+    c.clip_norm = clip;
+    shs_trainer_t *t;
+    assert_int_equal(shs_trainer_create(&t, &c, &test_corpus), SHS_OK);
+    *len = shs_trainer_snapshot_len(t);
+    float *before = malloc(*len * sizeof(float)), *after = malloc(*len * sizeof(float));
+    assert_non_null(before);
+    assert_non_null(after);
+    assert_int_equal(shs_trainer_snapshot(t, before), SHS_OK);
+    float loss;
+    assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+    assert_int_equal(shs_trainer_snapshot(t, after), SHS_OK);
+    *norm = shs_trainer_last_grad_norm(t);
+    for (size_t i = 0; i < *len; i++) after[i] -= before[i];
+    free(before);
+    *delta = after;
+    shs_trainer_destroy(t);
+}
+
+static double l2(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return sqrt(s);
+}
+
+/* Clipping scales the gradient the optimizer applies, as
+ * torch.nn.utils.clip_grad_norm_ does: with SGD the update is -lr * g, so
+ * without clipping ||update|| / lr is the true norm n (an independent
+ * measure of it), and with clip_norm c < n the update is the unclipped one
+ * times c / (n + 1e-6): same direction, norm lr * c. A run that computed
+ * the norm but did not scale (or scaled by another factor) fails here. */
+static void check_clip_scales_update(int world) {
+    const float clip = 0.01f, lr = 0.5f;
+    float *plain, *clipped, n_plain, n_clip;
+    size_t len, len2;
+    sgd_step_delta(world, 0, &plain, &len, &n_plain);
+    sgd_step_delta(world, clip, &clipped, &len2, &n_clip);
+    assert_int_equal(len, len2);
+    double n = l2(plain, len) / lr, coef = clip / (n + 1e-6), dot = 0;
+    for (size_t i = 0; i < len; i++) dot += (double)plain[i] * clipped[i];
+    double cosine = dot / (l2(plain, len) * l2(clipped, len));
+    if (fabs(n_clip / n - 1) > 1e-3 || n <= 2 * clip)
+        fail_msg("N=%d: trainer's norm %.9g, ||update||/lr without clipping %.9g (want equal, > 2 x %g)", world,
+                 (double)n_clip, n, (double)clip);
+    if (fabs(l2(clipped, len) / l2(plain, len) / coef - 1) > 1e-3 || cosine < 1 - 1e-6)
+        fail_msg("N=%d: clipped update is %.9g x the unclipped one (cosine %.9g); want c / (n + 1e-6) = %.9g", world,
+                 l2(clipped, len) / l2(plain, len), cosine, coef);
+    free(plain);
+    free(clipped);
+}
+
+/* The clip is active (threshold below the true norm) at N = 2, 3, 5: it
+ * scales the applied update (check_clip_scales_update), and every rank of
+ * ZeRO-1/2/3 reports DDP's norm bit for bit (a norm taken from the
+ * unreduced local gradients a ZeRO-1/2 rank still holds outside its shard
+ * would differ). */
 static void test_clip_active_and_same_on_every_rank(void **state) {
     static const int worlds[] = {2, 3, 5};
     for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
+        check_clip_scales_update(worlds[w]);
         float n_ddp = 0;
         for (int k = SHS_DDP; k <= SHS_ZERO3; k++) {
             shs_train_config_t c = small_config(worlds[w]);
@@ -135,7 +195,7 @@ static void test_clip_active_and_same_on_every_rank(void **state) {
             float loss;
             assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
             float n0 = shs_strategy_grad_norm(shs_trainer_strategy(t, 0));
-            assert_true(n0 > 2 * c.clip_norm); /* clipping really scales the gradient */
+            assert_true(n0 > 2 * c.clip_norm); /* the clip is active */
             if (k == SHS_DDP) n_ddp = n0;
             /* the norm from reduced, owned shards equals DDP's, on every rank */
             for (int r = 0; r < worlds[w]; r++) {
