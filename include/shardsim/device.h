@@ -113,7 +113,6 @@ shs_status_t shs_device_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t
 
 /* Frees the device; every live allocation is released. NULL is a no-op. */
 void shs_device_destroy(shs_device_t *dev);
-int shs_device_rank(const shs_device_t *dev);
 /* Backend name, e.g. "cpu". */
 const char *shs_device_backend(const shs_device_t *dev);
 

@@ -83,8 +83,6 @@ int shs_trace_op_parse(const char *name, shs_trace_op_t *out);
 int shs_trace_op_is_p2p(shs_trace_op_t op);
 /* 1 for collectives (matched across a communicator's members by sequence number). */
 int shs_trace_op_is_coll(shs_trace_op_t op);
-/* The comm.h op for a trace op the thread backend runs natively, or -1. */
-int shs_trace_op_to_coll(shs_trace_op_t op);
 
 /* What a record's `bytes` counts.
  *   PER_RANK: one rank's part: all_gather's input, reduce_scatter's output,

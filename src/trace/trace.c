@@ -26,18 +26,6 @@ int shs_trace_op_is_p2p(shs_trace_op_t op) { return op == SHS_TOP_SEND || op == 
 
 int shs_trace_op_is_coll(shs_trace_op_t op) { return (int)op >= 0 && op < SHS_TOP_SEND; }
 
-int shs_trace_op_to_coll(shs_trace_op_t op) {
-    switch (op) {
-    case SHS_TOP_ALL_GATHER: return SHS_OP_ALL_GATHER;
-    case SHS_TOP_REDUCE_SCATTER: return SHS_OP_REDUCE_SCATTER;
-    case SHS_TOP_ALL_REDUCE: return SHS_OP_ALL_REDUCE;
-    case SHS_TOP_BROADCAST: return SHS_OP_BROADCAST;
-    case SHS_TOP_REDUCE: return SHS_OP_REDUCE;
-    case SHS_TOP_BARRIER: return SHS_OP_BARRIER;
-    default: return -1;
-    }
-}
-
 shs_status_t shs_trace_create(shs_trace_t **out, int world) {
     *out = NULL;
     if (world < 0 || world > SHS_TRACE_MAX_WORLD)
