@@ -340,8 +340,8 @@ out:
  * what each rank holds beyond the model's own state (params, grads,
  * optimizer state, activations): peak communication and other buffers. */
 static int run_scaling(const bench_opts_t *o, results_t *res) {
-    /* up to 64 ranks on however few cores: issue 7's "slower, but no
-     * collapse"; a global batch every world divides */
+    /* up to 64 ranks on however few cores: slower per rank,
+     * but no collapse; a global batch every world divides */
     enum { GLOBAL_BATCH = 64 };
     static const int worlds[] = {1, 2, 4, 8, 16, 32, 64};
     shs_corpus_t corpus;
@@ -470,7 +470,7 @@ static void print_json(const results_t *r) {
 }
 #endif
 
-/* Issue 4's speed target: `compare --model gpt3-175b --world 1024` over all
+/* The meta backend's speed target: `compare --model gpt3-175b --world 1024` over all
  * strategies and variants (24 meta runs of 2 steps each) in under 10 s on a
  * 2-core laptop. Wall time of the same runs the command makes. */
 static int run_compare_bench(void) {
@@ -503,12 +503,12 @@ static int run_compare_bench(void) {
         }
     double dt = shs_now_seconds() - t0;
     printf("#\n# compare: gpt3-175b (174.6B parameters), world 1024, bf16, all strategies x {plain, ckpt, offload,\n"
-           "# ckpt+offload} on the meta backend (issue 4 target: under 10 s on a 2-core laptop)\n"
+           "# ckpt+offload} on the meta backend (target: under 10 s on a 2-core laptop)\n"
            "  %d meta runs of 2 steps in %.3f s (%.1f ms per run)\n", runs, dt, 1e3 * dt / runs);
     return SIM_EXIT_OK;
 }
 
-/* Issue 5's speed target: import + check 1 M records across 64 ranks in
+/* The trace importers' speed target: import + check 1 M records across 64 ranks in
  * under 1 s per million records on a laptop. */
 static int run_trace_bench(void) {
     shs_trace_bench_t b;
@@ -518,7 +518,7 @@ static int run_trace_bench(void) {
     }
     double s = b.load_s + b.check_s, m = (double)b.records / 1e6;
     printf("#\n# trace import: %zu records, %d ranks, %d communicators, shardsim text format in %d files (%.1f MiB;\n"
-           "# written in %.2f s), loaded and checked (issue 5 target: under 1 s per million records on a laptop)\n"
+           "# written in %.2f s), loaded and checked (target: under 1 s per million records on a laptop)\n"
            "  load %.3f s + check %.3f s = %.3f s: %.0f records/s, %.3f s per million records (%zu issues)\n",
            b.records, b.world, b.comms, b.files, b.file_bytes / 1048576.0, b.write_s, b.load_s, b.check_s, s,
            s > 0 ? b.records / s : 0.0, m > 0 ? s / m : 0.0, b.issues);

@@ -313,7 +313,7 @@ static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_co
         json_object_set_new(o, "notes", json_string(r->notes));
         json_t *tl = json_array();
         for (int s = 0; s < r->worst->num_segments; s++) {
-            const shs_meta_segment_t *g = &r->worst->segments[s];
+            const shs_step_segment_t *g = &r->worst->segments[s];
             json_t *seg = json_object(), *mem = json_object();
             static const char *const kinds[] = {"setup", "forward", "backward", "optim", "loss"};
             json_object_set_new(seg, "label", json_string(g->label));

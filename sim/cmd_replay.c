@@ -16,7 +16,7 @@
 #include "commands.h"
 #include "shardsim/durable.h"
 #include "shardsim/trace_check.h"
-#include "shardsim/trace_export.h"
+#include "shardsim/trace_export_chakra.h"
 #include "shardsim/trace_import.h"
 #include "shardsim/trace_perfetto.h"
 #include "shardsim/trace_replay.h"

@@ -203,20 +203,20 @@ int sim_cmd_train(int argc, char **argv) {
         if (ram > 0) cfg->device_mem = (size_t)(ram * 0.75 / cfg->world_size / (o.check_ddp ? 2 : 1));
     }
 
-    shs_netdesc_t *nd = NULL;  /* outlives the trainers */
+    shs_model_file_t *nd = NULL;  /* outlives the trainers */
     if (o.model_file) {
-        if (shs_netdesc_load(&nd, o.model_file) != SHS_OK) {
+        if (shs_model_file_load(&nd, o.model_file) != SHS_OK) {
             report_error(NULL);
             return SIM_EXIT_ERROR;
         }
-        cfg->netdesc = nd;
+        cfg->model_file = nd;
     }
 
     shs_corpus_t corpus;
     if (o.data_path) {
         if (shs_corpus_load(&corpus, o.data_path) != SHS_OK) {
             report_error(NULL);
-            shs_netdesc_free(nd);
+            shs_model_file_free(nd);
             return SIM_EXIT_ERROR;
         }
     } else {
@@ -422,7 +422,7 @@ int sim_cmd_train(int argc, char **argv) {
     }
     if (o.timeline_path && (!o.backend_mpi || mpi.rank == 0)) { /* rank 0's timeline: under MPI, rank 0's process */
         shs_meta_rank_result_t r0 = {0};
-        r0.segments = (shs_meta_segment_t *)shs_trainer_timeline(main_run, &r0.num_segments);
+        r0.segments = (shs_step_segment_t *)shs_trainer_timeline(main_run, &r0.num_segments);
         char title[128];
         snprintf(title, sizeof title, "train: %s, world %d, rank 0, step %ld", shs_strategy_name(cfg->strategy.kind),
                  cfg->world_size, shs_trainer_steps_done(main_run));
@@ -455,7 +455,7 @@ done:
     shs_trace_recorder_free(trace_rec);
     shs_trainer_destroy(main_run);
     shs_corpus_free(&corpus);
-    shs_netdesc_free(nd);
+    shs_model_file_free(nd);
     if (o.backend_mpi) {
         shs_comm_destroy(mpi.check);
         shs_comm_destroy(mpi.ref);

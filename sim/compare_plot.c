@@ -73,7 +73,7 @@ int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *
         }
         /* stacked areas: one rectangle per segment and category */
         for (int s = 0; s < r->num_segments; s++) {
-            const shs_meta_segment_t *g = &r->segments[s];
+            const shs_step_segment_t *g = &r->segments[s];
             double base = 0;
             for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) {
                 double v = (double)g->mem_end[c];
@@ -100,13 +100,13 @@ int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *
                     x0 + pw, y0 - 8, shs_format_bytes(dm, sizeof dm, (double)rows[i].device_mem));
         }
         /* phase labels: where forward, backward and the optimizer begin */
-        shs_meta_seg_kind_t last = (shs_meta_seg_kind_t)-1;
+        shs_step_seg_kind_t last = (shs_step_seg_kind_t)-1;
         for (int s = 0; s < r->num_segments; s++) {
-            shs_meta_seg_kind_t k = r->segments[s].kind;
+            shs_step_seg_kind_t k = r->segments[s].kind;
             if (k == last) continue;
             last = k;
-            const char *name = k == SHS_META_SEG_FORWARD ? "forward" : k == SHS_META_SEG_BACKWARD ? "backward"
-                             : k == SHS_META_SEG_OPTIM ? "optim" : NULL;
+            const char *name = k == SHS_STEP_SEG_FORWARD ? "forward" : k == SHS_STEP_SEG_BACKWARD ? "backward"
+                             : k == SHS_STEP_SEG_OPTIM ? "optim" : NULL;
             if (!name) continue;
             fprintf(f, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#666\" stroke-dasharray=\"2,2\"/>"
                        "<text x=\"%.2f\" y=\"%d\" fill=\"#333\">%s</text>\n",

@@ -1,15 +1,15 @@
 /* replay_timing.c - `shardsim replay --network`: the alpha-beta estimate of
  * every call (trace_net.h); per rank its total and exposed communication
- * (trace_timeline.h); per op and the most expensive calls.
+ * (trace_comm_timeline.h); per op and the most expensive calls.
  * What it is not: the models themselves (src/trace/replay/trace_net.c,
- * src/trace/replay/trace_timeline.c). */
+ * src/trace/replay/trace_comm_timeline.c). */
 #include "replay_timing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "shardsim/trace_timeline.h"
+#include "shardsim/trace_comm_timeline.h"
 #include "shardsim/units.h"
 
 typedef struct {
@@ -39,8 +39,8 @@ void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t
            net->intra_bw / 1e9, net->intra_lat * 1e6, net->inter_bw / 1e9, net->inter_lat * 1e6, net->base_lat * 1e6);
     /* per rank: the calls' times, and what stays exposed once ranks wait
      * for each other and the trace's own compute gaps are kept */
-    shs_trace_timeline_t tl;
-    if (shs_trace_timeline(t, net, algo, &tl) != SHS_OK) {
+    shs_trace_comm_timeline_t tl;
+    if (shs_trace_comm_timeline(t, net, algo, &tl) != SHS_OK) {
         printf("  per-rank timeline: %s\n", shs_last_error());
     } else {
         double worst = 0, sum_comm = 0, sum_exp = 0;
@@ -48,7 +48,7 @@ void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t
         printf("  per rank (ms): communication = the calls' times; exposed = wall - compute, compute = %s\n",
                tl.timed ? "the gaps the trace recorded between calls" : "none (the trace has no times)");
         for (int r = 0; r < t->world; r++) {
-            const shs_rank_timeline_t *o = &tl.ranks[r];
+            const shs_rank_comm_timeline_t *o = &tl.ranks[r];
             sum_comm += o->comm_s;
             sum_exp += o->exposed_s;
             if (o->exposed_s > worst) { worst = o->exposed_s; worst_rank = r; }
@@ -62,7 +62,7 @@ void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t
                    sum_exp / t->world * 1e3);
         printf("  most exposed: rank %d, %.3f ms; slowest wall %.3f ms\n", worst_rank, worst * 1e3, tl.wall_s * 1e3);
         if (!tl.complete) printf("  (the timeline stops where ranks block forever: the trace deadlocks)\n");
-        shs_trace_timeline_free(&tl);
+        shs_trace_comm_timeline_free(&tl);
     }
 
     double time_op[SHS_NUM_ALGOS][SHS_NUM_OPS] = {{0}}, bytes_op[SHS_NUM_OPS] = {0};

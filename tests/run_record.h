@@ -32,7 +32,7 @@ void free_record(run_record_t *rec);
  * by unit and index). */
 void assert_same_run(const run_record_t *ref, const run_record_t *got);
 
-/* The world sizes issue 3's features are crossed with, and whether `make
+/* The world sizes the training features are crossed with, and whether `make
  * test-full` (SHS_TEST_FULL=1) asked for every variant at every size. */
 extern const int test_worlds[5];
 int test_full_sweep(void);

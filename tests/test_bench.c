@@ -33,8 +33,30 @@ static void test_matmul_rate_and_peak(void **state) {
     shs_cpu_peak_t p;
     shs_bench_cpu_peak(&p);
     assert_true(p.cores >= 1);
-    assert_true(p.vector_floats >= 4);
-    assert_true(p.peak_gflops == p.cores * p.ghz * p.vector_floats * (p.fma ? 2 : 1) * p.fma_units);
+    /* f32 lanes per register from the ISA's width: SSE2 128 bits, AVX and
+     * AVX2 256, AVX-512 512 bits: the ISAs' register widths */
+    static const struct { const char *isa; int floats; } lanes[] = {
+        {"sse2", 4}, {"avx", 8}, {"avx2", 8}, {"avx512f", 16}};
+    int known = 0;
+    for (size_t i = 0; i < sizeof lanes / sizeof lanes[0]; i++)
+        if (strcmp(p.isa, lanes[i].isa) == 0) {
+            assert_int_equal(p.vector_floats, lanes[i].floats);
+            known = 1;
+        }
+    if (!known) fail_msg("unknown ISA '%s'", p.isa);
+    assert_true(p.peak_gflops == shs_bench_peak_gflops(p.cores, p.ghz, p.vector_floats, p.fma, p.fma_units));
+}
+
+/* The peak formula against hand-worked machines: flops per cycle per core
+ * are lanes x 2 (FMA) x pipes. */
+static void test_peak_formula(void **state) {
+    (void)state;
+    /* 2 cores at 3 GHz, AVX2 with FMA, 2 pipes: 2 x 3 x 8 x 2 x 2 = 192 */
+    assert_true(shs_bench_peak_gflops(2, 3.0, 8, 1, 2) == 192.0);
+    /* 1 core at 2.5 GHz, SSE2 without FMA, 2 pipes: 1 x 2.5 x 4 x 1 x 2 = 20 */
+    assert_true(shs_bench_peak_gflops(1, 2.5, 4, 0, 2) == 20.0);
+    /* 16 cores at 2 GHz, AVX-512 with FMA, 1 pipe: 16 x 2 x 16 x 2 = 1024 */
+    assert_true(shs_bench_peak_gflops(16, 2.0, 16, 1, 1) == 1024.0);
 }
 
 static void test_collective_sizes(void **state) {
@@ -153,6 +175,7 @@ int main(void) {
         cmocka_unit_test(test_busbw_factors_and_traffic),
         cmocka_unit_test(test_collective_sizes),
         cmocka_unit_test(test_matmul_rate_and_peak),
+        cmocka_unit_test(test_peak_formula),
         cmocka_unit_test(test_naive_yardstick),
         cmocka_unit_test(test_cli_text_rows),
 #ifdef SHS_HAVE_JANSSON

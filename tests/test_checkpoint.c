@@ -251,7 +251,7 @@ static void test_resume_mixed_precision(void **state) {
     check_chain(&c, 2, 4, h2, 2, (hop_t){3, SHS_ZERO3, 4});
 }
 
-/* ---- bug report case 4: a 57-element model at N=2 ------------------------------ */
+/* ---- a 57-element model at N=2 (shards of unequal size) ------------------------ */
 
 typedef struct {
     shs_layout_t lo;

@@ -1,9 +1,9 @@
 /* test_features.c - FSDP/ZeRO features that touch numbers, each proven
- * bit-identical to DDP under the same settings (issue 3): gradient
+ * bit-identical to DDP under the same settings: gradient
  * accumulation (no_sync), clip_grad_norm_ with norm types 1/2/inf,
  * replicated (unsharded) small units, and shard alignment. Plus independent
- * checks that gradient accumulation averages every micro-batch (bug
- * reports 5 and 6) and that clipping is really active. */
+ * checks that gradient accumulation averages every micro-batch (none
+ * dropped, the first step weighted as the others) and that clipping is really active. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -59,8 +59,8 @@ static void test_grad_accum_matches_ddp(void **state) {
  * sequences as K ranks with one micro-batch each (data.h: micro-batch k of
  * step s is data step s*K + k; rank r of step s reads sequence s*N + r), so
  * the mean gradient, and hence the SGD update, agrees to rounding. A run that
- * dropped micro-batches (bug report 6) or weighted the first step
- * differently (bug report 5) would be off by O(1) of the update. */
+ * dropped micro-batches or weighted the first step
+ * differently would be off by O(1) of the update. */
 static void check_accum_means_all(shs_strategy_kind_t kind, int K, shs_offload_t offload) {
     shs_train_config_t a = small_config(1);
     a.strategy.offload = offload;
@@ -99,13 +99,13 @@ static void check_accum_means_all(shs_strategy_kind_t kind, int K, shs_offload_t
 }
 
 static void test_grad_accum_means_every_micro_batch(void **state) {
-    check_accum_means_all(SHS_ZERO2, 3, SHS_OFFLOAD_NONE); /* bug report 6: world 1, ZeRO-2 and ZeRO-3 */
+    check_accum_means_all(SHS_ZERO2, 3, SHS_OFFLOAD_NONE); /* no micro-batch dropped: ZeRO-2 and ZeRO-3 */
     check_accum_means_all(SHS_ZERO3, 3, SHS_OFFLOAD_NONE);
-    check_accum_means_all(SHS_ZERO2, 4, SHS_OFFLOAD_OPTIMIZER); /* bug report 5: ZeRO-2, 4 steps, CPU offload */
+    check_accum_means_all(SHS_ZERO2, 4, SHS_OFFLOAD_OPTIMIZER); /* first step weighted as the others: ZeRO-2, 4 steps, CPU offload */
     check_accum_means_all(SHS_DDP, 4, SHS_OFFLOAD_NONE);
 }
 
-/* Bug report 2: ZeRO-1 (and 2, 3) with clipping active; the norm comes only
+/* ZeRO-1 (and 2, 3) with clipping active; the norm comes only
  * from reduced, owned data, is the same on every rank and equals DDP's. */
 static void test_clipping_matches_ddp(void **state) {
     static const int clip_worlds[] = {1, 2, 3, 5, 8};
@@ -119,13 +119,73 @@ static void test_clipping_matches_ddp(void **state) {
         }
 }
 
-/* Bug report 2: the clip is active (threshold below the true norm) at
- * N = 2, 3, 5, and every rank of ZeRO-1/2/3 reports DDP's norm bit for bit
- * (a norm taken from the unreduced local gradients a ZeRO-1/2 rank still
- * holds outside its shard would differ). */
+/* One SGD step (lr 0.5, no momentum, no weight decay) of DDP at `world`
+ * with clip_norm `clip` (0: off): *delta = parameters after - before (len
+ * floats, malloc'd), *norm = the trainer's gradient norm. */
+static void sgd_step_delta(int world, float clip, float **delta, size_t *len, float *norm) {
+    shs_train_config_t c = small_config(world);
+    c.strategy = SHS_DDP;
+    c.optim = shs_optim_default(SHS_OPTIM_SGD);
+    c.optim.lr = 0.5f;
+    c.clip_norm = clip;
+    shs_trainer_t *t;
+    assert_int_equal(shs_trainer_create(&t, &c, &test_corpus), SHS_OK);
+    *len = shs_trainer_snapshot_len(t);
+    float *before = malloc(*len * sizeof(float)), *after = malloc(*len * sizeof(float));
+    assert_non_null(before);
+    assert_non_null(after);
+    assert_int_equal(shs_trainer_snapshot(t, before), SHS_OK);
+    float loss;
+    assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+    assert_int_equal(shs_trainer_snapshot(t, after), SHS_OK);
+    *norm = shs_trainer_last_grad_norm(t);
+    for (size_t i = 0; i < *len; i++) after[i] -= before[i];
+    free(before);
+    *delta = after;
+    shs_trainer_destroy(t);
+}
+
+static double l2(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return sqrt(s);
+}
+
+/* Clipping scales the gradient the optimizer applies, as
+ * torch.nn.utils.clip_grad_norm_ does: with SGD the update is -lr * g, so
+ * without clipping ||update|| / lr is the true norm n (an independent
+ * measure of it), and with clip_norm c < n the update is the unclipped one
+ * times c / (n + 1e-6): same direction, norm lr * c. A run that computed
+ * the norm but did not scale (or scaled by another factor) fails here. */
+static void check_clip_scales_update(int world) {
+    const float clip = 0.01f, lr = 0.5f;
+    float *plain, *clipped, n_plain, n_clip;
+    size_t len, len2;
+    sgd_step_delta(world, 0, &plain, &len, &n_plain);
+    sgd_step_delta(world, clip, &clipped, &len2, &n_clip);
+    assert_int_equal(len, len2);
+    double n = l2(plain, len) / lr, coef = clip / (n + 1e-6), dot = 0;
+    for (size_t i = 0; i < len; i++) dot += (double)plain[i] * clipped[i];
+    double cosine = dot / (l2(plain, len) * l2(clipped, len));
+    if (fabs(n_clip / n - 1) > 1e-3 || n <= 2 * clip)
+        fail_msg("N=%d: trainer's norm %.9g, ||update||/lr without clipping %.9g (want equal, > 2 x %g)", world,
+                 (double)n_clip, n, (double)clip);
+    if (fabs(l2(clipped, len) / l2(plain, len) / coef - 1) > 1e-3 || cosine < 1 - 1e-6)
+        fail_msg("N=%d: clipped update is %.9g x the unclipped one (cosine %.9g); want c / (n + 1e-6) = %.9g", world,
+                 l2(clipped, len) / l2(plain, len), cosine, coef);
+    free(plain);
+    free(clipped);
+}
+
+/* The clip is active (threshold below the true norm) at N = 2, 3, 5: it
+ * scales the applied update (check_clip_scales_update), and every rank of
+ * ZeRO-1/2/3 reports DDP's norm bit for bit (a norm taken from the
+ * unreduced local gradients a ZeRO-1/2 rank still holds outside its shard
+ * would differ). */
 static void test_clip_active_and_same_on_every_rank(void **state) {
     static const int worlds[] = {2, 3, 5};
     for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
+        check_clip_scales_update(worlds[w]);
         float n_ddp = 0;
         for (int k = SHS_DDP; k <= SHS_ZERO3; k++) {
             shs_train_config_t c = small_config(worlds[w]);
@@ -168,7 +228,7 @@ static void test_clip_threshold_semantics(void **state) {
     free_record(&high);
 }
 
-/* Bug report 7: small units (the blocks, 1089 elements, and the final
+/* Small units (the blocks, 1089 elements, and the final
  * LayerNorm, 18) kept unsharded on every rank while the embedding (2376) is
  * sharded; the clip norm counts each replicated element once. */
 static void test_replicated_units_match_ddp(void **state) {
@@ -248,7 +308,7 @@ static shs_status_t plant_job(shs_rank_ctx_t *ctx, void *arg) {
     return shs_strategy_plant_grad_inf(shs_trainer_strategy(t, ctx->rank), 1, 5);
 }
 
-/* Bug report 8: fp16 with dynamic loss scaling and an inf planted in one
+/* fp16 with dynamic loss scaling and an inf planted in one
  * element of one rank's reduced gradient shard: every rank skips the step,
  * the scale halves everywhere, parameters (and the next step) are as if the
  * step had not happened. */
@@ -413,7 +473,7 @@ static void test_hybrid_bad_group_size(void **state) {
     assert_non_null(strstr(shs_last_error(), "shard group size 3 must divide the world size 4"));
 }
 
-/* Bug report 9 and FSDP's reshard/prefetch knobs: every freed
+/* FSDP's reshard/prefetch knobs: every freed
  * communication buffer is filled with NaN, and with prefetch on or off,
  * resharding after forward or not, the results equal DDP's (so no stale
  * buffer is read and no NaN leaks). */
@@ -551,8 +611,8 @@ static void test_prefetch_order_in_trace(void **state) {
 
 /* CPU offload of the optimizer (every stage) and of the parameters
  * (ZeRO-3, hybrid_shard) equals DDP without offload, bit for bit, also with
- * fp16 loss scaling, clipping and gradient accumulation (bug report 5's
- * ZeRO-2 + 4 accumulation steps + optimizer offload included). */
+ * fp16 loss scaling, clipping and gradient accumulation (ZeRO-2 + 4
+ * accumulation steps + optimizer offload included). */
 static void test_offload_matches_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++) {
         shs_train_config_t cfg = small_config(test_worlds[w]);

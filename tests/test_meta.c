@@ -1,4 +1,4 @@
-/* test_meta.c - the meta backend (device.h, meta.h, meta_run.h) against the
+/* test_meta.c - the meta backend (device.h, comm_meta.h, meta_run.h) against the
  * CPU backend, and the model presets (model_preset.h).
  *
  * The reference for every count is an independent source: the CPU trainer
@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "shardsim/meta.h"
+#include "shardsim/comm_meta.h"
 #include "shardsim/meta_run.h"
 #include "shardsim/model_preset.h"
 #include "shardsim/shard.h"

@@ -90,7 +90,7 @@
  * the same way, with one addition: since MPI cannot cancel the collectives
  * left half done in other processes, a program ends with shs_mpi_abort()
  * after an error (comm_mpi.h).
- * The meta backend (meta.h) has no other rank present and checks nothing.
+ * The meta backend (comm_meta.h) has no other rank present and checks nothing.
  *
  * CALL TAGS (shs_comm_set_tag). The fields above only see what a call
  * looks like, so a rank that skips one call among identical calls (the

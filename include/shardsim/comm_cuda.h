@@ -1,5 +1,5 @@
 /* comm_cuda.h - communicators on GPU memory for the CUDA device backend
- * (issue 6): the same collective API as comm.h (shs_all_reduce, ...), with
+ * and NCCL: the same collective API as comm.h (shs_all_reduce, ...), with
  * device pointers of CUDA devices (device.h's shs_device_create_cuda).
  *
  * Two kinds, chosen by the rendezvous (id) the ranks join:
@@ -58,8 +58,7 @@ shs_status_t shs_comm_init_rank_cuda(shs_comm_t **comm, shs_comm_id_t *id, int r
  * NCCL requires when one thread initializes several ranks. On failure every
  * comms[r] is NULL. Errors: as shs_comm_init_rank_cuda. */
 shs_status_t shs_comm_init_all_cuda(shs_comm_t **comms, shs_comm_id_t *id, shs_device_t *const *devs, int n);
-/* One process per GPU (issue 6: "one process per GPU bootstrapped over
- * MPI"): an NCCL communicator with the rank and size of `host`, a
+/* One process per GPU, bootstrapped over MPI: an NCCL communicator with the rank and size of `host`, a
  * communicator whose ranks are the processes of the job (the MPI backend,
  * comm_mpi.h). Collective over `host`, every rank calls it with its own CUDA
  * device `dev`:

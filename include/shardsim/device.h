@@ -66,7 +66,7 @@ typedef struct {
  * (<= 1: serial). Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
 shs_status_t shs_device_create_cpu(shs_device_t **out, int rank, size_t capacity, int num_threads);
 /* Create a META device for `rank`: it keeps the books of a real device and
- * moves no data (issue 4's "meta backend"; src/device/meta/device_meta.c). Allocations
+ * moves no data (the meta backend; src/device/meta/device_meta.c). Allocations
  * are accounted exactly as on the CPU device (category, current, peak,
  * capacity) but hand out fake, unique addresses in a reserved range that
  * must never be dereferenced; copies and memset do nothing, except that a
@@ -113,7 +113,6 @@ shs_status_t shs_device_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t
 
 /* Frees the device; every live allocation is released. NULL is a no-op. */
 void shs_device_destroy(shs_device_t *dev);
-int shs_device_rank(const shs_device_t *dev);
 /* Backend name, e.g. "cpu". */
 const char *shs_device_backend(const shs_device_t *dev);
 

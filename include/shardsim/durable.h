@@ -1,7 +1,7 @@
 /* durable.h - crash-safe file writes: where an output goes
  * (shs_out_resolve), then NAME.tmp, fsync, rename to NAME, fsync the
  * directory. Used by checkpoints
- * (checkpoint.c), the safetensors export, and (through the stdio form,
+ * (checkpoint_write.c), the safetensors export, and (through the stdio form,
  * shs_afile_*) every report and trace the program writes: a failed or
  * interrupted write leaves an earlier NAME whole. */
 #ifndef SHARDSIM_DURABLE_H

@@ -1,5 +1,5 @@
 /* estimate.h - closed forms of the ZeRO paper and a step-time estimate for
- * what a meta run counted (issue 4; `shardsim compare`).
+ * what a meta run counted (`shardsim compare`).
  *
  * What it is:
  *  - Model-state bytes per rank as Rajbhandari et al. 2019 ("ZeRO: Memory

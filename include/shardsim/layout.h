@@ -6,7 +6,7 @@
  * only this; models (model.h) add the math. Initial values are generated
  * from a counter-based RNG keyed by (seed, tensor index, element index), so a
  * rank can produce exactly the elements it owns.
- * What it is not: the math of any model (gpt.h, netdesc.h) or sharding.
+ * What it is not: the math of any model (gpt.h, model_file.h) or sharding.
  */
 #ifndef SHARDSIM_LAYOUT_H
 #define SHARDSIM_LAYOUT_H

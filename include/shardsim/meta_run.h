@@ -1,11 +1,11 @@
 /* meta_run.h - one training step of the real model and strategy code on the
- * meta backend, for representative ranks of a world of any size (issue 4).
+ * meta backend, for representative ranks of a world of any size (`shardsim compare`).
  *
  * What it is: the trainer's step (src/train/step.c: model forward, backward, the
  * strategy's gradient reduction and optimizer step, the loss all-reduce)
  * executed by one thread per representative rank on a meta device
  * (device.h: allocations accounted, no memory touched, kernels counted) and
- * a meta communicator (meta.h: collectives counted, nothing moved). Data-
+ * a meta communicator (comm_meta.h: collectives counted, nothing moved). Data-
  * parallel ranks are symmetric except for who owns the padding of each
  * flat parameter, so rank 0 and rank N-1 are run; memory and communication
  * are the same on both (the test checks it), FLOPs differ by the padding.
@@ -25,12 +25,12 @@
 
 #include "shardsim/comm.h"
 #include "shardsim/device.h"
-#include "shardsim/timeline.h"
+#include "shardsim/memory_timeline.h"
 #include "shardsim/train.h"
 
 typedef struct {
     /* The job as `shardsim train` would run it: model (GPT config with
-     * vocab, or netdesc), world_size (1..SHS_MAX_WORLD), micro_batch, the
+     * vocab, or model_file), world_size (1..SHS_MAX_WORLD), micro_batch, the
      * strategy config, wrap_min_params (size-based wrapping, GPT only),
      * checkpoint_activations, grad_accum, replicate_below. device_mem is
      * the capacity of the meta device (SIZE_MAX: unlimited, so peaks are
@@ -65,7 +65,7 @@ typedef struct {
     shs_comm_stats_t last_step_comm; /* the last step alone */
     shs_kernel_stats_t kernels;  /* device kernels, all steps */
     uint64_t h2d_bytes, d2h_bytes;   /* offload copies, all steps */
-    shs_meta_segment_t *segments;    /* the last step's timeline */
+    shs_step_segment_t *segments;    /* the last step's timeline */
     int num_segments;
     shs_meta_call_t *calls;      /* the last step's collectives */
     size_t num_calls;

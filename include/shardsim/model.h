@@ -4,7 +4,7 @@
  * backward passes over a micro-batch of B*T token positions. Its parameters
  * are laid out as a layout.h layout and come from a param_source.h source
  * (the strategy). Two implementations: the GPT (gpt.h) and networks read
- * from a model-description file (netdesc.h).
+ * from a model-description file (model_file.h).
  * What it is not: a layout, a strategy or an optimizer.
  */
 #ifndef SHARDSIM_MODEL_H

@@ -19,15 +19,15 @@
 #include "shardsim/data.h"
 #include "shardsim/device.h"
 #include "shardsim/gpt.h"
-#include "shardsim/timeline.h"
+#include "shardsim/memory_timeline.h"
 #include "shardsim/trace_record.h"
-#include "shardsim/netdesc.h"
+#include "shardsim/model_file.h"
 #include "shardsim/world.h"
 #include "shardsim/strategy.h"
 
 typedef struct {
-    shs_gpt_config_t model;      /* the GPT; only model.context is used with netdesc */
-    const shs_netdesc_t *netdesc; /* NULL: the GPT; else this described model (outlives the trainer) */
+    shs_gpt_config_t model;      /* the GPT; only model.context is used with a model file */
+    const shs_model_file_t *model_file; /* NULL: the GPT; else this described model (outlives the trainer) */
     int world_size;              /* N ranks */
     int micro_batch;             /* B sequences per rank per step */
     shs_strategy_config_t strategy; /* the strategy as shs_strategy_create takes it (kind, optimizer,
@@ -40,7 +40,7 @@ typedef struct {
     int timeout_ms;              /* collective timeout; <= 0 default */
     int grad_accum;              /* K micro-batches per step, no_sync until the last; 0 or 1: none */
     size_t replicate_below;      /* units with fewer elements stay unsharded (replicated); 0: none */
-    int memory_timeline;         /* record rank 0's memory per step phase (timeline.h) */
+    int memory_timeline;         /* record rank 0's memory per step phase (memory_timeline.h) */
     int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
@@ -129,8 +129,8 @@ shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index
 
 void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out);
 /* With cfg.memory_timeline: rank 0's device memory over the last step, per
- * phase (timeline.h); NULL and *count = 0 otherwise. */
-const shs_meta_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count);
+ * phase (memory_timeline.h); NULL and *count = 0 otherwise. */
+const shs_step_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count);
 void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *out);
 
 /* Where two snapshots first differ. */

@@ -29,7 +29,7 @@ typedef struct {
 
 typedef shs_status_t (*shs_rank_fn)(shs_rank_ctx_t *ctx, void *arg);
 
-/* What each rank runs on (issue 6).
+/* What each rank runs on (CPU threads, or CUDA devices with NCCL).
  *   SHS_WORLD_CPU          a CPU device per rank, the thread communicator.
  *   SHS_WORLD_CUDA         a CUDA device per rank, all on GPU `gpu`, and the
  *                          device-local communicator (comm_cuda.h): bit-exact

@@ -265,5 +265,9 @@ void shs_bench_cpu_peak(shs_cpu_peak_t *p) {
         fclose(fq);
     }
     p->ghz = khz > 0 ? khz / 1e6 : mhz / 1e3;
-    p->peak_gflops = p->cores * p->ghz * p->vector_floats * (p->fma ? 2 : 1) * p->fma_units;
+    p->peak_gflops = shs_bench_peak_gflops(p->cores, p->ghz, p->vector_floats, p->fma, p->fma_units);
+}
+
+double shs_bench_peak_gflops(int cores, double ghz, int vector_floats, int fma, int fma_units) {
+    return cores * ghz * vector_floats * (fma ? 2 : 1) * fma_units;
 }

@@ -58,8 +58,8 @@ shs_status_t shs_bench_collective(shs_world_t *w, shs_coll_op_t op, size_t bytes
  * streaming (non-temporal) stores, two repetitions each. */
 double shs_bench_memcpy_bw(size_t working_set, int threads);
 
-/* Mean microseconds per call of the "naive thread design" (issue 7's
- * yardstick, bench_naive.c: plain pthreads, pthread_barrier_t between
+/* Mean microseconds per call of the "naive thread design" (the thread
+ * communicator's yardstick, bench_naive.c: plain pthreads, pthread_barrier_t between
  * phases, each rank reduces its slice then copies) for `op` (all_reduce,
  * all_gather, reduce_scatter or broadcast; f32 sum, root 0, out of place) on
  * `nranks` threads and a nccl-tests size of `bytes`, timed like
@@ -83,5 +83,8 @@ typedef struct {
 /* Estimate the fp32 peak from /proc/cpuinfo and cpufreq (Linux x86);
  * fields are best effort elsewhere. */
 void shs_bench_cpu_peak(shs_cpu_peak_t *out);
+/* The fp32 peak in GFLOP/s: cores * ghz * vector_floats * (fma ? 2 : 1) *
+ * fma_units (an FMA counts as two flops). */
+double shs_bench_peak_gflops(int cores, double ghz, int vector_floats, int fma, int fma_units);
 
 #endif

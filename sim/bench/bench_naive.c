@@ -1,5 +1,5 @@
 /* bench_naive.c - the yardstick collectives of `shardsim bench`: the "naive
- * thread design" issue 7 measures against, run side by side with the real
+ * thread design" the thread communicator is measured against, run side by side with the real
  * communicator so that both see the same machine at the same moment.
  *
  * What it is: N plain pthreads with their own buffers and a pthread_barrier_t

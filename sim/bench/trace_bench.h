@@ -1,5 +1,5 @@
-/* trace_bench.h - how fast a large trace imports and checks (issue 5's
- * speed target: 1 M collective records across 64 ranks in under 1 s per
+/* trace_bench.h - how fast a large trace imports and checks (the
+ * importers' speed target: 1 M collective records across 64 ranks in under 1 s per
  * million records on a laptop).
  *
  * What it is: a generator of a consistent FSDP-like trace (hybrid

@@ -1,4 +1,4 @@
-/* ref_mpi_allreduce.c - the OpenMPI yardstick of issue 7: MPI_Allreduce
+/* ref_mpi_allreduce.c - the OpenMPI yardstick of the thread collectives: MPI_Allreduce
  * (f32, sum) timed over the same sizes as `shardsim bench`, printed in the
  * same nccl-tests columns, so shardsim's thread collectives can be set beside
  * a tuned shared-memory MPI on the same machine (`make bench-openmpi` runs it

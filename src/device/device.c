@@ -49,7 +49,6 @@ void shs_device_destroy(shs_device_t *dev) {
     free(dev);
 }
 
-int shs_device_rank(const shs_device_t *dev) { return dev->rank; }
 const char *shs_device_backend(const shs_device_t *dev) { return dev->iface->name; }
 
 /* ---- allocation table: open addressing keyed by pointer ---------------- */

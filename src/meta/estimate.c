@@ -117,7 +117,7 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     double peak = lowp ? hw->peak_flops_16 : hw->peak_flops_32;
     if (eff <= 0) eff = 1;
     for (int i = 0; i < r->num_segments; i++) {
-        const shs_meta_segment_t *g = &r->segments[i];
+        const shs_step_segment_t *g = &r->segments[i];
         /* the kernel bytes of a segment are not kept apart; its FLOPs carry the roofline */
         double comp = (double)g->flops / (peak * eff);
         double comm = 0;
@@ -133,7 +133,7 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
             }
             comm += t;
         }
-        int overlaps = g->kind == SHS_META_SEG_FORWARD || g->kind == SHS_META_SEG_BACKWARD;
+        int overlaps = g->kind == SHS_STEP_SEG_FORWARD || g->kind == SHS_STEP_SEG_BACKWARD;
         out->compute_s += comp;
         out->comm_s += comm;
         out->exposed_comm_s += overlaps ? (comm > comp ? comm - comp : 0) : comm;
@@ -152,7 +152,7 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     out->step_s = out->compute_s + out->exposed_comm_s + out->offload_s;
     double tokens = (double)tc->micro_batch * tc->model.context * (tc->grad_accum > 1 ? tc->grad_accum : 1);
     double per_token = 6.0 * (double)res->num_params;
-    if (!tc->netdesc) per_token += 12.0 * tc->model.num_layers * (double)tc->model.channels * tc->model.context;
+    if (!tc->model_file) per_token += 12.0 * tc->model.num_layers * (double)tc->model.channels * tc->model.context;
     out->model_flops = per_token * tokens;
     out->mfu = out->step_s > 0 ? out->model_flops / (out->step_s * peak) : 0;
 }

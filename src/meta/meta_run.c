@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shardsim/meta.h"
+#include "shardsim/comm_meta.h"
 #include "shardsim/shard.h"
-#include "train/segments.h"
+#include "train/step_segments.h"
 #include "train/step.h"
 
 /* ---- one representative rank ------------------------------------------------ */
@@ -27,14 +27,14 @@ typedef struct {
     const shs__wrap_map_t *w;  /* size-based wrapping's map, or NULL */
     /* timeline of the current step */
     int recording;
-    shs__seg_list_t segs;
+    shs__step_seg_list_t segs;
     shs_meta_call_t *calls;
     size_t ncalls, cap_calls;
     shs_status_t oom;        /* host allocation failure inside a callback */
 } run_t;
 
-static void seg_begin(run_t *r, shs_meta_seg_kind_t kind, const char *label) {
-    if (r->recording && shs__seg_open(&r->segs, r->run.dev, kind, -1, label, r->ncalls) != 0) {
+static void seg_begin(run_t *r, shs_step_seg_kind_t kind, const char *label) {
+    if (r->recording && shs__step_seg_open(&r->segs, r->run.dev, kind, -1, label, r->ncalls) != 0) {
         r->oom = SHS_HOST_OOM;
         r->recording = 0;
     }
@@ -46,7 +46,7 @@ static void cut(shs_param_decorator_t *d, shs_param_call_t call, int unit) {
     run_t *r = (run_t *)d;
     if (!r->recording || (call != SHS_PARAM_CALL_ACQUIRE_PARAMS && call != SHS_PARAM_CALL_ACQUIRE_GRADS)) return;
     int p = r->w ? r->w->phys_of[unit] : unit;
-    if (shs__seg_open_unit(&r->segs, r->run.dev, r->run.phase == SHS_PHASE_BACKWARD, p, r->units->units[p].name,
+    if (shs__step_seg_open_unit(&r->segs, r->run.dev, r->run.phase == SHS_PHASE_BACKWARD, p, r->units->units[p].name,
                            r->ncalls) != 0) {
         r->oom = SHS_HOST_OOM;
         r->recording = 0;
@@ -55,10 +55,10 @@ static void cut(shs_param_decorator_t *d, shs_param_call_t call, int unit) {
 
 static void on_phase(void *user, shs__step_phase_t ph) {
     run_t *r = user;
-    if (ph == SHS__STEP_OPTIM) seg_begin(r, SHS_META_SEG_OPTIM, "optim");
-    else if (ph == SHS__STEP_LOSS) seg_begin(r, SHS_META_SEG_LOSS, "loss");
+    if (ph == SHS__STEP_OPTIM) seg_begin(r, SHS_STEP_SEG_OPTIM, "optim");
+    else if (ph == SHS__STEP_LOSS) seg_begin(r, SHS_STEP_SEG_LOSS, "loss");
     else if (ph == SHS__STEP_END && r->recording) {
-        shs__seg_close(&r->segs, r->run.dev, r->ncalls);
+        shs__step_seg_close(&r->segs, r->run.dev, r->ncalls);
         r->recording = 0;
     }
 }
@@ -126,7 +126,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
         if (step == steps - 1) {
             shs__rank_comm_stats(&r.run, &before);
             r.recording = 1;
-            seg_begin(&r, SHS_META_SEG_SETUP, "step start");
+            seg_begin(&r, SHS_STEP_SEG_SETUP, "step start");
         }
         float loss;
         SHS_CHECK_GOTO(shs__rank_step(&r.run, tc, NULL, step, &loss), st, done);
@@ -163,7 +163,7 @@ done:
 shs_status_t shs_meta_run(const shs_meta_config_t *cfg, shs_meta_result_t *out) {
     memset(out, 0, sizeof *out);
     const shs_train_config_t *tc = &cfg->train;
-    if (!tc->netdesc) SHS_CHECK(shs_gpt_config_validate(&tc->model));
+    if (!tc->model_file) SHS_CHECK(shs_gpt_config_validate(&tc->model));
     else if (tc->model.context < 1 || tc->model.context > 65536)
         return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", tc->model.context);
     if (tc->world_size < 1 || tc->world_size > SHS_MAX_WORLD)

@@ -16,7 +16,7 @@
 #define GPT2_V 50257
 
 static const shs_model_preset_t presets[] = {
-    {"gpt2-124m", {12, 12, 768, 1024, GPT2_V}, 124439808ull, 1, "GPT-2 small: 124,439,808 (issue 4; HF gpt2)"},
+    {"gpt2-124m", {12, 12, 768, 1024, GPT2_V}, 124439808ull, 1, "GPT-2 small: 124,439,808 (HF gpt2)"},
     {"gpt2-350m", {24, 16, 1024, 1024, GPT2_V}, 354823168ull, 1, "GPT-2 medium: 354,823,168 (HF gpt2-medium)"},
     {"gpt2-774m", {36, 20, 1280, 1024, GPT2_V}, 774030080ull, 1, "GPT-2 large: 774,030,080 (HF gpt2-large)"},
     {"gpt2-1.5b", {48, 25, 1600, 1024, GPT2_V}, 1557611200ull, 1, "GPT-2 XL: 1,557,611,200 (HF gpt2-xl)"},

@@ -8,9 +8,9 @@ shs_status_t shs__job_layouts(const shs_train_config_t *cfg, shs_layout_t *model
                               shs__wrap_map_t *w) {
     memset(w, 0, sizeof *w);
     shs_layout_init(grouped);
-    if (cfg->wrap_min_params && cfg->netdesc)
+    if (cfg->wrap_min_params && cfg->model_file)
         return shs_set_error(SHS_INVALID_ARG, "size-based wrapping applies to the GPT only");
-    SHS_CHECK(cfg->netdesc ? shs_netdesc_layout_create(model, cfg->netdesc) : shs_gpt_layout_create(model, &cfg->model));
+    SHS_CHECK(cfg->model_file ? shs_model_file_layout_create(model, cfg->model_file) : shs_gpt_layout_create(model, &cfg->model));
     if (cfg->strategy.kind != SHS_DDP)
         for (int u = 0; u < model->num_units; u++)
             if (model->units[u].numel < cfg->replicate_below) model->units[u].replicated = 1;
@@ -31,8 +31,8 @@ shs_status_t shs__rank_setup(shs__rank_t *r, const shs_train_config_t *cfg, cons
         return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate batch", shs_comm_rank(comm));
     /* activations first: their allocation is cheap, the strategy's includes
      * initializing the parameters, so a model that cannot fit fails fast */
-    if (cfg->netdesc)
-        SHS_CHECK(shs_netdesc_model_create(&r->model, cfg->netdesc, model_layout, dev, cfg->micro_batch,
+    if (cfg->model_file)
+        SHS_CHECK(shs_model_file_model_create(&r->model, cfg->model_file, model_layout, dev, cfg->micro_batch,
                                            cfg->model.context));
     else
         SHS_CHECK(shs_gpt_create(&r->model, model_layout, &cfg->model, dev, cfg->micro_batch,

@@ -42,7 +42,7 @@ typedef struct {
     float grad_norm;              /* the last step's (shs_strategy_grad_norm) */
 } shs__rank_t;
 
-/* The layouts of the job `cfg`: the model's (the GPT's or cfg->netdesc's),
+/* The layouts of the job `cfg`: the model's (the GPT's or cfg->model_file's),
  * its units below cfg->replicate_below marked replicated (not under DDP);
  * with cfg->wrap_min_params also the strategy's grouped layout and its map
  * (shs__wrap_build); else `grouped` stays empty and w->num_physical 0.
@@ -52,7 +52,7 @@ shs_status_t shs__job_layouts(const shs_train_config_t *cfg, shs_layout_t *model
                               shs__wrap_map_t *w);
 
 /* Set up rank `r` on `dev` and `comm`: the model on `model_layout` (GPT or
- * cfg->netdesc), the strategy (cfg->strategy) on `strategy_layout` (the same
+ * cfg->model_file), the strategy (cfg->strategy) on `strategy_layout` (the same
  * layout unless size-based wrapping groups units), the loss scalar; r->src
  * is the strategy's source. On error the caller still calls
  * shs__rank_teardown. Errors: as shs_gpt_create / shs_strategy_create,

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "shardsim/shard.h"
-#include "shardsim/timeline.h"
+#include "shardsim/memory_timeline.h"
 #include "shardsim/trace_record.h"
 #include "shardsim/world.h"
 #include "strategy/strategy_testing.h" /* shs_strategy_flip_param_bit: the trainer's planted fault */
@@ -26,7 +26,7 @@ struct shs_trainer {
     shs__wrap_map_t wrap;      /* num_physical 0: no grouping, the model uses `layout` */
     shs_world_t *world;
     rank_state_t *ranks;
-    shs_timeline_t *timeline; /* --memory-timeline: rank 0's, else NULL */
+    shs_memory_timeline_t *timeline; /* --memory-timeline: rank 0's, else NULL */
     long step;             /* steps completed */
     int first_rank;        /* the first rank this process runs (0 unless cfg.comm) */
     float loss;            /* written by rank first_rank */
@@ -54,13 +54,13 @@ shs_train_config_t shs_train_default_config(void) {
 
 /* The memory timeline follows the step's phases. */
 static void timeline_phase(void *user, shs__step_phase_t ph) {
-    shs_timeline_t *tl = user;
+    shs_memory_timeline_t *tl = user;
     switch (ph) {
-    case SHS__STEP_FORWARD: shs_timeline_set_backward(tl, 0); break;
-    case SHS__STEP_BACKWARD: shs_timeline_set_backward(tl, 1); break;
-    case SHS__STEP_OPTIM: shs_timeline_mark(tl, SHS_META_SEG_OPTIM, "optim"); break;
-    case SHS__STEP_LOSS: shs_timeline_mark(tl, SHS_META_SEG_LOSS, "loss"); break;
-    case SHS__STEP_END: shs_timeline_end_step(tl); break;
+    case SHS__STEP_FORWARD: shs_memory_timeline_set_backward(tl, 0); break;
+    case SHS__STEP_BACKWARD: shs_memory_timeline_set_backward(tl, 1); break;
+    case SHS__STEP_OPTIM: shs_memory_timeline_mark(tl, SHS_STEP_SEG_OPTIM, "optim"); break;
+    case SHS__STEP_LOSS: shs_memory_timeline_mark(tl, SHS_STEP_SEG_LOSS, "loss"); break;
+    case SHS__STEP_END: shs_memory_timeline_end_step(tl); break;
     }
 }
 
@@ -76,8 +76,8 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     if (t->cfg.trace) /* names each unit's collectives "fwd/<unit>" in traces */
         src = shs_trace_marking_source(&rs->marking, src, ctx->comm, &t->layout);
     if (t->cfg.memory_timeline && ctx->rank == 0) {
-        SHS_CHECK(shs_timeline_create(&t->timeline, ctx->dev, &t->layout));
-        src = shs_timeline_source(t->timeline, src);
+        SHS_CHECK(shs_memory_timeline_create(&t->timeline, ctx->dev, &t->layout));
+        src = shs_memory_timeline_source(t->timeline, src);
         rs->run.on_phase = timeline_phase;
         rs->run.phase_user = t->timeline;
     }
@@ -89,7 +89,7 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
 static shs_status_t step_job(shs_rank_ctx_t *ctx, void *arg) {
     shs_trainer_t *t = arg;
     rank_state_t *rs = &t->ranks[ctx->rank];
-    if (rs->run.on_phase) shs_timeline_begin_step(t->timeline);
+    if (rs->run.on_phase) shs_memory_timeline_begin_step(t->timeline);
     float loss;
     SHS_CHECK(shs__rank_step(&rs->run, &t->cfg, t->corpus, t->step, &loss));
     if (ctx->rank == t->first_rank) {
@@ -176,7 +176,7 @@ static shs_status_t teardown_job(shs_rank_ctx_t *ctx, void *arg) {
 
 shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *cfg, const shs_corpus_t *corpus) {
     *out = NULL;
-    if (!cfg->netdesc) SHS_CHECK(shs_gpt_config_validate(&cfg->model));
+    if (!cfg->model_file) SHS_CHECK(shs_gpt_config_validate(&cfg->model));
     else if (cfg->model.context < 1 || cfg->model.context > 65536)
         return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", cfg->model.context);
     if (cfg->grad_accum < 0 || cfg->grad_accum > 65536)
@@ -197,7 +197,7 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     /* kernels index rows and (b, head, t) triples with int */
     size_t B = (size_t)cfg->micro_batch, T = (size_t)cfg->model.context, C = (size_t)cfg->model.channels;
     size_t widest = 4 * C > SHS_GPT_VOCAB ? 4 * C : SHS_GPT_VOCAB;
-    if (!cfg->netdesc && (B * T * widest > INT_MAX || B * (size_t)cfg->model.num_heads * T * T > INT_MAX))
+    if (!cfg->model_file && (B * T * widest > INT_MAX || B * (size_t)cfg->model.num_heads * T * T > INT_MAX))
         return shs_set_error(SHS_INVALID_ARG,
                              "micro-batch %d x context %d is too large for this model (activation tensors of more "
                              "than 2^31 elements)", cfg->micro_batch, cfg->model.context);
@@ -248,16 +248,16 @@ void shs_trainer_destroy(shs_trainer_t *t) {
         shs_set_last_error_text(keep);
     }
     free(t->ranks);
-    shs_timeline_destroy(t->timeline);
+    shs_memory_timeline_destroy(t->timeline);
     shs_layout_free(&t->layout);
     shs_layout_free(&t->model_layout);
     shs__wrap_free(&t->wrap);
     free(t);
 }
 
-const shs_meta_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count) {
+const shs_step_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count) {
     *count = 0;
-    return t->timeline ? shs_timeline_segments(t->timeline, count) : NULL;
+    return t->timeline ? shs_memory_timeline_segments(t->timeline, count) : NULL;
 }
 
 shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss) {

@@ -1,4 +1,4 @@
-/* comm_meta.c - the meta communicator backend (meta.h): one handle that is
+/* comm_meta.c - the meta communicator backend (comm_meta.h): one handle that is
  * rank r of N with no other rank present. comm.c has already checked the
  * arguments, numbered the call and will count it in the stats; here every
  * collective returns at once, touching no buffer. Splits ask the color
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "comm/comm_impl.h"
-#include "shardsim/meta.h"
+#include "shardsim/comm_meta.h"
 
 typedef struct {
     char name[256];

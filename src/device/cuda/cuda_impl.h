@@ -17,8 +17,6 @@ int shs__device_is_cuda(const shs_device_t *dev);
 /* The device's stream: every kernel and copy of the device runs on it, in
  * call order. Only for CUDA devices. */
 cudaStream_t shs__cuda_device_stream(const shs_device_t *dev);
-/* The GPU index the device lives on. */
-int shs__cuda_device_gpu(const shs_device_t *dev);
 /* Make dev's GPU the calling thread's current device (cudaSetDevice). */
 shs_status_t shs__cuda_bind(const shs_device_t *dev);
 

@@ -43,7 +43,6 @@ shs_status_t shs__cuda_error(int rank, const char *what, cudaError_t e) {
 
 int shs__device_is_cuda(const shs_device_t *dev) { return dev && dev->iface == &shs__cuda_iface; }
 cudaStream_t shs__cuda_device_stream(const shs_device_t *dev) { return ctx_of(dev)->stream; }
-int shs__cuda_device_gpu(const shs_device_t *dev) { return ctx_of(dev)->gpu; }
 
 shs_status_t shs__cuda_bind(const shs_device_t *dev) {
     cudaError_t e = cudaSetDevice(ctx_of(dev)->gpu);

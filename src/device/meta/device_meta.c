@@ -1,5 +1,5 @@
 /* device_meta.c - the meta backend: a device that keeps the books of a GPU
- * and moves no data (issue 4).
+ * and moves no data, so a world of any size costs one rank.
  *
  * What it is: the third filling of the device vtable (device_impl.h).
  * Allocation hands out fake addresses from a per-device bump counter in a
@@ -19,7 +19,7 @@
  * divides these by a device's peak), or usable memory.
  */
 #include "device/device_impl.h"
-#include "shardsim/meta.h"
+#include "shardsim/comm_meta.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
-/* trace_export.c - Chakra ET export through protobuf-c (see trace_export.h).
+/* trace_export_chakra.c - Chakra ET export through protobuf-c (see trace_export_chakra.h).
  * What it is not: a reader (trace_chakra.c). */
-#include "shardsim/trace_export.h"
+#include "shardsim/trace_export_chakra.h"
 #include "shardsim/features.h"
 
 #include <errno.h>

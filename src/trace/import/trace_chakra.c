@@ -13,7 +13,7 @@
  * duration_micros become start/end times (refused beyond 2^63 ns,
  * SHS_TRACE_MAX_TIME_S). The rank is the number in the
  * file name (all_reduce.3.et -> 3).
- * What it is not: a writer (trace_export.c) or a dependency-graph simulator.
+ * What it is not: a writer (trace_export_chakra.c) or a dependency-graph simulator.
  */
 #include <stdlib.h>
 #include <string.h>

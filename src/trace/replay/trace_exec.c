@@ -2,7 +2,7 @@
  * (see trace_exec.h): a worklist of runnable ranks, per-communicator
  * arrival by sequence number, and per-channel queues of pending sends.
  * What it is not: what is reported about the run (trace_check.c,
- * trace_timeline.c). */
+ * trace_comm_timeline.c). */
 #include "trace/replay/trace_exec.h"
 
 #include <stdlib.h>

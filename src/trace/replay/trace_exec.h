@@ -1,7 +1,7 @@
 /* trace_exec.h - internal: run a trace's per-rank sequences as their calls
  * block, telling hooks what ran. Shared by the deadlock analysis
  * (trace_check.c) and the timing of exposed communication
- * (trace_timeline.c).
+ * (trace_comm_timeline.c).
  *
  * Semantics: every rank runs its records in order; a wait runs at once; a
  * send is eager (buffered); a recv blocks until a send with its (source,

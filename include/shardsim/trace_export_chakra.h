@@ -1,4 +1,4 @@
-/* trace_export.h - write a trace for other tools.
+/* trace_export_chakra.h - write a trace as Chakra ET for other tools.
  *
  * What it is: Chakra ET export (one protobuf file per rank, the format
  * ASTRA-sim's Chakra workload reader takes): a GlobalMetadata message
@@ -12,8 +12,8 @@
  * What it is not: an exporter of compute nodes; traces with more than one
  * communicator are refused (Chakra's process groups are not written).
  */
-#ifndef SHARDSIM_TRACE_EXPORT_H
-#define SHARDSIM_TRACE_EXPORT_H
+#ifndef SHARDSIM_TRACE_EXPORT_CHAKRA_H
+#define SHARDSIM_TRACE_EXPORT_CHAKRA_H
 
 #include "shardsim/trace.h"
 

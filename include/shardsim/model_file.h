@@ -1,4 +1,4 @@
-/* netdesc.h - user-defined models from a model-description file.
+/* model_file.h - user-defined models from a model-description file.
  *
  * What it is: a parser for a small text format that lists layers (Linear,
  * LayerNorm, GELU, ReLU, Embedding) with wrap-unit boundaries and weight
@@ -8,30 +8,30 @@
  * The format is documented in README.md ("Model-description files").
  * What it is not: a general graph language; layers run in sequence.
  */
-#ifndef SHARDSIM_NETDESC_H
-#define SHARDSIM_NETDESC_H
+#ifndef SHARDSIM_MODEL_FILE_H
+#define SHARDSIM_MODEL_FILE_H
 
 #include "shardsim/device.h"
 #include "shardsim/layout.h"
 #include "shardsim/model.h"
 #include "shardsim/status.h"
 
-typedef struct shs_netdesc shs_netdesc_t;
+typedef struct shs_model_file shs_model_file_t;
 
 /* Parse a description from a file / from text (`source` names it in
  * errors). Errors: SHS_IO (file); SHS_PARSE with the text
  * "source:line: what is wrong" ("source: what" for the whole file: empty,
  * no used layer, over 1 MiB, a NUL byte); SHS_HOST_OOM. Free with
- * shs_netdesc_free. */
-shs_status_t shs_netdesc_load(shs_netdesc_t **out, const char *path);
-shs_status_t shs_netdesc_parse(shs_netdesc_t **out, const char *text, const char *source);
-void shs_netdesc_free(shs_netdesc_t *nd);
+ * shs_model_file_free. */
+shs_status_t shs_model_file_load(shs_model_file_t **out, const char *path);
+shs_status_t shs_model_file_parse(shs_model_file_t **out, const char *text, const char *source);
+void shs_model_file_free(shs_model_file_t *nd);
 
 /* The parameter layout the description implies. Errors: SHS_HOST_OOM. */
-shs_status_t shs_netdesc_layout_create(shs_layout_t *layout, const shs_netdesc_t *nd);
+shs_status_t shs_model_file_layout_create(shs_layout_t *layout, const shs_model_file_t *nd);
 
 /* The model on `dev` for micro-batches of B sequences of T positions;
- * `layout` from shs_netdesc_layout_create(nd); nd and layout must outlive
+ * `layout` from shs_model_file_layout_create(nd); nd and layout must outlive
  * it. Input per position (tokens are bytes): an Embedding(V, C) first looks
  * up row token % V; any other first layer of width `in` gets the one-hot
  * vector of token % in. Loss: mean softmax cross-entropy of the last used
@@ -43,7 +43,7 @@ shs_status_t shs_netdesc_layout_create(shs_layout_t *layout, const shs_netdesc_t
  * also acquired by the tied Linear, and reports ready after both uses).
  * Errors: SHS_OUT_OF_MEMORY, SHS_INVALID_ARG (a layout of another
  * description, B or T < 1, activations over 2^31 elements). */
-shs_status_t shs_netdesc_model_create(shs_model_t **out, const shs_netdesc_t *nd, const shs_layout_t *layout,
+shs_status_t shs_model_file_model_create(shs_model_t **out, const shs_model_file_t *nd, const shs_layout_t *layout,
                                       shs_device_t *dev, int B, int T);
 
 #endif

@@ -1,4 +1,4 @@
-/* test_netdesc.c - models from model-description files (netdesc.h).
+/* test_model_file.c - models from model-description files (model_file.h).
  *
  * What it checks: every parse error's exact "file:line: what" text; that
  * garbage never crashes; layouts (tensors, offsets, shapes, names, units)
@@ -6,7 +6,8 @@
  * differences through a test-local parameter source that also checks the
  * call protocol (grads_ready once per unit, after its last contribution);
  * and, through the trainer, ZeRO-1/2/3 against DDP bit for bit on the
- * layouts that break real systems (issue 3, bug-report cases 1 and 3).
+ * layouts that break real systems (a tied embedding,
+ * sim/models/tied_tiny.txt; sizes [8, 0, 24], sim/models/zero_size.txt).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -19,15 +20,15 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "shardsim/netdesc.h"
+#include "shardsim/model_file.h"
 #include "shardsim/shard.h"
 #include "shardsim/train.h"
 #include "finite_diff.h"
 #include "harness.h"
 
-static shs_netdesc_t *parse_ok(const char *text) {
-    shs_netdesc_t *nd = NULL;
-    shs_status_t st = shs_netdesc_parse(&nd, text, "m.txt");
+static shs_model_file_t *parse_ok(const char *text) {
+    shs_model_file_t *nd = NULL;
+    shs_status_t st = shs_model_file_parse(&nd, text, "m.txt");
     if (st != SHS_OK) fail_msg("parse failed: %s\n--- text:\n%s", shs_last_error(), text);
     assert_non_null(nd);
     return nd;
@@ -93,8 +94,8 @@ static const struct {
 static void test_parse_errors(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        shs_netdesc_t *nd = (shs_netdesc_t *)1;
-        shs_status_t st = shs_netdesc_parse(&nd, bad[i].text, "m.txt");
+        shs_model_file_t *nd = (shs_model_file_t *)1;
+        shs_status_t st = shs_model_file_parse(&nd, bad[i].text, "m.txt");
         if (st != SHS_PARSE || nd != NULL)
             fail_msg("case %zu: status %s (want PARSE), out %p\n  text: %s", i, shs_status_name(st), (void *)nd,
                      bad[i].text);
@@ -106,25 +107,25 @@ static void test_parse_errors(void **state) {
     strcpy(text, "unit a\n");
     memset(text + 7, 'x', 2000);
     text[2007] = 0;
-    shs_netdesc_t *nd;
-    assert_int_equal(shs_netdesc_parse(&nd, text, "m.txt"), SHS_PARSE);
+    shs_model_file_t *nd;
+    assert_int_equal(shs_model_file_parse(&nd, text, "m.txt"), SHS_PARSE);
     assert_string_equal(shs_last_error(), "m.txt:2: line longer than 1024 characters");
     free(text);
 }
 
 static void test_load_errors(void **state) {
     (void)state;
-    shs_netdesc_t *nd = (shs_netdesc_t *)1;
-    assert_int_equal(shs_netdesc_load(&nd, "/nonexistent/model.txt"), SHS_IO);
+    shs_model_file_t *nd = (shs_model_file_t *)1;
+    assert_int_equal(shs_model_file_load(&nd, "/nonexistent/model.txt"), SHS_IO);
     assert_null(nd);
     assert_string_equal(shs_last_error(), "cannot open model file '/nonexistent/model.txt': No such file or directory");
-    char path[] = "/tmp/shs_netdesc_XXXXXX";
+    char path[] = "/tmp/shs_model_file_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     static const char nul[] = "unit a\nLinear 4 4\0\n";
     assert_int_equal(write(fd, nul, sizeof nul - 1), (ssize_t)(sizeof nul - 1));
     close(fd);
-    assert_int_equal(shs_netdesc_load(&nd, path), SHS_PARSE);
+    assert_int_equal(shs_model_file_load(&nd, path), SHS_PARSE);
     char want[256];
     snprintf(want, sizeof want, "%s: contains a NUL byte; not a model description", path);
     assert_string_equal(shs_last_error(), want);
@@ -132,7 +133,7 @@ static void test_load_errors(void **state) {
     FILE *f = fopen(path, "w");
     fputs("unit a\nLinear 4 4\nReLU\nLayerNorm 3\n", f);
     fclose(f);
-    assert_int_equal(shs_netdesc_load(&nd, path), SHS_PARSE);
+    assert_int_equal(shs_model_file_load(&nd, path), SHS_PARSE);
     snprintf(want, sizeof want, "%s:4: LayerNorm expects input width 3, but the layer before it (line 3) outputs 4",
              path);
     assert_string_equal(shs_last_error(), want);
@@ -162,9 +163,9 @@ static void check_tensors(const shs_layout_t *lo, const want_tensor_t *w, int n)
     }
 }
 
-/* Bug case 3's layout: sizes [8, 0, 24] in one unit, a trailing Linear(4, 0). */
-static const char case3_text[] =
-    "# bug case 3: parameters of sizes [8, 0, 24], then a trailing Linear(4, 0)\n"
+/* A zero-size layout: sizes [8, 0, 24] in one unit, a trailing Linear(4, 0). */
+static const char zero_size_text[] =
+    "# parameters of sizes [8, 0, 24], then a trailing Linear(4, 0)\n"
     "unit body\n"
     "Linear 2 4 nobias            # 0.weight (4, 2): 8\n"
     "Linear 4 0 nobias unused     # 1.weight (0, 4): 0, inside rank 0's shard at N = 2\n"
@@ -172,11 +173,11 @@ static const char case3_text[] =
     "unit tail\n"
     "Linear 4 0 unused            # 3.weight (0, 4), 3.bias (0)\n";
 
-static void test_layout_case3(void **state) {
+static void test_layout_zero_size(void **state) {
     (void)state;
-    shs_netdesc_t *nd = parse_ok(case3_text);
+    shs_model_file_t *nd = parse_ok(zero_size_text);
     shs_layout_t lo;
-    assert_int_equal(shs_netdesc_layout_create(&lo, nd), SHS_OK);
+    assert_int_equal(shs_model_file_layout_create(&lo, nd), SHS_OK);
     assert_int_equal(lo.num_units, 2);
     assert_string_equal(lo.units[0].name, "body");
     assert_int_equal(lo.units[0].numel, 32);
@@ -196,7 +197,7 @@ static void test_layout_case3(void **state) {
     shs_shard_t s0 = shs_shard_of(32, 2, 0, 1);
     assert_true(s0.offset <= 8 && 8 < s0.offset + s0.size);
     shs_layout_free(&lo);
-    shs_netdesc_free(nd);
+    shs_model_file_free(nd);
 }
 
 static const char tied_text[] =
@@ -211,9 +212,9 @@ static const char tied_text[] =
 
 static void test_layout_tied_named(void **state) {
     (void)state;
-    shs_netdesc_t *nd = parse_ok(tied_text);
+    shs_model_file_t *nd = parse_ok(tied_text);
     shs_layout_t lo;
-    assert_int_equal(shs_netdesc_layout_create(&lo, nd), SHS_OK);
+    assert_int_equal(shs_model_file_layout_create(&lo, nd), SHS_OK);
     assert_int_equal(lo.num_units, 3);
     assert_int_equal(lo.units[0].numel, 40);
     assert_int_equal(lo.units[0].replicated, 0);
@@ -229,7 +230,7 @@ static void test_layout_tied_named(void **state) {
     };
     check_tensors(&lo, w, 5);
     shs_layout_free(&lo);
-    shs_netdesc_free(nd);
+    shs_model_file_free(nd);
 }
 
 /* ---- a test-local parameter source that checks the call protocol -------- */
@@ -280,7 +281,7 @@ static shs_status_t ps_ready(void *self, int unit) {
 }
 
 typedef struct {
-    shs_netdesc_t *nd;
+    shs_model_file_t *nd;
     shs_layout_t lo;
     shs_device_t *dev;
     shs_model_t *model;
@@ -293,9 +294,9 @@ typedef struct {
 static void fixture_init(fixture_t *f, const char *text, int B, int T, float perturb) {
     memset(f, 0, sizeof *f);
     f->nd = parse_ok(text);
-    assert_int_equal(shs_netdesc_layout_create(&f->lo, f->nd), SHS_OK);
+    assert_int_equal(shs_model_file_layout_create(&f->lo, f->nd), SHS_OK);
     assert_int_equal(shs_device_create_cpu(&f->dev, 0, SIZE_MAX, 1), SHS_OK);
-    assert_int_equal(shs_netdesc_model_create(&f->model, f->nd, &f->lo, f->dev, B, T), SHS_OK);
+    assert_int_equal(shs_model_file_model_create(&f->model, f->nd, &f->lo, f->dev, B, T), SHS_OK);
     size_t U = (size_t)f->lo.num_units;
     f->ps = (plain_source_t){.dev = f->dev, .lo = &f->lo, .params = calloc(U, sizeof(float *)),
                              .grads = calloc(U, sizeof(float *)), .ready = calloc(U, sizeof(int)),
@@ -334,7 +335,7 @@ static void fixture_free(fixture_t *f) {
     free(f->tok);
     free(f->tgt);
     shs_layout_free(&f->lo);
-    shs_netdesc_free(f->nd);
+    shs_model_file_free(f->nd);
 }
 
 /* One forward and backward (dloss 1) into zeroed gradients, checking the protocol. */
@@ -526,15 +527,15 @@ static void test_garbage_never_crashes(void **state) {
     int parsed = 0;
     for (int it = 0; it < 4000; it++) {
         fuzz_text(text, sizeof text);
-        shs_netdesc_t *nd = NULL;
-        shs_status_t st = shs_netdesc_parse(&nd, text, "m.txt");
+        shs_model_file_t *nd = NULL;
+        shs_status_t st = shs_model_file_parse(&nd, text, "m.txt");
         if (st != SHS_OK) {
             if (st != SHS_PARSE || nd || strncmp(shs_last_error(), "m.txt", 5) != 0)
                 fail_msg("status %s, error '%s' for:\n%s", shs_status_name(st), shs_last_error(), text);
             continue;
         }
         parsed++;
-        shs_netdesc_free(nd);
+        shs_model_file_free(nd);
         fixture_t f;
         fixture_init(&f, text, 2, 2, 0.0f);
         float loss = loss_at(&f);
@@ -592,10 +593,10 @@ static void assert_same_params(const shs_layout_t *lo, int n, size_t align, cons
 
 /* DDP first, then ZeRO-1/2/3 on the same config: losses and parameters bit
  * for bit after every step. Returns DDP's record (caller frees). */
-static run_record_t check_equivalence(const shs_netdesc_t *nd, shs_train_config_t cfg) {
+static run_record_t check_equivalence(const shs_model_file_t *nd, shs_train_config_t cfg) {
     shs_layout_t lo;
-    assert_int_equal(shs_netdesc_layout_create(&lo, nd), SHS_OK);
-    cfg.netdesc = nd;
+    assert_int_equal(shs_model_file_layout_create(&lo, nd), SHS_OK);
+    cfg.model_file = nd;
     cfg.strategy.kind = SHS_DDP;
     size_t align = cfg.strategy.shard_align ? cfg.strategy.shard_align : 1;
     run_record_t ddp = {0};
@@ -630,21 +631,21 @@ static shs_train_config_t small_config(int world, shs_optim_kind_t opt) {
     return cfg;
 }
 
-/* Bug case 1: a tied Embedding of 10 rows x 4 columns used for input lookup
+/* A tied Embedding of 10 rows x 4 columns used for input lookup
  * and output logits, SGD, 3 steps, N = 2, 3, 4. With --shard-align 4 (one row)
  * the shards hold 5/5, 4/4/2 and 3/3/3/1 rows; without, 20/20, 14/14/12 and
  * 10/10/10/10 elements (rows cut in the middle). ZeRO-3 equals DDP bit for
  * bit, padding stays zero, and no row is left untrained. */
-static void test_case1_tied_embedding(void **state) {
+static void test_tied_embedding(void **state) {
     (void)state;
     static const char text[] =
         "unit embed\n"
         "Embedding 10 4 name=wte\n"
         "unit head\n"
         "Linear 4 10 nobias tied=wte\n";
-    shs_netdesc_t *nd = parse_ok(text);
+    shs_model_file_t *nd = parse_ok(text);
     shs_layout_t lo;
-    assert_int_equal(shs_netdesc_layout_create(&lo, nd), SHS_OK);
+    assert_int_equal(shs_model_file_layout_create(&lo, nd), SHS_OK);
     float init[40];
     shs_layout_init_range(&lo, shs_train_default_config().strategy.seed, 0, 0, 40, init);
     static const int worlds[] = {2, 3, 4};
@@ -667,19 +668,19 @@ static void test_case1_tied_embedding(void **state) {
         }
     }
     shs_layout_free(&lo);
-    shs_netdesc_free(nd);
+    shs_model_file_free(nd);
 }
 
-/* Bug case 3: parameters of sizes [8, 0, 24] at N = 2 (the empty one inside
+/* Parameters of sizes [8, 0, 24] at N = 2 (the empty one inside
  * rank 0's shard) and a trailing Linear(4, 0): no crash, identical to DDP. */
-static void test_case3_zero_size(void **state) {
+static void test_zero_size_params(void **state) {
     (void)state;
-    shs_netdesc_t *nd = parse_ok(case3_text);
+    shs_model_file_t *nd = parse_ok(zero_size_text);
     for (int opt = 0; opt < 2; opt++) {
         run_record_t ddp = check_equivalence(nd, small_config(2, opt ? SHS_OPTIM_SGD : SHS_OPTIM_ADAMW));
         free_record(&ddp);
     }
-    shs_netdesc_free(nd);
+    shs_model_file_free(nd);
 }
 
 /* Everything else at once: tiny units (numel < N), an empty unit, a
@@ -705,7 +706,7 @@ static void test_mixed_layouts(void **state) {
         "Linear 6 0\n"
         "Linear 0 3                # bias only\n"
         "Linear 3 5 name=head\n";
-    shs_netdesc_t *nd = parse_ok(text);
+    shs_model_file_t *nd = parse_ok(text);
     static const int worlds[] = {3, 5};
     for (int w = 0; w < 2; w++) {
         run_record_t ddp = check_equivalence(nd, small_config(worlds[w], SHS_OPTIM_ADAMW));
@@ -715,7 +716,7 @@ static void test_mixed_layouts(void **state) {
     cfg.strategy.shard_align = 4;
     run_record_t ddp = check_equivalence(nd, cfg);
     free_record(&ddp);
-    shs_netdesc_free(nd);
+    shs_model_file_free(nd);
 }
 
 /* Zero-size parameters at the start, in the middle and at the end of a
@@ -733,9 +734,9 @@ static void test_zero_size_positions(void **state) {
         "Linear 4 0 unused          # 0 elements, at the end\n"
         "unit b\n"
         "LayerNorm 1 unused         # 2 elements\n";
-    shs_netdesc_t *nd = parse_ok(text);
+    shs_model_file_t *nd = parse_ok(text);
     shs_layout_t lo;
-    assert_int_equal(shs_netdesc_layout_create(&lo, nd), SHS_OK);
+    assert_int_equal(shs_model_file_layout_create(&lo, nd), SHS_OK);
     assert_int_equal(lo.units[0].numel, 8);
     int zeros = 0;
     for (int i = lo.units[0].first_tensor; i < lo.units[0].first_tensor + lo.units[0].num_tensors; i++)
@@ -751,7 +752,7 @@ static void test_zero_size_positions(void **state) {
         run_record_t ddp = check_equivalence(nd, small_config(worlds[w], w == 1 ? SHS_OPTIM_SGD : SHS_OPTIM_ADAMW));
         free_record(&ddp);
     }
-    shs_netdesc_free(nd);
+    shs_model_file_free(nd);
 }
 
 /* The example files shipped in sim/models/ parse and train under the CLI,
@@ -760,9 +761,9 @@ static void test_cli_model_file(void **state) {
     (void)state;
     static const char *files[] = {"sim/models/tied_tiny.txt", "sim/models/zero_size.txt", "sim/models/mlp.txt"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        shs_netdesc_t *nd = NULL;
-        if (shs_netdesc_load(&nd, files[i]) != SHS_OK) fail_msg("%s", shs_last_error());
-        shs_netdesc_free(nd);
+        shs_model_file_t *nd = NULL;
+        if (shs_model_file_load(&nd, files[i]) != SHS_OK) fail_msg("%s", shs_last_error());
+        shs_model_file_free(nd);
         char *argv[] = {SHS_BIN_PATH, "train", "--model-file", (char *)files[i], "--world", "3", "--steps", "2",
                         "--context", "8", "--check", "ddp", "--device-mem", "unlimited", NULL};
         test_proc_t *p = calloc(1, sizeof *p);
@@ -772,7 +773,7 @@ static void test_cli_model_file(void **state) {
         free(p);
     }
     /* a bad file: one error line naming file and line, exit 1 */
-    char path[] = "/tmp/shs_netdesc_cli_XXXXXX";
+    char path[] = "/tmp/shs_model_file_cli_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     static const char bad_text[] = "unit a\nLinear 4 8\nLayerNorm 6\n";
@@ -794,15 +795,15 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_load_errors),
-        cmocka_unit_test(test_layout_case3),
+        cmocka_unit_test(test_layout_zero_size),
         cmocka_unit_test(test_layout_tied_named),
         cmocka_unit_test(test_gradient_tied),
         cmocka_unit_test(test_gradient_relu_onehot),
         cmocka_unit_test(test_zero_width_path),
         cmocka_unit_test(test_tied_protocol_and_rows),
         cmocka_unit_test(test_garbage_never_crashes),
-        cmocka_unit_test(test_case1_tied_embedding),
-        cmocka_unit_test(test_case3_zero_size),
+        cmocka_unit_test(test_tied_embedding),
+        cmocka_unit_test(test_zero_size_params),
         cmocka_unit_test(test_mixed_layouts),
         cmocka_unit_test(test_zero_size_positions),
         cmocka_unit_test(test_cli_model_file),

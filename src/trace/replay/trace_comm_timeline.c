@@ -1,10 +1,10 @@
-/* trace_timeline.c - per-rank total and exposed communication of a trace
- * under a network model (see trace_timeline.h for the model): clocks kept
+/* trace_comm_timeline.c - per-rank total and exposed communication of a trace
+ * under a network model (see trace_comm_timeline.h for the model): clocks kept
  * in the hooks of the blocking execution the analysis also uses
  * (trace_exec.h).
  * What it is not: the execution itself (trace_exec.c) or the per-call cost
  * (trace_net.c). */
-#include "shardsim/trace_timeline.h"
+#include "shardsim/trace_comm_timeline.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,7 @@ typedef struct {
     const shs_trace_t *t;
     const shs_net_t *net;
     shs_net_algo_t algo;
-    shs_trace_timeline_t *out;
+    shs_trace_comm_timeline_t *out;
     size_t *offset;       /* first global record index of each rank */
     double *clock;        /* per rank */
     double *send_end;     /* per global record index: when that send ended */
@@ -68,15 +68,15 @@ static void on_collective(void *ctx, int comm, const int *ranks, const size_t *i
     }
     double d = shs_net_rec_time(m->net, m->algo, m->t, &m->t->ranks[ranks[0]].recs[idxs[0]]);
     for (int k = 0; k < n; k++) {
-        shs_rank_timeline_t *o = &m->out->ranks[ranks[k]];
+        shs_rank_comm_timeline_t *o = &m->out->ranks[ranks[k]];
         o->wait_s += start - m->clock[ranks[k]];
         o->comm_s += d;
         m->clock[ranks[k]] = start + d;
     }
 }
 
-shs_status_t shs_trace_timeline(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t algo,
-                                shs_trace_timeline_t *out) {
+shs_status_t shs_trace_comm_timeline(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t algo,
+                                shs_trace_comm_timeline_t *out) {
     memset(out, 0, sizeof *out);
     int W = t->world;
     size_t nw = W > 0 ? (size_t)W : 1, total = 0;
@@ -98,7 +98,7 @@ shs_status_t shs_trace_timeline(const shs_trace_t *t, const shs_net_t *net, shs_
     if ((st = shs__trace_exec_run(t, &hooks, &e)) != SHS_OK) goto done;
     out->complete = 1;
     for (int r = 0; r < W; r++) {
-        shs_rank_timeline_t *o = &out->ranks[r];
+        shs_rank_comm_timeline_t *o = &out->ranks[r];
         o->done = shs__trace_exec_pos(e, r);
         o->wall_s = m.clock[r];
         o->exposed_s = o->wall_s - o->compute_s;
@@ -110,11 +110,11 @@ done:
     free(m.offset);
     free(m.clock);
     free(m.send_end);
-    if (st != SHS_OK) shs_trace_timeline_free(out);
+    if (st != SHS_OK) shs_trace_comm_timeline_free(out);
     return st;
 }
 
-void shs_trace_timeline_free(shs_trace_timeline_t *tl) {
+void shs_trace_comm_timeline_free(shs_trace_comm_timeline_t *tl) {
     free(tl->ranks);
     tl->ranks = NULL;
 }

@@ -1,5 +1,5 @@
-/* test_trace_timeline.c - per-rank total and exposed communication under a
- * network model (trace_timeline.h). Small traces whose schedules are worked
+/* test_trace_comm_timeline.c - per-rank total and exposed communication under a
+ * network model (trace_comm_timeline.h). Small traces whose schedules are worked
  * out by hand here from each call's alpha-beta time (trace_net.h, tested on
  * its own in test_trace.c), and properties of a real recorded trace. */
 #include <math.h>
@@ -14,7 +14,7 @@
 #include "shardsim/trace_check.h"
 #include "shardsim/trace_import.h"
 #include "shardsim/trace_net.h"
-#include "shardsim/trace_timeline.h"
+#include "shardsim/trace_comm_timeline.h"
 
 static shs_trace_t *parse(const char *text) {
     shs_trace_t *t;
@@ -52,9 +52,9 @@ static void test_collective_waits_for_the_last_member(void **state) {
         shs_net_t n = net();
         double d = shs_net_rec_time(&n, SHS_ALGO_RING, t, &t->ranks[0].recs[0]);
         assert_true(d > 0);
-        shs_trace_timeline_t tl;
-        assert_int_equal(shs_trace_timeline(t, &n, SHS_ALGO_RING, &tl), SHS_OK);
-        const shs_rank_timeline_t *S = &tl.ranks[slow], *F = &tl.ranks[1 - slow];
+        shs_trace_comm_timeline_t tl;
+        assert_int_equal(shs_trace_comm_timeline(t, &n, SHS_ALGO_RING, &tl), SHS_OK);
+        const shs_rank_comm_timeline_t *S = &tl.ranks[slow], *F = &tl.ranks[1 - slow];
         assert_int_equal(tl.complete, 1);
         assert_int_equal(tl.timed, 1);
         NEAR(S->compute_s, 4e-3);
@@ -68,7 +68,7 @@ static void test_collective_waits_for_the_last_member(void **state) {
         NEAR(S->exposed_s, 2 * d);
         NEAR(F->exposed_s, 2 * d + 3e-3);
         NEAR(tl.wall_s, 2 * d + 4e-3);
-        shs_trace_timeline_free(&tl);
+        shs_trace_comm_timeline_free(&tl);
         shs_trace_free(t);
     }
 }
@@ -89,8 +89,8 @@ static void test_send_recv_pairs_in_order(void **state) {
     double d1 = shs_net_rec_time(&n, SHS_ALGO_RING, t, &t->ranks[0].recs[0]);
     double d2 = shs_net_rec_time(&n, SHS_ALGO_RING, t, &t->ranks[1].recs[1]);
     assert_true(d1 > 0 && d2 > d1);
-    shs_trace_timeline_t tl;
-    assert_int_equal(shs_trace_timeline(t, &n, SHS_ALGO_RING, &tl), SHS_OK);
+    shs_trace_comm_timeline_t tl;
+    assert_int_equal(shs_trace_comm_timeline(t, &n, SHS_ALGO_RING, &tl), SHS_OK);
     assert_int_equal(tl.complete, 1);
     assert_int_equal(tl.timed, 0);
     NEAR(tl.ranks[1].wait_s, d1);
@@ -98,7 +98,7 @@ static void test_send_recv_pairs_in_order(void **state) {
     NEAR(tl.ranks[0].wall_s, d1 + d2);
     NEAR(tl.ranks[1].wall_s, d1 + d2);
     NEAR(tl.ranks[0].exposed_s, d1 + d2); /* no compute in the trace: all of it is exposed */
-    shs_trace_timeline_free(&tl);
+    shs_trace_comm_timeline_free(&tl);
     shs_trace_free(t);
 }
 
@@ -112,12 +112,12 @@ static void test_deadlock_is_incomplete(void **state) {
                            "1 world 0 recv 4 f32 - - 0 0 16 rank - - -\n"
                            "1 world 1 send 4 f32 - - 0 0 16 rank - - -\n");
     shs_net_t n = net();
-    shs_trace_timeline_t tl;
-    assert_int_equal(shs_trace_timeline(t, &n, SHS_ALGO_RING, &tl), SHS_OK);
+    shs_trace_comm_timeline_t tl;
+    assert_int_equal(shs_trace_comm_timeline(t, &n, SHS_ALGO_RING, &tl), SHS_OK);
     assert_int_equal(tl.complete, 0);
     assert_int_equal(tl.ranks[0].done, 0);
     assert_int_equal(tl.ranks[1].done, 0);
-    shs_trace_timeline_free(&tl);
+    shs_trace_comm_timeline_free(&tl);
     shs_trace_free(t);
 }
 
@@ -131,12 +131,12 @@ static void test_recorded_trace(void **state) {
     shs_trace_load_opts_t lo = {0};
     if (shs_trace_load(&t, SHS_SOURCE_DIR "/traces/recorded/zero3", &lo) != SHS_OK) fail_msg("%s", shs_last_error());
     shs_net_t n = net();
-    shs_trace_timeline_t tl;
-    assert_int_equal(shs_trace_timeline(t, &n, SHS_ALGO_RING, &tl), SHS_OK);
+    shs_trace_comm_timeline_t tl;
+    assert_int_equal(shs_trace_comm_timeline(t, &n, SHS_ALGO_RING, &tl), SHS_OK);
     assert_int_equal(tl.complete, 1);
     assert_int_equal(tl.timed, 1);
     for (int r = 0; r < t->world; r++) {
-        const shs_rank_timeline_t *o = &tl.ranks[r];
+        const shs_rank_comm_timeline_t *o = &tl.ranks[r];
         double gaps = 0, comm = 0;
         const shs_trace_rank_t *tr = &t->ranks[r];
         for (size_t i = 0; i < tr->n; i++) {
@@ -149,7 +149,7 @@ static void test_recorded_trace(void **state) {
         NEAR(o->exposed_s, o->comm_s + o->wait_s);
         NEAR(o->wall_s, tl.wall_s);
     }
-    shs_trace_timeline_free(&tl);
+    shs_trace_comm_timeline_free(&tl);
     shs_trace_free(t);
 }
 

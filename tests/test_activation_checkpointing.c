@@ -1,5 +1,5 @@
-/* test_checkpointing.c - activation checkpointing per block
- * (--checkpoint-activations, issue 3): with it on, every stage at every
+/* test_activation_checkpointing.c - activation checkpointing per block
+ * (--checkpoint-activations): with it on, every stage at every
  * world size equals DDP without it bit for bit, also under fp16 dynamic loss
  * scaling and gradient accumulation; the ACTIVATIONS peak drops to a closed
  * form counted here from the tensor shapes; and the CLI flag works. */
@@ -45,14 +45,14 @@ static void check_checkpointed_stages_match_ddp(shs_train_config_t cfg, int step
     free_record(&ddp);
 }
 
-static void test_checkpointing_matches_ddp(void **state) {
+static void test_activation_checkpointing_matches_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++) check_checkpointed_stages_match_ddp(small_config(test_worlds[w]), 3);
 }
 
 /* fp16 with dynamic loss scaling (the recompute must see the same f16
  * parameters as the forward) and gradient accumulation (a forward and a
  * recomputing backward per micro-batch), apart and together. */
-static void test_checkpointing_fp16_and_accum_match_ddp(void **state) {
+static void test_activation_checkpointing_fp16_and_accum_match_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++)
         for (int v = 0; v < 3; v++) {
             if (v < 2 && test_worlds[w] != 3 && test_worlds[w] != 8 && !full_sweep()) continue; /* apart: two sizes */
@@ -108,7 +108,7 @@ static size_t peak_activations(const shs_train_config_t *c, int steps) {
     return m0.peak[SHS_MEM_ACTIVATIONS];
 }
 
-static void test_checkpointing_activation_memory(void **state) {
+static void test_activation_checkpointing_activation_memory(void **state) {
     static const struct {
         int L, NH, C, world, strategy;
     } cases[] = {
@@ -152,7 +152,7 @@ static double cli_peak_activations(int checkpoint) {
     return v[3];
 }
 
-static void test_checkpointing_cli(void **state) {
+static void test_activation_checkpointing_cli(void **state) {
     double off = cli_peak_activations(0), on = cli_peak_activations(1);
     shs_train_config_t c = small_config(2);
     c.model = (shs_gpt_config_t){.num_layers = 3, .num_heads = 2, .channels = 16, .context = 8};
@@ -165,10 +165,10 @@ static void test_checkpointing_cli(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_checkpointing_matches_ddp),
-        cmocka_unit_test(test_checkpointing_fp16_and_accum_match_ddp),
-        cmocka_unit_test(test_checkpointing_activation_memory),
-        cmocka_unit_test(test_checkpointing_cli),
+        cmocka_unit_test(test_activation_checkpointing_matches_ddp),
+        cmocka_unit_test(test_activation_checkpointing_fp16_and_accum_match_ddp),
+        cmocka_unit_test(test_activation_checkpointing_activation_memory),
+        cmocka_unit_test(test_activation_checkpointing_cli),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }

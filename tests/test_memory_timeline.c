@@ -1,4 +1,4 @@
-/* test_timeline.c - train --memory-timeline (timeline.h): rank 0's device
+/* test_memory_timeline.c - train --memory-timeline (memory_timeline.h): rank 0's device
  * memory cut at every phase of a real CPU step. The phases follow the GPT's
  * unit order, and the segments' highest total equals the device's own peak
  * (the accounting is the independent reference). */
@@ -25,7 +25,7 @@ static void check(shs_strategy_kind_t kind) {
     float loss;
     for (int s = 0; s < 2; s++) assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
     int n;
-    const shs_meta_segment_t *g = shs_trainer_timeline(t, &n);
+    const shs_step_segment_t *g = shs_trainer_timeline(t, &n);
     /* forward: embed, block0..2, lnf, embed again (the tied head); backward:
      * embed (head), lnf, block2..0, embed (lookup); optimizer; loss */
     static const char *const want[] = {"fwd embed", "fwd block0", "fwd block1", "fwd block2", "fwd lnf",
@@ -44,13 +44,13 @@ static void check(shs_strategy_kind_t kind) {
     shs_trainer_destroy(t);
 }
 
-static void test_timeline_ddp(void **state) { check(SHS_DDP); }
-static void test_timeline_zero3(void **state) { check(SHS_ZERO3); }
+static void test_memory_timeline_ddp(void **state) { check(SHS_DDP); }
+static void test_memory_timeline_zero3(void **state) { check(SHS_ZERO3); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_timeline_ddp),
-        cmocka_unit_test(test_timeline_zero3),
+        cmocka_unit_test(test_memory_timeline_ddp),
+        cmocka_unit_test(test_memory_timeline_zero3),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }

@@ -1,4 +1,4 @@
-/* trace_timeline.h - what a trace's calls cost per rank under a network
+/* trace_comm_timeline.h - what a trace's calls cost per rank under a network
  * model once ranks wait for each other: total and exposed communication.
  *
  * The model (the trace's calls run as they block, by the same execution
@@ -26,8 +26,8 @@
  * records which stream a call ran on), nor of compute for formats that
  * carry none (then compute is 0 and exposed = wall).
  */
-#ifndef SHARDSIM_TRACE_TIMELINE_H
-#define SHARDSIM_TRACE_TIMELINE_H
+#ifndef SHARDSIM_TRACE_COMM_TIMELINE_H
+#define SHARDSIM_TRACE_COMM_TIMELINE_H
 
 #include <stddef.h>
 
@@ -41,22 +41,22 @@ typedef struct {
     double wall_s;      /* the rank's clock after its last record */
     double exposed_s;   /* wall - compute */
     size_t done;        /* records replayed (n when complete) */
-} shs_rank_timeline_t;
+} shs_rank_comm_timeline_t;
 
 typedef struct {
     int world;
-    shs_rank_timeline_t *ranks;   /* world entries */
+    shs_rank_comm_timeline_t *ranks;   /* world entries */
     int complete;                 /* 1: every record ran; 0: some rank stays blocked (the trace deadlocks) */
     int timed;                    /* 1: some compute gap came from recorded times */
     double wall_s;                /* the slowest rank's wall */
-} shs_trace_timeline_t;
+} shs_trace_comm_timeline_t;
 
 /* Replay `t` under `net` with `algo` as above into *out (free with
- * shs_trace_timeline_free). The trace should pass shs_trace_check first; a
+ * shs_trace_comm_timeline_free). The trace should pass shs_trace_check first; a
  * trace that deadlocks returns SHS_OK with complete = 0 and each rank's
  * figures up to where it blocked. Errors: SHS_HOST_OOM. */
-shs_status_t shs_trace_timeline(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t algo,
-                                shs_trace_timeline_t *out);
-void shs_trace_timeline_free(shs_trace_timeline_t *tl);
+shs_status_t shs_trace_comm_timeline(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t algo,
+                                shs_trace_comm_timeline_t *out);
+void shs_trace_comm_timeline_free(shs_trace_comm_timeline_t *tl);
 
 #endif

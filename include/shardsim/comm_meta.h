@@ -1,8 +1,8 @@
-/* meta.h - the meta backend's communicator and its extras: collectives that
+/* comm_meta.h - the meta backend's communicator and its extras: collectives that
  * are counted and move nothing, for one representative rank.
  *
  * What it is: a communicator handle that believes it is rank `rank` of
- * `nranks` while no other rank exists (issue 4). Every collective passes the
+ * `nranks` while no other rank exists. Every collective passes the
  * argument checks of comm.c, takes a sequence number, is counted in the
  * handle's shs_comm_stats_t (calls and bytes by op, exactly as on the thread
  * backend) and returns SHS_OK at once without reading or writing any buffer.
@@ -16,8 +16,8 @@
  * What it is not: a check of cross-rank consistency (there is only one rank)
  * or a network time model (compare's time model prices the counted calls).
  */
-#ifndef SHARDSIM_META_H
-#define SHARDSIM_META_H
+#ifndef SHARDSIM_COMM_META_H
+#define SHARDSIM_COMM_META_H
 
 #include <stddef.h>
 

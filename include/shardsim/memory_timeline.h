@@ -1,4 +1,4 @@
-/* timeline.h - one rank's device memory over a training step, cut at the
+/* memory_timeline.h - one rank's device memory over a training step, cut at the
  * step's phases: the forward of each wrap unit, the backward of each unit,
  * the optimizer step and the loss all-reduce (train --memory-timeline).
  *
@@ -12,51 +12,51 @@
  * real runs too.
  * What it is not: a trace of collectives (trace.h) or a profiler of time.
  */
-#ifndef SHARDSIM_TIMELINE_H
-#define SHARDSIM_TIMELINE_H
+#ifndef SHARDSIM_MEMORY_TIMELINE_H
+#define SHARDSIM_MEMORY_TIMELINE_H
 
 #include "shardsim/device.h"
 #include "shardsim/layout.h"
 #include "shardsim/param_source.h"
 
 typedef enum {
-    SHS_META_SEG_SETUP,      /* model and strategy creation */
-    SHS_META_SEG_FORWARD,    /* forward of one wrap unit */
-    SHS_META_SEG_BACKWARD,   /* backward of one wrap unit */
-    SHS_META_SEG_OPTIM,      /* gradient flush, clipping, optimizer step, re-gather */
-    SHS_META_SEG_LOSS        /* the loss all-reduce */
-} shs_meta_seg_kind_t;
+    SHS_STEP_SEG_SETUP,      /* model and strategy creation */
+    SHS_STEP_SEG_FORWARD,    /* forward of one wrap unit */
+    SHS_STEP_SEG_BACKWARD,   /* backward of one wrap unit */
+    SHS_STEP_SEG_OPTIM,      /* gradient flush, clipping, optimizer step, re-gather */
+    SHS_STEP_SEG_LOSS        /* the loss all-reduce */
+} shs_step_seg_kind_t;
 
 /* One segment of the step. */
 typedef struct {
-    shs_meta_seg_kind_t kind;
+    shs_step_seg_kind_t kind;
     int unit;                /* wrap unit (in the strategy's layout), -1 for other kinds */
     char label[48];          /* "fwd embed", "bwd blocks 3-5", "optim", ... */
     size_t mem_end[SHS_MEM_NUM_CATEGORIES]; /* device bytes per category when it ends */
     size_t peak_total;       /* highest device total inside it */
     uint64_t flops;          /* device kernel FLOPs inside it (not the offload host's) */
     uint64_t calls_begin, calls_end; /* its collectives: [begin, end) of calls */
-} shs_meta_segment_t;
+} shs_step_segment_t;
 
-typedef struct shs_timeline shs_timeline_t;
+typedef struct shs_memory_timeline shs_memory_timeline_t;
 
 /* A recorder for `dev`, naming units from `layout` (both outlive it).
  * Errors: SHS_HOST_OOM. */
-shs_status_t shs_timeline_create(shs_timeline_t **out, shs_device_t *dev, const shs_layout_t *layout);
-void shs_timeline_destroy(shs_timeline_t *tl);
+shs_status_t shs_memory_timeline_create(shs_memory_timeline_t **out, shs_device_t *dev, const shs_layout_t *layout);
+void shs_memory_timeline_destroy(shs_memory_timeline_t *tl);
 
 /* The parameter source to give the model: `inner` with segment cuts. */
-shs_param_source_t *shs_timeline_source(shs_timeline_t *tl, shs_param_source_t *inner);
+shs_param_source_t *shs_memory_timeline_source(shs_memory_timeline_t *tl, shs_param_source_t *inner);
 
 /* Start of a step (discards the previous step's segments), of its forward
  * and backward passes, and the optimizer / loss segments. */
-void shs_timeline_begin_step(shs_timeline_t *tl);
-void shs_timeline_set_backward(shs_timeline_t *tl, int backward);
-void shs_timeline_mark(shs_timeline_t *tl, shs_meta_seg_kind_t kind, const char *label);
+void shs_memory_timeline_begin_step(shs_memory_timeline_t *tl);
+void shs_memory_timeline_set_backward(shs_memory_timeline_t *tl, int backward);
+void shs_memory_timeline_mark(shs_memory_timeline_t *tl, shs_step_seg_kind_t kind, const char *label);
 /* Close the last segment. */
-void shs_timeline_end_step(shs_timeline_t *tl);
+void shs_memory_timeline_end_step(shs_memory_timeline_t *tl);
 
 /* The last complete step's segments (valid until the next begin_step). */
-const shs_meta_segment_t *shs_timeline_segments(const shs_timeline_t *tl, int *count);
+const shs_step_segment_t *shs_memory_timeline_segments(const shs_memory_timeline_t *tl, int *count);
 
 #endif
