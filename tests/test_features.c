@@ -124,10 +124,10 @@ static void test_clipping_matches_ddp(void **state) {
  * floats, malloc'd), *norm = the trainer's gradient norm. */
 static void sgd_step_delta(int world, float clip, float **delta, size_t *len, float *norm) {
     shs_train_config_t c = small_config(world);
-    c.strategy = SHS_DDP;
-    c.optim = shs_optim_default(SHS_OPTIM_SGD);
-    c.optim.lr = 0.5f;
-    c.clip_norm = clip;
+    c.strategy.kind = SHS_DDP;
+    c.strategy.optim = shs_optim_default(SHS_OPTIM_SGD);
+    c.strategy.optim.lr = 0.5f;
+    c.strategy.clip_norm = clip;
     shs_trainer_t *t;
     assert_int_equal(shs_trainer_create(&t, &c, &test_corpus), SHS_OK);
     *len = shs_trainer_snapshot_len(t);
