@@ -39,6 +39,13 @@
 #define PARALLEL_FOR (void)nth;
 #endif
 
+/* OpenMP loop over n independent elements i (the CPU's GRID_STRIDE);
+ * declares nth, so one per function. */
+#define EACH_ELEMENT(i, n)                                                                                  \
+    int nth = threads(dev);                                                                                 \
+    PARALLEL_FOR                                                                                            \
+    for (size_t i = 0; i < (n); i++)
+
 /* Column sums over rows (dweight and dbias of layernorm) walk COLS adjacent
  * columns per thread so each row read is one cache line, not a strided hop. */
 #define COLS 16
@@ -224,27 +231,19 @@ static void cpu_attention_backward(shs_device_t *dev, float *dqkv, float *dpreat
 /* ---- GELU (tanh approximation) and ReLU ------------------------------------ */
 
 static void cpu_gelu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
-    int nth = threads(dev);
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) out[i] = shs__gelu(inp[i]);
+    EACH_ELEMENT(i, n) out[i] = shs__gelu(inp[i]);
 }
 
 static void cpu_gelu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
-    int nth = threads(dev);
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) dinp[i] += shs__gelu_grad(inp[i]) * dout[i];
+    EACH_ELEMENT(i, n) dinp[i] += shs__gelu_grad(inp[i]) * dout[i];
 }
 
 static void cpu_relu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
-    int nth = threads(dev);
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) out[i] = shs__relu(inp[i]);
+    EACH_ELEMENT(i, n) out[i] = shs__relu(inp[i]);
 }
 
 static void cpu_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
-    int nth = threads(dev);
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) dinp[i] += shs__relu_grad(inp[i], dout[i]);
+    EACH_ELEMENT(i, n) dinp[i] += shs__relu_grad(inp[i], dout[i]);
 }
 
 /* ---- encoder ------------------------------------------------------------ */
@@ -286,21 +285,15 @@ static void cpu_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, co
 /* ---- elementwise -------------------------------------------------------- */
 
 static void cpu_residual_forward(shs_device_t *dev, float *out, const float *a, const float *b, size_t n) {
-    int nth = threads(dev);
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    EACH_ELEMENT(i, n) out[i] = a[i] + b[i];
 }
 
 static void cpu_accumulate(shs_device_t *dev, float *dst, const float *src, size_t n) {
-    int nth = threads(dev);
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+    EACH_ELEMENT(i, n) dst[i] += src[i];
 }
 
 static void cpu_scale(shs_device_t *dev, float *x, float alpha, size_t n) {
-    int nth = threads(dev);
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) x[i] *= alpha;
+    EACH_ELEMENT(i, n) x[i] *= alpha;
 }
 
 /* ---- softmax cross-entropy ---------------------------------------------- */
@@ -343,31 +336,25 @@ static void cpu_norm_accumulate(shs_device_t *dev, int64_t *acc, const float *x,
 static void cpu_cast(shs_device_t *dev, void *dst, shs_dtype_t dst_dtype, const void *src,
                      shs_dtype_t src_dtype, size_t n) {
     SHS_ASSERT(shs_dtype_is_float(dst_dtype) && shs_dtype_is_float(src_dtype));
-    int nth = threads(dev);
     if (dst_dtype == src_dtype) {
         if (dst != src) memmove(dst, src, n * shs_dtype_size(dst_dtype));
         return;
     }
     int to_16bit = dst_dtype == SHS_F16 || dst_dtype == SHS_BF16;
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) shs__cast_one(dst, (int)dst_dtype, src, (int)src_dtype, i, to_16bit);
+    EACH_ELEMENT(i, n) shs__cast_one(dst, (int)dst_dtype, src, (int)src_dtype, i, to_16bit);
 }
 
 /* ---- optimizers ----------------------------------------------------------- */
 
 static void cpu_adamw_update(shs_device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
                              const shs_adamw_hparams_t *hp) {
-    int nth = threads(dev);
     shs__adamw_coef_t k = shs__adamw_coef(hp);
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) shs__adamw_one(param, grad, m, v, i, k);
+    EACH_ELEMENT(i, n) shs__adamw_one(param, grad, m, v, i, k);
 }
 
 static void cpu_sgd_update(shs_device_t *dev, float *param, const float *grad, float *momentum_buf, size_t n,
                            float lr, float momentum, float weight_decay) {
-    int nth = threads(dev);
-    PARALLEL_FOR
-    for (size_t i = 0; i < n; i++) shs__sgd_one(param, grad, momentum_buf, i, lr, momentum, weight_decay);
+    EACH_ELEMENT(i, n) shs__sgd_one(param, grad, momentum_buf, i, lr, momentum, weight_decay);
 }
 
 /* ---- vtable and constructor ---------------------------------------------- */

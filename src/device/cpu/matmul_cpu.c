@@ -103,12 +103,16 @@ static inline void body_scalar(int kc, const float *a, size_t rs, size_t ks, con
             *o = io->add ? *o + acc[i][j] : acc[i][j];
         }
 }
-static void kernel_scalar_rows(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_scalar(kc, a, lda, 1, Bp, io);
-}
-static void kernel_scalar_kmaj(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_scalar(kc, a, 1, lda, Bp, io);
-}
+
+/* The two layouts of A, as two kernels (name_rows, name_kmaj) of one body. */
+#define KERNEL_PAIR(name, attr, body)                                                                        \
+    attr static void name##_rows(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) { \
+        body(kc, a, lda, 1, Bp, io);                                                                         \
+    }                                                                                                        \
+    attr static void name##_kmaj(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) { \
+        body(kc, a, 1, lda, Bp, io);                                                                         \
+    }
+KERNEL_PAIR(kernel_scalar, , body_scalar)
 
 #if HAVE_X86_PATHS
 /* One vector body, instantiated per instruction set: the tile runs as
@@ -161,22 +165,8 @@ VECTOR_BODY(body_avx512, "avx512f,fma", __m512, 16, MR, _mm512_loadu_ps, BCAST51
 VECTOR_BODY(body_avx2, "avx2,fma", __m256, 8, 4, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
             _mm256_storeu_ps, _mm256_setzero_ps)
 
-TARGET("avx512f,fma")
-static void kernel_avx512_rows(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_avx512(kc, a, lda, 1, Bp, io);
-}
-TARGET("avx512f,fma")
-static void kernel_avx512_kmaj(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_avx512(kc, a, 1, lda, Bp, io);
-}
-TARGET("avx2,fma")
-static void kernel_avx2_rows(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_avx2(kc, a, lda, 1, Bp, io);
-}
-TARGET("avx2,fma")
-static void kernel_avx2_kmaj(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_avx2(kc, a, 1, lda, Bp, io);
-}
+KERNEL_PAIR(kernel_avx512, TARGET("avx512f,fma"), body_avx512)
+KERNEL_PAIR(kernel_avx2, TARGET("avx2,fma"), body_avx2)
 #endif
 
 /* ---- instruction-set choice ---------------------------------------------- */
