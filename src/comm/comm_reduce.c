@@ -7,6 +7,8 @@
  * source is first multiplied by the dtype's 1/N (shs__avg_scale) and
  * rounded, then the products are summed; for integers the wrapped sum is
  * divided by N at the end, truncating toward zero.
+ * The element rules (f16/bf16 rounding, first-NaN max/min) are core/half.h's
+ * and device/kernel_math.h's, shared with the CUDA reduction (kernels.cu).
  * What it is not: a data mover or anything parallel; callers pick the slice.
  *
  * Work goes tile by tile: a tile of the first source is loaded into an
@@ -22,6 +24,7 @@
 
 #include "comm/comm_impl.h"
 #include "core/half.h"
+#include "device/kernel_math.h"
 
 #define TILE 1024
 
@@ -29,10 +32,6 @@ typedef void (*load_fn)(void *restrict acc, const void *restrict src, size_t n);
 typedef void (*combine_fn)(void *restrict acc, const void *restrict src, size_t n);
 typedef void (*store_fn)(void *restrict dst, const void *restrict acc, size_t n, int divisor);
 typedef void (*avg_fn)(void *restrict acc, const void *restrict src, size_t n, double scale);
-
-/* First NaN operand wins, then the larger (smaller); ties keep the earlier rank. */
-#define MAX_FIRST_NAN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) > (x) ? (y) : (x))
-#define MIN_FIRST_NAN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) < (x) ? (y) : (x))
 
 #define IDENT(v) (v)
 
@@ -115,8 +114,8 @@ INT_KERNELS(u64, uint64_t, uint64_t, uint64_t)
 #define FLOAT_KERNELS(N, TA, TS, CVT, RND)                                                         \
     FLOAT_COMBINE(N, sum, TA, TS, CVT, RND, x + y)                                                 \
     FLOAT_COMBINE(N, prod, TA, TS, CVT, RND, x * y)                                                \
-    FLOAT_COMBINE(N, max, TA, TS, CVT, IDENT, MAX_FIRST_NAN(x, y))                                 \
-    FLOAT_COMBINE(N, min, TA, TS, CVT, IDENT, MIN_FIRST_NAN(x, y))                                 \
+    FLOAT_COMBINE(N, max, TA, TS, CVT, IDENT, SHS_MAX_FIRST_NAN(x, y))                             \
+    FLOAT_COMBINE(N, min, TA, TS, CVT, IDENT, SHS_MIN_FIRST_NAN(x, y))                             \
     FLOAT_AVG(N, TA, TS, CVT, RND)
 
 FLOAT_KERNELS(f32, float, float, IDENT, IDENT)

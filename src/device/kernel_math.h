@@ -1,7 +1,8 @@
 /* kernel_math.h - private: the per-element and per-row math of the kernels,
  * written once for the CPU backend (cpu/device_cpu.c, compiled by cc) and the
  * CUDA backend (cuda/kernels.cu, compiled by nvcc) as SHS_HD static inline
- * functions.
+ * functions; also the max/min rule of the collectives' reduction, which
+ * comm_reduce.c and kernels.cu share.
  *
  * What it is: the arithmetic each output element or row goes through, in the
  * order device.h fixes (a sum is always walked in increasing index, from 0).
@@ -267,6 +268,13 @@ static inline SHS_HD void shs__cast_one(void *dst, int dst_dtype, const void *sr
     default: ((uint16_t *)dst)[i] = shs__f32_to_bf16(f); break;
     }
 }
+
+/* ---- the collectives' reduction (comm_reduce.c, kernels.cu) ----------------------
+ * max and min of floats, f16/bf16 too: the first NaN operand wins, then the
+ * larger (smaller); ties keep the earlier rank. Macros: they serve f32 and
+ * f64 alike, in comm_reduce.c's vectorized loops. */
+#define SHS_MAX_FIRST_NAN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) > (x) ? (y) : (x))
+#define SHS_MIN_FIRST_NAN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) < (x) ? (y) : (x))
 
 /* ---- optimizers ------------------------------------------------------------------ */
 

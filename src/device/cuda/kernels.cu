@@ -72,6 +72,21 @@ static cudaError_t launched(void) { return cudaGetLastError(); }
 #define TK 16
 #define R 4
 
+/* Tile[kk][xx] = X(x0 + xx, k0 + kk), X(x, k) = X[x*x_s + k*k_s]; 0 outside
+ * x < xn, kk < kn. The block's threads walk the tile with xx fastest
+ * (x_fastest) or kk fastest, whichever reads X contiguously. */
+template <int TX>
+__device__ static void load_tile(float (*tile)[TX], const float *__restrict__ X, long long x_s, long long k_s, int x0,
+                                 int xn, int k0, int kn, bool x_fastest) {
+    for (int e = threadIdx.x; e < TX * TK; e += blockDim.x) {
+        int xx, kk;
+        if (x_fastest) { kk = e / TX; xx = e % TX; }
+        else { xx = e / TK; kk = e % TK; }
+        int x = x0 + xx, k = k0 + kk;
+        tile[kk][xx] = (x < xn && kk < kn) ? X[(long long)x * x_s + (long long)k * k_s] : 0.0f;
+    }
+}
+
 __global__ void gemm_kernel(int M, int N, int K, const float *__restrict__ A, long long a_rs, long long a_ks,
                             const float *__restrict__ B, long long b_ks, long long b_cs, const float *__restrict__ bias,
                             float *out, int accumulate) {
@@ -89,21 +104,10 @@ __global__ void gemm_kernel(int M, int N, int K, const float *__restrict__ A, lo
         }
     for (int k0 = 0; k0 < K; k0 += TK) {
         int kn = K - k0 < TK ? K - k0 : TK;
-        /* load A tile: k fastest when A's rows are contiguous in k */
-        for (int e = threadIdx.x; e < TM * TK; e += blockDim.x) {
-            int ii, kk;
-            if (a_ks == 1) { ii = e / TK; kk = e % TK; }
-            else { kk = e / TM; ii = e % TM; }
-            int i = i0 + ii, k = k0 + kk;
-            As[kk][ii] = (i < M && kk < kn) ? A[(long long)i * a_rs + (long long)k * a_ks] : 0.0f;
-        }
-        for (int e = threadIdx.x; e < TN * TK; e += blockDim.x) {
-            int jj, kk;
-            if (b_cs == 1) { kk = e / TN; jj = e % TN; }
-            else { jj = e / TK; kk = e % TK; }
-            int j = j0 + jj, k = k0 + kk;
-            Bs[kk][jj] = (j < N && kk < kn) ? B[(long long)k * b_ks + (long long)j * b_cs] : 0.0f;
-        }
+        /* A: k fastest when A's rows are contiguous in k; B: j fastest when
+         * its rows are contiguous in j */
+        load_tile<TM>(As, A, a_rs, a_ks, i0, M, k0, kn, a_ks != 1);
+        load_tile<TN>(Bs, B, b_cs, b_ks, j0, N, k0, kn, b_cs == 1);
         __syncthreads();
         for (int kk = 0; kk < kn; kk++) {
             float av[R], bv[R];
@@ -630,17 +634,14 @@ template <typename T, typename U, typename W> struct IntTraits {
     __device__ static Stored store(Acc a, int divisor) { return divisor == 1 ? a : (T)((W)a / (W)divisor); }
 };
 
-#define FIRST_NAN_MAX(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) > (x) ? (y) : (x))
-#define FIRST_NAN_MIN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) < (x) ? (y) : (x))
-
 template <typename F> struct FloatTraits {
     typedef F Stored;
     typedef F Acc;
     __device__ static Acc load(Stored v) { return v; }
     __device__ static Acc sum(Acc a, Acc b) { return a + b; }
     __device__ static Acc prod(Acc a, Acc b) { return a * b; }
-    __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
-    __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
+    __device__ static Acc max(Acc a, Acc b) { return SHS_MAX_FIRST_NAN(a, b); }
+    __device__ static Acc min(Acc a, Acc b) { return SHS_MIN_FIRST_NAN(a, b); }
     static const bool PreMul = true;
     __device__ static Acc premul(Acc a, Acc k) { return a * k; }
     __device__ static Stored store(Acc a, int) { return a; }
@@ -664,8 +665,8 @@ template <typename Bits> struct HalfTraits {
     __device__ static Acc round(float f) { return Bits::to_f32(Bits::from_f32(f)); }
     __device__ static Acc sum(Acc a, Acc b) { return round(a + b); }
     __device__ static Acc prod(Acc a, Acc b) { return round(a * b); }
-    __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
-    __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
+    __device__ static Acc max(Acc a, Acc b) { return SHS_MAX_FIRST_NAN(a, b); }
+    __device__ static Acc min(Acc a, Acc b) { return SHS_MIN_FIRST_NAN(a, b); }
     static const bool PreMul = true;
     /* a * k of two dtype values is exact in f32 (comm_reduce.c): one rounding */
     __device__ static Acc premul(Acc a, Acc k) { return round(a * k); }
