@@ -1,5 +1,6 @@
 /* test_device.c - device memory accounting: current and peak bytes per
- * category, the capacity limit and its out-of-memory text, copies. */
+ * category, the capacity limit and its out-of-memory text, copies; the token
+ * grouping every backend's encoder backward uses. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "device/device_impl.h" /* private: shs__encoder_groups */
 #include "shardsim/device.h"
 
 static void test_categories_current_and_peak(void **state) {
@@ -155,6 +157,26 @@ static void test_copy_past_allocation_end_is_refused(void **state) {
     shs_device_destroy(d);
 }
 
+/* Tokens {5, 2, 5, 0, 2, 5} sorted by (token, position): (0,3) (2,1) (2,4)
+ * (5,0) (5,2) (5,5), so three groups, written by hand from that order. The
+ * CUDA backend passes the tokens in the groups buffer itself: same result. */
+static void test_encoder_groups(void **state) {
+    (void)state;
+    const int32_t tokens[6] = {5, 2, 5, 0, 2, 5};
+    const int32_t want[] = {3, 1, 4, 0, 2, 5, /* pos */ 0, 1, 3, 6, /* group_start */ 0, 2, 5 /* group_tok */};
+    int32_t groups[3 * 6 + 1];
+    memset(groups, 0x7f, sizeof groups);
+    assert_int_equal(shs__encoder_groups(tokens, 6, groups), 3);
+    assert_memory_equal(groups, want, sizeof want);
+    memset(groups, 0x7f, sizeof groups);
+    memcpy(groups, tokens, sizeof tokens);
+    assert_int_equal(shs__encoder_groups(groups, 6, groups), 3);
+    assert_memory_equal(groups, want, sizeof want);
+    int32_t none[1] = {-1};
+    assert_int_equal(shs__encoder_groups(tokens, 0, none), 0);
+    assert_int_equal(none[0], 0); /* group_start[0] = BT */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_categories_current_and_peak),
@@ -162,6 +184,7 @@ int main(void) {
         cmocka_unit_test(test_out_of_memory_names_rank_request_usage),
         cmocka_unit_test(test_copies_and_memset),
         cmocka_unit_test(test_copy_past_allocation_end_is_refused),
+        cmocka_unit_test(test_encoder_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

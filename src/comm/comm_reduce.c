@@ -7,6 +7,8 @@
  * source is first multiplied by the dtype's 1/N (shs__avg_scale) and
  * rounded, then the products are summed; for integers the wrapped sum is
  * divided by N at the end, truncating toward zero.
+ * The element rules (f16/bf16 rounding, first-NaN max/min) are core/half.h's
+ * and device/kernel_math.h's, shared with the CUDA reduction (kernels.cu).
  * What it is not: a data mover or anything parallel; callers pick the slice.
  *
  * Work goes tile by tile: a tile of the first source is loaded into an
@@ -21,6 +23,8 @@
 #include <string.h>
 
 #include "comm/comm_impl.h"
+#include "core/half.h"
+#include "device/kernel_math.h"
 
 #define TILE 1024
 
@@ -28,27 +32,6 @@ typedef void (*load_fn)(void *restrict acc, const void *restrict src, size_t n);
 typedef void (*combine_fn)(void *restrict acc, const void *restrict src, size_t n);
 typedef void (*store_fn)(void *restrict dst, const void *restrict acc, size_t n, int divisor);
 typedef void (*avg_fn)(void *restrict acc, const void *restrict src, size_t n, double scale);
-
-/* First NaN operand wins, then the larger (smaller); ties keep the earlier rank. */
-#define MAX_FIRST_NAN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) > (x) ? (y) : (x))
-#define MIN_FIRST_NAN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) < (x) ? (y) : (x))
-
-/* bfloat16 <-> f32 inline for the hot loops; the same rounding as
- * shs_f32_to_bf16() in dtype.c (tests compare against that one). */
-static inline float bf16_bits_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static inline uint16_t f32_to_bf16_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static inline float bf16_round(float f) { return bf16_bits_to_f32(f32_to_bf16_bits(f)); }
-static inline float f16_round(float f) { return shs_f16_to_f32(shs_f32_to_f16(f)); }
 
 #define IDENT(v) (v)
 
@@ -131,25 +114,25 @@ INT_KERNELS(u64, uint64_t, uint64_t, uint64_t)
 #define FLOAT_KERNELS(N, TA, TS, CVT, RND)                                                         \
     FLOAT_COMBINE(N, sum, TA, TS, CVT, RND, x + y)                                                 \
     FLOAT_COMBINE(N, prod, TA, TS, CVT, RND, x * y)                                                \
-    FLOAT_COMBINE(N, max, TA, TS, CVT, IDENT, MAX_FIRST_NAN(x, y))                                 \
-    FLOAT_COMBINE(N, min, TA, TS, CVT, IDENT, MIN_FIRST_NAN(x, y))                                 \
+    FLOAT_COMBINE(N, max, TA, TS, CVT, IDENT, SHS_MAX_FIRST_NAN(x, y))                             \
+    FLOAT_COMBINE(N, min, TA, TS, CVT, IDENT, SHS_MIN_FIRST_NAN(x, y))                             \
     FLOAT_AVG(N, TA, TS, CVT, RND)
 
 FLOAT_KERNELS(f32, float, float, IDENT, IDENT)
 FLOAT_KERNELS(f64, double, double, IDENT, IDENT)
-FLOAT_KERNELS(f16, float, uint16_t, shs_f16_to_f32, f16_round)
-FLOAT_KERNELS(bf16, float, uint16_t, bf16_bits_to_f32, bf16_round)
+FLOAT_KERNELS(f16, float, uint16_t, shs__f16_to_f32, shs__f16_round)
+FLOAT_KERNELS(bf16, float, uint16_t, shs__bf16_to_f32, shs__bf16_round)
 
 /* Float stores: AVG's 1/N was applied to every source, nothing is divided
  * here. The accumulator of f16/bf16 holds values already rounded to the
  * dtype, so the conversion is exact. */
 static void f16_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
     uint16_t *restrict d = dst; const float *restrict a = acc;
-    TILE_LOOP(i, n, d[i] = shs_f32_to_f16(a[i]));
+    TILE_LOOP(i, n, d[i] = shs__f32_to_f16(a[i]));
 }
 static void bf16_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
     uint16_t *restrict d = dst; const float *restrict a = acc;
-    TILE_LOOP(i, n, d[i] = f32_to_bf16_bits(a[i]));
+    TILE_LOOP(i, n, d[i] = shs__f32_to_bf16(a[i]));
 }
 static void f32_store(void *restrict dst, const void *restrict acc, size_t n, int divisor) {
     memcpy(dst, acc, n * sizeof(float));
@@ -160,11 +143,11 @@ static void f64_store(void *restrict dst, const void *restrict acc, size_t n, in
 
 static void f16_load(void *restrict acc, const void *restrict src, size_t n) {
     float *restrict a = acc; const uint16_t *restrict s = src;
-    TILE_LOOP(i, n, a[i] = shs_f16_to_f32(s[i]));
+    TILE_LOOP(i, n, a[i] = shs__f16_to_f32(s[i]));
 }
 static void bf16_load(void *restrict acc, const void *restrict src, size_t n) {
     float *restrict a = acc; const uint16_t *restrict s = src;
-    TILE_LOOP(i, n, a[i] = bf16_bits_to_f32(s[i]));
+    TILE_LOOP(i, n, a[i] = shs__bf16_to_f32(s[i]));
 }
 
 #define KERNEL_ROW(N) {N##_sum, N##_prod, N##_max, N##_min}
@@ -195,8 +178,8 @@ double shs__avg_scale(shs_dtype_t dtype, int nranks) {
     switch (dtype) {
     case SHS_F64: return inv;
     case SHS_F32: return (float)inv;
-    case SHS_F16: return f16_round((float)inv);
-    case SHS_BF16: return bf16_round((float)inv);
+    case SHS_F16: return shs__f16_round((float)inv);
+    case SHS_BF16: return shs__bf16_round((float)inv);
     default: return 0.0;
     }
 }

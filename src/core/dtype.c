@@ -1,8 +1,10 @@
-/* dtype.c - dtype sizes and names, and bit-exact f16/bf16 <-> f32 conversion.
- * Conversions work on bit patterns only (no host float16 type is assumed). */
+/* dtype.c - dtype sizes and names, and the public bit-exact f16/bf16 <-> f32
+ * conversions (written once in core/half.h, which the CUDA kernels share). */
 #include "shardsim/dtype.h"
 
 #include <string.h>
+
+#include "core/half.h"
 
 static const struct { const char *name; size_t size; int is_float, nccl; } dtype_info[SHS_NUM_DTYPES] = {
     [SHS_DTYPE_DEFAULT] = {"default", 0, 0, -1},
@@ -38,56 +40,7 @@ int shs_dtype_parse(const char *name, shs_dtype_t *out) {
     return -1;
 }
 
-static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
-float shs_bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
-
-uint16_t shs_f32_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    /* Round to nearest even on the 16 dropped bits; a carry into the exponent
-     * correctly rounds up to the next binade or to infinity. */
-    uint32_t lsb = (u >> 16) & 1u;
-    u += 0x7fffu + lsb;
-    return (uint16_t)(u >> 16);
-}
-
-float shs_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t man = h & 0x3ffu;
-    if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13)); /* inf / NaN */
-    if (exp == 0) {
-        if (man == 0) return bits_f32(sign);
-        /* subnormal: man * 2^-24, exact in f32 */
-        float v = (float)man * bits_f32(0x33800000u); /* 2^-24 */
-        return sign ? -v : v;
-    }
-    return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
-}
-
-uint16_t shs_f32_to_f16(float f) {
-    uint32_t u = f32_bits(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* quiet NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
-    if (a < 0x38800000u) {
-        /* result is an f16 subnormal or zero: value = a * 2^24 in units of 2^-24,
-         * rounded to nearest even. */
-        if (a < 0x33000000u) return sign; /* < 2^-25: rounds to zero (ties too) */
-        uint32_t e = a >> 23;                  /* biased f32 exponent, 102..112 */
-        uint32_t m = (a & 0x7fffffu) | 0x800000u; /* 24-bit significand */
-        uint32_t shift = 126u - e;             /* so that m >> shift is the f16 subnormal mantissa */
-        uint32_t q = m >> shift;
-        uint32_t rem = m & ((1u << shift) - 1u);
-        uint32_t half = 1u << (shift - 1u);
-        if (rem > half || (rem == half && (q & 1u))) q++;
-        return (uint16_t)(sign | q);
-    }
-    /* normal: rebias exponent (127 -> 15) and round 13 dropped bits to nearest even */
-    uint32_t lsb = (a >> 13) & 1u;
-    a += 0xfffu + lsb;
-    return (uint16_t)(sign | (((a - 0x38000000u) >> 13) & 0x7fffu));
-}
+float shs_bf16_to_f32(uint16_t b) { return shs__bf16_to_f32(b); }
+uint16_t shs_f32_to_bf16(float f) { return shs__f32_to_bf16(f); }
+float shs_f16_to_f32(uint16_t h) { return shs__f16_to_f32(h); }
+uint16_t shs_f32_to_f16(float f) { return shs__f32_to_f16(f); }

@@ -289,24 +289,31 @@ void shs_attention_backward(shs_device_t *dev, float *dqkv, float *dpreatt, floa
     SHS_ASSERT(dqkv && dpreatt && datt && dout && qkv && att && B >= 0 && T > 0 && NH > 0 && C % NH == 0);
     dev->iface->attention_backward(dev, dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH);
 }
-void shs_gelu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
+/* The checks every activation's forward (out = f(inp)) and backward
+ * (dinp += f'(inp) * dout) shares. */
+static void activation_forward_checks(shs_device_t *dev, const char *op, float *out, const float *inp, size_t n) {
     SHS_ASSERT(out && inp);
-    KRANGE("gelu_forward", out, n), KRANGE("gelu_forward", inp, n);
+    KRANGE(op, out, n), KRANGE(op, inp, n);
+}
+static void activation_backward_checks(shs_device_t *dev, const char *op, float *dinp, const float *inp,
+                                       const float *dout, size_t n) {
+    SHS_ASSERT(dinp && inp && dout);
+    KRANGE(op, dinp, n), KRANGE(op, inp, n), KRANGE(op, dout, n);
+}
+void shs_gelu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
+    activation_forward_checks(dev, "gelu_forward", out, inp, n);
     dev->iface->gelu_forward(dev, out, inp, n);
 }
 void shs_gelu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
-    SHS_ASSERT(dinp && inp && dout);
-    KRANGE("gelu_backward", dinp, n), KRANGE("gelu_backward", inp, n), KRANGE("gelu_backward", dout, n);
+    activation_backward_checks(dev, "gelu_backward", dinp, inp, dout, n);
     dev->iface->gelu_backward(dev, dinp, inp, dout, n);
 }
 void shs_relu_forward(shs_device_t *dev, float *out, const float *inp, size_t n) {
-    SHS_ASSERT(out && inp);
-    KRANGE("relu_forward", out, n), KRANGE("relu_forward", inp, n);
+    activation_forward_checks(dev, "relu_forward", out, inp, n);
     dev->iface->relu_forward(dev, out, inp, n);
 }
 void shs_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n) {
-    SHS_ASSERT(dinp && inp && dout);
-    KRANGE("relu_backward", dinp, n), KRANGE("relu_backward", inp, n), KRANGE("relu_backward", dout, n);
+    activation_backward_checks(dev, "relu_backward", dinp, inp, dout, n);
     dev->iface->relu_backward(dev, dinp, inp, dout, n);
 }
 void shs_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,

@@ -8,6 +8,7 @@
 #ifndef SHARDSIM_DEVICE_IMPL_H
 #define SHARDSIM_DEVICE_IMPL_H
 
+#include "device/kernel_math.h"
 #include "shardsim/device.h"
 
 typedef struct shs_device_iface {
@@ -78,6 +79,29 @@ struct shs_device {
 /* Wrap a filled vtable into a device (used by backend constructors). */
 shs_status_t shs__device_new(shs_device_t **out, const shs_device_iface_t *iface, void *ctx, int rank,
                              size_t capacity, int num_threads);
+
+/* AdamW's per-call scalars for the kernels (kernel_math.h), from the hparams. */
+static inline shs__adamw_coef_t shs__adamw_coef(const shs_adamw_hparams_t *hp) {
+    shs__adamw_coef_t k = {
+        .decay = 1.0f - hp->lr * hp->weight_decay,
+        .step_size = hp->lr / hp->bias_correction1,
+        .b1 = hp->beta1,
+        .b2 = hp->beta2,
+        .bc2s = hp->bias_correction2_sqrt,
+        .eps = hp->eps,
+    };
+    return k;
+}
+
+/* Positions 0..BT-1 grouped by token, for the embedding gradient (encoder
+ * backward): sorted by (token, position), a total order, so each token's
+ * positions come in increasing order. Writes groups (3*BT + 1 int32):
+ *   pos[BT]                   positions in that order,
+ *   group_start[ngroups + 1]  group g is pos[group_start[g] .. group_start[g+1]),
+ *   group_tok[ngroups]        its token;
+ * and returns ngroups. tokens may be groups itself (read before it is
+ * written). Every token must be >= 0 (asserted). (encoder_groups.c) */
+int shs__encoder_groups(const int32_t *tokens, int BT, int32_t *groups);
 
 /* The CPU backend's vtable (device_cpu.c). */
 extern const shs_device_iface_t shs__cpu_iface;

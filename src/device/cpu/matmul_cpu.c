@@ -103,110 +103,70 @@ static inline void body_scalar(int kc, const float *a, size_t rs, size_t ks, con
             *o = io->add ? *o + acc[i][j] : acc[i][j];
         }
 }
-static void kernel_scalar_rows(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_scalar(kc, a, lda, 1, Bp, io);
-}
-static void kernel_scalar_kmaj(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_scalar(kc, a, 1, lda, Bp, io);
-}
+
+/* The two layouts of A, as two kernels (name_rows, name_kmaj) of one body. */
+#define KERNEL_PAIR(name, attr, body)                                                                        \
+    attr static void name##_rows(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) { \
+        body(kc, a, lda, 1, Bp, io);                                                                         \
+    }                                                                                                        \
+    attr static void name##_kmaj(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) { \
+        body(kc, a, 1, lda, Bp, io);                                                                         \
+    }
+KERNEL_PAIR(kernel_scalar, , body_scalar)
 
 #if HAVE_X86_PATHS
-#define INLINE_TARGET(isa) static inline __attribute__((always_inline, target(isa)))
+/* One vector body, instantiated per instruction set: the tile runs as
+ * SUB x (2 x W) sub-tiles (W floats a vector), each holding 2*SUB vector
+ * accumulators; per k, 2 B loads and SUB broadcasts of A. AVX-512: SUB = MR,
+ * W = 16 (24 zmm accumulators, the whole tile at once); AVX2: 16 ymm
+ * registers only, so SUB = 4, W = 8 (8 accumulators, 3 x 2 sub-tiles).
+ * Each lane is one output element's fma chain, in k order, as body_scalar. */
+#define VECTOR_BODY(name, isa, VEC, W, SUB, LOAD, BCAST, FMA, ADD, STORE, ZERO)                              \
+    static inline __attribute__((always_inline, target(isa))) void name(                                    \
+        int kc, const float *a0, size_t rs, size_t ks, const float *restrict Bp, const tile_io_t *io) {      \
+        for (int i0 = 0; i0 < MR; i0 += SUB)                                                                 \
+            for (int j0 = 0; j0 < NR; j0 += 2 * W) {                                                         \
+                VEC c[SUB][2];                                                                               \
+                if (io->cin) {                                                                               \
+                    _Pragma("GCC unroll 12") for (int i = 0; i < SUB; i++) {                                 \
+                        const float *s = io->cin + (i0 + i) * io->ldin + j0;                                 \
+                        c[i][0] = LOAD(s);                                                                   \
+                        c[i][1] = LOAD(s + W);                                                               \
+                    }                                                                                        \
+                } else {                                                                                     \
+                    VEC v0 = io->init ? LOAD(io->init + j0) : ZERO();                                        \
+                    VEC v1 = io->init ? LOAD(io->init + j0 + W) : ZERO();                                    \
+                    _Pragma("GCC unroll 12") for (int i = 0; i < SUB; i++) c[i][0] = v0, c[i][1] = v1;       \
+                }                                                                                            \
+                const float *a = a0 + i0 * rs, *b = Bp + j0;                                                 \
+                for (int k = 0; k < kc; k++, a += ks, b += NR) {                                             \
+                    VEC b0 = LOAD(b), b1 = LOAD(b + W);                                                      \
+                    _Pragma("GCC unroll 12") for (int i = 0; i < SUB; i++) {                                 \
+                        VEC av = BCAST(a + i * rs);                                                          \
+                        c[i][0] = FMA(av, b0, c[i][0]);                                                      \
+                        c[i][1] = FMA(av, b1, c[i][1]);                                                      \
+                    }                                                                                        \
+                }                                                                                            \
+                _Pragma("GCC unroll 12") for (int i = 0; i < SUB; i++) {                                     \
+                    float *o = io->cout + (i0 + i) * io->ldout + j0;                                         \
+                    if (io->add) {                                                                           \
+                        c[i][0] = ADD(LOAD(o), c[i][0]);                                                     \
+                        c[i][1] = ADD(LOAD(o + W), c[i][1]);                                                 \
+                    }                                                                                        \
+                    STORE(o, c[i][0]);                                                                       \
+                    STORE(o + W, c[i][1]);                                                                   \
+                }                                                                                            \
+            }                                                                                                \
+    }
 
-/* MR x NR = 12 x (2 x 16): 24 zmm accumulators, 2 B loads and 12 broadcasts per k. */
-INLINE_TARGET("avx512f,fma")
-void body_avx512(int kc, const float *a, size_t rs, size_t ks, const float *restrict Bp, const tile_io_t *io) {
-    __m512 c[MR][2];
-    if (io->cin) {
-#pragma GCC unroll 12
-        for (int i = 0; i < MR; i++) {
-            c[i][0] = _mm512_loadu_ps(io->cin + i * io->ldin);
-            c[i][1] = _mm512_loadu_ps(io->cin + i * io->ldin + 16);
-        }
-    } else {
-        __m512 v0 = io->init ? _mm512_loadu_ps(io->init) : _mm512_setzero_ps();
-        __m512 v1 = io->init ? _mm512_loadu_ps(io->init + 16) : _mm512_setzero_ps();
-#pragma GCC unroll 12
-        for (int i = 0; i < MR; i++) c[i][0] = v0, c[i][1] = v1;
-    }
-    for (int k = 0; k < kc; k++, a += ks, Bp += NR) {
-        __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16);
-#pragma GCC unroll 12
-        for (int i = 0; i < MR; i++) {
-            __m512 av = _mm512_set1_ps(a[i * rs]);
-            c[i][0] = _mm512_fmadd_ps(av, b0, c[i][0]);
-            c[i][1] = _mm512_fmadd_ps(av, b1, c[i][1]);
-        }
-    }
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-        float *o = io->cout + i * io->ldout;
-        if (io->add) {
-            c[i][0] = _mm512_add_ps(_mm512_loadu_ps(o), c[i][0]);
-            c[i][1] = _mm512_add_ps(_mm512_loadu_ps(o + 16), c[i][1]);
-        }
-        _mm512_storeu_ps(o, c[i][0]);
-        _mm512_storeu_ps(o + 16, c[i][1]);
-    }
-}
-TARGET("avx512f,fma")
-static void kernel_avx512_rows(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_avx512(kc, a, lda, 1, Bp, io);
-}
-TARGET("avx512f,fma")
-static void kernel_avx512_kmaj(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_avx512(kc, a, 1, lda, Bp, io);
-}
+#define BCAST512(p) _mm512_set1_ps(*(p))
+VECTOR_BODY(body_avx512, "avx512f,fma", __m512, 16, MR, _mm512_loadu_ps, BCAST512, _mm512_fmadd_ps, _mm512_add_ps,
+            _mm512_storeu_ps, _mm512_setzero_ps)
+VECTOR_BODY(body_avx2, "avx2,fma", __m256, 8, 4, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
+            _mm256_storeu_ps, _mm256_setzero_ps)
 
-/* 16 ymm registers only: the tile runs as 4 x 16 sub-tiles (8 accumulators). */
-INLINE_TARGET("avx2,fma")
-void body_avx2(int kc, const float *a0, size_t rs, size_t ks, const float *restrict Bp, const tile_io_t *io) {
-    for (int i0 = 0; i0 < MR; i0 += 4)
-        for (int j0 = 0; j0 < NR; j0 += 16) {
-            __m256 c[4][2];
-            if (io->cin) {
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) {
-                    const float *s = io->cin + (i0 + i) * io->ldin + j0;
-                    c[i][0] = _mm256_loadu_ps(s);
-                    c[i][1] = _mm256_loadu_ps(s + 8);
-                }
-            } else {
-                __m256 v0 = io->init ? _mm256_loadu_ps(io->init + j0) : _mm256_setzero_ps();
-                __m256 v1 = io->init ? _mm256_loadu_ps(io->init + j0 + 8) : _mm256_setzero_ps();
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) c[i][0] = v0, c[i][1] = v1;
-            }
-            const float *a = a0 + i0 * rs, *b = Bp + j0;
-            for (int k = 0; k < kc; k++, a += ks, b += NR) {
-                __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) {
-                    __m256 av = _mm256_broadcast_ss(a + i * rs);
-                    c[i][0] = _mm256_fmadd_ps(av, b0, c[i][0]);
-                    c[i][1] = _mm256_fmadd_ps(av, b1, c[i][1]);
-                }
-            }
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                float *o = io->cout + (i0 + i) * io->ldout + j0;
-                if (io->add) {
-                    c[i][0] = _mm256_add_ps(_mm256_loadu_ps(o), c[i][0]);
-                    c[i][1] = _mm256_add_ps(_mm256_loadu_ps(o + 8), c[i][1]);
-                }
-                _mm256_storeu_ps(o, c[i][0]);
-                _mm256_storeu_ps(o + 8, c[i][1]);
-            }
-        }
-}
-TARGET("avx2,fma")
-static void kernel_avx2_rows(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_avx2(kc, a, lda, 1, Bp, io);
-}
-TARGET("avx2,fma")
-static void kernel_avx2_kmaj(int kc, const float *a, size_t lda, const float *Bp, const tile_io_t *io) {
-    body_avx2(kc, a, 1, lda, Bp, io);
-}
+KERNEL_PAIR(kernel_avx512, TARGET("avx512f,fma"), body_avx512)
+KERNEL_PAIR(kernel_avx2, TARGET("avx2,fma"), body_avx2)
 #endif
 
 /* ---- instruction-set choice ---------------------------------------------- */

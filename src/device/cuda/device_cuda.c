@@ -229,16 +229,8 @@ static void cuda_encoder_forward(shs_device_t *dev, float *out, const int32_t *t
     LAUNCH(dev, "encoder_forward", shs__cuda_encoder_forward(STREAM(dev), out, tokens, wte, wpe, B, T, C));
 }
 
-typedef struct { int32_t tok, pos; } tok_pos_t;
-
-static int cmp_tok_pos(const void *x, const void *y) {
-    const tok_pos_t *a = x, *b = y;
-    if (a->tok != b->tok) return a->tok < b->tok ? -1 : 1;
-    return (a->pos > b->pos) - (a->pos < b->pos);
-}
-
 /* dwpe on the GPU; dwte by token groups: the tokens come to the host, are
- * sorted by (token, position) as on the CPU, and each token's positions go
+ * grouped as on the CPU (shs__encoder_groups), and each token's positions go
  * back as one group, summed in increasing position by one thread per
  * (group, channel). The tokens are B*T int32, so the round trip is small. */
 static void cuda_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, const float *dout,
@@ -248,29 +240,15 @@ static void cuda_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, c
     note(dev, "encoder_backward", shs__cuda_encoder_backward_wpe(c->stream, dwpe, dout, B, T, C));
     int BT = B * T;
     if (BT <= 0 || C <= 0) return;
-    tok_pos_t *order = malloc((size_t)BT * sizeof *order);
-    int32_t *host = malloc((size_t)(3 * BT + 1) * sizeof *host); /* pos (BT), group_start (<= BT+1), group_tok (<= BT) */
-    SHS_ASSERT(order != NULL && host != NULL);
+    int32_t *host = malloc((size_t)(3 * BT + 1) * sizeof *host); /* tokens, then the groups over them */
+    SHS_ASSERT(host != NULL);
     cudaError_t e = cudaMemcpyAsync(host, tokens, (size_t)BT * sizeof(int32_t), cudaMemcpyDefault, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) {
         note(dev, "encoder_backward (tokens to host)", e);
         goto out;
     }
-    for (int i = 0; i < BT; i++) {
-        SHS_ASSERT(host[i] >= 0);
-        order[i] = (tok_pos_t){host[i], i};
-    }
-    qsort(order, (size_t)BT, sizeof *order, cmp_tok_pos);
-    int32_t *pos = host, *group_start = host + BT, *group_tok;
-    int ngroups = 0;
-    for (int i = 0; i < BT; i++) {
-        pos[i] = order[i].pos;
-        if (i == 0 || order[i].tok != order[i - 1].tok) group_start[ngroups++] = i;
-    }
-    group_start[ngroups] = BT;
-    group_tok = group_start + ngroups + 1;
-    for (int g = 0; g < ngroups; g++) group_tok[g] = order[group_start[g]].tok;
+    int ngroups = shs__encoder_groups(host, BT, host);
     size_t words = (size_t)BT + (size_t)ngroups + 1 + (size_t)ngroups;
     if (ensure_scratch(dev, words * sizeof(int32_t)) != SHS_OK) {
         note(dev, "encoder_backward (scratch)", cudaErrorMemoryAllocation);
@@ -287,7 +265,6 @@ static void cuda_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, c
          shs__cuda_encoder_backward_wte(c->stream, dwte, dout, d, d + BT, d + BT + ngroups + 1, ngroups, C));
 out:
     free(host);
-    free(order);
 }
 
 static void cuda_residual_forward(shs_device_t *dev, float *out, const float *a, const float *b, size_t n) {
@@ -322,11 +299,7 @@ static void cuda_cast(shs_device_t *dev, void *dst, shs_dtype_t dst_dtype, const
 /* decay and step size on the host, exactly as the CPU backend computes them. */
 static void cuda_adamw_update(shs_device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
                               const shs_adamw_hparams_t *hp) {
-    float decay = 1.0f - hp->lr * hp->weight_decay;
-    float step_size = hp->lr / hp->bias_correction1;
-    LAUNCH(dev, "adamw_update",
-           shs__cuda_adamw_update(STREAM(dev), param, grad, m, v, n, decay, step_size, hp->beta1, hp->beta2,
-                                  hp->bias_correction2_sqrt, hp->eps));
+    LAUNCH(dev, "adamw_update", shs__cuda_adamw_update(STREAM(dev), param, grad, m, v, n, shs__adamw_coef(hp)));
 }
 static void cuda_sgd_update(shs_device_t *dev, float *param, const float *grad, float *momentum_buf, size_t n,
                             float lr, float momentum, float weight_decay) {

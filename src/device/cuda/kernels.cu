@@ -13,6 +13,9 @@
  *     fmas device.h asks for (matmul chains) are explicit fmaf() calls;
  *   - IEEE division and square root (nvcc's defaults -prec-div=true,
  *     -prec-sqrt=true, -ftz=false; never --use_fast_math).
+ * The math of each element or row is kernel_math.h's: the same SHS_HD
+ * functions the CPU backend calls, so both run the same operations in the
+ * same order; this file holds the thread decomposition and the launches.
  * Consequence: a kernel whose CPU reference uses only + - * / sqrt and fma
  * gives the CPU's bits exactly (matmul, layernorm, attention backward,
  * encoder, residual, accumulate, scale, relu, sum, norm, cast, adamw, sgd,
@@ -40,6 +43,7 @@
 #include <stdint.h>
 
 #include "device/cuda/kernels.h"
+#include "device/kernel_math.h"
 
 #define THREADS 256
 #define MAX_GRID 65535u /* grid-stride loops beyond this many blocks */
@@ -68,6 +72,21 @@ static cudaError_t launched(void) { return cudaGetLastError(); }
 #define TK 16
 #define R 4
 
+/* Tile[kk][xx] = X(x0 + xx, k0 + kk), X(x, k) = X[x*x_s + k*k_s]; 0 outside
+ * x < xn, kk < kn. The block's threads walk the tile with xx fastest
+ * (x_fastest) or kk fastest, whichever reads X contiguously. */
+template <int TX>
+__device__ static void load_tile(float (*tile)[TX], const float *__restrict__ X, long long x_s, long long k_s, int x0,
+                                 int xn, int k0, int kn, bool x_fastest) {
+    for (int e = threadIdx.x; e < TX * TK; e += blockDim.x) {
+        int xx, kk;
+        if (x_fastest) { kk = e / TX; xx = e % TX; }
+        else { xx = e / TK; kk = e % TK; }
+        int x = x0 + xx, k = k0 + kk;
+        tile[kk][xx] = (x < xn && kk < kn) ? X[(long long)x * x_s + (long long)k * k_s] : 0.0f;
+    }
+}
+
 __global__ void gemm_kernel(int M, int N, int K, const float *__restrict__ A, long long a_rs, long long a_ks,
                             const float *__restrict__ B, long long b_ks, long long b_cs, const float *__restrict__ bias,
                             float *out, int accumulate) {
@@ -85,21 +104,10 @@ __global__ void gemm_kernel(int M, int N, int K, const float *__restrict__ A, lo
         }
     for (int k0 = 0; k0 < K; k0 += TK) {
         int kn = K - k0 < TK ? K - k0 : TK;
-        /* load A tile: k fastest when A's rows are contiguous in k */
-        for (int e = threadIdx.x; e < TM * TK; e += blockDim.x) {
-            int ii, kk;
-            if (a_ks == 1) { ii = e / TK; kk = e % TK; }
-            else { kk = e / TM; ii = e % TM; }
-            int i = i0 + ii, k = k0 + kk;
-            As[kk][ii] = (i < M && kk < kn) ? A[(long long)i * a_rs + (long long)k * a_ks] : 0.0f;
-        }
-        for (int e = threadIdx.x; e < TN * TK; e += blockDim.x) {
-            int jj, kk;
-            if (b_cs == 1) { kk = e / TN; jj = e % TN; }
-            else { jj = e / TK; kk = e % TK; }
-            int j = j0 + jj, k = k0 + kk;
-            Bs[kk][jj] = (j < N && kk < kn) ? B[(long long)k * b_ks + (long long)j * b_cs] : 0.0f;
-        }
+        /* A: k fastest when A's rows are contiguous in k; B: j fastest when
+         * its rows are contiguous in j */
+        load_tile<TM>(As, A, a_rs, a_ks, i0, M, k0, kn, a_ks != 1);
+        load_tile<TN>(Bs, B, b_cs, b_ks, j0, N, k0, kn, b_cs == 1);
         __syncthreads();
         for (int kk = 0; kk < kn; kk++) {
             float av[R], bv[R];
@@ -163,24 +171,11 @@ extern "C" cudaError_t shs__cuda_matmul_backward(cudaStream_t s, float *dinp, fl
 
 /* ---- layernorm ------------------------------------------------------------ */
 
-#define LN_EPS 1e-5f
-
 /* One thread per row: mean and rstd in the CPU's order. */
 __global__ void layernorm_stats_kernel(float *mean, float *rstd, const float *inp, int N, int C) {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= N) return;
-    const float *x = inp + (size_t)r * C;
-    float m = 0.0f;
-    for (int c = 0; c < C; c++) m += x[c];
-    m /= (float)C;
-    float v = 0.0f;
-    for (int c = 0; c < C; c++) {
-        float d = x[c] - m;
-        v += d * d;
-    }
-    v /= (float)C;
-    mean[r] = m;
-    rstd[r] = 1.0f / sqrtf(v + LN_EPS);
+    shs__layernorm_stats(inp + (size_t)r * C, C, &mean[r], &rstd[r]);
 }
 
 __global__ void layernorm_out_kernel(float *out, const float *inp, const float *mean, const float *rstd,
@@ -188,7 +183,7 @@ __global__ void layernorm_out_kernel(float *out, const float *inp, const float *
     GRID_STRIDE(i, (size_t)N * C) {
         size_t r = i / (size_t)C;
         int c = (int)(i % (size_t)C);
-        out[i] = (inp[i] - mean[r]) * rstd[r] * weight[c] + bias[c];
+        out[i] = shs__layernorm_out(inp[i], mean[r], rstd[r], weight[c], bias[c]);
     }
 }
 
@@ -197,23 +192,8 @@ __global__ void layernorm_dinp_kernel(float *dinp, const float *dout, const floa
                                       const float *mean, const float *rstd, int N, int C) {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= N) return;
-    const float *x = inp + (size_t)r * C, *dy = dout + (size_t)r * C;
-    float m = mean[r], s = rstd[r];
-    float g_mean = 0.0f, gn_mean = 0.0f;
-    for (int c = 0; c < C; c++) {
-        float norm = (x[c] - m) * s;
-        float g = weight[c] * dy[c];
-        g_mean += g;
-        gn_mean += g * norm;
-    }
-    g_mean /= (float)C;
-    gn_mean /= (float)C;
-    float *dx = dinp + (size_t)r * C;
-    for (int c = 0; c < C; c++) {
-        float norm = (x[c] - m) * s;
-        float g = weight[c] * dy[c];
-        dx[c] += (g - g_mean - norm * gn_mean) * s;
-    }
+    shs__layernorm_dinp_row(dinp + (size_t)r * C, inp + (size_t)r * C, dout + (size_t)r * C, weight, mean[r], rstd[r],
+                            C);
 }
 
 /* One thread per column: dweight, dbias summed over rows in increasing order. */
@@ -224,7 +204,7 @@ __global__ void layernorm_dweight_kernel(float *dweight, float *dbias, const flo
     float dw = 0.0f, db = 0.0f;
     for (int r = 0; r < N; r++) {
         float dy = dout[(size_t)r * C + c];
-        float norm = (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+        float norm = shs__layernorm_norm(inp[(size_t)r * C + c], mean[r], rstd[r]);
         dw += dy * norm;
         db += dy;
     }
@@ -258,26 +238,11 @@ __global__ void attention_scores_kernel(float *preatt, float *att, const float *
     if (bht >= B * NH * T) return;
     int hs = C / NH;
     size_t C3 = 3 * (size_t)C;
-    float scale = 1.0f / sqrtf((float)hs);
+    float scale = shs__attention_scale(hs);
     int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
     const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
     const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
-    float *pre = preatt + (size_t)bht * T, *a = att + (size_t)bht * T;
-    float maxval = -INFINITY;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const float *k = kv0 + t2 * C3 + C;
-        float dot = 0.0f;
-        for (int i = 0; i < hs; i++) dot += q[i] * k[i];
-        pre[t2] = dot * scale;
-        if (pre[t2] > maxval) maxval = pre[t2];
-    }
-    float expsum = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) {
-        a[t2] = expf(pre[t2] - maxval);
-        expsum += a[t2];
-    }
-    for (int t2 = 0; t2 <= t; t2++) a[t2] /= expsum;
-    for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0.0f;
+    shs__attention_scores_row(preatt + (size_t)bht * T, att + (size_t)bht * T, q, kv0, t, T, hs, C3, C, scale);
 }
 
 /* One thread per (row, channel i): out_t[i] = sum_{t2<=t} att[t2] v_t2[i]. */
@@ -289,10 +254,7 @@ __global__ void attention_out_kernel(float *out, const float *att, const float *
         int b = (int)(bht / ((size_t)NH * T)), h = (int)(bht / T % NH), t = (int)(bht % T);
         size_t C3 = 3 * (size_t)C;
         const float *v0 = qkv + (size_t)b * T * C3 + 2 * (size_t)C + h * hs + i;
-        const float *a = att + bht * T;
-        float sum = 0.0f;
-        for (int t2 = 0; t2 <= t; t2++) sum += a[t2] * v0[t2 * C3];
-        out[((size_t)b * T + t) * C + h * hs + i] = sum;
+        out[((size_t)b * T + t) * C + h * hs + i] = shs__attention_value_sum(att + bht * T, v0, C3, t);
     }
 }
 
@@ -306,25 +268,15 @@ __global__ void attention_bwd_row_kernel(float *dpreatt, float *datt, const floa
     int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
     const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
     const float *dy = dout + ((size_t)b * T + t) * C + h * hs;
-    const float *a = att + (size_t)bht * T;
-    float *da = datt + (size_t)bht * T, *dp = dpreatt + (size_t)bht * T;
-    float dot = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const float *v = kv0 + t2 * C3 + 2 * (size_t)C;
-        float sum = 0.0f;
-        for (int i = 0; i < hs; i++) sum += dy[i] * v[i];
-        da[t2] = sum;
-        dot += a[t2] * sum;
-    }
-    for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (da[t2] - dot);
-    for (int t2 = t + 1; t2 < T; t2++) da[t2] = dp[t2] = 0.0f;
+    shs__attention_bwd_row(datt + (size_t)bht * T, dpreatt + (size_t)bht * T, att + (size_t)bht * T, dy, kv0, t, T,
+                           hs, C3, C);
 }
 
 /* Pass 2, one thread per (row, channel i): dq, dk, dv of position t. */
 __global__ void attention_bwd_qkv_kernel(float *dqkv, const float *dpreatt, const float *dout, const float *qkv,
                                          const float *att, int B, int T, int C, int NH) {
     int hs = C / NH;
-    float scale = 1.0f / sqrtf((float)hs);
+    float scale = shs__attention_scale(hs);
     GRID_STRIDE(e, (size_t)B * NH * T * hs) {
         size_t bht = e / (size_t)hs;
         int i = (int)(e % (size_t)hs);
@@ -335,15 +287,7 @@ __global__ void attention_bwd_qkv_kernel(float *dqkv, const float *dpreatt, cons
         const float *a = att + bh * TT, *dp = dpreatt + bh * TT;
         float *dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
         float *dk = dq + C, *dv = dq + 2 * (size_t)C;
-        float sq = 0.0f, sk = 0.0f, sv = 0.0f;
-        for (int t2 = 0; t2 <= t; t2++) sq += dp[(size_t)t * T + t2] * kv0[t2 * C3 + C + i];
-        for (int t3 = t; t3 < T; t3++) {
-            sk += dp[(size_t)t3 * T + t] * kv0[t3 * C3 + i];
-            sv += a[(size_t)t3 * T + t] * dy0[(size_t)t3 * C + i];
-        }
-        dq[i] += sq * scale;
-        dk[i] += sk * scale;
-        dv[i] += sv;
+        shs__attention_bwd_qkv(dq, dk, dv, dp, a, kv0, dy0, t, T, i, C3, C, scale);
     }
 }
 
@@ -370,36 +314,20 @@ extern "C" cudaError_t shs__cuda_attention_backward(cudaStream_t s, float *dqkv,
 
 /* ---- elementwise ------------------------------------------------------------ */
 
-#define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_COEF 0.044715f
-
 __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n) {
-    GRID_STRIDE(i, n) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + GELU_COEF * x * x * x)));
-    }
+    GRID_STRIDE(i, n) out[i] = shs__gelu(inp[i]);
 }
 
 __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n) {
-    GRID_STRIDE(i, n) {
-        float x = inp[i];
-        float u = GELU_SCALE * (x + GELU_COEF * x * x * x);
-        float ch = coshf(u);
-        float sech2 = 1.0f / (ch * ch);
-        float grad = 0.5f * (1.0f + tanhf(u)) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * GELU_COEF * x * x);
-        dinp[i] += grad * dout[i];
-    }
+    GRID_STRIDE(i, n) dinp[i] += shs__gelu_grad(inp[i]) * dout[i];
 }
 
 __global__ void relu_forward_kernel(float *out, const float *inp, size_t n) {
-    GRID_STRIDE(i, n) {
-        float x = inp[i];
-        out[i] = x > 0.0f ? x : (isnan(x) ? x : 0.0f);
-    }
+    GRID_STRIDE(i, n) out[i] = shs__relu(inp[i]);
 }
 
 __global__ void relu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n) {
-    GRID_STRIDE(i, n) dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+    GRID_STRIDE(i, n) dinp[i] += shs__relu_grad(inp[i], dout[i]);
 }
 
 __global__ void residual_kernel(float *out, const float *a, const float *b, size_t n) {
@@ -464,9 +392,7 @@ __global__ void encoder_wpe_kernel(float *dwpe, const float *dout, int B, int T,
     GRID_STRIDE(i, (size_t)T * C) {
         size_t t = i / (size_t)C;
         int c = (int)(i % (size_t)C);
-        float sum = 0.0f;
-        for (int b = 0; b < B; b++) sum += dout[((size_t)b * T + t) * C + c];
-        dwpe[i] += sum;
+        dwpe[i] += shs__encoder_dwpe_sum(dout, B, T, C, t, c);
     }
 }
 
@@ -474,9 +400,7 @@ __global__ void encoder_wte_kernel(float *dwte, const float *dout, const int32_t
                                    const int32_t *group_tok, int ngroups, int C) {
     GRID_STRIDE(e, (size_t)ngroups * C) {
         int g = (int)(e / (size_t)C), c = (int)(e % (size_t)C);
-        float sum = 0.0f;
-        for (int k = group_start[g]; k < group_start[g + 1]; k++) sum += dout[(size_t)pos[k] * C + c];
-        dwte[(size_t)group_tok[g] * C + c] += sum;
+        dwte[(size_t)group_tok[g] * C + c] += shs__encoder_dwte_sum(dout, pos, group_start[g], group_start[g + 1], C, c);
     }
 }
 
@@ -504,19 +428,7 @@ __global__ void softmax_xent_forward_kernel(float *losses, float *probs, const f
                                             int BT, int V) {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= BT) return;
-    const float *x = logits + (size_t)r * V;
-    float *p = probs + (size_t)r * V;
-    int32_t tgt = targets[r];
-    float maxval = -INFINITY;
-    for (int v = 0; v < V; v++)
-        if (x[v] > maxval) maxval = x[v];
-    float sum = 0.0f;
-    for (int v = 0; v < V; v++) {
-        p[v] = expf(x[v] - maxval);
-        sum += p[v];
-    }
-    for (int v = 0; v < V; v++) p[v] /= sum;
-    losses[r] = (tgt < 0 || tgt >= V) ? NAN : logf(sum) - (x[tgt] - maxval);
+    losses[r] = shs__softmax_xent_row(probs + (size_t)r * V, logits + (size_t)r * V, V, targets[r]);
 }
 
 __global__ void softmax_xent_backward_kernel(float *dlogits, const float *probs, const int32_t *targets, float dloss,
@@ -524,7 +436,7 @@ __global__ void softmax_xent_backward_kernel(float *dlogits, const float *probs,
     GRID_STRIDE(i, (size_t)BT * V) {
         size_t r = i / (size_t)V;
         int v = (int)(i % (size_t)V);
-        dlogits[i] = (probs[i] - (v == targets[r] ? 1.0f : 0.0f)) * dloss;
+        dlogits[i] = shs__softmax_xent_grad(probs[i], v == targets[r], dloss);
     }
 }
 
@@ -545,11 +457,7 @@ extern "C" cudaError_t shs__cuda_softmax_xent_backward(cudaStream_t s, float *dl
 /* device.h fixes the order: f64, index order, one rounding to f32 at the end.
  * A sequential chain of f64 roundings cannot be split, so one thread walks it
  * (the model calls it on B*T losses). */
-__global__ void sum_kernel(float *out, const float *x, size_t n) {
-    double sum = 0.0;
-    for (size_t i = 0; i < n; i++) sum += x[i];
-    out[0] = (float)sum;
-}
+__global__ void sum_kernel(float *out, const float *x, size_t n) { out[0] = shs__sum_f64(x, n); }
 
 extern "C" cudaError_t shs__cuda_sum(cudaStream_t s, float *out, const float *x, size_t n) {
     sum_kernel<<<1, 1, 0, s>>>(out, x, n);
@@ -660,91 +568,11 @@ extern "C" cudaError_t shs__cuda_norm_accumulate(cudaStream_t s, int64_t *acc, c
     return launched();
 }
 
-/* ---- dtypes: bit-exact ports of dtype.c's conversions ------------------------- */
-
-__device__ static float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t man = h & 0x3ffu;
-    if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (man << 13));
-    if (exp == 0) {
-        if (man == 0) return __uint_as_float(sign);
-        float v = (float)man * __uint_as_float(0x33800000u); /* exact: man * 2^-24 */
-        return sign ? -v : v;
-    }
-    return __uint_as_float(sign | ((exp + 112u) << 23) | (man << 13));
-}
-
-__device__ static uint16_t f32_to_f16(float f) {
-    uint32_t u = __float_as_uint(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-    if (a < 0x38800000u) {
-        if (a < 0x33000000u) return sign;
-        uint32_t e = a >> 23;
-        uint32_t m = (a & 0x7fffffu) | 0x800000u;
-        uint32_t shift = 126u - e;
-        uint32_t q = m >> shift;
-        uint32_t rem = m & ((1u << shift) - 1u);
-        uint32_t half = 1u << (shift - 1u);
-        if (rem > half || (rem == half && (q & 1u))) q++;
-        return (uint16_t)(sign | q);
-    }
-    uint32_t lsb = (a >> 13) & 1u;
-    a += 0xfffu + lsb;
-    return (uint16_t)(sign | (((a - 0x38000000u) >> 13) & 0x7fffu));
-}
-
-__device__ static float bf16_to_f32(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
-
-__device__ static uint16_t f32_to_bf16(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    uint32_t lsb = (u >> 16) & 1u;
-    u += 0x7fffu + lsb;
-    return (uint16_t)(u >> 16);
-}
-
-/* f64 -> f32 rounding to odd (sticky bit), so a second rounding to f16/bf16
- * is correctly rounded (device_cpu.c explains). */
-__device__ static float f64_to_f32_round_odd(double d) {
-    float f = (float)d;
-    if (!isfinite(d) || (double)f == d) return f;
-    uint32_t u = __float_as_uint(f);
-    if (isinf(f) || fabs((double)f) > fabs(d)) u -= 1;
-    u |= 1u;
-    return __uint_as_float(u);
-}
-
-__device__ static float load_as_f32(const void *src, int t, size_t i, int to_16bit) {
-    switch (t) {
-    case SHS_F32: return ((const float *)src)[i];
-    case SHS_F16: return f16_to_f32(((const uint16_t *)src)[i]);
-    case SHS_BF16: return bf16_to_f32(((const uint16_t *)src)[i]);
-    default: {
-        double d = ((const double *)src)[i];
-        return to_16bit ? f64_to_f32_round_odd(d) : (float)d;
-    }
-    }
-}
+/* ---- cast (the conversions: kernel_math.h and core/half.h, shared with the CPU) ---- */
 
 __global__ void cast_kernel(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n) {
     int to_16bit = dst_dtype == SHS_F16 || dst_dtype == SHS_BF16;
-    GRID_STRIDE(i, n) {
-        if (dst_dtype == SHS_F64 && src_dtype == SHS_F32) {
-            ((double *)dst)[i] = ((const float *)src)[i];
-            continue;
-        }
-        float f = load_as_f32(src, src_dtype, i, to_16bit);
-        switch (dst_dtype) {
-        case SHS_F32: ((float *)dst)[i] = f; break;
-        case SHS_F64: ((double *)dst)[i] = f; break;
-        case SHS_F16: ((uint16_t *)dst)[i] = f32_to_f16(f); break;
-        default: ((uint16_t *)dst)[i] = f32_to_bf16(f); break;
-        }
-    }
+    GRID_STRIDE(i, n) shs__cast_one(dst, dst_dtype, src, src_dtype, i, to_16bit);
 }
 
 extern "C" cudaError_t shs__cuda_cast(cudaStream_t s, void *dst, shs_dtype_t dst_dtype, const void *src,
@@ -761,35 +589,18 @@ extern "C" cudaError_t shs__cuda_cast(cudaStream_t s, void *dst, shs_dtype_t dst
 
 /* ---- optimizers ------------------------------------------------------------------ */
 
-__global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n, float decay,
-                             float step_size, float b1, float b2, float bc2s, float eps) {
-    GRID_STRIDE(i, n) {
-        float g = grad[i];
-        float mi = b1 * m[i] + (1.0f - b1) * g;
-        float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        float denom = sqrtf(vi) / bc2s + eps;
-        param[i] = param[i] * decay - step_size * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
-    }
+__global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n, shs__adamw_coef_t k) {
+    GRID_STRIDE(i, n) shs__adamw_one(param, grad, m, v, i, k);
 }
 
 __global__ void sgd_kernel(float *param, const float *grad, float *momentum_buf, size_t n, float lr, float momentum,
                            float weight_decay) {
-    GRID_STRIDE(i, n) {
-        float g = grad[i] + weight_decay * param[i];
-        if (momentum != 0.0f) {
-            g = momentum * momentum_buf[i] + g;
-            momentum_buf[i] = g;
-        }
-        param[i] -= lr * g;
-    }
+    GRID_STRIDE(i, n) shs__sgd_one(param, grad, momentum_buf, i, lr, momentum, weight_decay);
 }
 
 extern "C" cudaError_t shs__cuda_adamw_update(cudaStream_t s, float *param, const float *grad, float *m, float *v,
-                                              size_t n, float decay, float step_size, float b1, float b2, float bc2s,
-                                              float eps) {
-    ELEMENTWISE(adamw, adamw_kernel, n, param, grad, m, v, n, decay, step_size, b1, b2, bc2s, eps);
+                                              size_t n, shs__adamw_coef_t k) {
+    ELEMENTWISE(adamw, adamw_kernel, n, param, grad, m, v, n, k);
 }
 
 extern "C" cudaError_t shs__cuda_sgd_update(cudaStream_t s, float *param, const float *grad, float *momentum_buf,
@@ -823,50 +634,43 @@ template <typename T, typename U, typename W> struct IntTraits {
     __device__ static Stored store(Acc a, int divisor) { return divisor == 1 ? a : (T)((W)a / (W)divisor); }
 };
 
-#define FIRST_NAN_MAX(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) > (x) ? (y) : (x))
-#define FIRST_NAN_MIN(x, y) ((x) != (x) ? (x) : (y) != (y) ? (y) : (y) < (x) ? (y) : (x))
-
 template <typename F> struct FloatTraits {
     typedef F Stored;
     typedef F Acc;
     __device__ static Acc load(Stored v) { return v; }
     __device__ static Acc sum(Acc a, Acc b) { return a + b; }
     __device__ static Acc prod(Acc a, Acc b) { return a * b; }
-    __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
-    __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
+    __device__ static Acc max(Acc a, Acc b) { return SHS_MAX_FIRST_NAN(a, b); }
+    __device__ static Acc min(Acc a, Acc b) { return SHS_MIN_FIRST_NAN(a, b); }
     static const bool PreMul = true;
     __device__ static Acc premul(Acc a, Acc k) { return a * k; }
     __device__ static Stored store(Acc a, int) { return a; }
 };
 
-struct F16Traits {
-    typedef uint16_t Stored;
-    typedef float Acc;
-    __device__ static Acc load(Stored v) { return f16_to_f32(v); }
-    __device__ static Acc round(float f) { return f16_to_f32(f32_to_f16(f)); }
-    __device__ static Acc sum(Acc a, Acc b) { return round(a + b); }
-    __device__ static Acc prod(Acc a, Acc b) { return round(a * b); }
-    __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
-    __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
-    static const bool PreMul = true;
-    /* a * k of two dtype values is exact in f32 (comm_reduce.c): one rounding */
-    __device__ static Acc premul(Acc a, Acc k) { return round(a * k); }
-    __device__ static Stored store(Acc a, int) { return f32_to_f16(a); }
+/* f16 and bf16: combined in f32, rounded to the dtype after every op (Bits:
+ * the dtype's conversions, core/half.h). */
+struct F16Bits {
+    __device__ static float to_f32(uint16_t v) { return shs__f16_to_f32(v); }
+    __device__ static uint16_t from_f32(float f) { return shs__f32_to_f16(f); }
+};
+struct BF16Bits {
+    __device__ static float to_f32(uint16_t v) { return shs__bf16_to_f32(v); }
+    __device__ static uint16_t from_f32(float f) { return shs__f32_to_bf16(f); }
 };
 
-struct BF16Traits {
+template <typename Bits> struct HalfTraits {
     typedef uint16_t Stored;
     typedef float Acc;
-    __device__ static Acc load(Stored v) { return bf16_to_f32(v); }
-    __device__ static Acc round(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+    __device__ static Acc load(Stored v) { return Bits::to_f32(v); }
+    __device__ static Acc round(float f) { return Bits::to_f32(Bits::from_f32(f)); }
     __device__ static Acc sum(Acc a, Acc b) { return round(a + b); }
     __device__ static Acc prod(Acc a, Acc b) { return round(a * b); }
-    __device__ static Acc max(Acc a, Acc b) { return FIRST_NAN_MAX(a, b); }
-    __device__ static Acc min(Acc a, Acc b) { return FIRST_NAN_MIN(a, b); }
+    __device__ static Acc max(Acc a, Acc b) { return SHS_MAX_FIRST_NAN(a, b); }
+    __device__ static Acc min(Acc a, Acc b) { return SHS_MIN_FIRST_NAN(a, b); }
     static const bool PreMul = true;
     /* a * k of two dtype values is exact in f32 (comm_reduce.c): one rounding */
     __device__ static Acc premul(Acc a, Acc k) { return round(a * k); }
-    __device__ static Stored store(Acc a, int) { return f32_to_bf16(a); }
+    __device__ static Stored store(Acc a, int) { return Bits::from_f32(a); }
 };
 
 template <typename Tr, int OP>
@@ -920,8 +724,8 @@ extern "C" cudaError_t shs__cuda_reduce(cudaStream_t s, void *const *dsts, int n
     case SHS_U32: return reduce_with<IntTraits<uint32_t, uint32_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op, k);
     case SHS_I64: return reduce_with<IntTraits<int64_t, uint64_t, int64_t> >(s, dsts, ndst, srcs, nsrc, n, op, k);
     case SHS_U64: return reduce_with<IntTraits<uint64_t, uint64_t, uint64_t> >(s, dsts, ndst, srcs, nsrc, n, op, k);
-    case SHS_F16: return reduce_with<F16Traits>(s, dsts, ndst, srcs, nsrc, n, op, k);
-    case SHS_BF16: return reduce_with<BF16Traits>(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_F16: return reduce_with<HalfTraits<F16Bits> >(s, dsts, ndst, srcs, nsrc, n, op, k);
+    case SHS_BF16: return reduce_with<HalfTraits<BF16Bits> >(s, dsts, ndst, srcs, nsrc, n, op, k);
     case SHS_F32: return reduce_with<FloatTraits<float> >(s, dsts, ndst, srcs, nsrc, n, op, k);
     case SHS_F64: return reduce_with<FloatTraits<double> >(s, dsts, ndst, srcs, nsrc, n, op, k);
     default: return cudaErrorInvalidValue;

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "device/kernel_math.h"
 #include "shardsim/dtype.h"
 
 #ifdef __cplusplus
@@ -65,10 +66,10 @@ cudaError_t shs__cuda_sum(cudaStream_t s, float *out, const float *x, size_t n);
 cudaError_t shs__cuda_norm_accumulate(cudaStream_t s, int64_t *acc, const float *x, size_t n, int p, int64_t *scratch);
 cudaError_t shs__cuda_cast(cudaStream_t s, void *dst, shs_dtype_t dst_dtype, const void *src, shs_dtype_t src_dtype,
                            size_t n);
-/* decay = 1 - lr*wd and step_size = lr / bc1, computed by the caller on the
- * host exactly as the CPU backend does. */
+/* k: shs__adamw_coef(hp) (device_impl.h), computed by the caller on the host
+ * as the CPU backend does. */
 cudaError_t shs__cuda_adamw_update(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n,
-                                   float decay, float step_size, float b1, float b2, float bc2s, float eps);
+                                   shs__adamw_coef_t k);
 cudaError_t shs__cuda_sgd_update(cudaStream_t s, float *param, const float *grad, float *momentum_buf, size_t n,
                                  float lr, float momentum, float weight_decay);
 
