@@ -32,9 +32,10 @@ if [ "$(id -u)" != 0 ]; then echo "fresh_machine.sh: error: needs root (overlay 
 optional_pkgs="libcmocka-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler openmpi-bin libopenmpi-dev"
 
 base=$(mktemp -d /tmp/shs-fresh.XXXXXX)
-trap 'rm -rf "$base"' EXIT
+log=$(mktemp /tmp/shs-fresh-log.XXXXXX)
+trap 'rm -rf "$base" "$log"' EXIT
 
-exec unshare -m --propagation private bash -s "$mode" "$repo" "$shared" "$base" "$optional_pkgs" <<'INNER'
+unshare -m --propagation private bash -s "$mode" "$repo" "$shared" "$base" "$optional_pkgs" <<'INNER' | tee "$log"
 set -euo pipefail
 mode=$1 repo=$2 shared=$3 base=$4 optional_pkgs=$5
 mount -t tmpfs -o size=8g tmpfs "$base"
@@ -55,10 +56,12 @@ chroot "$root" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
     LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive bash -s "$mode" "$optional_pkgs" <<'CHROOT'
 set -euo pipefail
 mode=$1 optional_pkgs=$2
+# this script is read from standard input: every command below gets
+# /dev/null as its input, or one that reads (mpirun, apt) eats the script
 
 echo "== fresh machine: removing what make deps installs, and CUDA (in the overlay only)"
 installed=$(dpkg-query -W -f='${Package} ${Status}\n' $optional_pkgs 2>/dev/null | awk '/ installed$/{print $1}' || true)
-if [ -n "$installed" ]; then dpkg --purge --force-depends $installed >/dev/null 2>&1; fi
+if [ -n "$installed" ]; then dpkg --purge --force-depends $installed </dev/null >/dev/null 2>&1; fi
 rm -rf /usr/local/cuda* /usr/local/bin/nvcc /etc/alternatives/mpi* /etc/alternatives/*mpirun* 2>/dev/null || true
 mkdir -p /usr/local/cuda
 for f in /usr/include/jansson.h /usr/include/cmocka.h /usr/include/protobuf-c; do
@@ -70,27 +73,27 @@ done
 echo "   hidden: jansson.h cmocka.h protobuf-c/ mpicc mpirun protoc-c nvcc; /usr/local/cuda empty"
 
 mkdir -p /tmp/ws
-git -c safe.directory='*' clone -q /tmp/repo /tmp/ws/main
+git -c safe.directory='*' clone -q /tmp/repo /tmp/ws/main </dev/null
 cd /tmp/ws/main
 echo "== fresh clone of $(git log -1 --format='%h %s' | cut -c1-72)"
 if [ "$mode" = first ]; then
     echo "== README command 1: make && build/shardsim train --check ddp --steps 20"
-    make -j2 >/tmp/make.log 2>&1 || { tail -30 /tmp/make.log; echo "fresh_machine.sh: error: make failed"; exit 1; }
+    make -j2 </dev/null >/tmp/make.log 2>&1 || { tail -30 /tmp/make.log; echo "fresh_machine.sh: error: make failed"; exit 1; }
     grep -E '^(✓|✗)' /tmp/make.log
     for lib in jansson protobuf-c mpi nvcc; do
         grep -q "^✗ $lib" /tmp/make.log || { echo "fresh_machine.sh: error: the build did not report $lib as skipped"; exit 1; }
     done
-    build/shardsim train --check ddp --steps 20 >/tmp/train.log 2>&1 || { tail -20 /tmp/train.log; echo "fresh_machine.sh: error: train failed"; exit 1; }
+    build/shardsim train --check ddp --steps 20 </dev/null >/tmp/train.log 2>&1 || { tail -20 /tmp/train.log; echo "fresh_machine.sh: error: train failed"; exit 1; }
     echo "   last line: $(tail -1 /tmp/train.log)"
     grep -q 'matched DDP bit for bit at all 20 steps' /tmp/train.log || { echo "fresh_machine.sh: error: no bit-for-bit verdict"; exit 1; }
     # a feature that needs a skipped library says which package to install
-    if build/shardsim bench --format json >/tmp/json.log 2>&1; then echo "fresh_machine.sh: error: bench --format json succeeded without jansson"; exit 1; fi
+    if build/shardsim bench --format json </dev/null >/tmp/json.log 2>&1; then echo "fresh_machine.sh: error: bench --format json succeeded without jansson"; exit 1; fi
     echo "   without jansson: $(head -1 /tmp/json.log)"
     grep -q 'libjansson-dev' /tmp/json.log || { echo "fresh_machine.sh: error: the message does not name libjansson-dev"; exit 1; }
 else
     ln -s /tmp/shared /tmp/ws/shared
     echo "== README command 2: make deps test"
-    rc=0; make deps test >/tmp/test.log 2>&1 || rc=$?
+    rc=0; make deps test </dev/null >/tmp/test.log 2>&1 || rc=$?
     grep -E '^(✓|✗|FAILED|some tests|all test)' /tmp/test.log || true
     if [ "$rc" != 0 ]; then tail -60 /tmp/test.log; echo "fresh_machine.sh: error: make deps test failed"; exit 1; fi
     echo "   $(grep -c '^\[  PASSED  \]' /tmp/test.log) test binaries passed"
@@ -98,3 +101,6 @@ fi
 echo "== fresh machine ($mode): passed"
 CHROOT
 INNER
+# the scripts above are read from standard input: only their last line says
+# that all of them ran
+grep -qx "== fresh machine ($mode): passed" "$log" || { echo "fresh_machine.sh: error: stopped before its end" >&2; exit 1; }
