@@ -531,6 +531,59 @@ static void test_resolve_loop_and_kinds(void **state) {
     expect_char_device(dev_full);
 }
 
+/* A FIFO is written in place, never waited on: with no reader the command
+ * fails at once naming it (it used to block forever in open); with a reader
+ * the reader gets the whole report. */
+static void test_fifo_output_needs_a_reader(void **state) {
+    (void)state;
+    char fifo[512], got[600];
+    path_in_tmp(fifo, sizeof fifo, "report-fifo");
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    const test_proc_t *p = test_shardsim(60, "compare", "--layers", "1", "--channels", "32", "--heads", "2",
+                                         "--context", "8", "--world", "2", "--variants", "plain", "--output", fifo, NULL);
+    if (p->exit_code != 1 || !strstr(p->err, "a named pipe (FIFO) with no reader"))
+        fail_msg("exit %d, stderr: %s", p->exit_code, p->err);
+    snprintf(got, sizeof got, "%s.got", fifo);
+    pid_t reader = fork();
+    if (reader == 0) { /* cat fifo > got */
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "cat '%s' > '%s'", fifo, got);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    assert_true(reader > 0);
+    p = NULL;
+    for (int tries = 0; tries < 100; tries++) { /* until the reader has the FIFO open */
+        p = test_shardsim(60, "compare", "--layers", "1", "--channels", "32", "--heads", "2", "--context", "8",
+                          "--world", "2", "--variants", "plain", "--output", fifo, NULL);
+        if (p->exit_code == 0 || !strstr(p->err, "no reader")) break;
+        usleep(20000);
+    }
+    if (p->exit_code != 0) fail_msg("with a reader: exit %d, stderr: %s", p->exit_code, p->err);
+    int status;
+    assert_int_equal(waitpid(reader, &status, 0), reader);
+    test_assert_file_starts(got, "shardsim compare");
+}
+
+/* A trace directory written again by a smaller world holds only the new
+ * world's rank files: a stale rank2.trace would be read back as a rank of
+ * the new trace. */
+static void test_trace_dir_rewritten_smaller(void **state) {
+    (void)state;
+    char dir[512];
+    path_in_tmp(dir, sizeof dir, "trace-shrinks");
+    const test_proc_t *p = test_shardsim(120, "train", "--steps", "1", "--world", "4", "--layers", "1", "--channels",
+                                         "32", "--heads", "2", "--context", "8", "--trace", dir, NULL);
+    if (p->exit_code != 0) fail_msg("world 4: %s", p->err);
+    assert_int_equal(count_entries(dir), 4);
+    p = test_shardsim(120, "train", "--steps", "1", "--world", "2", "--strategy", "ddp", "--layers", "1", "--channels",
+                      "32", "--heads", "2", "--context", "8", "--trace", dir, NULL);
+    if (p->exit_code != 0) fail_msg("world 2: %s", p->err);
+    assert_int_equal(count_entries(dir), 2);
+    p = test_shardsim(60, "replay", dir, "--check-only", NULL);
+    if (p->exit_code != 0) fail_msg("replay: %s\n%s", p->out, p->err);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discard_keeps_earlier_commit_replaces),
@@ -545,6 +598,8 @@ int main(void) {
         cmocka_unit_test(test_outputs_readonly_dir_refused),
         cmocka_unit_test(test_trace_dir_targets),
         cmocka_unit_test(test_resolve_loop_and_kinds),
+        cmocka_unit_test(test_fifo_output_needs_a_reader),
+        cmocka_unit_test(test_trace_dir_rewritten_smaller),
     };
     return cmocka_run_group_tests(tests, outputs_setup, test_tmpdir_teardown);
 }

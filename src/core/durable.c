@@ -117,8 +117,18 @@ static shs_status_t out_open(shs_out_target_t *to, const char *path, int *fd) {
     *fd = -1;
     SHS_CHECK(shs_out_resolve(path, to));
     if (to->in_place) {
-        *fd = open(to->path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        /* a FIFO opens without waiting: one with no reader is an error, not a hang */
+        struct stat pre;
+        int fifo = stat(to->path, &pre) == 0 && S_ISFIFO(pre.st_mode);
+        *fd = open(to->path, O_WRONLY | O_CLOEXEC | O_NOCTTY | (fifo ? O_NONBLOCK : 0));
+        if (*fd < 0 && fifo && errno == ENXIO)
+            return shs_set_error(SHS_IO, "%s: a named pipe (FIFO) with no reader: start its reader first", to->path);
         if (*fd < 0) return shs_set_error(SHS_IO, "%s: cannot open: %s", to->path, strerror(errno));
+        if (fifo && fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+            close(*fd);
+            *fd = -1;
+            return shs_set_error(SHS_IO, "%s: cannot make the pipe blocking: %s", to->path, strerror(errno));
+        }
         struct stat sb;
         if (fstat(*fd, &sb) != 0 || !(S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode))) {
             close(*fd);

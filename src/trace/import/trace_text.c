@@ -1,11 +1,13 @@
 /* trace_text.c - shardsim's own trace format: writer and reader (the format
  * is specified in trace.h and README.md).
  * What it is not: an importer of other tools' formats. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "shardsim/durable.h"
 #include "shardsim/trace.h"
@@ -59,6 +61,28 @@ shs_status_t shs_trace_write_text(const shs_trace_t *t, FILE *f, int rank) {
     return SHS_OK;
 }
 
+/* A directory written again by a smaller world keeps no rank files of the
+ * larger one (they would be read back as ranks of this trace): remove
+ * every regular file named rank<k>.trace with k >= world. */
+static shs_status_t remove_stale_rank_files(const char *dir, int world) {
+    DIR *d = opendir(dir);
+    if (!d) return shs_set_error(SHS_IO, "%s: cannot list the directory: %s", dir, strerror(errno));
+    struct dirent *e;
+    shs_status_t st = SHS_OK;
+    while ((e = readdir(d)) != NULL && st == SHS_OK) {
+        int k, n = 0;
+        if (sscanf(e->d_name, "rank%d.trace%n", &k, &n) != 1 || e->d_name[n] != '\0' || k < world) continue;
+        char path[4096];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && unlink(path) != 0)
+            st = shs_set_error(SHS_IO, "%s: cannot remove a rank file of an earlier, larger trace: %s", path,
+                               strerror(errno));
+    }
+    closedir(d);
+    return st;
+}
+
 shs_status_t shs_trace_write_dir(const shs_trace_t *t, const char *dir) {
     struct stat sb;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
@@ -77,7 +101,7 @@ shs_status_t shs_trace_write_dir(const shs_trace_t *t, const char *dir) {
         }
         SHS_CHECK(shs_afile_commit(&af));
     }
-    return SHS_OK;
+    return remove_stale_rank_files(dir, t->world);
 }
 
 /* ---- reader -------------------------------------------------------------- */
