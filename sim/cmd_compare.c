@@ -70,7 +70,7 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_INTER_GBS] = HW_ROW("--inter-gbs", "custom GPU: bandwidth across nodes, GB/s per GPU, one direction"),
     [C_INTRA_LAT_US] = HW_ROW("--intra-lat-us", "custom GPU: latency within a node, us"),
     [C_INTER_LAT_US] = HW_ROW("--inter-lat-us", "custom GPU: latency across nodes, us"),
-    [C_GPUS_PER_NODE] = HW_ROW("--gpus-per-node", "custom GPU: GPUs per node"),
+    [C_GPUS_PER_NODE] = {"--gpus-per-node", NULL, SIM_OPT_INT, 1, 1 << 20, 0, 0, "N", "custom GPU: GPUs per node"},
     [C_PCIE_GBS] = HW_ROW("--pcie-gbs", "custom GPU: host link bandwidth, GB/s"),
     [C_HOST_GBS] = HW_ROW("--host-gbs", "custom GPU: host memory bandwidth for the offloaded optimizer, GB/s"),
     [C_FORMAT] = {"--format", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F", "table | json | csv"},
@@ -389,11 +389,13 @@ int sim_cmd_compare(int argc, char **argv) {
         const char *v = o.str[C_STRATEGIES];
         if ((rc_ = sim_list_check("compare", "--strategies", v)) >= 0) return rc_;
         char item[64];
+        int seen[SHS_NUM_STRATEGIES] = {0};
         for (const char *p = v; sim_list_next(&p, item, sizeof item);) {
             shs_strategy_kind_t k;
             if (shs_strategy_parse(item, &k))
                 return usage_error("--strategies: unknown strategy '%s' in '%s' (ddp, zero1, zero2, zero3, "
                                    "hybrid_shard, hybrid_shard_zero2)", item, v);
+            if (seen[k]++) return usage_error("--strategies: '%s' is given twice in '%s'", item, v);
         }
         strategies = v;
     }

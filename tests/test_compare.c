@@ -290,14 +290,19 @@ static void test_cli_errors_and_plot(void **state) {
                                            {",ddp", "--strategies: empty entry in ',ddp'"},
                                            {"ddp,", "--strategies: empty entry in 'ddp,'"},
                                            {"", "--strategies: the list is empty"},
-                                           {"ddp,zero4", "--strategies: unknown strategy 'zero4' in 'ddp,zero4'"}};
-    for (int k = 0; k < 5; k++) {
+                                           {"ddp,zero4", "--strategies: unknown strategy 'zero4' in 'ddp,zero4'"},
+                                           {"ddp,zero3,ddp", "--strategies: 'ddp' is given twice in 'ddp,zero3,ddp'"}};
+    for (int k = 0; k < 6; k++) {
         char *list[] = {SHS_BIN_PATH, "compare", "--strategies", (char *)lists[k][0], NULL};
         test_run_process(list, 30, p);
         if (p->exit_code != 2 || !strstr(p->err, lists[k][1]) || strncmp(p->err, "shardsim compare: error: ", 25))
             fail_msg("--strategies '%s': want exit 2 and '%s'; got exit %d: %s", lists[k][0], lists[k][1], p->exit_code,
                      p->err);
     }
+    char *gpn[] = {SHS_BIN_PATH, "compare", "--gpus-per-node", "2.5", NULL}; /* GPUs come whole */
+    test_run_process(gpn, 30, p);
+    assert_int_equal(p->exit_code, 2);
+    assert_non_null(strstr(p->err, "--gpus-per-node: '2.5' is not an integer"));
     char *mem0[] = {SHS_BIN_PATH, "compare", "--device-mem", "0", NULL};
     test_run_process(mem0, 30, p);
     assert_int_equal(p->exit_code, 2);
