@@ -24,6 +24,7 @@
 #include "harness.h"
 
 #include "checkpoint_run.h"
+
 /* ---- refusals ------------------------------------------------------------------ */
 
 static void copy_dir(const char *from, const char *to) {

@@ -29,6 +29,7 @@
 #include "harness.h"
 
 #include "checkpoint_run.h"
+
 /* ---- CRC-32 ------------------------------------------------------------------ */
 
 static void test_crc32_check_value(void **state) {

@@ -25,6 +25,7 @@
 #include "harness.h"
 
 #include "checkpoint_run.h"
+
 /* ---- safetensors ------------------------------------------------------------------ */
 
 typedef struct {

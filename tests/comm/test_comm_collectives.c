@@ -22,6 +22,7 @@
 #include "thread_world.h"
 
 #include "comm_values.h"
+
 /* ---- all_reduce --------------------------------------------------------- */
 
 static const size_t reduce_counts[] = {0, 1, 7, 120, 121, 3001, 70001};

@@ -21,6 +21,7 @@
 #include "shardsim/clock.h"
 
 #include "comm_values.h"
+
 /* ---- barrier -------------------------------------------------------------- */
 
 static shs_status_t rank_barrier(tw_rank_t *r) {

@@ -22,6 +22,7 @@
 #include "thread_world.h"
 
 #include "comm_values.h"
+
 /* ---- fixed reduction order, bit for bit ------------------------------------ */
 
 /* A random f32 of either sign with an exponent spread over 2^-8 .. 2^8, so

@@ -22,6 +22,7 @@
 #include "strategy/strategy_testing.h" /* shs_strategy_skip_gather */
 
 #include "comm_values.h"
+
 /* ---- call tags ---------------------------------------------------------------- */
 
 /* comm.h's layout and text, written out by hand. */

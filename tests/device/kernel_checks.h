@@ -12,6 +12,12 @@
 
 #include "shardsim/device.h"
 
+/* The tolerances (test_kernels_matmul.c's header says what each bounds). */
+#define FWD_TOL 1e-5
+#define FD_STEP 1e-3f
+#define FD_TOL 2e-3
+#define OPT_TOL 2e-6
+
 /* ---- test scaffolding: rng, host scratch, devices ---------------------- */
 
 static uint64_t rng_state;

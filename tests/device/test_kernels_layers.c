@@ -19,12 +19,8 @@
 
 #include "shardsim/device.h"
 
-#define FWD_TOL 1e-5
-#define FD_STEP 1e-3f
-#define FD_TOL 2e-3
-#define OPT_TOL 2e-6
-
 #include "kernel_checks.h"
+
 /* ---- layernorm ------------------------------------------------------------ */
 
 static void test_layernorm_forward(void **state) {

@@ -31,12 +31,8 @@
 #include "device/cpu/matmul_cpu.h" /* private: the matmul's instruction-set test hook */
 #include "shardsim/device.h"
 
-#define FWD_TOL 1e-5
-#define FD_STEP 1e-3f
-#define FD_TOL 2e-3
-#define OPT_TOL 2e-6
-
 #include "kernel_checks.h"
+
 /* ---- memory --------------------------------------------------------------- */
 
 static void test_memory_ops(void **state) {

@@ -22,6 +22,7 @@
 #include "harness.h"
 
 #include "model_file_text.h"
+
 /* ---- a test-local parameter source that checks the call protocol -------- */
 
 typedef struct {

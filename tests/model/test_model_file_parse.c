@@ -20,6 +20,7 @@
 #include "harness.h"
 
 #include "model_file_text.h"
+
 /* ---- parse errors ---------------------------------------------------------- */
 
 static const struct {

@@ -20,6 +20,7 @@
 #include "harness.h"
 
 #include "model_file_text.h"
+
 /* ---- equivalence through the trainer ------------------------------------- */
 
 #define STEPS 3

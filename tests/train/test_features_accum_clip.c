@@ -19,6 +19,7 @@
 #include "run_record.h"
 
 #include "features_run.h"
+
 static void test_grad_accum_matches_ddp(void **state) {
     for (int w = 0; w < NWORLDS; w++) {
         shs_train_config_t c = small_config(test_worlds[w]);

@@ -19,6 +19,7 @@
 #include "run_record.h"
 
 #include "features_run.h"
+
 /* Small units (the blocks, 1089 elements, and the final
  * LayerNorm, 18) kept unsharded on every rank while the embedding (2376) is
  * sharded; the clip norm counts each replicated element once. */
