@@ -117,8 +117,8 @@ ifneq ($(MPI),yes)
   TESTS_LEFT_OUT += "test_mpi: built without MPI ($(if $(filter thread,$(SAN)),SAN=thread: OpenMPI is not TSan-instrumented,mpicc/mpirun not found; make deps installs OpenMPI))"
 endif
 ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
-  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import,$(TEST_BINS))
-  TESTS_LEFT_OUT += "test_trace_import: built without jansson or protobuf-c (make deps installs them)"
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import%,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_trace_import, test_trace_import_refusals: built without jansson or protobuf-c (make deps installs them)"
 endif
 TEST_HELPERS := $(shell find tests -name '*.c' -not -name 'test_*' -not -path 'tests/gpu/*' | sort)
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_HELPERS))
@@ -213,7 +213,7 @@ $(BUILD)/obj/gen/et_def.pb-c.o: $(GEN_DIR)/et_def.pb-c.c
 
 ifeq ($(PROTOBUF_C),yes)
 $(BUILD)/obj/src/trace/import/trace_chakra.o $(BUILD)/obj/src/trace/export/trace_export_chakra.o \
-  $(BUILD)/obj/tests/trace/test_trace_import.o: $(GEN_DIR)/et_def.pb-c.h
+  $(BUILD)/obj/tests/trace/test_trace_import.o $(BUILD)/obj/tests/trace/test_trace_import_refusals.o: $(GEN_DIR)/et_def.pb-c.h
 endif
 
 $(LIB): $(LIB_OBJS) $(BUILD_STAMP)

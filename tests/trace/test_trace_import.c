@@ -29,8 +29,40 @@
 #endif
 #include "et_def.pb-c.h"
 
-#include "trace_import_load.h"
+static shs_trace_t *load(const char *rel, shs_trace_format_t fmt, int world) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/%s", test_shared_dir(), rel);
+    shs_trace_load_opts_t o = {.format = fmt, .world = world};
+    shs_trace_t *t = NULL;
+    if (shs_trace_load(&t, path, &o) != SHS_OK) fail_msg("%s", shs_last_error());
+    return t;
+}
 
+static shs_trace_t *load_case(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/cases/%s", SHS_SOURCE_DIR, name);
+    shs_trace_t *t = NULL;
+    if (shs_trace_load(&t, path, NULL) != SHS_OK) fail_msg("%s", shs_last_error());
+    return t;
+}
+
+static size_t issues(const shs_trace_t *t, shs_trace_report_t *keep) {
+    shs_trace_report_t rep;
+    assert_int_equal(shs_trace_check(t, &rep, 16), SHS_OK);
+    size_t n = rep.total;
+    for (size_t i = 0; i < rep.n && n; i++) fprintf(stderr, "  issue: %s\n", rep.issues[i].text);
+    if (keep) *keep = rep;
+    else shs_trace_report_free(&rep);
+    return n;
+}
+
+static int count_op(const shs_trace_t *t, int rank, shs_coll_op_t op) {
+    int n = 0;
+    for (size_t i = 0; i < t->ranks[rank].n; i++) n += t->ranks[rank].recs[i].op == op;
+    return n;
+}
+
+/* fsdp-4rank-bf16.log: 4 ranks, each 12 AllGather (bf16), 6 ReduceScatter
  * (f32), 2 AllReduce (grep -c per [rank]); opCount 0..0x13. */
 static void test_nccl_log(void **state) {
     (void)state;

@@ -17,18 +17,12 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "run_record.h"
-#include "shardsim/train.h"
-#include "shardsim/trace_record.h"
 #include "shardsim/trace_check.h"
-#include "shardsim/trace_export_chakra.h"
 #include "shardsim/trace_import.h"
 #if !defined(SHS_HAVE_JANSSON) || !defined(SHS_HAVE_PROTOBUF_C)
 #error "test_trace_import_refusals needs jansson and protobuf-c (make deps); make test leaves it out otherwise"
 #endif
 #include "et_def.pb-c.h"
-
-#include "trace_import_load.h"
 
 /* ---- malformed input ----------------------------------------------------- */
 
