@@ -3,7 +3,7 @@
 #   make deps            install libcmocka-dev, libjansson-dev, libprotobuf-c-dev,
 #                        protobuf-c-compiler, openmpi-bin and libopenmpi-dev if missing (apt-get)
 #   make bench           benchmarks: ratios measured in one run, not timed tests
-#   make test            build and run every tests/test_*.c (cmocka)
+#   make test            build and run every tests/<layer>/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
 #   make test-full       every training feature x world sizes {1,2,3,5,8} (a few minutes)
 # Never add -ffast-math or -Ofast: bit-exactness depends on IEEE semantics.
@@ -103,20 +103,24 @@ BENCH_SRCS := $(wildcard sim/bench/*.c)
 BENCH_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(BENCH_SRCS))
 SIM_SRCS  := $(wildcard sim/*.c)
 SIM_OBJS  := $(patsubst %.c,$(BUILD)/obj/%.o,$(SIM_SRCS)) $(BENCH_OBJS)
-TEST_SRCS := $(wildcard tests/test_*.c)
+# Tests sit in folders that mirror src/ (tests/core, tests/comm, ...; tests/cli
+# drives the program); one binary per test_*.c, under $(BUILD)/tests/<folder>/.
+# Every other .c under tests/ is a helper linked into each test binary.
+# tests/gpu/ has its own rules (below).
+TEST_SRCS := $(shell find tests -name 'test_*.c' -not -path 'tests/gpu/*' | sort)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 # Test programs of an optional library are not built without it (a binary
 # never passes by skipping): `make test` names each one it leaves out, and
 # the program itself refuses to compile without its library (#error).
 ifneq ($(MPI),yes)
-  TEST_BINS := $(filter-out $(BUILD)/tests/test_mpi,$(TEST_BINS))
+  TEST_BINS := $(filter-out $(BUILD)/tests/comm/test_mpi,$(TEST_BINS))
   TESTS_LEFT_OUT += "test_mpi: built without MPI ($(if $(filter thread,$(SAN)),SAN=thread: OpenMPI is not TSan-instrumented,mpicc/mpirun not found; make deps installs OpenMPI))"
 endif
 ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
-  TEST_BINS := $(filter-out $(BUILD)/tests/test_trace_import,$(TEST_BINS))
-  TESTS_LEFT_OUT += "test_trace_import: built without jansson or protobuf-c (make deps installs them)"
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import%,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_trace_import, test_trace_import_refusals: built without jansson or protobuf-c (make deps installs them)"
 endif
-TEST_HELPERS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
+TEST_HELPERS := $(shell find tests -name '*.c' -not -name 'test_*' -not -path 'tests/gpu/*' | sort)
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_HELPERS))
 # every object and test records the headers it read (-MMD -MP): a changed
 # header rebuilds exactly what includes it
@@ -209,7 +213,7 @@ $(BUILD)/obj/gen/et_def.pb-c.o: $(GEN_DIR)/et_def.pb-c.c
 
 ifeq ($(PROTOBUF_C),yes)
 $(BUILD)/obj/src/trace/import/trace_chakra.o $(BUILD)/obj/src/trace/export/trace_export_chakra.o \
-  $(BUILD)/obj/tests/test_trace_import.o: $(GEN_DIR)/et_def.pb-c.h
+  $(BUILD)/obj/tests/trace/test_trace_import.o $(BUILD)/obj/tests/trace/test_trace_import_refusals.o: $(GEN_DIR)/et_def.pb-c.h
 endif
 
 $(LIB): $(LIB_OBJS) $(BUILD_STAMP)

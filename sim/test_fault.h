@@ -5,7 +5,7 @@
  *                                 must fail with the mismatch message
  *   SHS_TEST_FAULT=stall:RANK     before step 1 that rank sleeps past 3x the
  *                                 timeout: the others time out naming it
- * Only with --backend mpi (tests/test_mpi.c uses them). Unset: no fault.
+ * Only with --backend mpi (tests/comm/test_mpi.c uses them). Unset: no fault.
  * What it is not: the user's planted fault --inject-bitflip (a product
  * option, README) or the library's fault injection. */
 #ifndef SHARDSIM_SIM_TEST_FAULT_H

@@ -1,5 +1,5 @@
 /* finite_diff.h - the finite-difference oracle of the model tests
- * (test_model.c, test_model_file.c): the derivative of a loss in one f32
+ * (test_model.c, test_model_file_grad.c): the derivative of a loss in one f32
  * parameter element that lives in device memory.
  * What it is not: a tolerance policy; each test states its own.
  */

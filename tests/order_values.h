@@ -1,5 +1,5 @@
 /* order_values.h - deterministic test inputs whose sums depend on the order
- * of addition (for the fixed-reduction-order tests: test_comm,
+ * of addition (for the fixed-reduction-order tests: test_comm_order,
  * test_reduce_order, test_mpi). Pure functions of their arguments, so every
  * rank, process and oracle draws the same values.
  * What it is not: a statistical generator.

@@ -10,7 +10,7 @@
  * flat parameter, so rank 0 and rank N-1 are run; memory and communication
  * are the same on both (the test checks it), FLOPs differ by the padding.
  * The counts are the ones the CPU backend gives for the same configuration,
- * byte for byte (tests/test_meta.c).
+ * byte for byte (tests/meta/test_meta.c).
  * It also records a timeline: the step cut at every unit's forward and
  * backward and at the optimizer step, with memory per category at each
  * boundary, the peak inside each segment, its FLOPs and its collectives.

@@ -1,7 +1,8 @@
 /* gpu_common.h - helpers of the GPU tests (tests/gpu/, `make test-gpu`):
  * require a CUDA device, move arrays between host and a device, compare
  * float arrays with a stated tolerance and report the worst element.
- * The GPU tests are not part of `make test` (which globs tests/test_*.c):
+ * The GPU tests are not part of `make test` (which runs the test_*.c of
+ * every other folder under tests/):
  * they need a GPU to run, and CI only compiles and links them. */
 #ifndef SHARDSIM_TEST_GPU_COMMON_H
 #define SHARDSIM_TEST_GPU_COMMON_H

@@ -1,5 +1,8 @@
-/* kernels.cu - the CUDA backend's kernels: every operation of
- * include/shardsim/device.h, and the collectives' rank-ordered reduction.
+/* kernels.cu - the CUDA backend's kernels: how every operation of
+ * include/shardsim/device.h keeps its contract, and this file's kernels:
+ * elementwise, sum and norm, cast, the optimizers, and the collectives'
+ * rank-ordered reduction (the matmul: kernels_matmul.cu; layernorm,
+ * attention, encoder, softmax: kernels_layers.cu).
  *
  * What it is: CUDA C kernels that keep device.h's determinism contract the
  * same way the CPU backend does. Work is split over independent OUTPUT
@@ -15,7 +18,8 @@
  *     -prec-sqrt=true, -ftz=false; never --use_fast_math).
  * The math of each element or row is kernel_math.h's: the same SHS_HD
  * functions the CPU backend calls, so both run the same operations in the
- * same order; this file holds the thread decomposition and the launches.
+ * same order; the .cu files hold the thread decomposition and the launches
+ * (kernels_launch.h the launch configuration they share).
  * Consequence: a kernel whose CPU reference uses only + - * / sqrt and fma
  * gives the CPU's bits exactly (matmul, layernorm, attention backward,
  * encoder, residual, accumulate, scale, relu, sum, norm, cast, adamw, sgd,
@@ -25,12 +29,7 @@
  * ulp, tanhf 2 ulp, logf 1 ulp, coshf 2 ulp). They are still deterministic
  * run to run. tests/gpu/test_cuda_kernels.c states the tolerance per kernel.
  *
- * The matmul is our own tiled kernel, not cuBLAS: device.h fixes each output
- * as one fma chain in increasing reduction index, which no cuBLAS algorithm
- * promises (they split K across warps and reorder), so cuBLAS could not keep
- * the contract even with CUBLAS_PEDANTIC_MATH and a fixed algorithm. Tiling
- * over K (shared-memory blocks of TK) keeps the chain order: an accumulator
- * stays in a register across tiles.
+ * The matmul is our own tiled kernel, not cuBLAS (kernels_matmul.cu says why).
  *
  * What it is not: fast. Per-row statistics (layernorm, softmax, attention
  * scores) run one thread per row, because the contract fixes a sequential
@@ -43,274 +42,8 @@
 #include <stdint.h>
 
 #include "device/cuda/kernels.h"
+#include "device/cuda/kernels_launch.h"
 #include "device/kernel_math.h"
-
-#define THREADS 256
-#define MAX_GRID 65535u /* grid-stride loops beyond this many blocks */
-
-static unsigned grid_for(size_t n) {
-    size_t g = (n + THREADS - 1) / THREADS;
-    if (g < 1) g = 1;
-    return g > MAX_GRID ? MAX_GRID : (unsigned)g;
-}
-
-#define GRID_STRIDE(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
-static cudaError_t launched(void) { return cudaGetLastError(); }
-
-/* ---- matmul: one tiled GEMM, each output one fma chain over k ------------
- * out (M,N) row stride N; A(i,k) = A[i*a_rs + k*a_ks]; B(k,j) = B[k*b_ks + j*b_cs].
- * acc = init (bias[j], or 0); for k = 0..K-1: acc = fmaf(A(i,k), B(k,j), acc);
- * then out = acc, or out = out + acc when accumulating (the term is added once).
- * Block TM x TN outputs, 256 threads, each RxR outputs at rows ty + 16 a and
- * columns tx + 16 b (coalesced stores); K walked in tiles of TK through shared
- * memory, the inner loop stopping at K exactly (no padded fma(0,0,acc), which
- * would turn a -0 accumulator into +0). */
-#define TM 64
-#define TN 64
-#define TK 16
-#define R 4
-
-/* Tile[kk][xx] = X(x0 + xx, k0 + kk), X(x, k) = X[x*x_s + k*k_s]; 0 outside
- * x < xn, kk < kn. The block's threads walk the tile with xx fastest
- * (x_fastest) or kk fastest, whichever reads X contiguously. */
-template <int TX>
-__device__ static void load_tile(float (*tile)[TX], const float *__restrict__ X, long long x_s, long long k_s, int x0,
-                                 int xn, int k0, int kn, bool x_fastest) {
-    for (int e = threadIdx.x; e < TX * TK; e += blockDim.x) {
-        int xx, kk;
-        if (x_fastest) { kk = e / TX; xx = e % TX; }
-        else { xx = e / TK; kk = e % TK; }
-        int x = x0 + xx, k = k0 + kk;
-        tile[kk][xx] = (x < xn && kk < kn) ? X[(long long)x * x_s + (long long)k * k_s] : 0.0f;
-    }
-}
-
-__global__ void gemm_kernel(int M, int N, int K, const float *__restrict__ A, long long a_rs, long long a_ks,
-                            const float *__restrict__ B, long long b_ks, long long b_cs, const float *__restrict__ bias,
-                            float *out, int accumulate) {
-    __shared__ float As[TK][TM];
-    __shared__ float Bs[TK][TN];
-    int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    int i0 = blockIdx.y * TM, j0 = blockIdx.x * TN;
-    float acc[R][R];
-#pragma unroll
-    for (int a = 0; a < R; a++)
-#pragma unroll
-        for (int b = 0; b < R; b++) {
-            int j = j0 + tx + 16 * b;
-            acc[a][b] = (bias && !accumulate && j < N) ? bias[j] : 0.0f;
-        }
-    for (int k0 = 0; k0 < K; k0 += TK) {
-        int kn = K - k0 < TK ? K - k0 : TK;
-        /* A: k fastest when A's rows are contiguous in k; B: j fastest when
-         * its rows are contiguous in j */
-        load_tile<TM>(As, A, a_rs, a_ks, i0, M, k0, kn, a_ks != 1);
-        load_tile<TN>(Bs, B, b_cs, b_ks, j0, N, k0, kn, b_cs == 1);
-        __syncthreads();
-        for (int kk = 0; kk < kn; kk++) {
-            float av[R], bv[R];
-#pragma unroll
-            for (int a = 0; a < R; a++) av[a] = As[kk][ty + 16 * a];
-#pragma unroll
-            for (int b = 0; b < R; b++) bv[b] = Bs[kk][tx + 16 * b];
-#pragma unroll
-            for (int a = 0; a < R; a++)
-#pragma unroll
-                for (int b = 0; b < R; b++) acc[a][b] = fmaf(av[a], bv[b], acc[a][b]);
-        }
-        __syncthreads();
-    }
-#pragma unroll
-    for (int a = 0; a < R; a++)
-#pragma unroll
-        for (int b = 0; b < R; b++) {
-            int i = i0 + ty + 16 * a, j = j0 + tx + 16 * b;
-            if (i < M && j < N) {
-                float *o = out + (long long)i * N + j;
-                *o = accumulate ? *o + acc[a][b] : acc[a][b];
-            }
-        }
-}
-
-static cudaError_t gemm(cudaStream_t s, int M, int N, int K, const float *A, long long a_rs, long long a_ks,
-                        const float *B, long long b_ks, long long b_cs, const float *bias, float *out, int accumulate) {
-    if (M <= 0 || N <= 0) return cudaSuccess;
-    dim3 grid((unsigned)((N + TN - 1) / TN), (unsigned)((M + TM - 1) / TM));
-    gemm_kernel<<<grid, THREADS, 0, s>>>(M, N, K, A, a_rs, a_ks, B, b_ks, b_cs, bias, out, accumulate);
-    return launched();
-}
-
-/* dbias[o] += (sum over r = 0..BT-1 of dout[r,o], plain f32 adds from 0). */
-__global__ void column_sum_kernel(float *dbias, const float *dout, int BT, int OC) {
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= OC) return;
-    float sum = 0.0f;
-    for (int r = 0; r < BT; r++) sum += dout[(size_t)r * OC + o];
-    dbias[o] += sum;
-}
-
-extern "C" cudaError_t shs__cuda_matmul_forward(cudaStream_t s, float *out, const float *inp, const float *weight,
-                                                const float *bias, int BT, int C, int OC) {
-    return gemm(s, BT, OC, C, inp, C, 1, weight, 1, C, bias, out, 0);
-}
-
-extern "C" cudaError_t shs__cuda_matmul_backward(cudaStream_t s, float *dinp, float *dweight, float *dbias,
-                                                 const float *dout, const float *inp, const float *weight, int BT,
-                                                 int C, int OC) {
-    cudaError_t e;
-    if (dinp && (e = gemm(s, BT, C, OC, dout, OC, 1, weight, C, 1, NULL, dinp, 1)) != cudaSuccess) return e;
-    if ((e = gemm(s, OC, C, BT, dout, 1, OC, inp, C, 1, NULL, dweight, 1)) != cudaSuccess) return e;
-    if (dbias && OC > 0) {
-        column_sum_kernel<<<(OC + THREADS - 1) / THREADS, THREADS, 0, s>>>(dbias, dout, BT, OC);
-        return launched();
-    }
-    return cudaSuccess;
-}
-
-/* ---- layernorm ------------------------------------------------------------ */
-
-/* One thread per row: mean and rstd in the CPU's order. */
-__global__ void layernorm_stats_kernel(float *mean, float *rstd, const float *inp, int N, int C) {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= N) return;
-    shs__layernorm_stats(inp + (size_t)r * C, C, &mean[r], &rstd[r]);
-}
-
-__global__ void layernorm_out_kernel(float *out, const float *inp, const float *mean, const float *rstd,
-                                     const float *weight, const float *bias, int N, int C) {
-    GRID_STRIDE(i, (size_t)N * C) {
-        size_t r = i / (size_t)C;
-        int c = (int)(i % (size_t)C);
-        out[i] = shs__layernorm_out(inp[i], mean[r], rstd[r], weight[c], bias[c]);
-    }
-}
-
-/* One thread per row: dinp += rstd * (g - mean(g) - norm * mean(g norm)). */
-__global__ void layernorm_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *weight,
-                                      const float *mean, const float *rstd, int N, int C) {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= N) return;
-    shs__layernorm_dinp_row(dinp + (size_t)r * C, inp + (size_t)r * C, dout + (size_t)r * C, weight, mean[r], rstd[r],
-                            C);
-}
-
-/* One thread per column: dweight, dbias summed over rows in increasing order. */
-__global__ void layernorm_dweight_kernel(float *dweight, float *dbias, const float *dout, const float *inp,
-                                         const float *mean, const float *rstd, int N, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float dw = 0.0f, db = 0.0f;
-    for (int r = 0; r < N; r++) {
-        float dy = dout[(size_t)r * C + c];
-        float norm = shs__layernorm_norm(inp[(size_t)r * C + c], mean[r], rstd[r]);
-        dw += dy * norm;
-        db += dy;
-    }
-    dweight[c] += dw;
-    dbias[c] += db;
-}
-
-extern "C" cudaError_t shs__cuda_layernorm_forward(cudaStream_t s, float *out, float *mean, float *rstd,
-                                                   const float *inp, const float *weight, const float *bias, int N,
-                                                   int C) {
-    if (N <= 0) return cudaSuccess;
-    layernorm_stats_kernel<<<(N + THREADS - 1) / THREADS, THREADS, 0, s>>>(mean, rstd, inp, N, C);
-    layernorm_out_kernel<<<grid_for((size_t)N * C), THREADS, 0, s>>>(out, inp, mean, rstd, weight, bias, N, C);
-    return launched();
-}
-
-extern "C" cudaError_t shs__cuda_layernorm_backward(cudaStream_t s, float *dinp, float *dweight, float *dbias,
-                                                    const float *dout, const float *inp, const float *weight,
-                                                    const float *mean, const float *rstd, int N, int C) {
-    if (N > 0) layernorm_dinp_kernel<<<(N + THREADS - 1) / THREADS, THREADS, 0, s>>>(dinp, dout, inp, weight, mean, rstd, N, C);
-    layernorm_dweight_kernel<<<(C + THREADS - 1) / THREADS, THREADS, 0, s>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
-    return launched();
-}
-
-/* ---- attention --------------------------------------------------------------
- * Row (b, h, t) of the (T,T) score matrix is index bht = (b*NH + h)*T + t. */
-
-/* One thread per row: scores, max, exp, sum, normalize, zeros above the diagonal. */
-__global__ void attention_scores_kernel(float *preatt, float *att, const float *qkv, int B, int T, int C, int NH) {
-    int bht = blockIdx.x * blockDim.x + threadIdx.x;
-    if (bht >= B * NH * T) return;
-    int hs = C / NH;
-    size_t C3 = 3 * (size_t)C;
-    float scale = shs__attention_scale(hs);
-    int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
-    const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-    const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
-    shs__attention_scores_row(preatt + (size_t)bht * T, att + (size_t)bht * T, q, kv0, t, T, hs, C3, C, scale);
-}
-
-/* One thread per (row, channel i): out_t[i] = sum_{t2<=t} att[t2] v_t2[i]. */
-__global__ void attention_out_kernel(float *out, const float *att, const float *qkv, int B, int T, int C, int NH) {
-    int hs = C / NH;
-    GRID_STRIDE(e, (size_t)B * NH * T * hs) {
-        size_t bht = e / (size_t)hs;
-        int i = (int)(e % (size_t)hs);
-        int b = (int)(bht / ((size_t)NH * T)), h = (int)(bht / T % NH), t = (int)(bht % T);
-        size_t C3 = 3 * (size_t)C;
-        const float *v0 = qkv + (size_t)b * T * C3 + 2 * (size_t)C + h * hs + i;
-        out[((size_t)b * T + t) * C + h * hs + i] = shs__attention_value_sum(att + bht * T, v0, C3, t);
-    }
-}
-
-/* Pass 1, one thread per row: datt = dout_t . v_t2; dpreatt = att (datt - att.datt). */
-__global__ void attention_bwd_row_kernel(float *dpreatt, float *datt, const float *dout, const float *qkv,
-                                         const float *att, int B, int T, int C, int NH) {
-    int bht = blockIdx.x * blockDim.x + threadIdx.x;
-    if (bht >= B * NH * T) return;
-    int hs = C / NH;
-    size_t C3 = 3 * (size_t)C;
-    int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
-    const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
-    const float *dy = dout + ((size_t)b * T + t) * C + h * hs;
-    shs__attention_bwd_row(datt + (size_t)bht * T, dpreatt + (size_t)bht * T, att + (size_t)bht * T, dy, kv0, t, T,
-                           hs, C3, C);
-}
-
-/* Pass 2, one thread per (row, channel i): dq, dk, dv of position t. */
-__global__ void attention_bwd_qkv_kernel(float *dqkv, const float *dpreatt, const float *dout, const float *qkv,
-                                         const float *att, int B, int T, int C, int NH) {
-    int hs = C / NH;
-    float scale = shs__attention_scale(hs);
-    GRID_STRIDE(e, (size_t)B * NH * T * hs) {
-        size_t bht = e / (size_t)hs;
-        int i = (int)(e % (size_t)hs);
-        int b = (int)(bht / ((size_t)NH * T)), h = (int)(bht / T % NH), t = (int)(bht % T);
-        size_t bh = bht / T, C3 = 3 * (size_t)C, TT = (size_t)T * T;
-        const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
-        const float *dy0 = dout + (size_t)b * T * C + h * hs;
-        const float *a = att + bh * TT, *dp = dpreatt + bh * TT;
-        float *dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
-        float *dk = dq + C, *dv = dq + 2 * (size_t)C;
-        shs__attention_bwd_qkv(dq, dk, dv, dp, a, kv0, dy0, t, T, i, C3, C, scale);
-    }
-}
-
-extern "C" cudaError_t shs__cuda_attention_forward(cudaStream_t s, float *out, float *preatt, float *att,
-                                                   const float *qkv, int B, int T, int C, int NH) {
-    int rows = B * NH * T;
-    if (rows <= 0) return cudaSuccess;
-    attention_scores_kernel<<<(rows + THREADS - 1) / THREADS, THREADS, 0, s>>>(preatt, att, qkv, B, T, C, NH);
-    attention_out_kernel<<<grid_for((size_t)B * T * C), THREADS, 0, s>>>(out, att, qkv, B, T, C, NH);
-    return launched();
-}
-
-extern "C" cudaError_t shs__cuda_attention_backward(cudaStream_t s, float *dqkv, float *dpreatt, float *datt,
-                                                    const float *dout, const float *qkv, const float *att, int B,
-                                                    int T, int C, int NH) {
-    int rows = B * NH * T;
-    if (rows <= 0) return cudaSuccess;
-    attention_bwd_row_kernel<<<(rows + THREADS - 1) / THREADS, THREADS, 0, s>>>(dpreatt, datt, dout, qkv, att, B, T,
-                                                                                C, NH);
-    attention_bwd_qkv_kernel<<<grid_for((size_t)B * T * C), THREADS, 0, s>>>(dqkv, dpreatt, dout, qkv, att, B, T, C,
-                                                                            NH);
-    return launched();
-}
 
 /* ---- elementwise ------------------------------------------------------------ */
 
@@ -342,13 +75,6 @@ __global__ void scale_kernel(float *x, float alpha, size_t n) {
     GRID_STRIDE(i, n) x[i] *= alpha;
 }
 
-#define ELEMENTWISE(launch_name, kernel, n, ...)                                                   \
-    do {                                                                                           \
-        if ((n) == 0) return cudaSuccess;                                                          \
-        kernel<<<grid_for(n), THREADS, 0, s>>>(__VA_ARGS__);                                       \
-        return launched();                                                                         \
-    } while (0)
-
 extern "C" cudaError_t shs__cuda_gelu_forward(cudaStream_t s, float *out, const float *inp, size_t n) {
     ELEMENTWISE(gelu_forward, gelu_forward_kernel, n, out, inp, n);
 }
@@ -372,84 +98,6 @@ extern "C" cudaError_t shs__cuda_accumulate(cudaStream_t s, float *dst, const fl
 }
 extern "C" cudaError_t shs__cuda_scale(cudaStream_t s, float *x, float alpha, size_t n) {
     ELEMENTWISE(scale, scale_kernel, n, x, alpha, n);
-}
-
-/* ---- encoder ------------------------------------------------------------------
- * A token outside [0, V) is a caller bug: the CPU backend aborts; here the
- * row becomes NaN (a kernel cannot abort the process cleanly). */
-
-__global__ void encoder_forward_kernel(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
-                                       int T, int C) {
-    GRID_STRIDE(i, (size_t)B * T * C) {
-        size_t bt = i / (size_t)C;
-        int c = (int)(i % (size_t)C);
-        int32_t tok = tokens[bt];
-        out[i] = tok < 0 ? NAN : wte[(size_t)tok * C + c] + wpe[(bt % (size_t)T) * C + c];
-    }
-}
-
-__global__ void encoder_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C) {
-    GRID_STRIDE(i, (size_t)T * C) {
-        size_t t = i / (size_t)C;
-        int c = (int)(i % (size_t)C);
-        dwpe[i] += shs__encoder_dwpe_sum(dout, B, T, C, t, c);
-    }
-}
-
-__global__ void encoder_wte_kernel(float *dwte, const float *dout, const int32_t *pos, const int32_t *group_start,
-                                   const int32_t *group_tok, int ngroups, int C) {
-    GRID_STRIDE(e, (size_t)ngroups * C) {
-        int g = (int)(e / (size_t)C), c = (int)(e % (size_t)C);
-        dwte[(size_t)group_tok[g] * C + c] += shs__encoder_dwte_sum(dout, pos, group_start[g], group_start[g + 1], C, c);
-    }
-}
-
-extern "C" cudaError_t shs__cuda_encoder_forward(cudaStream_t s, float *out, const int32_t *tokens, const float *wte,
-                                                 const float *wpe, int B, int T, int C) {
-    size_t n = (size_t)B * T * C;
-    ELEMENTWISE(encoder_forward, encoder_forward_kernel, n, out, tokens, wte, wpe, B, T, C);
-}
-extern "C" cudaError_t shs__cuda_encoder_backward_wpe(cudaStream_t s, float *dwpe, const float *dout, int B, int T,
-                                                      int C) {
-    size_t n = (size_t)T * C;
-    ELEMENTWISE(encoder_wpe, encoder_wpe_kernel, n, dwpe, dout, B, T, C);
-}
-extern "C" cudaError_t shs__cuda_encoder_backward_wte(cudaStream_t s, float *dwte, const float *dout,
-                                                      const int32_t *pos, const int32_t *group_start,
-                                                      const int32_t *group_tok, int ngroups, int C) {
-    size_t n = (size_t)ngroups * C;
-    ELEMENTWISE(encoder_wte, encoder_wte_kernel, n, dwte, dout, pos, group_start, group_tok, ngroups, C);
-}
-
-/* ---- softmax cross-entropy ---------------------------------------------------- */
-
-/* One thread per row, the CPU's order; a target outside [0, V) gives a NaN loss. */
-__global__ void softmax_xent_forward_kernel(float *losses, float *probs, const float *logits, const int32_t *targets,
-                                            int BT, int V) {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= BT) return;
-    losses[r] = shs__softmax_xent_row(probs + (size_t)r * V, logits + (size_t)r * V, V, targets[r]);
-}
-
-__global__ void softmax_xent_backward_kernel(float *dlogits, const float *probs, const int32_t *targets, float dloss,
-                                             int BT, int V) {
-    GRID_STRIDE(i, (size_t)BT * V) {
-        size_t r = i / (size_t)V;
-        int v = (int)(i % (size_t)V);
-        dlogits[i] = shs__softmax_xent_grad(probs[i], v == targets[r], dloss);
-    }
-}
-
-extern "C" cudaError_t shs__cuda_softmax_xent_forward(cudaStream_t s, float *losses, float *probs,
-                                                      const float *logits, const int32_t *targets, int BT, int V) {
-    if (BT <= 0) return cudaSuccess;
-    softmax_xent_forward_kernel<<<(BT + THREADS - 1) / THREADS, THREADS, 0, s>>>(losses, probs, logits, targets, BT, V);
-    return launched();
-}
-extern "C" cudaError_t shs__cuda_softmax_xent_backward(cudaStream_t s, float *dlogits, const float *probs,
-                                                       const int32_t *targets, float dloss, int BT, int V) {
-    size_t n = (size_t)BT * V;
-    ELEMENTWISE(softmax_xent_backward, softmax_xent_backward_kernel, n, dlogits, probs, targets, dloss, BT, V);
 }
 
 /* ---- reductions ---------------------------------------------------------------- */

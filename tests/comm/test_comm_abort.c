@@ -18,8 +18,8 @@
  * Every rank must return SHS_OK with exact data, or SHS_ABORTED (abort
  * trials: naming the watchdog's reason) or SHS_TIMEOUT / SHS_ABORTED
  * (timeout trials), nothing else, and no crash.
- * What it is not: a test of the data paths (test_comm.c) or of the timeout's
- * text (test_comm.c's timeout tests).
+ * What it is not: a test of the data paths (test_comm_collectives.c) or of the timeout's
+ * text (test_comm_errors.c's timeout tests).
  *
  * Reproducing: each trial has its own fixed seed, printed when the trial
  * fails, also from a crash or a sanitizer report (signal handler and

@@ -80,8 +80,8 @@ static void test_trace_line_format(void **state) {
     size_t n = fread(got, 1, sizeof got - 1, f);
     fclose(f);
     snprintf(want, sizeof want,
-             "[rank 3] shardsim TRACE comm tests/test_log.c:%d: all_reduce seq 7\n"
-             "[rank -] shardsim INFO comm tests/test_log.c:%d: no rank\n", line, line + 3);
+             "[rank 3] shardsim TRACE comm tests/core/test_log.c:%d: all_reduce seq 7\n"
+             "[rank -] shardsim INFO comm tests/core/test_log.c:%d: no rank\n", line, line + 3);
     assert_int_equal(n, strlen(want));
     assert_string_equal(got, want);
     shs_log_configure(NULL, NULL);
