@@ -352,15 +352,22 @@ check-nolibs:
 	  else echo "✗ shardsim $$args: want exit $$code and '$$want', got exit $$rc: $$err"; fail=1; fi; \
 	done; exit $$fail
 
-# Install what the tests need on Debian/Ubuntu (cmocka), if it is missing.
+# make deps: install on Debian/Ubuntu what the tests use. Each optional
+# library's Debian packages, one line each (tests/fresh_machine.sh reads the
+# DEPS_PKGS_ lines); a library the probes above did not find has its packages
+# installed: the build's own test, so deps installs exactly what it would miss.
+DEPS_PKGS_CMOCKA     := libcmocka-dev
+DEPS_PKGS_JANSSON    := libjansson-dev
+DEPS_PKGS_PROTOBUF_C := libprotobuf-c-dev protobuf-c-compiler
+DEPS_PKGS_MPI        := openmpi-bin libopenmpi-dev
+deps_line = $(if $($(1)),✓ $(2) found,✗ $(2) not found: installing $(DEPS_PKGS_$(1)))
+DEPS_MISSING := $(foreach l,CMOCKA JANSSON PROTOBUF_C MPI,$(if $($(l)),,$(DEPS_PKGS_$(l))))
 deps:
-	@missing=""; \
-	for p in cmocka:libcmocka-dev jansson:libjansson-dev protobuf-c/protobuf-c:libprotobuf-c-dev; do \
-	  h=$${p%%:*}; pkg=$${p#*:}; \
-	  if [ -f /usr/include/$$h.h ]; then echo "✓ $$h found"; else echo "✗ $$h not found: installing $$pkg"; missing="$$missing $$pkg"; fi; \
-	done; \
-	if command -v protoc-c >/dev/null 2>&1; then echo "✓ protoc-c found"; else echo "✗ protoc-c not found: installing protobuf-c-compiler"; missing="$$missing protobuf-c-compiler"; fi; \
-	if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then echo "✓ mpi found"; else echo "✗ mpi not found: installing openmpi-bin libopenmpi-dev"; missing="$$missing openmpi-bin libopenmpi-dev"; fi; \
+	@echo "$(call deps_line,CMOCKA,cmocka)"
+	@echo "$(call deps_line,JANSSON,jansson)"
+	@echo "$(call deps_line,PROTOBUF_C,protobuf-c)"
+	@echo "$(call deps_line,MPI,mpi)"
+	@missing="$(strip $(DEPS_MISSING))"; \
 	if [ -n "$$missing" ]; then SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
 

@@ -28,8 +28,9 @@ shared=${SHS_SHARED_DIR:-$(cd "$repo/.." && pwd)/shared}
 if [ "$(id -u)" != 0 ]; then echo "fresh_machine.sh: error: needs root (overlay mount, chroot)" >&2; exit 1; fi
 [ -d "$shared" ] || { echo "fresh_machine.sh: error: shared data not found at $shared (set SHS_SHARED_DIR)" >&2; exit 1; }
 
-# What `make deps` installs (keep in step with the Makefile's deps target).
-optional_pkgs="libcmocka-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler openmpi-bin libopenmpi-dev"
+# What `make deps` installs: the Makefile's DEPS_PKGS_ lines.
+optional_pkgs=$(sed -n 's/^DEPS_PKGS_[A-Z_]* *:= *//p' "$repo/Makefile" | tr '\n' ' ')
+[ -n "${optional_pkgs// /}" ] || { echo "fresh_machine.sh: error: no DEPS_PKGS_ lines in $repo/Makefile" >&2; exit 1; }
 
 base=$(mktemp -d /tmp/shs-fresh.XXXXXX)
 log=$(mktemp /tmp/shs-fresh-log.XXXXXX)
