@@ -32,6 +32,7 @@ typedef struct {
     char path[4096];       /* the final target: the given path or its link chain's end */
     char tmp[4096];        /* path.tmp; "" when written in place or nothing is ours to remove */
     int in_place;          /* 1: a character device or FIFO, written as it is */
+    int fifo;              /* 1: in place and a FIFO (opened without waiting: no reader is an error) */
     int keep_mode;         /* an existing file's permission bits, -1 for a new one */
     int replaced;          /* 1 once path.tmp has taken the name (the commit renamed it) */
 } shs_out_target_t;

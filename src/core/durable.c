@@ -68,7 +68,7 @@ static shs_status_t link_chain_end(const char *path, char *cur, size_t n) {
 shs_status_t shs_out_resolve(const char *path, shs_out_target_t *to) {
     char cur[4096], b[8300];
     to->path[0] = to->tmp[0] = '\0';
-    to->in_place = 0;
+    to->in_place = to->fifo = 0;
     to->keep_mode = -1;
     to->replaced = 0;
     if (!path || !*path) return shs_set_error(SHS_IO, "empty output path");
@@ -84,6 +84,7 @@ shs_status_t shs_out_resolve(const char *path, shs_out_target_t *to) {
     if (exists && (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode))) {
         snprintf(to->path, sizeof to->path, "%s", path); /* opened as given: the kernel follows the links */
         to->in_place = 1;
+        to->fifo = S_ISFIFO(sb.st_mode);
         return SHS_OK;
     }
     if (exists && !S_ISREG(sb.st_mode))
@@ -118,8 +119,7 @@ static shs_status_t out_open(shs_out_target_t *to, const char *path, int *fd) {
     SHS_CHECK(shs_out_resolve(path, to));
     if (to->in_place) {
         /* a FIFO opens without waiting: one with no reader is an error, not a hang */
-        struct stat pre;
-        int fifo = stat(to->path, &pre) == 0 && S_ISFIFO(pre.st_mode);
+        int fifo = to->fifo;
         *fd = open(to->path, O_WRONLY | O_CLOEXEC | O_NOCTTY | (fifo ? O_NONBLOCK : 0));
         if (*fd < 0 && fifo && errno == ENXIO)
             return shs_set_error(SHS_IO, "%s: a named pipe (FIFO) with no reader: start its reader first", to->path);
