@@ -61,6 +61,8 @@ shs_status_t shs_trace_write_text(const shs_trace_t *t, FILE *f, int rank) {
     return SHS_OK;
 }
 
+#define RANK_FILE "rank%d.trace" /* a trace directory's file of rank %d */
+
 /* A directory written again by a smaller world keeps no rank files of the
  * larger one (they would be read back as ranks of this trace): remove
  * every regular file named rank<k>.trace with k >= world. */
@@ -70,8 +72,12 @@ static shs_status_t remove_stale_rank_files(const char *dir, int world) {
     struct dirent *e;
     shs_status_t st = SHS_OK;
     while ((e = readdir(d)) != NULL && st == SHS_OK) {
-        int k, n = 0;
-        if (sscanf(e->d_name, "rank%d.trace%n", &k, &n) != 1 || e->d_name[n] != '\0' || k < world) continue;
+        int k;
+        char mine[64];
+        /* only names this writer makes: rank<k>.trace as RANK_FILE prints k */
+        if (sscanf(e->d_name, RANK_FILE, &k) != 1 || k < world) continue;
+        snprintf(mine, sizeof mine, RANK_FILE, k);
+        if (strcmp(mine, e->d_name) != 0) continue;
         char path[4096];
         struct stat sb;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
@@ -91,7 +97,7 @@ shs_status_t shs_trace_write_dir(const shs_trace_t *t, const char *dir) {
         return shs_set_error(SHS_IO, "%s: exists and is not a directory", dir);
     for (int r = 0; r < t->world; r++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/rank%d.trace", dir, r);
+        snprintf(path, sizeof path, "%s/" RANK_FILE, dir, r);
         shs_afile_t af; /* each file whole or not at all */
         SHS_CHECK(shs_afile_open(&af, path, "w"));
         shs_status_t st = shs_trace_write_text(t, af.fp, r);
