@@ -122,8 +122,8 @@ ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
 endif
 TEST_HELPERS := $(shell find tests -name '*.c' -not -name 'test_*' -not -path 'tests/gpu/*' | sort)
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_HELPERS))
-# the helpers are built once and kept (not removed as intermediates after the first test links)
-.SECONDARY: $(TEST_HELPER_OBJS)
+# test objects and helpers are kept, not removed as intermediates (make test ended on an "rm" line)
+.SECONDARY: $(TEST_HELPER_OBJS) $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRCS))
 # every object and test records the headers it read (-MMD -MP): a changed
 # header rebuilds exactly what includes it
 DEPFLAGS  := -MMD -MP
