@@ -215,7 +215,7 @@ $(BUILD)/obj/gen/et_def.pb-c.o: $(GEN_DIR)/et_def.pb-c.c
 
 ifeq ($(PROTOBUF_C),yes)
 $(BUILD)/obj/src/trace/import/trace_chakra.o $(BUILD)/obj/src/trace/export/trace_export_chakra.o \
-  $(BUILD)/obj/tests/trace/test_trace_import.o $(BUILD)/obj/tests/trace/test_trace_import_refusals.o: $(GEN_DIR)/et_def.pb-c.h
+  $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/trace/test_trace_import*.c)): $(GEN_DIR)/et_def.pb-c.h
 endif
 
 $(LIB): $(LIB_OBJS) $(BUILD_STAMP)

@@ -60,10 +60,13 @@
 
 /* What a record's `bytes` counts.
  *   PER_RANK: one rank's part: all_gather's input, reduce_scatter's output,
- *             all_to_all's input, a p2p message; for all_reduce, broadcast
- *             and reduce the buffer (per rank == whole).
+ *             all_to_all's block for one peer (NCCL's per-peer sendcount),
+ *             a p2p message; for all_reduce, broadcast and reduce the buffer
+ *             (per rank == whole).
  *   TOTAL:    the whole collective buffer: all_gather's output,
- *             reduce_scatter's input, N x per-rank for all_to_all. */
+ *             reduce_scatter's input, all_to_all's input (one rank's send
+ *             buffer of N blocks, nccl-tests' alltoall size; each rank sends
+ *             (N-1)/N of it). */
 typedef enum { SHS_BYTES_PER_RANK = 0, SHS_BYTES_TOTAL = 1 } shs_bytes_scope_t;
 
 #define SHS_TRACE_NONE (-1)   /* absent root / peer / tag / dtype / redop */
@@ -134,6 +137,11 @@ int shs_trace_comm_local(const shs_trace_t *t, int c, int g);
  * UINT32_MAX when out of memory. */
 uint32_t shs_trace_intern(shs_trace_t *t, const char *s);
 const char *shs_trace_str(const shs_trace_t *t, uint32_t id);
+
+/* The scope of a size that counts one rank's input buffer (NCCL's
+ * sendbuff, PyTorch's input tensor, ASTRA-sim's collective size): TOTAL for
+ * reduce_scatter, scatter and all_to_all(v), PER_RANK for every other op. */
+shs_bytes_scope_t shs_trace_input_scope(shs_coll_op_t op);
 
 /* A record with every optional field absent. */
 shs_trace_rec_t shs_trace_rec_init(void);

@@ -4,8 +4,9 @@
  * ASTRA-sim's Chakra workload reader takes): a GlobalMetadata message
  * (version "0.0.4"), then per call one Node, each varint32-length-prefixed;
  * collectives as COMM_COLL_NODE with attrs comm_type (CollectiveCommType),
- * comm_size (bytes of the input: one rank's part for all_gather and
- * all_to_all, the whole buffer for reduce_scatter), is_cpu_op = false;
+ * comm_size (bytes of one rank's input, as ASTRA-sim reads it: one rank's
+ * part for all_gather, the whole buffer for reduce_scatter, a rank's whole
+ * send buffer for all_to_all; shs_trace_input_scope()), is_cpu_op = false;
  * send/recv as COMM_SEND_NODE / COMM_RECV_NODE with comm_dst / comm_src and
  * comm_tag. Each node's data_deps is the rank's previous node, so the calls
  * run in trace order. Waits are not written.

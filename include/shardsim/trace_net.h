@@ -30,7 +30,8 @@
  *   send/recv hop + bytes/b (each side; NCCL's tuning model has no p2p
  *           term); wait 0.
  * The figures busbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (all_gather,
- * reduce_scatter), 1 (others), algbw = bytes / time, are nccl-tests'.
+ * reduce_scatter, all_to_all), 1 (others), algbw = bytes / time, are
+ * nccl-tests'.
  * What it is not: a packet or congestion simulator (ASTRA-sim is), nor
  * NCCL's protocol choice (Simple only: small messages cost more than under
  * NCCL's LL); no compute, so exposed time is not modeled.

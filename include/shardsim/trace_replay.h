@@ -20,7 +20,7 @@
  * estimate, not a measurement. Bandwidth follows nccl-tests: algbw = bytes
  * / time with bytes the whole buffer (all_gather's output, reduce_scatter's
  * input, the buffer of the others), busbw = algbw x 2(n-1)/n (all_reduce),
- * (n-1)/n (all_gather, reduce_scatter), 1 (others), from the moved bytes
+ * (n-1)/n (all_gather, reduce_scatter, all_to_all), 1 (others), from the moved bytes
  * and the measured time.
  * What it is not: a timing model of a real network (trace_net.h).
  */

@@ -172,6 +172,12 @@ static int scales_with_n(shs_coll_op_t op) {
            op == SHS_OP_ALL_TO_ALLV || op == SHS_OP_GATHER || op == SHS_OP_SCATTER;
 }
 
+shs_bytes_scope_t shs_trace_input_scope(shs_coll_op_t op) {
+    return op == SHS_OP_REDUCE_SCATTER || op == SHS_OP_SCATTER || op == SHS_OP_ALL_TO_ALL || op == SHS_OP_ALL_TO_ALLV
+               ? SHS_BYTES_TOTAL
+               : SHS_BYTES_PER_RANK;
+}
+
 shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
     if (r->rank < 0 || r->rank >= t->world)
         return shs_set_error(SHS_INVALID_ARG, "rank %d outside the world of %d ranks", r->rank, t->world);

@@ -94,9 +94,8 @@ static shs_status_t write_rank(const shs_trace_t *t, int r, const char *path) {
             attr_int(&a[0], "comm_type", chakra_comm_type(x->op));
             attr_bool(&a[1], "is_cpu_op", 0);
         }
-        /* comm_size: bytes of the input (trace_chakra.c reads it back the same way) */
-        shs_bytes_scope_t sc = x->op == SHS_OP_REDUCE_SCATTER || x->op == SHS_OP_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
-        attr_int(&a[2], "comm_size", (int64_t)shs_trace_rec_bytes(t, x, sc));
+        /* comm_size: bytes of one rank's input (trace_chakra.c reads it back the same way) */
+        attr_int(&a[2], "comm_size", (int64_t)shs_trace_rec_bytes(t, x, shs_trace_input_scope(x->op)));
         n.n_attr = 3;
         n.attr = ap;
         if (x->t_start >= 0) {

@@ -5,7 +5,12 @@
  * the layer count L, then L lines
  *   name reserved fwd_comp fwd_type fwd_bytes ig_comp ig_type ig_bytes wg_comp wg_type wg_bytes update_delay
  * with comm types NONE, ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL and
- * sizes in bytes (the collective's whole buffer). One training iteration is
+ * sizes in bytes. ASTRA-sim 1.0 hands a size to Sys::generate_<collective>
+ * unchanged (Layer::issue_*_comm), as it does a Chakra comm_size, so both
+ * mean one rank's input: the buffer for all-reduce, one rank's part for
+ * all-gather (its Ring: final = size x N), the whole input for
+ * reduce-scatter, a rank's whole send buffer for all-to-all (size / N to
+ * each peer): shs_trace_input_scope() of the op. One training iteration is
  * expanded onto N ranks (in->world, default 8), all in one "world"
  * communicator: forward comms layer 0..L-1 (marker fwd/<layer>), then for
  * layers L-1..0 the input-gradient and weight-gradient comms
@@ -113,7 +118,7 @@ shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in)
             rec.comm = wc;
             rec.op = L->op[k];
             rec.bytes = L->bytes[k];
-            rec.scope = SHS_BYTES_TOTAL;
+            rec.scope = shs_trace_input_scope(rec.op);
             if (rec.op != SHS_OP_ALL_GATHER && rec.op != SHS_OP_ALL_TO_ALL) rec.redop = SHS_SUM;
             rec.marker = shs_trace_intern(t, m);
             if (rec.marker == UINT32_MAX) st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);

@@ -3,11 +3,18 @@
  *
  * A file is a varint32 length then a GlobalMetadata message, then
  * length-prefixed Node messages (the framing of Chakra's protolib). Read:
- *   COMM_COLL_NODE  attrs comm_type (CollectiveCommType), comm_size (bytes
- *                   of the input), optional pg_name (ignored: all
- *                   collectives go to the "world" group of every rank file)
+ *   COMM_COLL_NODE  attrs comm_type (CollectiveCommType), comm_size,
+ *                   optional pg_name (ignored: all collectives go to the
+ *                   "world" group of every rank file)
  *   COMM_SEND_NODE  comm_dst, comm_size, comm_tag
  *   COMM_RECV_NODE  comm_src, comm_size, comm_tag
+ * comm_size is the size ASTRA-sim hands to Sys::generate_<collective>
+ * unchanged (workload/Workload.cc issue_comm), the same number an ASTRA-sim
+ * 1.0 text workload gives: bytes of one rank's input buffer, i.e. the
+ * buffer for all_reduce (Ring: msg = size / N), one rank's part for
+ * all_gather (final = size x N), the whole input for reduce_scatter
+ * (final = size / N), and a rank's whole send buffer for all_to_all (msg =
+ * size / N per peer, N-1 of them): shs_trace_input_scope() of the op.
  * Other nodes (compute, memory, metadata) are skipped; dependencies are not
  * kept, so a rank's calls are in file order. Node start_time_micros and
  * duration_micros become start/end times (refused beyond 2^63 ns,
@@ -90,8 +97,7 @@ static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, siz
                                              SHS_OP_BARRIER};
         if (find_attr(n, "comm_type", &v) != 1 || v < 0 || v > 9) return rerr(in, recno, "collective without a valid comm_type (0..9)");
         r.op = map[v];
-        /* comm_size is the input: the whole buffer for reduce_scatter, one rank's part for gathers */
-        r.scope = r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
+        r.scope = shs_trace_input_scope(r.op);
         if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE || r.op == SHS_OP_REDUCE_SCATTER) r.redop = SHS_SUM;
         if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE || r.op == SHS_OP_GATHER || r.op == SHS_OP_SCATTER) r.root = 0;
         SHS_CHECK(shs_trace_grow_identity_comm(t, "world", rank + 1, &r.comm));

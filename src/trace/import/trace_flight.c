@@ -14,6 +14,10 @@
  * Negative or malformed input / output sizes, a negative or absurd
  * time_created_ns or duration_ms (beyond 2^63 ns: SHS_TRACE_MAX_TIME_S) and
  * a group listing a rank twice are refused, not dropped.
+ * Sizes: input_sizes are the shapes of the rank's input tensors (their
+ * element counts summed, x the input_dtypes[0] size): one rank's input, so
+ * one rank's part for all_gather, the whole input for reduce_scatter and a
+ * rank's whole send buffer for all_to_all (shs_trace_input_scope()).
  * What it is not: a reader of the pickle dumps (convert them to JSON first,
  * as torch's fr_trace tool does).
  */
@@ -189,7 +193,7 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
         size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
         r.count = (uint64_t)(r.op == SHS_OP_REDUCE_SCATTER && no ? no : ne);
         r.bytes = (uint64_t)ne * es;
-        r.scope = r.op == SHS_OP_REDUCE_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK;
+        r.scope = shs_trace_input_scope(r.op);
         if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_REDUCE) r.redop = SHS_SUM;
         if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE) r.root = 0;
         /* times: absent or null is unknown (duration_ms is null without

@@ -17,6 +17,11 @@
  * 2^63 ns (SHS_TRACE_MAX_TIME_S, the range of the profiler's 64-bit
  * nanosecond clock): a negative, absurd or non-numeric one is refused, not
  * dropped. Sequence numbers are positions.
+ * Sizes: "In msg nelems" (record_param_comms, as PyTorch ET's
+ * in_msg_nelems) and "Input Dims"[0] count the elements of the rank's input
+ * tensor: one rank's part for all_gather, the whole input for
+ * reduce_scatter, a rank's whole send buffer for all_to_all
+ * (shs_trace_input_scope()); bytes = elements x the dtype's size.
  * What it is not: a reader of CPU ops, memory events or flows.
  */
 #include <stdlib.h>
@@ -182,8 +187,7 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
             } else {
                 free(ranks);
             }
-            if (r.op == SHS_OP_REDUCE_SCATTER) { r.count = (uint64_t)outn; r.scope = SHS_BYTES_TOTAL; }
-            else r.count = nel;
+            r.count = r.op == SHS_OP_REDUCE_SCATTER ? (uint64_t)outn : nel;
         } else if (form == 1) {
             json_t *dims = json_object_get(args, "Input Dims"), *ty = json_object_get(args, "Input type");
             json_t *first = json_is_array(dims) ? json_array_get(dims, 0) : NULL;
@@ -204,6 +208,7 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
         }
         size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
         r.bytes = nel * es;
+        r.scope = shs_trace_input_scope(r.op);
         if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_REDUCE) r.redop = SHS_SUM;
         if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE || r.op == SHS_OP_GATHER || r.op == SHS_OP_SCATTER) r.root = 0;
         if (shs_trace_comm_local(t, r.comm, r.rank) < 0) { st = eerr(in, evs[k].idx, "rank is not in its process group"); break; }

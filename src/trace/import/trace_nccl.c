@@ -10,7 +10,10 @@
  * rank is the [cudaDev] field and there is one communicator of [nranks=N]
  * (or the highest rank + 1). opCount (hex) is the per-communicator
  * sequence number. count is per rank for AllGather (send count) and
- * ReduceScatter (receive count), the whole buffer otherwise; datatype and
+ * ReduceScatter (receive count), per peer for AllToAll (the sendcount of
+ * MSCCL's / RCCL's ncclAllToAll, nccl-tests' paramcount: stock NCCL has no
+ * all-to-all and logs it as one Send and Recv per peer), the whole buffer
+ * otherwise, so bytes = count x the datatype's size are PER_RANK; datatype and
  * op ids are ncclDataType_t / ncclRedOp_t. Send/Recv name their peer in
  * `root` (comm-local). A collective or Init line whose prefix is garbage
  * (a [cudaDev] of [-1], no host:pid:tid) is refused, not skipped, and so

@@ -13,7 +13,11 @@
  * Inputs are "inputs": [...] (schema 1.0.1) or "inputs": {"values": [...],
  * "types": [...]} (1.0.2+); attrs are "attrs": [{name, type, value}].
  * Message sizes are element counts (in_msg_nelems), so bytes = elements x
- * itemsize. The rank and group ranks are group-local and map through the
+ * itemsize, of the node's input tensor(s): one rank's input, the whole
+ * send buffer for all_to_all(v) (PARAM's et_replay allocates its input
+ * tensor of in_msg_nelems and splits it among the ranks), the whole input
+ * for reduce_scatter, one rank's part for all_gather
+ * (shs_trace_input_scope()). The rank and group ranks are group-local and map through the
  * group's rank list to global ranks. Groups without a declaration are the
  * identity group "world". The default group (pg_name "0") declares the
  * world size: a group member or a record's rank beyond it is refused.
@@ -294,15 +298,9 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
             return nerr(e, id, m);
         }
         size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
-        if (r.op == SHS_OP_REDUCE_SCATTER) {
-            r.count = out_n ? out_n : in_n;
-            r.bytes = in_n * es;
-            r.scope = SHS_BYTES_TOTAL;
-        } else {
-            r.count = in_n;
-            r.bytes = in_n * es;
-            r.scope = SHS_BYTES_PER_RANK;
-        }
+        r.count = r.op == SHS_OP_REDUCE_SCATTER && out_n ? out_n : in_n;
+        r.bytes = in_n * es;
+        r.scope = shs_trace_input_scope(r.op);
         if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_REDUCE) r.redop = SHS_SUM;
         if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE || r.op == SHS_OP_GATHER || r.op == SHS_OP_SCATTER) r.root = 0;
     }

@@ -1,5 +1,8 @@
 /* trace_text.c - shardsim's own trace format: writer and reader (the format
  * is specified in trace.h and README.md).
+ * Sizes: `bytes` with the scope the line names ('rank' or 'total', trace.h's
+ * shs_bytes_scope_t; for all_to_all 'rank' is the block for one peer and
+ * 'total' a rank's whole send buffer).
  * What it is not: an importer of other tools' formats. */
 #include <dirent.h>
 #include <errno.h>

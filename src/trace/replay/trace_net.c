@@ -143,7 +143,8 @@ shs_status_t shs_net_load(const char *path, shs_net_t *out) {
 double shs_net_busbw_factor(shs_coll_op_t op, int n) {
     if (n <= 1) return 1.0;
     if (op == SHS_OP_ALL_REDUCE) return 2.0 * (n - 1) / n;
-    if (op == SHS_OP_ALL_GATHER || op == SHS_OP_REDUCE_SCATTER) return (double)(n - 1) / n;
+    if (op == SHS_OP_ALL_GATHER || op == SHS_OP_REDUCE_SCATTER || op == SHS_OP_ALL_TO_ALL || op == SHS_OP_ALL_TO_ALLV)
+        return (double)(n - 1) / n; /* nccl-tests alltoall.cu: (nranks-1)/nranks */
     return 1.0;
 }
 
