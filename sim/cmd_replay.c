@@ -189,6 +189,9 @@ int sim_cmd_replay(int argc, char **argv) {
         for (int k = 0; k < cm->size && k < 16; k++) printf(k ? ",%d" : "%d", cm->ranks[k]);
         printf("%s]\n", cm->size > 16 ? ",..." : "");
     }
+    for (int g = 0; g < t->world; g++)
+        if (!shs_trace_rank_traced(t, g))
+            printf("  rank %d: not traced (the files are single processes' views); left out of the check\n", g);
     int rc = SIM_EXIT_OK;
     if (export_text) {
         shs_afile_t af; /* whole or not at all */

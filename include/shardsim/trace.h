@@ -107,6 +107,9 @@ typedef struct {
     char **strs;           /* strs[0] = "" */
     uint32_t nstrs, strs_cap;
     char format[32];       /* "shardsim", "nccl", "pytorch-et", ... (for reports) */
+    int views;             /* 1: each rank's records are that process's own view (PyTorch ET, one
+                            * file per process); a rank without records was not traced, and the
+                            * analysis leaves it out. 0: every rank was traced. */
 } shs_trace_t;
 
 /* An empty trace of `world` ranks (0 allowed: importers grow it).
@@ -128,6 +131,10 @@ shs_status_t shs_trace_add_comm(shs_trace_t *t, const char *name, int size, cons
  * Errors: as shs_trace_add_comm; SHS_INVALID_ARG if the name is taken by a
  * non-identity comm. */
 shs_status_t shs_trace_grow_identity_comm(shs_trace_t *t, const char *name, int size, int *id);
+/* Whether rank `g`'s calls are in the trace: 0 only for a rank without
+ * records of a trace of per-process views (t->views), such as the other
+ * members of a group seen from one process's PyTorch execution trace. */
+int shs_trace_rank_traced(const shs_trace_t *t, int g);
 /* Index of the comm named `name`, or -1. */
 int shs_trace_find_comm(const shs_trace_t *t, const char *name);
 /* Local rank of global rank `g` in comm `c`, or -1 when not a member. */

@@ -12,7 +12,9 @@
  * (buffered) and each recv blocking until a send with its (source, dest,
  * tag) was posted, matched in FIFO order; ranks still blocked at the end are
  * deadlocked (each named with what it waits for), and sends nobody receives
- * are reported as unmatched. Waits are ignored.
+ * are reported as unmatched. Waits are ignored. Ranks that were not traced
+ * (shs_trace_rank_traced: the other members seen from one process's
+ * execution trace) are left out of both.
  * What it is not: a timing model or a data-moving replay (trace_replay.h).
  */
 #ifndef SHARDSIM_TRACE_CHECK_H

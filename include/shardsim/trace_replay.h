@@ -53,8 +53,9 @@ typedef struct {
     double seconds;                             /* wall time of the replay */
 } shs_replay_stats_t;
 
-/* Replay `t`. Errors: SHS_INVALID_ARG (world beyond 1024 threads, buffers
- * over mem_limit: the message suggests --max-bytes), SHS_HOST_OOM, and any
+/* Replay `t`. Errors: SHS_INVALID_ARG (world beyond 1024 threads, a rank
+ * that was not traced (shs_trace_rank_traced), buffers over mem_limit: the
+ * message suggests --max-bytes), SHS_HOST_OOM, and any
  * collective error (SHS_MISMATCH, SHS_TIMEOUT, ...) with its rank's text. */
 shs_status_t shs_trace_replay(const shs_trace_t *t, const shs_replay_opts_t *opts, shs_replay_stats_t *stats);
 

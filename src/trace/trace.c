@@ -172,6 +172,8 @@ static int scales_with_n(shs_coll_op_t op) {
            op == SHS_OP_ALL_TO_ALLV || op == SHS_OP_GATHER || op == SHS_OP_SCATTER;
 }
 
+int shs_trace_rank_traced(const shs_trace_t *t, int g) { return !t->views || t->ranks[g].n > 0; }
+
 shs_bytes_scope_t shs_trace_input_scope(shs_coll_op_t op) {
     return op == SHS_OP_REDUCE_SCATTER || op == SHS_OP_SCATTER || op == SHS_OP_ALL_TO_ALL || op == SHS_OP_ALL_TO_ALLV
                ? SHS_BYTES_TOTAL

@@ -168,6 +168,7 @@ static shs_status_t finish(shs_trace_t *t, const char *path, int world, shs_trac
     if (world > 0 && world < t->world && used != SHS_TFMT_ASTRA)
         return shs_set_error(SHS_INVALID_ARG, "%s: the trace has %d ranks, more than --world %d", path, t->world, world);
     if (world > t->world) SHS_CHECK(shs_trace_ensure_world(t, world));
+    if (world > 0) t->views = 0; /* --world N: every rank of the N was to be traced */
     if (needs_renumber(used)) shs_trace_renumber(t);
     snprintf(t->format, sizeof t->format, "%s", shs_trace_format_name(used));
     return SHS_OK;

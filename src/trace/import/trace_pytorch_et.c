@@ -1,30 +1,39 @@
 /* trace_pytorch_et.c - import PyTorch Execution Trace JSON (one file per
  * rank), the input of PARAM's et_replay and of Chakra's converter.
  *
- * Read: the "nodes" array (sorted by id = execution order).
+ * Read: the "nodes" array (sorted by id = execution order). Fields, as
+ * PyTorch's execution_trace_observer writes them and PARAM's et_replay
+ * (commsTraceParser) reads them:
  *   "## process_group:init ##"  inputs[0] is a JSON string: a list of
  *       {pg_name, backend_id, ranks, group_size}; ranks [] means 0..size-1.
  *   "record_param_comms"  named attrs when present (collective_name,
- *       in_msg_nelems, out_msg_nelems, dtype, pg_name, rank, group_size /
- *       pg_size), else positional inputs: [tensors, seq, pg, rank, name,
- *       in_splits, out_splits, (group size)], or for wait/barrier
- *       [seq, pg, rank, name, ...]. Tensors are [id, storage, offset,
- *       numel, itemsize, device]; input_types give the dtype.
+ *       in_msg_nelems, out_msg_nelems, dtype, pg_name, pg_size /
+ *       group_size; a "rank" attr is read too), else positional inputs, the
+ *       arguments of RECORD_PARAM_COMMS: [tensors, seq, pg (backend id),
+ *       rank, collective name, in_splits, out_splits, world size], or for
+ *       wait/barrier [seq, pg, rank, name, ...]. Tensors are [id, storage,
+ *       offset, numel, itemsize, device]; input_types give the dtype.
  * Inputs are "inputs": [...] (schema 1.0.1) or "inputs": {"values": [...],
  * "types": [...]} (1.0.2+); attrs are "attrs": [{name, type, value}].
- * Message sizes are element counts (in_msg_nelems), so bytes = elements x
- * itemsize, of the node's input tensor(s): one rank's input, the whole
- * send buffer for all_to_all(v) (PARAM's et_replay allocates its input
- * tensor of in_msg_nelems and splits it among the ranks), the whole input
- * for reduce_scatter, one rank's part for all_gather
- * (shs_trace_input_scope()). The rank and group ranks are group-local and map through the
- * group's rank list to global ranks. Groups without a declaration are the
- * identity group "world". The default group (pg_name "0") declares the
- * world size: a group member or a record's rank beyond it is refused.
- * A rank a node gives must be one (0..SHS_TRACE_MAX_WORLD-1; -1 is refused,
- * not replaced), and every collective of a file must name the same rank;
- * only a node without a rank, and waits (PyTorch writes 0 there), take the
- * file's rank. Tensor itemsizes must be 1, 2, 4 or 8 and agree with the
+ * Sizes: in_msg_nelems (else the input tensors' numel) x itemsize, the
+ * node's input: one rank's part for all_gather, the whole input for
+ * reduce_scatter, the whole send buffer for all_to_all(v) (et_replay
+ * allocates an input of in_msg_nelems and splits it among the ranks)
+ * (shs_trace_input_scope()).
+ * Ranks: the rank field is group-local and maps through the group's rank
+ * list to a global rank. ProcessGroupNCCL records opts.rootRank in it for
+ * broadcast, reduce, gather and scatter: there it is the (group-local)
+ * root, not the issuing rank. A file is one process's view (t->views):
+ * every other collective must name the same rank, which is the file's;
+ * rooted collectives, waits (PyTorch writes 0 there) and nodes without a
+ * rank take it; a file of rooted collectives only takes the device index
+ * of its tensors ("cuda:1"), else the file name's number. Members of a
+ * group that no file traced are left out of the analysis
+ * (shs_trace_rank_traced). Groups without a declaration are the identity
+ * group "world". The default group (pg_name "0") declares the world size:
+ * a group member or a record's rank beyond it is refused. A rank a node
+ * gives must be one (0..SHS_TRACE_MAX_WORLD-1; -1 is refused, not
+ * replaced). Tensor itemsizes must be 1, 2, 4 or 8 and agree with the
  * dtype the node names.
  * What it is not: a reader of compute nodes or of tensor data.
  */
@@ -182,6 +191,28 @@ static int tensor_numel(json_t *v, uint64_t *numel, int64_t *itemsize, int depth
     return 0;
 }
 
+/* The device index of the first tensor descriptor in v ("cuda:1" -> 1), or -1. */
+static int tensor_device(json_t *v, int depth) {
+    if (!json_is_array(v) || depth > 4) return -1;
+    size_t n = json_array_size(v);
+    if (n == 6 && json_is_integer(json_array_get(v, 0)) && json_is_string(json_array_get(v, 5))) {
+        const char *d = json_string_value(json_array_get(v, 5)), *c = strchr(d, ':');
+        if (strncmp(d, "cuda", 4) != 0 || !c) return -1;
+        char *end;
+        long k = strtol(c + 1, &end, 10);
+        return *end || end == c + 1 || k < 0 || k >= SHS_TRACE_MAX_WORLD ? -1 : (int)k;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int k = tensor_device(json_array_get(v, i), depth + 1);
+        if (k >= 0) return k;
+    }
+    return -1;
+}
+
+static int is_rooted(shs_coll_op_t op) {
+    return op == SHS_OP_BROADCAST || op == SHS_OP_REDUCE || op == SHS_OP_GATHER || op == SHS_OP_SCATTER;
+}
+
 static int itemsize_dtype(int64_t is, shs_dtype_t *d) {
     switch (is) {
     case 1: *d = SHS_U8; return 0;
@@ -192,7 +223,10 @@ static int itemsize_dtype(int64_t is, shs_dtype_t *d) {
     }
 }
 
-static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t *out) {
+/* One record_param_comms node into *out. Its rank is left -1 where the node
+ * does not say which rank issued it (rooted collectives carry the root
+ * there); *dev gets the device index of its tensors, or -1. */
+static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t *out, int *dev) {
     json_t *vals = node_values(node), *types = node_types(node);
     json_t *nm = attr(node, "collective_name");
     int positional_short = json_is_array(vals) && json_is_integer(json_array_get(vals, 0));
@@ -234,14 +268,24 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
     if (!gs && json_is_array(vals) && json_array_size(vals) > (size_t)base + 6 &&
         !shs__json_int(json_array_get(vals, (size_t)base + 6), &v) && v > 0 && v <= SHS_TRACE_MAX_WORLD)
         gsize = v;
-    int global;
-    if (pg && pg->ranks) {
+    /* a rooted collective's rank field is its root (PyTorch records
+     * opts.rootRank there), group-local; the issuing rank is the file's */
+    int rooted = is_rooted(r.op), global = -1;
+    *dev = tensor_device(json_is_array(vals) && !positional_short ? json_array_get(vals, 0) : NULL, 0);
+    if (rooted) {
+        int64_t gs_known = pg ? pg->size : gsize;
+        if (has_rank && gs_known > 0 && local >= gs_known) {
+            char m[128];
+            snprintf(m, sizeof m, "root %lld outside its process group of %lld ranks", (long long)local, (long long)gs_known);
+            return nerr(e, id, m);
+        }
+        r.root = has_rank ? (int32_t)local : 0;
+    } else if (pg && pg->ranks) {
         if (local < 0 || local >= pg->size) return nerr(e, id, "rank outside its process group");
         global = pg->ranks[local];
-    } else {
-        global = has_rank ? (int)local : e->in->rank >= 0 ? e->in->rank : 0;
+    } else if (has_rank) {
+        global = (int)local;
     }
-    if (global < 0 || global >= SHS_TRACE_MAX_WORLD) return nerr(e, id, "rank out of range");
     if (e->world > 0 && global >= e->world) {
         char m[160];
         snprintf(m, sizeof m, "rank %d beyond the world of %d ranks declared by process_group:init (the default group '0')",
@@ -249,6 +293,7 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
         return nerr(e, id, m);
     }
     r.rank = global;
+    int reach = global > (int)r.root ? global : (int)r.root; /* the highest group-local rank the node names */
     if (pg && pg->ranks) {
         if (pg->comm < 0) {
             char cname[80];
@@ -258,7 +303,7 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
         r.comm = pg->comm;
     } else {
         int size = pg ? pg->size : (int)gsize;
-        if (size <= global) size = global + 1;
+        if (size <= reach) size = reach + 1;
         if (shs_trace_grow_identity_comm(e->t, "world", size, &r.comm) != SHS_OK) return nerr(e, id, shs_last_error());
     }
     if (r.op != SHS_OP_WAIT && r.op != SHS_OP_BARRIER) {
@@ -302,7 +347,6 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
         r.bytes = in_n * es;
         r.scope = shs_trace_input_scope(r.op);
         if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_REDUCE) r.redop = SHS_SUM;
-        if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE || r.op == SHS_OP_GATHER || r.op == SHS_OP_SCATTER) r.root = 0;
     }
     *out = r;
     return SHS_OK;
@@ -346,15 +390,19 @@ shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t
         }
     }
     qsort(order, norder, sizeof *order, cmp_id);
-    /* waits carry no usable rank (PyTorch writes 0): they take the file's
-     * rank, which the first collective tells */
+    /* waits carry no usable rank (PyTorch writes 0) and rooted collectives
+     * their root: they take the file's rank, which the other collectives
+     * tell, else the device of the tensors (cuda:N), else the file name */
     recs = malloc((norder ? norder : 1) * sizeof *recs);
     if (!recs) { st = shs_set_error(SHS_HOST_OOM, "out of memory"); goto out; }
-    int file_rank = -1;
+    t->views = 1; /* one process's view: the group's other members were not traced here */
+    int file_rank = -1, dev_rank = -1;
     size_t first = 0;
     for (size_t k = 0; k < norder && st == SHS_OK; k++) {
-        st = comm_node(&e, json_array_get(nodes, (size_t)order[k][1]), order[k][0], &recs[k]);
-        if (st != SHS_OK || recs[k].op == SHS_OP_WAIT) continue;
+        int dev = -1;
+        st = comm_node(&e, json_array_get(nodes, (size_t)order[k][1]), order[k][0], &recs[k], &dev);
+        if (st == SHS_OK && dev_rank < 0) dev_rank = dev;
+        if (st != SHS_OK || recs[k].op == SHS_OP_WAIT || recs[k].rank < 0) continue;
         if (file_rank < 0) {
             file_rank = recs[k].rank;
             first = k;
@@ -364,7 +412,7 @@ shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t
                                (long long)order[first][0], file_rank);
         }
     }
-    if (file_rank < 0) file_rank = in->rank >= 0 ? in->rank : 0;
+    if (file_rank < 0) file_rank = dev_rank >= 0 ? dev_rank : in->rank >= 0 ? in->rank : 0;
     if (st == SHS_OK && norder > 0 && e.world > 0 && file_rank >= e.world)
         st = shs_set_error(SHS_PARSE, "%s: rank %d (from the file name) is beyond the world of %d ranks declared by "
                            "process_group:init", in->name, file_rank, e.world);
@@ -373,6 +421,11 @@ shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t
             recs[k].rank = file_rank;
             st = shs_trace_grow_identity_comm(t, "world", file_rank + 1, &recs[k].comm);
             if (st != SHS_OK) break;
+        } else if (recs[k].rank < 0) {
+            recs[k].rank = file_rank;
+            if (strcmp(t->comms[recs[k].comm].name, "world") == 0 &&
+                (st = shs_trace_grow_identity_comm(t, "world", file_rank + 1, NULL)) != SHS_OK)
+                break;
         }
         if (shs_trace_append(t, &recs[k]) != SHS_OK)
             st = shs_set_error(SHS_PARSE, "%s: node %lld: %s", in->name, (long long)order[k][0], shs_last_error());

@@ -143,6 +143,7 @@ static shs_status_t check_sequences(const lists_t *L, shs_trace_report_t *rep, s
             for (int m = 0; m < cm->size && !bad; m++) {
                 int g = cm->ranks[m];
                 const shs_trace_rec_t *r = p[m] < e[m] ? &t->ranks[g].recs[L->idx[p[m]]] : NULL;
+                if (!shs_trace_rank_traced(t, g)) continue; /* another process's view: not in the trace */
                 if (!r || r->seq != s) {
                     add_issue(rep, max, SHS_ISSUE_MISSING, c, s, g, ref_rank,
                               "comm %s seq %lld: rank %d never issues %s, which rank %d issued%s", cm->name,

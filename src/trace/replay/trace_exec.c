@@ -66,6 +66,7 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
     int *stack = malloc(nw * sizeof *stack);
     char *queued = calloc(nw, 1);
     size_t *idxs = malloc((size_t)maxsize * sizeof *idxs);
+    int *members = malloc((size_t)maxsize * sizeof *members); /* a collective's traced members */
     if (e) {
         e->t = t;
         e->cap = 16;
@@ -80,12 +81,13 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
             for (int c = 0; c < t->ncomms; c++) e->woff[c + 1] = e->woff[c] + (size_t)t->comms[c].size;
         if (e->woff) e->waiting = malloc((e->woff[t->ncomms] ? e->woff[t->ncomms] : 1) * sizeof *e->waiting);
     }
-    if (!e || !stack || !queued || !idxs || !e->pos || !e->woff || !e->chans || !e->node_rank || !e->node_idx ||
+    if (!e || !stack || !queued || !idxs || !members || !e->pos || !e->woff || !e->chans || !e->node_rank || !e->node_idx ||
         !e->node_next || !e->waiting) {
         shs__trace_exec_free(e);
         free(stack);
         free(queued);
         free(idxs);
+        free(members);
         return shs_set_error(SHS_HOST_OOM, "cannot allocate the analysis");
     }
     for (size_t i = 0; i < e->woff[t->ncomms]; i++) e->waiting[i] = -1;
@@ -137,14 +139,19 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
                 const shs_trace_comm_t *cm = &t->comms[x->comm];
                 int64_t *wv = e->waiting + e->woff[x->comm];
                 wv[shs_trace_comm_local(t, x->comm, r)] = x->seq;
-                int arrived = 0;
-                for (int k = 0; k < cm->size; k++) arrived += wv[k] == x->seq;
+                int arrived = 0, n = 0; /* a member that was not traced counts as arrived */
+                for (int k = 0; k < cm->size; k++) arrived += wv[k] == x->seq || !shs_trace_rank_traced(t, cm->ranks[k]);
                 if (arrived < cm->size) break;
-                for (int k = 0; k < cm->size; k++) idxs[k] = pos[cm->ranks[k]];
-                if (h->collective) h->collective(h->ctx, x->comm, cm->ranks, idxs, cm->size);
+                for (int k = 0; k < cm->size; k++)
+                    if (shs_trace_rank_traced(t, cm->ranks[k])) {
+                        members[n] = cm->ranks[k];
+                        idxs[n++] = pos[cm->ranks[k]];
+                    }
+                if (h->collective) h->collective(h->ctx, x->comm, members, idxs, n);
                 for (int k = 0; k < cm->size; k++) {
                     int g = cm->ranks[k];
                     wv[k] = -1;
+                    if (!shs_trace_rank_traced(t, g)) continue;
                     pos[g]++;
                     if (g != r && !queued[g]) {
                         stack[top++] = g;
@@ -157,6 +164,7 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
     free(stack);
     free(queued);
     free(idxs);
+    free(members);
     *out = e;
     return SHS_OK;
 }

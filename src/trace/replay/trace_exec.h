@@ -7,7 +7,9 @@
  * send is eager (buffered); a recv blocks until a send with its (source,
  * dest, tag) is pending, and takes the oldest (MPI's non-overtaking order);
  * a collective blocks until every member of its communicator has reached a
- * record of the same sequence number there, then runs for all of them. The
+ * record of the same sequence number there, then runs for all of them (a
+ * member that was not traced, shs_trace_rank_traced, is not waited for and
+ * not passed to the hook). The
  * run ends when no rank can move: ranks not at their end are blocked for
  * ever (the trace deadlocks).
  * What it is not: a check of what the calls carry (trace_check.c) or of

@@ -129,6 +129,10 @@ shs_status_t shs_trace_replay(const shs_trace_t *t, const shs_replay_opts_t *o, 
     if (t->world < 1 || t->world > SHS_MAX_WORLD)
         return shs_set_error(SHS_INVALID_ARG, "replay runs one thread per rank: %d ranks is outside 1..%d", t->world,
                              SHS_MAX_WORLD);
+    for (int g = 0; g < t->world; g++)
+        if (!shs_trace_rank_traced(t, g))
+            return shs_set_error(SHS_INVALID_ARG, "rank %d was not traced (the trace holds %s views of single processes): "
+                                 "a replay needs every member's calls; check it only (--check-only)", g, t->format);
     /* buffer budget, before any allocation */
     uint64_t limit = o->mem_limit ? o->mem_limit : ((uint64_t)4 << 30), need = 0;
     for (int g = 0; g < t->world; g++) {
