@@ -315,7 +315,7 @@ static void test_chakra_absurd_time_refused(void **state) {
     buf[n++] = (unsigned char)l;
     n += chakra_proto_msg__node__pack(&nd, buf + n);
     expect_load_error(test_tmp_write("abs.0.et", buf, n), SHS_TFMT_CHAKRA,
-                      "record 1: start_time_micros 4611686018427387904 + duration_micros 0 is beyond 2^63 ns");
+                      "record 1 (node 1 'ar'): start_time_micros 4611686018427387904 + duration_micros 0 is beyond 2^63 ns");
 }
 
 /* shardsim's own text: a time of 1e300 us. */

@@ -231,11 +231,62 @@ static void test_all_to_all_busbw_factor(void **state) {
     assert_true(shs_net_busbw_factor(SHS_OP_ALL_TO_ALL, 8) == 0.875);
 }
 
+/* As Chakra's converter writes a step: host-side c10d nodes (is_cpu_op 1, no
+ * comm_type) beside the GPU kernel nodes that carry the communication, and
+ * a compute node. Read: the two GPU collectives only, in order, with their
+ * sizes (the whole file used to be refused at the first host node). */
+static void test_chakra_converter_host_nodes_skipped(void **state) {
+    (void)state;
+    const int coll = CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, comp = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
+    const cnode_t nodes[] = {
+        {4, "c10d::allreduce_", coll, -1, -1, 1},
+        {5, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", coll, 0, 4096, 0},
+        {6, "aten::mm", comp, -1, -1, 1},
+        {7, "c10d::_allgather_base_", coll, -1, 1024, 1},
+        {8, "ncclDevKernel_AllGather_RING_LL", coll, 2, 1024, 0},
+    };
+    shs_trace_t *t = load_as(chakra_file("conv.1.et", nodes, 5), SHS_TFMT_CHAKRA, 0);
+    assert_int_equal(t->world, 2);
+    assert_int_equal(t->ranks[1].n, 2);
+    assert_int_equal(t->ranks[1].recs[0].op, SHS_OP_ALL_REDUCE);
+    assert_int_equal(t->ranks[1].recs[0].bytes, 4096);
+    assert_int_equal(t->ranks[1].recs[1].op, SHS_OP_ALL_GATHER);
+    assert_int_equal(t->ranks[1].recs[1].bytes, 1024);
+    assert_string_equal(shs_trace_str(t, t->ranks[1].recs[1].marker), "ncclDevKernel_AllGather_RING_LL");
+    shs_trace_free(t);
+}
+
+static void expect_chakra_error(const char *path, const char *needle) {
+    shs_trace_load_opts_t o = {.format = SHS_TFMT_CHAKRA};
+    shs_trace_t *t = NULL;
+    assert_int_not_equal(shs_trace_load(&t, path, &o), SHS_OK);
+    assert_null(t);
+    if (!strstr(shs_last_error(), needle) || !strstr(shs_last_error(), path))
+        fail_msg("want '%s' and the path in: %s", needle, shs_last_error());
+}
+
+/* A GPU collective node without comm_type, or with one out of range, is
+ * refused naming the record, the node id and its name. */
+static void test_chakra_errors_name_the_node(void **state) {
+    (void)state;
+    const int coll = CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE;
+    const cnode_t a[] = {{4, "c10d::allreduce_", coll, -1, -1, 1}, {9, "ncclKernel_mystery", coll, -1, 64, 0}};
+    expect_chakra_error(chakra_file("notype.0.et", a, 2),
+                        "record 2 (node 9 'ncclKernel_mystery'): GPU collective node without a comm_type");
+    const cnode_t b[] = {{12, "weird", coll, 42, 64, 0}};
+    expect_chakra_error(chakra_file("badtype.0.et", b, 1),
+                        "record 1 (node 12 'weird'): comm_type 42 is not a CollectiveCommType (0..9)");
+    const cnode_t d[] = {{14, "nosize-host", coll, -1, -1, -1}}; /* no is_cpu_op: not known to be host-side */
+    expect_chakra_error(chakra_file("nocpu.0.et", d, 1), "record 1 (node 14 'nosize-host'): GPU collective node without");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_call_same_bytes),
         cmocka_unit_test(test_chakra_and_astra_all_to_all_cost_the_same),
         cmocka_unit_test(test_all_to_all_busbw_factor),
+        cmocka_unit_test(test_chakra_converter_host_nodes_skipped),
+        cmocka_unit_test(test_chakra_errors_name_the_node),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

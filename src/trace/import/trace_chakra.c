@@ -15,6 +15,12 @@
  * all_gather (final = size x N), the whole input for reduce_scatter
  * (final = size / N), and a rank's whole send buffer for all_to_all (msg =
  * size / N per peer, N-1 of them): shs_trace_input_scope() of the op.
+ * Chakra's converter (PyTorch ET + Kineto) writes each collective twice:
+ * a host-side node (the c10d:: or record_param_comms op, attr is_cpu_op
+ * true) without comm_type, and the GPU kernel node (is_cpu_op false) with
+ * comm_type and comm_size. The communication is taken from the nodes that
+ * carry comm_type; a host-side node without it is a duplicate and skipped.
+ * Every error names the record, the node id and the node name.
  * Other nodes (compute, memory, metadata) are skipped; dependencies are not
  * kept, so a rank's calls are in file order. Node start_time_micros and
  * duration_micros become start/end times (refused beyond 2^63 ns,
@@ -78,6 +84,12 @@ static shs_status_t rerr(const shs_trace_input_t *in, size_t rec, const char *wh
     return shs_set_error(SHS_PARSE, "%s: record %zu: %s", in->name, rec, what);
 }
 
+/* An error about node n: "<file>: record <k> (node <id> '<name>'): <what>". */
+static shs_status_t nerr(const shs_trace_input_t *in, size_t rec, const ChakraProtoMsg__Node *n, const char *what) {
+    return shs_set_error(SHS_PARSE, "%s: record %zu (node %llu '%.80s'): %s", in->name, rec, (unsigned long long)n->id,
+                         n->name ? n->name : "", what);
+}
+
 static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, size_t recno, int rank,
                                 const ChakraProtoMsg__Node *n) {
     int is_send = n->type == CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE;
@@ -87,7 +99,7 @@ static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, siz
     shs_trace_rec_t r = shs_trace_rec_init();
     int64_t v;
     int k = find_attr(n, "comm_size", &v);
-    if (k < 0 || (k == 1 && (v < 0 || (uint64_t)v > SHS_TRACE_MAX_BYTES))) return rerr(in, recno, "comm_size is negative, absurd or not an integer");
+    if (k < 0 || (k == 1 && (v < 0 || (uint64_t)v > SHS_TRACE_MAX_BYTES))) return nerr(in, recno, n, "comm_size is negative, absurd or not an integer");
     r.bytes = k == 1 ? (uint64_t)v : 0;
     r.rank = rank;
     if (is_coll) {
@@ -95,7 +107,15 @@ static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, siz
                                              SHS_OP_GATHER, SHS_OP_SCATTER, SHS_OP_BROADCAST,
                                              SHS_OP_ALL_TO_ALL, SHS_OP_REDUCE_SCATTER, SHS_OP_REDUCE_SCATTER,
                                              SHS_OP_BARRIER};
-        if (find_attr(n, "comm_type", &v) != 1 || v < 0 || v > 9) return rerr(in, recno, "collective without a valid comm_type (0..9)");
+        int64_t cpu = 0;
+        int has_type = find_attr(n, "comm_type", &v);
+        if (has_type == 0 && find_attr(n, "is_cpu_op", &cpu) == 1 && cpu) return SHS_OK; /* host-side duplicate */
+        if (has_type != 1 || v < 0 || v > 9) {
+            char m[128];
+            if (has_type == 1) snprintf(m, sizeof m, "comm_type %lld is not a CollectiveCommType (0..9)", (long long)v);
+            else snprintf(m, sizeof m, "GPU collective node without %s comm_type", has_type ? "an integer" : "a");
+            return nerr(in, recno, n, m);
+        }
         r.op = map[v];
         r.scope = shs_trace_input_scope(r.op);
         if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE || r.op == SHS_OP_REDUCE_SCATTER) r.redop = SHS_SUM;
@@ -103,11 +123,11 @@ static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, siz
         SHS_CHECK(shs_trace_grow_identity_comm(t, "world", rank + 1, &r.comm));
     } else {
         if (find_attr(n, is_send ? "comm_dst" : "comm_src", &v) != 1 || v < 0 || v >= SHS_TRACE_MAX_WORLD)
-            return rerr(in, recno, is_send ? "send without a valid comm_dst" : "recv without a valid comm_src");
+            return nerr(in, recno, n, is_send ? "send without a valid comm_dst" : "recv without a valid comm_src");
         r.op = is_send ? SHS_OP_SEND : SHS_OP_RECV;
         r.peer = (int32_t)v;
         int64_t tag = 0;
-        if (find_attr(n, "comm_tag", &tag) < 0 || tag < 0 || tag > INT32_MAX) return rerr(in, recno, "bad comm_tag");
+        if (find_attr(n, "comm_tag", &tag) < 0 || tag < 0 || tag > INT32_MAX) return nerr(in, recno, n, "bad comm_tag");
         r.tag = (int32_t)tag;
         int hi = (r.peer > rank ? r.peer : rank) + 1;
         SHS_CHECK(shs_trace_grow_identity_comm(t, "world", hi, &r.comm));
@@ -120,7 +140,7 @@ static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, siz
             char m[160];
             snprintf(m, sizeof m, "start_time_micros %llu + duration_micros %llu is beyond 2^63 ns",
                      (unsigned long long)n->start_time_micros, (unsigned long long)n->duration_micros);
-            return rerr(in, recno, m);
+            return nerr(in, recno, n, m);
         }
         r.t_start = s;
         r.t_end = s + d;
@@ -129,7 +149,7 @@ static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, siz
         r.marker = shs_trace_intern(t, n->name);
         if (r.marker == UINT32_MAX) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
     }
-    if (shs_trace_append(t, &r) != SHS_OK) return rerr(in, recno, shs_last_error());
+    if (shs_trace_append(t, &r) != SHS_OK) return nerr(in, recno, n, shs_last_error());
     return SHS_OK;
 }
 
