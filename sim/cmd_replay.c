@@ -27,7 +27,7 @@
 
 /* The options of `replay`; the rows' order is --help's. */
 typedef enum {
-    R_FORMAT, R_WORLD, R_MAX_BYTES, R_MEM_LIMIT, R_CHECK_ONLY, R_NETWORK, R_ALGO, R_COMPARE_ALGORITHMS, R_MAX_ISSUES,
+    R_FORMAT, R_WORLD, R_FIRST_DIM, R_MAX_BYTES, R_MEM_LIMIT, R_CHECK_ONLY, R_NETWORK, R_ALGO, R_COMPARE_ALGORITHMS, R_MAX_ISSUES,
     R_TIMEOUT, R_EXPORT_TEXT, R_EXPORT_CHAKRA, R_EXPORT_PERFETTO,
     R_NUM_OPTIONS
 } replay_opt_t;
@@ -37,6 +37,9 @@ static const sim_opt_t replay_options[R_NUM_OPTIONS] = {
     [R_WORLD] = {"--world", NULL, SIM_OPT_INT, 1, SHS_TRACE_MAX_WORLD, 0, 0, "N",
                  "ranks: expand an ASTRA-sim workload to N ranks; for\n"
                  "other formats, ranks with no file are added (and reported missing)"},
+    [R_FIRST_DIM] = {"--first-dim", NULL, SIM_OPT_INT, 1, SHS_TRACE_MAX_WORLD, 0, 0, "N",
+                     "ASTRA-sim HYBRID_DATA_MODEL / HYBRID_MODEL_DATA workloads: NPUs in the\n"
+                     "network's first dimension (npus_count[0]): the model resp. data groups"},
     [R_MAX_BYTES] = {"--max-bytes", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE",
                      "cap each call's largest buffer per rank, e.g. 1MiB (default: no cap;\n"
                      "the replay refuses to allocate more than --mem-limit in all); capped\n"
@@ -133,6 +136,7 @@ int sim_cmd_replay(int argc, char **argv) {
         return usage_error("--format: unknown format '%s' (shardsim, nccl, pytorch-et, chakra, astra, kineto, flight)",
                            o.str[R_FORMAT]);
     if (o.given[R_WORLD]) lo.world = (int)o.num[R_WORLD];
+    if (o.given[R_FIRST_DIM]) lo.first_dim = (int)o.num[R_FIRST_DIM];
     if (o.given[R_MAX_BYTES]) {
         size_t sz = o.bytes[R_MAX_BYTES];
         if (sz == 0) return usage_error("--max-bytes: must be > 0, not %s", o.str[R_MAX_BYTES]);

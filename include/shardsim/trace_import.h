@@ -15,8 +15,9 @@
  *   chakra       Chakra ET protobuf (mlcommons/chakra et_def.proto;
  *                varint-delimited GlobalMetadata then Node messages), one
  *                file per rank, via protobuf-c
- *   astra        ASTRA-sim 1.0 text workloads (DATA, MICRO, HYBRID_*:
- *                every layer's comms on all N ranks)
+ *   astra        ASTRA-sim 1.0 text workloads (DATA, MICRO, MODEL,
+ *                HYBRID_*: each pass's comms on the model or data groups
+ *                the workload type implies)
  *   kineto       PyTorch profiler (Kineto) Chrome-trace JSON:
  *                record_param_comms args, or older nccl:<op> annotations
  *                with "Input Dims" and ncclKernel_* kernels
@@ -71,6 +72,8 @@ typedef struct {
     size_t len;
     int rank;              /* rank of a per-rank file (from its content or name), -1 unknown */
     int world;             /* ranks to expand to (ASTRA-sim; --world), 0: the format's default */
+    int first_dim;         /* ASTRA-sim HYBRID_DATA_MODEL / _MODEL_DATA: NPUs in the network's first
+                            * dimension (its groups), 0 unknown */
 } shs_trace_input_t;
 
 shs_status_t shs_trace_import_text(shs_trace_t *t, const shs_trace_input_t *in);
@@ -84,6 +87,7 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
 typedef struct {
     shs_trace_format_t format;  /* SHS_TFMT_UNKNOWN: detect per file */
     int world;                  /* 0: from the trace */
+    int first_dim;              /* shs_trace_input_t.first_dim; 0 unknown */
     /* out: */
     int files_read, files_skipped;  /* in a directory, files of no known format are skipped */
 } shs_trace_load_opts_t;

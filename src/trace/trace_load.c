@@ -108,7 +108,7 @@ static int needs_renumber(shs_trace_format_t f) {
 }
 
 static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_t want, shs_trace_format_t *got,
-                             int world, int in_dir) {
+                             int world, int first_dim, int in_dir) {
     char *buf;
     size_t len;
     SHS_CHECK(shs__read_file(path, &buf, &len));
@@ -122,7 +122,8 @@ static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_
         return shs_set_error(SHS_PARSE, "%s: unrecognized trace format (give --format: shardsim, nccl, pytorch-et, "
                                         "chakra, astra, kineto, flight)", path);
     }
-    shs_trace_input_t in = {.name = path, .buf = buf, .len = len, .rank = shs__rank_from_name(path), .world = world};
+    shs_trace_input_t in = {.name = path, .buf = buf, .len = len, .rank = shs__rank_from_name(path), .world = world,
+                            .first_dim = first_dim};
     st = rd(t, &in);
     free(buf);
     return st;
@@ -135,12 +136,12 @@ static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_
  * Flight Recorder dumps with the same "rank"), refused naming both rather
  * than merged into one sequence. */
 static shs_status_t load_claim(shs_trace_t *t, const char *dir, char **names, size_t i, shs_trace_format_t want,
-                               shs_trace_format_t *got, int world, int in_dir, size_t **owner, int *nowner) {
+                               shs_trace_format_t *got, int world, int first_dim, int in_dir, size_t **owner, int *nowner) {
     int w0 = t->world;
     size_t *before = malloc((size_t)(w0 > 0 ? w0 : 1) * sizeof *before);
     if (!before) return shs_set_error(SHS_HOST_OOM, "out of memory");
     for (int r = 0; r < w0; r++) before[r] = t->ranks[r].n;
-    shs_status_t st = load_one(t, names[i], want, got, world, in_dir);
+    shs_status_t st = load_one(t, names[i], want, got, world, first_dim, in_dir);
     if (st == SHS_OK && t->world > *nowner) {
         size_t *no = realloc(*owner, (size_t)t->world * sizeof *no);
         if (!no) st = shs_set_error(SHS_HOST_OOM, "out of memory");
@@ -191,7 +192,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
         st = shs_set_error(SHS_IO, "%s: is %s, not a regular file: a trace is read from a file or a directory of "
                            "per-rank files", path, shs__file_kind((unsigned)sb.st_mode));
     } else if (!S_ISDIR(sb.st_mode)) {
-        st = load_one(t, path, opts->format, &used, opts->world, 0);
+        st = load_one(t, path, opts->format, &used, opts->world, opts->first_dim, 0);
         opts->files_read = st == SHS_OK;
     } else {
         DIR *d = opendir(path);
@@ -227,7 +228,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
                 break;
             }
             shs_trace_format_t f;
-            st = load_claim(t, path, names, i, opts->format, &f, opts->world, 1, &owner, &nowner);
+            st = load_claim(t, path, names, i, opts->format, &f, opts->world, opts->first_dim, 1, &owner, &nowner);
             if (st != SHS_OK) break;
             if (!reader_of(f)) { opts->files_skipped++; skipped[i] = 1; continue; }
             if (used != SHS_TFMT_UNKNOWN && f != used) {
@@ -251,7 +252,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
             }
             if (!same) continue;
             shs_trace_format_t f;
-            st = load_claim(t, path, names, i, used, &f, opts->world, 0, &owner, &nowner);
+            st = load_claim(t, path, names, i, used, &f, opts->world, opts->first_dim, 0, &owner, &nowner);
             if (st == SHS_OK) /* it parses as that format after all (only detection failed): take it */
                 opts->files_skipped--, opts->files_read++;
             else

@@ -117,11 +117,128 @@ static void test_pytorch_et_root_outside_group_refused(void **state) {
         fail_msg("%s", shs_last_error());
 }
 
+static shs_trace_t *load_astra(const char *text, int world, int first_dim) {
+    shs_trace_load_opts_t o = {.format = SHS_TFMT_ASTRA, .world = world, .first_dim = first_dim};
+    shs_trace_t *t = NULL;
+    if (shs_trace_load(&t, test_tmp_write("w.txt", text, strlen(text)), &o) != SHS_OK) fail_msg("%s", shs_last_error());
+    return t;
+}
+
+static void assert_comm(const shs_trace_t *t, int c, const char *name, int n, int first, int stride) {
+    assert_string_equal(t->comms[c].name, name);
+    assert_int_equal(t->comms[c].size, n);
+    for (int k = 0; k < n; k++) assert_int_equal(t->comms[c].ranks[k], first + k * stride);
+}
+
+/* MLP_HybridParallel_Data_Model.txt (HYBRID_DATA_MODEL, 6 layers: fwd
+ * ALLGATHER, ig and wg ALLREDUCE) on 16 ranks with a first dimension of 4:
+ * forward and input gradients on the model group (4 consecutive ranks),
+ * weight gradients on the data group (ranks 4 apart); no input gradient for
+ * layer 0 (Workload.cc: index > 0). Per rank 6 + 5 + 6 = 17 calls. */
+static void test_astra_hybrid_data_model_real(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/astra-sim/text-workloads/MLP_HybridParallel_Data_Model.txt", test_shared_dir());
+    shs_trace_load_opts_t o = {.format = SHS_TFMT_UNKNOWN, .world = 16, .first_dim = 4};
+    shs_trace_t *t = NULL;
+    if (shs_trace_load(&t, path, &o) != SHS_OK) fail_msg("%s", shs_last_error());
+    const shs_trace_rank_t *r5 = &t->ranks[5];
+    assert_int_equal(r5->n, 17);
+    const shs_trace_rec_t *x = &r5->recs[0]; /* fwd layer_64_2_mlp0 ALLGATHER 37632 */
+    assert_int_equal(x->op, SHS_OP_ALL_GATHER);
+    assert_comm(t, x->comm, "model1", 4, 4, 1);
+    assert_int_equal(x->bytes, 37632);
+    assert_int_equal(x->scope, SHS_BYTES_PER_RANK);
+    x = &r5->recs[6]; /* bwd-ig of the last layer, mlp5, on the model group */
+    assert_int_equal(x->op, SHS_OP_ALL_REDUCE);
+    assert_string_equal(shs_trace_str(t, x->marker), "bwd-ig/layer_64_2_mlp5");
+    assert_comm(t, x->comm, "model1", 4, 4, 1);
+    x = &r5->recs[7]; /* bwd-wg of mlp5 on the data group of rank 5: 1, 5, 9, 13 */
+    assert_string_equal(shs_trace_str(t, x->marker), "bwd-wg/layer_64_2_mlp5");
+    assert_comm(t, x->comm, "data1", 4, 1, 4);
+    assert_string_equal(shs_trace_str(t, r5->recs[14].marker), "bwd-ig/layer_64_2_mlp1");
+    assert_string_equal(shs_trace_str(t, r5->recs[16].marker), "bwd-wg/layer_64_2_mlp0");
+    assert_int_equal(issues(t), 0);
+    shs_trace_free(t);
+}
+
+/* HYBRID_MODEL_DATA: the first dimension (2) is the data group; the model
+ * group strides by it. HYBRID_TRANSFORMER: M = 4 from line 1, layer 0's
+ * input gradient issued too. */
+static void test_astra_hybrid_groups(void **state) {
+    (void)state;
+    shs_trace_t *t = load_astra("HYBRID_MODEL_DATA\n1\nl0 -1 1 ALLREDUCE 64 1 ALLREDUCE 32 1 ALLREDUCE 16 1\n", 8, 2);
+    assert_int_equal(t->ranks[3].n, 2); /* fwd (model), wg (data); no ig for layer 0 */
+    assert_comm(t, t->ranks[3].recs[0].comm, "model1", 4, 1, 2);
+    assert_comm(t, t->ranks[3].recs[1].comm, "data1", 2, 2, 1);
+    assert_int_equal(t->ranks[3].recs[1].bytes, 16);
+    shs_trace_free(t);
+    t = load_astra("HYBRID_TRANSFORMER model_parallel_NPU_group: 4\n2\n"
+                   "a -1 1 ALLREDUCE 64 1 ALLREDUCE 32 1 ALLREDUCE 16 1\nb -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", 8, 0);
+    const shs_trace_rank_t *r6 = &t->ranks[6];
+    assert_int_equal(r6->n, 4); /* fwd a (model), wg b (data), ig a (model), wg a (data) */
+    assert_string_equal(shs_trace_str(t, r6->recs[0].marker), "fwd/a");
+    assert_comm(t, r6->recs[0].comm, "model1", 4, 4, 1);
+    assert_string_equal(shs_trace_str(t, r6->recs[1].marker), "bwd-wg/b");
+    assert_comm(t, r6->recs[1].comm, "data2", 2, 2, 4);
+    assert_string_equal(shs_trace_str(t, r6->recs[2].marker), "bwd-ig/a");
+    assert_string_equal(shs_trace_str(t, r6->recs[3].marker), "bwd-wg/a");
+    assert_int_equal(issues(t), 0);
+    shs_trace_free(t);
+}
+
+/* HYBRID_DLRM 1 (last bottom layer 1), 4 layers: layer 0's all-to-all
+ * forward on all ranks, the others' forwards not issued; backward wg 3, wg 2,
+ * then layer 0's ig (after layer B+1 = 2), wg 1, wg 0. DATA: weight
+ * gradients only, even where the line names forward comms. */
+static void test_astra_dlrm_and_data_order(void **state) {
+    (void)state;
+    shs_trace_t *t = load_astra("HYBRID_DLRM 1\n4\n"
+                                "e -1 1 ALLTOALL 64 1 ALLTOALL 64 1 ALLREDUCE 8 1\n"
+                                "b -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n"
+                                "t1 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n"
+                                "t2 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", 4, 0);
+    static const char *const want[] = {"fwd/e", "bwd-wg/t2", "bwd-wg/t1", "bwd-ig/e", "bwd-wg/b", "bwd-wg/e"};
+    assert_int_equal(t->ranks[2].n, 6);
+    for (int k = 0; k < 6; k++) assert_string_equal(shs_trace_str(t, t->ranks[2].recs[k].marker), want[k]);
+    assert_int_equal(t->ranks[2].recs[0].op, SHS_OP_ALL_TO_ALL);
+    shs_trace_free(t);
+    t = load_astra("DATA\n1\nl -1 1 ALLGATHER 64 1 ALLREDUCE 32 1 ALLREDUCE 16 1\n", 4, 0);
+    assert_int_equal(t->ranks[0].n, 1);
+    assert_string_equal(shs_trace_str(t, t->ranks[0].recs[0].marker), "bwd-wg/l");
+    shs_trace_free(t);
+}
+
+static void expect_astra_error(const char *text, int world, int first_dim, const char *needle) {
+    shs_trace_load_opts_t o = {.format = SHS_TFMT_ASTRA, .world = world, .first_dim = first_dim};
+    shs_trace_t *t = NULL;
+    const char *p = test_tmp_write("bad.txt", text, strlen(text));
+    assert_int_not_equal(shs_trace_load(&t, p, &o), SHS_OK);
+    if (!strstr(shs_last_error(), needle) || !strstr(shs_last_error(), p)) fail_msg("want '%s' in: %s", needle, shs_last_error());
+}
+
+/* Groups that cannot be built are refused at line 1, never guessed. */
+static void test_astra_hybrid_refusals(void **state) {
+    (void)state;
+    const char *dm = "HYBRID_DATA_MODEL\n1\nl -1 1 ALLREDUCE 64 1 ALLREDUCE 32 1 ALLREDUCE 16 1\n";
+    expect_astra_error(dm, 8, 0, "bad.txt:1: this workload runs model- and data-parallel comms on the network's dimensions");
+    expect_astra_error(dm, 8, 3, "bad.txt:1: a group of 3 consecutive ranks does not divide the 8 ranks");
+    expect_astra_error("HYBRID_TRANSFORMER\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n", 8, 0,
+                       "bad.txt:1: HYBRID_TRANSFORMER wants 'model_parallel_NPU_group: M'");
+    expect_astra_error("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n",
+                       8, 0, "bad.txt:1: workload type HYBRID_TRANSFORMER_FWD_IN_BCKWD is not supported");
+    expect_astra_error("PIPELINE\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n", 8, 0, "bad.txt:1: unknown workload type 'PIPELINE'");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pytorch_et_broadcast_root_is_not_the_rank),
         cmocka_unit_test(test_pytorch_et_broadcast_only_files),
         cmocka_unit_test(test_pytorch_et_root_outside_group_refused),
+        cmocka_unit_test(test_astra_hybrid_data_model_real),
+        cmocka_unit_test(test_astra_hybrid_groups),
+        cmocka_unit_test(test_astra_dlrm_and_data_order),
+        cmocka_unit_test(test_astra_hybrid_refusals),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }
