@@ -10,7 +10,9 @@
  * markers fwd/block<u>, bwd/block<u>, loss; times increasing), written in
  * shardsim's text format, one file per rank, into a fresh directory, and
  * the wall time of shs_trace_load + shs_trace_check on it. `shardsim bench
- * --only trace` prints it.
+ * --only trace` prints it. The same trace written as one combined NCCL
+ * log (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,COLL: Init COMPLETE lines,
+ * then the ranks' collective lines interleaved) times the NCCL importer.
  * What it is not: a pass/fail test; it reports rates measured in one run.
  */
 #ifndef SHARDSIM_TRACE_BENCH_H
@@ -38,5 +40,7 @@ typedef struct {
  * 1..SHS_TRACE_MAX_WORLD, records < world), SHS_IO, SHS_HOST_OOM, and the
  * loader's errors. */
 shs_status_t shs_trace_bench_import(size_t records, int world, const char *parent_dir, shs_trace_bench_t *out);
+/* The same, the trace written as one NCCL log (files = 1). */
+shs_status_t shs_trace_bench_import_nccl(size_t records, int world, const char *parent_dir, shs_trace_bench_t *out);
 
 #endif

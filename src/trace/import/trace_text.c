@@ -215,6 +215,7 @@ static uint32_t intern_cached(shs_trace_t *t, cache_t *c, shs__tok_t tok, char *
 static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, shs__tok_t *tk, int nt) {
     if (nt != 15) return PERR(w, "a record has 15 fields, this line has %d", nt > 15 ? 16 : nt);
     shs_trace_rec_t r = shs_trace_rec_init();
+    r.src_line = w->line;
     char buf[256];
     int64_t v;
     uint64_t u;
