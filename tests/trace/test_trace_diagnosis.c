@@ -6,6 +6,7 @@
  * Inputs are built here as NCCL's COLL lines (its documented format, see
  * ../shared/traces/README.md) whose line numbers follow by arithmetic from
  * how they are written; expected texts are written out by hand.
+ * And no false alarm: the benchmark's large consistent log is clean.
  * Not the importers' parsing (test_trace_import*.c). */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "bench/trace_bench.h"
 #include "harness.h"
 #include "shardsim/trace_check.h"
 #include "shardsim/trace_import.h"
@@ -172,11 +174,27 @@ static void test_shardsim_gap(void **state) {
     shs_trace_free(t);
 }
 
+/* The NCCL benchmark's log (trace_bench.h) of 100 calls per rank on 64
+ * ranks: each 49-call step is 36 calls on the rank's 8-rank shard group,
+ * 12 on its replica group and 1 on the world, so 100 calls are 2 steps
+ * and 2 shard calls: 8 groups x 74 + 8 x 24 + 2 = 786 instances. */
+static void test_large_consistent_log_is_clean(void **state) {
+    (void)state;
+    shs_trace_bench_t b;
+    if (shs_trace_bench_import_nccl(64 * 100 + 5, 64, NULL, &b) != SHS_OK) fail_msg("%s", shs_last_error());
+    assert_int_equal(b.records, 6400);
+    assert_int_equal(b.world, 64);
+    assert_int_equal(b.comms, 17);
+    assert_int_equal(b.issues, 0);
+    assert_int_equal(b.coll_completed, 786);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_skipped_in_the_middle), cmocka_unit_test(test_skipped_at_the_end),
         cmocka_unit_test(test_one_call_skipped),      cmocka_unit_test(test_mismatched_count),
         cmocka_unit_test(test_mismatched_dtype),      cmocka_unit_test(test_shardsim_gap),
+        cmocka_unit_test(test_large_consistent_log_is_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
