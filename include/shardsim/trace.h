@@ -86,6 +86,10 @@ typedef struct {
     uint64_t bytes;        /* bytes, meaning per `scope` */
     double t_start, t_end; /* seconds since the trace's origin; < 0 unknown */
     uint32_t marker;       /* string id (shs_trace_str); 0 = none */
+    int64_t src_line;      /* where the call was read: the 1-based line of its text input (an
+                            * NCCL log's line, a shardsim trace's line, in the file that holds
+                            * the rank's calls) or record number of a structured one; 0 unknown
+                            * (recorded, generated). Diagnoses name it ("log line 40"). */
 } shs_trace_rec_t;
 
 typedef struct {

@@ -7,7 +7,16 @@
  * (bytes not for all_to_allv); the first disagreement per communicator is
  * reported with both ranks and both calls, and a member with no call at a
  * sequence number the others issued is reported as missing (the deadlock
- * signature). (2) An execution of the sequences, each collective blocking
+ * signature). When the first divergence on a communicator is explained by
+ * calls skipped (a member lacks k consecutive calls another member has,
+ * and its remaining calls there agree with that member's after them, as
+ * every other member's agree), each such rank is reported as having
+ * skipped the first of them "and the k-1 calls after it"; NCCL's opCount
+ * (how its logs number calls, a rank counting its own) shifts after a
+ * skipped call, so without this a skip reads as a mismatch at the next
+ * call. Texts name sequence numbers as the source does ("opCount 0xf" for
+ * NCCL logs, "seq 15" otherwise) and where each call was read when the
+ * record says (src_line: "log line 40", "line 40", "record 40"). (2) An execution of the sequences, each collective blocking
  * until all members arrive at the same sequence number, sends eager
  * (buffered) and each recv blocking until a send with its (source, dest,
  * tag) was posted, matched in FIFO order; ranks still blocked at the end are
@@ -36,7 +45,7 @@ typedef struct {
     int64_t seq;               /* sequence number concerned (-1 if none) */
     int rank;                  /* the rank the issue is about */
     int other;                 /* the rank compared with / waited for (-1 if none) */
-    char text[320];            /* one line, e.g. "comm world seq 7: rank 2 all_gather(...) vs rank 0 ..." */
+    char text[512];            /* one line, e.g. "comm world seq 7: rank 2 all_gather(...) vs rank 0 ..." */
 } shs_trace_issue_t;
 
 typedef struct {

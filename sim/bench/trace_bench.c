@@ -137,22 +137,79 @@ static uint64_t remove_dir(const char *dir, int world) {
     return total;
 }
 
-shs_status_t shs_trace_bench_import(size_t records, int world, const char *parent_dir, shs_trace_bench_t *out) {
+/* NCCL's names of the ops the generator issues, as its COLL log prints them. */
+static const char *nccl_op_name(shs_coll_op_t op) {
+    return op == SHS_OP_ALL_GATHER ? "AllGather" : op == SHS_OP_REDUCE_SCATTER ? "ReduceScatter" : "AllReduce";
+}
+
+/* Rank g's communicator pointer for comm c, and comm c's commId (made up, unique). */
+#define NCCL_PTR(g, c) (0x550000000000ull + ((((unsigned long long)(g) << 16) + (unsigned long long)(c)) << 12))
+#define NCCL_ID(c) (0x6b1c3f27d0a90000ull + (unsigned long long)(c))
+
+/* Write t as one combined NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL log
+ * (8 ranks a node, one process a rank): every rank's Init COMPLETE line per
+ * communicator, then the ranks' collective lines interleaved round robin,
+ * as the processes of one job print them into one file. */
+static shs_status_t write_nccl_log(const shs_trace_t *t, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return shs_set_error(SHS_IO, "%s: cannot create: %s", path, strerror(errno));
+    for (int c = 0; c < t->ncomms; c++)
+        for (int l = 0; l < t->comms[c].size; l++) {
+            int g = t->comms[c].ranks[l];
+            fprintf(f, "node%02d:%d:%d [%d] NCCL INFO comm 0x%llx rank %d nranks %d cudaDev %d nvmlDev %d busId %x000 "
+                    "commId 0x%llx - Init COMPLETE\n", g / 8, 4000 + g, 4000 + g, g % 8, NCCL_PTR(g, c), l,
+                    t->comms[c].size, g % 8, g % 8, 0x18 + g % 8, NCCL_ID(c));
+        }
+    size_t most = 0;
+    for (int r = 0; r < t->world; r++) most = t->ranks[r].n > most ? t->ranks[r].n : most;
+    for (size_t i = 0; i < most; i++)
+        for (int g = 0; g < t->world; g++) {
+            if (i >= t->ranks[g].n) continue;
+            const shs_trace_rec_t *x = &t->ranks[g].recs[i];
+            unsigned long long b = 0x7f3a00000000ull + ((unsigned long long)i % 4096) * 0x100000;
+            fprintf(f, "node%02d:%d:%d [%d] NCCL INFO %s: opCount %llx sendbuff 0x%llx recvbuff 0x%llx count %llu "
+                    "datatype %d op %d root 0 comm 0x%llx [nranks=%d] stream 0x%llx\n", g / 8, 4000 + g, 4000 + g,
+                    g % 8, nccl_op_name(x->op), (unsigned long long)x->seq, b, b + 0x80000,
+                    (unsigned long long)x->count, shs_dtype_nccl((shs_dtype_t)x->dtype),
+                    x->redop == SHS_TRACE_NONE ? 0 : x->redop, NCCL_PTR(g, x->comm), t->comms[x->comm].size,
+                    0x55d0c1b2e000ull + (unsigned long long)g * 0x2000);
+        }
+    if (fclose(f) != 0) return shs_set_error(SHS_IO, "%s: write failed: %s", path, strerror(errno));
+    return SHS_OK;
+}
+
+/* Remove what write_input made under dir, and dir; returns their total size. */
+static uint64_t remove_input(const char *dir, int world, int nccl) {
+    if (!nccl) return remove_dir(dir, world);
+    char path[4096 + 32];
+    struct stat sb;
+    uint64_t total = 0;
+    snprintf(path, sizeof path, "%s/job.log", dir);
+    if (stat(path, &sb) == 0) total = (uint64_t)sb.st_size;
+    unlink(path);
+    rmdir(dir);
+    return total;
+}
+
+/* The body of both benchmarks: the trace in memory, written as shardsim
+ * text files (nccl = 0) or one NCCL log, loaded back and checked. */
+static shs_status_t bench(size_t records, int world, const char *parent_dir, int nccl, shs_trace_bench_t *out) {
     memset(out, 0, sizeof *out);
     if (world < 1 || world > SHS_TRACE_MAX_WORLD || records < (size_t)world)
         return shs_set_error(SHS_INVALID_ARG, "trace bench: %zu records over %d ranks (want world in 1..%d and at "
                              "least one record per rank)", records, world, SHS_TRACE_MAX_WORLD);
     if (!parent_dir) parent_dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    char dir[4096];
+    char dir[4096], input[4096 + 32];
     snprintf(dir, sizeof dir, "%s/shardsim-trace-bench-XXXXXX", parent_dir);
     if (!mkdtemp(dir)) return shs_set_error(SHS_IO, "%s: cannot create a directory: %s", dir, strerror(errno));
+    snprintf(input, sizeof input, nccl ? "%s/job.log" : "%s", dir);
     size_t per_rank = records / (size_t)world;
     shs_trace_t *t = NULL;
     double t0 = shs_now_seconds();
     shs_status_t st = shs_trace_create(&t, world);
     if (st == SHS_OK) st = generate(t, per_rank);
     double t1 = shs_now_seconds();
-    if (st == SHS_OK) st = shs_trace_write_dir(t, dir);
+    if (st == SHS_OK) st = nccl ? write_nccl_log(t, input) : shs_trace_write_dir(t, dir);
     double t2 = shs_now_seconds();
     if (t) {
         out->comms = t->ncomms;
@@ -161,7 +218,7 @@ shs_status_t shs_trace_bench_import(size_t records, int world, const char *paren
     }
     shs_trace_load_opts_t lo = {0};
     double t3 = shs_now_seconds(), t4 = t3, t5 = t3;
-    if (st == SHS_OK) st = shs_trace_load(&t, dir, &lo);
+    if (st == SHS_OK) st = shs_trace_load(&t, input, &lo);
     t4 = shs_now_seconds();
     shs_trace_report_t rep = {0};
     if (st == SHS_OK) st = shs_trace_check(t, &rep, 4);
@@ -169,7 +226,7 @@ shs_status_t shs_trace_bench_import(size_t records, int world, const char *paren
     if (st == SHS_OK) {
         out->records = shs_trace_num_records(t);
         out->world = t->world;
-        out->files = lo.files_read;
+        out->files = nccl ? 1 : lo.files_read;
         out->issues = rep.total;
         out->coll_completed = rep.coll_completed;
         out->gen_s = t1 - t0;
@@ -179,6 +236,14 @@ shs_status_t shs_trace_bench_import(size_t records, int world, const char *paren
         shs_trace_report_free(&rep);
     }
     shs_trace_free(t);
-    out->file_bytes = remove_dir(dir, world);
+    out->file_bytes = remove_input(dir, world, nccl);
     return st;
+}
+
+shs_status_t shs_trace_bench_import(size_t records, int world, const char *parent_dir, shs_trace_bench_t *out) {
+    return bench(records, world, parent_dir, 0, out);
+}
+
+shs_status_t shs_trace_bench_import_nccl(size_t records, int world, const char *parent_dir, shs_trace_bench_t *out) {
+    return bench(records, world, parent_dir, 1, out);
 }

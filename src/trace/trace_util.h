@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "shardsim/status.h"
 
@@ -41,8 +42,9 @@ int shs__trace_time(double v, double unit_s, double *s);
  * (start, length); returns the count, or max + 1 when there are more. */
 typedef struct { const char *s; size_t n; } shs__tok_t;
 int shs__tokens(const char *line, size_t len, shs__tok_t *toks, int max);
-/* Token equals the C string. */
-int shs__tok_is(shs__tok_t t, const char *s);
+/* Token equals the C string (inline: readers compare every token of a
+ * large file against literals, whose length the compiler knows). */
+static inline int shs__tok_is(shs__tok_t t, const char *s) { return strlen(s) == t.n && memcmp(t.s, s, t.n) == 0; }
 /* Copy a token into buf (size cap, truncates); returns buf. */
 char *shs__tok_copy(shs__tok_t t, char *buf, size_t cap);
 

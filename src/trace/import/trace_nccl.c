@@ -54,13 +54,12 @@ static shs_status_t perr(const shs_trace_input_t *in, long line, const char *wha
  * [cudaDev] that is not a device number such as [-1]), with tk / nt set
  * and the reason in why[0..why_cap), so that the caller refuses the lines
  * it reads instead of dropping them. */
-static int split_line(const char *line, size_t n, char *proc, size_t proc_cap, long *dev, shs__tok_t *tk, int *nt,
-                      char *why, size_t why_cap) {
-    shs__tok_t all[40];
+static int split_line(const char *line, size_t n, char *proc, size_t proc_cap, long *dev, shs__tok_t **tk, int *nt,
+                      char *why, size_t why_cap, shs__tok_t all[40]) {
     int k = shs__tokens(line, n, all, 39);
     if (k < 5 || k > 39 || !shs__tok_is(all[2], "NCCL") || !shs__tok_is(all[3], "INFO")) return -1;
     *nt = k - 4;
-    memcpy(tk, all + 4, (size_t)*nt * sizeof *tk);
+    *tk = all + 4;
     /* host:pid:tid -> host:pid */
     const char *s = all[0].s;
     size_t len = all[0].n, colon = len;
@@ -104,10 +103,71 @@ static int op_from_name(shs__tok_t t, shs_coll_op_t *op) {
     return -1;
 }
 
-static ncomm_t *find_comm(ncomms_t *c, const char *proc, uint64_t ptr) {
-    for (size_t i = c->n; i-- > 0;)
-        if (c->v[i].ptr == ptr && strcmp(c->v[i].proc, proc) == 0) return &c->v[i];
+/* The values of a collective line's keys: each the token after the first
+ * occurrence of its key (as find_kv), found in one pass over the tokens. */
+typedef struct {
+    const shs__tok_t *opcount, *count, *datatype, *op, *root, *comm;
+} coll_kv_t;
+
+static void coll_kvs(const shs__tok_t *tk, int nt, coll_kv_t *kv) {
+    *kv = (coll_kv_t){0};
+#define KV(field, key) if (!kv->field && shs__tok_is(tk[i], key)) kv->field = &tk[i + 1]
+    for (int i = 0; i + 1 < nt; i++) {
+        switch (tk[i].n) {
+        case 2: KV(op, "op"); break;
+        case 4: KV(root, "root"); else KV(comm, "comm"); break;
+        case 5: KV(count, "count"); break;
+        case 7: KV(opcount, "opCount"); break;
+        case 8: KV(datatype, "datatype"); break;
+        default: break;
+        }
+    }
+#undef KV
+}
+
+/* The communicators by comm pointer: a hash of the pointers whose chains
+ * run from the latest Init line to the earliest, so that find_comm returns
+ * the latest (host:pid, pointer) match, as a backward scan would. */
+typedef struct {
+    size_t *head;          /* bucket -> index + 1 of its latest comm, 0 none */
+    size_t *prev;          /* comm -> index + 1 of the previous comm in its bucket */
+    size_t mask;
+} comm_index_t;
+
+static size_t ptr_hash(uint64_t p) { return (size_t)((p >> 4) * 0x9E3779B97F4A7C15ull >> 20); }
+
+static shs_status_t index_comms(const ncomms_t *c, comm_index_t *ix, const char *name) {
+    size_t nb = 16;
+    while (nb < 2 * c->n) nb *= 2;
+    ix->mask = nb - 1;
+    ix->head = calloc(nb, sizeof *ix->head);
+    ix->prev = calloc(c->n ? c->n : 1, sizeof *ix->prev);
+    if (!ix->head || !ix->prev) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", name);
+    for (size_t i = 0; i < c->n; i++) {
+        size_t b = ptr_hash(c->v[i].ptr) & ix->mask;
+        ix->prev[i] = ix->head[b];
+        ix->head[b] = i + 1;
+    }
+    return SHS_OK;
+}
+
+static ncomm_t *find_comm(const ncomms_t *c, const comm_index_t *ix, const char *proc, uint64_t ptr) {
+    for (size_t k = ix->head[ptr_hash(ptr) & ix->mask]; k; k = ix->prev[k - 1])
+        if (c->v[k - 1].ptr == ptr && strcmp(c->v[k - 1].proc, proc) == 0) return &c->v[k - 1];
     return NULL;
+}
+
+/* The end of the line that starts at buf[i]: its '\n', or len. */
+static size_t line_end(const char *buf, size_t i, size_t len) {
+    const char *nl = memchr(buf + i, '\n', len - i);
+    return nl ? (size_t)(nl - buf) : len;
+}
+
+/* Whether line[0..n)'s last blank-separated token is "COMPLETE": no other
+ * line can be an Init line, so pass 1 splits no other. */
+static int ends_complete(const char *line, size_t n) {
+    while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r')) n--;
+    return n >= 8 && memcmp(line + n - 8, "COMPLETE", 8) == 0;
 }
 
 shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) {
@@ -115,17 +175,21 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
     ncomms_t cs = {0};
     shs_status_t st = SHS_OK;
     char proc[96], buf[64], why[96];
-    shs__tok_t tk[40];
-    int nt;
+    shs__tok_t all[40], *tk = all;
+    comm_index_t ix = {0};
+    int nt = 0;
     long dev, lineno = 0;
     char **dev_proc = NULL; /* without Init lines: the process that printed each cudaDev */
     int ndev_proc = 0;
     /* pass 1: Init lines */
     for (size_t i = 0; i < in->len && st == SHS_OK;) {
-        size_t j = i;
-        while (j < in->len && in->buf[j] != '\n') j++;
+        size_t j = line_end(in->buf, i, in->len);
         lineno++;
-        int sl = split_line(in->buf + i, j - i, proc, sizeof proc, &dev, tk, &nt, why, sizeof why);
+        if (!ends_complete(in->buf + i, j - i)) {
+            i = j + 1;
+            continue;
+        }
+        int sl = split_line(in->buf + i, j - i, proc, sizeof proc, &dev, &tk, &nt, why, sizeof why, all);
         if (sl == -2 && is_init_line(tk, nt)) {
             st = perr(in, lineno, "malformed 'Init COMPLETE' line", why);
             break;
@@ -199,16 +263,16 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
         for (size_t q = 0; q < cs.n; q++)
             if (cs.v[q].comm_id == id) cs.v[q].tcomm = tc;
     }
+    if (st == SHS_OK) st = index_comms(&cs, &ix, in->name);
     /* pass 2: collectives */
     lineno = 0;
     for (size_t i = 0; i < in->len && st == SHS_OK;) {
-        size_t j = i;
-        while (j < in->len && in->buf[j] != '\n') j++;
+        size_t j = line_end(in->buf, i, in->len);
         lineno++;
         const char *line = in->buf + i;
         size_t len = j - i;
         i = j + 1;
-        int sl = split_line(line, len, proc, sizeof proc, &dev, tk, &nt, why, sizeof why);
+        int sl = split_line(line, len, proc, sizeof proc, &dev, &tk, &nt, why, sizeof why, all);
         if (sl == -1 || nt < 2 || !shs__tok_is(tk[1], "opCount")) continue;
         if (sl == -2) { st = perr(in, lineno, "malformed collective line", why); break; }
         shs_trace_rec_t r = shs_trace_rec_init();
@@ -216,9 +280,10 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
             st = perr(in, lineno, "unknown NCCL operation", shs__tok_copy(tk[0], buf, sizeof buf));
             break;
         }
-        const shs__tok_t *oc = find_kv(tk, nt, "opCount"), *cnt = find_kv(tk, nt, "count"),
-                         *dt = find_kv(tk, nt, "datatype"), *op = find_kv(tk, nt, "op"), *root = find_kv(tk, nt, "root"),
-                         *cm = find_kv(tk, nt, "comm");
+        coll_kv_t kv;
+        coll_kvs(tk, nt, &kv);
+        const shs__tok_t *oc = kv.opcount, *cnt = kv.count, *dt = kv.datatype, *op = kv.op, *root = kv.root,
+                         *cm = kv.comm;
         uint64_t seq, count, dtv, opv = 0, rootv = 0, ptr = 0;
         if (!oc || shs__parse_u64(oc->s, oc->n, 2, &seq) || seq > (uint64_t)INT64_MAX) { st = perr(in, lineno, "bad opCount (hexadecimal)", NULL); break; }
         if (!cnt || shs__parse_u64(cnt->s, cnt->n, 0, &count)) { st = perr(in, lineno, "bad count", "want a non-negative integer"); break; }
@@ -229,7 +294,7 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
         shs_dtype_t dtype = shs_dtype_from_nccl((long long)dtv); /* NCCL's numbering */
         size_t es = shs_dtype_size(dtype);
         if (count > SHS_TRACE_MAX_BYTES / es) { st = perr(in, lineno, "absurd size", shs__tok_copy(*cnt, buf, sizeof buf)); break; }
-        ncomm_t *c = cs.n ? find_comm(&cs, proc, ptr) : NULL;
+        ncomm_t *c = cs.n ? find_comm(&cs, &ix, proc, ptr) : NULL;
         int size;
         if (c) {
             r.rank = c->tcomm >= 0 ? t->comms[c->tcomm].ranks[c->rank] : c->rank;
@@ -278,6 +343,7 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
             size = nr;
         }
         r.seq = (int64_t)seq;
+        r.src_line = lineno;
         r.count = count;
         r.dtype = (int32_t)dtype;
         r.bytes = count * es;
@@ -296,6 +362,8 @@ shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) 
     }
     for (int q = 0; q < ndev_proc; q++) free(dev_proc[q]);
     free(dev_proc);
+    free(ix.head);
+    free(ix.prev);
     free(cs.v);
     return st;
 }

@@ -187,28 +187,81 @@ static shs_status_t parse_comm(shs_trace_t *t, const where_t *w, shs__tok_t *tk,
     return SHS_OK;
 }
 
-/* Lookups a large trace repeats on every line: the last communicator and
- * markers by a small hash of their text (each hit verified by comparing
- * the text, so a miss only costs the full lookup). */
+/* Lookups a large trace repeats on every line: communicators and markers
+ * by a small hash of their text (each hit verified by comparing the text,
+ * so a miss only costs the full lookup). */
 #define MARKER_SLOTS 256
+#define COMM_SLOTS 256
+#define MEMO_SLOTS 16
+/* A name parsed before (op, dtype, reduce op) and its value; n 0 empty. */
 typedef struct {
-    int comm;                      /* last comm id, -1 none */
+    char s[24];
+    size_t n;
+    int32_t v;
+} memo_t;
+typedef struct {
+    int comm[COMM_SLOTS];          /* comm ids + 1, 0 empty */
     uint32_t marker[MARKER_SLOTS]; /* string ids, 0 empty */
+    memo_t op[MEMO_SLOTS], dtype[MEMO_SLOTS], redop[MEMO_SLOTS];
 } cache_t;
 
 static int tok_eq(shs__tok_t a, const char *s) { return strncmp(a.s, s, a.n) == 0 && s[a.n] == 0; }
 
+static uint32_t tok_hash(shs__tok_t tok) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < tok.n; i++) h = (h ^ (unsigned char)tok.s[i]) * 16777619u;
+    return h;
+}
+
 static int find_comm_cached(shs_trace_t *t, cache_t *c, shs__tok_t tok, char *buf, size_t cap) {
-    if (c->comm >= 0 && c->comm < t->ncomms && tok_eq(tok, t->comms[c->comm].name)) return c->comm;
+    int *slot = &c->comm[tok_hash(tok) % COMM_SLOTS];
+    if (*slot > 0 && *slot <= t->ncomms && tok_eq(tok, t->comms[*slot - 1].name)) return *slot - 1;
     int id = shs_trace_find_comm(t, shs__tok_copy(tok, buf, cap));
-    if (id >= 0) c->comm = id;
+    if (id >= 0) *slot = id + 1;
     return id;
 }
 
+/* parse(token) through memo: a name parsed before is not parsed again.
+ * The token is in buf after a miss (for the caller's message). */
+static int memo_parse(memo_t *memo, shs__tok_t tok, int (*parse)(const char *, int32_t *), char *buf, size_t cap,
+                      int32_t *v) {
+    memo_t *m = &memo[tok_hash(tok) % MEMO_SLOTS];
+    if (m->n && m->n == tok.n && memcmp(m->s, tok.s, tok.n) == 0) {
+        *v = m->v;
+        return 0;
+    }
+    if (parse(shs__tok_copy(tok, buf, cap), v)) return -1;
+    if (tok.n < sizeof m->s) {
+        memcpy(m->s, tok.s, tok.n);
+        m->n = tok.n;
+        m->v = *v;
+    }
+    return 0;
+}
+
+static int parse_op(const char *s, int32_t *v) {
+    shs_coll_op_t o;
+    if (shs_coll_op_parse(s, &o) || o == SHS_OP_SPLIT) return -1;
+    *v = (int32_t)o;
+    return 0;
+}
+
+static int parse_dtype(const char *s, int32_t *v) {
+    shs_dtype_t d;
+    if (shs_dtype_parse(s, &d)) return -1;
+    *v = (int32_t)d;
+    return 0;
+}
+
+static int parse_redop(const char *s, int32_t *v) {
+    shs_redop_t o;
+    if (shs_redop_parse(s, &o)) return -1;
+    *v = (int32_t)o;
+    return 0;
+}
+
 static uint32_t intern_cached(shs_trace_t *t, cache_t *c, shs__tok_t tok, char *buf, size_t cap) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < tok.n; i++) h = (h ^ (unsigned char)tok.s[i]) * 16777619u;
-    uint32_t *slot = &c->marker[h % MARKER_SLOTS];
+    uint32_t *slot = &c->marker[tok_hash(tok) % MARKER_SLOTS];
     if (*slot && *slot < t->nstrs && tok.n < cap && tok_eq(tok, t->strs[*slot])) return *slot;
     uint32_t id = shs_trace_intern(t, shs__tok_copy(tok, buf, cap));
     if (id != UINT32_MAX) *slot = id;
@@ -218,6 +271,7 @@ static uint32_t intern_cached(shs_trace_t *t, cache_t *c, shs__tok_t tok, char *
 static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, shs__tok_t *tk, int nt) {
     if (nt != 15) return PERR(w, "a record has 15 fields, this line has %d", nt > 15 ? 16 : nt);
     shs_trace_rec_t r = shs_trace_rec_init();
+    r.src_line = w->line;
     char buf[256];
     int64_t v;
     uint64_t u;
@@ -228,18 +282,14 @@ static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, 
     r.comm = find_comm_cached(t, cache, tk[1], buf, sizeof buf);
     if (r.comm < 0) return PERR(w, "communicator '%s' is not declared", buf);
     if (shs__parse_i64(tk[2].s, tk[2].n, &r.seq) || r.seq < 0) return PERR(w, "bad sequence number '%s'", shs__tok_copy(tk[2], buf, sizeof buf));
-    if (shs_coll_op_parse(shs__tok_copy(tk[3], buf, sizeof buf), &r.op) || r.op == SHS_OP_SPLIT) return PERR(w, "unknown op '%s'", buf);
+    int32_t v32;
+    if (memo_parse(cache->op, tk[3], parse_op, buf, sizeof buf, &v32)) return PERR(w, "unknown op '%s'", buf);
+    r.op = (shs_coll_op_t)v32;
     if (shs__parse_u64(tk[4].s, tk[4].n, 0, &r.count)) return PERR(w, "bad count '%s'", shs__tok_copy(tk[4], buf, sizeof buf));
-    if (!shs__tok_is(tk[5], "-")) {
-        shs_dtype_t d;
-        if (shs_dtype_parse(shs__tok_copy(tk[5], buf, sizeof buf), &d)) return PERR(w, "unknown dtype '%s'", buf);
-        r.dtype = d;
-    }
-    if (!shs__tok_is(tk[6], "-")) {
-        shs_redop_t o;
-        if (shs_redop_parse(shs__tok_copy(tk[6], buf, sizeof buf), &o)) return PERR(w, "unknown reduce op '%s'", buf);
-        r.redop = o;
-    }
+    if (!shs__tok_is(tk[5], "-") && memo_parse(cache->dtype, tk[5], parse_dtype, buf, sizeof buf, &r.dtype))
+        return PERR(w, "unknown dtype '%s'", buf);
+    if (!shs__tok_is(tk[6], "-") && memo_parse(cache->redop, tk[6], parse_redop, buf, sizeof buf, &r.redop))
+        return PERR(w, "unknown reduce op '%s'", buf);
     if (opt_int(tk[7], 0, SHS_TRACE_MAX_WORLD - 1, &r.root)) return PERR(w, "bad root");
     if (opt_int(tk[8], 0, SHS_TRACE_MAX_WORLD - 1, &r.peer)) return PERR(w, "bad peer");
     if (opt_int(tk[9], 0, INT32_MAX, &r.tag)) return PERR(w, "bad tag");
@@ -265,7 +315,6 @@ shs_status_t shs_trace_read_text(shs_trace_t *t, const char *buf, size_t len, co
     where_t w = {name, 0, 0, 0};
     cache_t *cache = calloc(1, sizeof *cache);
     if (!cache) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", name);
-    cache->comm = -1;
     shs_status_t st = read_lines(t, cache, &w, buf, len);
     free(cache);
     return st;
@@ -277,8 +326,8 @@ static shs_status_t read_lines(shs_trace_t *t, cache_t *cache, where_t *wp, cons
     int seen_magic = 0;
     snprintf(t->format, sizeof t->format, "shardsim");
     while (i < len) {
-        size_t j = i;
-        while (j < len && buf[j] != '\n') j++;
+        const char *nl = memchr(buf + i, '\n', len - i);
+        size_t j = nl ? (size_t)(nl - buf) : len;
         w.line++;
         const char *line = buf + i;
         size_t n = j - i;

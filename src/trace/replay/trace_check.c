@@ -96,11 +96,79 @@ static shs_status_t build_lists(const shs_trace_t *t, lists_t *L) {
     return SHS_OK;
 }
 
+/* How a diagnosis names a sequence number: "opCount 0xf" for an NCCL log
+ * (hexadecimal, NCCL's own name for it), "seq 15" otherwise. */
+static const char *seq_name(const shs_trace_t *t, int64_t seq, char *buf, size_t n) {
+    if (strcmp(t->format, "nccl") == 0) snprintf(buf, n, "opCount 0x%llx", (unsigned long long)seq);
+    else snprintf(buf, n, "seq %lld", (long long)seq);
+    return buf;
+}
+
+/* Where a call was read, for a diagnosis: " (log line 40)" in an NCCL log,
+ * " (line 40)" in another line-oriented input (shardsim's text format,
+ * ASTRA-sim's text workloads), " (record 40)" in a structured one, "" when
+ * the record does not say (src_line 0). */
+static const char *at_line(const shs_trace_t *t, const shs_trace_rec_t *r, char *buf, size_t n) {
+    const char *what = strcmp(t->format, "nccl") == 0                                       ? "log line"
+                       : strcmp(t->format, "shardsim") == 0 || strcmp(t->format, "astra") == 0 ? "line"
+                                                                                              : "record";
+    if (r->src_line > 0) snprintf(buf, n, " (%s %lld)", what, (long long)r->src_line);
+    else if (n) buf[0] = 0;
+    return buf;
+}
+
+/* Rank g's i-th call on the communicator of the lists (see check_sequences). */
+#define CALL(g, i) (&t->ranks[(g)].recs[L->idx[(i)]])
+
+/* The first divergence on comm c, with its members' lists at p[m]..e[m]
+ * (each at its first call at or after the divergence), explained as calls
+ * skipped: one member h with the most calls left; every other member has
+ * either as many left, each agreeing with h's, or k fewer, agreeing with
+ * h's calls after its first k (a rank that skipped k consecutive calls
+ * and then went on, or stopped). Reports each skipping rank and returns 1;
+ * returns 0 (nothing reported) when the lists are not so explained. */
+static int report_skips(const lists_t *L, int c, const size_t *p, const size_t *e, shs_trace_report_t *rep,
+                        size_t max) {
+    const shs_trace_t *t = L->t;
+    const shs_trace_comm_t *cm = &t->comms[c];
+    int h = -1;
+    size_t most = 0;
+    for (int m = 0; m < cm->size; m++)
+        if (shs_trace_rank_traced(t, cm->ranks[m]) && (h < 0 || e[m] - p[m] > most)) {
+            h = m;
+            most = e[m] - p[m];
+        }
+    if (h < 0) return 0;
+    int gh = cm->ranks[h], skippers = 0;
+    for (int m = 0; m < cm->size; m++) {
+        int g = cm->ranks[m];
+        if (!shs_trace_rank_traced(t, g)) continue; /* another process's view: not in the trace */
+        size_t left = e[m] - p[m], k = most - left;
+        for (size_t i = 0; i < left; i++)
+            if (differs(t, CALL(gh, p[h] + k + i), CALL(g, p[m] + i))) return 0;
+        skippers += k > 0;
+    }
+    if (!skippers) return 0;
+    char sq[48], ln[48];
+    for (int m = 0; m < cm->size; m++) {
+        size_t k = most - (e[m] - p[m]);
+        if (!k || !shs_trace_rank_traced(t, cm->ranks[m])) continue;
+        const shs_trace_rec_t *first = CALL(gh, p[h]);
+        char more[64] = "";
+        if (k > 1) snprintf(more, sizeof more, " and the %zu call%s after it", k - 1, k > 2 ? "s" : "");
+        add_issue(rep, max, SHS_ISSUE_MISSING, c, first->seq, cm->ranks[m], gh,
+                  "comm %s: rank %d skipped %s %s%s%s, which rank %d issued", cm->name, cm->ranks[m],
+                  shs_coll_op_name(first->op), seq_name(t, first->seq, sq, sizeof sq),
+                  at_line(t, first, ln, sizeof ln), more, gh);
+    }
+    return 1;
+}
+
 /* (1) sequence-number matching, communicator by communicator. */
 static shs_status_t check_sequences(const lists_t *L, shs_trace_report_t *rep, size_t max) {
     const shs_trace_t *t = L->t;
     size_t C = (size_t)t->ncomms;
-    char a[160], b[160];
+    char a[160], b[160], sq[48], sq2[48], la[48], lb[48];
     for (int c = 0; c < t->ncomms; c++) {
         const shs_trace_comm_t *cm = &t->comms[c];
         size_t *p = malloc((size_t)cm->size * 2 * sizeof *p);
@@ -111,12 +179,13 @@ static shs_status_t check_sequences(const lists_t *L, shs_trace_report_t *rep, s
             int g = cm->ranks[m];
             p[m] = L->start[(size_t)g * (C + 1) + (size_t)c];
             e[m] = L->start[(size_t)g * (C + 1) + (size_t)c + 1];
-            const shs_trace_rec_t *rs = t->ranks[g].recs;
             for (size_t k = p[m] + 1; k < e[m] && !bad; k++) {
-                if (rs[L->idx[k]].seq <= rs[L->idx[k - 1]].seq) {
-                    add_issue(rep, max, SHS_ISSUE_ORDER, c, rs[L->idx[k]].seq, g, -1,
-                              "comm %s: rank %d's sequence numbers do not increase (seq %lld after seq %lld)",
-                              cm->name, g, (long long)rs[L->idx[k]].seq, (long long)rs[L->idx[k - 1]].seq);
+                const shs_trace_rec_t *x = CALL(g, k), *prev = CALL(g, k - 1);
+                if (x->seq <= prev->seq) {
+                    add_issue(rep, max, SHS_ISSUE_ORDER, c, x->seq, g, -1,
+                              "comm %s: rank %d's sequence numbers do not increase (%s%s after %s%s)", cm->name, g,
+                              seq_name(t, x->seq, sq, sizeof sq), at_line(t, x, la, sizeof la),
+                              seq_name(t, prev->seq, sq2, sizeof sq2), at_line(t, prev, lb, sizeof lb));
                     bad = 1;
                 }
             }
@@ -125,7 +194,7 @@ static shs_status_t check_sequences(const lists_t *L, shs_trace_report_t *rep, s
             int64_t s = INT64_MAX;
             for (int m = 0; m < cm->size; m++)
                 if (p[m] < e[m]) {
-                    int64_t q = t->ranks[cm->ranks[m]].recs[L->idx[p[m]]].seq;
+                    int64_t q = CALL(cm->ranks[m], p[m])->seq;
                     if (q < s) s = q;
                 }
             if (s == INT64_MAX) break;
@@ -133,40 +202,49 @@ static shs_status_t check_sequences(const lists_t *L, shs_trace_report_t *rep, s
             int ref_rank = -1;
             for (int m = 0; m < cm->size; m++) {
                 int g = cm->ranks[m];
-                const shs_trace_rec_t *r = p[m] < e[m] ? &t->ranks[g].recs[L->idx[p[m]]] : NULL;
+                const shs_trace_rec_t *r = p[m] < e[m] ? CALL(g, p[m]) : NULL;
                 if (r && r->seq == s && !ref) {
                     ref = r;
                     ref_rank = g;
                 }
             }
-            shs_trace_rec_format(t, ref, a, sizeof a);
-            for (int m = 0; m < cm->size && !bad; m++) {
-                int g = cm->ranks[m];
-                const shs_trace_rec_t *r = p[m] < e[m] ? &t->ranks[g].recs[L->idx[p[m]]] : NULL;
-                if (!shs_trace_rank_traced(t, g)) continue; /* another process's view: not in the trace */
+            /* the first member that lacks seq s, or whose call there differs from ref's */
+            int odd = -1;
+            const char *f = NULL;
+            for (int m = 0; m < cm->size && odd < 0; m++) {
+                if (!shs_trace_rank_traced(t, cm->ranks[m])) continue; /* another process's view: not in the trace */
+                const shs_trace_rec_t *r = p[m] < e[m] ? CALL(cm->ranks[m], p[m]) : NULL;
+                if (!r || r->seq != s || (r != ref && (f = differs(t, ref, r)) != NULL)) odd = m;
+            }
+            if (odd >= 0) {
+                bad = 1;
+                if (report_skips(L, c, p, e, rep, max)) break;
+                int g = cm->ranks[odd];
+                const shs_trace_rec_t *r = p[odd] < e[odd] ? CALL(g, p[odd]) : NULL;
+                shs_trace_rec_format(t, ref, a, sizeof a);
+                seq_name(t, s, sq, sizeof sq);
+                at_line(t, ref, la, sizeof la);
                 if (!r || r->seq != s) {
                     add_issue(rep, max, SHS_ISSUE_MISSING, c, s, g, ref_rank,
-                              "comm %s seq %lld: rank %d never issues %s, which rank %d issued%s", cm->name,
-                              (long long)s, g, a, ref_rank, r ? "" : " (rank has no later calls on this comm)");
-                    bad = 1;
-                } else if (r != ref) {
-                    const char *f = differs(t, ref, r);
-                    if (f) {
-                        shs_trace_rec_format(t, r, b, sizeof b);
-                        add_issue(rep, max, SHS_ISSUE_MISMATCH, c, s, g, ref_rank,
-                                  "comm %s seq %lld: %s differs: rank %d %s vs rank %d %s", cm->name, (long long)s, f,
-                                  ref_rank, a, g, b);
-                        bad = 1;
-                    }
+                              "comm %s %s: rank %d never issues %s, which rank %d issued%s%s", cm->name, sq, g, a,
+                              ref_rank, la, r ? "" : " (rank has no later calls on this comm)");
+                } else {
+                    shs_trace_rec_format(t, r, b, sizeof b);
+                    add_issue(rep, max, SHS_ISSUE_MISMATCH, c, s, g, ref_rank,
+                              "comm %s %s: %s differs: rank %d %s%s vs rank %d %s%s", cm->name, sq, f, ref_rank, a, la,
+                              g, b, at_line(t, r, lb, sizeof lb));
                 }
+                break;
             }
             for (int m = 0; m < cm->size; m++)
-                if (p[m] < e[m] && t->ranks[cm->ranks[m]].recs[L->idx[p[m]]].seq == s) p[m]++;
+                if (p[m] < e[m] && CALL(cm->ranks[m], p[m])->seq == s) p[m]++;
         }
         free(p);
     }
     return SHS_OK;
 }
+
+#undef CALL
 
 /* ---- (2) blocking execution (trace_exec.h) ---------------------------------- */
 
@@ -197,7 +275,7 @@ static shs_status_t execute(const shs_trace_t *t, shs_trace_report_t *rep, size_
     shs__exec_hooks_t hooks = {.ctx = &cx, .recv = count_recv, .collective = count_collective};
     shs__trace_exec_t *e;
     SHS_CHECK(shs__trace_exec_run(t, &hooks, &e));
-    char a[160], b[200];
+    char a[160], b[260], sq[48], la[48], lb[48];
     for (int r = 0; r < t->world; r++) {
         const shs_trace_rank_t *rk = &t->ranks[r];
         size_t pr = shs__trace_exec_pos(e, r);
@@ -207,8 +285,8 @@ static shs_status_t execute(const shs_trace_t *t, shs_trace_report_t *rep, size_
         shs_trace_rec_format(t, x, a, sizeof a);
         if (x->op == SHS_OP_RECV) {
             add_issue(rep, max, SHS_ISSUE_DEADLOCK, -1, -1, r, x->peer,
-                      "rank %d blocks forever in call #%zu %s: rank %d never sends it a message with tag %d", r, pr, a,
-                      x->peer, x->tag);
+                      "rank %d blocks forever in call #%zu %s%s: rank %d never sends it a message with tag %d", r, pr,
+                      a, at_line(t, x, la, sizeof la), x->peer, x->tag);
             continue;
         }
         const shs_trace_comm_t *cm = &t->comms[x->comm];
@@ -222,10 +300,10 @@ static shs_status_t execute(const shs_trace_t *t, shs_trace_report_t *rep, size_
         else {
             char c2[160];
             shs_trace_rec_format(t, &t->ranks[miss].recs[pm], c2, sizeof c2);
-            snprintf(b, sizeof b, "rank %d is blocked in %s", miss, c2);
+            snprintf(b, sizeof b, "rank %d is blocked in %s%s", miss, c2, at_line(t, &t->ranks[miss].recs[pm], lb, sizeof lb));
         }
-        add_issue(rep, max, SHS_ISSUE_DEADLOCK, x->comm, x->seq, r, miss,
-                  "rank %d blocks forever in comm %s seq %lld %s: %s", r, cm->name, (long long)x->seq, a, b);
+        add_issue(rep, max, SHS_ISSUE_DEADLOCK, x->comm, x->seq, r, miss, "rank %d blocks forever in comm %s %s %s%s: %s",
+                  r, cm->name, seq_name(t, x->seq, sq, sizeof sq), a, at_line(t, x, la, sizeof la), b);
     }
     shs__trace_exec_unreceived(e, report_unreceived, &cx);
     shs__trace_exec_free(e);
