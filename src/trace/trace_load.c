@@ -112,6 +112,7 @@ static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_
     char *buf;
     size_t len;
     SHS_CHECK(shs__read_file(path, &buf, &len));
+    SHS_CHECK(shs__gunzip(path, &buf, &len)); /* a .gz is read as what it holds */
     shs_trace_format_t f = want != SHS_TFMT_UNKNOWN ? want : shs_trace_detect(buf, len);
     *got = f;
     shs_status_t st = SHS_OK;
@@ -266,7 +267,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
     }
     if (st == SHS_OK) st = finish(t, path, opts->world, used);
     if (st != SHS_OK) {
-        shs_trace_free(t);
+        if (t) shs_trace_free(t);
         return st;
     }
     *out = t;
@@ -275,15 +276,25 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
 
 shs_status_t shs_trace_load_buffer(shs_trace_t **out, const shs_trace_input_t *in, shs_trace_format_t format) {
     *out = NULL;
-    shs_trace_format_t f = format != SHS_TFMT_UNKNOWN ? format : shs_trace_detect(in->buf, in->len);
+    shs_trace_input_t plain = *in;
+    char *inflated = NULL;
+    if (shs__is_gzip(in->buf, in->len)) { /* inflate a copy: the caller's buffer is theirs */
+        size_t n = in->len;
+        if (!(inflated = malloc(n + 1))) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
+        memcpy(inflated, in->buf, n + 1);
+        SHS_CHECK(shs__gunzip(in->name, &inflated, &n));
+        plain.buf = inflated;
+        plain.len = n;
+    }
+    shs_trace_format_t f = format != SHS_TFMT_UNKNOWN ? format : shs_trace_detect(plain.buf, plain.len);
     reader_fn rd = reader_of(f);
-    if (!rd) return shs_set_error(SHS_PARSE, "%s: unrecognized trace format", in->name);
-    shs_trace_t *t;
-    SHS_CHECK(shs_trace_create(&t, 0));
-    shs_status_t st = rd(t, in);
+    shs_trace_t *t = NULL;
+    shs_status_t st = rd ? shs_trace_create(&t, 0) : shs_set_error(SHS_PARSE, "%s: unrecognized trace format", in->name);
+    if (st == SHS_OK) st = rd(t, &plain);
+    free(inflated);
     if (st == SHS_OK) st = finish(t, in->name, in->world, f);
     if (st != SHS_OK) {
-        shs_trace_free(t);
+        if (t) shs_trace_free(t);
         return st;
     }
     *out = t;
