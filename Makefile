@@ -125,8 +125,8 @@ ifneq ($(MPI),yes)
   TESTS_LEFT_OUT += "test_mpi: built without MPI ($(if $(filter thread,$(SAN)),SAN=thread: OpenMPI is not TSan-instrumented,mpicc/mpirun not found; make deps installs OpenMPI))"
 endif
 ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
-  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import%,$(TEST_BINS))
-  TESTS_LEFT_OUT += "test_trace_import, test_trace_import_refusals: built without jansson or protobuf-c (make deps installs them)"
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import% $(BUILD)/tests/trace/test_trace_mutations,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_trace_import, test_trace_import_refusals, test_trace_mutations: built without jansson or protobuf-c (make deps installs them)"
 endif
 ifneq ($(and $(JANSSON),$(ZLIB)),yes)
   TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_gzip,$(TEST_BINS))

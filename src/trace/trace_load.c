@@ -183,6 +183,9 @@ static shs_status_t load_claim(shs_trace_t *t, const char *dir, char **names, si
 /* After the reader(s): check and apply --world, number formats without
  * sequence numbers by position, name the format. */
 static shs_status_t finish(shs_trace_t *t, const char *path, int world, shs_trace_format_t used) {
+    if (t->world == 0) /* an empty log, or no line of the format: nothing to check, not an empty success */
+        return shs_set_error(SHS_PARSE, "%s: has no communication record of any rank (empty, or not %s output)", path,
+                             shs_trace_format_name(used));
     if (world > 0 && world < t->world && used != SHS_TFMT_ASTRA)
         return shs_set_error(SHS_INVALID_ARG, "%s: the trace has %d ranks, more than --world %d", path, t->world, world);
     if (world > t->world) SHS_CHECK(shs_trace_ensure_world(t, world));

@@ -97,12 +97,14 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
     json_t *di = json_object_get(root, "distributedInfo");
     if (json_is_object(di)) {
         if (json_object_get(di, "rank") && (shs__json_int(json_object_get(di, "rank"), &rank) || rank < 0 || rank >= SHS_TRACE_MAX_WORLD)) {
-            st = shs_set_error(SHS_PARSE, "%s: distributedInfo.rank out of range", in->name);
+            st = shs_set_error(SHS_PARSE, "%s: distributedInfo.rank is not a rank from 0 to %d (negative, absurd or not an "
+                               "integer)", in->name, SHS_TRACE_MAX_WORLD - 1);
             goto out;
         }
         if (json_object_get(di, "world_size") &&
             (shs__json_int(json_object_get(di, "world_size"), &world) || world < 1 || world > SHS_TRACE_MAX_WORLD || rank >= world)) {
-            st = shs_set_error(SHS_PARSE, "%s: distributedInfo.world_size out of range", in->name);
+            st = shs_set_error(SHS_PARSE, "%s: distributedInfo.world_size is not a rank count from 1 to %d above "
+                               "distributedInfo.rank %lld", in->name, SHS_TRACE_MAX_WORLD, (long long)rank);
             goto out;
         }
     }
