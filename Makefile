@@ -1,7 +1,8 @@
 # shardsim - GNU Make build.
 #   make                 build/shardsim and build/libshardsim.a
 #   make deps            install libcmocka-dev, libjansson-dev, libprotobuf-c-dev,
-#                        protobuf-c-compiler, openmpi-bin and libopenmpi-dev if missing (apt-get)
+#                        protobuf-c-compiler, zlib1g-dev, openmpi-bin and libopenmpi-dev
+#                        if missing (apt-get)
 #   make bench           benchmarks: ratios measured in one run, not timed tests
 #   make test            build and run every tests/<layer>/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
@@ -67,6 +68,13 @@ ifeq ($(PROTOBUF_C),yes)
   GEN_OBJS := $(BUILD)/obj/gen/et_def.pb-c.o
 endif
 
+# zlib: gzip-compressed trace inputs (a .json.gz is inflated in memory, then read as usual).
+ZLIB := $(call shs_probe,zlib.h,inflateEnd((z_streamp)0),,-lz)
+ifeq ($(ZLIB),yes)
+  BASE_CFLAGS += -DSHS_HAVE_ZLIB
+  LDLIBS += -lz
+endif
+
 # OpenMPI: the "mpi" communicator (comm_mpi.h) and `train --backend mpi`; needs
 # mpicc, mpirun, and mpi.h that compiles and links. Not under SAN=thread:
 # OpenMPI is not TSan-instrumented, so the MPI tests skip there.
@@ -117,8 +125,12 @@ ifneq ($(MPI),yes)
   TESTS_LEFT_OUT += "test_mpi: built without MPI ($(if $(filter thread,$(SAN)),SAN=thread: OpenMPI is not TSan-instrumented,mpicc/mpirun not found; make deps installs OpenMPI))"
 endif
 ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
-  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import%,$(TEST_BINS))
-  TESTS_LEFT_OUT += "test_trace_import, test_trace_import_refusals: built without jansson or protobuf-c (make deps installs them)"
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import% $(BUILD)/tests/trace/test_trace_mutations,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_trace_import, test_trace_import_refusals, test_trace_mutations: built without jansson or protobuf-c (make deps installs them)"
+endif
+ifneq ($(and $(JANSSON),$(ZLIB)),yes)
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_gzip,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_trace_gzip: built without jansson or zlib (make deps installs them)"
 endif
 TEST_HELPERS := $(shell find tests -name '*.c' -not -name 'test_*' -not -path 'tests/gpu/*' | sort)
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_HELPERS))
@@ -187,6 +199,7 @@ all: $(BIN) $(LIB)
 	@echo "$(if $(OMP),✓ OpenMP,✗ OpenMP off)$(if $(SAN), (SAN=$(SAN)),)"
 	@echo "$(if $(JANSSON),✓ jansson: bench --format json and JSON trace import,✗ jansson not found: bench --format json and JSON trace import disabled (make deps installs it))"
 	@echo "$(if $(PROTOBUF_C),✓ protobuf-c: Chakra ET import/export,✗ protobuf-c not found: Chakra ET import/export disabled (make deps installs it))"
+	@echo "$(if $(ZLIB),✓ zlib: gzip-compressed trace inputs,✗ zlib not found: gzip-compressed trace inputs refused (make deps installs it))"
 	@echo "$(if $(MPI),✓ mpi found: train --backend mpi (mpirun),✗ mpi not found: skipping MPI backend$(if $(filter thread,$(SAN)), (SAN=thread: OpenMPI is not TSan-instrumented), (make deps installs OpenMPI)))"
 
 # The flags a build tree was made with: when they change (a library found or
@@ -270,8 +283,9 @@ FUZZ_DIR  := $(BUILDROOT)/fuzz
 FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Ifuzz -g -O1 -fno-omit-frame-pointer -pthread \
                -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -MMD -MP \
-               $(if $(JANSSON),-DSHS_HAVE_JANSSON) $(if $(PROTOBUF_C),-DSHS_HAVE_PROTOBUF_C -I$(FUZZ_DIR)/gen)
-FUZZ_LIBS := $(if $(JANSSON),-ljansson) $(if $(PROTOBUF_C),-lprotobuf-c) -lm -pthread
+               $(if $(JANSSON),-DSHS_HAVE_JANSSON) $(if $(PROTOBUF_C),-DSHS_HAVE_PROTOBUF_C -I$(FUZZ_DIR)/gen) \
+               $(if $(ZLIB),-DSHS_HAVE_ZLIB)
+FUZZ_LIBS := $(if $(JANSSON),-ljansson) $(if $(PROTOBUF_C),-lprotobuf-c) $(if $(ZLIB),-lz) -lm -pthread
 FUZZ_OBJS := $(patsubst src/%.c,$(FUZZ_DIR)/obj/%.o,$(LIB_SRCS)) $(if $(PROTOBUF_C),$(FUZZ_DIR)/obj/et_def.pb-c.o)
 
 .PHONY: fuzz fuzz-build
@@ -332,7 +346,7 @@ else
 endif
 
 # A tree built as if no optional library were installed ($(BUILDROOT)/nolibs:
-# NVCC= JANSSON= PROTOBUF_C= MPI= override the probes): each feature that needs
+# NVCC= JANSSON= PROTOBUF_C= ZLIB= MPI= override the probes): each feature that needs
 # one refuses with the Debian package(s) to install. CASES: expected exit
 # code, text the message must hold, then the arguments.
 NOLIBS := $(BUILDROOT)/nolibs
@@ -341,10 +355,12 @@ NOLIBS_CASES := \
   "2|needs libjansson-dev|compare --format json" \
   "2|needs libopenmpi-dev and openmpi-bin|train --backend mpi" \
   "1|needs libprotobuf-c-dev and protobuf-c-compiler|replay traces/cases/skip-op.trace --check-only --export-chakra $(NOLIBS)/x" \
+  "1|needs zlib1g-dev|replay $(NOLIBS)/skip-op.trace.gz --check-only" \
   "1|nvidia-cuda-toolkit|train --backend cuda --steps 1"
 .PHONY: check-nolibs
 check-nolibs:
-	@$(MAKE) --no-print-directory NVCC= JANSSON= PROTOBUF_C= MPI= SAN= BUILDROOT=$(NOLIBS) $(NOLIBS)/shardsim
+	@$(MAKE) --no-print-directory NVCC= JANSSON= PROTOBUF_C= ZLIB= MPI= SAN= BUILDROOT=$(NOLIBS) $(NOLIBS)/shardsim
+	@gzip -c traces/cases/skip-op.trace > $(NOLIBS)/skip-op.trace.gz
 	@fail=0; for c in $(NOLIBS_CASES); do \
 	  code=$${c%%|*}; rest=$${c#*|}; want=$${rest%%|*}; args=$${rest#*|}; \
 	  err=$$($(NOLIBS)/shardsim $$args 2>&1 >/dev/null); rc=$$?; \
@@ -359,13 +375,15 @@ check-nolibs:
 DEPS_PKGS_CMOCKA     := libcmocka-dev
 DEPS_PKGS_JANSSON    := libjansson-dev
 DEPS_PKGS_PROTOBUF_C := libprotobuf-c-dev protobuf-c-compiler
+DEPS_PKGS_ZLIB       := zlib1g-dev
 DEPS_PKGS_MPI        := openmpi-bin libopenmpi-dev
 deps_line = $(if $($(1)),✓ $(2) found,✗ $(2) not found: installing $(DEPS_PKGS_$(1)))
-DEPS_MISSING := $(foreach l,CMOCKA JANSSON PROTOBUF_C MPI,$(if $($(l)),,$(DEPS_PKGS_$(l))))
+DEPS_MISSING := $(foreach l,CMOCKA JANSSON PROTOBUF_C ZLIB MPI,$(if $($(l)),,$(DEPS_PKGS_$(l))))
 deps:
 	@echo "$(call deps_line,CMOCKA,cmocka)"
 	@echo "$(call deps_line,JANSSON,jansson)"
 	@echo "$(call deps_line,PROTOBUF_C,protobuf-c)"
+	@echo "$(call deps_line,ZLIB,zlib)"
 	@echo "$(call deps_line,MPI,mpi)"
 	@missing="$(strip $(DEPS_MISSING))"; \
 	if [ -n "$$missing" ]; then SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -1,7 +1,7 @@
 /* features.h - the optional libraries a build may lack, and the one message
  * that says what to install when a feature needs one of them. Every path
  * that refuses for a missing library (JSON output and importers, Chakra,
- * MPI, CUDA) takes its words from here, so the package names live in one
+ * MPI, CUDA, gzip inputs) takes its words from here, so the package names live in one
  * table (features.c). */
 #ifndef SHARDSIM_FEATURES_H
 #define SHARDSIM_FEATURES_H
@@ -11,6 +11,7 @@ typedef enum {
     SHS_FEATURE_PROTOBUF_C, /* Chakra ET import and export */
     SHS_FEATURE_MPI,        /* train --backend mpi | mpi-nccl */
     SHS_FEATURE_CUDA,       /* --backend cuda | cuda-nccl | mpi-nccl */
+    SHS_FEATURE_ZLIB,       /* gzip-compressed trace inputs (.json.gz, ...) */
     SHS_NUM_FEATURES
 } shs_feature_t;
 

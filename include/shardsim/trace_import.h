@@ -94,7 +94,10 @@ typedef struct {
 
 /* Load PATH: a regular file, or a directory of per-rank files (sorted by
  * name; a file's rank comes from its content or else the last number in its
- * name; subdirectories and names starting with '.' are not read). A PATH,
+ * name; subdirectories and names starting with '.' are not read). A file
+ * that starts with gzip's magic bytes (1f 8b) is inflated in memory (zlib)
+ * and its content detected and read as usual; without zlib it is refused
+ * with SHS_UNSUPPORTED naming zlib1g-dev. A PATH,
  * or a directory entry, that is a FIFO, device or socket is refused at once
  * with SHS_IO naming the path and its kind: nothing waits on a writer.
  * Errors: SHS_IO, SHS_PARSE, SHS_UNSUPPORTED, SHS_INVALID_ARG, SHS_HOST_OOM. */
@@ -103,7 +106,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
 /* Load one file already in memory: in->buf (in->len bytes, NUL at
  * in->buf[in->len]) read as `format`, or as detected from its content when
  * SHS_TFMT_UNKNOWN; in->name names it in messages, in->rank and in->world
- * as for a file. Then as shs_trace_load: the world grows to in->world and
+ * as for a file; gzip data is inflated first, into a copy. Then as shs_trace_load: the world grows to in->world and
  * formats without sequence numbers are numbered by position. The entry
  * point of the fuzz targets (fuzz/). Errors: as shs_trace_load. */
 shs_status_t shs_trace_load_buffer(shs_trace_t **out, const shs_trace_input_t *in, shs_trace_format_t format);

@@ -8,7 +8,8 @@
     X(PROTOBUF_C, "protobuf-c", "libprotobuf-c-dev and protobuf-c-compiler", "run make deps, then make")      \
     X(MPI, "OpenMPI", "libopenmpi-dev and openmpi-bin", "run make deps, then make")                          \
     X(CUDA, "the CUDA backend", "the CUDA toolkit's nvcc (Debian: nvidia-cuda-toolkit)",                     \
-      "install it (nvcc on PATH or in /usr/local/cuda/bin), then make without NVCC= or SAN=")
+      "install it (nvcc on PATH or in /usr/local/cuda/bin), then make without NVCC= or SAN=")                 \
+    X(ZLIB, "zlib", "zlib1g-dev", "run make deps, then make")
 
 static const char *const missing[SHS_NUM_FEATURES] = {
 #define SHS_FEATURE_TEXT(id, lib, pkgs, how) [SHS_FEATURE_##id] = "needs " pkgs ": " lib " is not part of this build; " how,
@@ -29,6 +30,9 @@ int shs_feature_available(shs_feature_t f) {
 #endif
 #ifdef SHS_HAVE_CUDA
     case SHS_FEATURE_CUDA: return 1;
+#endif
+#ifdef SHS_HAVE_ZLIB
+    case SHS_FEATURE_ZLIB: return 1;
 #endif
     default: return 0;
     }

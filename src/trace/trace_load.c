@@ -107,15 +107,32 @@ static int needs_renumber(shs_trace_format_t f) {
     return f == SHS_TFMT_CHAKRA || f == SHS_TFMT_ASTRA || f == SHS_TFMT_KINETO || f == SHS_TFMT_PYTORCH_ET;
 }
 
+/* The format the files of a directory must share: that of its first file
+ * read (`first`, with `more` set once others were read too); UNKNOWN
+ * before any. */
+typedef struct {
+    const char *dir, *first;
+    shs_trace_format_t fmt;
+    int more;
+} dir_format_t;
+
 static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_t want, shs_trace_format_t *got,
-                             int world, int first_dim, int in_dir) {
+                             int world, int first_dim, int in_dir, const dir_format_t *same) {
     char *buf;
     size_t len;
     SHS_CHECK(shs__read_file(path, &buf, &len));
+    SHS_CHECK(shs__gunzip(path, &buf, &len)); /* a .gz is read as what it holds */
     shs_trace_format_t f = want != SHS_TFMT_UNKNOWN ? want : shs_trace_detect(buf, len);
     *got = f;
     shs_status_t st = SHS_OK;
     reader_fn rd = reader_of(f);
+    if (rd && same && same->fmt != SHS_TFMT_UNKNOWN && f != same->fmt) { /* before reading it into the trace */
+        free(buf);
+        return shs_set_error(SHS_PARSE, "%s: is %s, but %s%s is %s: the files of trace directory %s must all be one "
+                             "format", path, shs_trace_format_name(f), same->first,
+                             same->more ? " (and every file read before it)" : "", shs_trace_format_name(same->fmt),
+                             same->dir);
+    }
     if (!rd) {
         free(buf);
         if (in_dir) return SHS_OK; /* skipped */
@@ -136,12 +153,13 @@ static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_
  * Flight Recorder dumps with the same "rank"), refused naming both rather
  * than merged into one sequence. */
 static shs_status_t load_claim(shs_trace_t *t, const char *dir, char **names, size_t i, shs_trace_format_t want,
-                               shs_trace_format_t *got, int world, int first_dim, int in_dir, size_t **owner, int *nowner) {
+                               shs_trace_format_t *got, int world, int first_dim, int in_dir, size_t **owner, int *nowner,
+                               const dir_format_t *same) {
     int w0 = t->world;
     size_t *before = malloc((size_t)(w0 > 0 ? w0 : 1) * sizeof *before);
     if (!before) return shs_set_error(SHS_HOST_OOM, "out of memory");
     for (int r = 0; r < w0; r++) before[r] = t->ranks[r].n;
-    shs_status_t st = load_one(t, names[i], want, got, world, first_dim, in_dir);
+    shs_status_t st = load_one(t, names[i], want, got, world, first_dim, in_dir, same);
     if (st == SHS_OK && t->world > *nowner) {
         size_t *no = realloc(*owner, (size_t)t->world * sizeof *no);
         if (!no) st = shs_set_error(SHS_HOST_OOM, "out of memory");
@@ -166,6 +184,9 @@ static shs_status_t load_claim(shs_trace_t *t, const char *dir, char **names, si
 /* After the reader(s): check and apply --world, number formats without
  * sequence numbers by position, name the format. */
 static shs_status_t finish(shs_trace_t *t, const char *path, int world, shs_trace_format_t used) {
+    if (t->world == 0) /* an empty log, or no line of the format: nothing to check, not an empty success */
+        return shs_set_error(SHS_PARSE, "%s: has no communication record of any rank (empty, or not %s output)", path,
+                             shs_trace_format_name(used));
     if (world > 0 && world < t->world && used != SHS_TFMT_ASTRA)
         return shs_set_error(SHS_INVALID_ARG, "%s: the trace has %d ranks, more than --world %d", path, t->world, world);
     if (world > t->world) SHS_CHECK(shs_trace_ensure_world(t, world));
@@ -192,7 +213,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
         st = shs_set_error(SHS_IO, "%s: is %s, not a regular file: a trace is read from a file or a directory of "
                            "per-rank files", path, shs__file_kind((unsigned)sb.st_mode));
     } else if (!S_ISDIR(sb.st_mode)) {
-        st = load_one(t, path, opts->format, &used, opts->world, opts->first_dim, 0);
+        st = load_one(t, path, opts->format, &used, opts->world, opts->first_dim, 0, NULL);
         opts->files_read = st == SHS_OK;
     } else {
         DIR *d = opendir(path);
@@ -216,6 +237,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
         if (n) qsort(names, n, sizeof *names, cmp_str);
         char *skipped = calloc(n ? n : 1, 1);
         size_t *owner = NULL; /* per rank: index + 1 of the file that gave it records */
+        dir_format_t dirfmt = {.dir = path, .fmt = SHS_TFMT_UNKNOWN};
         int nowner = 0;
         if (!skipped && st == SHS_OK) st = shs_set_error(SHS_HOST_OOM, "out of memory");
         for (size_t i = 0; i < n && st == SHS_OK; i++) {
@@ -228,14 +250,11 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
                 break;
             }
             shs_trace_format_t f;
-            st = load_claim(t, path, names, i, opts->format, &f, opts->world, opts->first_dim, 1, &owner, &nowner);
+            st = load_claim(t, path, names, i, opts->format, &f, opts->world, opts->first_dim, 1, &owner, &nowner, &dirfmt);
             if (st != SHS_OK) break;
             if (!reader_of(f)) { opts->files_skipped++; skipped[i] = 1; continue; }
-            if (used != SHS_TFMT_UNKNOWN && f != used) {
-                st = shs_set_error(SHS_PARSE, "%s: format %s, but earlier files in %s are %s", names[i],
-                                   shs_trace_format_name(f), path, shs_trace_format_name(used));
-                break;
-            }
+            if (used == SHS_TFMT_UNKNOWN) dirfmt.first = names[i], dirfmt.fmt = f;
+            else dirfmt.more = 1;
             used = f;
             opts->files_read++;
         }
@@ -252,7 +271,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
             }
             if (!same) continue;
             shs_trace_format_t f;
-            st = load_claim(t, path, names, i, used, &f, opts->world, opts->first_dim, 0, &owner, &nowner);
+            st = load_claim(t, path, names, i, used, &f, opts->world, 0, &owner, &nowner, NULL);
             if (st == SHS_OK) /* it parses as that format after all (only detection failed): take it */
                 opts->files_skipped--, opts->files_read++;
             else
@@ -268,7 +287,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
     }
     if (st == SHS_OK) st = finish(t, path, opts->world, used);
     if (st != SHS_OK) {
-        shs_trace_free(t);
+        if (t) shs_trace_free(t);
         return st;
     }
     *out = t;
@@ -277,15 +296,25 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
 
 shs_status_t shs_trace_load_buffer(shs_trace_t **out, const shs_trace_input_t *in, shs_trace_format_t format) {
     *out = NULL;
-    shs_trace_format_t f = format != SHS_TFMT_UNKNOWN ? format : shs_trace_detect(in->buf, in->len);
+    shs_trace_input_t plain = *in;
+    char *inflated = NULL;
+    if (shs__is_gzip(in->buf, in->len)) { /* inflate a copy: the caller's buffer is theirs */
+        size_t n = in->len;
+        if (!(inflated = malloc(n + 1))) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
+        memcpy(inflated, in->buf, n + 1);
+        SHS_CHECK(shs__gunzip(in->name, &inflated, &n));
+        plain.buf = inflated;
+        plain.len = n;
+    }
+    shs_trace_format_t f = format != SHS_TFMT_UNKNOWN ? format : shs_trace_detect(plain.buf, plain.len);
     reader_fn rd = reader_of(f);
-    if (!rd) return shs_set_error(SHS_PARSE, "%s: unrecognized trace format", in->name);
-    shs_trace_t *t;
-    SHS_CHECK(shs_trace_create(&t, 0));
-    shs_status_t st = rd(t, in);
+    shs_trace_t *t = NULL;
+    shs_status_t st = rd ? shs_trace_create(&t, 0) : shs_set_error(SHS_PARSE, "%s: unrecognized trace format", in->name);
+    if (st == SHS_OK) st = rd(t, &plain);
+    free(inflated);
     if (st == SHS_OK) st = finish(t, in->name, in->world, f);
     if (st != SHS_OK) {
-        shs_trace_free(t);
+        if (t) shs_trace_free(t);
         return st;
     }
     *out = t;

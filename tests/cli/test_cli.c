@@ -307,6 +307,7 @@ static void test_feature_messages(void **state) {
         {SHS_FEATURE_PROTOBUF_C, "needs libprotobuf-c-dev and protobuf-c-compiler: ", "run make deps"},
         {SHS_FEATURE_MPI, "needs libopenmpi-dev and openmpi-bin: ", "run make deps"},
         {SHS_FEATURE_CUDA, "needs the CUDA toolkit's nvcc (Debian: nvidia-cuda-toolkit): ", "then make without NVCC="},
+        {SHS_FEATURE_ZLIB, "needs zlib1g-dev: ", "run make deps"},
     };
     assert_int_equal(sizeof want / sizeof want[0], SHS_NUM_FEATURES);
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {

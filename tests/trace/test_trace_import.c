@@ -206,6 +206,41 @@ static void test_astra_text(void **state) {
     shs_trace_free(t);
 }
 
+/* Holistic Trace Analysis' shape: the GPU kernels ("cat": "kernel") carry
+ * the collective's args and the device times; the CPU record_param_comms
+ * ops carry none, and one kernel is ncclDevKernel_Generic (NCCL >= 2.19
+ * names no op). Expected values: the fixture's ts/dur (us) and args. */
+static void test_kineto_hta_kernels_carry_times(void **state) {
+    (void)state;
+    shs_trace_t *t = load_case("kineto-hta-2rank");
+    assert_string_equal(t->format, "kineto");
+    assert_int_equal(t->world, 2);
+    static const double ts[2][2] = {{1000, 2000}, {1005, 2010}}, dur[2][2] = {{40, 50}, {35, 40}};
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(t->ranks[r].n, 2);
+        const shs_trace_rec_t *a = &t->ranks[r].recs[0], *g = &t->ranks[r].recs[1];
+        assert_int_equal(a->op, SHS_OP_ALL_REDUCE);
+        assert_int_equal(a->count, 1024);
+        assert_int_equal(a->dtype, SHS_F32);
+        assert_int_equal(g->op, SHS_OP_ALL_GATHER);
+        assert_int_equal(g->dtype, SHS_BF16);
+        for (int k = 0; k < 2; k++) {
+            const shs_trace_rec_t *x = &t->ranks[r].recs[k];
+            assert_true(fabs(x->t_start - ts[r][k] * 1e-6) < 1e-15);
+            assert_true(fabs(x->t_end - (ts[r][k] + dur[r][k]) * 1e-6) < 1e-15);
+        }
+    }
+    assert_int_equal(issues(t, NULL), 0);
+    shs_trace_free(t);
+    /* the timing sees the compute gaps the kernels' times leave (960 us on rank 0) */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/traces/cases/kineto-hta-2rank", SHS_SOURCE_DIR);
+    const test_proc_t *p = test_shardsim(60, "replay", dir, "--check-only", "--network", "hgx-h100", NULL);
+    assert_int_equal(p->exit_code, 0);
+    if (!strstr(p->out, "compute = the gaps the trace recorded between calls") || !strstr(p->out, "compute 0.960"))
+        fail_msg("stdout: %s", p->out);
+}
+
 static void test_kineto_and_flight_cases(void **state) {
     (void)state;
     shs_trace_t *t = load_case("kineto-2rank");
@@ -305,6 +340,7 @@ int main(void) {
         cmocka_unit_test(test_chakra_ring_p2p),
         cmocka_unit_test(test_astra_text),
         cmocka_unit_test(test_kineto_and_flight_cases),
+        cmocka_unit_test(test_kineto_hta_kernels_carry_times),
         cmocka_unit_test(test_chakra_export_round_trip),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);

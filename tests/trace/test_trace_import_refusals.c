@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -347,6 +349,35 @@ static void test_directory_duplicate_rank_refused(void **state) {
     expect_load_error(dir, SHS_TFMT_UNKNOWN, b);
 }
 
+/* A directory whose files are of two formats used to say only "earlier
+ * files are ..." : the file that differs, the first file of the other
+ * format, and both formats are named. */
+static void test_directory_of_mixed_formats_names_both_files(void **state) {
+    (void)state;
+    char dir[600], src[1024], b[1600];
+    snprintf(dir, sizeof dir, "%s/mixed", test_tmpdir);
+    assert_int_equal(mkdir(dir, 0777), 0);
+    for (int r = 0; r < 2; r++) {
+        snprintf(src, sizeof src, "%s/traces/cases/kineto-2rank/rank%d.json", SHS_SOURCE_DIR, r);
+        FILE *f = fopen(src, "rb");
+        assert_non_null(f);
+        static char buf[1 << 16];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        char name[64];
+        snprintf(name, sizeof name, "mixed/rank%d.json", r);
+        test_tmp_write(name, buf, n);
+    }
+    const char *r2 = "shardsim-trace 1\nworld 3\ncomm world 3 0,1,2\n2 world 0 all_reduce 4 f32 sum - - - 16 rank - - -\n";
+    test_tmp_write("mixed/rank2.trace", r2, strlen(r2));
+    snprintf(b, sizeof b, "%s/rank2.trace: is shardsim, but %s/rank0.json (and every file read before it) is kineto",
+             dir, dir);
+    expect_load_error(dir, SHS_TFMT_UNKNOWN, b);
+    const test_proc_t *p = test_shardsim(20, "replay", dir, "--check-only", NULL);
+    assert_int_equal(p->exit_code, 1);
+    if (!strstr(p->err, b)) fail_msg("stderr: %s", p->err);
+}
+
 /* ---- non-regular inputs ------------------------------------------------- */
 
 static void on_alarm(int sig) {
@@ -384,6 +415,21 @@ static void test_replay_refuses_fifo(void **state) {
     if (!strstr(p->err, entry) || !strstr(p->err, "is a named pipe (FIFO)")) fail_msg("stderr: %s", p->err);
     /* a character device */
     expect_load_error("/dev/null", SHS_TFMT_UNKNOWN, "is a character device");
+    /* a UNIX socket, as the path and in a directory */
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/sock.trace", test_tmpdir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    expect_load_error(sock, SHS_TFMT_UNKNOWN, "is a socket, not a regular file");
+    p = test_shardsim(20, "replay", sock, NULL);
+    assert_int_equal(p->exit_code, 1);
+    if (!strstr(p->err, sock) || !strstr(p->err, "is a socket")) fail_msg("stderr: %s", p->err);
+    close(fd);
+    unlink(sock);
     alarm(0);
     unlink(entry);
     unlink(fifo);
@@ -402,6 +448,7 @@ int main(void) {
         cmocka_unit_test(test_chakra_absurd_time_refused),
         cmocka_unit_test(test_text_absurd_time_refused),
         cmocka_unit_test(test_directory_duplicate_rank_refused),
+        cmocka_unit_test(test_directory_of_mixed_formats_names_both_files),
         cmocka_unit_test(test_replay_refuses_fifo),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);

@@ -81,6 +81,21 @@ static void test_text_ranks_beyond_the_declared_world_are_refused(void **state) 
     shs_trace_free(t);
 }
 
+/* A byte count that is not whole elements of the record's dtype (0 bytes
+ * for 4 f32 elements: an element size of 0; 15 bytes) used to be taken. */
+static void test_text_bytes_not_whole_elements_are_refused(void **state) {
+    (void)state;
+    expect_refused("z.trace", HDR "0 w 0 all_reduce 4 f32 sum - - - 0 rank - - -\n", SHS_TFMT_SHARDSIM,
+                   "z.trace:4: byte count 0 does not hold 4 whole f32 elements of 4 bytes");
+    expect_refused("o.trace", HDR "0 w 0 all_gather 4 bf16 - - - - 15 rank - - -\n", SHS_TFMT_SHARDSIM,
+                   "o.trace:4: byte count 15 does not hold 4 whole bf16 elements of 2 bytes");
+    shs_trace_t *t = NULL; /* count unknown (0) with whole elements: taken */
+    if (load_text("u.trace", HDR "0 w 0 all_reduce 0 f32 sum - - - 16 rank - - -\n", SHS_TFMT_SHARDSIM, &t) != SHS_OK)
+        fail_msg("%s", shs_last_error());
+    assert_int_equal(t->ranks[0].recs[0].bytes, 16);
+    shs_trace_free(t);
+}
+
 static void test_wrapped_error_text_is_intact(void **state) {
     (void)state;
 #ifdef SHS_HAVE_JANSSON
@@ -132,12 +147,14 @@ static void test_load_buffer_detects_forces_and_numbers(void **state) {
         assert_int_equal(t->ranks[r].recs[1].seq, 1);
     }
     shs_trace_free(t);
-    /* forced: the NCCL reader skips lines that are not NCCL's, so nothing is read */
+    /* forced: the NCCL reader skips lines that are not NCCL's, so nothing is
+     * read: refused, not an empty trace of --world ranks */
     in.name = "w.log";
-    if (shs_trace_load_buffer(&t, &in, SHS_TFMT_NCCL) != SHS_OK) fail_msg("%s", shs_last_error());
-    assert_string_equal(t->format, "nccl");
-    assert_int_equal(shs_trace_num_records(t), 0);
-    shs_trace_free(t);
+    t = NULL;
+    assert_int_equal(shs_trace_load_buffer(&t, &in, SHS_TFMT_NCCL), SHS_PARSE);
+    assert_null(t);
+    if (!strstr(shs_last_error(), "w.log: has no communication record of any rank (empty, or not nccl output)"))
+        fail_msg("%s", shs_last_error());
     expect_refused("junk.bin", "\x01\x02 not a trace", SHS_TFMT_UNKNOWN, "junk.bin: unrecognized trace format");
 }
 
@@ -199,6 +216,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_sizes_above_the_limit_are_refused),
         cmocka_unit_test(test_text_ranks_beyond_the_declared_world_are_refused),
+        cmocka_unit_test(test_text_bytes_not_whole_elements_are_refused),
         cmocka_unit_test(test_wrapped_error_text_is_intact),
         cmocka_unit_test(test_total_saturates_on_a_grown_comm),
         cmocka_unit_test(test_load_buffer_detects_forces_and_numbers),

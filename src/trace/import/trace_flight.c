@@ -111,7 +111,8 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
     int64_t rank = in->rank >= 0 ? in->rank : 0;
     if (!json_is_array(entries)) { st = shs_set_error(SHS_PARSE, "%s: no \"entries\" array", in->name); goto out; }
     if (json_object_get(root, "rank") && (shs__json_int(json_object_get(root, "rank"), &rank) || rank < 0 || rank >= SHS_TRACE_MAX_WORLD)) {
-        st = shs_set_error(SHS_PARSE, "%s: \"rank\" out of range", in->name);
+        st = shs_set_error(SHS_PARSE, "%s: top-level \"rank\" is not a rank from 0 to %d (negative, absurd or not an integer)",
+                           in->name, SHS_TRACE_MAX_WORLD - 1);
         goto out;
     }
     int world = json_is_object(pgc) ? declared_world(pgc) : 0;

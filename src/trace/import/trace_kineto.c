@@ -2,9 +2,13 @@
  * file per rank.
  *
  * Read from "traceEvents" (complete events, "ph": "X"), in time order:
- *   record_param_comms with args "Collective name", "In msg nelems",
+ *   GPU kernels ("cat": "kernel") whose args carry "Collective name" and
+ *     the record_param_comms args below, as Holistic Trace Analysis reads
+ *     them: their ts/dur are when the collective ran on the device, and
+ *     any kernel name (ncclDevKernel_Generic too) is taken; preferred;
+ *   else record_param_comms with args "Collective name", "In msg nelems",
  *     "Out msg nelems", "Group size", "dtype", "Process Group Name",
- *     "Process Group Ranks" (PyTorch >= 2.1); preferred when present;
+ *     "Process Group Ranks" (PyTorch >= 2.1);
  *   else the older "nccl:<op>" annotations with args "Input Dims" (element
  *     counts are their product) and "Input type";
  *   else ncclKernel_<Op>_* / ncclDevKernel_<Op>_* GPU kernels (op only,
@@ -49,18 +53,27 @@ static shs_status_t eerr(const shs_trace_input_t *in, size_t i, const char *what
     return shs_set_error(SHS_PARSE, "%s: traceEvents[%zu]: %s", in->name, i, what);
 }
 
-/* 0: not a comm event of `form`; 1: is; op set. form 0: record_param_comms, 1: nccl:<op>, 2: kernel. */
+/* The kinds of communication event, most informative first: a file is
+ * read from the first kind it has. */
+enum { FORM_KERNEL_ARGS, FORM_PARAM_COMMS, FORM_NCCL_ANNOTATION, FORM_KERNEL_NAME, NUM_FORMS };
+
+/* 0: not a comm event of `form`; 1: is; op set; -1: is, with an unknown op. */
 static int classify(json_t *ev, int form, shs_coll_op_t *op) {
     json_t *nm = json_object_get(ev, "name"), *ph = json_object_get(ev, "ph");
     if (!json_is_string(nm) || !json_is_string(ph) || strcmp(json_string_value(ph), "X") != 0) return 0;
     const char *s = json_string_value(nm);
     json_t *args = json_object_get(ev, "args");
-    if (form == 0) {
+    if (form == FORM_KERNEL_ARGS) {
+        json_t *cat = json_object_get(ev, "cat"), *cn = json_object_get(args, "Collective name");
+        if (!json_is_string(cat) || strcmp(json_string_value(cat), "kernel") != 0 || !json_is_string(cn)) return 0;
+        return shs__torch_coll_op(json_string_value(cn), op) ? -1 : 1;
+    }
+    if (form == FORM_PARAM_COMMS) {
         json_t *cn = json_object_get(args, "Collective name");
         if (strcmp(s, "record_param_comms") != 0 || !json_is_string(cn)) return 0;
         return shs__torch_coll_op(json_string_value(cn), op) ? -1 : 1;
     }
-    if (form == 1) {
+    if (form == FORM_NCCL_ANNOTATION) {
         if (strncmp(s, "nccl:", 5) != 0) return 0;
         return shs__torch_coll_op(s + 5, op) ? -1 : 1;
     }
@@ -89,12 +102,14 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
     json_t *di = json_object_get(root, "distributedInfo");
     if (json_is_object(di)) {
         if (json_object_get(di, "rank") && (shs__json_int(json_object_get(di, "rank"), &rank) || rank < 0 || rank >= SHS_TRACE_MAX_WORLD)) {
-            st = shs_set_error(SHS_PARSE, "%s: distributedInfo.rank out of range", in->name);
+            st = shs_set_error(SHS_PARSE, "%s: distributedInfo.rank is not a rank from 0 to %d (negative, absurd or not an "
+                               "integer)", in->name, SHS_TRACE_MAX_WORLD - 1);
             goto out;
         }
         if (json_object_get(di, "world_size") &&
             (shs__json_int(json_object_get(di, "world_size"), &world) || world < 1 || world > SHS_TRACE_MAX_WORLD || rank >= world)) {
-            st = shs_set_error(SHS_PARSE, "%s: distributedInfo.world_size out of range", in->name);
+            st = shs_set_error(SHS_PARSE, "%s: distributedInfo.world_size is not a rank count from 1 to %d above "
+                               "distributedInfo.rank %lld", in->name, SHS_TRACE_MAX_WORLD, (long long)rank);
             goto out;
         }
     }
@@ -102,7 +117,7 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
     evs = malloc((n ? n : 1) * sizeof *evs);
     if (!evs) { st = shs_set_error(SHS_HOST_OOM, "out of memory"); goto out; }
     int form;
-    for (form = 0; form < 3 && nev == 0; form++) {
+    for (form = 0; form < NUM_FORMS && nev == 0; form++) {
         for (size_t i = 0; i < n; i++) {
             json_t *ev = json_array_get(events, i);
             shs_coll_op_t op;
@@ -146,7 +161,7 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
         r.t_end = (ts + dur) * 1e-6;
         uint64_t nel = 0;
         shs_dtype_t d;
-        if (form == 0) {
+        if (form == FORM_KERNEL_ARGS || form == FORM_PARAM_COMMS) {
             int64_t v;
             json_t *a = json_object_get(args, "In msg nelems"), *o = json_object_get(args, "Out msg nelems");
             if (a && (shs__json_int(a, &v) || v < 0 || (uint64_t)v > SHS_TRACE_MAX_BYTES)) { st = eerr(in, evs[k].idx, "'In msg nelems' negative or absurd"); break; }
@@ -188,7 +203,7 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
                 free(ranks);
             }
             r.count = r.op == SHS_OP_REDUCE_SCATTER ? (uint64_t)outn : nel;
-        } else if (form == 1) {
+        } else if (form == FORM_NCCL_ANNOTATION) {
             json_t *dims = json_object_get(args, "Input Dims"), *ty = json_object_get(args, "Input type");
             json_t *first = json_is_array(dims) ? json_array_get(dims, 0) : NULL;
             if (json_is_array(first)) {

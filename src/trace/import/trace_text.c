@@ -295,6 +295,12 @@ static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, 
     if (opt_int(tk[9], 0, INT32_MAX, &r.tag)) return PERR(w, "bad tag");
     if (shs__parse_u64(tk[10].s, tk[10].n, 0, &u)) return PERR(w, "bad byte count '%s'", shs__tok_copy(tk[10], buf, sizeof buf));
     r.bytes = u;
+    if (r.dtype != SHS_TRACE_NONE) { /* bytes are whole elements, and not none of them */
+        size_t es = shs_dtype_size((shs_dtype_t)r.dtype);
+        if (es == 0 || (r.count > 0 && r.bytes == 0) || r.bytes % es != 0)
+            return PERR(w, "byte count %llu does not hold %llu whole %s elements of %zu bytes",
+                        (unsigned long long)r.bytes, (unsigned long long)r.count, shs_dtype_name((shs_dtype_t)r.dtype), es);
+    }
     if (shs__tok_is(tk[11], "rank")) r.scope = SHS_BYTES_PER_RANK;
     else if (shs__tok_is(tk[11], "total")) r.scope = SHS_BYTES_TOTAL;
     else return PERR(w, "byte scope must be 'rank' or 'total'");
