@@ -271,7 +271,7 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
             }
             if (!same) continue;
             shs_trace_format_t f;
-            st = load_claim(t, path, names, i, used, &f, opts->world, 0, &owner, &nowner, NULL);
+            st = load_claim(t, path, names, i, used, &f, opts->world, opts->first_dim, 0, &owner, &nowner, NULL);
             if (st == SHS_OK) /* it parses as that format after all (only detection failed): take it */
                 opts->files_skipped--, opts->files_read++;
             else
