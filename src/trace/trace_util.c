@@ -185,13 +185,6 @@ shs_status_t shs__gunzip(const char *name, char **buf, size_t *len) {
 }
 #endif
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 int shs__parse_u64(const char *s, size_t n, int hex_ok, uint64_t *out) {
     unsigned base = 10;
     if (hex_ok == 2) base = 16;
