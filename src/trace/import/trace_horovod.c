@@ -399,7 +399,7 @@ shs_status_t shs_trace_import_horovod(shs_trace_t *t, const shs_trace_input_t *i
                            (unsigned long long)HVD_MAX_RECORDS);
     int wc = 0;
     if (st == SHS_OK && world > 0) st = shs_trace_grow_identity_comm(t, "world", world, &wc);
-    if (st == SHS_OK) qsort(h.ops, h.nops, sizeof *h.ops, cmp_op);
+    if (st == SHS_OK && h.nops) qsort(h.ops, h.nops, sizeof *h.ops, cmp_op);
     for (size_t k = 0; k < h.nops && st == SHS_OK; k++) {
         const hop_t *o = &h.ops[k];
         shs_trace_rec_t r = shs_trace_rec_init();
