@@ -35,8 +35,9 @@ typedef enum {
 static const sim_opt_t replay_options[R_NUM_OPTIONS] = {
     [R_FORMAT] = {"--format", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F", "read as format F instead of detecting it"},
     [R_WORLD] = {"--world", NULL, SIM_OPT_INT, 1, SHS_TRACE_MAX_WORLD, 0, 0, "N",
-                 "ranks: expand an ASTRA-sim workload to N ranks; for\n"
-                 "other formats, ranks with no file are added (and reported missing)"},
+                 "ranks: expand an ASTRA-sim workload to N ranks; the world of a\n"
+                 "Horovod timeline without readiness ticks; for other formats,\n"
+                 "ranks with no file are added (and reported missing)"},
     [R_FIRST_DIM] = {"--first-dim", NULL, SIM_OPT_INT, 1, SHS_TRACE_MAX_WORLD, 0, 0, "N",
                      "ASTRA-sim HYBRID_DATA_MODEL / HYBRID_MODEL_DATA workloads: NPUs in the\n"
                      "network's first dimension (npus_count[0]): the model resp. data groups"},
@@ -73,7 +74,7 @@ static const char replay_usage_head[] =
     "\n"
     "Load a communication trace (a file, or a directory of per-rank files), check that\n"
     "the ranks' sequences agree and would not deadlock, then run it on simulated GPUs.\n"
-    "Formats (detected from content): shardsim, nccl, pytorch-et, chakra, astra, kineto, flight.\n"
+    "Formats (detected from content): shardsim, nccl, pytorch-et, chakra, astra, kineto, flight, horovod.\n"
     "PATH must be a regular file or a directory: a FIFO, device or socket (or one inside\n"
     "the directory) is refused at once, not waited on; save a stream to a file first.\n"
     "Garbage values (negative ranks or sizes, times beyond 2^63 ns, an itemsize of 0)\n"
@@ -133,7 +134,7 @@ int sim_cmd_replay(int argc, char **argv) {
     sim_opts_t o;
     if ((rc_ = sim_opts_parse(&cmd, argc, argv, &o)) >= 0) return rc_;
     if (o.given[R_FORMAT] && shs_trace_format_parse(o.str[R_FORMAT], &lo.format))
-        return usage_error("--format: unknown format '%s' (shardsim, nccl, pytorch-et, chakra, astra, kineto, flight)",
+        return usage_error("--format: unknown format '%s' (shardsim, nccl, pytorch-et, chakra, astra, kineto, flight, horovod)",
                            o.str[R_FORMAT]);
     if (o.given[R_WORLD]) lo.world = (int)o.num[R_WORLD];
     if (o.given[R_FIRST_DIM]) lo.first_dim = (int)o.num[R_FIRST_DIM];

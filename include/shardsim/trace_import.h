@@ -23,6 +23,9 @@
  *                with "Input Dims" and ncclKernel_* kernels
  *   flight       PyTorch Flight Recorder JSON dumps (entries with
  *                collective_seq_id, profiling_name, input_sizes, state)
+ *   horovod      Horovod timeline (HOROVOD_TIMELINE): rank 0's Chrome-trace
+ *                array, one pid per tensor, B/E phases, readiness ticks;
+ *                every operation a call on all ranks (trace_horovod.c)
  * JSON formats need jansson and chakra needs protobuf-c at build time;
  * without them those readers return SHS_UNSUPPORTED saying so.
  * Every reader refuses malformed input with SHS_PARSE and a message naming
@@ -30,7 +33,8 @@
  * call and ranks beyond SHS_TRACE_MAX_WORLD are refused too, and so are
  * group members, ranks and p2p peers beyond a world size the file declares
  * (shardsim `world`, PyTorch ET and Flight Recorder default group "0",
- * Kineto distributedInfo.world_size, NCCL nranks; Chakra declares none).
+ * Kineto distributedInfo.world_size, NCCL nranks, Horovod's readiness
+ * ticks; Chakra declares none).
  * What it is not: the analysis or the replay.
  */
 #ifndef SHARDSIM_TRACE_IMPORT_H
@@ -51,7 +55,8 @@
     X(CHAKRA, "chakra")                                                          \
     X(ASTRA, "astra")                                                            \
     X(KINETO, "kineto")                                                          \
-    X(FLIGHT, "flight")
+    X(FLIGHT, "flight")                                                          \
+    X(HOROVOD, "horovod")
 
 typedef enum {
 #define SHS_TRACE_FORMAT_ENUM(id, name) SHS_TFMT_##id,
@@ -83,6 +88,7 @@ shs_status_t shs_trace_import_chakra(shs_trace_t *t, const shs_trace_input_t *in
 shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in);
 shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in);
 shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in);
+shs_status_t shs_trace_import_horovod(shs_trace_t *t, const shs_trace_input_t *in);
 
 typedef struct {
     shs_trace_format_t format;  /* SHS_TFMT_UNKNOWN: detect per file */

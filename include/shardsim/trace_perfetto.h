@@ -5,7 +5,9 @@
  * process_name / thread_name metadata events "rank <k>", sorted by rank)
  * and every record as a complete event ("ph": "X") named after its op,
  * category "collective", "p2p" or "wait", with ts and dur in microseconds
- * and args {comm, seq, op, count, dtype, bytes, bytes_scope, marker, time}
+ * (17 significant digits, chosen so that ts x 1e-6 and (ts + dur) x 1e-6
+ * give back the record's start and end in seconds exactly: epoch-
+ * microsecond times round-trip bit for bit) and args {comm, seq, op, count, dtype, bytes, bytes_scope, marker, time}
  * (plus redop, root, peer, tag when the record has them; null for an
  * unknown dtype or an absent marker). Where a slice's times come from:
  *   recorded   the record's start and end (train --trace, Kineto, Flight

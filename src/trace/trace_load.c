@@ -51,6 +51,9 @@ shs_trace_format_t shs_trace_detect(const char *b, size_t len) {
         if (has(b, len, "\"entries\"") && (has(b, len, "\"pg_config\"") || has(b, len, "collective_seq_id")))
             return SHS_TFMT_FLIGHT;
         if (has(b, len, "\"nodes\"") && has(b, len, "\"schema\"")) return SHS_TFMT_PYTORCH_ET;
+        /* Horovod: a bare array; negotiation phases, or the later writer's first event */
+        if (c == '[' && (has(b, len, "\"NEGOTIATE_") || has(b, len, "\"start_time_since_epoch_in_micros\"")))
+            return SHS_TFMT_HOROVOD;
         return SHS_TFMT_UNKNOWN;
     }
     if (has(b, len < 65536 ? len : 65536, " NCCL INFO ")) return SHS_TFMT_NCCL;
@@ -96,6 +99,7 @@ static reader_fn reader_of(shs_trace_format_t f) {
     case SHS_TFMT_ASTRA: return shs_trace_import_astra;
     case SHS_TFMT_KINETO: return shs_trace_import_kineto;
     case SHS_TFMT_FLIGHT: return shs_trace_import_flight;
+    case SHS_TFMT_HOROVOD: return shs_trace_import_horovod;
     default: return NULL;
     }
 }
@@ -137,7 +141,7 @@ static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_
         free(buf);
         if (in_dir) return SHS_OK; /* skipped */
         return shs_set_error(SHS_PARSE, "%s: unrecognized trace format (give --format: shardsim, nccl, pytorch-et, "
-                                        "chakra, astra, kineto, flight)", path);
+                                        "chakra, astra, kineto, flight, horovod)", path);
     }
     shs_trace_input_t in = {.name = path, .buf = buf, .len = len, .rank = shs__rank_from_name(path), .world = world,
                             .first_dim = first_dim};

@@ -16,8 +16,34 @@
 #ifdef SHS_HAVE_JANSSON
 #include <jansson.h>
 
-/* 15 significant digits: nanoseconds for traces up to ~11 days of microseconds */
-#define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
+/* 17 significant digits: every double prints as a decimal that reads back
+ * as the same double (15 digits moved epoch-microsecond times by up to 5 us) */
+#define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17))
+
+/* The microseconds u that a reader of the Trace Event Format (ts in us,
+ * the seconds u x 1e-6, as the Kineto reader computes them) turns back
+ * into exactly s: s x 1e6, or a neighbouring double when that product
+ * rounded. Times read from microseconds (Kineto, the text format, a
+ * Horovod timeline) always have one; for another s the nearest is kept. */
+static double us_of(double s) {
+    double u = s * 1e6;
+    if (u * 1e-6 == s) return u;
+    double lo = u, hi = u;
+    for (int k = 0; k < 4; k++) {
+        lo = nextafter(lo, -INFINITY);
+        hi = nextafter(hi, INFINITY);
+        if (lo * 1e-6 == s) return lo;
+        if (hi * 1e-6 == s) return hi;
+    }
+    return u;
+}
+
+/* dur d such that (ts + d) reads back as end_us exactly (ts + d == end_us). */
+static double dur_of(double ts, double end_us) {
+    double d = end_us - ts;
+    for (int k = 0; k < 4 && ts + d != end_us; k++) d = nextafter(d, ts + d < end_us ? INFINITY : -INFINITY);
+    return d < 0 ? 0 : d;
+}
 
 /* Dump one event (stealing the reference), comma-separated from the previous. */
 static int put_event(FILE *f, json_t *ev, int *first) {
@@ -91,7 +117,9 @@ shs_status_t shs_trace_export_perfetto(const shs_trace_t *t, const char *path, s
             const shs_trace_rec_t *x = &t->ranks[r].recs[i];
             double ts, dur;
             const char *src;
+            int rec = 0;
             if (x->t_start >= 0 && x->t_end >= x->t_start) {
+                rec = 1;
                 ts = x->t_start;
                 dur = x->t_end - x->t_start;
                 src = "recorded";
@@ -109,9 +137,11 @@ shs_status_t shs_trace_export_perfetto(const shs_trace_t *t, const char *path, s
                 opts->sequential++;
             }
             prev_end = ts + dur;
+            /* a recorded slice ends at the recorded end, not at ts + dur rounded */
+            double ts_us = us_of(ts), dur_us = dur_of(ts_us, us_of(rec ? x->t_end : ts + dur));
             json_t *args = rec_args(t, x, src);
             json_t *ev = args ? json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", shs_coll_op_name(x->op), "cat",
-                                          category(x->op), "ph", "X", "ts", ts * 1e6, "dur", dur * 1e6, "pid", r,
+                                          category(x->op), "ph", "X", "ts", ts_us, "dur", dur_us, "pid", r,
                                           "tid", r, "args", args)
                               : NULL;
             if (!ev) {
