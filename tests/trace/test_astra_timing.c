@@ -17,6 +17,10 @@
 
 #include <cmocka.h>
 
+#ifndef SHS_HAVE_JANSSON
+#error "test_astra_timing reads ASTRA-sim system JSON: needs jansson (make deps)"
+#endif
+
 #include "harness.h"
 #include "shardsim/trace_astra_model.h"
 #include "shardsim/trace_import.h"
