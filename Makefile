@@ -124,6 +124,10 @@ ifneq ($(MPI),yes)
   TEST_BINS := $(filter-out $(BUILD)/tests/comm/test_mpi,$(TEST_BINS))
   TESTS_LEFT_OUT += "test_mpi: built without MPI ($(if $(filter thread,$(SAN)),SAN=thread: OpenMPI is not TSan-instrumented,mpicc/mpirun not found; make deps installs OpenMPI))"
 endif
+ifneq ($(JANSSON),yes)
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_astra_timing,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_astra_timing: built without jansson (ASTRA-sim system JSON; make deps installs it)"
+endif
 ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
   TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import% $(BUILD)/tests/trace/test_trace_mutations,$(TEST_BINS))
   TESTS_LEFT_OUT += "test_trace_import, test_trace_import_refusals, test_trace_mutations: built without jansson or protobuf-c (make deps installs them)"

@@ -27,7 +27,8 @@
 
 /* The options of `replay`; the rows' order is --help's. */
 typedef enum {
-    R_FORMAT, R_WORLD, R_FIRST_DIM, R_MAX_BYTES, R_MEM_LIMIT, R_CHECK_ONLY, R_NETWORK, R_ALGO, R_COMPARE_ALGORITHMS, R_MAX_ISSUES,
+    R_FORMAT, R_WORLD, R_FIRST_DIM, R_MAX_BYTES, R_MEM_LIMIT, R_CHECK_ONLY, R_NETWORK, R_SYSTEM, R_ALGO,
+    R_COMPARE_ALGORITHMS, R_MAX_ISSUES,
     R_TIMEOUT, R_EXPORT_TEXT, R_EXPORT_CHAKRA, R_EXPORT_PERFETTO,
     R_NUM_OPTIONS
 } replay_opt_t;
@@ -48,9 +49,27 @@ static const sim_opt_t replay_options[R_NUM_OPTIONS] = {
     [R_MEM_LIMIT] = {"--mem-limit", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE", "total replay buffers allowed"},
     [R_CHECK_ONLY] = {"--check-only", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL, "analyse, do not replay"},
     [R_NETWORK] = {"--network", NULL, SIM_OPT_STR, 0, 0, 0, 0, "N",
-                   "estimate each call's time: a preset (hgx-h100, ring-50, pcie) or an\n"
-                   "ASTRA-sim network .yml (npus_count, bandwidth GB/s, latency ns)"},
-    [R_ALGO] = {"--algo", NULL, SIM_OPT_STR, 0, 0, 0, 0, "A", "ring | tree | direct: the algorithm of --network's estimates (needs\n--network)"},
+                   "estimate each call's time: a preset (hgx-h100, ring-50, pcie: NCCL-like\n"
+                   "alpha-beta, GB = 1e9 bytes, latencies NCCL's) or an ASTRA-sim analytical\n"
+                   "network .yml, timed by ASTRA-sim's congestion-unaware rules: per dimension\n"
+                   "topology Ring | FullyConnected | Switch (1 hop to a ring neighbour, 1,\n"
+                   "2 hops), npus_count, bandwidth in GB/s with 1 GB = 2^30 bytes (as\n"
+                   "ASTRA-sim), latency in ns per hop; a trace with more ranks than the\n"
+                   "network's NPUs is refused"},
+    [R_SYSTEM] = {"--system", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F",
+                  "ASTRA-sim system JSON for a --network .yml (needs jansson): *-implementation\n"
+                  "per dimension (ring, direct, halvingDoubling, doubleBinaryTree),\n"
+                  "collective-optimization (baseline, localBWAware), preferred-dataset-splits,\n"
+                  "active-chunks-per-dimension, endpoint-delay (ns), local-mem-bw (GB/s,\n"
+                  "1 GB = 1e9 bytes, as ASTRA-sim: 3 x bytes / bw per reduced message),\n"
+                  "scheduling-policy LIFO | FIFO; read with no effect on a call timed alone:\n"
+                  "local-reduction-delay (ASTRA-sim 2.0 times nothing with it), peak-perf,\n"
+                  "roofline-enabled, boost-mode, trace-enabled, replay-only; other keys and\n"
+                  "values not modelled are refused by name. Default without --system:\n"
+                  "ASTRA-sim's built-in values (ring, baseline, endpoint-delay 10 ns, 1 active\n"
+                  "chunk) with 1 split and no local-mem-bw (reductions cost no local time)"},
+    [R_ALGO] = {"--algo", NULL, SIM_OPT_STR, 0, 0, 0, 0, "A", "ring | tree | direct: the algorithm of a --network preset's estimates\n"
+                "(with a .yml the system JSON's *-implementation decides)"},
     [R_COMPARE_ALGORITHMS] = {"--compare-algorithms", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
                               "with --network: ring, tree and direct side by side"},
     [R_MAX_ISSUES] = {"--max-issues", NULL, SIM_OPT_INT, 1, 100000, 0, 0, "K", "issues to print"},
@@ -155,6 +174,7 @@ int sim_cmd_replay(int argc, char **argv) {
     export_chakra = o.str[R_EXPORT_CHAKRA];
     export_perfetto = o.str[R_EXPORT_PERFETTO];
     network = o.str[R_NETWORK];
+    const char *system = o.str[R_SYSTEM];
     int algo_given = o.given[R_ALGO];
     if (algo_given && shs_net_algo_parse(o.str[R_ALGO], &algo))
         return usage_error("--algo takes ring, tree or direct, not %s", o.str[R_ALGO]);
@@ -162,6 +182,7 @@ int sim_cmd_replay(int argc, char **argv) {
     if (compare && !network) return usage_error("--compare-algorithms needs --network");
     if (algo_given && !network) return usage_error("--algo %s needs --network (the algorithm of its time estimates)",
                                                    shs_net_algo_name(algo));
+    if (system && !network) return usage_error("--system %s needs --network NET.yml (ASTRA-sim's network file)", system);
     shs_net_t net;
     if (network && shs_net_preset(network, &net) != SHS_OK) {
         if (!strchr(network, '/') && !strstr(network, ".yml")) return usage_error("--network: %s", shs_last_error());
@@ -170,6 +191,13 @@ int sim_cmd_replay(int argc, char **argv) {
             return SIM_EXIT_ERROR;
         }
     }
+    if (network && net.astra && (algo_given || compare))
+        return usage_error("--%s: with an ASTRA-sim network the system JSON's *-implementation picks the algorithm",
+                           algo_given ? "algo" : "compare-algorithms");
+    if (system && shs_net_set_system(&net, system) != SHS_OK) {
+        sim_error("replay", "%s", shs_last_error());
+        return SIM_EXIT_ERROR;
+    }
 
     shs_trace_t *t;
     if (shs_trace_load(&t, path, &lo) != SHS_OK) {
@@ -177,6 +205,11 @@ int sim_cmd_replay(int argc, char **argv) {
         return SIM_EXIT_ERROR;
     }
     size_t nrec = shs_trace_num_records(t);
+    if (network && net.astra && nrec > 0 && shs_astra_check_trace(&net.anet, &net.asys, t) != SHS_OK) {
+        sim_error("replay", "%s: %s", network, shs_last_error());
+        shs_trace_free(t);
+        return SIM_EXIT_ERROR;
+    }
     if (nrec == 0 || t->world < 1) { /* nothing recognizable: not a "consistent" trace */
         sim_error("replay", "%s: no communication records found (format %s)%s", path, t->format,
                 lo.files_skipped ? "; some files were of no known format" : "");

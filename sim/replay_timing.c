@@ -31,12 +31,42 @@ static int is_instance(const shs_trace_t *t, const shs_trace_rec_t *r) {
     return t->comms[r->comm].ranks[0] == r->rank;
 }
 
+/* What an ASTRA-sim network and system say, units included. */
+static void print_astra_header(const shs_net_t *net) {
+    static const char *const topo[] = {"Ring", "FullyConnected", "Switch"};
+    static const char *const impl[] = {"ring", "direct", "halvingDoubling", "doubleBinaryTree"};
+    static const char *const coll[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"};
+    const shs_astra_net_t *a = &net->anet;
+    const shs_astra_sys_t *s = &net->asys;
+    printf("\ntiming (ASTRA-sim analytical, congestion-unaware rules): network %s, %d NPUs\n", net->name,
+           shs_astra_net_npus(a));
+    for (int d = 0; d < a->dims; d++)
+        printf("  dimension %d: %s of %d, %g GB/s (1 GB = 2^30 bytes), %g ns per hop\n", d + 1, topo[a->topo[d]],
+               a->npus[d], a->bw_gbps[d], a->lat_ns[d]);
+    printf("  system %s: %s, %d split%s, %d active chunk%s per dimension, endpoint delay %g ns, ",
+           s->path[0] ? s->path : "(ASTRA-sim's defaults, see --help)", s->local_bw_aware ? "localBWAware" : "baseline",
+           s->splits, s->splits == 1 ? "" : "s", s->active_chunks, s->active_chunks == 1 ? "" : "s", s->endpoint_delay_ns);
+    if (s->local_mem_bw_gbps > 0) printf("local-mem-bw %g GB/s (1 GB = 1e9 bytes)\n", s->local_mem_bw_gbps);
+    else printf("no local-mem-bw (reductions cost no local time)\n");
+    for (int c = 0; c < SHS_ASTRA_NUM_COLLS; c++) {
+        printf("  %s:", coll[c]);
+        for (int d = 0; d < a->dims; d++) printf(" %s", impl[s->nimpl[c] ? s->impl[c][d] : SHS_ASTRA_RING]);
+        printf("%s", c == SHS_ASTRA_NUM_COLLS - 1 ? "\n" : ";");
+    }
+    printf("  each call timed alone: scheduling-policy %s orders concurrent collectives only; local-reduction-delay "
+           "%g, peak-perf %g TFLOPS read, not used by ASTRA-sim's communication timing\n", s->lifo ? "LIFO" : "FIFO",
+           s->local_reduction_delay, s->peak_perf_tflops);
+}
+
 void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t algo, int compare) {
     char b1[32], b2[32];
-    printf("\ntiming (alpha-beta, %s): network %s, %d GPUs per node, intra %.1f GB/s %.3f us, inter %.1f GB/s %.3f us "
-           "per ring step, %.3f us per call\n",
-           shs_net_algo_name(algo), net->name, net->gpus_per_node > 65536 ? t->world : net->gpus_per_node,
-           net->intra_bw / 1e9, net->intra_lat * 1e6, net->inter_bw / 1e9, net->inter_lat * 1e6, net->base_lat * 1e6);
+    if (net->astra) print_astra_header(net);
+    else
+        printf("\ntiming (alpha-beta, %s): network %s, %d GPUs per node, intra %.1f GB/s %.3f us, inter %.1f GB/s "
+               "%.3f us per ring step, %.3f us per call\n",
+               shs_net_algo_name(algo), net->name, net->gpus_per_node > 65536 ? t->world : net->gpus_per_node,
+               net->intra_bw / 1e9, net->intra_lat * 1e6, net->inter_bw / 1e9, net->inter_lat * 1e6,
+               net->base_lat * 1e6);
     /* per rank: the calls' times, and what stays exposed once ranks wait
      * for each other and the trace's own compute gaps are kept */
     shs_trace_comm_timeline_t tl;

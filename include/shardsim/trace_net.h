@@ -40,6 +40,7 @@
 #define SHARDSIM_TRACE_NET_H
 
 #include "shardsim/trace.h"
+#include "shardsim/trace_astra_model.h"
 
 #define SHS_NET_ALGO_MAP(X) X(RING, "ring") X(TREE, "tree") X(DIRECT, "direct")
 typedef enum {
@@ -59,7 +60,12 @@ typedef struct {
     double base_lat;             /* seconds per call, ring and direct (NCCL baseLat[RING][SIMPLE]) */
     double tree_base_lat;        /* seconds per call, tree (NCCL baseLat[TREE][SIMPLE]) */
     double tree_intra_lat, tree_inter_lat; /* seconds per tree level (NCCL hwLat[link][TREE][SIMPLE]) */
+    int astra;                   /* 1: loaded from an ASTRA-sim .yml: calls are timed by ASTRA-sim's rules */
+    shs_astra_net_t anet;        /* with astra: the network file */
+    shs_astra_sys_t asys;        /* with astra: the system (shs_astra_sys_default unless shs_net_set_system) */
 } shs_net_t;
+/* the trailing fields of a preset initializer: not ASTRA-sim */
+#define SHS_NET_NOT_ASTRA 0, {0}, {0}
 
 /* Presets (GB = 1e9 bytes; latencies NCCL 2.20.3's, see trace_net.c):
  * "hgx-h100" (8 GPUs per node, 400 GB/s as ASTRA-sim's HGX-H100-validated,
@@ -68,13 +74,18 @@ typedef struct {
  * (ASTRA-sim's Ring_*npus: 50 GB/s, 500 ns per step and per level, no
  * per-call latency, one node). Errors: SHS_INVALID_ARG (unknown name). */
 shs_status_t shs_net_preset(const char *name, shs_net_t *out);
-/* An ASTRA-sim analytical network YAML: `npus_count: [a, b]`, `bandwidth:
- * [GB/s, ...]`, `latency: [ns, ...]` (`topology` read and ignored):
- * dimension 1 is the node (gpus per node = its npus_count), dimension 2, if
- * any, the inter-node network. The link latency is both the ring step's and
- * the tree level's; no per-call latency (ASTRA-sim's link model, not NCCL's
- * software). Errors: SHS_IO, SHS_PARSE (file:line). */
+/* An ASTRA-sim analytical network YAML (shs_astra_net_load: topology,
+ * npus_count, bandwidth in GB/s of 2^30 bytes, latency in ns, per
+ * dimension). Sets astra = 1 with the default system, so shs_net_rec_time
+ * follows ASTRA-sim's rules (trace_astra_model.h); the alpha-beta fields
+ * are filled too (dimension 1 the node, the last dimension between nodes,
+ * bandwidth x 2^30, no per-call latency) for shs_net_time.
+ * Errors: SHS_IO, SHS_PARSE (file:line). */
 shs_status_t shs_net_load(const char *path, shs_net_t *out);
+/* Use ASTRA-sim system JSON `path` (shs_astra_sys_load) for a network
+ * loaded by shs_net_load. Errors: SHS_INVALID_ARG (a preset: it has no
+ * ASTRA-sim system layer), those of shs_astra_sys_load. */
+shs_status_t shs_net_set_system(shs_net_t *net, const char *path);
 
 /* Seconds for one call on a communicator of n ranks on `nodes` nodes (1:
  * within one node; below 1 counts as 1), S bytes (TOTAL scope, or the
@@ -83,7 +94,9 @@ double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_coll_op_t op,
 /* nccl-tests' bus-bandwidth factor for op on n ranks. */
 double shs_net_busbw_factor(shs_coll_op_t op, int n);
 /* Seconds for record r of trace t (its communicator decides n and, by
- * global rank / gpus_per_node, on how many nodes its ranks sit). */
+ * global rank / gpus_per_node, on how many nodes its ranks sit). With
+ * net->astra, ASTRA-sim's rules instead (algo unused; run
+ * shs_astra_check_trace first: a call they cannot time gives NaN). */
 double shs_net_rec_time(const shs_net_t *net, shs_net_algo_t algo, const shs_trace_t *t, const shs_trace_rec_t *r);
 
 #endif

@@ -82,9 +82,9 @@ double shs_zero_paper_sent(shs_strategy_kind_t kind, double psi, int N, int G, d
 
 shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
     static const shs_hw_t presets[] = {
-        {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT}},
-        {"h200", 989.4e12, 494.7e12, 4.8e12, 141e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT}},
-        {"a100", 312e12, 156e12, 2.039e12, 80e9, 32e9, 100e9, {"nvlink3+ib200", 8, 300e9, 25e9, NCCL_LAT}},
+        {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT, SHS_NET_NOT_ASTRA}},
+        {"h200", 989.4e12, 494.7e12, 4.8e12, 141e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT, SHS_NET_NOT_ASTRA}},
+        {"a100", 312e12, 156e12, 2.039e12, 80e9, 32e9, 100e9, {"nvlink3+ib200", 8, 300e9, 25e9, NCCL_LAT, SHS_NET_NOT_ASTRA}},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(name, presets[i].name) == 0) {

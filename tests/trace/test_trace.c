@@ -386,21 +386,23 @@ static void test_net_model_hand_values(void **state) {
     char path[1024];
     snprintf(path, sizeof path, "%s/traces/astra-sim/network/Ring_8npus.yml", test_shared_dir());
     assert_int_equal(shs_net_load(path, &net), SHS_OK);
-    assert_true(net.intra_bw == 50e9 && fabs(net.intra_lat - 500e-9) < 1e-18);
+    /* ASTRA-sim's GB/s is 2^30 bytes per second */
+    assert_true(net.intra_bw == 50.0 * 1073741824.0 && fabs(net.intra_lat - 500e-9) < 1e-18);
     assert_true(net.base_lat == 0 && net.tree_base_lat == 0 && fabs(net.tree_intra_lat - 500e-9) < 1e-18);
     double S = 1048576;
-    /* ring: 2*7*(500e-9 + S/(8*50e9)) = 14 * 3.12144e-6 */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_OP_ALL_REDUCE, S, 8, 1) - 4.370016e-5) < 1e-12);
-    /* tree, one node: a chain of 8, 2*7*500e-9 + 2*S/50e9 = 7e-6 + 4.194304e-5 */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_TREE, SHS_OP_ALL_REDUCE, S, 8, 1) - 4.894304e-5) < 1e-12);
-    /* direct: 2*(500e-9 + 7*S/(8*50e9)) */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_DIRECT, SHS_OP_ALL_REDUCE, S, 8, 1) - 3.770016e-5) < 1e-12);
-    /* ring all-gather of 4 ranks: 3*(500e-9 + S/(4*50e9)) */
-    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_OP_ALL_GATHER, S, 4, 1) - 3 * (500e-9 + S / 200e9)) < 1e-15);
+    /* ring: 2*7*(500e-9 + S/(8*50*2^30)) = 14 * 2.94140625e-6 */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_OP_ALL_REDUCE, S, 8, 1) - 4.11796875e-5) < 1e-12);
+    /* tree, one node: a chain of 8, 2*7*500e-9 + 2*S/(50*2^30) = 7e-6 + 3.90625e-5 */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_TREE, SHS_OP_ALL_REDUCE, S, 8, 1) - 4.60625e-5) < 1e-12);
+    /* direct: 2*(500e-9 + 7*S/(8*50*2^30)) */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_DIRECT, SHS_OP_ALL_REDUCE, S, 8, 1) - 3.51796875e-5) < 1e-12);
+    /* ring all-gather of 4 ranks: 3*(500e-9 + S/(4*50*2^30)) */
+    assert_true(fabs(shs_net_time(&net, SHS_ALGO_RING, SHS_OP_ALL_GATHER, S, 4, 1) -
+                     3 * (500e-9 + S / (200 * 1073741824.0))) < 1e-15);
     assert_true(shs_net_time(&net, SHS_ALGO_RING, SHS_OP_ALL_REDUCE, S, 1, 1) == 0);
     snprintf(path, sizeof path, "%s/traces/astra-sim/network/HGX-H100-validated.yml", test_shared_dir());
     assert_int_equal(shs_net_load(path, &net), SHS_OK);
-    assert_true(net.intra_bw == 400e9 && fabs(net.intra_lat - 936.25e-9) < 1e-18);
+    assert_true(net.intra_bw == 400.0 * 1073741824.0 && fabs(net.intra_lat - 936.25e-9) < 1e-18);
     /* 16 ranks over 8-GPU nodes: 2 nodes; the replica pair {0, 8}: 2 nodes, 1 GPU each */
     assert_int_equal(shs_net_preset("hgx-h100", &net), SHS_OK);
     shs_trace_t *t = from_text("shardsim-trace 1\nworld 16\ncomm world 16 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"

@@ -71,73 +71,40 @@ shs_status_t shs_net_preset(const char *name, shs_net_t *out) {
      * ASTRA-sim's Ring_*npus.yml (50 GB/s, 500 ns), kept as its link model */
     static const shs_net_t presets[] = {
         {"hgx-h100", 8, 400e9, 50e9, NCCL_HW_NVLINK_RING, NCCL_HW_NET_RING, NCCL_BASE_RING, NCCL_BASE_TREE,
-         NCCL_HW_TREE, NCCL_HW_TREE},
-        {"ring-50", 1 << 30, 50e9, 50e9, 500e-9, 500e-9, 0, 0, 500e-9, 500e-9},
+         NCCL_HW_TREE, NCCL_HW_TREE, SHS_NET_NOT_ASTRA},
+        {"ring-50", 1 << 30, 50e9, 50e9, 500e-9, 500e-9, 0, 0, 500e-9, 500e-9, SHS_NET_NOT_ASTRA},
         {"pcie", 8, 25e9, 12.5e9, NCCL_HW_PCI_RING, NCCL_HW_NET_RING, NCCL_BASE_RING, NCCL_BASE_TREE, NCCL_HW_TREE,
-         NCCL_HW_TREE},
+         NCCL_HW_TREE, SHS_NET_NOT_ASTRA},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(name, presets[i].name) == 0) { *out = presets[i]; return SHS_OK; }
     return shs_set_error(SHS_INVALID_ARG, "unknown network preset '%s' (hgx-h100, ring-50, pcie, or an ASTRA-sim .yml)", name);
 }
 
-/* Parse "key: [v1, v2]  # comment" values into vals (up to 4). */
-static int yml_list(const char *s, size_t n, double *vals, int *nv) {
-    const char *e = s + n, *p = memchr(s, '[', n);
-    *nv = 0;
-    if (!p) return -1;
-    p++;
-    while (p < e && *p != ']') {
-        while (p < e && (*p == ' ' || *p == ',')) p++;
-        if (p >= e || *p == ']') break;
-        const char *q = p;
-        while (q < e && *q != ',' && *q != ']' && *q != ' ') q++;
-        double v;
-        if (*nv == 4 || shs__parse_double(p, (size_t)(q - p), &v) || v <= 0) return -1;
-        vals[(*nv)++] = v;
-        p = q;
-    }
-    return p < e && *nv > 0 ? 0 : -1;
-}
-
 shs_status_t shs_net_load(const char *path, shs_net_t *out) {
-    char *buf;
-    size_t len;
-    SHS_CHECK(shs__read_file(path, &buf, &len));
-    double npus[4], bw[4], lat[4];
-    int nn = 0, nb = 0, nl = 0;
-    long line = 0;
-    shs_status_t st = SHS_OK;
-    for (size_t i = 0; i < len && st == SHS_OK;) {
-        size_t j = i;
-        while (j < len && buf[j] != '\n') j++;
-        line++;
-        const char *s = buf + i;
-        size_t n = j - i;
-        i = j + 1;
-        const char *hash = memchr(s, '#', n);
-        if (hash) n = (size_t)(hash - s);
-        int bad = 0;
-        if (n >= 10 && strncmp(s, "npus_count", 10) == 0) bad = yml_list(s, n, npus, &nn);
-        else if (n >= 9 && strncmp(s, "bandwidth", 9) == 0) bad = yml_list(s, n, bw, &nb);
-        else if (n >= 7 && strncmp(s, "latency", 7) == 0) bad = yml_list(s, n, lat, &nl);
-        if (bad) st = shs_set_error(SHS_PARSE, "%s:%ld: want a list of positive numbers in [ ]", path, line);
-    }
-    free(buf);
-    if (st != SHS_OK) return st;
-    if (!nn || !nb || !nl || nn != nb || nn != nl)
-        return shs_set_error(SHS_PARSE, "%s: needs npus_count, bandwidth (GB/s) and latency (ns) lists of one length", path);
+    shs_astra_net_t an;
+    SHS_CHECK(shs_astra_net_load(path, &an));
+    int last = an.dims - 1;
     *out = (shs_net_t){0};
     snprintf(out->name, sizeof out->name, "%s", path);
-    out->gpus_per_node = npus[0] > 1e9 ? 1 << 30 : (int)npus[0];
-    out->intra_bw = bw[0] * 1e9;
-    out->intra_lat = lat[0] * 1e-9;
-    out->inter_bw = (nn > 1 ? bw[1] : bw[0]) * 1e9;
-    out->inter_lat = (nn > 1 ? lat[1] : lat[0]) * 1e-9;
-    if (nn == 1) out->gpus_per_node = 1 << 30; /* one dimension: everything on one "node" */
+    out->astra = 1;
+    out->anet = an;
+    shs_astra_sys_default(&out->asys);
+    out->gpus_per_node = an.dims == 1 ? 1 << 30 : an.npus[0]; /* one dimension: everything on one "node" */
+    out->intra_bw = an.bw_gbps[0] * 1073741824.0; /* ASTRA-sim's GB: 2^30 bytes */
+    out->intra_lat = an.lat_ns[0] * 1e-9;
+    out->inter_bw = an.bw_gbps[last] * 1073741824.0;
+    out->inter_lat = an.lat_ns[last] * 1e-9;
     out->tree_intra_lat = out->intra_lat; /* ASTRA-sim's link latency: per step and per level, */
     out->tree_inter_lat = out->inter_lat; /* base latencies 0 */
     return SHS_OK;
+}
+
+shs_status_t shs_net_set_system(shs_net_t *net, const char *path) {
+    if (!net->astra)
+        return shs_set_error(SHS_INVALID_ARG, "--system %s: network %s is a preset; an ASTRA-sim system JSON goes "
+                             "with an ASTRA-sim network .yml", path, net->name);
+    return shs_astra_sys_load(path, &net->asys);
 }
 
 double shs_net_busbw_factor(shs_coll_op_t op, int n) {
@@ -203,6 +170,7 @@ static int count_nodes(const int *ranks, int n, int gpus_per_node) {
 }
 
 double shs_net_rec_time(const shs_net_t *net, shs_net_algo_t algo, const shs_trace_t *t, const shs_trace_rec_t *r) {
+    if (net->astra) return shs_astra_rec_time(&net->anet, &net->asys, t, r);
     const shs_trace_comm_t *cm = &t->comms[r->comm];
     int p2p = shs_coll_op_is_p2p(r->op);
     int nodes = p2p ? 1 + (r->rank / net->gpus_per_node != r->peer / net->gpus_per_node)
