@@ -58,23 +58,29 @@ static char *run_compare(const char *format, const char *world, const char *dtyp
 
 static void test_closed_forms_by_hand(void **state) {
     /* shardsim widths 4 + 4 + 8 (AdamW), N = 4, Psi = 1000 */
-    shs_zero_states_t s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
+    shs_zero_states_t s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 4, 4);
     assert_true(s.params == 4000 && s.grads == 4000 && s.optim == 8000);
-    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
+    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 4, 4);
     assert_true(s.params == 4000 && s.grads == 4000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
+    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 4, 4);
     assert_true(s.params == 4000 && s.grads == 1000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
+    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 4, 4);
     assert_true(s.params == 1000 && s.grads == 1000 && s.optim == 2000);
-    /* bf16: ZeRO-1/2 hold f32 master shards (4000 / 4) and a 2-byte replica (2000) */
-    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
-    assert_true(s.params == 3000 && s.grads == 4000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
-    assert_true(s.params == 3000 && s.grads == 1000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
-    assert_true(s.params == 1000);
-    s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
-    assert_true(s.params == 4000);
+    /* bf16: f32 master shards (4000 / 4) and a 2-byte replica (ZeRO-1/2:
+     * 2000) or shard (ZeRO-3: 500); 2-byte gradients (full 2000, shard 500) */
+    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 2);
+    assert_true(s.params == 3000 && s.grads == 2000 && s.optim == 2000);
+    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 2);
+    assert_true(s.params == 3000 && s.grads == 500 && s.optim == 2000);
+    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 2);
+    assert_true(s.params == 1500 && s.grads == 500 && s.optim == 2000);
+    /* the totals are then the paper's (2+2+12) forms: 7000, 5500, 4000 */
+    assert_true(s.params + s.grads + s.optim == 4000);
+    s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 2);
+    assert_true(s.params == 4000 && s.grads == 2000);
+    /* an f32 accumulation buffer: 4-byte gradients */
+    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 4);
+    assert_true(s.grads == 4000);
     /* the paper's totals with K = 12: 16000, 4000 + 3000, 2000 + 3500, 4000 */
     assert_true(shs_zero_paper_total(SHS_DDP, 1000, 4) == 16000);
     assert_true(shs_zero_paper_total(SHS_ZERO1, 1000, 4) == 7000);
@@ -163,7 +169,7 @@ static void test_json_matches_closed_forms(void **state) {
         shs_strategy_kind_t kind;
         assert_int_equal(shs_strategy_parse(name, &kind), 0);
         int n = 8; /* hybrid: G = 8 divides 8 */
-        shs_zero_states_t f = shs_zero_states(kind, PSI, n, 2, SHS_OFFLOAD_NONE, 4);
+        shs_zero_states_t f = shs_zero_states(kind, PSI, n, 2, SHS_OFFLOAD_NONE, 4, 4);
         double by_hand_params = kind == SHS_ZERO3 || kind == SHS_HYBRID_SHARD ? 4 * PSI / 8 : 4 * PSI;
         assert_true(f.params == by_hand_params);
         assert_int_equal(json_integer_value(json_object_get(pr, "params")), (json_int_t)f.params);
