@@ -30,10 +30,11 @@
 
 /* The options of `compare`; the rows' order is --help's. */
 typedef enum {
-    C_MODEL, C_LAYERS, C_CHANNELS, C_HEADS, C_CONTEXT, C_VOCAB, C_WORLD, C_PARAM_DTYPE, C_REDUCE_DTYPE, C_OPTIMIZER,
+    C_MODEL, C_LAYERS, C_CHANNELS, C_HEADS, C_CONTEXT, C_VOCAB, C_WORLD, C_PARAM_DTYPE, C_REDUCE_DTYPE, C_GRAD_ACCUM_DTYPE,
+    C_OPTIMIZER,
     C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
     C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
-    C_PCIE_GBS, C_HOST_GBS, C_FORMAT, C_PLOT, C_OUTPUT,
+    C_PCIE_GBS, C_HOST_GBS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT,
     C_NUM_OPTIONS
 } compare_opt_t;
 
@@ -48,9 +49,11 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_HEADS] = SIM_ROW_HEADS,
     [C_CONTEXT] = SIM_ROW_CONTEXT,
     [C_VOCAB] = {"--vocab", NULL, SIM_OPT_INT, 1, 1 << 20, 0, 0, "V", "vocabulary size"},
-    [C_WORLD] = SIM_ROW_WORLD,
+    [C_WORLD] = {"--world", NULL, SIM_OPT_INT, 1, SHS_MAX_META_WORLD, 0, 0, "N",
+                 "ranks (simulated GPUs), 1..65536 (two representative ranks run)"},
     [C_PARAM_DTYPE] = SIM_ROW_PARAM_DTYPE,
     [C_REDUCE_DTYPE] = SIM_ROW_REDUCE_DTYPE,
+    [C_GRAD_ACCUM_DTYPE] = SIM_ROW_GRAD_ACCUM_DTYPE,
     [C_OPTIMIZER] = SIM_ROW_OPTIMIZER,
     [C_MOMENTUM] = SIM_ROW_MOMENTUM,
     [C_MICRO_BATCH] = SIM_ROW_MICRO_BATCH,
@@ -58,7 +61,8 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_WRAP] = {"--wrap", NULL, SIM_OPT_STR, 0, 0, 0, 0, "P",
                 "block (one unit per block) | size:N (blocks grouped into units of at\n"
                 "least N parameters, FSDP's size-based auto-wrap)"},
-    [C_SHARD_GROUP_SIZE] = SIM_ROW_SHARD_GROUP_SIZE,
+    [C_SHARD_GROUP_SIZE] = {"--shard-group-size", NULL, SIM_OPT_INT, 1, SHS_MAX_META_WORLD, 0, 0, "G",
+                            "hybrid_*: shard within groups of G consecutive ranks, replicate\nacross the N/G groups"},
     [C_STRATEGIES] = {"--strategies", NULL, SIM_OPT_STR, 0, 0, 0, 0, "LIST", "comma-separated subset, e.g. ddp,zero3"},
     [C_VARIANTS] = {"--variants", NULL, SIM_OPT_STR, 0, 0, 0, 0, "V", "all (plain, +ckpt, +offload, +ckpt+offload) | plain"},
     [C_GPU] = {"--gpu", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G", "h100-sxm | h200 | a100"},
@@ -73,6 +77,11 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_GPUS_PER_NODE] = {"--gpus-per-node", NULL, SIM_OPT_INT, 1, 1 << 20, 0, 0, "N", "custom GPU: GPUs per node"},
     [C_PCIE_GBS] = HW_ROW("--pcie-gbs", "custom GPU: host link bandwidth, GB/s"),
     [C_HOST_GBS] = HW_ROW("--host-gbs", "custom GPU: host memory bandwidth for the offloaded optimizer, GB/s"),
+    [C_ACCOUNTING] = {"--accounting", NULL, SIM_OPT_STR, 0, 0, 0, 0, "A",
+                      "shardsim (measured categories beside shardsim-width closed forms) |\n"
+                      "zero-paper (also the ZeRO paper's categories: 2-byte params, 2-byte\n"
+                      "grads, K = 12 optimizer states with the f32 master, measured and\n"
+                      "(2+2+K)Psi, in GB = 1e9 bytes)"},
     [C_FORMAT] = {"--format", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F", "table | json | csv"},
     [C_PLOT] = {"--plot", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE.svg", "memory of one rank over the step, one panel per row"},
     [C_OUTPUT] = {"--output", "-o", SIM_OPT_STR, 0, 0, 0, 0, "FILE", "write the table / JSON / CSV to FILE instead of stdout"},
@@ -81,6 +90,7 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
 
 static const char *const compare_defaults[C_NUM_OPTIONS] = {
     [C_MODEL] = "gpt2-124m", [C_WORLD] = "8", [C_PARAM_DTYPE] = "bf16", [C_REDUCE_DTYPE] = "param dtype",
+    [C_GRAD_ACCUM_DTYPE] = "param dtype", [C_ACCOUNTING] = "shardsim",
     [C_OPTIMIZER] = "adamw", [C_MOMENTUM] = "0", [C_MICRO_BATCH] = "1", [C_DEVICE_MEM] = "the GPU preset's",
     [C_WRAP] = "block", [C_SHARD_GROUP_SIZE] = "8 when it divides N, else N", [C_STRATEGIES] = "all",
     [C_VARIANTS] = "all", [C_GPU] = "h100-sxm", [C_EFFICIENCY] = "0.5", [C_ALGO] = "auto", [C_FORMAT] = "table",
@@ -105,6 +115,7 @@ typedef struct {
     shs_meta_result_t res;
     const shs_meta_rank_result_t *worst;
     shs_zero_states_t form;
+    shs_zero_states_t paper, paper_measured; /* the ZeRO paper's categories: its forms, and measured */
     double paper_total, paper_sent;
     uint64_t sent[SHS_NUM_COLL_OPS], sent_total, calls;
     shs_step_estimate_t est;
@@ -125,9 +136,18 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     int n = hybrid ? (tc->strategy.shard_group_size ? tc->strategy.shard_group_size : N) : N;
     double psi = (double)r->res.num_params;
     int spp = shs_optim_state_per_param(&tc->strategy.optim);
-    double width = (double)shs_dtype_size(tc->strategy.param_dtype ? tc->strategy.param_dtype : SHS_F32);
-    r->form = shs_zero_states(r->kind, psi, n, spp, r->offload, (int)width);
+    shs_dtype_t pd = tc->strategy.param_dtype ? tc->strategy.param_dtype : SHS_F32;
+    double width = (double)shs_dtype_size(pd);
+    int grad_width = (int)shs_dtype_size(tc->strategy.grad_accum_dtype ? tc->strategy.grad_accum_dtype : pd);
+    r->form = shs_zero_states(r->kind, psi, n, spp, r->offload, (int)width, grad_width);
+    r->paper = shs_zero_paper_states(r->kind, psi, n);
     r->paper_total = shs_zero_paper_total(r->kind, psi, n);
+    /* measured in the paper's categories: the f32 master moves from the
+     * parameters to the optimizer states (its K) */
+    r->paper_measured = (shs_zero_states_t){
+        .params = (double)(w->mem.peak[SHS_MEM_PARAMS] - w->master_bytes),
+        .grads = (double)w->mem.peak[SHS_MEM_GRADS],
+        .optim = (double)(w->mem.peak[SHS_MEM_OPTIM] + w->master_bytes)};
     r->paper_sent = shs_zero_paper_sent(r->kind, psi, N, n, width);
     r->sent_total = r->calls = 0;
     for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
@@ -149,12 +169,15 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
         add_note(r->notes, sizeof r->notes, t);
     }
     /* against the paper's own byte widths (2-byte params and grads, K = 12
-     * with the f32 master inside it): shardsim stores parameters and
-     * gradients in f32 whatever the param dtype (the master weights are the
-     * parameters), so stages that replicate them differ */
+     * with the f32 master inside it): with a 2-byte param dtype shardsim
+     * holds the same, except DDP (no persistent 2-byte copy), an f32
+     * gradient buffer, and an optimizer other than AdamW */
     if (r->offload == SHS_OFFLOAD_NONE && fabs(form - r->paper_total) > 0.005 * r->paper_total) {
         snprintf(t, sizeof t, "model states %+.3g%% vs the paper's 2+2+12 total: %s", 100.0 * (form - r->paper_total) / r->paper_total,
-                 width == 4 ? "f32 params/grads where it holds 2-byte ones" : "f32 gradients where it holds 2-byte ones");
+                 width == 4 ? "f32 params/grads where it holds 2-byte ones"
+                 : grad_width == 4 ? "an f32 gradient buffer (--grad-accum-dtype f32)"
+                 : spp != 2 ? "optimizer state other than Adam's"
+                 : "no persistent 2-byte parameter copy (rounded at each use)");
         add_note(r->notes, sizeof r->notes, t);
     }
     if (r->offload != SHS_OFFLOAD_NONE) {
@@ -191,8 +214,30 @@ static double unit_div(size_t maxb, const char **name) {
     return 1024.0;
 }
 
+/* --accounting zero-paper: each row in the ZeRO paper's categories (2-byte
+ * parameters, 2-byte gradients, K = 12 optimizer states holding the f32
+ * master), measured beside the paper's (2+2+K)Psi forms, per rank, GB. */
+static void print_zero_paper(FILE *out, const row_t *rows, int nrows, int w) {
+    fprintf(out, "ZeRO paper accounting (Rajbhandari et al. 2020, §3.1 and §5; K = 12; GB = 1e9 bytes per rank), "
+                 "measured | paper:\n");
+    fprintf(out, "%-*s %-9s %17s %17s %17s %17s %8s\n", w, "strategy", "stage", "params (2)", "grads (2)",
+            "optimizer (K)", "total", "diff");
+    for (int i = 0; i < nrows; i++) {
+        const row_t *r = &rows[i];
+        const shs_stage_t *st = shs_strategy_stage(r->kind);
+        const char *stage = st->shards_params ? "Pos+g+p" : st->shards_grads ? "Pos+g" : st->shards_optimizer ? "Pos" : "baseline";
+        const shs_zero_states_t *m = &r->paper_measured, *f = &r->paper;
+        double mt = m->params + m->grads + m->optim;
+        fprintf(out, "%-*s %-9s %8.4g|%-8.4g %8.4g|%-8.4g %8.4g|%-8.4g %8.4g|%-8.4g %+7.2f%%\n", w, r->name, stage,
+                m->params / 1e9, f->params / 1e9, m->grads / 1e9, f->grads / 1e9, m->optim / 1e9, f->optim / 1e9,
+                mt / 1e9, r->paper_total / 1e9, 100.0 * (mt - r->paper_total) / r->paper_total);
+    }
+    fprintf(out, "  measured params: the param-dtype copy (f32 with --param-dtype f32); optimizer: optimizer state\n"
+                 "  + the f32 master parameters; offloaded state is on the host and not counted\n");
+}
+
 static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
-                        size_t device_mem, const shs_hw_t *hw, double eff, const char *algo_name) {
+                        size_t device_mem, const shs_hw_t *hw, double eff, const char *algo_name, int zero_paper) {
     size_t maxb = 0;
     for (int i = 0; i < nrows; i++)
         if (rows[i].worst->mem.total_peak > maxb) maxb = rows[i].worst->mem.total_peak;
@@ -203,9 +248,12 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
     fprintf(out, "shardsim compare: %s, %zu parameters (Psi), world %d, micro-batch %d x %d tokens, param dtype %s, %s\n",
            model_name, rows[0].res.num_params, tc->world_size, tc->micro_batch, tc->model.context,
            shs_dtype_name(tc->strategy.param_dtype), shs_optim_name(tc->strategy.optim.kind));
+    shs_dtype_t pd = tc->strategy.param_dtype ? tc->strategy.param_dtype : SHS_F32;
     fprintf(out, "  %d wrap units; device memory %s (%s); per-rank %s; measured | closed form (ZeRO paper §5 partitioning, "
-           "shardsim widths 4+4+%d B)\n",
-           rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), hw->name, u,
+           "shardsim widths: params %s%s, grads %s, optimizer %d B)\n",
+           rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), hw->name, u, shs_dtype_name(pd),
+           pd == SHS_F32 ? "" : " + f32 master",
+           shs_dtype_name(tc->strategy.grad_accum_dtype ? tc->strategy.grad_accum_dtype : pd),
            4 * shs_optim_state_per_param(&tc->strategy.optim));
     int w = 8; /* the name column fits the longest row name */
     for (int i = 0; i < nrows; i++)
@@ -224,6 +272,7 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
                r->sent[SHS_OP_REDUCE_SCATTER] / d, r->sent[SHS_OP_ALL_REDUCE] / d, r->paper_sent / d,
                (unsigned long long)r->calls, r->est.step_s, r->est.exposed_comm_s, 100 * r->est.mfu);
     }
+    if (zero_paper) print_zero_paper(out, rows, nrows, w);
     fprintf(out, "notes (where measured differs from the closed forms):\n");
     for (int i = 0; i < nrows; i++) fprintf(out, "  %-*s %s\n", w, rows[i].name, rows[i].notes);
     fprintf(out, "closed forms: Rajbhandari et al. 2019 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
@@ -234,16 +283,18 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
            base->steps, 100 * eff, hw->net.name, algo_name);
 }
 
-static void print_csv(FILE *out, const row_t *rows, int nrows) {
+static void print_csv(FILE *out, const row_t *rows, int nrows, int zero_paper) {
     fprintf(out, "name,strategy,checkpointing,offload,params_bytes,params_formula,grads_bytes,grads_formula,optimizer_bytes,"
            "optimizer_formula,paper_total,activations_bytes,comm_buffers_bytes,other_bytes,peak_bytes,fits,"
            "all_gather_sent,reduce_scatter_sent,all_reduce_sent,comm_bytes_per_step,paper_comm_bytes,collectives,"
-           "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu\n");
+           "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu%s\n",
+            zero_paper ? ",paper_params_measured,paper_params,paper_grads_measured,paper_grads,paper_optimizer_measured,"
+                         "paper_optimizer" : "");
     for (int i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
         const shs_mem_stats_t *m = &r->worst->mem;
         fprintf(out, "%s,%s,%d,%s,%zu,%.0f,%zu,%.0f,%zu,%.0f,%.0f,%zu,%zu,%zu,%zu,%d,%llu,%llu,%llu,%llu,%.0f,%llu,%.6g,%.6g,"
-               "%.6g,%.6g,%.6g,%.6g\n",
+               "%.6g,%.6g,%.6g,%.6g",
                r->name, shs_strategy_name(r->kind), r->ckpt,
                r->offload == SHS_OFFLOAD_NONE ? "none" : r->offload == SHS_OFFLOAD_PARAMS ? "params" : "optimizer",
                m->peak[SHS_MEM_PARAMS], r->form.params, m->peak[SHS_MEM_GRADS], r->form.grads, m->peak[SHS_MEM_OPTIM],
@@ -252,12 +303,16 @@ static void print_csv(FILE *out, const row_t *rows, int nrows) {
                (unsigned long long)r->sent[SHS_OP_REDUCE_SCATTER], (unsigned long long)r->sent[SHS_OP_ALL_REDUCE],
                (unsigned long long)r->sent_total, r->paper_sent, (unsigned long long)r->calls, r->est.compute_s,
                r->est.comm_s, r->est.exposed_comm_s, r->est.offload_s, r->est.step_s, r->est.mfu);
+        if (zero_paper)
+            fprintf(out, ",%.0f,%.0f,%.0f,%.0f,%.0f,%.0f", r->paper_measured.params, r->paper.params,
+                    r->paper_measured.grads, r->paper.grads, r->paper_measured.optim, r->paper.optim);
+        fputc('\n', out);
     }
 }
 
 #ifdef SHS_HAVE_JANSSON
 static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
-                      size_t device_mem, const shs_hw_t *hw) {
+                      size_t device_mem, const shs_hw_t *hw, int zero_paper) {
     const shs_train_config_t *tc = &base->train;
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "model", json_string(model_name));
@@ -291,6 +346,12 @@ static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_co
         json_object_set_new(cf, "paper_total", json_real(r->paper_total));
         json_object_set_new(cf, "paper_comm_bytes", json_real(r->paper_sent));
         json_object_set_new(o, "closed_form_bytes", cf);
+        if (zero_paper)
+            json_object_set_new(o, "zero_paper_bytes",
+                                json_pack("{s:{s:f,s:f,s:f},s:{s:f,s:f,s:f}}", "measured", "params",
+                                          r->paper_measured.params, "grads", r->paper_measured.grads, "optimizer",
+                                          r->paper_measured.optim, "paper", "params", r->paper.params, "grads",
+                                          r->paper.grads, "optimizer", r->paper.optim));
         json_object_set_new(o, "fits", json_boolean(r->fits));
         json_object_set_new(o, "host_bytes", json_integer((json_int_t)r->worst->host.total_peak));
         for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
@@ -354,7 +415,7 @@ int sim_cmd_compare(int argc, char **argv) {
     const char *model = "gpt2-124m", *format = "table", *plot = NULL, *gpu = "h100-sxm", *strategies = NULL;
     size_t device_mem = 0;
     double eff = 0.5;
-    int variants_all = 1, rc_;
+    int variants_all = 1, zero_paper = 0, rc_;
     shs_net_algo_t algo = SHS_NUM_ALGOS;
     const sim_command_t cmd = {"compare", compare_usage_head, compare_options, C_NUM_OPTIONS, compare_defaults,
                                NULL, NULL};
@@ -370,6 +431,18 @@ int sim_cmd_compare(int argc, char **argv) {
     if (GIVEN(C_REDUCE_DTYPE) &&
         (rc_ = sim_opt_dtype("compare", "--reduce-dtype", o.str[C_REDUCE_DTYPE], &tc->strategy.reduce_dtype)) >= 0)
         return rc_;
+    if (GIVEN(C_GRAD_ACCUM_DTYPE) &&
+        (rc_ = sim_opt_dtype("compare", "--grad-accum-dtype", o.str[C_GRAD_ACCUM_DTYPE], &tc->strategy.grad_accum_dtype)) >= 0)
+        return rc_;
+    if (tc->strategy.grad_accum_dtype && tc->strategy.grad_accum_dtype != SHS_F32 &&
+        tc->strategy.grad_accum_dtype != tc->strategy.param_dtype)
+        return usage_error("--grad-accum-dtype takes f32 or the param dtype %s (got '%s')",
+                           shs_dtype_name(tc->strategy.param_dtype), o.str[C_GRAD_ACCUM_DTYPE]);
+    if (GIVEN(C_ACCOUNTING)) {
+        if (!strcmp(o.str[C_ACCOUNTING], "zero-paper")) zero_paper = 1;
+        else if (strcmp(o.str[C_ACCOUNTING], "shardsim"))
+            return usage_error("--accounting must be shardsim or zero-paper, not %s", o.str[C_ACCOUNTING]);
+    }
     if (GIVEN(C_OPTIMIZER) && (rc_ = sim_opt_optimizer("compare", o.str[C_OPTIMIZER], &tc->strategy.optim)) >= 0) return rc_;
     if (GIVEN(C_MOMENTUM)) {
         if (tc->strategy.optim.kind != SHS_OPTIM_SGD)
@@ -509,12 +582,12 @@ int sim_cmd_compare(int argc, char **argv) {
         goto out;
     }
     FILE *dst = output ? af.fp : stdout;
-    if (!strcmp(format, "csv")) print_csv(dst, rows, nrows);
+    if (!strcmp(format, "csv")) print_csv(dst, rows, nrows, zero_paper);
 #ifdef SHS_HAVE_JANSSON
-    else if (!strcmp(format, "json")) rc = print_json(dst, rows, nrows, &base, model_name, device_mem, &hw);
+    else if (!strcmp(format, "json")) rc = print_json(dst, rows, nrows, &base, model_name, device_mem, &hw, zero_paper);
 #endif
     else print_table(dst, rows, nrows, &base, model_name, device_mem, &hw, eff,
-                     algo == SHS_NUM_ALGOS ? "auto: faster of ring and tree" : shs_net_algo_name(algo));
+                     algo == SHS_NUM_ALGOS ? "auto: faster of ring and tree" : shs_net_algo_name(algo), zero_paper);
     if (output) {
         if (rc != SIM_EXIT_OK) {
             shs_afile_discard(&af);

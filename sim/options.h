@@ -28,13 +28,18 @@
      "shards; ZeRO-3 all-gathers in D). f16 turns on dynamic loss scaling"}
 #define SIM_ROW_REDUCE_DTYPE                                                                                       \
     {"--reduce-dtype", NULL, SIM_OPT_STR, 0, 0, 0, 0, "D", "f32 | bf16 | f16: gradient reduction dtype"}
+#define SIM_ROW_GRAD_ACCUM_DTYPE                                                                                   \
+    {"--grad-accum-dtype", NULL, SIM_OPT_STR, 0, 0, 0, 0, "D",                                                     \
+     "f32 | the param dtype: gradients stored and accumulated in D\n"                                            \
+     "(DeepSpeed data_types.grad_accum_dtype); f32 below an f32 param dtype\n"                                   \
+     "keeps an f32 buffer each micro-batch's rounded gradient is added to"}
 #define SIM_ROW_DEVICE_MEM {"--device-mem", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE", "memory per simulated GPU, e.g. 80GiB, 512MiB"}
 #define SIM_ROW_SHARD_GROUP_SIZE                                                                                   \
     {"--shard-group-size", NULL, SIM_OPT_INT, 1, SHS_MAX_WORLD, 0, 0, "G",                                         \
      "hybrid_*: shard within groups of G consecutive ranks, replicate\nacross the N/G groups"}
 #define SIM_ROW_TIMEOUT {"--timeout", NULL, SIM_OPT_FLOAT, 0.001, 86400, 0, 0, "SEC", "collective timeout in seconds"}
 
-/* --param-dtype / --reduce-dtype: f32, bf16 or f16 into *out. -1 to go on,
+/* --param-dtype / --reduce-dtype / --grad-accum-dtype: f32, bf16 or f16 into *out. -1 to go on,
  * else a usage error of cmd naming opt. */
 int sim_opt_dtype(const char *cmd, const char *opt, const char *val, shs_dtype_t *out);
 /* --optimizer: *out = the named optimizer's PyTorch defaults (sgd: momentum

@@ -33,7 +33,8 @@ typedef enum {
     O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_OFFLOAD, O_MEMORY_TIMELINE, O_POISON_FREED, O_DATA, O_MODEL_FILE,
     O_STEPS, O_CHECK, O_REDUCE_ORDER, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_OPTIMIZER, O_LR,
     O_WEIGHT_DECAY, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_SEED, O_DEVICE_MEM, O_BUCKET_MB, O_TIMEOUT, O_GRAD_ACCUM,
-    O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_PARAM_DTYPE, O_REDUCE_DTYPE, O_INIT_SCALE,
+    O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_PARAM_DTYPE, O_REDUCE_DTYPE, O_GRAD_ACCUM_DTYPE,
+    O_INIT_SCALE,
     O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_CHECKPOINT_ACTIVATIONS, O_WRAP, O_INJECT_BITFLIP, O_SAVE,
     O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_PROGRESS, O_TRACE,
     O_NUM_OPTIONS
@@ -117,6 +118,7 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
     [O_SHARD_ALIGN] = {"--shard-align", NULL, SIM_OPT_INT, 1, 1 << 20, 0, 0, "E", "every shard starts on a multiple of E elements"},
     [O_PARAM_DTYPE] = SIM_ROW_PARAM_DTYPE,
     [O_REDUCE_DTYPE] = SIM_ROW_REDUCE_DTYPE,
+    [O_GRAD_ACCUM_DTYPE] = SIM_ROW_GRAD_ACCUM_DTYPE,
     [O_INIT_SCALE] = {"--init-scale", NULL, SIM_OPT_F32, 1e-30, 1e30, 0, 0, "X", "f16 loss scaling: initial scale (GradScaler's)"},
     [O_GROWTH_INTERVAL] = {"--growth-interval", NULL, SIM_OPT_INT, 1, 1000000000, 0, 0, "N",
                            "f16 loss scaling: grow the scale after N good steps"},
@@ -194,6 +196,7 @@ static void train_help_defaults(const char *defaults[O_NUM_OPTIONS]) {
     defaults[O_SHARD_ALIGN] = "1";
     defaults[O_PARAM_DTYPE] = "f32";
     defaults[O_REDUCE_DTYPE] = "param dtype";
+    defaults[O_GRAD_ACCUM_DTYPE] = "param dtype";
     defaults[O_INIT_SCALE] = "65536";
     defaults[O_GROWTH_INTERVAL] = "2000";
     defaults[O_GROWTH_FACTOR] = "2";
@@ -358,14 +361,17 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
             return usage_error("--backward-prefetch takes pre, post or none (got '%s')%s", p.str[O_BACKWARD_PREFETCH], "");
         c->strategy.backward_prefetch = (shs_prefetch_t)v;
     }
-    static const opt_id_t dtype_opts[] = {O_PARAM_DTYPE, O_REDUCE_DTYPE};
-    for (int k = 0; k < 2; k++) {
+    static const opt_id_t dtype_opts[] = {O_PARAM_DTYPE, O_REDUCE_DTYPE, O_GRAD_ACCUM_DTYPE};
+    shs_dtype_t *dtype_dst[] = {&c->strategy.param_dtype, &c->strategy.reduce_dtype, &c->strategy.grad_accum_dtype};
+    for (int k = 0; k < 3; k++) {
         if (!p.given[dtype_opts[k]]) continue;
-        shs_dtype_t t;
-        if ((rc = sim_opt_dtype("train", options[dtype_opts[k]].name, p.str[dtype_opts[k]], &t)) >= 0) return rc;
-        if (k) c->strategy.reduce_dtype = t;
-        else c->strategy.param_dtype = t;
+        if ((rc = sim_opt_dtype("train", options[dtype_opts[k]].name, p.str[dtype_opts[k]], dtype_dst[k])) >= 0) return rc;
     }
+    if (p.given[O_GRAD_ACCUM_DTYPE] && c->strategy.grad_accum_dtype != SHS_F32 &&
+        c->strategy.grad_accum_dtype != (c->strategy.param_dtype ? c->strategy.param_dtype : SHS_F32))
+        return usage_error("--grad-accum-dtype takes f32 or the param dtype %s (got '%s')",
+                           shs_dtype_name(c->strategy.param_dtype ? c->strategy.param_dtype : SHS_F32),
+                           p.str[O_GRAD_ACCUM_DTYPE]);
     if (p.given[O_GROWTH_FACTOR] && !(c->strategy.scaler.growth_factor > 1.0f)) { /* GradScaler requires > 1 */
         char got[32];
         snprintf(got, sizeof got, "%g", (double)c->strategy.scaler.growth_factor);

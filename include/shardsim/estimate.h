@@ -9,11 +9,13 @@
  *      ZeRO-2 (P_os+g) 2Ψ + (2+K)Ψ/N;  ZeRO-3 (P_os+g+p) (2+2+K)Ψ/N;
  *    the paper's widths are fp16 parameters and gradients (2 + 2) and, for
  *    mixed-precision Adam, K = 12 (fp32 master parameters, momentum and
- *    variance). shardsim keeps f32 master parameters as the parameters
- *    themselves (rounded to param_dtype on the fly) and f32 gradients, so
- *    its widths are 4 + 4 + 4·(optimizer state values): AdamW 4 + 4 + 8,
- *    the same 16 bytes per parameter, split differently. The forms below
- *    use shardsim's widths with the paper's partitioning: what the measured
+ *    variance). With a 2-byte param dtype shardsim holds the same: the
+ *    parameters in that dtype (ZeRO-1/2 a full replica, ZeRO-3 its shard),
+ *    f32 master parameters (counted with the parameters, not the optimizer),
+ *    2-byte gradients (grad_accum_dtype f32: 4) and 4·(optimizer state
+ *    values); DDP keeps no persistent 2-byte copy (its f32 parameters are
+ *    rounded at each use), so it holds 4 + 2 + 8. The forms below use
+ *    shardsim's widths with the paper's partitioning: what the measured
  *    bytes must equal when no unit needs padding.
  *  - Communication volume per rank per step (the paper's §7): DDP
  *    all-reduce 2Ψ, ZeRO-1/2 reduce-scatter Ψ + all-gather Ψ = 2Ψ, ZeRO-3
@@ -46,15 +48,21 @@
  * partitioning (see above). `psi` parameters, `n` the sharding degree (N,
  * or G for hybrid), `state_per_param` optimizer f32 values per parameter
  * (optim.h), `param_bytes` the param dtype's width (4, or 2 for bf16/f16:
- * ZeRO-1/2 then hold f32 master shards, 4Psi/n, plus a replica in the
- * param dtype, param_bytes x Psi). Offloaded state is on the host: 0 on the
- * device. */
+ * the f32 master, 4Psi/n, plus the param-dtype copy: ZeRO-1/2 a replica,
+ * param_bytes x Psi, ZeRO-3 a shard, param_bytes x Psi/n), `grad_bytes` the
+ * gradient dtype's width (grad_accum_dtype). Offloaded state is on the host:
+ * 0 on the device. */
 typedef struct {
     double params, grads, optim;
 } shs_zero_states_t;
 shs_zero_states_t shs_zero_states(shs_strategy_kind_t kind, double psi, int n, int state_per_param,
-                                  shs_offload_t offload, int param_bytes);
-/* The paper's total (2+2+K)Ψ form for the stage, with K = 12. */
+                                  shs_offload_t offload, int param_bytes, int grad_bytes);
+/* The paper's own categories for the stage (its §3.1 and §5, K = 12 for
+ * mixed-precision Adam): fp16 parameters 2Ψ, fp16 gradients 2Ψ, optimizer
+ * states KΨ (f32 master parameters, momentum, variance), each divided by
+ * `n` where the stage partitions it (P_p, P_g, P_os). Bytes. */
+shs_zero_states_t shs_zero_paper_states(shs_strategy_kind_t kind, double psi, int n);
+/* Their sum, the paper's total (2+2+K)Ψ form for the stage. */
 double shs_zero_paper_total(shs_strategy_kind_t kind, double psi, int n);
 /* The paper's communication volume, in elements, per rank per step: 2Ψ
  * (DDP, ZeRO-1, ZeRO-2), 3Ψ (ZeRO-3); hybrid: the ZeRO-3/ZeRO-2 volume in

@@ -28,9 +28,14 @@
 #include "shardsim/memory_timeline.h"
 #include "shardsim/train.h"
 
+/* The largest world a meta run takes: it runs two representative ranks
+ * whatever N is, so N is bounded only by what the shard arithmetic and the
+ * communicator's split (O(N) per split) keep cheap. */
+#define SHS_MAX_META_WORLD 65536
+
 typedef struct {
     /* The job as `shardsim train` would run it: model (GPT config with
-     * vocab, or model_file), world_size (1..SHS_MAX_WORLD), micro_batch, the
+     * vocab, or model_file), world_size (1..SHS_MAX_META_WORLD), micro_batch, the
      * strategy config, wrap_min_params (size-based wrapping, GPT only),
      * checkpoint_activations, grad_accum, replicate_below. device_mem is
      * the capacity of the meta device (SIZE_MAX: unlimited, so peaks are
@@ -65,6 +70,8 @@ typedef struct {
     shs_comm_stats_t last_step_comm; /* the last step alone */
     shs_kernel_stats_t kernels;  /* device kernels, all steps */
     uint64_t h2d_bytes, d2h_bytes;   /* offload copies, all steps */
+    size_t master_bytes;         /* of mem's PARAMS: the f32 master copy beside a 2-byte param dtype
+                                  * (shs_strategy_master_bytes) */
     shs_step_segment_t *segments;    /* the last step's timeline */
     int num_segments;
     shs_meta_call_t *calls;      /* the last step's collectives */

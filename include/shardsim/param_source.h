@@ -23,9 +23,12 @@ struct shs_param_source {
      * Acquires nest: a unit acquired twice needs two releases. */
     shs_status_t (*acquire_params)(void *self, int unit, const float **params);
     shs_status_t (*release_params)(void *self, int unit);
-    /* Full gradient buffer of `unit` to accumulate into (zeroed at the start
-     * of each step, kept across the step's micro-batches), valid until
-     * grads_ready. */
+    /* Full f32 gradient buffer of `unit` to accumulate this micro-batch's
+     * gradient into, valid until grads_ready; a second acquire before it
+     * gives the same buffer. What it holds on entry is the source's: the
+     * gradient accumulated so far in the step (zeros at its start), or zeros
+     * when the source adds each micro-batch's gradient itself (strategy.h,
+     * grad_accum_dtype). */
     shs_status_t (*acquire_grads)(void *self, int unit, float **grads);
     /* The unit's backward is complete for this micro-batch: no more
      * accumulation into it until the next backward. */

@@ -44,13 +44,26 @@
  * all-gathers them in param_dtype, so the bytes moved halve; ZeRO-1/2 keep
  * f32 master shards plus a full replica in param_dtype, re-gathered in
  * param_dtype after each step, as DeepSpeed's 16-bit ZeRO-1/2 do: 2 bytes
- * per parameter replicated instead of 4); every
- * micro-batch's gradient is rounded to param_dtype, then reduced in
- * reduce_dtype (default: param_dtype), each add rounded in that dtype (comm.h),
- * and widened to f32 for the optimizer. The CPU kernels compute in f32, so a
- * unit's f32 working copy of the rounded parameters lives while it is
- * acquired (COMM; an emulation cost a GPU would not have, 4 bytes per element
- * beside the 2-byte gathered copy). Activations stay f32.
+ * per parameter replicated instead of 4; ZeRO-3 and hybrid_shard keep their
+ * shard in param_dtype beside the f32 master shard, as DeepSpeed's 16-bit
+ * ZeRO-3 does, unless the shard is offloaded). So model states are the ZeRO
+ * paper's (2 + 2 + K) Psi forms (K = 12 for AdamW: f32 master, m, v).
+ * Gradients are stored, accumulated and reduced in grad_accum_dtype
+ * (DeepSpeed's data_types.grad_accum_dtype; default param_dtype):
+ *   param_dtype (default): backward accumulates a unit's micro-batch into an
+ *          f32 working copy of the stored gradient, rounded back to
+ *          param_dtype when the unit's backward ends (acc = (t)(acc + g));
+ *   f32 with a 2-byte param_dtype: an f32 accumulation buffer; each
+ *          micro-batch's gradient is rounded to param_dtype and added in f32
+ *          (acc = acc + (f32)(t)g), DeepSpeed's fp32 accumulation.
+ * The gradient is reduced in reduce_dtype (default: param_dtype), each add
+ * rounded in that dtype (comm.h); a result in a reduce_dtype other than the
+ * gradient's is stored back in the gradient's (DeepSpeed's
+ * communication_data_type), and widened to f32 for the optimizer, one unit at
+ * a time. The CPU kernels compute in f32, so a unit's f32 working copy of the
+ * rounded parameters lives while it is acquired, and of its gradient during
+ * its backward (COMM; an emulation cost a GPU would not have). Activations
+ * stay f32.
  * With param_dtype f16, dynamic loss scaling follows torch.cuda.amp.GradScaler
  * (init 2^16, growth x2 every 2000 good steps, backoff x0.5): backward runs on
  * loss x scale; after reduction every rank checks its owned gradient for
@@ -64,8 +77,9 @@
  * stage; then coef = max_norm / (norm + 1e-6) in f32, and if coef < 1 every
  * gradient element is multiplied by it.
  * Memory categories: persistent params/grads/optimizer state as PARAMS /
- * GRADS / OPTIM; ZeRO-3's gathered parameters and ZeRO-2/3's transient full
- * gradients as COMM (all-gather output, reduce-scatter input).
+ * GRADS / OPTIM; ZeRO-3's gathered parameters, ZeRO-2/3's transient full
+ * gradients and the f32 working copies as COMM (all-gather output,
+ * reduce-scatter input).
  * Each stage's choices are one row of a table (shs_strategy_stage,
  * src/strategy/stages.c): where two stages differ is where their rows do.
  * What it is not: the model (model.h), the training loop (train.h), or the
@@ -187,6 +201,8 @@ typedef struct {
     int norm_type;               /* 1, 2 (0 means 2), or SHS_NORM_INF (exact_norm.h) */
     shs_dtype_t param_dtype;     /* SHS_F32, SHS_BF16 or SHS_F16; SHS_DTYPE_DEFAULT (0): F32 */
     shs_dtype_t reduce_dtype;    /* SHS_F32, SHS_BF16, SHS_F16; SHS_DTYPE_DEFAULT (0): param_dtype */
+    shs_dtype_t grad_accum_dtype; /* gradients stored and accumulated in: param_dtype or SHS_F32;
+                                   * SHS_DTYPE_DEFAULT (0): param_dtype */
     shs_loss_scaler_config_t scaler; /* with param_dtype f16; zeros mean GradScaler's defaults */
 } shs_strategy_config_t;
 
@@ -251,6 +267,11 @@ void shs_strategy_offload_stats(const shs_strategy_t *s, uint64_t *h2d_bytes, ui
  * in f32, replicated units) rather than only an f32 shard (ZeRO-3; ZeRO-1/2
  * with a 2-byte param dtype, whose full copy is in that dtype). */
 int shs_strategy_holds_full(const shs_strategy_t *s, int unit);
+/* Device bytes of this rank's f32 parameters that are the optimizer's master
+ * copy beside a param-dtype copy (a 2-byte param dtype: every f32 parameter
+ * buffer on the device), 0 with param dtype f32 (the parameters are their own
+ * master). The ZeRO paper counts these with the optimizer states (K). */
+size_t shs_strategy_master_bytes(const shs_strategy_t *s);
 
 /* Copy this rank's shard of unit `unit`'s parameters (shs_shard_of(numel, N,
  * rank, align): size S, padding included, zeros past numel) to host `out`

@@ -41,28 +41,31 @@
 #include "shardsim/optim.h"
 
 shs_zero_states_t shs_zero_states(shs_strategy_kind_t kind, double psi, int n, int state_per_param,
-                                  shs_offload_t offload, int param_bytes) {
+                                  shs_offload_t offload, int param_bytes, int grad_bytes) {
     const shs_stage_t *st = shs_strategy_stage(kind); /* what the stage shards (strategy/stages.c) */
     shs_zero_states_t s;
     s.params = 4.0 * psi / (st->shards_params ? n : 1);
-    /* ZeRO-1/2 below f32: f32 master shards plus a param-dtype replica */
-    if (st->regathers_params_after_step && param_bytes < 4) s.params = 4.0 * psi / n + param_bytes * psi;
-    s.grads = 4.0 * psi / (st->shards_grads ? n : 1);
+    /* below f32: f32 master shards plus a param-dtype replica (ZeRO-1/2) or shard (ZeRO-3) */
+    if (param_bytes < 4 && st->regathers_params_after_step) s.params = 4.0 * psi / n + param_bytes * psi;
+    if (param_bytes < 4 && st->shards_params) s.params = (4.0 + param_bytes) * psi / n;
+    s.grads = (double)grad_bytes * psi / (st->shards_grads ? n : 1);
     s.optim = 4.0 * state_per_param * psi / (st->shards_optimizer ? n : 1);
     if (offload != SHS_OFFLOAD_NONE) s.optim = 0;
     if (offload == SHS_OFFLOAD_PARAMS) s.params = 0;
     return s;
 }
 
-double shs_zero_paper_total(shs_strategy_kind_t kind, double psi, int n) {
+shs_zero_states_t shs_zero_paper_states(shs_strategy_kind_t kind, double psi, int n) {
+    const shs_stage_t *st = shs_strategy_stage(kind); /* P_os, P_g, P_p: what the stage shards */
     const double K = 12;
-    switch (kind) {
-    case SHS_DDP: return (2 + 2 + K) * psi;
-    case SHS_ZERO1: return 2 * psi + 2 * psi + K * psi / n;
-    case SHS_ZERO2:
-    case SHS_HYBRID_SHARD_ZERO2: return 2 * psi + (2 + K) * psi / n;
-    default: return (2 + 2 + K) * psi / n;
-    }
+    return (shs_zero_states_t){.params = 2 * psi / (st->shards_params ? n : 1),
+                               .grads = 2 * psi / (st->shards_grads ? n : 1),
+                               .optim = K * psi / (st->shards_optimizer ? n : 1)};
+}
+
+double shs_zero_paper_total(shs_strategy_kind_t kind, double psi, int n) {
+    shs_zero_states_t s = shs_zero_paper_states(kind, psi, n);
+    return s.params + s.grads + s.optim;
 }
 
 double shs_zero_paper_volume(shs_strategy_kind_t kind, double psi, int N, int G) {

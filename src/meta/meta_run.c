@@ -142,6 +142,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
     add_stats(&res->last_step_comm, &before, -1);
     shs_device_kernel_stats(dev, &res->kernels);
     shs_strategy_offload_stats(r.run.strategy, &res->h2d_bytes, &res->d2h_bytes, &res->host);
+    res->master_bytes = shs_strategy_master_bytes(r.run.strategy);
     res->segments = r.segs.segs;
     res->num_segments = r.segs.n;
     res->calls = r.calls;
@@ -166,8 +167,8 @@ shs_status_t shs_meta_run(const shs_meta_config_t *cfg, shs_meta_result_t *out) 
     if (!tc->model_file) SHS_CHECK(shs_gpt_config_validate(&tc->model));
     else if (tc->model.context < 1 || tc->model.context > 65536)
         return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", tc->model.context);
-    if (tc->world_size < 1 || tc->world_size > SHS_MAX_WORLD)
-        return shs_set_error(SHS_INVALID_ARG, "world size must be in 1..%d (got %d)", SHS_MAX_WORLD, tc->world_size);
+    if (tc->world_size < 1 || tc->world_size > SHS_MAX_META_WORLD)
+        return shs_set_error(SHS_INVALID_ARG, "world size must be in 1..%d (got %d)", SHS_MAX_META_WORLD, tc->world_size);
     if (tc->micro_batch < 1 || (size_t)tc->micro_batch * (size_t)tc->model.context > INT_MAX)
         return shs_set_error(SHS_INVALID_ARG, "micro-batch must be >= 1 with micro-batch x context < 2^31 (got %d)",
                              tc->micro_batch);

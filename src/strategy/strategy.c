@@ -57,6 +57,9 @@ static void plan_unit(shs_strategy_t *s, int i) {
     u->grads_in_block = u->whole || !st->shards_grads;
     u->gathers = !u->full_params || low_precision(s);
     u->params_on_host = s->cfg.offload == SHS_OFFLOAD_PARAMS && !u->full_params;
+    /* a stage that shards its parameters keeps, below f32, the shard in
+     * param_dtype too (DeepSpeed ZeRO-3), unless the shard lives on the host */
+    u->keeps_lp_shard = !u->whole && st->shards_params && low_precision(s) && !u->params_on_host;
 }
 
 /* Reserve a unit's persistent buffers without touching them, so that a model
@@ -71,7 +74,12 @@ static shs_status_t alloc_unit(shs_strategy_t *s, int i) {
                                    SHS_MEM_PARAMS, "parameters (param-dtype replica)"));
         u->lp_stale = 1; /* gathered at first use, once the shards hold their values */
     }
-    if (!u->grads_in_block) SHS_CHECK(alloc_floats(s, &u->grad_shard, u->shard.size, SHS_MEM_GRADS, "gradient shard"));
+    if (u->keeps_lp_shard)
+        SHS_CHECK(shs_device_alloc(s->dev, &u->lp_shard, (u->shard.size ? u->shard.size : 1) * shs_dtype_size(s->cfg.param_dtype),
+                                   SHS_MEM_PARAMS, "parameter shard (param dtype)"));
+    if (!u->grads_in_block)
+        SHS_CHECK(shs_device_alloc(s->dev, &u->grad_shard, (u->shard.size ? u->shard.size : 1) * grad_es(s), SHS_MEM_GRADS,
+                                   "gradient shard"));
     size_t n_state = optim_state_len(s, u), n_opt = optim_len(u);
     if (n_state)
         SHS_CHECK(shs_device_alloc(s->opt_dev, (void **)&u->optim_state, n_state * sizeof(float), SHS_MEM_OPTIM,
@@ -91,7 +99,8 @@ static shs_status_t init_unit(shs_strategy_t *s, int i) {
     unit_state_t *u = &s->units[i];
     if (u->full_params) SHS_CHECK(init_params(s, s->dev, i, 0, u->full_len, u->params));
     else SHS_CHECK(init_params(s, params_dev(s, u), i, u->shard.offset, u->shard.offset + u->shard.size, u->params));
-    if (u->grad_shard) SHS_CHECK(shs_memset(s->dev, u->grad_shard, 0, u->shard.size * sizeof(float)));
+    shs__strategy_refresh_lp_shard(s, u);
+    if (u->grad_shard) SHS_CHECK(shs_memset(s->dev, u->grad_shard, 0, u->shard.size * grad_es(s)));
     if (u->optim_state) SHS_CHECK(shs_memset(s->opt_dev, u->optim_state, 0, optim_state_len(s, u) * sizeof(float)));
     return shs__strategy_download_master(s, u);
 }
@@ -119,6 +128,10 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
             return shs_set_error(SHS_INVALID_ARG, "%s dtype must be f32, bf16 or f16 (got %s)", k ? "reduce" : "param",
                                  shs_dtype_name(t));
     }
+    shs_dtype_t pd = cfg->param_dtype ? cfg->param_dtype : SHS_F32;
+    if (cfg->grad_accum_dtype != SHS_DTYPE_DEFAULT && cfg->grad_accum_dtype != SHS_F32 && cfg->grad_accum_dtype != pd)
+        return shs_set_error(SHS_INVALID_ARG, "gradient accumulation dtype must be f32 or the param dtype %s (got %s)",
+                             shs_dtype_name(pd), shs_dtype_name(cfg->grad_accum_dtype));
     shs_strategy_t *s = calloc(1, sizeof *s);
     if (!s || !(s->units = calloc((size_t)layout->num_units ? (size_t)layout->num_units : 1, sizeof *s->units))) {
         free(s);
@@ -143,6 +156,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     s->opt_dev = dev;
     if (s->cfg.param_dtype == SHS_DTYPE_DEFAULT) s->cfg.param_dtype = SHS_F32;
     if (s->cfg.reduce_dtype == SHS_DTYPE_DEFAULT) s->cfg.reduce_dtype = s->cfg.param_dtype;
+    if (s->cfg.grad_accum_dtype == SHS_DTYPE_DEFAULT) s->cfg.grad_accum_dtype = s->cfg.param_dtype;
     shs_loss_scaler_config_t *sc = &s->cfg.scaler;
     if (sc->init_scale <= 0) sc->init_scale = 65536.0f;
     if (sc->growth_factor <= 0) sc->growth_factor = 2.0f;
@@ -205,10 +219,10 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         if (u->grads_in_block) s->grad_block_len += u->full_len;
     }
     if (s->grad_block_len) {
-        SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&s->grad_block, s->grad_block_len * sizeof(float),
-                                        SHS_MEM_GRADS, "gradients"), st, fail);
+        SHS_CHECK_GOTO(shs_device_alloc(dev, &s->grad_block, s->grad_block_len * grad_es(s), SHS_MEM_GRADS, "gradients"),
+                       st, fail);
         for (int i = 0; i < layout->num_units; i++)
-            if (s->units[i].grads_in_block) s->units[i].grad_full = s->grad_block + s->units[i].grad_offset;
+            if (s->units[i].grads_in_block) s->units[i].grad_full = grad_at(s, s->grad_block, s->units[i].grad_offset);
     }
     if (cfg->clip_norm > 0 || s->scaling)
         SHS_CHECK_GOTO(shs_device_alloc(s->opt_dev, (void **)&s->norm_acc, SHS_NORM_ACC_WORDS * sizeof(int64_t),
@@ -228,6 +242,8 @@ void shs_strategy_destroy(shs_strategy_t *s) {
         unit_state_t *u = &s->units[i];
         shs_device_free(params_dev(s, u), u->params);
         shs_device_free(s->dev, u->lp_replica);
+        shs_device_free(s->dev, u->lp_shard);
+        if (u->bwd != u->grad_full) shs_device_free(s->dev, u->bwd);
         shs_device_free(s->dev, u->gathered);
         if (!u->grads_in_block) shs_device_free(s->dev, u->grad_full);
         shs_device_free(s->dev, u->grad_shard);
@@ -246,4 +262,14 @@ void shs_strategy_destroy(shs_strategy_t *s) {
 }
 
 shs_param_source_t *shs_strategy_source(shs_strategy_t *s) { return &s->source; }
+
+size_t shs_strategy_master_bytes(const shs_strategy_t *s) {
+    if (!low_precision(s)) return 0;
+    size_t b = 0;
+    for (int i = 0; i < s->layout->num_units; i++) {
+        const unit_state_t *u = &s->units[i];
+        if (!u->params_on_host) b += (u->full_params ? u->full_len : u->shard.size) * sizeof(float);
+    }
+    return b;
+}
 

@@ -31,6 +31,7 @@ typedef struct {
     size_t full_len;       /* elements in the full flat buffer: numel (whole) or N*S (sharded) */
     int whole;             /* held whole and all-reduced: DDP, or a replicated unit */
     int keeps_lp_replica;  /* f32 master shards plus a full replica in param_dtype (lp_replica) */
+    int keeps_lp_shard;    /* sharded f32 master plus its shard in param_dtype (lp_shard): ZeRO-3 below f32 */
     int full_params;       /* the f32 parameters are held in full (else only this rank's shard) */
     int grads_in_block;    /* the gradient lives in grad_block (else transiently, reduced into grad_shard) */
     int gathers;           /* an acquire materializes compute parameters (all-gather or rounding) */
@@ -42,16 +43,24 @@ typedef struct {
                             * (full_len, PARAMS), every rank's copy, refreshed by an all-gather after
                             * each optimizer step (DeepSpeed ZeRO-1/2's replicated 16-bit parameters) */
     int lp_stale;          /* lp_replica must be re-gathered before its next use (after create/load) */
+    void *lp_shard;        /* keeps_lp_shard: this rank's shard in param_dtype (shard.size, PARAMS), the
+                            * source of its all-gathers, cast from the f32 master after each change
+                            * (DeepSpeed ZeRO-3's 16-bit partition beside the f32 one) */
 
     /* compute parameters while acquired: the parameter source (strategy_source.c, strategy_unit.c) */
     float *gathered;       /* gathers: f32 compute params (COMM) */
     int gather_refs;       /* outstanding acquires of `gathered` (a hold's reference included) */
     unit_hold_t held;      /* one reference held for the next acquire, and why */
 
-    /* gradients: backward and reduction (strategy_source.c, strategy_reduce.c) */
-    float *grad_full;      /* grads_in_block: view into grad_block; otherwise transient (COMM) */
-    float *grad_shard;     /* !grads_in_block: reduced gradient shard (S) */
-    size_t grad_offset;    /* grads_in_block: offset of this unit in grad_block */
+    /* gradients: backward and reduction (strategy_source.c, strategy_reduce.c), in the
+     * gradient dtype (grad_dtype) except bwd */
+    void *grad_full;       /* the full gradient (full_len): grads_in_block: view into grad_block;
+                            * otherwise transient (COMM), kept across no_sync micro-batches */
+    void *grad_shard;      /* !grads_in_block: reduced gradient shard (S) */
+    size_t grad_offset;    /* grads_in_block: offset of this unit in grad_block, elements */
+    float *bwd;            /* f32 buffer backward accumulates into, from acquire_grads to grads_ready:
+                            * grad_full itself when the gradient is f32 and needs no rounding,
+                            * else a transient working copy (COMM) folded into grad_full */
 
     /* optimizer step (strategy_step.c) */
     float *optim_state;    /* state_per_param * (whole: numel, sharded: S); on the host when offloading */
@@ -92,7 +101,7 @@ struct shs_strategy {
 
     /* gradient reduction (strategy_reduce.c) */
     int sync;              /* reduce in grads_ready (0: no_sync micro-batch) */
-    float *grad_block;     /* the gradients of units with grads_in_block, contiguous (GRADS) */
+    void *grad_block;      /* the gradients of units with grads_in_block, contiguous, grad_dtype (GRADS) */
     size_t grad_block_len;
     /* bucket: the pending ready range [bucket_lo, bucket_hi) of grad_block */
     size_t bucket_lo, bucket_hi;
@@ -103,6 +112,10 @@ struct shs_strategy {
     int scaling;           /* dynamic loss scaling on (param dtype f16) */
     shs_loss_scale_state_t scaler;
     int skipped;           /* the last step was skipped for overflow */
+    /* multipliers scale_grads applied this step, in order, for gradients the
+     * optimizer reads through an f32 copy (grads_in_place false) */
+    float grad_coef[2];
+    int num_grad_coef;
     uint64_t h2d_bytes, d2h_bytes; /* offload traffic */
 
     /* what the tags of this rank's calls carry (comm.h CALL TAGS): the step
@@ -115,6 +128,18 @@ struct shs_strategy {
 };
 
 static inline int low_precision(const shs_strategy_t *s) { return s->cfg.param_dtype != SHS_F32; }
+/* The dtype gradients are stored, accumulated and reduced into: cfg.grad_accum_dtype
+ * (resolved at create: param_dtype unless given). */
+static inline shs_dtype_t grad_dtype(const shs_strategy_t *s) { return s->cfg.grad_accum_dtype; }
+static inline size_t grad_es(const shs_strategy_t *s) { return shs_dtype_size(grad_dtype(s)); }
+/* Element `i` of a gradient buffer in grad_dtype. */
+static inline void *grad_at(const shs_strategy_t *s, void *g, size_t i) { return (char *)g + i * grad_es(s); }
+/* Whether backward accumulates straight into the stored gradient (f32 and
+ * nothing to round), not into a working copy. */
+static inline int bwd_in_place(const shs_strategy_t *s) { return grad_dtype(s) == SHS_F32 && !low_precision(s); }
+/* Whether the optimizer, clipping and overflow check read the reduced
+ * gradient in place: f32 on the device, or the host's f32 copy (offload). */
+static inline int grads_in_place(const shs_strategy_t *s) { return grad_dtype(s) == SHS_F32 || s->host != NULL; }
 
 /* This rank's shard of a unit's parameters, in whichever buffer holds it. */
 static inline float *owned_params(const unit_state_t *u) {
@@ -124,11 +149,11 @@ static inline float *owned_params(const unit_state_t *u) {
 /* The elements the optimizer updates on this rank: parameters, their
  * reduced gradient, and the count (padding is never updated, so it stays
  * exactly 0 whatever the optimizer would make of 0/0, e.g. AdamW eps = 0). */
-static inline void device_range(const unit_state_t *u, float **param, float **grad, size_t *n) {
+static inline void device_range(const shs_strategy_t *s, const unit_state_t *u, float **param, void **grad, size_t *n) {
     if (u->whole) {
         *param = u->params; *grad = u->grad_full; *n = u->numel;
     } else if (u->grads_in_block) { /* ZeRO-1: the reduced shard is this rank's part of the full gradient */
-        *param = owned_params(u); *grad = u->grad_full + u->shard.offset; *n = u->shard.valid;
+        *param = owned_params(u); *grad = grad_at(s, u->grad_full, u->shard.offset); *n = u->shard.valid;
     } else {
         *param = owned_params(u); *grad = u->grad_shard; *n = u->shard.valid;
     }
@@ -148,10 +173,12 @@ static inline shs_device_t *params_dev(const shs_strategy_t *s, const unit_state
     return u->params_on_host ? s->host : s->dev;
 }
 
-/* The optimizer's view of the range (on opt_dev): the device range, or with
- * offloading the host copies of the gradient and of the parameters. */
-static inline void update_range(const shs_strategy_t *s, const unit_state_t *u, float **param, float **grad, size_t *n) {
-    device_range(u, param, grad, n);
+/* The optimizer's view of the range (on opt_dev): the device range (its
+ * gradient in grad_dtype), or with offloading the host copies of the
+ * gradient (f32) and of the parameters. strategy_step.c reads the gradient
+ * in f32 through step_grads. */
+static inline void update_range(const shs_strategy_t *s, const unit_state_t *u, float **param, void **grad, size_t *n) {
+    device_range(s, u, param, grad, n);
     if (!s->host) return;
     *grad = u->host_grad;
     if (u->master) *param = u->master;

@@ -107,16 +107,55 @@ void shs_strategy_set_phase(shs_strategy_t *s, shs_phase_t phase) {
     if (phase == SHS_PHASE_FORWARD) s->micro = s->forwards++;
 }
 
+/* The unit's full gradient in grad_dtype (transient for sharded gradients:
+ * allocated zeroed at its first backward of the step). */
+static shs_status_t ensure_grad_full(shs_strategy_t *s, unit_state_t *u) {
+    if (u->grads_in_block || u->grad_full) return SHS_OK;
+    size_t bytes = (u->full_len ? u->full_len : 1) * grad_es(s);
+    SHS_CHECK(shs_device_alloc(s->dev, &u->grad_full, bytes, SHS_MEM_COMM, "unsharded gradient"));
+    return shs_memset(s->dev, u->grad_full, 0, bytes);
+}
+
+/* The f32 buffer backward accumulates into (param_source.h): the stored
+ * gradient itself (f32, nothing to round), or an f32 working copy: of the
+ * stored gradient when it is kept in param_dtype, zeros for an f32
+ * accumulation buffer below f32 (the micro-batch's own gradient, rounded and
+ * added in grads_ready). A second acquire before grads_ready (a tied unit)
+ * gets the same buffer. */
 static shs_status_t acquire_grads(void *self, int unit, float **grads) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
-    if (!u->grads_in_block && !u->grad_full) {
-        SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->grad_full, u->full_len * sizeof(float), SHS_MEM_COMM,
-                                   "unsharded gradient"));
-        SHS_CHECK(shs_memset(s->dev, u->grad_full, 0, u->full_len * sizeof(float)));
+    if (!u->bwd) {
+        SHS_CHECK(ensure_grad_full(s, u));
+        if (bwd_in_place(s)) {
+            u->bwd = u->grad_full;
+        } else {
+            SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->bwd, (u->full_len ? u->full_len : 1) * sizeof(float),
+                                       SHS_MEM_COMM, "gradient (f32 working copy)"));
+            if (grad_dtype(s) == SHS_F32) SHS_CHECK(shs_memset(s->dev, u->bwd, 0, u->full_len * sizeof(float)));
+            else shs_cast(s->dev, u->bwd, SHS_F32, u->grad_full, grad_dtype(s), u->full_len);
+        }
     }
-    *grads = u->grad_full;
+    *grads = u->bwd;
     return SHS_OK;
+}
+
+/* The working copy into the stored gradient: rounded to param_dtype, then
+ * stored (acc = (t)(acc + g)) or added to the f32 accumulation buffer
+ * (acc += (f32)(t)g). */
+static shs_status_t fold_bwd(shs_strategy_t *s, unit_state_t *u) {
+    float *b = u->bwd;
+    u->bwd = NULL;
+    if (b == u->grad_full || !b) return SHS_OK;
+    shs_status_t st = SHS_OK;
+    if (grad_dtype(s) != SHS_F32) {
+        shs_cast(s->dev, u->grad_full, grad_dtype(s), b, SHS_F32, u->numel);
+    } else {
+        st = shs__strategy_round_to(s, b, b, u->numel, s->cfg.param_dtype);
+        if (st == SHS_OK) shs_accumulate(s->dev, u->grad_full, b, u->numel);
+    }
+    shs_device_free(s->dev, b);
+    return st;
 }
 
 static shs_status_t grads_ready(void *self, int unit) {
@@ -124,7 +163,7 @@ static shs_status_t grads_ready(void *self, int unit) {
     unit_state_t *u = &s->units[unit];
     if (s->cfg.backward_prefetch == SHS_PREFETCH_POST) SHS_CHECK(prefetch(s, next_unit(s, unit)));
     /* gradients come out of backward in param_dtype (accumulation included) */
-    if (low_precision(s)) SHS_CHECK(shs__strategy_round_to(s, u->grad_full, u->grad_full, u->numel, s->cfg.param_dtype));
+    if (u->bwd) SHS_CHECK(fold_bwd(s, u));
     if (!s->sync) return SHS_OK; /* no_sync: keep accumulating locally */
     return shs__strategy_reduce_unit(s, u);
 }

@@ -54,6 +54,7 @@ shs_status_t shs_strategy_load_state(shs_strategy_t *s, int unit, const float *p
         else SHS_CHECK(shs_memcpy_h2d(s->opt_dev, dst, src + u->shard.offset, u->shard.valid * sizeof(float)));
     }
     if (u->lp_replica) u->lp_stale = 1; /* every rank loads: re-gathered together at the next use */
+    shs__strategy_refresh_lp_shard(s, u);
     return shs__strategy_download_master(s, u);
 }
 

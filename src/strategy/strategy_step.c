@@ -1,7 +1,8 @@
 /* strategy_step.c - the end of a training step on one rank: finishing
  * gradient reduction, offloading gradients to the host, the fp16 overflow
  * check and loss-scale update, unscaling, clipping with the exact norm
- * (exact_norm.h), the optimizer step and the re-gather of parameters. See
+ * (exact_norm.h), the optimizer step and the re-gather of parameters. The
+ * step reads each unit's gradient in f32 (step_grads). See
  * strategy.h for the semantics (GradScaler, clip_grad_norm_, ZeRO-Offload).
  * What it is not: the parameter source (strategy_source.c) or checkpoint state
  * (strategy_state.c).
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "shardsim/dtype.h"
 #include "shardsim/exact_norm.h"
 #include "strategy/strategy_unit.h"
 
@@ -19,7 +21,7 @@ shs_status_t shs_strategy_begin_step(shs_strategy_t *s) {
     shs__strategy_drop_held(s);
     s->bucket_lo = s->bucket_hi = 0;
     s->micro = s->forwards = 0;
-    if (s->grad_block) SHS_CHECK(shs_memset(s->dev, s->grad_block, 0, s->grad_block_len * sizeof(float)));
+    if (s->grad_block) SHS_CHECK(shs_memset(s->dev, s->grad_block, 0, s->grad_block_len * grad_es(s)));
     return SHS_OK;
 }
 
@@ -28,6 +30,30 @@ void shs_strategy_set_step(shs_strategy_t *s, long step) { s->step = step; }
 void shs_strategy_set_sync(shs_strategy_t *s, int sync) {
     s->sync = sync;
     s->bucket_lo = s->bucket_hi = 0;
+}
+
+/* The f32 gradient the step reads for a unit's update range (*grad; with
+ * *param and *n as update_range): the range itself when grads_in_place,
+ * else a widened copy (COMM) with this step's scale_grads multipliers
+ * applied in their order, the same f32 operations the in-place path made.
+ * Give it back with put_step_grads. One unit at a time, so the copy is never
+ * more than the largest unit's range. */
+static shs_status_t step_grads(shs_strategy_t *s, const unit_state_t *u, float **param, float **grad, size_t *n) {
+    void *g;
+    update_range(s, u, param, &g, n);
+    if (grads_in_place(s)) {
+        *grad = g;
+        return SHS_OK;
+    }
+    SHS_CHECK(shs_device_alloc(s->dev, (void **)grad, (*n ? *n : 1) * sizeof(float), SHS_MEM_COMM,
+                               "gradient (f32 for the optimizer)"));
+    if (*n) shs_cast(s->dev, *grad, SHS_F32, g, grad_dtype(s), *n);
+    for (int k = 0; k < s->num_grad_coef && *n; k++) shs_scale(s->dev, *grad, s->grad_coef[k], *n);
+    return SHS_OK;
+}
+
+static void put_step_grads(shs_strategy_t *s, float *grad) {
+    if (!grads_in_place(s)) shs_device_free(s->dev, grad);
 }
 
 /* The total gradient norm (strategy.h): each element counted once. Under
@@ -43,8 +69,9 @@ static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, shs_tag
         if (!local && p != SHS_NORM_INF && (u->whole ? s->rank != 0 : s->replica != 0)) continue;
         float *param, *grad;
         size_t n;
-        update_range(s, u, &param, &grad, &n);
+        SHS_CHECK(step_grads(s, u, &param, &grad, &n));
         shs_norm_accumulate(s->opt_dev, s->norm_acc, grad, n, p);
+        put_step_grads(s, grad);
     }
     if (!local) SHS_CHECK(shs_all_reduce(s->norm_acc, s->norm_acc, SHS_NORM_ACC_WORDS, SHS_I64,
                                          p == SHS_NORM_INF ? SHS_MAX : SHS_SUM, tagged(s, s->comm, kind, -1)));
@@ -54,10 +81,17 @@ static shs_status_t total_grad_norm(shs_strategy_t *s, int p, int local, shs_tag
     return SHS_OK;
 }
 
-/* Multiply the gradient elements the optimizer reads by `coef`. */
+/* Multiply the gradient elements the optimizer reads by `coef`: in place,
+ * or, when the step reads f32 copies, remembered for each copy (step_grads). */
 static void scale_grads(shs_strategy_t *s, float coef) {
+    if (!grads_in_place(s)) {
+        SHS_ASSERT(s->num_grad_coef < (int)(sizeof s->grad_coef / sizeof s->grad_coef[0]));
+        s->grad_coef[s->num_grad_coef++] = coef;
+        return;
+    }
     for (int i = 0; i < s->layout->num_units; i++) {
-        float *param, *grad;
+        float *param;
+        void *grad;
         size_t n;
         update_range(s, &s->units[i], &param, &grad, &n);
         if (n) shs_scale(s->opt_dev, grad, coef, n);
@@ -85,11 +119,18 @@ static shs_status_t plant_faults(shs_strategy_t *s) {
         size_t index = (size_t)u->plant_inf - 1;
         u->plant_inf = 0;
         if (index < u->shard.offset || index >= u->shard.offset + u->shard.valid) continue;
-        float *param, *grad;
+        float *param;
+        void *grad;
         size_t n;
         update_range(s, u, &param, &grad, &n);
+        size_t at = u->whole ? index : index - u->shard.offset;
         float inf = INFINITY;
-        SHS_CHECK(shs_memcpy_h2d(s->opt_dev, grad + (u->whole ? index : index - u->shard.offset), &inf, sizeof inf));
+        if (s->host || grad_dtype(s) == SHS_F32) {
+            SHS_CHECK(shs_memcpy_h2d(s->opt_dev, (float *)grad + at, &inf, sizeof inf));
+        } else { /* +inf in the 2-byte gradient dtype */
+            uint16_t bits = grad_dtype(s) == SHS_BF16 ? shs_f32_to_bf16(inf) : shs_f32_to_f16(inf);
+            SHS_CHECK(shs_memcpy_h2d(s->dev, grad_at(s, grad, at), &bits, sizeof bits));
+        }
     }
     return SHS_OK;
 }
@@ -121,11 +162,22 @@ static shs_status_t check_overflow(shs_strategy_t *s, int *skip) {
 static shs_status_t offload_grads(shs_strategy_t *s) {
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
-        float *param, *grad;
+        float *param;
+        void *grad;
         size_t n;
-        device_range(u, &param, &grad, &n);
-        SHS_CHECK(shs_memcpy_d2h(s->dev, u->host_grad, grad, n * sizeof(float)));
-        s->d2h_bytes += n * sizeof(float);
+        device_range(s, u, &param, &grad, &n);
+        s->d2h_bytes += n * grad_es(s);
+        if (grad_dtype(s) == SHS_F32) {
+            SHS_CHECK(shs_memcpy_d2h(s->dev, u->host_grad, grad, n * sizeof(float)));
+            continue;
+        }
+        /* the 2-byte gradient crosses the link and is widened on the host */
+        void *tmp;
+        SHS_CHECK(shs_device_alloc(s->host, &tmp, (n ? n : 1) * grad_es(s), SHS_MEM_COMM, "offloaded gradient (grad dtype)"));
+        shs_status_t st = shs_memcpy_d2h(s->dev, tmp, grad, n * grad_es(s));
+        if (st == SHS_OK && n) shs_cast(s->host, u->host_grad, SHS_F32, tmp, grad_dtype(s), n);
+        shs_device_free(s->host, tmp);
+        SHS_CHECK(st);
     }
     return SHS_OK;
 }
@@ -136,9 +188,10 @@ static shs_status_t upload_params(shs_strategy_t *s) {
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
         if (!u->master) continue;
-        float *param, *grad;
+        float *param;
+        void *grad;
         size_t n;
-        device_range(u, &param, &grad, &n);
+        device_range(s, u, &param, &grad, &n);
         SHS_CHECK(shs_memcpy_h2d(s->dev, param, u->master, n * sizeof(float)));
         s->h2d_bytes += n * sizeof(float);
     }
@@ -159,6 +212,7 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     if (s->host) SHS_CHECK(offload_grads(s));
     SHS_CHECK(plant_faults(s));
     s->skipped = 0;
+    s->num_grad_coef = 0;
     if (s->scaling) {
         float scale = s->scaler.scale; /* the scale backward used */
         SHS_CHECK(check_overflow(s, &s->skipped));
@@ -170,10 +224,12 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
         unit_state_t *u = &s->units[i];
         float *param, *grad;
         size_t n;
-        update_range(s, u, &param, &grad, &n);
+        SHS_CHECK(step_grads(s, u, &param, &grad, &n));
         shs_optim_step(s->opt_dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
+        put_step_grads(s, grad);
     }
     if (s->host) SHS_CHECK(upload_params(s));
+    for (int i = 0; i < s->layout->num_units; i++) shs__strategy_refresh_lp_shard(s, &s->units[i]);
     if (s->stage->regathers_params_after_step) {
         for (int i = 0; i < s->layout->num_units; i++) {
             unit_state_t *u = &s->units[i];

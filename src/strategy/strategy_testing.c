@@ -38,5 +38,6 @@ shs_status_t shs_strategy_flip_param_bit(shs_strategy_t *s, int unit, size_t ind
     SHS_CHECK(shs_memcpy_d2h(d, &bits, p, sizeof bits));
     bits ^= 1u;
     SHS_CHECK(shs_memcpy_h2d(d, p, &bits, sizeof bits));
+    shs__strategy_refresh_lp_shard(s, u); /* and in the param-dtype shard cast from them */
     return shs__strategy_download_master(s, u); /* the fault is in the parameters the optimizer also updates */
 }

@@ -39,6 +39,10 @@ shs_status_t shs__strategy_refresh_replica(shs_strategy_t *s, unit_state_t *u) {
     return st;
 }
 
+void shs__strategy_refresh_lp_shard(shs_strategy_t *s, unit_state_t *u) {
+    if (u->lp_shard) shs_cast(s->dev, u->lp_shard, s->cfg.param_dtype, u->params, SHS_F32, u->shard.size);
+}
+
 /* The unit's full parameters in compute precision into u->gathered (f32,
  * full_len): ZeRO-3 all-gathers its shards in param_dtype; ZeRO-1/2 widen
  * their param_dtype replica; full holders round their copy. */
@@ -79,18 +83,20 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
         return st;
     }
     size_t es = shs_dtype_size(pd);
-    void *lp_shard = NULL, *lp_full = NULL;
-    shs_status_t st = shs_device_alloc(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, SHS_MEM_COMM,
-                                       "low-precision shard");
+    void *lp_shard = u->lp_shard, *lp_full = NULL; /* the kept param-dtype shard, or one cast now (offloaded) */
+    shs_status_t st = SHS_OK;
+    if (!u->lp_shard)
+        st = shs_device_alloc(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, SHS_MEM_COMM,
+                              "low-precision shard");
     if (st == SHS_OK)
         st = shs_device_alloc(s->dev, &lp_full, (u->full_len ? u->full_len : 1) * es, SHS_MEM_COMM,
                               "zero3 gathered params (low precision)");
     if (st == SHS_OK) {
-        shs_cast(s->dev, lp_shard, pd, shard, SHS_F32, u->shard.size);
+        if (!u->lp_shard) shs_cast(s->dev, lp_shard, pd, shard, SHS_F32, u->shard.size);
         st = shs_all_gather(lp_shard, lp_full, u->shard.size, pd, comm);
     }
     if (st == SHS_OK) shs_cast(s->dev, u->gathered, SHS_F32, lp_full, pd, u->full_len);
-    shs_device_free(s->dev, lp_shard);
+    if (!u->lp_shard) shs_device_free(s->dev, lp_shard);
     shs_device_free(s->dev, lp_full);
     shs_device_free(s->dev, staged);
     return st;
@@ -127,8 +133,9 @@ void shs__strategy_drop_held(shs_strategy_t *s) {
 
 shs_status_t shs__strategy_download_master(shs_strategy_t *s, unit_state_t *u) {
     if (!u->master) return SHS_OK;
-    float *param, *grad;
+    float *param;
+    void *grad;
     size_t n;
-    device_range(u, &param, &grad, &n);
+    device_range(s, u, &param, &grad, &n);
     return shs_memcpy_d2h(s->dev, u->master, param, n * sizeof(float));
 }

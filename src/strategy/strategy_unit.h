@@ -33,6 +33,9 @@ void shs__strategy_drop_held(shs_strategy_t *s);
  * (ZeRO-1/2 with a 2-byte param dtype; no-op otherwise); a collective over
  * the shard group. */
 shs_status_t shs__strategy_refresh_replica(shs_strategy_t *s, unit_state_t *u);
+/* Cast the unit's f32 master shard into its param-dtype shard (ZeRO-3 below
+ * f32; no-op otherwise), after every change of the master. Local. */
+void shs__strategy_refresh_lp_shard(shs_strategy_t *s, unit_state_t *u);
 /* The master copy of the updated range from the device parameters (offload
  * optimizer; no-op otherwise). */
 shs_status_t shs__strategy_download_master(shs_strategy_t *s, unit_state_t *u);

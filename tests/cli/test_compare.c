@@ -58,23 +58,29 @@ static char *run_compare(const char *format, const char *world, const char *dtyp
 
 static void test_closed_forms_by_hand(void **state) {
     /* shardsim widths 4 + 4 + 8 (AdamW), N = 4, Psi = 1000 */
-    shs_zero_states_t s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
+    shs_zero_states_t s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 4, 4);
     assert_true(s.params == 4000 && s.grads == 4000 && s.optim == 8000);
-    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
+    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 4, 4);
     assert_true(s.params == 4000 && s.grads == 4000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
+    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 4, 4);
     assert_true(s.params == 4000 && s.grads == 1000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 4);
+    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 4, 4);
     assert_true(s.params == 1000 && s.grads == 1000 && s.optim == 2000);
-    /* bf16: ZeRO-1/2 hold f32 master shards (4000 / 4) and a 2-byte replica (2000) */
-    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
-    assert_true(s.params == 3000 && s.grads == 4000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
-    assert_true(s.params == 3000 && s.grads == 1000 && s.optim == 2000);
-    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
-    assert_true(s.params == 1000);
-    s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 2);
-    assert_true(s.params == 4000);
+    /* bf16: f32 master shards (4000 / 4) and a 2-byte replica (ZeRO-1/2:
+     * 2000) or shard (ZeRO-3: 500); 2-byte gradients (full 2000, shard 500) */
+    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 2);
+    assert_true(s.params == 3000 && s.grads == 2000 && s.optim == 2000);
+    s = shs_zero_states(SHS_ZERO2, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 2);
+    assert_true(s.params == 3000 && s.grads == 500 && s.optim == 2000);
+    s = shs_zero_states(SHS_ZERO3, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 2);
+    assert_true(s.params == 1500 && s.grads == 500 && s.optim == 2000);
+    /* the totals are then the paper's (2+2+12) forms: 7000, 5500, 4000 */
+    assert_true(s.params + s.grads + s.optim == 4000);
+    s = shs_zero_states(SHS_DDP, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 2);
+    assert_true(s.params == 4000 && s.grads == 2000);
+    /* an f32 accumulation buffer: 4-byte gradients */
+    s = shs_zero_states(SHS_ZERO1, 1000, 4, 2, SHS_OFFLOAD_NONE, 2, 4);
+    assert_true(s.grads == 4000);
     /* the paper's totals with K = 12: 16000, 4000 + 3000, 2000 + 3500, 4000 */
     assert_true(shs_zero_paper_total(SHS_DDP, 1000, 4) == 16000);
     assert_true(shs_zero_paper_total(SHS_ZERO1, 1000, 4) == 7000);
@@ -163,7 +169,7 @@ static void test_json_matches_closed_forms(void **state) {
         shs_strategy_kind_t kind;
         assert_int_equal(shs_strategy_parse(name, &kind), 0);
         int n = 8; /* hybrid: G = 8 divides 8 */
-        shs_zero_states_t f = shs_zero_states(kind, PSI, n, 2, SHS_OFFLOAD_NONE, 4);
+        shs_zero_states_t f = shs_zero_states(kind, PSI, n, 2, SHS_OFFLOAD_NONE, 4, 4);
         double by_hand_params = kind == SHS_ZERO3 || kind == SHS_HYBRID_SHARD ? 4 * PSI / 8 : 4 * PSI;
         assert_true(f.params == by_hand_params);
         assert_int_equal(json_integer_value(json_object_get(pr, "params")), (json_int_t)f.params);
@@ -190,7 +196,9 @@ static void test_json_matches_closed_forms(void **state) {
 /* bf16 on the real code path: ZeRO-1/2 keep f32 master shards plus a bf16
  * replica (4 Psi / 8 + 2 Psi bytes) and re-gather that replica in bf16
  * after the step (Psi x 2 B x 7/8 sent per rank), the paper's 2 Psi
- * parameter volume; ZeRO-3 keeps only the f32 shard. All by hand. */
+ * parameter volume; ZeRO-3 keeps the f32 shard and its bf16 copy
+ * ((4 + 2) Psi / 8). Gradients in bf16: 2 Psi (ZeRO-1), 2 Psi / 8
+ * (ZeRO-2/3). All by hand. */
 static void test_json_bf16_replicas(void **state) {
     test_proc_t *p = malloc(sizeof *p);
     char *text = run_compare("json", "8", "bf16", p);
@@ -207,14 +215,17 @@ static void test_json_bf16_replicas(void **state) {
         if (strchr(name, '+') || shs_strategy_parse(name, &kind)) continue;
         json_t *pr = json_object_get(o, "per_rank_bytes");
         json_int_t params = json_integer_value(json_object_get(pr, "params"));
+        json_int_t grads = json_integer_value(json_object_get(pr, "grads"));
         json_t *c = json_object_get(o, "collectives");
         json_int_t ag = json_integer_value(json_object_get(json_object_get(c, "all_gather"), "bytes_sent"));
         if (kind == SHS_ZERO1 || kind == SHS_ZERO2) {
             assert_int_equal(params, (json_int_t)(4 * PSI / 8 + 2 * PSI));
             assert_int_equal(ag, (json_int_t)(PSI * 2 * 7 / 8));
+            assert_int_equal(grads, (json_int_t)(kind == SHS_ZERO1 ? 2 * PSI : 2 * PSI / 8));
             seen++;
         } else if (kind == SHS_ZERO3) {
-            assert_int_equal(params, (json_int_t)(4 * PSI / 8));
+            assert_int_equal(params, (json_int_t)((4 + 2) * PSI / 8));
+            assert_int_equal(grads, (json_int_t)(2 * PSI / 8));
             assert_int_equal(ag, (json_int_t)(2 * PSI * 2 * 7 / 8)); /* forward and backward, in bf16 */
             seen++;
         }
@@ -275,6 +286,49 @@ static void test_sgd_momentum_as_train(void **state) {
     assert_int_equal(ddp_optimizer_bytes(NULL, &params), 0);
     assert_true(params > 0);
     assert_int_equal(ddp_optimizer_bytes("0.9", &params), params);
+}
+
+/* --accounting zero-paper prints the paper's categories beside the
+ * measured ones: ZeRO-1 at N = 8, bf16, Psi = 118528 (no padding), by hand
+ * in GB: params 2 Psi = 0.000237056, grads 2 Psi = 0.000237056, optimizer
+ * 12 Psi / 8 = 0.000177792, measured | paper equal. Worlds past 1024 run
+ * (two representative ranks) and 65537 is refused; a gradient dtype that
+ * is neither f32 nor the param dtype, and an unknown accounting, are
+ * refused by name. */
+static void test_zero_paper_accounting_and_worlds(void **state) {
+    test_proc_t *p = malloc(sizeof *p);
+    char *zp[] = {SHS_BIN_PATH, "compare", "--layers", "2", "--channels", "64", "--heads", "2", "--context", "32",
+                  "--vocab", "256", "--world", "8", "--strategies", "zero1", "--variants", "plain",
+                  "--accounting", "zero-paper", NULL};
+    test_run_process(zp, 60, p);
+    if (p->exit_code != 0) fail_msg("compare --accounting zero-paper failed: %s", p->err);
+    const char *sec = strstr(p->out, "ZeRO paper accounting");
+    assert_non_null(sec);
+    const char *row = strstr(sec, "\nzero1 ");
+    if (!row || !strstr(row, "Pos ") || !strstr(row, "0.0002371|0.0002371") || !strstr(row, "0.0001778|0.0001778") ||
+        !strstr(row, "+0.00%"))
+        fail_msg("zero-paper row: %s", row ? row : sec);
+    static const char *const worlds[] = {"1536", "65536"};
+    for (int k = 0; k < 2; k++) {
+        char *big[] = {SHS_BIN_PATH, "compare", "--model", "gpt3-175b", "--world", (char *)worlds[k], "--variants",
+                       "plain", "--strategies", "zero3,hybrid_shard", NULL};
+        test_run_process(big, 60, p);
+        if (p->exit_code != 0) fail_msg("compare --world %s failed: %s", worlds[k], p->err);
+        char head[64];
+        snprintf(head, sizeof head, "world %s,", worlds[k]);
+        assert_non_null(strstr(p->out, head));
+    }
+    static const char *const bad[][3] = {
+        {"--world", "65537", "--world: 65537 is out of range 1..65536"},
+        {"--grad-accum-dtype", "f16", "--grad-accum-dtype takes f32 or the param dtype bf16 (got 'f16')"},
+        {"--accounting", "paper", "--accounting must be shardsim or zero-paper, not paper"}};
+    for (int k = 0; k < 3; k++) {
+        char *argv[] = {SHS_BIN_PATH, "compare", (char *)bad[k][0], (char *)bad[k][1], NULL};
+        test_run_process(argv, 30, p);
+        if (p->exit_code != 2 || !strstr(p->err, bad[k][2]))
+            fail_msg("%s %s: want exit 2 and '%s'; got %d: %s", bad[k][0], bad[k][1], bad[k][2], p->exit_code, p->err);
+    }
+    free(p);
 }
 
 static void test_cli_errors_and_plot(void **state) {
@@ -346,6 +400,7 @@ int main(void) {
 #endif
         cmocka_unit_test(test_csv_parses),
         cmocka_unit_test(test_cli_errors_and_plot),
+        cmocka_unit_test(test_zero_paper_accounting_and_worlds),
         cmocka_unit_test(test_sgd_momentum_as_train),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,7 +27,7 @@ typedef struct {
     const char *what;
     shs_strategy_kind_t kind;
     int N, G;
-    shs_dtype_t param_dtype;
+    shs_dtype_t param_dtype, grad_accum_dtype;
     shs_offload_t offload;
     int checkpoint, accum, prefetch_fwd;
     float clip;
@@ -43,6 +43,7 @@ static shs_train_config_t small_config(const mcase_t *c) {
     cfg.strategy.kind = c->kind;
     cfg.strategy.shard_group_size = c->G;
     cfg.strategy.param_dtype = c->param_dtype;
+    cfg.strategy.grad_accum_dtype = c->grad_accum_dtype;
     cfg.strategy.offload = c->offload;
     cfg.checkpoint_activations = c->checkpoint;
     cfg.grad_accum = c->accum;
@@ -129,6 +130,16 @@ static void test_meta_equals_cpu_features(void **state) {
         {.what = "zero2 grad accum 2", .kind = SHS_ZERO2, .N = 3, .accum = 2},
         {.what = "zero3 forward prefetch", .kind = SHS_ZERO3, .N = 5, .prefetch_fwd = 1},
         {.what = "zero1 clip f16", .kind = SHS_ZERO1, .N = 2, .clip = 1.0f, .param_dtype = SHS_F16},
+        {.what = "zero2 bf16 f32 grad accum", .kind = SHS_ZERO2, .N = 3, .accum = 2, .param_dtype = SHS_BF16,
+         .grad_accum_dtype = SHS_F32},
+        {.what = "ddp bf16 f32 grad accum", .kind = SHS_DDP, .N = 2, .accum = 2, .param_dtype = SHS_BF16,
+         .grad_accum_dtype = SHS_F32},
+        {.what = "hybrid_shard bf16 G=2", .kind = SHS_HYBRID_SHARD, .N = 4, .G = 2, .param_dtype = SHS_BF16},
+        {.what = "zero3 bf16 offload optimizer", .kind = SHS_ZERO3, .N = 3, .param_dtype = SHS_BF16,
+         .offload = SHS_OFFLOAD_OPTIMIZER, .clip = 1.0f},
+        {.what = "zero3 bf16 offload params", .kind = SHS_ZERO3, .N = 3, .param_dtype = SHS_BF16,
+         .offload = SHS_OFFLOAD_PARAMS},
+        {.what = "zero1 bf16 clip accum 2", .kind = SHS_ZERO1, .N = 5, .param_dtype = SHS_BF16, .clip = 1.0f, .accum = 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }
@@ -196,8 +207,9 @@ static void test_presets(void **state) {
 }
 
 /* GPT-3 175B on 1024 ranks, ZeRO-3 in bf16: per-rank parameter, gradient
- * and optimizer state bytes are 4, 4, 8 bytes per element of the rank's
- * shards (sum over units of ceil(numel / N)). */
+ * and optimizer state bytes are 4 + 2 (f32 master and bf16 shard), 2 (bf16
+ * gradient shard) and 8 bytes per element of the rank's shards (sum over
+ * units of ceil(numel / N)): the ZeRO paper's (2 + 2 + 12) per element. */
 static void test_meta_175b(void **state) {
     shs_train_config_t cfg = shs_train_default_config();
     cfg.model = shs_model_preset_find("gpt3-175b")->cfg;
@@ -214,8 +226,8 @@ static void test_meta_175b(void **state) {
     assert_int_equal(shs_gpt_layout_create(&lo, &cfg.model), SHS_OK);
     size_t S = 0;
     for (int u = 0; u < lo.num_units; u++) S += shs_shard_size(lo.units[u].numel, 1024, 1);
-    assert_int_equal(r.ranks[0].mem.peak[SHS_MEM_PARAMS], 4 * S);
-    assert_int_equal(r.ranks[1].mem.peak[SHS_MEM_GRADS], 4 * S);
+    assert_int_equal(r.ranks[0].mem.peak[SHS_MEM_PARAMS], (4 + 2) * S);
+    assert_int_equal(r.ranks[1].mem.peak[SHS_MEM_GRADS], 2 * S);
     assert_int_equal(r.ranks[1].mem.peak[SHS_MEM_OPTIM], 8 * S);
     /* all-gathers in bf16, forward and backward: 2 (N S) elements plus the
      * embedding twice more (head in forward): bytes = 2 x (2 Σ N S_u + ...) */
@@ -225,6 +237,41 @@ static void test_meta_175b(void **state) {
     assert_true(r.ranks[0].kernels.matmul_flops >= 6ull * 174604259328ull / 2 * 2048 / 2);
     shs_layout_free(&lo);
     shs_meta_result_free(&r);
+}
+
+/* Worlds past the CPU threads' limit: a meta run costs two ranks whatever N
+ * is. ZeRO-3 in bf16 at N = 1536 and 65536 holds per rank 4 + 2 (f32
+ * master and bf16 shard), 2 and 8 bytes per shard element (shard.h:
+ * ceil(numel / N) per unit), and moves in each reduce-scatter N x the
+ * shard (comm.h's stats convention); N = 65537 is refused by name. */
+static void test_meta_large_world(void **state) {
+    static const int worlds[] = {1536, 65536};
+    for (int i = 0; i < 2; i++) {
+        mcase_t c = {.what = "zero3 bf16", .kind = SHS_ZERO3, .N = worlds[i], .param_dtype = SHS_BF16};
+        shs_meta_config_t mc = {.train = small_config(&c), .steps = 1};
+        shs_meta_result_t r;
+        assert_int_equal(shs_meta_run(&mc, &r), SHS_OK);
+        assert_int_equal(r.num_ranks, 2);
+        assert_int_equal(r.ranks[1].rank, worlds[i] - 1);
+        shs_layout_t lo;
+        assert_int_equal(shs_gpt_layout_create(&lo, &mc.train.model), SHS_OK);
+        size_t S = 0;
+        for (int u = 0; u < lo.num_units; u++) S += shs_shard_size(lo.units[u].numel, worlds[i], 1);
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(r.ranks[k].mem.peak[SHS_MEM_PARAMS], (4 + 2) * S);
+            assert_int_equal(r.ranks[k].mem.peak[SHS_MEM_GRADS], 2 * S);
+            assert_int_equal(r.ranks[k].mem.peak[SHS_MEM_OPTIM], 8 * S);
+            assert_int_equal(r.ranks[k].master_bytes, 4 * S);
+            assert_int_equal(r.ranks[k].comm.bytes[SHS_OP_REDUCE_SCATTER], 2 * (uint64_t)worlds[i] * S);
+        }
+        shs_layout_free(&lo);
+        shs_meta_result_free(&r);
+    }
+    mcase_t c = {.what = "too large", .kind = SHS_ZERO3, .N = 65537};
+    shs_meta_config_t mc = {.train = small_config(&c)};
+    shs_meta_result_t r;
+    assert_int_equal(shs_meta_run(&mc, &r), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "world size must be in 1..65536 (got 65537)"));
 }
 
 /* Meta device basics: fake unique addresses, accounting, zeros to the host. */
@@ -272,6 +319,7 @@ int main(void) {
         cmocka_unit_test(test_meta_equals_cpu_features),
         cmocka_unit_test(test_meta_wrap_size),
         cmocka_unit_test(test_meta_175b),
+        cmocka_unit_test(test_meta_large_world),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }

@@ -51,21 +51,99 @@ static void test_shard_align_matches_ddp(void **state) {
         }
 }
 
-/* --param-dtype / --reduce-dtype: f32 master weights, compute on rounded
- * parameters, reduction in the reduce dtype: every stage equals DDP. */
+/* --param-dtype / --reduce-dtype / --grad-accum-dtype: f32 master weights,
+ * compute on rounded parameters, gradients stored in the param dtype or an
+ * f32 accumulation buffer, reduction in the reduce dtype: every stage equals
+ * DDP. */
 static void test_mixed_precision_matches_ddp(void **state) {
-    static const shs_dtype_t combos[][2] = {
-        {SHS_BF16, SHS_BF16}, {SHS_BF16, SHS_F32}, {SHS_F16, SHS_F16}, {SHS_F32, SHS_BF16}};
-    for (int c = 0; c < 4; c++)
+    static const shs_dtype_t combos[][3] = {
+        {SHS_BF16, SHS_BF16, SHS_DTYPE_DEFAULT}, {SHS_BF16, SHS_F32, SHS_DTYPE_DEFAULT},
+        {SHS_F16, SHS_F16, SHS_DTYPE_DEFAULT},   {SHS_F32, SHS_BF16, SHS_DTYPE_DEFAULT},
+        {SHS_BF16, SHS_BF16, SHS_F32},           {SHS_F16, SHS_F32, SHS_F32}};
+    for (int c = 0; c < 6; c++)
         for (int w = 0; w < NWORLDS; w++) {
             if (c > 0 && test_worlds[w] != 3 && test_worlds[w] != 8 && !full_sweep()) continue;
             shs_train_config_t cfg = small_config(test_worlds[w]);
             cfg.strategy.param_dtype = combos[c][0];
             cfg.strategy.reduce_dtype = combos[c][1];
+            cfg.strategy.grad_accum_dtype = combos[c][2];
             cfg.strategy.scaler.init_scale = 1024.0f;
+            cfg.strategy.clip_norm = c == 2 || c == 4 ? 0.05f : 0; /* clipping on f32 copies, after unscaling */
             cfg.grad_accum = 2;
             check_stages_match_ddp(cfg, 2);
         }
+}
+
+/* Elements of the flat buffers each rank's shards are cut from, and the
+ * shard elements, summed over units (shard.h), for `n` ranks. */
+static void shard_sums(const shs_layout_t *lo, int n, size_t *full, size_t *shard) {
+    *full = *shard = 0;
+    for (int u = 0; u < lo->num_units; u++) {
+        *full += shs_padded_numel(lo->units[u].numel, n, 1);
+        *shard += shs_shard_size(lo->units[u].numel, n, 1);
+    }
+}
+
+/* Gradients are stored in the gradient dtype: with bf16 parameters ZeRO-1
+ * keeps 2 bytes per element of the full gradient, ZeRO-2/3 2 bytes per shard
+ * element, and ZeRO-3 a bf16 shard beside its f32 master (the ZeRO paper's
+ * 2 + 2 + 12 bytes); --grad-accum-dtype f32 keeps 4. Measured on the CPU
+ * threads after a step (persistent buffers: their peak is their size). */
+static void test_grad_dtype_memory(void **state) {
+    const int N = 3;
+    static const struct { shs_strategy_kind_t kind; shs_dtype_t accum; size_t grads_full, grads_shard, params_full,
+                          params_shard; } cases[] = {
+        /* bytes per element of the full flat buffer / of this rank's shard */
+        {SHS_ZERO1, SHS_DTYPE_DEFAULT, 2, 0, 2, 4},
+        {SHS_ZERO1, SHS_F32, 4, 0, 2, 4},
+        {SHS_ZERO2, SHS_DTYPE_DEFAULT, 0, 2, 2, 4},
+        {SHS_ZERO3, SHS_DTYPE_DEFAULT, 0, 2, 0, 4 + 2},
+        {SHS_ZERO3, SHS_F32, 0, 4, 0, 4 + 2},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        shs_train_config_t cfg = small_config(N);
+        cfg.strategy.kind = cases[c].kind;
+        cfg.strategy.param_dtype = SHS_BF16;
+        cfg.strategy.grad_accum_dtype = cases[c].accum;
+        shs_trainer_t *t;
+        assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+        float loss;
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        size_t full, shard;
+        shard_sums(shs_trainer_layout(t), N, &full, &shard);
+        shs_mem_stats_t m;
+        shs_trainer_mem_stats(t, 0, &m);
+        assert_int_equal(m.peak[SHS_MEM_GRADS], cases[c].grads_full * full + cases[c].grads_shard * shard);
+        assert_int_equal(m.peak[SHS_MEM_PARAMS], cases[c].params_full * full + cases[c].params_shard * shard);
+        shs_trainer_destroy(t);
+    }
+}
+
+/* The f32 accumulation buffer changes the arithmetic (acc + (f32)(bf16)g
+ * instead of (bf16)(acc + g) over micro-batches), and only with more than
+ * one micro-batch: with one, both store the same rounded gradient. */
+static void test_grad_accum_dtype_is_applied(void **state) {
+    for (int accum = 1; accum <= 2; accum++) {
+        shs_train_config_t cfg = small_config(2);
+        cfg.strategy.kind = SHS_ZERO2;
+        cfg.strategy.param_dtype = SHS_BF16;
+        cfg.grad_accum = accum;
+        run_record_t lp, f32;
+        record_run(&cfg, &test_corpus, 2, &lp);
+        cfg.strategy.grad_accum_dtype = SHS_F32;
+        record_run(&cfg, &test_corpus, 2, &f32);
+        int same = memcmp(lp.snap[1], f32.snap[1], lp.len * sizeof(float)) == 0;
+        assert_int_equal(same, accum == 1);
+        free_record(&lp);
+        free_record(&f32);
+    }
+    /* a gradient dtype that is neither f32 nor the param dtype is refused */
+    shs_train_config_t cfg = small_config(2);
+    cfg.strategy.param_dtype = SHS_BF16;
+    cfg.strategy.grad_accum_dtype = SHS_F16;
+    shs_trainer_t *t = NULL;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "gradient accumulation dtype must be f32 or the param dtype bf16"));
 }
 
 /* The precision is really in effect: bf16 runs differ from f32, and the
@@ -191,6 +269,8 @@ int main(void) {
         cmocka_unit_test(test_shard_align_matches_ddp),
         cmocka_unit_test(test_mixed_precision_matches_ddp),
         cmocka_unit_test(test_mixed_precision_is_applied),
+        cmocka_unit_test(test_grad_dtype_memory),
+        cmocka_unit_test(test_grad_accum_dtype_is_applied),
         cmocka_unit_test(test_fp16_overflow_skips_everywhere),
         cmocka_unit_test(test_fp16_scale_growth),
         cmocka_unit_test(test_fp16_avg_overflow_independent_of_world),
