@@ -208,7 +208,8 @@ typedef struct {
     uint64_t offset;    /* counter of element 0 (a position in the global batch) */
 } shs_dropout_t;
 
-/* out (n) = dropout(inp); mask (n bytes) = 1 where kept, 0 where dropped. */
+/* out (n) = dropout(inp); mask (n bytes) = 1 where kept, 0 where dropped.
+ * out may alias inp. (SHS_KERNELS_DROPOUT) */
 void shs_dropout_forward(shs_device_t *dev, float *out, uint8_t *mask, const float *inp, size_t n,
                          const shs_dropout_t *d);
 /* Accumulates dinp (n) += mask ? dout / (1 - p) : 0 (the same scale as forward). */
@@ -219,8 +220,7 @@ void shs_dropout_backward(shs_device_t *dev, float *dinp, const uint8_t *mask, c
  * softmax), then att_drop = dropout(att) over the (B,NH,T,T) positions,
  * element (b,h,t,t2) at counter d->offset + ((b*NH + h)*T + t)*T + t2,
  * mask (B,NH,T,T bytes), and out (B,T,C) = att_drop @ v. Entries above the
- * diagonal are 0 in every output. (optional in a backend:
- * shs_device_supports_attention) */
+ * diagonal are 0 in every output. (SHS_KERNELS_DROPOUT) */
 void shs_attention_forward_dropout(shs_device_t *dev, float *out, float *preatt, float *att, float *att_drop,
                                    uint8_t *mask, const float *qkv, int B, int T, int C, int NH,
                                    const shs_dropout_t *d);
@@ -240,7 +240,7 @@ void shs_attention_backward_dropout(shs_device_t *dev, float *dqkv, float *dprea
  * counters of shs_attention_forward_dropout (the same mask). Agrees with
  * the eager kernel to rounding only (a different summation order); the
  * order is fixed, so the bits do not depend on the thread count.
- * (optional in a backend: shs_device_supports_attention) */
+ * (SHS_KERNELS_FLASH_ATTENTION) */
 void shs_attention_forward_flash(shs_device_t *dev, float *out, float *lse, const float *qkv, int B, int T, int C,
                                  int NH, const shs_dropout_t *d);
 /* Its backward (Algorithm 2): recomputes P = exp(S - lse) from q, k and
@@ -250,9 +250,19 @@ void shs_attention_forward_flash(shs_device_t *dev, float *out, float *lse, cons
 void shs_attention_backward_flash(shs_device_t *dev, float *dqkv, const float *dout, const float *qkv,
                                   const float *out, const float *lse, int B, int T, int C, int NH,
                                   const shs_dropout_t *d);
-/* Whether the backend has the kernels for attention `flash` (0: eager)
- * with dropout (`dropout` != 0); eager without dropout is always there. */
-int shs_device_supports_attention(const shs_device_t *dev, int flash, int dropout);
+/* Kernel sets a backend may lack (the CUDA backend has none of them). */
+typedef enum {
+    SHS_KERNELS_FLASH_ATTENTION = 1, /* shs_attention_{forward,backward}_flash */
+    SHS_KERNELS_DROPOUT = 2,         /* shs_dropout_*, shs_attention_*_dropout */
+    SHS_KERNELS_ROUND = 4,           /* shs_round */
+} shs_kernel_set_t;
+/* 1 if the backend has every kernel of the sets in the mask `sets` (0: 1). */
+int shs_device_supports(const shs_device_t *dev, unsigned sets);
+
+/* x (n) f32, in place: each value rounded to the nearest value of `dtype`
+ * (f16 or bf16; nearest-even, as shs_cast) and kept as f32. For emulating a
+ * kernel whose output is stored in a 16-bit dtype. (SHS_KERNELS_ROUND) */
+void shs_round(shs_device_t *dev, float *x, shs_dtype_t dtype, size_t n);
 
 /* GELU, tanh approximation (Hendrycks & Gimpel 2016; torch approximate='tanh'):
  * out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). n elements. */

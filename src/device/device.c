@@ -289,14 +289,17 @@ void shs_attention_backward(shs_device_t *dev, float *dqkv, float *dpreatt, floa
     SHS_ASSERT(dqkv && dpreatt && datt && dout && qkv && att && B >= 0 && T > 0 && NH > 0 && C % NH == 0);
     dev->iface->attention_backward(dev, dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH);
 }
-int shs_device_supports_attention(const shs_device_t *dev, int flash, int dropout) {
+int shs_device_supports(const shs_device_t *dev, unsigned sets) {
     const shs_device_iface_t *f = dev->iface;
-    if (flash) return f->attention_forward_flash && f->attention_backward_flash && (!dropout || f->dropout_forward);
-    return !dropout || (f->attention_forward_dropout && f->attention_backward_dropout && f->dropout_forward &&
-                        f->dropout_backward);
+    if ((sets & SHS_KERNELS_FLASH_ATTENTION) && !(f->attention_forward_flash && f->attention_backward_flash)) return 0;
+    if ((sets & SHS_KERNELS_DROPOUT) && !(f->dropout_forward && f->dropout_backward && f->attention_forward_dropout &&
+                                          f->attention_backward_dropout))
+        return 0;
+    if ((sets & SHS_KERNELS_ROUND) && !f->round) return 0;
+    return 1;
 }
 /* A kernel the backend lacks: a programming error (callers ask
- * shs_device_supports_attention first). */
+ * shs_device_supports first). */
 #define KNEED(slot) SHS_ASSERT(dev->iface->slot && #slot " is not implemented by this backend")
 static int dropout_ok(const shs_dropout_t *d) { return !d || (d->p >= 0.0f && d->p < 1.0f); }
 void shs_dropout_forward(shs_device_t *dev, float *out, uint8_t *mask, const float *inp, size_t n,
@@ -347,6 +350,12 @@ void shs_attention_backward_flash(shs_device_t *dev, float *dqkv, const float *d
     KRANGE("attention_backward_flash", dout, btc), KRANGE("attention_backward_flash", out, btc);
     KRANGE("attention_backward_flash", lse, (size_t)B * NH * T);
     dev->iface->attention_backward_flash(dev, dqkv, dout, qkv, out, lse, B, T, C, NH, d && d->p > 0.0f ? d : NULL);
+}
+void shs_round(shs_device_t *dev, float *x, shs_dtype_t dtype, size_t n) {
+    SHS_ASSERT(x && (dtype == SHS_F16 || dtype == SHS_BF16));
+    KNEED(round);
+    KRANGE("round", x, n);
+    dev->iface->round(dev, x, dtype, n);
 }
 #undef KNEED
 /* The checks every activation's forward (out = f(inp)) and backward

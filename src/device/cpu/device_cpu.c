@@ -346,6 +346,10 @@ static void cpu_cast(shs_device_t *dev, void *dst, shs_dtype_t dst_dtype, const 
     EACH_ELEMENT(i, n) shs__cast_one(dst, (int)dst_dtype, src, (int)src_dtype, i, to_16bit);
 }
 
+static void cpu_round(shs_device_t *dev, float *x, shs_dtype_t dtype, size_t n) {
+    EACH_ELEMENT(i, n) x[i] = dtype == SHS_F16 ? shs__f16_to_f32(shs__f32_to_f16(x[i])) : shs__bf16_to_f32(shs__f32_to_bf16(x[i]));
+}
+
 /* ---- optimizers ----------------------------------------------------------- */
 
 static void cpu_adamw_update(shs_device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
@@ -397,6 +401,7 @@ const shs_device_iface_t shs__cpu_iface = {
     .sum = cpu_sum,
     .norm_accumulate = cpu_norm_accumulate,
     .cast = cpu_cast,
+    .round = cpu_round,
     .adamw_update = cpu_adamw_update,
     .sgd_update = cpu_sgd_update,
 };

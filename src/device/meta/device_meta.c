@@ -189,6 +189,7 @@ static void meta_norm_accumulate(shs_device_t *d, int64_t *acc, const float *x, 
 static void meta_cast(shs_device_t *d, void *dst, shs_dtype_t dt, const void *src, shs_dtype_t st, size_t n) {
     count(d, 0, (double)n * (double)(shs_dtype_size(dt) + shs_dtype_size(st)), 0);
 }
+static void meta_round(shs_device_t *d, float *x, shs_dtype_t dt, size_t n) { count(d, 0, 8.0 * n, 0); }
 /* AdamW: weight decay 2, two moments 6, update 5 per element; reads p, g, m,
  * v and writes p, m, v. */
 static void meta_adamw_update(shs_device_t *d, float *p, const float *g, float *m, float *v, size_t n,
@@ -238,6 +239,7 @@ const shs_device_iface_t shs__meta_iface = {
     .sum = meta_sum,
     .norm_accumulate = meta_norm_accumulate,
     .cast = meta_cast,
+    .round = meta_round,
     .adamw_update = meta_adamw_update,
     .sgd_update = meta_sgd_update,
     .kernel_stats = meta_kernel_stats,
