@@ -31,6 +31,10 @@ typedef struct {
     shs_offload_t offload;
     int checkpoint, accum, prefetch_fwd;
     float clip;
+    shs_recompute_t recompute;
+    shs_attention_kind_t attention;
+    shs_dtype_t autocast;
+    float dropout;
 } mcase_t;
 
 static shs_train_config_t small_config(const mcase_t *c) {
@@ -45,6 +49,10 @@ static shs_train_config_t small_config(const mcase_t *c) {
     cfg.strategy.param_dtype = c->param_dtype;
     cfg.strategy.offload = c->offload;
     cfg.checkpoint_activations = c->checkpoint;
+    cfg.recompute = c->recompute;
+    cfg.attention = c->attention;
+    cfg.autocast = c->autocast;
+    cfg.dropout = c->dropout;
     cfg.grad_accum = c->accum;
     cfg.strategy.forward_prefetch = c->prefetch_fwd;
     cfg.strategy.clip_norm = c->clip;
@@ -129,6 +137,12 @@ static void test_meta_equals_cpu_features(void **state) {
         {.what = "zero2 grad accum 2", .kind = SHS_ZERO2, .N = 3, .accum = 2},
         {.what = "zero3 forward prefetch", .kind = SHS_ZERO3, .N = 5, .prefetch_fwd = 1},
         {.what = "zero1 clip f16", .kind = SHS_ZERO1, .N = 2, .clip = 1.0f, .param_dtype = SHS_F16},
+        {.what = "zero3 flash autocast bf16 dropout", .kind = SHS_ZERO3, .N = 3, .param_dtype = SHS_BF16,
+         .attention = SHS_ATTENTION_FLASH, .autocast = SHS_BF16, .dropout = 0.1f},
+        {.what = "zero2 selective eager dropout autocast f32 params", .kind = SHS_ZERO2, .N = 2,
+         .recompute = SHS_RECOMPUTE_SELECTIVE, .autocast = SHS_BF16, .dropout = 0.1f},
+        {.what = "ddp full recompute flash", .kind = SHS_DDP, .N = 2, .recompute = SHS_RECOMPUTE_FULL,
+         .attention = SHS_ATTENTION_FLASH},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }
