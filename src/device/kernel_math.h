@@ -30,7 +30,6 @@
 #include "core/half.h"
 #include "core/host_device.h"
 #include "core/rng.h"
-#include "shardsim/device.h"
 #include "shardsim/dtype.h"
 
 /* ---- layernorm ------------------------------------------------------------ */
@@ -171,13 +170,11 @@ static inline float shs__dropout_scale(float p) { return 1.0f / (1.0f - p); }
  * the running sum l and output o are rescaled by exp(m_old - m_new), then
  * each key adds p = exp(s - m) to l and (dropped and scaled) p * v to o.
  * Finally o /= l and *lse = m + log(l). s: SHS_FLASH_BLOCK floats of scratch.
- * d: NULL (no dropout), else key t2 is kept iff shs__dropout_keep(d->key,
- * ctr0 + t2, threshold), ctr0 the counter of (t, t2 = 0). */
+ * drop: 0 (no dropout), else key t2 is kept iff shs__dropout_keep(key,
+ * ctr0 + t2, thr), ctr0 the counter of (t, t2 = 0), and scaled by drop_scale. */
 static inline void shs__flash_forward_row(float *o, float *lse, const float *q, const float *kv0, int t, int hs,
-                                          size_t C3, int C, float scale, const shs_dropout_t *d, uint64_t ctr0,
-                                          float *s) {
-    uint32_t thr = d ? shs__dropout_threshold(d->p) : 0;
-    float drop_scale = d ? shs__dropout_scale(d->p) : 1.0f;
+                                          size_t C3, int C, float scale, int drop, uint64_t key, uint64_t ctr0,
+                                          uint32_t thr, float drop_scale, float *s) {
     float m = -INFINITY, l = 0.0f;
     for (int i = 0; i < hs; i++) o[i] = 0.0f;
     for (int j0 = 0; j0 <= t; j0 += SHS_FLASH_BLOCK) {
@@ -196,7 +193,7 @@ static inline void shs__flash_forward_row(float *o, float *lse, const float *q, 
         for (int j = j0; j < j1; j++) {
             float p = expf(s[j - j0] - mb);
             l += p;
-            float pd = d ? (shs__dropout_keep(d->key, ctr0 + (uint64_t)j, thr) ? p * drop_scale : 0.0f) : p;
+            float pd = drop ? (shs__dropout_keep(key, ctr0 + (uint64_t)j, thr) ? p * drop_scale : 0.0f) : p;
             const float *v = kv0 + j * C3 + 2 * (size_t)C;
             for (int i = 0; i < hs; i++) o[i] += pd * v[i];
         }

@@ -110,7 +110,8 @@ void shs__cpu_attention_forward_flash(shs_device_t *dev, float *out, float *lse,
                                       int NH, const shs_dropout_t *d) {
     int nth = threads(dev), hs = C / NH;
     size_t C3 = 3 * (size_t)C;
-    float scale = shs__attention_scale(hs);
+    float scale = shs__attention_scale(hs), drop_scale = d ? shs__dropout_scale(d->p) : 1.0f;
+    uint32_t thr = d ? shs__dropout_threshold(d->p) : 0;
     PARALLEL_FOR
     for (int bht = 0; bht < B * NH * T; bht++) {
         int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
@@ -118,8 +119,8 @@ void shs__cpu_attention_forward_flash(shs_device_t *dev, float *out, float *lse,
         const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
         float s[SHS_FLASH_BLOCK];
         uint64_t ctr0 = d ? d->offset + (size_t)bht * T : 0;
-        shs__flash_forward_row(out + ((size_t)b * T + t) * C + h * hs, lse + bht, q, kv0, t, hs, C3, C, scale, d, ctr0,
-                               s);
+        shs__flash_forward_row(out + ((size_t)b * T + t) * C + h * hs, lse + bht, q, kv0, t, hs, C3, C, scale, d != NULL,
+                               d ? d->key : 0, ctr0, thr, drop_scale, s);
     }
 }
 
