@@ -19,7 +19,9 @@
 #include <cmocka.h>
 
 #include "device/kernel_checks.h"
+#include "device/device_impl.h"
 #include "device/kernel_math.h"
+#include "shardsim/gpt.h"
 #include "shardsim/device.h"
 
 /* f64 oracle of causal attention with optional dropout (keep flags from the
@@ -270,6 +272,48 @@ static void test_thread_count_bits(void **state) {
     check_bits("eager dropout dqkv", res[1][4], res[0][4], nqkv);
 }
 
+/* A backend without the kernels (the CUDA backend's vtable leaves these
+ * slots empty): shs_device_supports says so, and a GPT asking for them is
+ * refused with SHS_UNSUPPORTED naming the backend and what is missing. */
+static void test_missing_kernels_refused(void **state) {
+    static shs_device_iface_t bare;
+    bare = shs__cpu_iface;
+    bare.name = "bare";
+    bare.attention_forward_flash = NULL;
+    bare.dropout_forward = NULL;
+    bare.round = NULL;
+    shs_device_t *d = NULL;
+    assert_int_equal(shs__device_new(&d, &bare, NULL, 0, SIZE_MAX, 1), SHS_OK);
+    assert_true(shs_device_supports(d, 0));
+    assert_false(shs_device_supports(d, SHS_KERNELS_FLASH_ATTENTION));
+    assert_false(shs_device_supports(d, SHS_KERNELS_DROPOUT));
+    assert_false(shs_device_supports(d, SHS_KERNELS_ROUND));
+    assert_true(shs_device_supports(new_dev(1), SHS_KERNELS_FLASH_ATTENTION | SHS_KERNELS_DROPOUT | SHS_KERNELS_ROUND));
+    shs_gpt_config_t cfg = {.num_layers = 1, .num_heads = 2, .channels = 8, .context = 4};
+    shs_layout_t lo;
+    assert_int_equal(shs_gpt_layout_create(&lo, &cfg), SHS_OK);
+    static const struct {
+        shs_gpt_exec_t ex;
+        const char *needle;
+    } cases[] = {
+        {{.attention = SHS_ATTENTION_FLASH}, "bare backend has no kernels for attention flash"},
+        {{.dropout = 0.1f}, "bare backend has no kernels for dropout"},
+        {{.autocast = SHS_BF16}, "bare backend has no kernels for autocast"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        shs_model_t *m = NULL;
+        assert_int_equal(shs_gpt_create_ex(&m, &lo, &cfg, d, 1, &cases[k].ex), SHS_UNSUPPORTED);
+        assert_null(m);
+        if (!strstr(shs_last_error(), cases[k].needle)) fail_msg("'%s' lacks '%s'", shs_last_error(), cases[k].needle);
+    }
+    shs_model_t *m = NULL; /* eager, f32, no dropout: there */
+    shs_gpt_exec_t plain = {0};
+    assert_int_equal(shs_gpt_create_ex(&m, &lo, &cfg, d, 1, &plain), SHS_OK);
+    shs_model_destroy(m);
+    shs_layout_free(&lo);
+    shs_device_destroy(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_flash_forward_oracle_and_eager, teardown),
@@ -278,6 +322,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_eager_dropout_oracle, teardown),
         cmocka_unit_test_teardown(test_dropout_elementwise, teardown),
         cmocka_unit_test_teardown(test_thread_count_bits, teardown),
+        cmocka_unit_test_teardown(test_missing_kernels_refused, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
