@@ -34,7 +34,7 @@ typedef enum {
     C_OPTIMIZER,
     C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
     C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
-    C_PCIE_GBS, C_HOST_GBS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT,
+    C_PCIE_GBS, C_HOST_GBS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
     C_NUM_OPTIONS
 } compare_opt_t;
 
@@ -85,6 +85,12 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_FORMAT] = {"--format", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F", "table | json | csv"},
     [C_PLOT] = {"--plot", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE.svg", "memory of one rank over the step, one panel per row"},
     [C_OUTPUT] = {"--output", "-o", SIM_OPT_STR, 0, 0, 0, 0, "FILE", "write the table / JSON / CSV to FILE instead of stdout"},
+    [C_RECOMPUTE] = {"--recompute-granularity", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G",
+                     "what the checkpointing variants (+ckpt, +sel) recompute: full\n"
+                     "(each block) | selective (the attention core, Korthikanti et al. 2022)"},
+    [C_ATTENTION] = SIM_ROW_ATTENTION,
+    [C_AUTOCAST] = SIM_ROW_AUTOCAST,
+    [C_DROPOUT] = SIM_ROW_DROPOUT,
 };
 #undef HW_ROW
 
@@ -94,6 +100,7 @@ static const char *const compare_defaults[C_NUM_OPTIONS] = {
     [C_OPTIMIZER] = "adamw", [C_MOMENTUM] = "0", [C_MICRO_BATCH] = "1", [C_DEVICE_MEM] = "the GPU preset's",
     [C_WRAP] = "block", [C_SHARD_GROUP_SIZE] = "8 when it divides N, else N", [C_STRATEGIES] = "all",
     [C_VARIANTS] = "all", [C_GPU] = "h100-sxm", [C_EFFICIENCY] = "0.5", [C_ALGO] = "auto", [C_FORMAT] = "table",
+    [C_RECOMPUTE] = "full", [C_ATTENTION] = "eager", [C_AUTOCAST] = "off", [C_DROPOUT] = "0",
 };
 
 static const char compare_usage_head[] =
@@ -119,6 +126,8 @@ typedef struct {
     double paper_total, paper_sent;
     uint64_t sent[SHS_NUM_COLL_OPS], sent_total, calls;
     shs_step_estimate_t est;
+    double recompute_flops, hfu; /* FLOPs the recompute adds (measured: against the same run keeping
+                                  * every activation) and hardware FLOP utilisation counting them */
     char notes[640];
     int fits;
 } row_t;
@@ -205,6 +214,31 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     }
 }
 
+/* The recompute's FLOPs: the row's measured FLOPs minus those of the same
+ * run keeping every activation (a second meta run; same rank); HFU counts
+ * them (Korthikanti et al. 2022 §6: hardware FLOPs include recomputation),
+ * MFU does not. */
+static int row_hfu(row_t *r, const shs_hw_t *hw) {
+    const shs_train_config_t *tc = &r->cfg.train;
+    int lowp = tc->strategy.param_dtype == SHS_BF16 || tc->strategy.param_dtype == SHS_F16;
+    double peak = lowp ? hw->peak_flops_16 : hw->peak_flops_32, steps = r->cfg.steps > 0 ? r->cfg.steps : 1;
+    r->recompute_flops = 0;
+    if (tc->recompute != SHS_RECOMPUTE_NONE) {
+        shs_meta_config_t plain = r->cfg;
+        plain.train.recompute = SHS_RECOMPUTE_NONE;
+        shs_meta_result_t res;
+        if (shs_meta_run(&plain, &res) != SHS_OK) {
+            sim_error("compare", "%s without recompute: %s", r->name, shs_last_error());
+            return SIM_EXIT_ERROR;
+        }
+        int k = (int)(r->worst - r->res.ranks);
+        r->recompute_flops = ((double)r->worst->kernels.flops - (double)res.ranks[k].kernels.flops) / steps;
+        shs_meta_result_free(&res);
+    }
+    r->hfu = r->est.step_s > 0 ? (r->est.model_flops + r->recompute_flops) / (r->est.step_s * peak) : 0;
+    return SIM_EXIT_OK;
+}
+
 /* ---- output -------------------------------------------------------------------- */
 
 static double unit_div(size_t maxb, const char **name) {
@@ -258,19 +292,19 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
     int w = 8; /* the name column fits the longest row name */
     for (int i = 0; i < nrows; i++)
         if ((int)strlen(rows[i].name) > w) w = (int)strlen(rows[i].name);
-    fprintf(out, "%-*s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s\n", w, "strategy", "params", "grads",
-           "optimizer", "activ.", "comm buf", "peak", "fits", "AG sent", "RS sent", "AR sent", "paper", "calls",
-           "step s", "exposed", "MFU");
+    fprintf(out, "%-*s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s %5s\n", w, "strategy", "params",
+           "grads", "optimizer", "activ.", "comm buf", "peak", "fits", "AG sent", "RS sent", "AR sent", "paper", "calls",
+           "step s", "exposed", "MFU", "HFU");
     for (int i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
         const shs_mem_stats_t *m = &r->worst->mem;
         fprintf(out, "%-*s %8.3f|%-8.3f %8.3f|%-8.3f %8.3f|%-8.3f %9.3f %9.3f %9.3f %4s | %9.3f %9.3f %9.3f %9.3f %6llu | "
-               "%9.4g %8.3g %4.1f%%\n",
+               "%9.4g %8.3g %4.1f%% %4.1f%%\n",
                w, r->name, m->peak[SHS_MEM_PARAMS] / d, r->form.params / d, m->peak[SHS_MEM_GRADS] / d, r->form.grads / d,
                m->peak[SHS_MEM_OPTIM] / d, r->form.optim / d, m->peak[SHS_MEM_ACTIVATIONS] / d,
                m->peak[SHS_MEM_COMM] / d, m->total_peak / d, r->fits ? "yes" : "NO", r->sent[SHS_OP_ALL_GATHER] / d,
                r->sent[SHS_OP_REDUCE_SCATTER] / d, r->sent[SHS_OP_ALL_REDUCE] / d, r->paper_sent / d,
-               (unsigned long long)r->calls, r->est.step_s, r->est.exposed_comm_s, 100 * r->est.mfu);
+               (unsigned long long)r->calls, r->est.step_s, r->est.exposed_comm_s, 100 * r->est.mfu, 100 * r->hfu);
     }
     if (zero_paper) print_zero_paper(out, rows, nrows, w);
     fprintf(out, "notes (where measured differs from the closed forms):\n");
@@ -279,22 +313,26 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
            "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
            "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
            "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed alpha-beta comm (%s, %s) + offload;\n"
-           "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); see include/shardsim/estimate.h\n",
-           base->steps, 100 * eff, hw->net.name, algo_name);
+           "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); see include/shardsim/estimate.h;\n"
+           "  HFU adds the recompute's FLOPs (measured against the same run keeping every activation)\n"
+           "activations: attention %s, autocast %s, dropout %g, +ckpt/+sel recompute %s (gpt.h)\n",
+           base->steps, 100 * eff, hw->net.name, algo_name, shs_attention_name(tc->attention),
+           tc->autocast ? shs_dtype_name(tc->autocast) : "off", (double)tc->dropout,
+           shs_recompute_name(tc->recompute ? tc->recompute : SHS_RECOMPUTE_FULL));
 }
 
 static void print_csv(FILE *out, const row_t *rows, int nrows, int zero_paper) {
     fprintf(out, "name,strategy,checkpointing,offload,params_bytes,params_formula,grads_bytes,grads_formula,optimizer_bytes,"
            "optimizer_formula,paper_total,activations_bytes,comm_buffers_bytes,other_bytes,peak_bytes,fits,"
            "all_gather_sent,reduce_scatter_sent,all_reduce_sent,comm_bytes_per_step,paper_comm_bytes,collectives,"
-           "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu%s\n",
+           "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu,recompute_flops,hfu%s\n",
             zero_paper ? ",paper_params_measured,paper_params,paper_grads_measured,paper_grads,paper_optimizer_measured,"
                          "paper_optimizer" : "");
     for (int i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
         const shs_mem_stats_t *m = &r->worst->mem;
         fprintf(out, "%s,%s,%d,%s,%zu,%.0f,%zu,%.0f,%zu,%.0f,%.0f,%zu,%zu,%zu,%zu,%d,%llu,%llu,%llu,%llu,%.0f,%llu,%.6g,%.6g,"
-               "%.6g,%.6g,%.6g,%.6g",
+               "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g",
                r->name, shs_strategy_name(r->kind), r->ckpt,
                r->offload == SHS_OFFLOAD_NONE ? "none" : r->offload == SHS_OFFLOAD_PARAMS ? "params" : "optimizer",
                m->peak[SHS_MEM_PARAMS], r->form.params, m->peak[SHS_MEM_GRADS], r->form.grads, m->peak[SHS_MEM_OPTIM],
@@ -302,7 +340,7 @@ static void print_csv(FILE *out, const row_t *rows, int nrows, int zero_paper) {
                m->peak[SHS_MEM_OTHER], m->total_peak, r->fits, (unsigned long long)r->sent[SHS_OP_ALL_GATHER],
                (unsigned long long)r->sent[SHS_OP_REDUCE_SCATTER], (unsigned long long)r->sent[SHS_OP_ALL_REDUCE],
                (unsigned long long)r->sent_total, r->paper_sent, (unsigned long long)r->calls, r->est.compute_s,
-               r->est.comm_s, r->est.exposed_comm_s, r->est.offload_s, r->est.step_s, r->est.mfu);
+               r->est.comm_s, r->est.exposed_comm_s, r->est.offload_s, r->est.step_s, r->est.mfu, r->recompute_flops, r->hfu);
         if (zero_paper)
             fprintf(out, ",%.0f,%.0f,%.0f,%.0f,%.0f,%.0f", r->paper_measured.params, r->paper.params,
                     r->paper_measured.grads, r->paper.grads, r->paper_measured.optim, r->paper.optim);
@@ -371,6 +409,9 @@ static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_co
         json_object_set_new(o, "offload_s", json_real(r->est.offload_s));
         json_object_set_new(o, "step_time_s", json_real(r->est.step_s));
         json_object_set_new(o, "mfu", json_real(r->est.mfu));
+        json_object_set_new(o, "recompute", json_string(shs_recompute_name(r->cfg.train.recompute)));
+        json_object_set_new(o, "recompute_flops", json_real(r->recompute_flops));
+        json_object_set_new(o, "hfu", json_real(r->hfu));
         json_object_set_new(o, "notes", json_string(r->notes));
         json_t *tl = json_array();
         for (int s = 0; s < r->worst->num_segments; s++) {
@@ -416,6 +457,7 @@ int sim_cmd_compare(int argc, char **argv) {
     size_t device_mem = 0;
     double eff = 0.5;
     int variants_all = 1, zero_paper = 0, rc_;
+    shs_recompute_t recompute = SHS_RECOMPUTE_FULL;
     shs_net_algo_t algo = SHS_NUM_ALGOS;
     const sim_command_t cmd = {"compare", compare_usage_head, compare_options, C_NUM_OPTIONS, compare_defaults,
                                NULL, NULL};
@@ -487,6 +529,16 @@ int sim_cmd_compare(int argc, char **argv) {
         if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "csv"))
             return usage_error("--format must be table, json or csv, not %s", format);
     }
+    if ((rc_ = sim_opt_exec("compare", 0, GIVEN(C_RECOMPUTE) ? o.str[C_RECOMPUTE] : NULL,
+                            GIVEN(C_ATTENTION) ? o.str[C_ATTENTION] : NULL, GIVEN(C_AUTOCAST) ? o.str[C_AUTOCAST] : NULL,
+                            GIVEN(C_DROPOUT), o.num[C_DROPOUT], &recompute, &tc->attention, &tc->autocast,
+                            &tc->dropout)) >= 0)
+        return rc_;
+    if (!GIVEN(C_RECOMPUTE)) recompute = SHS_RECOMPUTE_FULL;
+    if (recompute == SHS_RECOMPUTE_NONE)
+        return usage_error("--recompute-granularity none: the checkpointing variants need full or selective "
+                           "(--variants plain runs none)");
+    tc->recompute = recompute; /* the table's legend; each row sets its own */
     if (GIVEN(C_PLOT)) plot = o.str[C_PLOT];
     if (GIVEN(C_OUTPUT)) output = o.str[C_OUTPUT];
     long layers = GIVEN(C_LAYERS) ? (long)o.num[C_LAYERS] : 0, channels = GIVEN(C_CHANNELS) ? (long)o.num[C_CHANNELS] : 0,
@@ -555,11 +607,11 @@ int sim_cmd_compare(int argc, char **argv) {
             int off = (var & 2) != 0;
             r->offload = !off ? SHS_OFFLOAD_NONE
                          : (kinds[k] == SHS_ZERO3 || kinds[k] == SHS_HYBRID_SHARD) ? SHS_OFFLOAD_PARAMS : SHS_OFFLOAD_OPTIMIZER;
-            snprintf(r->name, sizeof r->name, "%s%s%s", shs_strategy_name(r->kind), r->ckpt ? "+ckpt" : "",
-                     off ? "+offload" : "");
+            snprintf(r->name, sizeof r->name, "%s%s%s", shs_strategy_name(r->kind),
+                     !r->ckpt ? "" : recompute == SHS_RECOMPUTE_SELECTIVE ? "+sel" : "+ckpt", off ? "+offload" : "");
             r->cfg = base;
             r->cfg.train.strategy.kind = r->kind;
-            r->cfg.train.checkpoint_activations = r->ckpt;
+            r->cfg.train.recompute = r->ckpt ? recompute : SHS_RECOMPUTE_NONE;
             r->cfg.train.strategy.offload = r->offload;
             if (shs_meta_run(&r->cfg, &r->res) != SHS_OK) {
                 sim_error("compare", "%s: %s", r->name, shs_last_error());
@@ -568,6 +620,7 @@ int sim_cmd_compare(int argc, char **argv) {
             }
             nrows++;
             fill_row(r, device_mem, &hw, eff, algo);
+            if ((rc = row_hfu(r, &hw)) != SIM_EXIT_OK) goto out;
         }
     }
     if (!nrows) {

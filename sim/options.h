@@ -39,6 +39,33 @@
      "hybrid_*: shard within groups of G consecutive ranks, replicate\nacross the N/G groups"}
 #define SIM_ROW_TIMEOUT {"--timeout", NULL, SIM_OPT_FLOAT, 0.001, 86400, 0, 0, "SEC", "collective timeout in seconds"}
 
+#define SIM_ROW_RECOMPUTE                                                                                          \
+    {"--recompute-granularity", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G",                                                 \
+     "full | selective | none (Megatron-LM's names): full recomputes each\n"                                      \
+     "block's forward in backward (as --checkpoint-activations); selective\n"                                    \
+     "only the attention core (Korthikanti et al. 2022); the GPT only"}
+#define SIM_ROW_ATTENTION                                                                                          \
+    {"--attention", NULL, SIM_OPT_STR, 0, 0, 0, 0, "K",                                                            \
+     "eager | flash: flash keeps no TxT matrix, only a log-sum-exp per row,\n"                                   \
+     "and recomputes the probabilities in backward (FlashAttention); cpu and\n"                                  \
+     "meta backends; the GPT only"}
+#define SIM_ROW_AUTOCAST                                                                                           \
+    {"--autocast", NULL, SIM_OPT_STR, 0, 0, 0, 0, "D",                                                             \
+     "bf16 | f16 | off: emulate torch.autocast: matmuls read D-rounded inputs\n"                                 \
+     "and write D, LayerNorm/softmax/loss in f32; activations stored in D\n"                                     \
+     "(2 bytes) where torch keeps them so (gpt.h); the GPT only"}
+#define SIM_ROW_DROPOUT                                                                                            \
+    {"--dropout", NULL, SIM_OPT_FLOAT, 0, 1, 1, 0, "P",                                                            \
+     "dropout probability, 0 <= P < 1, on attention probabilities and both\n"                                   \
+     "projection outputs (GPT-2's), 1-byte masks; the GPT only"}
+
+/* --checkpoint-activations, --recompute-granularity, --attention,
+ * --autocast, --dropout (each NULL / 0 when not given) into the train
+ * config's fields. --checkpoint-activations with a granularity other than
+ * full is refused. -1 to go on, else a usage error of cmd. */
+int sim_opt_exec(const char *cmd, int checkpoint, const char *recompute, const char *attention, const char *autocast,
+                 int dropout_given, double dropout, shs_recompute_t *out_recompute,
+                 shs_attention_kind_t *out_attention, shs_dtype_t *out_autocast, float *out_dropout);
 /* --param-dtype / --reduce-dtype / --grad-accum-dtype: f32, bf16 or f16 into *out. -1 to go on,
  * else a usage error of cmd naming opt. */
 int sim_opt_dtype(const char *cmd, const char *opt, const char *val, shs_dtype_t *out);

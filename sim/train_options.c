@@ -34,8 +34,8 @@ typedef enum {
     O_STEPS, O_CHECK, O_REDUCE_ORDER, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_OPTIMIZER, O_LR,
     O_WEIGHT_DECAY, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_SEED, O_DEVICE_MEM, O_BUCKET_MB, O_TIMEOUT, O_GRAD_ACCUM,
     O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_PARAM_DTYPE, O_REDUCE_DTYPE, O_GRAD_ACCUM_DTYPE,
-    O_INIT_SCALE,
-    O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_CHECKPOINT_ACTIVATIONS, O_WRAP, O_INJECT_BITFLIP, O_SAVE,
+    O_INIT_SCALE, O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE, O_ATTENTION,
+    O_AUTOCAST, O_DROPOUT, O_WRAP, O_INJECT_BITFLIP, O_SAVE,
     O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_PROGRESS, O_TRACE,
     O_NUM_OPTIONS
 } opt_id_t;
@@ -130,6 +130,10 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
                                   "activation checkpointing per block: keep only\n"
                                   "each block's input, recompute its forward in backward (same results,\n"
                                   "less memory); the GPT only, not with --model-file"},
+    [O_RECOMPUTE] = SIM_ROW_RECOMPUTE,
+    [O_ATTENTION] = SIM_ROW_ATTENTION,
+    [O_AUTOCAST] = SIM_ROW_AUTOCAST,
+    [O_DROPOUT] = SIM_ROW_DROPOUT,
     [O_WRAP] = {"--wrap", NULL, SIM_OPT_STR, 0, 0, 0, 0, "block|size:N",
                 "wrap units: one per block (default), or consecutive blocks grouped\n"
                 "until a unit holds >= N parameters (FSDP size_based_auto_wrap_policy,\n"
@@ -202,6 +206,10 @@ static void train_help_defaults(const char *defaults[O_NUM_OPTIONS]) {
     defaults[O_GROWTH_FACTOR] = "2";
     defaults[O_BACKOFF_FACTOR] = "0.5";
     defaults[O_PROGRESS] = "5";
+    defaults[O_RECOMPUTE] = "none";
+    defaults[O_ATTENTION] = "eager";
+    defaults[O_AUTOCAST] = "off";
+    defaults[O_DROPOUT] = "0";
 }
 
 static const char train_usage_head[] =
@@ -297,6 +305,12 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
     SET(O_BACKOFF_FACTOR, c->strategy.scaler.backoff_factor);
 #undef SET
     c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS] && p.num[O_CHECKPOINT_ACTIVATIONS];
+    if ((rc = sim_opt_exec("train", p.given[O_CHECKPOINT_ACTIVATIONS] && p.num[O_CHECKPOINT_ACTIVATIONS],
+                           p.given[O_RECOMPUTE] ? p.str[O_RECOMPUTE] : NULL, p.given[O_ATTENTION] ? p.str[O_ATTENTION] : NULL,
+                           p.given[O_AUTOCAST] ? p.str[O_AUTOCAST] : NULL, p.given[O_DROPOUT], p.num[O_DROPOUT],
+                           &c->recompute, &c->attention, &c->autocast, &c->dropout)) >= 0)
+        return rc;
+    if (c->recompute == SHS_RECOMPUTE_FULL) c->checkpoint_activations = 0; /* one field says it */
     if (p.given[O_WRAP]) {
         char err[256];
         if (sim_parse_wrap(p.str[O_WRAP], &c->wrap_min_params, err, sizeof err))
@@ -417,8 +431,9 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         if (files[k] && shs_out_resolve(files[k], &to) != SHS_OK) return usage_error("%s %s", file_opts[k], shs_last_error());
     }
     if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
-    static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS};
-    for (int k = 0; k < 4 && o->model_file; k++)
+    static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE,
+                                        O_ATTENTION, O_AUTOCAST, O_DROPOUT};
+    for (int k = 0; k < 8 && o->model_file; k++)
         if (p.given[gpt_only[k]] && (options[gpt_only[k]].type != SIM_OPT_BOOL || p.num[gpt_only[k]])) return usage_error("%s does not apply with --model-file%s", options[gpt_only[k]].name, "");
     if (p.given[O_REDUCE_ORDER] && shs_reduce_order_parse(p.str[O_REDUCE_ORDER], &c->reduce_order))
         return usage_error("unknown reduce order '%s'%s: use rank or ring", p.str[O_REDUCE_ORDER], "");

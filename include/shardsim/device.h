@@ -194,6 +194,76 @@ void shs_attention_backward(shs_device_t *dev, float *dqkv, float *dpreatt, floa
                             const float *dout, const float *qkv, const float *att, int B, int T,
                             int C, int NH);
 
+/* Dropout (Srivastava et al. 2014, as torch.nn.Dropout in training): each
+ * element is kept with probability 1 - p and scaled by 1/(1-p) (the f32
+ * value 1.0f / (1.0f - p)), else zeroed. Which elements are kept is a pure
+ * function of (key, offset + i): element i is kept iff the top 32 bits of
+ * shs__dropout_bits(key, offset + i) (kernel_math.h, splitmix64) are >=
+ * p * 2^32 (rounded down), so a mask is reproduced exactly by recomputation
+ * in backward, by another rank, or by a different kernel (flash attention
+ * regenerates the eager kernel's mask of the same (B,NH,T,T) positions). */
+typedef struct {
+    float p;            /* drop probability, 0 <= p < 1; 0: no dropout */
+    uint64_t key;       /* the random stream (the caller hashes seed, step, layer, site) */
+    uint64_t offset;    /* counter of element 0 (a position in the global batch) */
+} shs_dropout_t;
+
+/* out (n) = dropout(inp); mask (n bytes) = 1 where kept, 0 where dropped.
+ * out may alias inp. (SHS_KERNELS_DROPOUT) */
+void shs_dropout_forward(shs_device_t *dev, float *out, uint8_t *mask, const float *inp, size_t n,
+                         const shs_dropout_t *d);
+/* Accumulates dinp (n) += mask ? dout / (1 - p) : 0 (the same scale as forward). */
+void shs_dropout_backward(shs_device_t *dev, float *dinp, const uint8_t *mask, const float *dout, size_t n, float p);
+
+/* Eager causal attention with dropout on the probabilities (GPT-2's
+ * attn_dropout): as shs_attention_forward (preatt, att the scores and
+ * softmax), then att_drop = dropout(att) over the (B,NH,T,T) positions,
+ * element (b,h,t,t2) at counter d->offset + ((b*NH + h)*T + t)*T + t2,
+ * mask (B,NH,T,T bytes), and out (B,T,C) = att_drop @ v. Entries above the
+ * diagonal are 0 in every output. (SHS_KERNELS_DROPOUT) */
+void shs_attention_forward_dropout(shs_device_t *dev, float *out, float *preatt, float *att, float *att_drop,
+                                   uint8_t *mask, const float *qkv, int B, int T, int C, int NH,
+                                   const shs_dropout_t *d);
+/* Its backward; accumulates dqkv (B,T,3C). dpreatt, datt (B,NH,T,T) are
+ * scratch, overwritten. p: the forward's drop probability. */
+void shs_attention_backward_dropout(shs_device_t *dev, float *dqkv, float *dpreatt, float *datt, const float *dout,
+                                    const float *qkv, const float *att, const float *att_drop, const uint8_t *mask,
+                                    int B, int T, int C, int NH, float p);
+
+/* FlashAttention (Dao et al. 2022, Algorithm 1), the same causal attention
+ * as shs_attention_forward without the (T,T) matrices: per query row the
+ * keys are visited in blocks of SHS_FLASH_BLOCK (kernel_math.h) in
+ * increasing order with an online softmax (running max m, running sum l,
+ * output rescaled per block), so only out (B,T,C) and the log-sum-exp
+ * lse (B,NH,T) = m + log(l) of each row (scaled scores) are written.
+ * d: NULL or p = 0 for none, else dropout on the probabilities with the
+ * counters of shs_attention_forward_dropout (the same mask). Agrees with
+ * the eager kernel to rounding only (a different summation order); the
+ * order is fixed, so the bits do not depend on the thread count.
+ * (SHS_KERNELS_FLASH_ATTENTION) */
+void shs_attention_forward_flash(shs_device_t *dev, float *out, float *lse, const float *qkv, int B, int T, int C,
+                                 int NH, const shs_dropout_t *d);
+/* Its backward (Algorithm 2): recomputes P = exp(S - lse) from q, k and
+ * lse, with D = rowsum(dout * out) per row; accumulates dqkv (B,T,3C),
+ * each dq row summed over keys and each dk, dv row over queries in
+ * increasing order. out and lse are the forward's; d its dropout. */
+void shs_attention_backward_flash(shs_device_t *dev, float *dqkv, const float *dout, const float *qkv,
+                                  const float *out, const float *lse, int B, int T, int C, int NH,
+                                  const shs_dropout_t *d);
+/* Kernel sets a backend may lack (the CUDA backend has none of them). */
+typedef enum {
+    SHS_KERNELS_FLASH_ATTENTION = 1, /* shs_attention_{forward,backward}_flash */
+    SHS_KERNELS_DROPOUT = 2,         /* shs_dropout_*, shs_attention_*_dropout */
+    SHS_KERNELS_ROUND = 4,           /* shs_round */
+} shs_kernel_set_t;
+/* 1 if the backend has every kernel of the sets in the mask `sets` (0: 1). */
+int shs_device_supports(const shs_device_t *dev, unsigned sets);
+
+/* x (n) f32, in place: each value rounded to the nearest value of `dtype`
+ * (f16 or bf16; nearest-even, as shs_cast) and kept as f32. For emulating a
+ * kernel whose output is stored in a 16-bit dtype. (SHS_KERNELS_ROUND) */
+void shs_round(shs_device_t *dev, float *x, shs_dtype_t dtype, size_t n);
+
 /* GELU, tanh approximation (Hendrycks & Gimpel 2016; torch approximate='tanh'):
  * out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). n elements. */
 void shs_gelu_forward(shs_device_t *dev, float *out, const float *inp, size_t n);

@@ -53,6 +53,61 @@ shs_status_t shs_gpt_config_validate(const shs_gpt_config_t *cfg);
  * biases 0, LayerNorm weight 1, bias 0. Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
 shs_status_t shs_gpt_layout_create(shs_layout_t *layout, const shs_gpt_config_t *cfg);
 
+/* How a GPT executes (not its shape): what its forward keeps for backward,
+ * which attention kernel runs, at what precision, with what dropout. The
+ * zero value is the default: every activation kept, eager attention, f32,
+ * no dropout. */
+typedef enum {
+    SHS_RECOMPUTE_NONE = 0,
+    SHS_RECOMPUTE_FULL,      /* per block (torch.utils.checkpoint around each block; Megatron-LM
+                              * --recompute-granularity full): only each block's output is kept,
+                              * the block's forward runs again before its backward */
+    SHS_RECOMPUTE_SELECTIVE, /* the attention core only (Korthikanti et al. 2022 §5; Megatron-LM
+                              * --recompute-granularity selective): eager attention's probabilities
+                              * (and dropout mask and output) are not kept but recomputed from
+                              * qkv in backward; with flash attention there is nothing to drop */
+} shs_recompute_t;
+typedef enum {
+    SHS_ATTENTION_EAGER = 0, /* scores and softmax as (B,NH,T,T) matrices; backward reads them */
+    SHS_ATTENTION_FLASH,     /* FlashAttention (Dao et al. 2022): no (T,T) matrix kept, only the
+                              * log-sum-exp per row (f32); backward recomputes the probabilities */
+} shs_attention_kind_t;
+typedef struct {
+    shs_recompute_t recompute;
+    shs_attention_kind_t attention;
+    shs_dtype_t autocast;    /* SHS_BF16 or SHS_F16: emulate torch.autocast (below); DEFAULT or
+                              * F32: off, everything f32 */
+    shs_dtype_t param_dtype; /* what the strategy rounds parameters to (strategy.h); with autocast
+                              * equal to it the whole model runs in that dtype, residual stream
+                              * included (FSDP MixedPrecision, Megatron's half model) */
+    float dropout;           /* p in [0,1): GPT-2's attn_pdrop and resid_pdrop (the probabilities
+                              * and the outputs of both c_proj), 1-byte masks; 0: none */
+    uint64_t seed;           /* dropout masks: a pure function of (seed, micro-step, layer,
+                              * site, position in the global batch), see shs_gpt_set_position */
+} shs_gpt_exec_t;
+
+/* Autocast emulation (torch.autocast with dtype A = bf16 or f16). Followed:
+ * PyTorch's amp.rst op lists for CUDA, "ops that can autocast to float16"
+ * (linear/addmm/matmul/bmm/baddbmm: inputs cast to A, f32 accumulation,
+ * output in A) and "ops that autocast to float32" (layer_norm, softmax,
+ * log_softmax, cross_entropy/nll_loss: computed in f32); other ops (GELU,
+ * dropout, the residual add) run in their input's dtype. Here: every
+ * matmul reads A-rounded inputs and weights (weights rounded unless the
+ * parameters are A already) and its output is rounded to A; qkv, the
+ * attention output, ln1/ln2/lnf outputs (what the following matmul saves:
+ * torch keeps the A cast of a LayerNorm's f32 output), fch and GELU's
+ * output are stored in A (2 bytes); eager attention's probabilities are
+ * computed in f32 and stored in A (Megatron-LM's fused softmax: f32 inside,
+ * half output; torch's autocast softmax would keep f32); the residual
+ * stream is A when the parameters are A, else f32 (torch's promotion of
+ * f32 + A); LayerNorm statistics, the log-sum-exp, the logits' softmax and
+ * the losses stay f32. Gradients are not rounded (f32 throughout backward):
+ * a difference from torch, where an A tensor's gradient is A. */
+shs_status_t shs_gpt_exec_validate(const shs_gpt_exec_t *ex);
+/* "eager", "flash"; "none", "full", "selective". */
+const char *shs_attention_name(shs_attention_kind_t k);
+const char *shs_recompute_name(shs_recompute_t r);
+
 /* A GPT on `dev` for B sequences per rank, with its activation buffers
  * (category ACTIVATIONS). `layout` must come from shs_gpt_layout_create(cfg)
  * and outlive the model. checkpoint_activations != 0: activation
@@ -66,5 +121,29 @@ shs_status_t shs_gpt_layout_create(shs_layout_t *layout, const shs_gpt_config_t 
  * Errors: SHS_OUT_OF_MEMORY (text names the rank), SHS_INVALID_ARG. */
 shs_status_t shs_gpt_create(shs_model_t **out, const shs_layout_t *layout, const shs_gpt_config_t *cfg,
                             shs_device_t *dev, int B, int checkpoint_activations);
+/* The same with every execution choice (shs_gpt_exec_t; shs_gpt_create is
+ * this with recompute full or none and the rest zero). What is kept per
+ * block (bytes, b = B, s = T, h = C, a = NH; A = 2 under autocast else 4,
+ * R the residual width; masks 1 byte):
+ *   ln1 A sbh, qkv 3A sbh, attention output A sbh, res2 R sbh, ln2 A sbh,
+ *   fch and its GELU 8A sbh, the block output R sbh, LayerNorm statistics
+ *   16 sb; eager: probabilities A as^2b (+ dropout: mask as^2b and the
+ *   dropped probabilities A as^2b); flash: log-sum-exp 4 asb; dropout:
+ *   two masks 2 sbh.
+ * With A = R = 2 and dropout that is Korthikanti et al. 2022's
+ * sbh(34 + 5as/h) (Table 2, no parallelism) plus the 16 sb of statistics
+ * it leaves out. Full recompute keeps the block outputs only (R sbh per
+ * block) and one shared set; selective keeps all but the eager attention
+ * core. Forward-only intermediates and f32 work buffers are one set for
+ * all blocks. Errors: as shs_gpt_create, and SHS_UNSUPPORTED when the
+ * device lacks kernels for flash attention, dropout or autocast
+ * (shs_device_supports; the CUDA backend), naming them. */
+shs_status_t shs_gpt_create_ex(shs_model_t **out, const shs_layout_t *layout, const shs_gpt_config_t *cfg,
+                               shs_device_t *dev, int B, const shs_gpt_exec_t *ex);
+/* Where the next forward's dropout masks come from: the micro-step (the
+ * same in every rank and stage for one batch; the recomputing backward
+ * reuses it) and the index of this rank's first sequence in the global
+ * batch. A no-op for a model that is not a GPT. */
+void shs_gpt_set_position(shs_model_t *m, uint64_t micro_step, uint64_t first_sequence);
 
 #endif

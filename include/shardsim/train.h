@@ -43,6 +43,11 @@ typedef struct {
     int memory_timeline;         /* record rank 0's memory per step phase (memory_timeline.h) */
     int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
+    shs_recompute_t recompute;   /* --recompute-granularity (GPT only): NONE, FULL, SELECTIVE (gpt.h);
+                                  * checkpoint_activations != 0 means FULL */
+    shs_attention_kind_t attention; /* --attention eager | flash (GPT only) */
+    shs_dtype_t autocast;        /* --autocast bf16 | f16 (GPT only; gpt.h); DEFAULT: off */
+    float dropout;               /* --dropout P (GPT only), masks seeded by strategy.seed */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
     shs_world_backend_t backend; /* --backend cuda: devices and communicator (world.h); 0 = CPU threads */
     int gpu;                     /* --gpu: the CUDA backends' (first) GPU index */

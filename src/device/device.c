@@ -289,6 +289,75 @@ void shs_attention_backward(shs_device_t *dev, float *dqkv, float *dpreatt, floa
     SHS_ASSERT(dqkv && dpreatt && datt && dout && qkv && att && B >= 0 && T > 0 && NH > 0 && C % NH == 0);
     dev->iface->attention_backward(dev, dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH);
 }
+int shs_device_supports(const shs_device_t *dev, unsigned sets) {
+    const shs_device_iface_t *f = dev->iface;
+    if ((sets & SHS_KERNELS_FLASH_ATTENTION) && !(f->attention_forward_flash && f->attention_backward_flash)) return 0;
+    if ((sets & SHS_KERNELS_DROPOUT) && !(f->dropout_forward && f->dropout_backward && f->attention_forward_dropout &&
+                                          f->attention_backward_dropout))
+        return 0;
+    if ((sets & SHS_KERNELS_ROUND) && !f->round) return 0;
+    return 1;
+}
+/* A kernel the backend lacks: a programming error (callers ask
+ * shs_device_supports first). */
+#define KNEED(slot) SHS_ASSERT(dev->iface->slot && #slot " is not implemented by this backend")
+static int dropout_ok(const shs_dropout_t *d) { return !d || (d->p >= 0.0f && d->p < 1.0f); }
+void shs_dropout_forward(shs_device_t *dev, float *out, uint8_t *mask, const float *inp, size_t n,
+                         const shs_dropout_t *d) {
+    SHS_ASSERT(out && mask && inp && d && dropout_ok(d));
+    KNEED(dropout_forward);
+    KRANGE("dropout_forward", out, n), KRANGE("dropout_forward", mask, n), KRANGE("dropout_forward", inp, n);
+    dev->iface->dropout_forward(dev, out, mask, inp, n, d);
+}
+void shs_dropout_backward(shs_device_t *dev, float *dinp, const uint8_t *mask, const float *dout, size_t n, float p) {
+    SHS_ASSERT(dinp && mask && dout && p >= 0.0f && p < 1.0f);
+    KNEED(dropout_backward);
+    KRANGE("dropout_backward", dinp, n), KRANGE("dropout_backward", mask, n), KRANGE("dropout_backward", dout, n);
+    dev->iface->dropout_backward(dev, dinp, mask, dout, n, p);
+}
+void shs_attention_forward_dropout(shs_device_t *dev, float *out, float *preatt, float *att, float *att_drop,
+                                   uint8_t *mask, const float *qkv, int B, int T, int C, int NH,
+                                   const shs_dropout_t *d) {
+    SHS_ASSERT(out && preatt && att && att_drop && mask && qkv && d && dropout_ok(d) && B >= 0 && T > 0 && NH > 0 &&
+               C % NH == 0);
+    KNEED(attention_forward_dropout);
+    dev->iface->attention_forward_dropout(dev, out, preatt, att, att_drop, mask, qkv, B, T, C, NH, d);
+}
+void shs_attention_backward_dropout(shs_device_t *dev, float *dqkv, float *dpreatt, float *datt, const float *dout,
+                                    const float *qkv, const float *att, const float *att_drop, const uint8_t *mask,
+                                    int B, int T, int C, int NH, float p) {
+    SHS_ASSERT(dqkv && dpreatt && datt && dout && qkv && att && att_drop && mask && p >= 0.0f && p < 1.0f &&
+               B >= 0 && T > 0 && NH > 0 && C % NH == 0);
+    KNEED(attention_backward_dropout);
+    dev->iface->attention_backward_dropout(dev, dqkv, dpreatt, datt, dout, qkv, att, att_drop, mask, B, T, C, NH, p);
+}
+void shs_attention_forward_flash(shs_device_t *dev, float *out, float *lse, const float *qkv, int B, int T, int C,
+                                 int NH, const shs_dropout_t *d) {
+    SHS_ASSERT(out && lse && qkv && dropout_ok(d) && B >= 0 && T > 0 && NH > 0 && C % NH == 0);
+    KNEED(attention_forward_flash);
+    size_t btc = (size_t)B * T * C;
+    KRANGE("attention_forward_flash", out, btc), KRANGE("attention_forward_flash", qkv, 3 * btc);
+    KRANGE("attention_forward_flash", lse, (size_t)B * NH * T);
+    dev->iface->attention_forward_flash(dev, out, lse, qkv, B, T, C, NH, d && d->p > 0.0f ? d : NULL);
+}
+void shs_attention_backward_flash(shs_device_t *dev, float *dqkv, const float *dout, const float *qkv,
+                                  const float *out, const float *lse, int B, int T, int C, int NH,
+                                  const shs_dropout_t *d) {
+    SHS_ASSERT(dqkv && dout && qkv && out && lse && dropout_ok(d) && B >= 0 && T > 0 && NH > 0 && C % NH == 0);
+    KNEED(attention_backward_flash);
+    size_t btc = (size_t)B * T * C;
+    KRANGE("attention_backward_flash", dqkv, 3 * btc), KRANGE("attention_backward_flash", qkv, 3 * btc);
+    KRANGE("attention_backward_flash", dout, btc), KRANGE("attention_backward_flash", out, btc);
+    KRANGE("attention_backward_flash", lse, (size_t)B * NH * T);
+    dev->iface->attention_backward_flash(dev, dqkv, dout, qkv, out, lse, B, T, C, NH, d && d->p > 0.0f ? d : NULL);
+}
+void shs_round(shs_device_t *dev, float *x, shs_dtype_t dtype, size_t n) {
+    SHS_ASSERT(x && (dtype == SHS_F16 || dtype == SHS_BF16));
+    KNEED(round);
+    KRANGE("round", x, n);
+    dev->iface->round(dev, x, dtype, n);
+}
+#undef KNEED
 /* The checks every activation's forward (out = f(inp)) and backward
  * (dinp += f'(inp) * dout) shares. */
 static void activation_forward_checks(shs_device_t *dev, const char *op, float *out, const float *inp, size_t n) {

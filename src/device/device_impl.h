@@ -33,6 +33,19 @@ typedef struct shs_device_iface {
     void (*attention_forward)(shs_device_t *, float *, float *, float *, const float *, int, int, int, int);
     void (*attention_backward)(shs_device_t *, float *, float *, float *, const float *, const float *,
                                const float *, int, int, int, int);
+    /* (optional) dropout and the attention kernels beyond eager
+     * and rounding (shs_device_supports says which a backend has) */
+    void (*round)(shs_device_t *, float *, shs_dtype_t, size_t);
+    void (*dropout_forward)(shs_device_t *, float *, uint8_t *, const float *, size_t, const shs_dropout_t *);
+    void (*dropout_backward)(shs_device_t *, float *, const uint8_t *, const float *, size_t, float);
+    void (*attention_forward_dropout)(shs_device_t *, float *, float *, float *, float *, uint8_t *, const float *,
+                                      int, int, int, int, const shs_dropout_t *);
+    void (*attention_backward_dropout)(shs_device_t *, float *, float *, float *, const float *, const float *,
+                                       const float *, const float *, const uint8_t *, int, int, int, int, float);
+    void (*attention_forward_flash)(shs_device_t *, float *, float *, const float *, int, int, int, int,
+                                    const shs_dropout_t *);
+    void (*attention_backward_flash)(shs_device_t *, float *, const float *, const float *, const float *,
+                                     const float *, int, int, int, int, const shs_dropout_t *);
     void (*gelu_forward)(shs_device_t *, float *, const float *, size_t);
     void (*gelu_backward)(shs_device_t *, float *, const float *, const float *, size_t);
     void (*relu_forward)(shs_device_t *, float *, const float *, size_t);

@@ -29,6 +29,7 @@
 
 #include "core/half.h"
 #include "core/host_device.h"
+#include "core/rng.h"
 #include "shardsim/dtype.h"
 
 /* ---- layernorm ------------------------------------------------------------ */
@@ -147,6 +148,97 @@ static inline SHS_HD void shs__attention_bwd_qkv(float *dq, float *dk, float *dv
     dq[i] += sq * scale;
     dk[i] += sk * scale;
     dv[i] += sv;
+}
+
+/* ---- dropout and FlashAttention (host only: the CUDA backend has neither) ----
+ * Dropout keeps element `i` of stream `key` iff the top 32 bits of
+ * shs__dropout_bits(key, i) are >= floor(p * 2^32) (device.h). */
+
+static inline uint64_t shs__dropout_bits(uint64_t key, uint64_t i) { return shs__mix64(key ^ shs__mix64(i)); }
+static inline uint32_t shs__dropout_threshold(float p) { return (uint32_t)((double)p * 4294967296.0); }
+static inline int shs__dropout_keep(uint64_t key, uint64_t i, uint32_t threshold) {
+    return (uint32_t)(shs__dropout_bits(key, i) >> 32) >= threshold;
+}
+/* The factor a kept element is multiplied by. */
+static inline float shs__dropout_scale(float p) { return 1.0f / (1.0f - p); }
+
+/* Keys per block of FlashAttention's inner loop (its K/V tile, B_c). */
+#define SHS_FLASH_BLOCK 64
+
+/* One query row (b, h, t) of the flash forward: keys t2 = 0..t in blocks of
+ * SHS_FLASH_BLOCK; per block the running max m is raised to the block's,
+ * the running sum l and output o are rescaled by exp(m_old - m_new), then
+ * each key adds p = exp(s - m) to l and (dropped and scaled) p * v to o.
+ * Finally o /= l and *lse = m + log(l). s: SHS_FLASH_BLOCK floats of scratch.
+ * drop: 0 (no dropout), else key t2 is kept iff shs__dropout_keep(key,
+ * ctr0 + t2, thr), ctr0 the counter of (t, t2 = 0), and scaled by drop_scale. */
+static inline void shs__flash_forward_row(float *o, float *lse, const float *q, const float *kv0, int t, int hs,
+                                          size_t C3, int C, float scale, int drop, uint64_t key, uint64_t ctr0,
+                                          uint32_t thr, float drop_scale, float *s) {
+    float m = -INFINITY, l = 0.0f;
+    for (int i = 0; i < hs; i++) o[i] = 0.0f;
+    for (int j0 = 0; j0 <= t; j0 += SHS_FLASH_BLOCK) {
+        int j1 = j0 + SHS_FLASH_BLOCK <= t + 1 ? j0 + SHS_FLASH_BLOCK : t + 1;
+        float mb = m;
+        for (int j = j0; j < j1; j++) {
+            const float *k = kv0 + j * C3 + C;
+            float dot = 0.0f;
+            for (int i = 0; i < hs; i++) dot += q[i] * k[i];
+            s[j - j0] = dot * scale;
+            if (s[j - j0] > mb) mb = s[j - j0];
+        }
+        float corr = expf(m - mb); /* the first block: exp(-inf) = 0, and l, o are 0 */
+        l *= corr;
+        for (int i = 0; i < hs; i++) o[i] *= corr;
+        for (int j = j0; j < j1; j++) {
+            float p = expf(s[j - j0] - mb);
+            l += p;
+            float pd = drop ? (shs__dropout_keep(key, ctr0 + (uint64_t)j, thr) ? p * drop_scale : 0.0f) : p;
+            const float *v = kv0 + j * C3 + 2 * (size_t)C;
+            for (int i = 0; i < hs; i++) o[i] += pd * v[i];
+        }
+        m = mb;
+    }
+    for (int i = 0; i < hs; i++) o[i] /= l;
+    *lse = m + logf(l);
+}
+
+/* Backward of one (query t, key t2) pair of the flash backward, given the
+ * row's q, dout dy, lse and D = dy . o: recomputes s and P = exp(s - lse),
+ * then (dropout: Pd = keep ? P * drop_scale : 0, and dP likewise masked)
+ *   dv += Pd dy;  dS = P (dP - D) with dP = dy . v;  dq += scale dS k;  dk += scale dS q. */
+static inline void shs__flash_backward_pair(float *dq, float *dk, float *dv, const float *q, const float *k,
+                                            const float *v, const float *dy, float lse, float D, int hs, float scale,
+                                            int kept, float drop_scale) {
+    float dot = 0.0f, dpd = 0.0f;
+    for (int i = 0; i < hs; i++) dot += q[i] * k[i];
+    float p = expf(dot * scale - lse);
+    float pd = kept ? p * drop_scale : 0.0f;
+    for (int i = 0; i < hs; i++) dpd += dy[i] * v[i];
+    float ds = p * ((kept ? dpd * drop_scale : 0.0f) - D);
+    for (int i = 0; i < hs; i++) {
+        dv[i] += pd * dy[i];
+        dq[i] += scale * ds * k[i];
+        dk[i] += scale * ds * q[i];
+    }
+}
+
+/* Eager backward pass 1 with dropout on the probabilities, one row: dd[t2] =
+ * dy . v_t2 (gradient of the dropped probabilities), da = mask ? dd * scale
+ * : 0, dp[t2] = a[t2] (da[t2] - a . da); both written 0 above the diagonal. */
+static inline void shs__attention_bwd_row_dropout(float *da, float *dp, const float *a, const uint8_t *mask,
+                                                  float drop_scale, const float *dy, const float *kv0, int t, int T,
+                                                  int hs, size_t C3, int C) {
+    float dot = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++) {
+        const float *v = kv0 + t2 * C3 + 2 * (size_t)C;
+        float sum = 0.0f;
+        for (int i = 0; i < hs; i++) sum += dy[i] * v[i];
+        da[t2] = mask[t2] ? sum * drop_scale : 0.0f;
+        dot += a[t2] * da[t2];
+    }
+    for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (da[t2] - dot);
+    for (int t2 = t + 1; t2 < T; t2++) da[t2] = dp[t2] = 0.0f;
 }
 
 /* ---- GELU (tanh approximation) and ReLU -------------------------------------- */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
+
 
 /* ---- layout ------------------------------------------------------------ */
 
@@ -69,130 +71,214 @@ fail:
     return st;
 }
 
-/* ---- activations --------------------------------------------------------- */
+/* ---- activations ---------------------------------------------------------
+ * Dtypes: A, the activation dtype (autocast's low dtype, else f32), for what
+ * a matmul or the attention core produces or consumes; R, the residual
+ * stream's (encoded, res2, res3): A when the parameters are A too (the whole
+ * model runs in A, as under FSDP MixedPrecision or Megatron's half model),
+ * else f32 (torch's promotion of f32 + A). LayerNorm statistics, the
+ * log-sum-exp of flash attention, logits-softmax and losses are f32. Kernels
+ * work in f32: a tensor stored in a 16-bit dtype is converted into an f32
+ * work buffer before use (a view) and a kernel's f32 output is rounded into
+ * its 16-bit storage (a commit); work buffers and the forward-only
+ * intermediates (preatt, the two projection outputs) are one set shared by
+ * every block, not saved activations. */
 
 /* Per-layer activation pointers into one ACTIVATIONS allocation. */
 typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd;   /* (BT,C), (BT), (BT) */
-    float *qkv;                         /* (BT,3C) */
-    float *atty;                        /* (BT,C) */
-    float *preatt, *att;                /* (B,NH,T,T) */
-    float *attproj, *res2;              /* (BT,C) */
-    float *ln2, *ln2_mean, *ln2_rstd;   /* (BT,C), (BT), (BT) */
-    float *fch, *fch_gelu;              /* (BT,4C) */
-    float *fcproj, *res3;               /* (BT,C) */
+    void *ln1;                          /* (BT,C) A */
+    float *ln1_mean, *ln1_rstd;         /* (BT), (BT) */
+    void *qkv;                          /* (BT,3C) A */
+    void *atty;                         /* (BT,C) A */
+    void *att, *att_drop;               /* eager: (B,NH,T,T) A; att_drop with dropout */
+    uint8_t *att_mask;                  /* eager with dropout: (B,NH,T,T) */
+    float *lse;                         /* flash: (B,NH,T) */
+    uint8_t *proj_mask;                 /* dropout: (BT,C) after attn c_proj */
+    void *res2;                         /* (BT,C) R */
+    void *ln2;                          /* (BT,C) A */
+    float *ln2_mean, *ln2_rstd;         /* (BT), (BT) */
+    void *fch, *fch_gelu;               /* (BT,4C) A */
+    uint8_t *mlp_mask;                  /* dropout: (BT,C) after mlp c_proj */
+    void *res3;                         /* (BT,C) R: the block output */
 } layer_acts_t;
 
 typedef struct {
     shs_model_t base;                   /* ops: gpt_ops */
     shs_gpt_config_t cfg;
+    shs_gpt_exec_t ex;
     const shs_layout_t *layout;
     shs_device_t *dev;
     int B;
-    int checkpoint;                     /* activation checkpointing per block */
-    float *acts_mem;                    /* the whole forward activation block */
-    float *encoded;                     /* (BT,C) */
-    layer_acts_t *layer;                /* L; checkpointing: one shared set but res3 */
-    float *lnf, *lnf_mean, *lnf_rstd;   /* (BT,C), (BT), (BT) */
+    shs_dtype_t A, R;                   /* activation and residual dtypes (see above) */
+    int round_weights;                  /* autocast with parameters not already in A */
+    uint64_t micro_step, first_seq;     /* dropout positions (shs_gpt_set_position) */
+    void *acts_mem;                     /* the whole forward activation block */
+    void *encoded;                      /* (BT,C) R */
+    layer_acts_t *layer;                /* L; shared entries alias layer 0's (recompute) */
+    void *lnf;                          /* (BT,C) A */
+    float *lnf_mean, *lnf_rstd;         /* (BT), (BT) */
     float *logits, *probs, *losses;     /* (BT,V), (BT,V), (BT) */
-    float *scratch_mem;                 /* backward scratch block */
-    float *dres, *dbtc;                 /* (BT,C) */
+    float *loss_sum;                    /* (1) device */
+    void *scratch_mem;                  /* backward scratch and shared work */
+    float *dres, *dbtc, *dproj;         /* (BT,C); dproj with dropout */
     float *dfch, *dfch_gelu;            /* (BT,4C) */
     float *dqkv;                        /* (BT,3C) */
-    float *dpreatt, *datt;              /* (B,NH,T,T) */
+    float *dpreatt, *datt;              /* eager: (B,NH,T,T) */
     float *dlogits;                     /* (BT,V) */
+    float *preatt;                      /* eager: (B,NH,T,T) forward scratch */
+    float *proj;                        /* (BT,C) a c_proj output before its residual add */
+    float *w1, *w2;                     /* 16-bit A: (BT,4C) f32 work */
+    float *wx, *wr;                     /* 16-bit R: (BT,C) f32 work */
+    float *wt1, *wt2;                   /* 16-bit A, eager: (B,NH,T,T) f32 work */
+    float *ww;                          /* round_weights: max(4C*C + 4C, V*C) rounded weights */
     int32_t *tokens, *targets;          /* (BT) device */
     const float *head_params;           /* unit 0 as kept resident from forward to backward */
-    float *loss_sum;                    /* (1) device */
 } shs_gpt_t;
 
-/* Carve `n` floats off *cursor (or just count them when base is NULL). */
-static float *carve(float *base, size_t *cursor, size_t n) {
-    float *p = base ? base + *cursor : NULL;
-    *cursor += n;
-    return p;
+/* Layout passes: buffers of one element size at a time (4, 2, then 1
+ * byte), so every buffer is aligned to its element without padding. */
+typedef struct {
+    char *base;                         /* NULL: count only */
+    size_t cur;                         /* bytes so far */
+    size_t es;                          /* this pass's element size */
+} carver_t;
+
+static void carve(carver_t *k, void *ptr, size_t n, size_t es) {
+    if (es != k->es) return;
+    void **p = ptr;
+    *p = n && k->base ? k->base + k->cur : NULL;
+    k->cur += n * es;
 }
 
-/* Without checkpointing every block keeps its own intermediates. With it,
- * each block keeps only its output res3 (the next block's input; block 0's
- * input is encoded) and all other intermediates live in one set shared by
- * every block, refilled by the recompute in backward. */
-static void layout_acts(shs_gpt_t *g, float *base, size_t *total) {
-    const shs_gpt_config_t *c = &g->cfg;
-    size_t B = (size_t)g->B, T = (size_t)c->context, C = (size_t)c->channels, NH = (size_t)c->num_heads;
-    size_t BT = B * T, V = (size_t)shs_gpt_vocab(c), cur = 0;
-    int L = c->num_layers;
-    g->encoded = carve(base, &cur, BT * C);
-    if (g->checkpoint)
-        for (int l = 0; l < L; l++) g->layer[l].res3 = carve(base, &cur, BT * C);
-    for (int l = 0; l < (g->checkpoint ? 1 : L); l++) {
-        layer_acts_t *a = &g->layer[l];
-        a->ln1 = carve(base, &cur, BT * C);
-        a->ln1_mean = carve(base, &cur, BT);
-        a->ln1_rstd = carve(base, &cur, BT);
-        a->qkv = carve(base, &cur, BT * 3 * C);
-        a->atty = carve(base, &cur, BT * C);
-        a->preatt = carve(base, &cur, B * NH * T * T);
-        a->att = carve(base, &cur, B * NH * T * T);
-        a->attproj = carve(base, &cur, BT * C);
-        a->res2 = carve(base, &cur, BT * C);
-        a->ln2 = carve(base, &cur, BT * C);
-        a->ln2_mean = carve(base, &cur, BT);
-        a->ln2_rstd = carve(base, &cur, BT);
-        a->fch = carve(base, &cur, BT * 4 * C);
-        a->fch_gelu = carve(base, &cur, BT * 4 * C);
-        a->fcproj = carve(base, &cur, BT * C);
-        if (!g->checkpoint) a->res3 = carve(base, &cur, BT * C);
-    }
-    for (int l = 1; g->checkpoint && l < L; l++) {
-        float *res3 = g->layer[l].res3;
-        g->layer[l] = g->layer[0];
-        g->layer[l].res3 = res3;
-    }
-    g->lnf = carve(base, &cur, BT * C);
-    g->lnf_mean = carve(base, &cur, BT);
-    g->lnf_rstd = carve(base, &cur, BT);
-    g->logits = carve(base, &cur, BT * V);
-    g->probs = carve(base, &cur, BT * V);
-    g->losses = carve(base, &cur, BT);
-    g->loss_sum = carve(base, &cur, 1);
-    *total = cur;
+/* What a block keeps: 0 intermediates (dropped by full recompute), 1 the
+ * attention core (dropped by full and selective recompute), 2 the output. */
+static int kept_per_layer(const shs_gpt_t *g, int kind) {
+    return kind == 2 || (kind == 0 && g->ex.recompute != SHS_RECOMPUTE_FULL) ||
+           (kind == 1 && g->ex.recompute == SHS_RECOMPUTE_NONE);
 }
 
-static void layout_scratch(shs_gpt_t *g, float *base, size_t *total) {
+#define LAYER_BUFS(X)                                                                        \
+    X(ln1, BTC, a, 0) X(ln1_mean, BT, 4, 0) X(ln1_rstd, BT, 4, 0) X(qkv, 3 * BTC, a, 0)       \
+    X(atty, BTC, a, 0) X(att, eager ? TT : 0, a, 1) X(att_drop, eager && drop ? TT : 0, a, 1) \
+    X(att_mask, eager && drop ? TT : 0, 1, 1) X(lse, eager ? 0 : B * NH * T, 4, 0)            \
+    X(proj_mask, drop ? BTC : 0, 1, 0) X(res2, BTC, r, 0) X(ln2, BTC, a, 0)                   \
+    X(ln2_mean, BT, 4, 0) X(ln2_rstd, BT, 4, 0) X(fch, 4 * BTC, a, 0)                         \
+    X(fch_gelu, 4 * BTC, a, 0) X(mlp_mask, drop ? BTC : 0, 1, 0) X(res3, BTC, r, 2)
+
+static void layout_acts(shs_gpt_t *g, void *base, size_t *total) {
     const shs_gpt_config_t *c = &g->cfg;
     size_t B = (size_t)g->B, T = (size_t)c->context, C = (size_t)c->channels, NH = (size_t)c->num_heads;
-    size_t BT = B * T, cur = 0;
-    g->dres = carve(base, &cur, BT * C);
-    g->dbtc = carve(base, &cur, BT * C);
-    g->dfch = carve(base, &cur, BT * 4 * C);
-    g->dfch_gelu = carve(base, &cur, BT * 4 * C);
-    g->dqkv = carve(base, &cur, BT * 3 * C);
-    g->dpreatt = carve(base, &cur, B * NH * T * T);
-    g->datt = carve(base, &cur, B * NH * T * T);
-    g->dlogits = carve(base, &cur, BT * (size_t)shs_gpt_vocab(c));
-    *total = cur;
+    size_t BT = B * T, BTC = BT * C, TT = B * NH * T * T, V = (size_t)shs_gpt_vocab(c);
+    size_t a = shs_dtype_size(g->A), r = shs_dtype_size(g->R);
+    int eager = g->ex.attention == SHS_ATTENTION_EAGER, drop = g->ex.dropout > 0.0f, L = c->num_layers;
+    carver_t k = {base, 0, 0};
+    for (k.es = 4; k.es >= 1; k.es /= 2) {
+        carve(&k, &g->encoded, BTC, r);
+        for (int l = 0; l < L; l++) {
+            layer_acts_t *la = &g->layer[l];
+#define CARVE(f, n, es, kind) if (l == 0 || kept_per_layer(g, kind)) carve(&k, &la->f, n, es);
+            LAYER_BUFS(CARVE)
+#undef CARVE
+        }
+        carve(&k, &g->lnf, BTC, a);
+        carve(&k, &g->lnf_mean, BT, 4);
+        carve(&k, &g->lnf_rstd, BT, 4);
+        carve(&k, &g->logits, BT * V, 4);
+        carve(&k, &g->probs, BT * V, 4);
+        carve(&k, &g->losses, BT, 4);
+        carve(&k, &g->loss_sum, 1, 4);
+    }
+    for (int l = 1; l < L; l++) {
+#define SHARE(f, n, es, kind) if (!kept_per_layer(g, kind)) g->layer[l].f = g->layer[0].f;
+        LAYER_BUFS(SHARE)
+#undef SHARE
+    }
+    *total = k.cur;
+}
+
+static void layout_scratch(shs_gpt_t *g, void *base, size_t *total) {
+    const shs_gpt_config_t *c = &g->cfg;
+    size_t B = (size_t)g->B, T = (size_t)c->context, C = (size_t)c->channels, NH = (size_t)c->num_heads;
+    size_t BT = B * T, BTC = BT * C, TT = B * NH * T * T, V = (size_t)shs_gpt_vocab(c);
+    int eager = g->ex.attention == SHS_ATTENTION_EAGER, drop = g->ex.dropout > 0.0f;
+    int a16 = g->A != SHS_F32, r16 = g->R != SHS_F32;
+    carver_t k = {base, 0, 4};
+    carve(&k, &g->dres, BTC, 4);
+    carve(&k, &g->dbtc, BTC, 4);
+    carve(&k, &g->dproj, drop ? BTC : 0, 4);
+    carve(&k, &g->dfch, 4 * BTC, 4);
+    carve(&k, &g->dfch_gelu, 4 * BTC, 4);
+    carve(&k, &g->dqkv, 3 * BTC, 4);
+    carve(&k, &g->dpreatt, eager ? TT : 0, 4);
+    carve(&k, &g->datt, eager ? TT : 0, 4);
+    carve(&k, &g->dlogits, BT * V, 4);
+    carve(&k, &g->preatt, eager ? TT : 0, 4);
+    carve(&k, &g->proj, BTC, 4);
+    carve(&k, &g->w1, a16 ? 4 * BTC : 0, 4);
+    carve(&k, &g->w2, a16 ? 4 * BTC : 0, 4);
+    carve(&k, &g->wx, r16 ? BTC : 0, 4);
+    carve(&k, &g->wr, r16 ? BTC : 0, 4);
+    carve(&k, &g->wt1, a16 && eager ? TT : 0, 4);
+    carve(&k, &g->wt2, a16 && eager && drop ? TT : 0, 4);
+    size_t ww = 4 * C * C + 4 * C > V * C ? 4 * C * C + 4 * C : V * C;
+    carve(&k, &g->ww, g->round_weights ? ww : 0, 4);
+    *total = k.cur;
 }
 
 static const shs_model_ops_t gpt_ops;
 static void gpt_destroy(shs_model_t *m);
 
-shs_status_t shs_gpt_create(shs_model_t **out, const shs_layout_t *layout, const shs_gpt_config_t *cfg,
-                            shs_device_t *dev, int B, int checkpoint_activations) {
+static const char *recompute_name(shs_recompute_t r) {
+    return r == SHS_RECOMPUTE_FULL ? "full" : r == SHS_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+shs_status_t shs_gpt_exec_validate(const shs_gpt_exec_t *ex) {
+    if ((int)ex->recompute < SHS_RECOMPUTE_NONE || ex->recompute > SHS_RECOMPUTE_SELECTIVE)
+        return shs_set_error(SHS_INVALID_ARG, "recompute must be none, full or selective (got %d)", (int)ex->recompute);
+    if ((int)ex->attention < SHS_ATTENTION_EAGER || ex->attention > SHS_ATTENTION_FLASH)
+        return shs_set_error(SHS_INVALID_ARG, "attention must be eager or flash (got %d)", (int)ex->attention);
+    if (ex->autocast != SHS_DTYPE_DEFAULT && ex->autocast != SHS_F32 && ex->autocast != SHS_BF16 &&
+        ex->autocast != SHS_F16)
+        return shs_set_error(SHS_INVALID_ARG, "autocast dtype must be bf16 or f16 (got %s)",
+                             shs_dtype_name(ex->autocast));
+    if (!(ex->dropout >= 0.0f && ex->dropout < 1.0f))
+        return shs_set_error(SHS_INVALID_ARG, "dropout probability must be in [0, 1) (got %g)", (double)ex->dropout);
+    return SHS_OK;
+}
+
+const char *shs_attention_name(shs_attention_kind_t k) { return k == SHS_ATTENTION_FLASH ? "flash" : "eager"; }
+const char *shs_recompute_name(shs_recompute_t r) { return recompute_name(r); }
+
+shs_status_t shs_gpt_create_ex(shs_model_t **out, const shs_layout_t *layout, const shs_gpt_config_t *cfg,
+                               shs_device_t *dev, int B, const shs_gpt_exec_t *ex) {
     *out = NULL;
     SHS_CHECK(shs_gpt_config_validate(cfg));
+    SHS_CHECK(shs_gpt_exec_validate(ex));
     if (layout->num_units != cfg->num_layers + 2)
         return shs_set_error(SHS_INVALID_ARG, "layout has %d units, a GPT with %d layers needs %d", layout->num_units,
                              cfg->num_layers, cfg->num_layers + 2);
     if (B < 1) return shs_set_error(SHS_INVALID_ARG, "micro-batch must be >= 1 (got %d)", B);
+    int flash = ex->attention == SHS_ATTENTION_FLASH, drop = ex->dropout > 0.0f;
+    int autocast = ex->autocast == SHS_BF16 || ex->autocast == SHS_F16;
+    if (!shs_device_supports(dev, flash ? SHS_KERNELS_FLASH_ATTENTION : 0) ||
+        !shs_device_supports(dev, drop ? SHS_KERNELS_DROPOUT : 0) ||
+        !shs_device_supports(dev, autocast ? SHS_KERNELS_ROUND : 0))
+        return shs_set_error(SHS_UNSUPPORTED, "the %s backend has no kernels for %s (the cpu and meta backends have them)",
+                             shs_device_backend(dev),
+                             flash && !shs_device_supports(dev, SHS_KERNELS_FLASH_ATTENTION) ? "attention flash"
+                             : drop && !shs_device_supports(dev, SHS_KERNELS_DROPOUT)         ? "dropout"
+                                                                                              : "autocast");
     shs_gpt_t *g = calloc(1, sizeof *g);
     if (!g) return shs_set_error(SHS_HOST_OOM, "cannot allocate model");
     g->base.ops = &gpt_ops;
     g->cfg = *cfg;
+    g->ex = *ex;
     g->layout = layout;
     g->dev = dev;
     g->B = B;
-    g->checkpoint = checkpoint_activations != 0;
+    g->A = autocast ? ex->autocast : SHS_F32;
+    g->R = autocast && ex->param_dtype == ex->autocast ? ex->autocast : SHS_F32;
+    g->round_weights = autocast && ex->param_dtype != ex->autocast;
     g->layer = calloc((size_t)cfg->num_layers, sizeof *g->layer);
     shs_status_t st = SHS_OK;
     if (!g->layer) {
@@ -202,10 +288,9 @@ shs_status_t shs_gpt_create(shs_model_t **out, const shs_layout_t *layout, const
     size_t n_acts, n_scratch, BT = (size_t)B * (size_t)cfg->context;
     layout_acts(g, NULL, &n_acts);
     layout_scratch(g, NULL, &n_scratch);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&g->acts_mem, n_acts * sizeof(float), SHS_MEM_ACTIVATIONS,
-                                    "forward activations"), st, fail);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&g->scratch_mem, n_scratch * sizeof(float),
-                                    SHS_MEM_ACTIVATIONS, "backward scratch"), st, fail);
+    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->acts_mem, n_acts, SHS_MEM_ACTIVATIONS, "forward activations"), st, fail);
+    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->scratch_mem, n_scratch, SHS_MEM_ACTIVATIONS, "backward scratch"), st,
+                   fail);
     SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&g->tokens, 2 * BT * sizeof(int32_t), SHS_MEM_ACTIVATIONS,
                                     "tokens"), st, fail);
     g->targets = g->tokens + BT;
@@ -218,6 +303,19 @@ fail:
     return st;
 }
 
+shs_status_t shs_gpt_create(shs_model_t **out, const shs_layout_t *layout, const shs_gpt_config_t *cfg,
+                            shs_device_t *dev, int B, int checkpoint_activations) {
+    shs_gpt_exec_t ex = {.recompute = checkpoint_activations ? SHS_RECOMPUTE_FULL : SHS_RECOMPUTE_NONE};
+    return shs_gpt_create_ex(out, layout, cfg, dev, B, &ex);
+}
+
+void shs_gpt_set_position(shs_model_t *m, uint64_t micro_step, uint64_t first_sequence) {
+    if (!m || m->ops != &gpt_ops) return;
+    shs_gpt_t *g = (shs_gpt_t *)m;
+    g->micro_step = micro_step;
+    g->first_seq = first_sequence;
+}
+
 static void gpt_destroy(shs_model_t *m) {
     shs_gpt_t *g = (shs_gpt_t *)m;
     if (!g) return;
@@ -226,6 +324,48 @@ static void gpt_destroy(shs_model_t *m) {
     shs_device_free(g->dev, g->tokens);
     free(g->layer);
     free(g);
+}
+
+/* ---- dtype views ------------------------------------------------------------ */
+
+/* An f32 view of n elements stored as dt: the tensor itself, or its
+ * conversion into `work`. */
+static const float *view(shs_gpt_t *g, const void *stored, shs_dtype_t dt, float *work, size_t n) {
+    if (dt == SHS_F32) return stored;
+    shs_cast(g->dev, work, SHS_F32, stored, dt, n);
+    return work;
+}
+/* Where a kernel writes a tensor stored as dt: the tensor, or `work`. */
+static float *target(void *stored, shs_dtype_t dt, float *work) { return dt == SHS_F32 ? stored : work; }
+/* After the kernel: round `work` into the tensor's storage. */
+static void commit(shs_gpt_t *g, void *stored, shs_dtype_t dt, const float *work, size_t n) {
+    if (dt != SHS_F32) shs_cast(g->dev, stored, dt, work, SHS_F32, n);
+}
+/* A matmul's weight (and bias) as autocast reads them: rounded to A when
+ * the parameters are not A already (into the shared ww). */
+static const float *weights(shs_gpt_t *g, const float *w, size_t n, size_t off) {
+    if (!g->round_weights || !w) return w;
+    shs_memcpy_d2d(g->dev, g->ww + off, w, n * sizeof(float));
+    shs_round(g->dev, g->ww + off, g->A, n);
+    return g->ww + off;
+}
+/* An autocast matmul: inputs as stored (already A) or rounded weights, f32
+ * accumulation, the output rounded to A (stored by the caller's commit, or
+ * in place here when it is not stored: round_out). */
+static void matmul(shs_gpt_t *g, float *out, const float *inp, const float *w, const float *bias, int BT, int C,
+                   int OC, int round_out) {
+    const float *wr = weights(g, w, (size_t)OC * C, 0), *br = weights(g, bias, (size_t)OC, (size_t)OC * C);
+    shs_matmul_forward(g->dev, out, inp, wr, br, BT, C, OC);
+    if (round_out && g->A != SHS_F32) shs_round(g->dev, out, g->A, (size_t)BT * OC);
+}
+
+/* The dropout stream of (micro-step, layer, site), positions counted from
+ * this rank's first sequence in the global batch (`per_seq` elements each). */
+enum { SITE_ATTN = 0, SITE_PROJ = 1, SITE_MLP = 2 };
+static shs_dropout_t dropout_at(const shs_gpt_t *g, int l, int site, size_t per_seq) {
+    shs_dropout_t d = {g->ex.dropout, shs__rand_bits(g->ex.seed, g->micro_step, (uint64_t)l * 3 + (uint64_t)site),
+                       g->first_seq * per_seq};
+    return d;
 }
 
 /* ---- block parameter views ------------------------------------------------ */
@@ -249,21 +389,75 @@ static block_params_t block_views(const shs_layout_t *lo, int l, const float *ba
 
 /* ---- forward --------------------------------------------------------------- */
 
-static void block_forward(shs_gpt_t *g, int l, const float *x, const block_params_t *p) {
+/* The attention core of block l from its stored qkv: eager writes att (and
+ * att_drop, att_mask), flash writes lse; the output goes to `out` (f32). */
+static void attention_core_forward(shs_gpt_t *g, int l, float *out) {
     const shs_gpt_config_t *c = &g->cfg;
-    int B = g->B, T = c->context, C = c->channels, NH = c->num_heads, BT = B * T;
+    int B = g->B, T = c->context, C = c->channels, NH = c->num_heads;
+    size_t BT = (size_t)B * T, TT = (size_t)B * NH * T * T;
     shs_device_t *d = g->dev;
     layer_acts_t *a = &g->layer[l];
-    shs_layernorm_forward(d, a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, BT, C);
-    shs_matmul_forward(d, a->qkv, a->ln1, p->qkvw, p->qkvb, BT, C, 3 * C);
-    shs_attention_forward(d, a->atty, a->preatt, a->att, a->qkv, B, T, C, NH);
-    shs_matmul_forward(d, a->attproj, a->atty, p->attprojw, p->attprojb, BT, C, C);
-    shs_residual_forward(d, a->res2, x, a->attproj, (size_t)BT * C);
-    shs_layernorm_forward(d, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, BT, C);
-    shs_matmul_forward(d, a->fch, a->ln2, p->fcw, p->fcb, BT, C, 4 * C);
-    shs_gelu_forward(d, a->fch_gelu, a->fch, (size_t)BT * 4 * C);
-    shs_matmul_forward(d, a->fcproj, a->fch_gelu, p->fcprojw, p->fcprojb, BT, 4 * C, C);
-    shs_residual_forward(d, a->res3, a->res2, a->fcproj, (size_t)BT * C);
+    const float *qkv = view(g, a->qkv, g->A, g->w2, 3 * BT * C);
+    shs_dropout_t drop = dropout_at(g, l, SITE_ATTN, (size_t)NH * T * T);
+    if (g->ex.attention == SHS_ATTENTION_FLASH) {
+        shs_attention_forward_flash(d, out, a->lse, qkv, B, T, C, NH, &drop);
+    } else if (drop.p > 0.0f) {
+        float *att = target(a->att, g->A, g->wt1), *att_drop = target(a->att_drop, g->A, g->wt2);
+        shs_attention_forward_dropout(d, out, g->preatt, att, att_drop, a->att_mask, qkv, B, T, C, NH, &drop);
+        commit(g, a->att, g->A, att, TT);
+        commit(g, a->att_drop, g->A, att_drop, TT);
+    } else {
+        float *att = target(a->att, g->A, g->wt1);
+        shs_attention_forward(d, out, g->preatt, att, qkv, B, T, C, NH);
+        commit(g, a->att, g->A, att, TT);
+    }
+}
+
+/* x: the block input (stored as R). */
+static void block_forward(shs_gpt_t *g, int l, const void *x, const block_params_t *p) {
+    const shs_gpt_config_t *c = &g->cfg;
+    int B = g->B, T = c->context, C = c->channels, BT = B * T;
+    size_t btc = (size_t)BT * C;
+    shs_device_t *d = g->dev;
+    layer_acts_t *a = &g->layer[l];
+    shs_dtype_t A = g->A, R = g->R;
+    const float *x32 = view(g, x, R, g->wx, btc);
+    float *o = target(a->ln1, A, g->w1);
+    shs_layernorm_forward(d, o, a->ln1_mean, a->ln1_rstd, x32, p->ln1w, p->ln1b, BT, C);
+    commit(g, a->ln1, A, o, btc);
+    o = target(a->qkv, A, g->w2);
+    matmul(g, o, view(g, a->ln1, A, g->w1, btc), p->qkvw, p->qkvb, BT, C, 3 * C, 0);
+    commit(g, a->qkv, A, o, 3 * btc);
+    o = target(a->atty, A, g->w1);
+    attention_core_forward(g, l, o);
+    if (A != SHS_F32) shs_round(d, o, A, btc); /* the attention output, as stored */
+    commit(g, a->atty, A, o, btc);
+    matmul(g, g->proj, view(g, a->atty, A, g->w1, btc), p->attprojw, p->attprojb, BT, C, C, 1);
+    if (a->proj_mask) {
+        shs_dropout_t drop = dropout_at(g, l, SITE_PROJ, (size_t)T * C);
+        shs_dropout_forward(d, g->proj, a->proj_mask, g->proj, btc, &drop);
+    }
+    o = target(a->res2, R, g->wr);
+    shs_residual_forward(d, o, x32, g->proj, btc);
+    commit(g, a->res2, R, o, btc);
+    const float *res2 = view(g, a->res2, R, g->wr, btc);
+    o = target(a->ln2, A, g->w1);
+    shs_layernorm_forward(d, o, a->ln2_mean, a->ln2_rstd, res2, p->ln2w, p->ln2b, BT, C);
+    commit(g, a->ln2, A, o, btc);
+    o = target(a->fch, A, g->w2);
+    matmul(g, o, view(g, a->ln2, A, g->w1, btc), p->fcw, p->fcb, BT, C, 4 * C, 0);
+    commit(g, a->fch, A, o, 4 * btc);
+    o = target(a->fch_gelu, A, g->w1);
+    shs_gelu_forward(d, o, view(g, a->fch, A, g->w2, 4 * btc), 4 * btc);
+    commit(g, a->fch_gelu, A, o, 4 * btc);
+    matmul(g, g->proj, view(g, a->fch_gelu, A, g->w1, 4 * btc), p->fcprojw, p->fcprojb, BT, 4 * C, C, 1);
+    if (a->mlp_mask) {
+        shs_dropout_t drop = dropout_at(g, l, SITE_MLP, (size_t)T * C);
+        shs_dropout_forward(d, g->proj, a->mlp_mask, g->proj, btc, &drop);
+    }
+    o = target(a->res3, R, g->wr); /* may alias res2's view: residual_forward allows it */
+    shs_residual_forward(d, o, res2, g->proj, btc);
+    commit(g, a->res3, R, o, btc);
 }
 
 static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const int32_t *tokens,
@@ -272,6 +466,7 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const i
     const shs_layout_t *lo = g->layout;
     const shs_gpt_config_t *c = &g->cfg;
     int B = g->B, T = c->context, C = c->channels, L = c->num_layers, BT = B * T, V = shs_gpt_vocab(c);
+    size_t btc = (size_t)BT * C;
     shs_device_t *d = g->dev;
     size_t tok_bytes = (size_t)BT * sizeof(int32_t);
     SHS_CHECK(shs_memcpy_h2d(d, g->tokens, tokens, tok_bytes));
@@ -280,10 +475,12 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const i
     const float *emb;
     SHS_CHECK(src->acquire_params(src->self, 0, &emb));
     const shs_tensor_info_t *te = &lo->tensors[lo->units[0].first_tensor];
-    shs_encoder_forward(d, g->encoded, g->tokens, emb + te[0].offset, emb + te[1].offset, B, T, C);
+    float *o = target(g->encoded, g->R, g->wx);
+    shs_encoder_forward(d, o, g->tokens, emb + te[0].offset, emb + te[1].offset, B, T, C);
+    commit(g, g->encoded, g->R, o, btc);
     SHS_CHECK(src->release_params(src->self, 0));
 
-    const float *x = g->encoded;
+    const void *x = g->encoded;
     for (int l = 0; l < L; l++) {
         const float *w;
         SHS_CHECK(src->acquire_params(src->self, 1 + l, &w));
@@ -296,14 +493,17 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const i
     const float *lnf;
     SHS_CHECK(src->acquire_params(src->self, L + 1, &lnf));
     const shs_tensor_info_t *tf = &lo->tensors[lo->units[L + 1].first_tensor];
-    shs_layernorm_forward(d, g->lnf, g->lnf_mean, g->lnf_rstd, x, lnf + tf[0].offset, lnf + tf[1].offset, BT, C);
+    o = target(g->lnf, g->A, g->w1);
+    shs_layernorm_forward(d, o, g->lnf_mean, g->lnf_rstd, view(g, x, g->R, g->wx, btc), lnf + tf[0].offset,
+                          lnf + tf[1].offset, BT, C);
+    commit(g, g->lnf, g->A, o, btc);
     SHS_CHECK(src->release_params(src->self, L + 1));
 
     /* LM head tied to wte: unit 0 again. It stays resident for the backward
      * pass, which starts with the head (FSDP keeps the last unit unsharded). */
     SHS_CHECK(src->acquire_params(src->self, 0, &emb));
     g->head_params = emb;
-    shs_matmul_forward(d, g->logits, g->lnf, emb + te[0].offset, NULL, BT, C, V);
+    matmul(g, g->logits, view(g, g->lnf, g->A, g->w1, btc), emb + te[0].offset, NULL, BT, C, V, 1);
     shs_softmax_xent_forward(d, g->losses, g->probs, g->logits, g->targets, BT, V);
     shs_sum(d, g->loss_sum, g->losses, (size_t)BT);
     float sum;
@@ -314,31 +514,70 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const i
 
 /* ---- backward -------------------------------------------------------------- */
 
+/* A matmul backward with the weight as the forward read it. */
+static void matmul_backward(shs_gpt_t *g, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                            const float *w, int BT, int C, int OC) {
+    shs_matmul_backward(g->dev, dinp, dw, db, dout, inp, weights(g, w, (size_t)OC * C, 0), BT, C, OC);
+}
+
 /* dres (BT,C) holds d(loss)/d(block output) on entry and d(loss)/d(block
- * input) on exit; parameter gradients accumulate into gw. */
-static void block_backward(shs_gpt_t *g, int l, const float *x, const block_params_t *p, block_params_t *gw) {
+ * input) on exit; parameter gradients accumulate into gw. Gradients stay
+ * f32 (the autocast emulation rounds what the forward stores, not them). */
+static void block_backward(shs_gpt_t *g, int l, const void *x, const block_params_t *p, block_params_t *gw) {
     const shs_gpt_config_t *c = &g->cfg;
     int B = g->B, T = c->context, C = c->channels, NH = c->num_heads, BT = B * T;
     shs_device_t *d = g->dev;
     layer_acts_t *a = &g->layer[l];
-    size_t btc = (size_t)BT * C, bt4c = 4 * btc;
+    size_t btc = (size_t)BT * C, bt4c = 4 * btc, TT = (size_t)B * NH * T * T;
+    shs_dtype_t A = g->A, R = g->R;
+    float drop_p = g->ex.dropout;
 #define W(f) ((float *)gw->f)
-    /* res3 = res2 + fcproj: both get dres */
+    /* res3 = res2 + dropout(fcproj): both get dres */
+    const float *dproj = g->dres;
+    if (a->mlp_mask) {
+        shs_memset(d, g->dproj, 0, btc * sizeof(float));
+        shs_dropout_backward(d, g->dproj, a->mlp_mask, g->dres, btc, drop_p);
+        dproj = g->dproj;
+    }
     shs_memset(d, g->dfch_gelu, 0, bt4c * sizeof(float));
-    shs_matmul_backward(d, g->dfch_gelu, W(fcprojw), W(fcprojb), g->dres, a->fch_gelu, p->fcprojw, BT, 4 * C, C);
+    matmul_backward(g, g->dfch_gelu, W(fcprojw), W(fcprojb), dproj, view(g, a->fch_gelu, A, g->w1, bt4c), p->fcprojw,
+                    BT, 4 * C, C);
     shs_memset(d, g->dfch, 0, bt4c * sizeof(float));
-    shs_gelu_backward(d, g->dfch, a->fch, g->dfch_gelu, bt4c);
+    shs_gelu_backward(d, g->dfch, view(g, a->fch, A, g->w2, bt4c), g->dfch_gelu, bt4c);
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
-    shs_matmul_backward(d, g->dbtc, W(fcw), W(fcb), g->dfch, a->ln2, p->fcw, BT, C, 4 * C);
-    shs_layernorm_backward(d, g->dres, W(ln2w), W(ln2b), g->dbtc, a->res2, p->ln2w, a->ln2_mean, a->ln2_rstd, BT, C);
-    /* res2 = x + attproj: both get dres */
+    matmul_backward(g, g->dbtc, W(fcw), W(fcb), g->dfch, view(g, a->ln2, A, g->w1, btc), p->fcw, BT, C, 4 * C);
+    shs_layernorm_backward(d, g->dres, W(ln2w), W(ln2b), g->dbtc, view(g, a->res2, R, g->wr, btc), p->ln2w,
+                           a->ln2_mean, a->ln2_rstd, BT, C);
+    /* res2 = x + dropout(attproj): both get dres */
+    dproj = g->dres;
+    if (a->proj_mask) {
+        shs_memset(d, g->dproj, 0, btc * sizeof(float));
+        shs_dropout_backward(d, g->dproj, a->proj_mask, g->dres, btc, drop_p);
+        dproj = g->dproj;
+    }
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
-    shs_matmul_backward(d, g->dbtc, W(attprojw), W(attprojb), g->dres, a->atty, p->attprojw, BT, C, C);
+    const float *atty = view(g, a->atty, A, g->w1, btc);
+    matmul_backward(g, g->dbtc, W(attprojw), W(attprojb), dproj, atty, p->attprojw, BT, C, C);
+    /* selective recompute: the attention core again (same bits) */
+    if (g->ex.recompute == SHS_RECOMPUTE_SELECTIVE && g->ex.attention == SHS_ATTENTION_EAGER)
+        attention_core_forward(g, l, g->proj);
     shs_memset(d, g->dqkv, 0, 3 * btc * sizeof(float));
-    shs_attention_backward(d, g->dqkv, g->dpreatt, g->datt, g->dbtc, a->qkv, a->att, B, T, C, NH);
+    const float *qkv = view(g, a->qkv, A, g->w2, 3 * btc);
+    if (g->ex.attention == SHS_ATTENTION_FLASH) {
+        shs_dropout_t drop = dropout_at(g, l, SITE_ATTN, (size_t)NH * T * T);
+        shs_attention_backward_flash(d, g->dqkv, g->dbtc, qkv, atty, a->lse, B, T, C, NH, &drop);
+    } else if (a->att_mask) {
+        const float *att = view(g, a->att, A, g->wt1, TT), *att_drop = view(g, a->att_drop, A, g->wt2, TT);
+        shs_attention_backward_dropout(d, g->dqkv, g->dpreatt, g->datt, g->dbtc, qkv, att, att_drop, a->att_mask, B,
+                                       T, C, NH, drop_p);
+    } else {
+        shs_attention_backward(d, g->dqkv, g->dpreatt, g->datt, g->dbtc, qkv, view(g, a->att, A, g->wt1, TT), B, T,
+                               C, NH);
+    }
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
-    shs_matmul_backward(d, g->dbtc, W(qkvw), W(qkvb), g->dqkv, a->ln1, p->qkvw, BT, C, 3 * C);
-    shs_layernorm_backward(d, g->dres, W(ln1w), W(ln1b), g->dbtc, x, p->ln1w, a->ln1_mean, a->ln1_rstd, BT, C);
+    matmul_backward(g, g->dbtc, W(qkvw), W(qkvb), g->dqkv, view(g, a->ln1, A, g->w1, btc), p->qkvw, BT, C, 3 * C);
+    shs_layernorm_backward(d, g->dres, W(ln1w), W(ln1b), g->dbtc, view(g, x, R, g->wx, btc), p->ln1w, a->ln1_mean,
+                           a->ln1_rstd, BT, C);
 #undef W
 }
 
@@ -351,7 +590,7 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
     size_t btc = (size_t)BT * C;
     const shs_tensor_info_t *te = &lo->tensors[lo->units[0].first_tensor];
     const shs_tensor_info_t *tf = &lo->tensors[lo->units[L + 1].first_tensor];
-    const float *x_last = L > 0 ? g->layer[L - 1].res3 : g->encoded;
+    const void *x_last = L > 0 ? g->layer[L - 1].res3 : g->encoded;
 
     /* LM head: unit 0 is still resident from the forward's last acquire */
     const float *emb = g->head_params;
@@ -361,7 +600,8 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
     SHS_CHECK(src->acquire_grads(src->self, 0, &demb));
     shs_softmax_xent_backward(d, g->dlogits, g->probs, g->targets, dloss / (float)BT, BT, V);
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
-    shs_matmul_backward(d, g->dbtc, demb + te[0].offset, NULL, g->dlogits, g->lnf, emb + te[0].offset, BT, C, V);
+    matmul_backward(g, g->dbtc, demb + te[0].offset, NULL, g->dlogits, view(g, g->lnf, g->A, g->w1, btc),
+                    emb + te[0].offset, BT, C, V);
     SHS_CHECK(src->release_params(src->self, 0));
 
     /* final LayerNorm */
@@ -370,8 +610,8 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
     SHS_CHECK(src->acquire_params(src->self, L + 1, &lnf));
     SHS_CHECK(src->acquire_grads(src->self, L + 1, &dlnf));
     shs_memset(d, g->dres, 0, btc * sizeof(float));
-    shs_layernorm_backward(d, g->dres, dlnf + tf[0].offset, dlnf + tf[1].offset, g->dbtc, x_last,
-                           lnf + tf[0].offset, g->lnf_mean, g->lnf_rstd, BT, C);
+    shs_layernorm_backward(d, g->dres, dlnf + tf[0].offset, dlnf + tf[1].offset, g->dbtc,
+                           view(g, x_last, g->R, g->wx, btc), lnf + tf[0].offset, g->lnf_mean, g->lnf_rstd, BT, C);
     SHS_CHECK(src->release_params(src->self, L + 1));
     SHS_CHECK(src->grads_ready(src->self, L + 1));
 
@@ -381,8 +621,9 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
         SHS_CHECK(src->acquire_params(src->self, 1 + l, &w));
         SHS_CHECK(src->acquire_grads(src->self, 1 + l, &gw));
         block_params_t p = block_views(lo, l, w), pg = block_views(lo, l, gw);
-        const float *x = l > 0 ? g->layer[l - 1].res3 : g->encoded;
-        if (g->checkpoint) block_forward(g, l, x, &p); /* deterministic: the same bits as the forward's */
+        const void *x = l > 0 ? g->layer[l - 1].res3 : g->encoded;
+        /* full recompute: deterministic, the same bits as the forward's */
+        if (g->ex.recompute == SHS_RECOMPUTE_FULL) block_forward(g, l, x, &p);
         block_backward(g, l, x, &p, &pg);
         SHS_CHECK(src->release_params(src->self, 1 + l));
         SHS_CHECK(src->grads_ready(src->self, 1 + l));

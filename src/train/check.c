@@ -37,6 +37,7 @@ shs_status_t shs_checker_create(shs_checker_t **out, const shs_train_config_t *c
     ref.strategy.kind = SHS_DDP;
     ref.strategy.offload = SHS_OFFLOAD_NONE;     /* offloading must not change a bit: compare with plain DDP */
     ref.checkpoint_activations = 0;     /* the reference keeps every activation */
+    ref.recompute = SHS_RECOMPUTE_NONE;
     ref.comm = ref_comm;
     ref.trace = NULL;                   /* a trace records the run under test */
     shs_status_t st = shs_trainer_create(&ck->ref, &ref, corpus);

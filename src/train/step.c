@@ -35,8 +35,15 @@ shs_status_t shs__rank_setup(shs__rank_t *r, const shs_train_config_t *cfg, cons
         SHS_CHECK(shs_model_file_model_create(&r->model, cfg->model_file, model_layout, dev, cfg->micro_batch,
                                            cfg->model.context));
     else
-        SHS_CHECK(shs_gpt_create(&r->model, model_layout, &cfg->model, dev, cfg->micro_batch,
-                                 cfg->checkpoint_activations));
+        SHS_CHECK(shs_gpt_create_ex(&r->model, model_layout, &cfg->model, dev, cfg->micro_batch,
+                                    &(shs_gpt_exec_t){
+                                        .recompute = cfg->checkpoint_activations ? SHS_RECOMPUTE_FULL : cfg->recompute,
+                                        .attention = cfg->attention,
+                                        .autocast = cfg->autocast,
+                                        .param_dtype = cfg->strategy.param_dtype,
+                                        .dropout = cfg->dropout,
+                                        .seed = cfg->strategy.seed,
+                                    }));
     if (cfg->poison_freed) shs_device_set_poison_freed(dev, 1u << SHS_MEM_COMM);
     SHS_CHECK(shs_strategy_create(&r->strategy, &cfg->strategy, strategy_layout, dev, comm));
     SHS_CHECK(shs_device_alloc(dev, (void **)&r->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));
@@ -78,6 +85,7 @@ shs_status_t shs__rank_step(shs__rank_t *r, const shs_train_config_t *cfg, const
             shs_corpus_batch(corpus, cfg->strategy.seed, steps_done * K + k, rank, nranks, cfg->micro_batch,
                              cfg->model.context, r->tokens, r->targets);
         float micro_loss;
+        shs_gpt_set_position(r->model, (uint64_t)(steps_done * K + k), (uint64_t)rank * (uint64_t)cfg->micro_batch);
         enter(r, SHS__STEP_FORWARD, "fwd");
         SHS_CHECK(shs_model_forward(r->model, r->src, r->tokens, r->targets, &micro_loss));
         shs_strategy_set_sync(r->strategy, k == K - 1);

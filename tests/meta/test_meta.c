@@ -31,6 +31,10 @@ typedef struct {
     shs_offload_t offload;
     int checkpoint, accum, prefetch_fwd;
     float clip;
+    shs_recompute_t recompute;
+    shs_attention_kind_t attention;
+    shs_dtype_t autocast;
+    float dropout;
 } mcase_t;
 
 static shs_train_config_t small_config(const mcase_t *c) {
@@ -46,6 +50,10 @@ static shs_train_config_t small_config(const mcase_t *c) {
     cfg.strategy.grad_accum_dtype = c->grad_accum_dtype;
     cfg.strategy.offload = c->offload;
     cfg.checkpoint_activations = c->checkpoint;
+    cfg.recompute = c->recompute;
+    cfg.attention = c->attention;
+    cfg.autocast = c->autocast;
+    cfg.dropout = c->dropout;
     cfg.grad_accum = c->accum;
     cfg.strategy.forward_prefetch = c->prefetch_fwd;
     cfg.strategy.clip_norm = c->clip;
@@ -140,6 +148,12 @@ static void test_meta_equals_cpu_features(void **state) {
         {.what = "zero3 bf16 offload params", .kind = SHS_ZERO3, .N = 3, .param_dtype = SHS_BF16,
          .offload = SHS_OFFLOAD_PARAMS},
         {.what = "zero1 bf16 clip accum 2", .kind = SHS_ZERO1, .N = 5, .param_dtype = SHS_BF16, .clip = 1.0f, .accum = 2},
+        {.what = "zero3 flash autocast bf16 dropout", .kind = SHS_ZERO3, .N = 3, .param_dtype = SHS_BF16,
+         .attention = SHS_ATTENTION_FLASH, .autocast = SHS_BF16, .dropout = 0.1f},
+        {.what = "zero2 selective eager dropout autocast f32 params", .kind = SHS_ZERO2, .N = 2,
+         .recompute = SHS_RECOMPUTE_SELECTIVE, .autocast = SHS_BF16, .dropout = 0.1f},
+        {.what = "ddp full recompute flash", .kind = SHS_DDP, .N = 2, .recompute = SHS_RECOMPUTE_FULL,
+         .attention = SHS_ATTENTION_FLASH},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }

@@ -67,15 +67,17 @@ static void test_activation_checkpointing_fp16_and_accum_match_ddp(void **state)
 }
 
 /* Peak ACTIVATIONS bytes of a GPT model, counted from the tensor shapes
- * (gpt.h / llm.c): per block, the intermediates
+ * (gpt.h): per block, what backward reads
  *   ln1 (BT,C), ln1 mean+rstd 2 (BT), qkv (BT,3C), atty (BT,C),
- *   preatt+att 2 (B,NH,T,T), attproj (BT,C), res2 (BT,C), ln2 (BT,C),
- *   ln2 mean+rstd 2 (BT), fch+fch_gelu 2 (BT,4C), fcproj (BT,C)
+ *   att (B,NH,T,T), res2 (BT,C), ln2 (BT,C), ln2 mean+rstd 2 (BT),
+ *   fch+fch_gelu 2 (BT,4C)
  * and the block output res3 (BT,C); the embedding output (BT,C); the head
  *   lnf (BT,C), lnf mean+rstd 2 (BT), logits+probs 2 (BT,V), losses (BT),
  *   loss sum 1;
  * the backward scratch dres+dbtc 2 (BT,C), dfch+dfch_gelu 2 (BT,4C),
- *   dqkv (BT,3C), dpreatt+datt 2 (B,NH,T,T), dlogits (BT,V);
+ *   dqkv (BT,3C), dpreatt+datt 2 (B,NH,T,T), dlogits (BT,V), and the
+ *   forward-only intermediates every block shares: preatt (B,NH,T,T) and
+ *   one c_proj output (BT,C);
  * tokens+targets 2 (BT) int32. Without checkpointing all L blocks keep
  * intermediates and output; with it, L outputs and one shared set of
  * intermediates. */
@@ -83,11 +85,11 @@ static size_t expected_activation_bytes(const shs_train_config_t *c, int checkpo
     size_t B = (size_t)c->micro_batch, T = (size_t)c->model.context, C = (size_t)c->model.channels;
     size_t NH = (size_t)c->model.num_heads, L = (size_t)c->model.num_layers, V = 256;
     size_t BT = B * T, BTC = BT * C, att = B * NH * T * T;
-    size_t intermediates = BTC + 2 * BT + 3 * BTC + BTC + 2 * att + BTC + BTC + BTC + 2 * BT + 2 * 4 * BTC + BTC;
+    size_t intermediates = BTC + 2 * BT + 3 * BTC + BTC + att + BTC + BTC + 2 * BT + 2 * 4 * BTC;
     size_t output = BTC;
     size_t encoded = BTC;
     size_t head = BTC + 2 * BT + 2 * BT * V + BT + 1;
-    size_t scratch = 2 * BTC + 2 * 4 * BTC + 3 * BTC + 2 * att + BT * V;
+    size_t scratch = 2 * BTC + 2 * 4 * BTC + 3 * BTC + 2 * att + BT * V + att + BTC;
     size_t blocks = checkpoint ? L * output + intermediates : L * (intermediates + output);
     return sizeof(float) * (encoded + blocks + head + scratch) + sizeof(int32_t) * 2 * BT;
 }

@@ -11,6 +11,7 @@
  * What it is not: a BLAS. No fast-math, no reassociated reductions. The
  * matmul lives in matmul_cpu.c: fma chains in a fixed order, vectorised across
  * outputs only, so its bits do not depend on the instruction set either.
+ * Dropout and the flash / dropout attention kernels live in attention_cpu.c.
  *
  * "Accumulates" here always means: the kernel computes the gradient term from
  * zero in its fixed order and then adds it to the output once, so backward
@@ -28,6 +29,7 @@
 
 #include "shardsim/exact_norm.h"
 #include "device/device_impl.h"
+#include "device/cpu/attention_cpu.h"
 #include "device/cpu/matmul_cpu.h"
 #include "shardsim/units.h"
 
@@ -344,6 +346,10 @@ static void cpu_cast(shs_device_t *dev, void *dst, shs_dtype_t dst_dtype, const 
     EACH_ELEMENT(i, n) shs__cast_one(dst, (int)dst_dtype, src, (int)src_dtype, i, to_16bit);
 }
 
+static void cpu_round(shs_device_t *dev, float *x, shs_dtype_t dtype, size_t n) {
+    EACH_ELEMENT(i, n) x[i] = dtype == SHS_F16 ? shs__f16_to_f32(shs__f32_to_f16(x[i])) : shs__bf16_to_f32(shs__f32_to_bf16(x[i]));
+}
+
 /* ---- optimizers ----------------------------------------------------------- */
 
 static void cpu_adamw_update(shs_device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
@@ -375,6 +381,12 @@ const shs_device_iface_t shs__cpu_iface = {
     .layernorm_backward = cpu_layernorm_backward,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
+    .dropout_forward = shs__cpu_dropout_forward,
+    .dropout_backward = shs__cpu_dropout_backward,
+    .attention_forward_dropout = shs__cpu_attention_forward_dropout,
+    .attention_backward_dropout = shs__cpu_attention_backward_dropout,
+    .attention_forward_flash = shs__cpu_attention_forward_flash,
+    .attention_backward_flash = shs__cpu_attention_backward_flash,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
     .relu_forward = cpu_relu_forward,
@@ -389,6 +401,7 @@ const shs_device_iface_t shs__cpu_iface = {
     .sum = cpu_sum,
     .norm_accumulate = cpu_norm_accumulate,
     .cast = cpu_cast,
+    .round = cpu_round,
     .adamw_update = cpu_adamw_update,
     .sgd_update = cpu_sgd_update,
 };

@@ -108,6 +108,47 @@ static void meta_attention_backward(shs_device_t *d, float *dqkv, float *dpreatt
     double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C;
     count(d, pairs * (8 * hs + 4), 4 * (btc + 3 * btc + 3 * btc + 3.0 * B * NH * T * T), 1);
 }
+/* Dropout: a compare and a scale per element; reads inp, writes out and the 1-byte mask. */
+static void meta_dropout_forward(shs_device_t *d, float *out, uint8_t *mask, const float *inp, size_t n,
+                                 const shs_dropout_t *dp) {
+    count(d, 2.0 * n, 9.0 * n, 0);
+}
+static void meta_dropout_backward(shs_device_t *d, float *dinp, const uint8_t *mask, const float *dout, size_t n,
+                                  float p) {
+    count(d, 2.0 * n, 13.0 * n, 0);
+}
+/* Eager with dropout: the eager forward plus 2 per pair for the dropout,
+ * and the dropped (T,T) matrix (f32) and mask (bytes) written. */
+static void meta_attention_forward_dropout(shs_device_t *d, float *out, float *preatt, float *att, float *att_drop,
+                                           uint8_t *mask, const float *qkv, int B, int T, int C, int NH,
+                                           const shs_dropout_t *dp) {
+    double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C, tt = (double)B * NH * T * T;
+    count(d, pairs * (4 * hs + 7), 4 * (3 * btc + btc + 3.0 * tt) + tt, 1);
+}
+static void meta_attention_backward_dropout(shs_device_t *d, float *dqkv, float *dpreatt, float *datt,
+                                            const float *dout, const float *qkv, const float *att,
+                                            const float *att_drop, const uint8_t *mask, int B, int T, int C, int NH,
+                                            float p) {
+    double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C, tt = (double)B * NH * T * T;
+    count(d, pairs * (8 * hs + 5), 4 * (btc + 3 * btc + 3 * btc + 4.0 * tt) + tt, 1);
+}
+/* Flash forward: the eager forward's FLOPs (the block rescaling is O(T hs)
+ * per row, not counted); reads qkv, writes out and lse (B,NH,T): no (T,T)
+ * traffic. */
+static void meta_attention_forward_flash(shs_device_t *d, float *out, float *lse, const float *qkv, int B, int T, int C,
+                                         int NH, const shs_dropout_t *dp) {
+    double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C;
+    count(d, pairs * (4 * hs + 5), 4 * (3 * btc + btc + (double)B * NH * T), 1);
+}
+/* Flash backward: per pair the scores again (2 hs), P (2), dv (2 hs), dP
+ * (2 hs), dS (2), dq and dk (4 hs); D per row (2 hs). Reads qkv, dout, out,
+ * lse; dqkv read and written. */
+static void meta_attention_backward_flash(shs_device_t *d, float *dqkv, const float *dout, const float *qkv,
+                                          const float *out, const float *lse, int B, int T, int C, int NH,
+                                          const shs_dropout_t *dp) {
+    double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C, rows = (double)B * NH * T;
+    count(d, pairs * (10 * hs + 4) + rows * 2 * hs, 4 * (3 * btc + btc + btc + 6 * btc + rows), 1);
+}
 static void meta_gelu_forward(shs_device_t *d, float *out, const float *inp, size_t n) { count(d, 10.0 * n, 8.0 * n, 0); }
 static void meta_gelu_backward(shs_device_t *d, float *dinp, const float *inp, const float *dout, size_t n) {
     count(d, 18.0 * n, 16.0 * n, 0);
@@ -148,6 +189,7 @@ static void meta_norm_accumulate(shs_device_t *d, int64_t *acc, const float *x, 
 static void meta_cast(shs_device_t *d, void *dst, shs_dtype_t dt, const void *src, shs_dtype_t st, size_t n) {
     count(d, 0, (double)n * (double)(shs_dtype_size(dt) + shs_dtype_size(st)), 0);
 }
+static void meta_round(shs_device_t *d, float *x, shs_dtype_t dt, size_t n) { count(d, 0, 8.0 * n, 0); }
 /* AdamW: weight decay 2, two moments 6, update 5 per element; reads p, g, m,
  * v and writes p, m, v. */
 static void meta_adamw_update(shs_device_t *d, float *p, const float *g, float *m, float *v, size_t n,
@@ -177,6 +219,12 @@ const shs_device_iface_t shs__meta_iface = {
     .layernorm_backward = meta_layernorm_backward,
     .attention_forward = meta_attention_forward,
     .attention_backward = meta_attention_backward,
+    .dropout_forward = meta_dropout_forward,
+    .dropout_backward = meta_dropout_backward,
+    .attention_forward_dropout = meta_attention_forward_dropout,
+    .attention_backward_dropout = meta_attention_backward_dropout,
+    .attention_forward_flash = meta_attention_forward_flash,
+    .attention_backward_flash = meta_attention_backward_flash,
     .gelu_forward = meta_gelu_forward,
     .gelu_backward = meta_gelu_backward,
     .relu_forward = meta_relu_forward,
@@ -191,6 +239,7 @@ const shs_device_iface_t shs__meta_iface = {
     .sum = meta_sum,
     .norm_accumulate = meta_norm_accumulate,
     .cast = meta_cast,
+    .round = meta_round,
     .adamw_update = meta_adamw_update,
     .sgd_update = meta_sgd_update,
     .kernel_stats = meta_kernel_stats,
