@@ -31,20 +31,21 @@ typedef struct {
     const char *src;    /* the valid input: relative to the source tree, or "shared:" + ../shared path */
     const char *ext;    /* the mutants' file name ending */
     int text;           /* numbers are decimal text (not protobuf varints) */
+    int first_dim;      /* ASTRA-sim HYBRID_DATA_MODEL: NPUs of the network's first dimension (0: none) */
 } fmt_case_t;
 
 static const fmt_case_t cases[] = {
-    {SHS_TFMT_SHARDSIM, "fuzz/seeds/shardsim/p2p-and-subcomm.trace", "trace", 1},
-    {SHS_TFMT_NCCL, "fuzz/seeds/nccl/two-ranks.log", "log", 1},
-    {SHS_TFMT_PYTORCH_ET, "fuzz/seeds/pytorch_et/named-1.0.2.json", "json", 1},
-    {SHS_TFMT_PYTORCH_ET, "fuzz/seeds/pytorch_et/positional-1.0.1.json", "json", 1},
-    {SHS_TFMT_CHAKRA, "fuzz/seeds/chakra/ddp-rank1.et", "et", 0},
-    {SHS_TFMT_CHAKRA, "shared:traces/chakra-et/custom_ring_allreduce_8npus_1MB/custom_allreduce.0.et", "et", 0},
-    {SHS_TFMT_ASTRA, "shared:traces/astra-sim/text-workloads/MLP_HybridParallel_Data_Model.txt", "txt", 1},
-    {SHS_TFMT_KINETO, "traces/cases/kineto-2rank/rank0.json", "json", 1},
-    {SHS_TFMT_KINETO, "traces/cases/kineto-hta-2rank/rank0.json", "json", 1},
-    {SHS_TFMT_KINETO, "traces/cases/kineto-old-2rank/rank0.json", "json", 1},
-    {SHS_TFMT_FLIGHT, "traces/cases/flight-2rank-hang/rank0.json", "json", 1},
+    {SHS_TFMT_SHARDSIM, "fuzz/seeds/shardsim/p2p-and-subcomm.trace", "trace", 1, 0},
+    {SHS_TFMT_NCCL, "fuzz/seeds/nccl/two-ranks.log", "log", 1, 0},
+    {SHS_TFMT_PYTORCH_ET, "fuzz/seeds/pytorch_et/named-1.0.2.json", "json", 1, 0},
+    {SHS_TFMT_PYTORCH_ET, "fuzz/seeds/pytorch_et/positional-1.0.1.json", "json", 1, 0},
+    {SHS_TFMT_CHAKRA, "fuzz/seeds/chakra/ddp-rank1.et", "et", 0, 0},
+    {SHS_TFMT_CHAKRA, "shared:traces/chakra-et/custom_ring_allreduce_8npus_1MB/custom_allreduce.0.et", "et", 0, 0},
+    {SHS_TFMT_ASTRA, "shared:traces/astra-sim/text-workloads/MLP_HybridParallel_Data_Model.txt", "txt", 1, 4},
+    {SHS_TFMT_KINETO, "traces/cases/kineto-2rank/rank0.json", "json", 1, 0},
+    {SHS_TFMT_KINETO, "traces/cases/kineto-hta-2rank/rank0.json", "json", 1, 0},
+    {SHS_TFMT_KINETO, "traces/cases/kineto-old-2rank/rank0.json", "json", 1, 0},
+    {SHS_TFMT_FLIGHT, "traces/cases/flight-2rank-hang/rank0.json", "json", 1, 0},
 };
 
 static char *read_src(const char *src, size_t *n) {
@@ -106,7 +107,7 @@ static void try_mutant(const fmt_case_t *c, const char *label, const char *buf, 
     const char *path = test_tmp_write(name, buf, n);
     char keep[700];
     snprintf(keep, sizeof keep, "%s", path);
-    shs_trace_load_opts_t o = {.format = c->fmt};
+    shs_trace_load_opts_t o = {.format = c->fmt, .first_dim = c->first_dim};
     shs_trace_t *t = NULL;
     shs_status_t st = shs_trace_load(&t, keep, &o);
     if (st == SHS_OK) {
