@@ -246,10 +246,14 @@ static int opt_value(const char *cmd, const sim_opt_t *r, int id, const char *va
         break;
     case SIM_OPT_F32:
     case SIM_OPT_FLOAT:
-        if (sim_parse_float(val, r->lo, r->hi, &fv, err, sizeof err))
+        if (sim_parse_float(val, r->lo, r->hi, &fv, err, sizeof err) || (r->hi_open && fv >= r->hi)) {
+            char e2[128];
+            double any;
+            /* a number out of a half-open range: that range's notation, whichever end it misses */
+            if (r->hi_open && !sim_parse_float(val, -HUGE_VAL, HUGE_VAL, &any, e2, sizeof e2))
+                return sim_usage_error(cmd, "%s: %s is out of range [%g, %g)", r->name, val, r->lo, r->hi);
             return sim_usage_error(cmd, "%s: %s", r->name, err);
-        if (r->hi_open && fv >= r->hi)
-            return sim_usage_error(cmd, "%s: %g is out of range [%g, %g)", r->name, fv, r->lo, r->hi);
+        }
         if (r->type == SIM_OPT_F32 && fv != 0.0 && (float)fv == 0.0f)
             return sim_usage_error(cmd, "%s: %g is below the smallest f32 (about 1.4e-45)", r->name, fv);
         o->num[id] = fv;

@@ -309,7 +309,7 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
     if (zero_paper) print_zero_paper(out, rows, nrows, w);
     fprintf(out, "notes (where measured differs from the closed forms):\n");
     for (int i = 0; i < nrows; i++) fprintf(out, "  %-*s %s\n", w, rows[i].name, rows[i].notes);
-    fprintf(out, "closed forms: Rajbhandari et al. 2019 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
+    fprintf(out, "closed forms: Rajbhandari et al. 2020 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
            "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
            "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
            "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed alpha-beta comm (%s, %s) + offload;\n"

@@ -33,7 +33,7 @@
      "f32 | the param dtype: gradients stored and accumulated in D\n"                                            \
      "(DeepSpeed data_types.grad_accum_dtype); f32 below an f32 param dtype\n"                                   \
      "keeps an f32 buffer each micro-batch's rounded gradient is added to"}
-#define SIM_ROW_DEVICE_MEM {"--device-mem", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE", "memory per simulated GPU, e.g. 80GiB, 512MiB"}
+#define SIM_ROW_DEVICE_MEM {"--device-mem", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE", "memory per simulated GPU, e.g. 80GiB, 512MiB (GiB = 2^30 bytes,\nGB = 1e9; a bare number is bytes)"}
 #define SIM_ROW_SHARD_GROUP_SIZE                                                                                   \
     {"--shard-group-size", NULL, SIM_OPT_INT, 1, SHS_MAX_WORLD, 0, 0, "G",                                         \
      "hybrid_*: shard within groups of G consecutive ranks, replicate\nacross the N/G groups"}

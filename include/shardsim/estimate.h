@@ -2,7 +2,7 @@
  * what a meta run counted (`shardsim compare`).
  *
  * What it is:
- *  - Model-state bytes per rank as Rajbhandari et al. 2019 ("ZeRO: Memory
+ *  - Model-state bytes per rank as Rajbhandari et al. 2020 ("ZeRO: Memory
  *    Optimizations Toward Training Trillion Parameter Models"), §5, with Ψ
  *    parameters, N ranks and K bytes of optimizer state per parameter:
  *      DDP (2+2+K)Ψ;  ZeRO-1 (P_os) 2Ψ + 2Ψ + KΨ/N;

@@ -187,6 +187,8 @@ static void test_optimizer_options(void **state) {
     expect_error(run_args("train", "--momentum", "0.9", NULL), 2, "--momentum applies to sgd, not adamw");
     expect_error(run_args("train", "--optimizer", "sgd", "--beta1", "0.8", NULL), 2, "--beta1 applies to adamw, not sgd");
     expect_error(run_args("train", "--beta1", "1", NULL), 2, "--beta1: 1 is out of range [0, 1)");
+    /* below a half-open range: the same notation as above it (not "0..1" beside "[0, 1)") */
+    expect_error(run_args("train", "--beta1", "-0.5", NULL), 2, "--beta1: -0.5 is out of range [0, 1)");
     expect_error(run_args("train", "--lr", "1e-50", NULL), 2, "below the smallest f32");
 }
 
