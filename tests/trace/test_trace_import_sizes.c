@@ -159,6 +159,17 @@ static shs_trace_t *write_and_load(const op_case_t *c, shs_trace_format_t fmt) {
                  " \"output_sizes\": [[%llu]], \"output_dtypes\": [\"Float\"], \"state\": \"completed\", \"is_p2p\": false}]}",
                  c->torch, (unsigned long long)c->in_elems, (unsigned long long)c->out_elems);
         return load_as(test_tmp_write("flight.json", s, strlen(s)), fmt, 0);
+    case SHS_TFMT_HOROVOD: /* rank 0's timeline: 8 readiness ticks, the op's output tensor in the closing E */
+        snprintf(s, sizeof s,
+                 "[{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": \"t\"}},\n"
+                 "{\"ph\": \"B\", \"name\": \"NEGOTIATE_%s\", \"ts\": 1, \"pid\": 1},\n"
+                 "{\"ph\": \"X\", \"name\": \"0\", \"ts\": 2, \"pid\": 1, \"dur\": 0},\n"
+                 "{\"ph\": \"X\", \"name\": \"7\", \"ts\": 3, \"pid\": 1, \"dur\": 0},\n"
+                 "{\"ph\": \"E\", \"ts\": 4, \"pid\": 1},\n"
+                 "{\"ph\": \"B\", \"name\": \"%s\", \"ts\": 5, \"pid\": 1},\n"
+                 "{\"ph\": \"E\", \"ts\": 9, \"pid\": 1, \"args\": {\"dtype\": \"float32\", \"shape\": \"[%llu]\"}}]",
+                 c->astra, c->astra, (unsigned long long)c->out_elems);
+        return load_as(test_tmp_write("timeline.json", s, strlen(s)), fmt, 0);
     case SHS_TFMT_NCCL:
         snprintf(s, sizeof s,
                  "h:1:1 [7] NCCL INFO %s opCount 0 sendbuff 0x1 recvbuff 0x2 count %llu datatype 7 op 0 root 0 comm 0x5"
@@ -175,12 +186,13 @@ static shs_trace_t *write_and_load(const op_case_t *c, shs_trace_format_t fmt) {
 
 /* Every format, every op: rank 7's one call has the closed-form bytes in
  * both scopes (Chakra's all-to-all comm_size used to be taken as one
- * peer's block and charged 8 times; ASTRA-sim text all-gather sizes as the
- * whole output, 8 times too small). */
+ * peer's block and charged 8 times, and so was Horovod's all-to-all output
+ * tensor; ASTRA-sim text all-gather sizes as the whole output, 8 times too
+ * small). */
 static void test_same_call_same_bytes(void **state) {
     (void)state;
     static const shs_trace_format_t fmts[] = {SHS_TFMT_SHARDSIM, SHS_TFMT_NCCL, SHS_TFMT_PYTORCH_ET, SHS_TFMT_CHAKRA,
-                                              SHS_TFMT_ASTRA, SHS_TFMT_KINETO, SHS_TFMT_FLIGHT};
+                                              SHS_TFMT_ASTRA, SHS_TFMT_KINETO, SHS_TFMT_FLIGHT, SHS_TFMT_HOROVOD};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
             shs_trace_t *t = write_and_load(&cases[k], fmts[f]);
