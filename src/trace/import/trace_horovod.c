@@ -407,6 +407,7 @@ shs_status_t shs_trace_import_horovod(shs_trace_t *t, const shs_trace_input_t *i
         shs_trace_rec_t r = shs_trace_rec_init();
         r.comm = wc;
         r.seq = (int64_t)k;
+        r.src_line = (int64_t)o->pos + 1; /* the event opening the operation, from 1 (0 is "unknown") */
         r.op = o->op;
         r.dtype = o->dtype;
         r.redop = o->redop;
