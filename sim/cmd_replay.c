@@ -41,7 +41,8 @@ static const sim_opt_t replay_options[R_NUM_OPTIONS] = {
                  "ranks with no file are added (and reported missing)"},
     [R_FIRST_DIM] = {"--first-dim", NULL, SIM_OPT_INT, 1, SHS_TRACE_MAX_WORLD, 0, 0, "N",
                      "ASTRA-sim HYBRID_DATA_MODEL / HYBRID_MODEL_DATA workloads: NPUs in the\n"
-                     "network's first dimension (npus_count[0]): the model resp. data groups"},
+                     "network's first dimension (npus_count[0]): the model resp. data groups\n"
+                     "(default with --network NET.yml: its npus_count[0]; another value is refused)"},
     [R_MAX_BYTES] = {"--max-bytes", NULL, SIM_OPT_SIZE, 0, 0, 0, 0, "SIZE",
                      "cap each call's largest buffer per rank, e.g. 1MiB (default: no cap;\n"
                      "the replay refuses to allocate more than --mem-limit in all); capped\n"
@@ -96,6 +97,9 @@ static const char replay_usage_head[] =
     "Formats (detected from content): shardsim, nccl, pytorch-et, chakra, astra, kineto, flight, horovod.\n"
     "PATH must be a regular file or a directory: a FIFO, device or socket (or one inside\n"
     "the directory) is refused at once, not waited on; save a stream to a file first.\n"
+    "A gzip-compressed file (.gz, or any file starting with gzip's magic bytes) is\n"
+    "inflated transparently with zlib, in a directory too (a build without zlib\n"
+    "refuses it, naming the library).\n"
     "Garbage values (negative ranks or sizes, times beyond 2^63 ns, an itemsize of 0)\n"
     "are refused with the file and line or record, exit 1.\n"
     "Options take '--opt V' or '--opt=V'; a [true|false] option alone means true.\n"
@@ -197,6 +201,13 @@ int sim_cmd_replay(int argc, char **argv) {
     if (system && shs_net_set_system(&net, system) != SHS_OK) {
         sim_error("replay", "%s", shs_last_error());
         return SIM_EXIT_ERROR;
+    }
+    /* HYBRID_DATA_MODEL / _MODEL_DATA groups follow the network's first dimension */
+    if (network && net.astra) {
+        if (!lo.first_dim) lo.first_dim = net.anet.npus[0];
+        else if (lo.first_dim != net.anet.npus[0])
+            return usage_error("--first-dim %d disagrees with %s, whose first dimension has %d NPUs (npus_count[0]); "
+                               "leave --first-dim out to take the network's", lo.first_dim, network, net.anet.npus[0]);
     }
 
     shs_trace_t *t;

@@ -86,10 +86,13 @@ typedef struct {
     uint64_t bytes;        /* bytes, meaning per `scope` */
     double t_start, t_end; /* seconds since the trace's origin; < 0 unknown */
     uint32_t marker;       /* string id (shs_trace_str); 0 = none */
-    int64_t src_line;      /* where the call was read: the 1-based line of its text input (an
-                            * NCCL log's line, a shardsim trace's line, in the file that holds
-                            * the rank's calls) or record number of a structured one; 0 unknown
-                            * (recorded, generated). Diagnoses name it ("log line 40"). */
+    int64_t src_line;      /* where the call was read, in the file that holds the rank's calls:
+                            * the 1-based line of a text input (NCCL log, shardsim trace, an
+                            * ASTRA-sim workload's layer line), a Chakra record number (1 =
+                            * the first node), or a JSON input's array index + 1 (PyTorch ET
+                            * nodes, Kineto traceEvents, flight-recorder entries, Horovod
+                            * events); 0 unknown (recorded, generated). Diagnoses name it as
+                            * the importer's errors do ("log line 40", "traceEvents[39]"). */
 } shs_trace_rec_t;
 
 typedef struct {

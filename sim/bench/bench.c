@@ -10,16 +10,8 @@
 
 #include "shardsim/device.h"
 #include "shardsim/clock.h"
+#include "shardsim/trace_net.h"
 #include "comm/comm_impl.h"
-
-double shs_bench_busbw_factor(shs_coll_op_t op, int n) {
-    switch (op) {
-    case SHS_OP_ALL_REDUCE: return 2.0 * (n - 1) / n;
-    case SHS_OP_ALL_GATHER:
-    case SHS_OP_REDUCE_SCATTER: return (double)(n - 1) / n;
-    default: return 1.0;
-    }
-}
 
 double shs_bench_min_traffic(shs_coll_op_t op, int n, size_t bytes) {
     double s = (double)bytes;
@@ -120,7 +112,7 @@ shs_status_t shs_bench_collective(shs_world_t *w, shs_coll_op_t op, size_t bytes
     double t = j.elapsed / j.iters;
     out->time_us = t * 1e6;
     out->algbw = t > 0 ? (double)out->bytes / t / 1e9 : 0;
-    out->busbw = out->algbw * shs_bench_busbw_factor(op, n);
+    out->busbw = out->algbw * shs_net_busbw_factor(op, n);
     out->traffic = shs_bench_min_traffic(op, n, out->bytes);
     return SHS_OK;
 }

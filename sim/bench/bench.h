@@ -8,7 +8,7 @@
  *            reduce_scatter: the send buffer (N * recvcount * size)
  *   algbw    size / time
  *   busbw    algbw * 2(N-1)/N (all_reduce), * (N-1)/N (all_gather,
- *            reduce_scatter), * 1 (broadcast)
+ *            reduce_scatter), * 1 (broadcast): shs_net_busbw_factor (trace_net.h)
  * Memory traffic: the bytes any algorithm must move through memory
  * (shs_bench_min_traffic). memcpy moves 2 bytes (read + write) per byte
  * copied; both are counted the same way, so their ratio says how close a
@@ -37,8 +37,6 @@ typedef struct {
     double traffic;        /* minimal memory traffic per call, bytes */
 } shs_bench_coll_t;
 
-/* busbw / algbw for an op at N ranks (nccl-tests factors). */
-double shs_bench_busbw_factor(shs_coll_op_t op, int nranks);
 /* Minimal bytes read + written per call over all ranks, every input read
  * once and every output written once (S = nccl-tests size):
  * all_reduce N S + N S; all_gather S + N S; reduce_scatter N S + S;

@@ -14,13 +14,15 @@
 
 #include "harness.h"
 #include "bench/bench.h"
+#include "shardsim/trace_net.h"
 
 static void test_busbw_factors_and_traffic(void **state) {
     (void)state;
-    assert_true(shs_bench_busbw_factor(SHS_OP_ALL_REDUCE, 4) == 1.5);
-    assert_true(shs_bench_busbw_factor(SHS_OP_ALL_GATHER, 4) == 0.75);
-    assert_true(shs_bench_busbw_factor(SHS_OP_REDUCE_SCATTER, 8) == 0.875);
-    assert_true(shs_bench_busbw_factor(SHS_OP_BROADCAST, 8) == 1.0);
+    assert_true(shs_net_busbw_factor(SHS_OP_ALL_REDUCE, 4) == 1.5);
+    assert_true(shs_net_busbw_factor(SHS_OP_ALL_GATHER, 4) == 0.75);
+    assert_true(shs_net_busbw_factor(SHS_OP_REDUCE_SCATTER, 8) == 0.875);
+    assert_true(shs_net_busbw_factor(SHS_OP_BROADCAST, 8) == 1.0);
+    assert_true(shs_net_busbw_factor(SHS_OP_ALL_TO_ALL, 4) == 0.75); /* nccl-tests alltoall.cu: (n-1)/n */
     assert_true(shs_bench_min_traffic(SHS_OP_ALL_REDUCE, 4, 1000) == 8000.0);
     assert_true(shs_bench_min_traffic(SHS_OP_ALL_GATHER, 4, 1000) == 5000.0);
     assert_true(shs_bench_min_traffic(SHS_OP_REDUCE_SCATTER, 4, 1000) == 5000.0);
@@ -73,7 +75,7 @@ static void test_collective_sizes(void **state) {
             assert_int_equal(r.count, 750);
             assert_true(r.iters >= 3);
             assert_true(r.time_us > 0);
-            assert_true(r.busbw == r.algbw * shs_bench_busbw_factor(ops[i], 3));
+            assert_true(r.busbw == r.algbw * shs_net_busbw_factor(ops[i], 3));
         }
     }
     shs_world_destroy(w);

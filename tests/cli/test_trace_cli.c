@@ -140,6 +140,35 @@ static void test_replay_network(void **state) {
     expect(p, 2, NULL, "unknown network preset");
 }
 
+/* ASTRA-sim HYBRID_DATA_MODEL with --network NET.yml: the model groups are
+ * the network's first dimension (npus_count[0] = 2: ranks {0,1}, ...), the
+ * data groups ranks 2 apart ({0,2,4,6}), as ASTRA-sim 1.0's Workload.cc
+ * assigns them; a --first-dim that disagrees with the network is refused. */
+static void test_replay_hybrid_first_dim_from_network(void **state) {
+    (void)state;
+    char yml[] = "/tmp/shardsim-net-XXXXXX";
+    int fd = mkstemp(yml);
+    assert_true(fd >= 0);
+    const char *net = "topology: [ Ring, Switch ]\nnpus_count: [ 2, 4 ]\nbandwidth: [ 50.0, 25.0 ]\n"
+                      "latency: [ 500.0, 700.0 ]\n";
+    assert_int_equal(write(fd, net, strlen(net)), (ssize_t)strlen(net));
+    close(fd);
+    char wl[1024];
+    snprintf(wl, sizeof wl, "%s/traces/astra-sim/text-workloads/MLP_HybridParallel_Data_Model.txt", test_shared_dir());
+    const test_proc_t *p = test_shardsim(60.0, "replay", wl, "--world", "8", "--network", yml, "--check-only", NULL);
+    expect(p, 0, "comm model0: 2 ranks [0,1]", NULL);
+    assert_non_null(strstr(p->out, "comm model3: 2 ranks [6,7]"));
+    assert_non_null(strstr(p->out, "comm data0: 4 ranks [0,2,4,6]"));
+    assert_non_null(strstr(p->out, "comm data1: 4 ranks [1,3,5,7]"));
+    /* the same value given explicitly is accepted; another one is refused, naming both */
+    p = test_shardsim(60.0, "replay", wl, "--world", "8", "--network", yml, "--first-dim", "2", "--check-only", NULL);
+    expect(p, 0, "comm model0: 2 ranks [0,1]", NULL);
+    p = test_shardsim(60.0, "replay", wl, "--world", "8", "--network", yml, "--first-dim", "4", "--check-only", NULL);
+    expect(p, 2, NULL, "--first-dim 4 disagrees with");
+    assert_non_null(strstr(p->err, "first dimension has 2 NPUs"));
+    unlink(yml);
+}
+
 /* calls of `op` in a table line "  <op>   <calls> ..." of `text`, or -1 */
 static long table_calls(const char *text, const char *op) {
     char key[64];
@@ -326,6 +355,7 @@ int main(void) {
         cmocka_unit_test(test_train_trace_round_trip),
         cmocka_unit_test(test_train_trace_hybrid_subcomms),
         cmocka_unit_test(test_replay_network),
+        cmocka_unit_test(test_replay_hybrid_first_dim_from_network),
         cmocka_unit_test(test_replay_damaged_rank_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 /* test_trace_import_sizes.c - one operation written in every format reads
  * back as the same bytes in the same scope, all-to-all's bus-bandwidth
- * factor, and Chakra files as the converter writes them (host-side c10d
- * nodes beside the GPU nodes that carry the communication).
+ * factor, Chakra files as the converter writes them (host-side c10d
+ * nodes beside the GPU nodes that carry the communication), and mismatch
+ * diagnoses naming each call's position in Chakra and PyTorch ET files.
  * Expected values are closed forms of NCCL's / nccl-tests' definitions:
  * one rank's input of B bytes on N ranks is a whole buffer of N x B for
  * all_gather, B for reduce_scatter, all_reduce and all_to_all (a rank's
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include "harness.h"
@@ -159,6 +161,17 @@ static shs_trace_t *write_and_load(const op_case_t *c, shs_trace_format_t fmt) {
                  " \"output_sizes\": [[%llu]], \"output_dtypes\": [\"Float\"], \"state\": \"completed\", \"is_p2p\": false}]}",
                  c->torch, (unsigned long long)c->in_elems, (unsigned long long)c->out_elems);
         return load_as(test_tmp_write("flight.json", s, strlen(s)), fmt, 0);
+    case SHS_TFMT_HOROVOD: /* rank 0's timeline: 8 readiness ticks, the op's output tensor in the closing E */
+        snprintf(s, sizeof s,
+                 "[{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": \"t\"}},\n"
+                 "{\"ph\": \"B\", \"name\": \"NEGOTIATE_%s\", \"ts\": 1, \"pid\": 1},\n"
+                 "{\"ph\": \"X\", \"name\": \"0\", \"ts\": 2, \"pid\": 1, \"dur\": 0},\n"
+                 "{\"ph\": \"X\", \"name\": \"7\", \"ts\": 3, \"pid\": 1, \"dur\": 0},\n"
+                 "{\"ph\": \"E\", \"ts\": 4, \"pid\": 1},\n"
+                 "{\"ph\": \"B\", \"name\": \"%s\", \"ts\": 5, \"pid\": 1},\n"
+                 "{\"ph\": \"E\", \"ts\": 9, \"pid\": 1, \"args\": {\"dtype\": \"float32\", \"shape\": \"[%llu]\"}}]",
+                 c->astra, c->astra, (unsigned long long)c->out_elems);
+        return load_as(test_tmp_write("timeline.json", s, strlen(s)), fmt, 0);
     case SHS_TFMT_NCCL:
         snprintf(s, sizeof s,
                  "h:1:1 [7] NCCL INFO %s opCount 0 sendbuff 0x1 recvbuff 0x2 count %llu datatype 7 op 0 root 0 comm 0x5"
@@ -175,12 +188,13 @@ static shs_trace_t *write_and_load(const op_case_t *c, shs_trace_format_t fmt) {
 
 /* Every format, every op: rank 7's one call has the closed-form bytes in
  * both scopes (Chakra's all-to-all comm_size used to be taken as one
- * peer's block and charged 8 times; ASTRA-sim text all-gather sizes as the
- * whole output, 8 times too small). */
+ * peer's block and charged 8 times, and so was Horovod's all-to-all output
+ * tensor; ASTRA-sim text all-gather sizes as the whole output, 8 times too
+ * small). */
 static void test_same_call_same_bytes(void **state) {
     (void)state;
     static const shs_trace_format_t fmts[] = {SHS_TFMT_SHARDSIM, SHS_TFMT_NCCL, SHS_TFMT_PYTORCH_ET, SHS_TFMT_CHAKRA,
-                                              SHS_TFMT_ASTRA, SHS_TFMT_KINETO, SHS_TFMT_FLIGHT};
+                                              SHS_TFMT_ASTRA, SHS_TFMT_KINETO, SHS_TFMT_FLIGHT, SHS_TFMT_HOROVOD};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
             shs_trace_t *t = write_and_load(&cases[k], fmts[f]);
@@ -280,6 +294,67 @@ static void test_chakra_errors_name_the_node(void **state) {
     expect_chakra_error(chakra_file("nocpu.0.et", d, 1), "record 1 (node 14 'nosize-host'): GPU collective node without");
 }
 
+/* A fresh subdirectory `name` of the test's temporary directory. */
+static const char *tmp_subdir(const char *name, char *dir, size_t n) {
+    const char *f = test_tmp_write("probe", "", 0);
+    snprintf(dir, n, "%.*s/%s", (int)(strrchr(f, '/') - f), f, name);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    return dir;
+}
+
+/* The first issue of checking the trace in directory dir, which must be one. */
+static void expect_issue(const char *dir, shs_trace_format_t fmt, const char *needle1, const char *needle2) {
+    shs_trace_t *t = load_as(dir, fmt, 0);
+    shs_trace_report_t rep;
+    assert_int_equal(shs_trace_check(t, &rep, 4), SHS_OK);
+    if (rep.n < 1 || !strstr(rep.issues[0].text, needle1) || !strstr(rep.issues[0].text, needle2))
+        fail_msg("want '%s' and '%s' in the first issue, got %zu: %s", needle1, needle2, rep.n,
+                 rep.n ? rep.issues[0].text : "");
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
+/* A size mismatch in Chakra files names each call's record (node messages
+ * from 1, as the importer's errors count them): rank 1's all-gather is
+ * record 3, after a compute node. */
+static void test_chakra_mismatch_names_records(void **state) {
+    (void)state;
+    const int coll = CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, comp = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
+    char dir[600], f[700];
+    tmp_subdir("chakra-mm", dir, sizeof dir);
+    const cnode_t r0[] = {{1, "ar", coll, 0, 4096, 0}, {2, "ag", coll, 2, 1024, 0}};
+    const cnode_t r1[] = {{1, "ar", coll, 0, 4096, 0}, {2, "mm", comp, -1, -1, 1}, {3, "ag", coll, 2, 2048, 0}};
+    snprintf(f, sizeof f, "chakra-mm/op.0.et");
+    chakra_file(f, r0, 2);
+    snprintf(f, sizeof f, "chakra-mm/op.1.et");
+    chakra_file(f, r1, 3);
+    expect_issue(dir, SHS_TFMT_CHAKRA, "rank 0 all_gather(bytes=1024/rank, marker=ag) (record 2)",
+                 "rank 1 all_gather(bytes=2048/rank, marker=ag) (record 3)");
+}
+
+/* The same in PyTorch ET: each call is named by its index in "nodes". */
+static void test_pytorch_et_mismatch_names_nodes(void **state) {
+    (void)state;
+#define ET_PG "{\"id\": 1, \"name\": \"## process_group:init ##\", \"inputs\": {\"values\": [\"[{\\\"pg_name\\\": " \
+              "\\\"0\\\", \\\"backend_id\\\": 5, \\\"ranks\\\": [0, 1], \\\"group_size\\\": 2}]\"], \"types\": [\"String\"]}}"
+#define ET_RPC(id, coll, n, rank) "{\"id\": " #id ", \"name\": \"record_param_comms\", \"inputs\": {\"values\": [], " \
+              "\"types\": []}, \"attrs\": [{\"name\": \"collective_name\", \"value\": \"" coll "\"}, {\"name\": " \
+              "\"in_msg_nelems\", \"value\": " #n "}, {\"name\": \"dtype\", \"value\": \"Float\"}, {\"name\": " \
+              "\"pg_name\", \"value\": \"0\"}, {\"name\": \"rank\", \"value\": " #rank "}]}"
+    static const char e0[] = "{\"schema\": \"1.0.2\", \"nodes\": [" ET_PG ", " ET_RPC(2, "allreduce", 64, 0) ", "
+                             ET_RPC(3, "allreduce", 32, 0) "]}";
+    static const char e1[] = "{\"schema\": \"1.0.2\", \"nodes\": [" ET_PG ", " ET_RPC(2, "allreduce", 64, 1) ", "
+                             "{\"id\": 3, \"name\": \"aten::mm\"}, " ET_RPC(4, "allreduce", 48, 1) "]}";
+#undef ET_PG
+#undef ET_RPC
+    char dir[600];
+    tmp_subdir("et-mm", dir, sizeof dir);
+    test_tmp_write("et-mm/et.0.json", e0, strlen(e0));
+    test_tmp_write("et-mm/et.1.json", e1, strlen(e1));
+    expect_issue(dir, SHS_TFMT_PYTORCH_ET, "rank 0 all_reduce(count=32, dtype=f32, op=sum, bytes=128/rank) (nodes[2])",
+                 "rank 1 all_reduce(count=48, dtype=f32, op=sum, bytes=192/rank) (nodes[3])");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_call_same_bytes),
@@ -287,6 +362,8 @@ int main(void) {
         cmocka_unit_test(test_all_to_all_busbw_factor),
         cmocka_unit_test(test_chakra_converter_host_nodes_skipped),
         cmocka_unit_test(test_chakra_errors_name_the_node),
+        cmocka_unit_test(test_chakra_mismatch_names_records),
+        cmocka_unit_test(test_pytorch_et_mismatch_names_nodes),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -35,6 +35,7 @@
  * bwd-wg/<layer>). D0 is in->first_dim (replay --first-dim, npus_count[0]
  * of the ASTRA-sim network); a group of one rank moves nothing and gets no
  * record. Groups are communicators "model<k>" / "data<k>" (or "world").
+ * Every record's src_line is its layer line's number.
  * Compute times are not kept.
  * What it is not: a reader of the newer Chakra-based workloads (trace_chakra.c);
  * HYBRID_TRANSFORMER_FWD_IN_BCKWD (forward recomputed in the backward
@@ -72,6 +73,7 @@ typedef struct {
     shs_coll_op_t op[3];
     int none[3];
     uint64_t bytes[3];
+    long line;      /* the layer line's number in the file */
 } layer_t;
 
 /* The group a pass's comms run on (Workload.cc's involved dimensions). */
@@ -221,6 +223,7 @@ shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in)
         if (nt != 12) { st = perr(in, lineno, "a layer line has 12 fields (name -1 fwd_comp fwd_type fwd_bytes ig_comp ig_type ig_bytes wg_comp wg_type wg_bytes delay)%s", NULL); break; }
         layer_t *L = &layers[got];
         shs__tok_copy(tk[0], L->name, sizeof L->name);
+        L->line = lineno;
         for (int k = 0; k < 3 && st == SHS_OK; k++) {
             uint64_t comp, b;
             if (shs__parse_u64(tk[2 + 3 * k].s, tk[2 + 3 * k].n, 0, &comp)) {
@@ -279,6 +282,7 @@ shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in)
             rec.op = L->op[pass];
             rec.bytes = L->bytes[pass];
             rec.scope = shs_trace_input_scope(rec.op);
+            rec.src_line = L->line;
             if (rec.op != SHS_OP_ALL_GATHER && rec.op != SHS_OP_ALL_TO_ALL) rec.redop = SHS_SUM;
             rec.marker = shs_trace_intern(t, m);
             if (rec.marker == UINT32_MAX) st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);

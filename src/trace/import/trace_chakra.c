@@ -20,7 +20,8 @@
  * true) without comm_type, and the GPU kernel node (is_cpu_op false) with
  * comm_type and comm_size. The communication is taken from the nodes that
  * carry comm_type; a host-side node without it is a duplicate and skipped.
- * Every error names the record, the node id and the node name.
+ * Every error names the record, the node id and the node name; a call's
+ * src_line is its record number (0 the GlobalMetadata, 1 the first node).
  * Other nodes (compute, memory, metadata) are skipped; dependencies are not
  * kept, so a rank's calls are in file order. Node start_time_micros and
  * duration_micros become start/end times (refused beyond 2^63 ns,
@@ -102,6 +103,7 @@ static shs_status_t node_to_rec(shs_trace_t *t, const shs_trace_input_t *in, siz
     if (k < 0 || (k == 1 && (v < 0 || (uint64_t)v > SHS_TRACE_MAX_BYTES))) return nerr(in, recno, n, "comm_size is negative, absurd or not an integer");
     r.bytes = k == 1 ? (uint64_t)v : 0;
     r.rank = rank;
+    r.src_line = (int64_t)recno; /* the record number errors name (1 = the first node) */
     if (is_coll) {
         static const shs_coll_op_t map[] = {SHS_OP_ALL_REDUCE, SHS_OP_REDUCE, SHS_OP_ALL_GATHER,
                                              SHS_OP_GATHER, SHS_OP_SCATTER, SHS_OP_BROADCAST,

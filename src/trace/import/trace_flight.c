@@ -229,6 +229,7 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
             if (r.marker == UINT32_MAX) { st = shs_set_error(SHS_HOST_OOM, "out of memory"); break; }
         }
         if (shs_trace_comm_local(t, r.comm, r.rank) < 0) { st = ferr(in, i, "the dumping rank is not in this entry's process group"); break; }
+        r.src_line = (int64_t)i + 1; /* entries[i], from 1 (0 is "unknown") */
         if (shs_trace_append(t, &r) != SHS_OK) { st = ferr(in, i, shs_last_error()); break; }
     }
 out:

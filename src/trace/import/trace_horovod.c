@@ -49,8 +49,10 @@
  * phases move no tensor of the model and give no record. count = the
  * product of the shape, bytes = count x the dtype's size, as the output
  * tensor: the whole gathered buffer for all_gather (scope total); rank
- * 0's part for reduce_scatter and all_to_all (per rank; all_to_all's
- * output equals its input when the splits are even); the buffer for the
+ * 0's part for reduce_scatter (per rank); for all_to_all rank 0's whole
+ * receive buffer, which equals its send buffer when the splits are even,
+ * so the size is what every other format's all_to_all size counts (one
+ * rank's input, scope total: shs_trace_input_scope()); the buffer for the
  * others. uint16 and int16 have no shardsim dtype: the dtype is left
  * unknown and bytes are 2 x count. all_gather's count is NCCL's, one
  * rank's part: the output's elements / world, or 0 (unknown) when they do
@@ -233,7 +235,7 @@ static int hvd_op(const char *s, shs_coll_op_t *op, int *redop, shs_bytes_scope_
     else if (strcmp(s, "ALLGATHER") == 0) { *op = SHS_OP_ALL_GATHER; *scope = SHS_BYTES_TOTAL; }
     else if (strcmp(s, "BROADCAST") == 0) *op = SHS_OP_BROADCAST;
     else if (strcmp(s, "REDUCESCATTER") == 0) { *op = SHS_OP_REDUCE_SCATTER; *redop = SHS_SUM; }
-    else if (strcmp(s, "ALLTOALL") == 0) *op = SHS_OP_ALL_TO_ALL;
+    else if (strcmp(s, "ALLTOALL") == 0) { *op = SHS_OP_ALL_TO_ALL; *scope = shs_trace_input_scope(*op); }
     else if (strcmp(s, "BARRIER") == 0) *op = SHS_OP_BARRIER;
     else if (strcmp(s, "JOIN") == 0 || strcmp(s, "ERROR") == 0) return 0;
     else return -1;
@@ -405,6 +407,7 @@ shs_status_t shs_trace_import_horovod(shs_trace_t *t, const shs_trace_input_t *i
         shs_trace_rec_t r = shs_trace_rec_init();
         r.comm = wc;
         r.seq = (int64_t)k;
+        r.src_line = (int64_t)o->pos + 1; /* the event opening the operation, from 1 (0 is "unknown") */
         r.op = o->op;
         r.dtype = o->dtype;
         r.redop = o->redop;

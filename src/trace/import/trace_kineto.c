@@ -153,6 +153,7 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
         classify(ev, form, &r.op);
         r.rank = (int)rank;
         r.comm = wc;
+        r.src_line = (int64_t)evs[k].idx + 1; /* traceEvents[idx], from 1 (0 is "unknown") */
         if (shs_coll_op_is_p2p(r.op)) { st = eerr(in, evs[k].idx, "send/recv: the profiler does not record the peer"); break; }
         /* checked when collected: 0 <= ts, 0 <= dur, ts + dur within range */
         double ts = json_number_value(json_object_get(ev, "ts")), dur = 0;

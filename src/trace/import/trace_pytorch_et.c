@@ -35,6 +35,8 @@
  * gives must be one (0..SHS_TRACE_MAX_WORLD-1; -1 is refused, not
  * replaced). Tensor itemsizes must be 1, 2, 4 or 8 and agree with the
  * dtype the node names.
+ * A call's src_line is its node's index in "nodes" + 1 (diagnoses name
+ * it as nodes[index] and the node id the errors name).
  * What it is not: a reader of compute nodes or of tensor data.
  */
 #include <stdlib.h>
@@ -401,6 +403,7 @@ shs_status_t shs_trace_import_pytorch_et(shs_trace_t *t, const shs_trace_input_t
     for (size_t k = 0; k < norder && st == SHS_OK; k++) {
         int dev = -1;
         st = comm_node(&e, json_array_get(nodes, (size_t)order[k][1]), order[k][0], &recs[k], &dev);
+        recs[k].src_line = order[k][1] + 1; /* nodes[i], from 1 (0 is "unknown") */
         if (st == SHS_OK && dev_rank < 0) dev_rank = dev;
         if (st != SHS_OK || recs[k].op == SHS_OP_WAIT || recs[k].rank < 0) continue;
         if (file_rank < 0) {

@@ -104,15 +104,29 @@ static const char *seq_name(const shs_trace_t *t, int64_t seq, char *buf, size_t
     return buf;
 }
 
-/* Where a call was read, for a diagnosis: " (log line 40)" in an NCCL log,
- * " (line 40)" in another line-oriented input (shardsim's text format,
- * ASTRA-sim's text workloads), " (record 40)" in a structured one, "" when
- * the record does not say (src_line 0). */
+/* Where a call was read, for a diagnosis, as the importer's own errors
+ * name positions: " (log line 40)" in an NCCL log, " (line 40)" in another
+ * line-oriented input (shardsim's text format, ASTRA-sim's text workloads),
+ * " (record 40)" in a Chakra file (node messages from 1), " (nodes[39])",
+ * " (traceEvents[39])", " (entries[39])" or " (event 39)" in PyTorch ET,
+ * Kineto, flight-recorder or Horovod JSON (src_line = array index + 1),
+ * "" when the record does not say (src_line 0). */
 static const char *at_line(const shs_trace_t *t, const shs_trace_rec_t *r, char *buf, size_t n) {
-    const char *what = strcmp(t->format, "nccl") == 0                                       ? "log line"
-                       : strcmp(t->format, "shardsim") == 0 || strcmp(t->format, "astra") == 0 ? "line"
-                                                                                              : "record";
-    if (r->src_line > 0) snprintf(buf, n, " (%s %lld)", what, (long long)r->src_line);
+    static const struct {
+        const char *format, *pre, *post;
+        int from0; /* the position printed is src_line - 1 */
+    } where[] = {{"nccl", "log line ", "", 0},       {"shardsim", "line ", "", 0},      {"astra", "line ", "", 0},
+                 {"chakra", "record ", "", 0},       {"pytorch-et", "nodes[", "]", 1}, {"kineto", "traceEvents[", "]", 1},
+                 {"flight", "entries[", "]", 1},     {"horovod", "event ", "", 1}};
+    const char *pre = "record ", *post = "";
+    int from0 = 0;
+    for (size_t k = 0; k < sizeof where / sizeof where[0]; k++)
+        if (strcmp(t->format, where[k].format) == 0) {
+            pre = where[k].pre;
+            post = where[k].post;
+            from0 = where[k].from0;
+        }
+    if (r->src_line > 0) snprintf(buf, n, " (%s%lld%s)", pre, (long long)(r->src_line - from0), post);
     else if (n) buf[0] = 0;
     return buf;
 }
