@@ -221,6 +221,12 @@ int sim_cmd_replay(int argc, char **argv) {
         shs_trace_free(t);
         return SIM_EXIT_ERROR;
     }
+    if (!check_only && nrec > 0 && t->world > SHS_MAX_WORLD) { /* refused before the analysis, not after it */
+        sim_error("replay", "%s: %d ranks: the replay runs one thread per rank (1..%d); --check-only analyses any "
+                  "world up to %d", path, t->world, SHS_MAX_WORLD, SHS_TRACE_MAX_WORLD);
+        shs_trace_free(t);
+        return SIM_EXIT_ERROR;
+    }
     if (nrec == 0 || t->world < 1) { /* nothing recognizable: not a "consistent" trace */
         sim_error("replay", "%s: no communication records found (format %s)%s", path, t->format,
                 lo.files_skipped ? "; some files were of no known format" : "");
@@ -241,6 +247,15 @@ int sim_cmd_replay(int argc, char **argv) {
     for (int g = 0; g < t->world; g++)
         if (!shs_trace_rank_traced(t, g))
             printf("  rank %d: not traced (the files are single processes' views); left out of the check\n", g);
+    for (int g = 0; g < t->world;) { /* ranks --world added that no file holds: runs of them on one line */
+        int h = g;
+        while (h < t->world && t->ranks[h].n == 0 && shs_trace_rank_traced(t, h)) h++;
+        if (h > g) {
+            if (h - g == 1) printf("  rank %d: missing: no file and no record of it\n", g);
+            else printf("  ranks %d-%d: missing: no file and no record of them\n", g, h - 1);
+        }
+        g = h > g ? h : g + 1;
+    }
     int rc = SIM_EXIT_OK;
     if (export_text) {
         shs_afile_t af; /* whole or not at all */

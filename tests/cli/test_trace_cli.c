@@ -49,6 +49,20 @@ static void test_replay_reports_mismatch(void **state) {
     expect(p, 1, "count differs: rank 0", NULL);
 }
 
+/* --world above the files: the added ranks are named missing; a world the
+ * thread replay cannot run is refused before the analysis, not after it. */
+static void test_replay_world_beyond_files(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/chakra-et/microbench/all_reduce_8npus_1MB", test_shared_dir());
+    const test_proc_t *p = test_shardsim(60.0, "replay", path, "--world", "16", "--check-only", NULL);
+    expect(p, 0, "ranks 8-15: missing: no file and no record of them", NULL);
+    snprintf(path, sizeof path, "%s/traces/astra-sim/text-workloads/microAllReduce.txt", test_shared_dir());
+    p = test_shardsim(60.0, "replay", path, "--world", "2048", NULL, NULL);
+    expect(p, 1, NULL, "2048 ranks: the replay runs one thread per rank (1..1024)");
+    assert_null(strstr(p->out, "consistency:")); /* no analysis ran first */
+}
+
 static void test_replay_bad_input(void **state) {
     (void)state;
     char path[] = "/tmp/shardsim-replay-XXXXXX";
@@ -352,6 +366,7 @@ int main(void) {
         cmocka_unit_test(test_replay_nccl_log),
         cmocka_unit_test(test_replay_reports_mismatch),
         cmocka_unit_test(test_replay_bad_input),
+        cmocka_unit_test(test_replay_world_beyond_files),
         cmocka_unit_test(test_train_trace_round_trip),
         cmocka_unit_test(test_train_trace_hybrid_subcomms),
         cmocka_unit_test(test_replay_network),
