@@ -253,9 +253,9 @@ shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in)
     int block = 0; /* size of the consecutive groups */
     if (st == SHS_OK) st = decide_block(in, &pol, world, &block);
     int cw = -1, cm = -1, cd = -1;
+    if (st == SHS_OK) st = group_comm(t, "world", world, 0, 1, &cw); /* once: a lookup per rank would cost world^2 */
     for (int r = 0; r < world && st == SHS_OK; r++) {
-        /* this rank's groups: world, its model group, its data group */
-        if ((st = group_comm(t, "world", world, 0, 1, &cw)) != SHS_OK) break;
+        /* this rank's groups: world (above), its model group, its data group */
         if (block > 0) {
             int nb = world / block, blk = r / block, pos = r % block;
             char nm[32], nd[32];

@@ -21,6 +21,9 @@ struct shs__trace_exec {
     size_t *pos;           /* per rank: its next record */
     int64_t *waiting;      /* per comm member (woff): the seq it waits at, -1 none */
     size_t *woff;          /* ncomms + 1 offsets into waiting */
+    int *arrived;          /* per comm: members waiting at arrived_seq */
+    int64_t *arrived_seq;  /* per comm: the seq the first waiting member waits at */
+    int *untraced;         /* per comm: members the trace holds no view of (they count as arrived) */
     chan_t *chans;
     size_t cap;            /* channels: a power of two */
     int32_t *node_rank;    /* send nodes: rank and record of the send, next in its channel */
@@ -44,6 +47,9 @@ void shs__trace_exec_free(shs__trace_exec_t *e) {
     free(e->pos);
     free(e->waiting);
     free(e->woff);
+    free(e->arrived);
+    free(e->arrived_seq);
+    free(e->untraced);
     free(e->chans);
     free(e->node_rank);
     free(e->node_idx);
@@ -77,12 +83,19 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
         e->node_rank = malloc((np2p ? np2p : 1) * sizeof *e->node_rank);
         e->node_idx = malloc((np2p ? np2p : 1) * sizeof *e->node_idx);
         e->node_next = malloc((np2p ? np2p : 1) * sizeof *e->node_next);
+        size_t nc = (size_t)t->ncomms + 1;
+        e->arrived = calloc(nc, sizeof *e->arrived);
+        e->arrived_seq = calloc(nc, sizeof *e->arrived_seq);
+        e->untraced = calloc(nc, sizeof *e->untraced);
+        if (e->untraced)
+            for (int c = 0; c < t->ncomms; c++)
+                for (int k = 0; k < t->comms[c].size; k++) e->untraced[c] += !shs_trace_rank_traced(t, t->comms[c].ranks[k]);
         if (e->woff)
             for (int c = 0; c < t->ncomms; c++) e->woff[c + 1] = e->woff[c] + (size_t)t->comms[c].size;
         if (e->woff) e->waiting = malloc((e->woff[t->ncomms] ? e->woff[t->ncomms] : 1) * sizeof *e->waiting);
     }
     if (!e || !stack || !queued || !idxs || !members || !e->pos || !e->woff || !e->chans || !e->node_rank || !e->node_idx ||
-        !e->node_next || !e->waiting) {
+        !e->node_next || !e->waiting || !e->arrived || !e->arrived_seq || !e->untraced) {
         shs__trace_exec_free(e);
         free(stack);
         free(queued);
@@ -138,10 +151,18 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
             } else {
                 const shs_trace_comm_t *cm = &t->comms[x->comm];
                 int64_t *wv = e->waiting + e->woff[x->comm];
-                wv[shs_trace_comm_local(t, x->comm, r)] = x->seq;
-                int arrived = 0, n = 0; /* a member that was not traced counts as arrived */
-                for (int k = 0; k < cm->size; k++) arrived += wv[k] == x->seq || !shs_trace_rank_traced(t, cm->ranks[k]);
-                if (arrived < cm->size) break;
+                int local = shs_trace_comm_local(t, x->comm, r), n = 0;
+                /* arrivals at the comm's current seq, counted as they come (a member that was not traced
+                 * counts as arrived): a scan of the members per arrival would cost size^2 per call */
+                if (wv[local] != x->seq) {
+                    wv[local] = x->seq;
+                    if (e->arrived[x->comm] == 0 || e->arrived_seq[x->comm] == x->seq) {
+                        e->arrived_seq[x->comm] = x->seq;
+                        e->arrived[x->comm]++;
+                    } /* else another seq is waited for here: a mismatch that never completes */
+                }
+                if (e->arrived_seq[x->comm] != x->seq || e->arrived[x->comm] + e->untraced[x->comm] < cm->size) break;
+                e->arrived[x->comm] = 0;
                 for (int k = 0; k < cm->size; k++)
                     if (shs_trace_rank_traced(t, cm->ranks[k])) {
                         members[n] = cm->ranks[k];
