@@ -24,8 +24,10 @@
  *    width under the ring algorithm (nccl-tests' busbw convention).
  *  - A step-time estimate: per timeline segment, compute = max(FLOPs /
  *    (peak x efficiency), kernel bytes / HBM bandwidth) (a roofline); each
- *    collective priced by trace_net.h's alpha-beta model on a topology of
- *    GPUs per node (intra-node NVLink, inter-node InfiniBand); a segment's
+ *    collective priced by trace_net.h's alpha-beta model on a cluster of
+ *    nodes of GPUs (intra-node NVLink, NICs between nodes: a call that
+ *    spans nodes is priced per level, hierarchical all-gather /
+ *    reduce-scatter, see shs_net_time); a segment's
  *    collectives overlap its compute (FSDP prefetch and asynchronous
  *    reduce-scatter), so only max(0, comm - compute) is exposed in forward
  *    and backward segments, all of it elsewhere; offload adds PCIe copies
@@ -83,7 +85,7 @@ typedef struct {
     double mem_bytes;       /* device memory */
     double pcie_bw;         /* host<->device bytes/s, one direction */
     double host_bw;         /* host memory bytes/s available to one GPU's optimizer pass */
-    shs_net_t net;          /* NVLink within a node, InfiniBand between */
+    shs_net_t net;          /* NVLink within a node, nics_per_node InfiniBand NICs between */
 } shs_hw_t;
 
 /* Presets "h100-sxm", "h200", "a100" (sources in estimate.c).

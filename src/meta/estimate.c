@@ -22,6 +22,20 @@
  *             8.4 us (tree 0); per ring step hwLat[NVLINK][RING][SIMPLE] =
  *             3.4 us within a node, hwLat[NET][RING][SIMPLE] = 14.0 us
  *             between nodes; per tree level hwLat[*][TREE][SIMPLE] = 28 us.
+ *   Cluster   per-node NICs (shs_net_t nics_per_node, nic_bw; priced per
+ *             level by trace_net.c), Gb/s = 1e9 bits:
+ *             | preset   | node     | NICs | per NIC             | source
+ *             | a100     | DGX A100 | 8    | 200 Gb/s HDR = 25 GB/s  | DGX A100 user guide / system
+ *             |          |          |      |                     | architecture white paper (2020):
+ *             |          |          |      |                     | 8 single-port ConnectX-6 HDR for
+ *             |          |          |      |                     | the compute fabric
+ *             | h100-sxm | DGX H100 | 8    | 400 Gb/s NDR = 50 GB/s  | DGX H100 user guide (2023): 8
+ *             |          |          |      |                     | ConnectX-7 NDR ports (4 OSFP
+ *             |          |          |      |                     | cages x 2) for the compute fabric
+ *             | h200     | DGX H200 | 8    | 400 Gb/s NDR = 50 GB/s  | DGX H200 datasheet (2024): the
+ *             |          |          |      |                     | same 8 x ConnectX-7 400 Gb/s
+ *             inter_bw (the flat ring's per-rank bandwidth, used when
+ *             --inter-gbs replaces the NIC model) = NICs x per NIC / 8.
  *   Host      100 GB/s of host memory bandwidth for one GPU's share of the
  *             CPU optimizer pass (a 2-socket DDR5 server has ~600-900 GB/s
  *             for 8 GPUs): an assumption, set by --host-bw.
@@ -37,6 +51,11 @@
 #define NCCL_HW_NET_RING 14.0e-6   /* hwLat[NCCL_HW_NET][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
 #define NCCL_HW_TREE 28e-6         /* hwLat[NCCL_HW_NVLINK and NET][NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] */
 #define NCCL_LAT NCCL_HW_NVLINK_RING, NCCL_HW_NET_RING, NCCL_BASE_RING, NCCL_BASE_TREE, NCCL_HW_TREE, NCCL_HW_TREE
+#define HDR_GBPS 200 /* InfiniBand HDR, Gb/s per port (ConnectX-6, DGX A100) */
+#define NDR_GBPS 400 /* InfiniBand NDR, Gb/s per port (ConnectX-7, DGX H100 / H200) */
+#define GBPS(x) ((x) * 1e9 / 8) /* Gb/s -> bytes/s */
+/* the trailing fields of a preset's network: 8 NICs per node of `gbps` each */
+#define NICS8(gbps) SHS_NET_NOT_ASTRA_NICS(8, GBPS(gbps))
 
 #include "shardsim/optim.h"
 
@@ -85,9 +104,12 @@ double shs_zero_paper_sent(shs_strategy_kind_t kind, double psi, int N, int G, d
 
 shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
     static const shs_hw_t presets[] = {
-        {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT, SHS_NET_NOT_ASTRA}},
-        {"h200", 989.4e12, 494.7e12, 4.8e12, 141e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT, SHS_NET_NOT_ASTRA}},
-        {"a100", 312e12, 156e12, 2.039e12, 80e9, 32e9, 100e9, {"nvlink3+ib200", 8, 300e9, 25e9, NCCL_LAT, SHS_NET_NOT_ASTRA}},
+        {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9,
+         {"nvlink4+8xndr400", 8, 450e9, GBPS(NDR_GBPS), NCCL_LAT, NICS8(NDR_GBPS)}},
+        {"h200", 989.4e12, 494.7e12, 4.8e12, 141e9, 64e9, 100e9,
+         {"nvlink4+8xndr400", 8, 450e9, GBPS(NDR_GBPS), NCCL_LAT, NICS8(NDR_GBPS)}},
+        {"a100", 312e12, 156e12, 2.039e12, 80e9, 32e9, 100e9,
+         {"nvlink3+8xhdr200", 8, 300e9, GBPS(HDR_GBPS), NCCL_LAT, NICS8(HDR_GBPS)}},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(name, presets[i].name) == 0) {
