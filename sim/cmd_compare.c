@@ -317,7 +317,7 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
     fprintf(out, "closed forms: Rajbhandari et al. 2019 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
            "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
            "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
-           "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed alpha-beta comm (%s, %s) + offload;\n"
+           "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed comm (prefetch per unit; alpha-beta, %s, %s) + offload;\n"
            "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); see include/shardsim/estimate.h;\n"
            "  HFU adds the recompute's FLOPs (measured against the same run keeping every activation)\n"
            "activations: attention %s, autocast %s, dropout %g, +ckpt/+sel recompute %s (gpt.h)\n",

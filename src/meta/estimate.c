@@ -134,6 +134,43 @@ static int comm_nodes(const shs_meta_call_t *c, int N, const shs_net_t *net) {
     return nodes > 0 ? nodes : 1;
 }
 
+/* The two streams of a step, one compute and one communication, with
+ * prefetch depth one as FSDP's forward_prefetch and BACKWARD_PRE order it:
+ * a forward / backward unit's all-gathers are issued when the previous
+ * unit's compute starts (ahead of that unit's reduce-scatter or gradient
+ * all-reduce) and must end before its own compute starts; its other calls
+ * (reduce-scatter, all-reduce: they carry what the compute produced) start
+ * once its compute ends. Other segments (optimizer, loss) run their compute
+ * and calls one after another, overlapping nothing. Returns the step's
+ * length; exposed = that - the compute. */
+typedef struct {
+    double comm_free, comp_free; /* when each stream is next free */
+    double prev_start;           /* compute start of the previous segment: the prefetch point */
+    double post, post_ready;     /* the previous unit's output calls and when they may start */
+} step_streams_t;
+
+static void streams_flush(step_streams_t *s) {
+    if (s->post > 0) s->comm_free = (s->comm_free > s->post_ready ? s->comm_free : s->post_ready) + s->post;
+    s->post = 0;
+}
+
+static void streams_add(step_streams_t *s, int overlaps, double comp, double pre, double post) {
+    if (!overlaps) {
+        streams_flush(s);
+        double t = s->comm_free > s->comp_free ? s->comm_free : s->comp_free;
+        s->comm_free = s->comp_free = s->prev_start = t + comp + pre + post;
+        return;
+    }
+    double a = (s->comm_free > s->prev_start ? s->comm_free : s->prev_start) + pre; /* its all-gathers end */
+    s->comm_free = a;
+    streams_flush(s); /* the previous unit's outputs go after this unit's prefetch */
+    double start = s->comp_free > a ? s->comp_free : a;
+    s->comp_free = start + comp;
+    s->prev_start = start;
+    s->post = post;
+    s->post_ready = s->comp_free;
+}
+
 void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *res, const shs_meta_rank_result_t *r,
                        const shs_hw_t *hw, double eff, shs_net_algo_t algo, shs_step_estimate_t *out) {
     memset(out, 0, sizeof *out);
@@ -141,11 +178,12 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     int lowp = tc->strategy.param_dtype == SHS_BF16 || tc->strategy.param_dtype == SHS_F16;
     double peak = lowp ? hw->peak_flops_16 : hw->peak_flops_32;
     if (eff <= 0) eff = 1;
+    step_streams_t streams = {0};
     for (int i = 0; i < r->num_segments; i++) {
         const shs_step_segment_t *g = &r->segments[i];
         /* the kernel bytes of a segment are not kept apart; its FLOPs carry the roofline */
         double comp = (double)g->flops / (peak * eff);
-        double comm = 0;
+        double pre = 0, post = 0;
         for (uint64_t c = g->calls_begin; c < g->calls_end; c++) {
             const shs_meta_call_t *call = &r->calls[c];
             int nodes = comm_nodes(call, tc->world_size, &hw->net);
@@ -156,13 +194,15 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
                                          call->comm_size, nodes);
                 if (tt < t) t = tt;
             }
-            comm += t;
+            *(call->op == SHS_OP_ALL_GATHER ? &pre : &post) += t;
         }
-        int overlaps = g->kind == SHS_STEP_SEG_FORWARD || g->kind == SHS_STEP_SEG_BACKWARD;
+        streams_add(&streams, g->kind == SHS_STEP_SEG_FORWARD || g->kind == SHS_STEP_SEG_BACKWARD, comp, pre, post);
         out->compute_s += comp;
-        out->comm_s += comm;
-        out->exposed_comm_s += overlaps ? (comm > comp ? comm - comp : 0) : comm;
+        out->comm_s += pre + post;
     }
+    streams_flush(&streams);
+    double end = streams.comm_free > streams.comp_free ? streams.comm_free : streams.comp_free;
+    out->exposed_comm_s = end - out->compute_s > 0 ? end - out->compute_s : 0;
     /* whole-step memory traffic floor: kernel bytes at HBM bandwidth */
     double steps = cfg->steps > 0 ? cfg->steps : 1;
     double mem_time = (double)r->kernels.bytes / steps / hw->hbm_bw;

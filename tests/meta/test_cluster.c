@@ -79,11 +79,91 @@ static void test_forty_eight_nodes(void **state) {
                  8.4e-6 + 336 * 3.4e-6 + 47 * 14e-6 + 3.84e9 * 383 / 384 / 25e9);
 }
 
+/* A step of hand-made segments on a network with no latency, 1e9 B/s on one
+ * node, 1e12 FLOP/s: a 2-rank all-gather / reduce-scatter of 2e9 bytes takes
+ * 2e9 x 1/2 / 1e9 = 1 s, an all-reduce of 0.5e9 bytes 2 x 0.5e9 x 1/2 / 1e9
+ * = 0.5 s, 1e12 FLOPs 1 s. */
+typedef struct {
+    shs_step_seg_kind_t kind;
+    double flops;
+    shs_coll_op_t op[2];
+    double bytes[2];
+} seg_spec_t;
+
+static shs_step_estimate_t estimate(const seg_spec_t *spec, int nsegs) {
+    shs_step_segment_t segs[8] = {0};
+    shs_meta_call_t calls[16] = {0};
+    int nc = 0;
+    for (int i = 0; i < nsegs; i++) {
+        segs[i].kind = spec[i].kind;
+        segs[i].flops = (uint64_t)spec[i].flops;
+        segs[i].calls_begin = (uint64_t)nc;
+        for (int k = 0; k < 2; k++)
+            if (spec[i].bytes[k] > 0)
+                calls[nc++] = (shs_meta_call_t){spec[i].op[k], (uint64_t)spec[i].bytes[k], 2, 0, i};
+        segs[i].calls_end = (uint64_t)nc;
+    }
+    shs_meta_config_t cfg = {0};
+    cfg.train.world_size = 2;
+    cfg.train.strategy.param_dtype = SHS_F32;
+    cfg.steps = 1;
+    shs_meta_result_t res = {0};
+    shs_meta_rank_result_t r = {0};
+    r.segments = segs;
+    r.num_segments = nsegs;
+    r.calls = calls;
+    r.num_calls = (size_t)nc;
+    shs_hw_t hw = {0};
+    hw.peak_flops_16 = hw.peak_flops_32 = 1e12;
+    hw.hbm_bw = 1e12;
+    hw.net.gpus_per_node = 8;
+    hw.net.intra_bw = hw.net.inter_bw = 1e9;
+    shs_step_estimate_t e;
+    shs_estimate_step(&cfg, &res, &r, &hw, 1.0, SHS_ALGO_RING, &e);
+    return e;
+}
+
+/* Prefetch depth one: unit i+1's all-gather runs under unit i's compute,
+ * a unit's reduce-scatter after its compute. Compute-bound two-unit step
+ * (F0 F1 B1 B0 optim loss; all-gathers 1 s, forward 2 s, backward 4 s,
+ * reduce-scatters 1 s, optimizer 0.5 s, loss all-reduce 0.5 s):
+ *   comm  AG0 [0,1] AG1 [1,2] AG1' [3,4] AG0' [5,6] RS1 [9,10] RS0 [13,14]
+ *   comp  F0 [1,3] F1 [3,5] B1 [5,9] B0 [9,13] optim [14,14.5] loss AR [14.5,15]
+ *   exposed = 15 - 12.5 = 2.5 s: the first all-gather, the last
+ *   reduce-scatter and the loss all-reduce (a unit's own max(0, comm -
+ *   compute) would say 0.5 s).
+ * Communication-bound forward (all-gathers 3 s, compute 1 s):
+ *   AG0 [0,3] F0 [3,4] AG1 [3,6] F1 [6,7]: exposed = 7 - 2 = 5 s. */
+static void test_prefetch_overlap(void **state) {
+    (void)state;
+    const seg_spec_t step[] = {
+        {SHS_STEP_SEG_FORWARD, 2e12, {SHS_OP_ALL_GATHER}, {2e9}},
+        {SHS_STEP_SEG_FORWARD, 2e12, {SHS_OP_ALL_GATHER}, {2e9}},
+        {SHS_STEP_SEG_BACKWARD, 4e12, {SHS_OP_ALL_GATHER, SHS_OP_REDUCE_SCATTER}, {2e9, 2e9}},
+        {SHS_STEP_SEG_BACKWARD, 4e12, {SHS_OP_ALL_GATHER, SHS_OP_REDUCE_SCATTER}, {2e9, 2e9}},
+        {SHS_STEP_SEG_OPTIM, 0.5e12, {SHS_OP_ALL_GATHER}, {0}},
+        {SHS_STEP_SEG_LOSS, 0, {SHS_OP_ALL_REDUCE}, {0.5e9}},
+    };
+    shs_step_estimate_t e = estimate(step, 6);
+    assert_close(e.compute_s, 12.5);
+    assert_close(e.comm_s, 6.5);
+    assert_close(e.exposed_comm_s, 2.5);
+    assert_close(e.step_s, 15);
+    const seg_spec_t bound[] = {
+        {SHS_STEP_SEG_FORWARD, 1e12, {SHS_OP_ALL_GATHER}, {6e9}},
+        {SHS_STEP_SEG_FORWARD, 1e12, {SHS_OP_ALL_GATHER}, {6e9}},
+    };
+    e = estimate(bound, 2);
+    assert_close(e.exposed_comm_s, 5);
+    assert_close(e.step_s, 7);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets_nics),
         cmocka_unit_test(test_two_nodes),
         cmocka_unit_test(test_forty_eight_nodes),
+        cmocka_unit_test(test_prefetch_overlap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
