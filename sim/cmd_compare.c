@@ -34,7 +34,7 @@ typedef enum {
     C_OPTIMIZER,
     C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
     C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
-    C_PCIE_GBS, C_HOST_GBS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
+    C_PCIE_GBS, C_HOST_GBS, C_NICS_PER_NODE, C_NIC_GBPS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
     C_NUM_OPTIONS
 } compare_opt_t;
 
@@ -71,12 +71,17 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_PEAK_TFLOPS] = HW_ROW("--peak-tflops", "custom GPU (overrides the --gpu preset): dense TFLOP/s, the param dtype's"),
     [C_HBM_GBS] = HW_ROW("--hbm-gbs", "custom GPU: memory bandwidth, GB/s"),
     [C_INTRA_GBS] = HW_ROW("--intra-gbs", "custom GPU: bandwidth within a node, GB/s per GPU, one direction"),
-    [C_INTER_GBS] = HW_ROW("--inter-gbs", "custom GPU: bandwidth across nodes, GB/s per GPU, one direction"),
+    [C_INTER_GBS] = HW_ROW("--inter-gbs", "custom GPU: bandwidth across nodes, GB/s per GPU, one direction, as\n"
+                                          "a flat ring (replaces the per-NIC cluster model)"),
     [C_INTRA_LAT_US] = HW_ROW("--intra-lat-us", "custom GPU: latency within a node, us"),
-    [C_INTER_LAT_US] = HW_ROW("--inter-lat-us", "custom GPU: latency across nodes, us"),
+    [C_INTER_LAT_US] = HW_ROW("--inter-lat-us", "custom GPU: latency across nodes (per NIC, per ring step), us"),
     [C_GPUS_PER_NODE] = {"--gpus-per-node", NULL, SIM_OPT_INT, 1, 1 << 20, 0, 0, "N", "custom GPU: GPUs per node"},
     [C_PCIE_GBS] = HW_ROW("--pcie-gbs", "custom GPU: host link bandwidth, GB/s"),
     [C_HOST_GBS] = HW_ROW("--host-gbs", "custom GPU: host memory bandwidth for the offloaded optimizer, GB/s"),
+    [C_NICS_PER_NODE] = {"--nics-per-node", NULL, SIM_OPT_INT, 1, 1 << 10, 0, 0, "N",
+                         "custom GPU: network adapters per node (presets: 8)"},
+    [C_NIC_GBPS] = HW_ROW("--nic-gbps", "custom GPU: bandwidth of one NIC, Gb/s (1e9 bits) per direction\n"
+                                        "(presets: a100 200 HDR, h100-sxm / h200 400 NDR)"),
     [C_ACCOUNTING] = {"--accounting", NULL, SIM_OPT_STR, 0, 0, 0, 0, "A",
                       "shardsim (measured categories beside shardsim-width closed forms) |\n"
                       "zero-paper (also the ZeRO paper's categories: 2-byte params, 2-byte\n"
@@ -312,7 +317,7 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
     fprintf(out, "closed forms: Rajbhandari et al. 2020 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
            "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
            "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
-           "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed alpha-beta comm (%s, %s) + offload;\n"
+           "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed comm (prefetch per unit; alpha-beta, %s, %s) + offload;\n"
            "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); see include/shardsim/estimate.h;\n"
            "  HFU adds the recompute's FLOPs (measured against the same run keeping every activation)\n"
            "activations: attention %s, autocast %s, dropout %g, +ckpt/+sel recompute %s (gpt.h)\n",
@@ -575,7 +580,14 @@ int sim_cmd_compare(int argc, char **argv) {
     if (hs[6]) hw.net.gpus_per_node = hv[6] < 1 ? 1 : (int)hv[6];
     if (hs[7]) hw.pcie_bw = hv[7] * 1e9;
     if (hs[8]) hw.host_bw = hv[8] * 1e9;
-    for (int k = 0; k <= C_HOST_GBS - C_PEAK_TFLOPS; k++)
+    int nic_given = o.given[C_NICS_PER_NODE] || o.given[C_NIC_GBPS];
+    if (o.given[C_INTER_GBS] && nic_given)
+        return usage_error("--inter-gbs (a flat ring's per-GPU bandwidth) and --nics-per-node / --nic-gbps (the "
+                           "per-NIC cluster model) exclude each other");
+    if (o.given[C_INTER_GBS]) hw.net.nics_per_node = 0; /* the flat ring: inter_bw per rank */
+    if (o.given[C_NICS_PER_NODE]) hw.net.nics_per_node = (int)o.num[C_NICS_PER_NODE];
+    if (o.given[C_NIC_GBPS]) hw.net.nic_bw = o.num[C_NIC_GBPS] * 1e9 / 8;
+    for (int k = 0; k <= C_NIC_GBPS - C_PEAK_TFLOPS; k++)
         if (hs[k]) {
             size_t len = strlen(hw.name);
             snprintf(hw.name + len, sizeof hw.name - len, "+custom");
@@ -583,6 +595,9 @@ int sim_cmd_compare(int argc, char **argv) {
         }
     if (!device_mem) device_mem = (size_t)hw.mem_bytes;
     int N = tc->world_size;
+    if (N > hw.net.gpus_per_node && N % hw.net.gpus_per_node)
+        return usage_error("--world %d spans more than one node but is not a multiple of --gpus-per-node %d (%s); "
+                           "whole nodes only", N, hw.net.gpus_per_node, hw.name);
     if (!G) G = N % 8 == 0 ? 8 : N;
     if (N % G) return usage_error("--shard-group-size %ld must divide --world %d", G, N);
     tc->strategy.shard_group_size = (int)G;

@@ -24,11 +24,16 @@
  *    width under the ring algorithm (nccl-tests' busbw convention).
  *  - A step-time estimate: per timeline segment, compute = max(FLOPs /
  *    (peak x efficiency), kernel bytes / HBM bandwidth) (a roofline); each
- *    collective priced by trace_net.h's alpha-beta model on a topology of
- *    GPUs per node (intra-node NVLink, inter-node InfiniBand); a segment's
- *    collectives overlap its compute (FSDP prefetch and asynchronous
- *    reduce-scatter), so only max(0, comm - compute) is exposed in forward
- *    and backward segments, all of it elsewhere; offload adds PCIe copies
+ *    collective priced by trace_net.h's alpha-beta model on a cluster of
+ *    nodes of GPUs (intra-node NVLink, NICs between nodes: a call that
+ *    spans nodes is priced per level, hierarchical all-gather /
+ *    reduce-scatter, see shs_net_time); collectives
+ *    overlap compute per wrap unit on two streams with prefetch depth one
+ *    (FSDP's forward_prefetch / BACKWARD_PRE): a unit's all-gathers run
+ *    under the previous unit's compute and must end before its own, its
+ *    reduce-scatter / all-reduce start after its compute (under the next
+ *    unit's); optimizer and loss segments overlap nothing; exposed
+ *    communication = the two streams' length - the compute; offload adds PCIe copies
  *    and the host's optimizer pass (memory bound) to the optimizer segment.
  *    MFU = model FLOPs (6Ψ + 12·L·C·T per token, PaLM, Chowdhery et al.
  *    2022, App. B; recomputation not counted) / (step time x peak).
@@ -83,7 +88,7 @@ typedef struct {
     double mem_bytes;       /* device memory */
     double pcie_bw;         /* host<->device bytes/s, one direction */
     double host_bw;         /* host memory bytes/s available to one GPU's optimizer pass */
-    shs_net_t net;          /* NVLink within a node, InfiniBand between */
+    shs_net_t net;          /* NVLink within a node, nics_per_node InfiniBand NICs between */
 } shs_hw_t;
 
 /* Presets "h100-sxm", "h200", "a100" (sources in estimate.c).
@@ -93,7 +98,7 @@ shs_status_t shs_hw_preset(const char *name, shs_hw_t *out);
 typedef struct {
     double compute_s;       /* sum of segment compute times */
     double comm_s;          /* every collective, serialized */
-    double exposed_comm_s;  /* the part not hidden under compute */
+    double exposed_comm_s;  /* the part not hidden under compute (the prefetch schedule above) */
     double offload_s;       /* PCIe copies and the host optimizer pass */
     double step_s;          /* compute + exposed comm + offload */
     double model_flops;     /* 6Ψ + 12LCT per token, this rank's tokens */

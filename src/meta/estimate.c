@@ -22,6 +22,20 @@
  *             8.4 us (tree 0); per ring step hwLat[NVLINK][RING][SIMPLE] =
  *             3.4 us within a node, hwLat[NET][RING][SIMPLE] = 14.0 us
  *             between nodes; per tree level hwLat[*][TREE][SIMPLE] = 28 us.
+ *   Cluster   per-node NICs (shs_net_t nics_per_node, nic_bw; priced per
+ *             level by trace_net.c), Gb/s = 1e9 bits:
+ *             | preset   | node     | NICs | per NIC             | source
+ *             | a100     | DGX A100 | 8    | 200 Gb/s HDR = 25 GB/s  | DGX A100 user guide / system
+ *             |          |          |      |                     | architecture white paper (2020):
+ *             |          |          |      |                     | 8 single-port ConnectX-6 HDR for
+ *             |          |          |      |                     | the compute fabric
+ *             | h100-sxm | DGX H100 | 8    | 400 Gb/s NDR = 50 GB/s  | DGX H100 user guide (2023): 8
+ *             |          |          |      |                     | ConnectX-7 NDR ports (4 OSFP
+ *             |          |          |      |                     | cages x 2) for the compute fabric
+ *             | h200     | DGX H200 | 8    | 400 Gb/s NDR = 50 GB/s  | DGX H200 datasheet (2024): the
+ *             |          |          |      |                     | same 8 x ConnectX-7 400 Gb/s
+ *             inter_bw (the flat ring's per-rank bandwidth, used when
+ *             --inter-gbs replaces the NIC model) = NICs x per NIC / 8.
  *   Host      100 GB/s of host memory bandwidth for one GPU's share of the
  *             CPU optimizer pass (a 2-socket DDR5 server has ~600-900 GB/s
  *             for 8 GPUs): an assumption, set by --host-bw.
@@ -37,6 +51,11 @@
 #define NCCL_HW_NET_RING 14.0e-6   /* hwLat[NCCL_HW_NET][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
 #define NCCL_HW_TREE 28e-6         /* hwLat[NCCL_HW_NVLINK and NET][NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] */
 #define NCCL_LAT NCCL_HW_NVLINK_RING, NCCL_HW_NET_RING, NCCL_BASE_RING, NCCL_BASE_TREE, NCCL_HW_TREE, NCCL_HW_TREE
+#define HDR_GBPS 200 /* InfiniBand HDR, Gb/s per port (ConnectX-6, DGX A100) */
+#define NDR_GBPS 400 /* InfiniBand NDR, Gb/s per port (ConnectX-7, DGX H100 / H200) */
+#define GBPS(x) ((x) * 1e9 / 8) /* Gb/s -> bytes/s */
+/* the trailing fields of a preset's network: 8 NICs per node of `gbps` each */
+#define NICS8(gbps) SHS_NET_NOT_ASTRA_NICS(8, GBPS(gbps))
 
 #include "shardsim/optim.h"
 
@@ -85,9 +104,12 @@ double shs_zero_paper_sent(shs_strategy_kind_t kind, double psi, int N, int G, d
 
 shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
     static const shs_hw_t presets[] = {
-        {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT, SHS_NET_NOT_ASTRA}},
-        {"h200", 989.4e12, 494.7e12, 4.8e12, 141e9, 64e9, 100e9, {"nvlink4+ib400", 8, 450e9, 50e9, NCCL_LAT, SHS_NET_NOT_ASTRA}},
-        {"a100", 312e12, 156e12, 2.039e12, 80e9, 32e9, 100e9, {"nvlink3+ib200", 8, 300e9, 25e9, NCCL_LAT, SHS_NET_NOT_ASTRA}},
+        {"h100-sxm", 989.4e12, 494.7e12, 3.35e12, 80e9, 64e9, 100e9,
+         {"nvlink4+8xndr400", 8, 450e9, GBPS(NDR_GBPS), NCCL_LAT, NICS8(NDR_GBPS)}},
+        {"h200", 989.4e12, 494.7e12, 4.8e12, 141e9, 64e9, 100e9,
+         {"nvlink4+8xndr400", 8, 450e9, GBPS(NDR_GBPS), NCCL_LAT, NICS8(NDR_GBPS)}},
+        {"a100", 312e12, 156e12, 2.039e12, 80e9, 32e9, 100e9,
+         {"nvlink3+8xhdr200", 8, 300e9, GBPS(HDR_GBPS), NCCL_LAT, NICS8(HDR_GBPS)}},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(name, presets[i].name) == 0) {
@@ -112,6 +134,43 @@ static int comm_nodes(const shs_meta_call_t *c, int N, const shs_net_t *net) {
     return nodes > 0 ? nodes : 1;
 }
 
+/* The two streams of a step, one compute and one communication, with
+ * prefetch depth one as FSDP's forward_prefetch and BACKWARD_PRE order it:
+ * a forward / backward unit's all-gathers are issued when the previous
+ * unit's compute starts (ahead of that unit's reduce-scatter or gradient
+ * all-reduce) and must end before its own compute starts; its other calls
+ * (reduce-scatter, all-reduce: they carry what the compute produced) start
+ * once its compute ends. Other segments (optimizer, loss) run their compute
+ * and calls one after another, overlapping nothing. Returns the step's
+ * length; exposed = that - the compute. */
+typedef struct {
+    double comm_free, comp_free; /* when each stream is next free */
+    double prev_start;           /* compute start of the previous segment: the prefetch point */
+    double post, post_ready;     /* the previous unit's output calls and when they may start */
+} step_streams_t;
+
+static void streams_flush(step_streams_t *s) {
+    if (s->post > 0) s->comm_free = (s->comm_free > s->post_ready ? s->comm_free : s->post_ready) + s->post;
+    s->post = 0;
+}
+
+static void streams_add(step_streams_t *s, int overlaps, double comp, double pre, double post) {
+    if (!overlaps) {
+        streams_flush(s);
+        double t = s->comm_free > s->comp_free ? s->comm_free : s->comp_free;
+        s->comm_free = s->comp_free = s->prev_start = t + comp + pre + post;
+        return;
+    }
+    double a = (s->comm_free > s->prev_start ? s->comm_free : s->prev_start) + pre; /* its all-gathers end */
+    s->comm_free = a;
+    streams_flush(s); /* the previous unit's outputs go after this unit's prefetch */
+    double start = s->comp_free > a ? s->comp_free : a;
+    s->comp_free = start + comp;
+    s->prev_start = start;
+    s->post = post;
+    s->post_ready = s->comp_free;
+}
+
 void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *res, const shs_meta_rank_result_t *r,
                        const shs_hw_t *hw, double eff, shs_net_algo_t algo, shs_step_estimate_t *out) {
     memset(out, 0, sizeof *out);
@@ -119,11 +178,12 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     int lowp = tc->strategy.param_dtype == SHS_BF16 || tc->strategy.param_dtype == SHS_F16;
     double peak = lowp ? hw->peak_flops_16 : hw->peak_flops_32;
     if (eff <= 0) eff = 1;
+    step_streams_t streams = {0};
     for (int i = 0; i < r->num_segments; i++) {
         const shs_step_segment_t *g = &r->segments[i];
         /* the kernel bytes of a segment are not kept apart; its FLOPs carry the roofline */
         double comp = (double)g->flops / (peak * eff);
-        double comm = 0;
+        double pre = 0, post = 0;
         for (uint64_t c = g->calls_begin; c < g->calls_end; c++) {
             const shs_meta_call_t *call = &r->calls[c];
             int nodes = comm_nodes(call, tc->world_size, &hw->net);
@@ -134,13 +194,15 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
                                          call->comm_size, nodes);
                 if (tt < t) t = tt;
             }
-            comm += t;
+            *(call->op == SHS_OP_ALL_GATHER ? &pre : &post) += t;
         }
-        int overlaps = g->kind == SHS_STEP_SEG_FORWARD || g->kind == SHS_STEP_SEG_BACKWARD;
+        streams_add(&streams, g->kind == SHS_STEP_SEG_FORWARD || g->kind == SHS_STEP_SEG_BACKWARD, comp, pre, post);
         out->compute_s += comp;
-        out->comm_s += comm;
-        out->exposed_comm_s += overlaps ? (comm > comp ? comm - comp : 0) : comm;
+        out->comm_s += pre + post;
     }
+    streams_flush(&streams);
+    double end = streams.comm_free > streams.comp_free ? streams.comm_free : streams.comp_free;
+    out->exposed_comm_s = end - out->compute_s > 0 ? end - out->compute_s : 0;
     /* whole-step memory traffic floor: kernel bytes at HBM bandwidth */
     double steps = cfg->steps > 0 ? cfg->steps : 1;
     double mem_time = (double)r->kernels.bytes / steps / hw->hbm_bw;
