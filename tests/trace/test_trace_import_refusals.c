@@ -228,6 +228,46 @@ static void test_kineto_negative_dur_refused(void **state) {
 }
 #undef KIN_TS
 
+/* An unknown dtype name used to count 1 byte per element; torch's real
+ * dtypes load with their element sizes (c10 ScalarType: Float8_* 1 byte,
+ * ComplexFloat 8, ComplexDouble 16, Short 2) even without a shardsim dtype. */
+#define KIN_DT(dt) "{\"distributedInfo\": {\"rank\": 0, \"world_size\": 1}, \"traceEvents\": [{\"ph\": \"X\", " \
+                   "\"name\": \"record_param_comms\", \"ts\": 10, \"args\": {\"Collective name\": " \
+                   "\"allreduce\", \"In msg nelems\": 4, \"dtype\": \"" dt "\"}}]}"
+static void test_torch_dtype_names(void **state) {
+    (void)state;
+    const char *bad = KIN_DT("Complex");
+    expect_load_error(test_tmp_write("kdt.json", bad, strlen(bad)), SHS_TFMT_UNKNOWN,
+                      "traceEvents[0]: dtype 'Complex' is not a torch dtype");
+    static const struct { const char *json; uint64_t bytes; int32_t dtype; } ok[] = {
+        {KIN_DT("Float8_e4m3fn"), 4 * 1, SHS_TRACE_NONE}, {KIN_DT("Float8_e5m2fnuz"), 4 * 1, SHS_TRACE_NONE},
+        {KIN_DT("ComplexFloat"), 4 * 8, SHS_TRACE_NONE},  {KIN_DT("ComplexDouble"), 4 * 16, SHS_TRACE_NONE},
+        {KIN_DT("Short"), 4 * 2, SHS_TRACE_NONE},         {KIN_DT("BFloat16"), 4 * 2, SHS_BF16},
+        {KIN_DT("Bool"), 4 * 1, SHS_U8},                  {KIN_DT("Double"), 4 * 8, SHS_F64}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        shs_trace_t *t = NULL;
+        shs_trace_load_opts_t o = {0};
+        if (shs_trace_load(&t, test_tmp_write("kdtok.json", ok[i].json, strlen(ok[i].json)), &o) != SHS_OK)
+            fail_msg("%zu: %s", i, shs_last_error());
+        assert_int_equal(t->ranks[0].recs[0].bytes, ok[i].bytes);
+        assert_int_equal(t->ranks[0].recs[0].dtype, ok[i].dtype);
+        shs_trace_free(t);
+    }
+    const char *fr = "{\"rank\": 0, \"pg_config\": {\"0\": {\"name\": \"0\", \"ranks\": \"[0, 1]\"}}, \"entries\": "
+                     "[{\"profiling_name\": \"nccl:all_gather\", \"process_group\": [\"0\", \"d\"], "
+                     "\"collective_seq_id\": 1, \"input_sizes\": [[4]], \"input_dtypes\": [\"Complex\"]}]}";
+    expect_load_error(test_tmp_write("frdt.json", fr, strlen(fr)), SHS_TFMT_UNKNOWN,
+                      "entries[0]: input_dtypes[0] 'Complex' is not a torch dtype");
+    const char *et = "{\"schema\": \"1.0.2\", \"nodes\": [{\"name\": \"record_param_comms\", \"id\": 3, \"inputs\": "
+                     "{\"values\": [], \"types\": []}, \"attrs\": [{\"name\": \"collective_name\", \"value\": "
+                     "\"allreduce\"}, {\"name\": \"group_size\", \"value\": 2}, {\"name\": \"in_msg_nelems\", \"value\": 5}, "
+                     "{\"name\": \"dtype\", \"value\": "
+                     "\"Complex\"}]}]}";
+    expect_load_error(test_tmp_write("etdt.json", et, strlen(et)), SHS_TFMT_UNKNOWN,
+                      "node 3: dtype 'Complex' is not a torch dtype");
+}
+#undef KIN_DT
+
 /* [-1] used to make the line vanish, then "rank 1 never issues all_gather". */
 static void test_nccl_device_minus_one_refused(void **state) {
     (void)state;
@@ -443,6 +483,7 @@ int main(void) {
         cmocka_unit_test(test_pytorch_et_itemsize_zero_refused),
         cmocka_unit_test(test_kineto_absurd_ts_refused),
         cmocka_unit_test(test_kineto_negative_dur_refused),
+        cmocka_unit_test(test_torch_dtype_names),
         cmocka_unit_test(test_nccl_device_minus_one_refused),
         cmocka_unit_test(test_flight_garbage_refused),
         cmocka_unit_test(test_chakra_absurd_time_refused),

@@ -188,10 +188,14 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
             no += k;
         }
         if (st != SHS_OK) break;
-        shs_dtype_t d;
+        size_t es = 1; /* no dtype given: elements counted as bytes */
         json_t *d0 = json_is_array(idt) ? json_array_get(idt, 0) : NULL;
-        if (json_is_string(d0) && !shs__torch_dtype(json_string_value(d0), &d)) r.dtype = d;
-        size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
+        if (json_is_string(d0) && shs__torch_dtype(json_string_value(d0), &r.dtype, &es)) {
+            char why[160];
+            snprintf(why, sizeof why, "input_dtypes[0] '%.60s' is not a torch dtype", json_string_value(d0));
+            st = ferr(in, i, why);
+            break;
+        }
         r.count = (uint64_t)(r.op == SHS_OP_REDUCE_SCATTER && no ? no : ne);
         r.bytes = (uint64_t)ne * es;
         r.scope = shs_trace_input_scope(r.op);
