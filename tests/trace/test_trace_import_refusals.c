@@ -316,6 +316,15 @@ static void test_flight_garbage_refused(void **state) {
     const char *dup = FRE("", "[0, 1, 1]");
     expect_load_error(test_tmp_write("frdup.json", dup, strlen(dup)), SHS_TFMT_UNKNOWN,
                       "entries[0]: process group '0': communicator 'pg0': rank 1 listed twice");
+    /* state: only the three Flight Recorder writes (its getState: scheduled, started, completed) */
+    const char *ex = FRE(", \"state\": \"exploded\"", "[0, 1]");
+    expect_load_error(test_tmp_write("frst.json", ex, strlen(ex)), SHS_TFMT_UNKNOWN,
+                      "entries[0]: state 'exploded' is not one Flight Recorder writes");
+    const char *sc = FRE(", \"state\": \"scheduled\"", "[0, 1]");
+    shs_trace_t *ts = NULL;
+    shs_trace_load_opts_t so = {0};
+    if (shs_trace_load(&ts, test_tmp_write("frsc.json", sc, strlen(sc)), &so) != SHS_OK) fail_msg("%s", shs_last_error());
+    shs_trace_free(ts);
     /* control: duration_ms null (no timing) loads without times */
     const char *ok = FRE(", \"time_created_ns\": 1000, \"duration_ms\": null", "[0, 1]");
     shs_trace_t *t = NULL;

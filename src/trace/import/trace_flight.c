@@ -225,6 +225,15 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
             r.t_end = ts + ds;
         }
         json_t *state = json_object_get(e, "state");
+        if (state && !(json_is_string(state) && (!strcmp(json_string_value(state), "scheduled") ||
+                                                 !strcmp(json_string_value(state), "started") ||
+                                                 !strcmp(json_string_value(state), "completed")))) {
+            char m[128];
+            snprintf(m, sizeof m, "state '%.40s' is not one Flight Recorder writes (scheduled, started, completed)",
+                     json_is_string(state) ? json_string_value(state) : "(not a string)");
+            st = ferr(in, i, m);
+            break;
+        }
         if (json_is_string(state)) {
             char m[64];
             snprintf(m, sizeof m, "fr:%.40s", json_string_value(state));
