@@ -377,6 +377,26 @@ static void test_text_absurd_time_refused(void **state) {
     expect_load_error(test_tmp_write("abs.trace", x, strlen(x)), SHS_TFMT_UNKNOWN, "abs.trace:4: bad time");
 }
 
+/* shardsim's own text: bytes that disagree with count x dtype size (1 x f32
+ * is 4 bytes) used to load; all_gather's count is one rank's part
+ * (trace.h), so 2 x f32 over 2 ranks is 8 bytes 'rank' or 16 'total'. */
+static void test_text_bytes_disagree_with_count_refused(void **state) {
+    (void)state;
+    const char *x = "shardsim-trace 1\nworld 2\ncomm world 2 0,1\n"
+                    "0 world 0 all_reduce 1 f32 sum - - - 8 rank - - x\n";
+    expect_load_error(test_tmp_write("cnt.trace", x, strlen(x)), SHS_TFMT_UNKNOWN,
+                      "cnt.trace:4: count 1 x f32 (4 bytes) = 4 bytes, but the line states 8 bytes");
+    const char *ag = "shardsim-trace 1\nworld 2\ncomm world 2 0,1\n"
+                     "0 world 0 all_gather 2 f32 - - - - 8 total - - -\n";
+    expect_load_error(test_tmp_write("cntag.trace", ag, strlen(ag)), SHS_TFMT_UNKNOWN, "cntag.trace:4: count 2 x f32");
+    const char *ok = "shardsim-trace 1\nworld 2\ncomm world 2 0,1\n"
+                     "0 world 0 all_gather 2 f32 - - - - 16 total - - -\n1 world 0 all_gather 2 f32 - - - - 8 rank - - -\n";
+    shs_trace_t *t = NULL;
+    shs_trace_load_opts_t o = {0};
+    if (shs_trace_load(&t, test_tmp_write("cntok.trace", ok, strlen(ok)), &o) != SHS_OK) fail_msg("%s", shs_last_error());
+    shs_trace_free(t);
+}
+
 /* Two files of a directory with records of the same rank (a copied rank
  * file) used to merge into one sequence. */
 static void test_directory_duplicate_rank_refused(void **state) {
@@ -497,6 +517,7 @@ int main(void) {
         cmocka_unit_test(test_flight_garbage_refused),
         cmocka_unit_test(test_chakra_absurd_time_refused),
         cmocka_unit_test(test_text_absurd_time_refused),
+        cmocka_unit_test(test_text_bytes_disagree_with_count_refused),
         cmocka_unit_test(test_directory_duplicate_rank_refused),
         cmocka_unit_test(test_directory_of_mixed_formats_names_both_files),
         cmocka_unit_test(test_replay_refuses_fifo),
