@@ -48,7 +48,11 @@ typedef struct {
     double local_mem_bw_gbps;            /* GB/s, 1 GB = 1e9 bytes (ASTRA-sim's local-mem-bw); 0 = not given */
     double local_reduction_delay;        /* read; ASTRA-sim 2.0 times nothing with it */
     double peak_perf_tflops;             /* read; compute only, not replayed */
+    unsigned given;                      /* SHS_ASTRA_GIVEN_* bits: keys the system JSON gave */
 } shs_astra_sys_t;
+#define SHS_ASTRA_GIVEN_SCHED 1u        /* scheduling-policy */
+#define SHS_ASTRA_GIVEN_LRD 2u          /* local-reduction-delay */
+#define SHS_ASTRA_GIVEN_PEAK 4u         /* peak-perf */
 
 /* Bounds of the network and system numbers: beyond them a figure is garbage
  * (1e308 GB/s prints "inf", 1e-300 GB/s a 300-digit time). 1e-3 GB/s (8

@@ -259,6 +259,7 @@ static shs_status_t sys_key(const char *path, const char *key, json_t *v, shs_as
         if (!p || (strcmp(p, "LIFO") && strcmp(p, "FIFO")))
             return BAD("'%s' not modelled (LIFO, FIFO; EXPLICIT is not)", path, key, p ? p : "(not a string)");
         s->lifo = strcmp(p, "LIFO") == 0;
+        s->given |= SHS_ASTRA_GIVEN_SCHED;
     } else if (strcmp(key, "collective-optimization") == 0) {
         const char *p = json_string_value(v);
         if (!p || (strcmp(p, "baseline") && strcmp(p, "localBWAware")))
@@ -277,9 +278,11 @@ static shs_status_t sys_key(const char *path, const char *key, json_t *v, shs_as
     } else if (strcmp(key, "local-reduction-delay") == 0) {
         if (num(v, &x) || x < 0 || x > SHS_ASTRA_MAX_LAT_NS) return BAD("want a number in 0..1e9", path, key);
         s->local_reduction_delay = x;
+        s->given |= SHS_ASTRA_GIVEN_LRD;
     } else if (strcmp(key, "peak-perf") == 0) {
         if (num(v, &x) || x < 0 || x > 1e6) return BAD("want TFLOPS in 0..1e6", path, key);
         s->peak_perf_tflops = x;
+        s->given |= SHS_ASTRA_GIVEN_PEAK;
     } else if (strcmp(key, "roofline-enabled") == 0 || strcmp(key, "boost-mode") == 0 ||
                strcmp(key, "trace-enabled") == 0 || strcmp(key, "replay-only") == 0) {
         if (num(v, &x) || (x != 0 && x != 1)) return BAD("want 0 or 1", path, key);
