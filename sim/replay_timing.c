@@ -53,9 +53,16 @@ static void print_astra_header(const shs_net_t *net) {
         for (int d = 0; d < a->dims; d++) printf(" %s", impl[s->nimpl[c] ? s->impl[c][d] : SHS_ASTRA_RING]);
         printf("%s", c == SHS_ASTRA_NUM_COLLS - 1 ? "\n" : ";");
     }
-    printf("  each call timed alone: scheduling-policy %s orders concurrent collectives only; local-reduction-delay "
-           "%g, peak-perf %g TFLOPS read, not used by ASTRA-sim's communication timing\n", s->lifo ? "LIFO" : "FIFO",
-           s->local_reduction_delay, s->peak_perf_tflops);
+    printf("  each call timed alone: scheduling-policy %s%s orders concurrent collectives only",
+           s->lifo ? "LIFO" : "FIFO", s->given & SHS_ASTRA_GIVEN_SCHED ? "" : " (default)");
+    if (s->given & (SHS_ASTRA_GIVEN_LRD | SHS_ASTRA_GIVEN_PEAK)) {
+        printf(";");
+        if (s->given & SHS_ASTRA_GIVEN_LRD) printf(" local-reduction-delay %g", s->local_reduction_delay);
+        if (s->given & SHS_ASTRA_GIVEN_PEAK)
+            printf("%s peak-perf %g TFLOPS", s->given & SHS_ASTRA_GIVEN_LRD ? "," : "", s->peak_perf_tflops);
+        printf(" read, not used by ASTRA-sim's communication timing");
+    }
+    printf("\n");
 }
 
 void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t algo, int compare) {

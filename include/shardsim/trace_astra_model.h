@@ -48,13 +48,27 @@ typedef struct {
     double local_mem_bw_gbps;            /* GB/s, 1 GB = 1e9 bytes (ASTRA-sim's local-mem-bw); 0 = not given */
     double local_reduction_delay;        /* read; ASTRA-sim 2.0 times nothing with it */
     double peak_perf_tflops;             /* read; compute only, not replayed */
+    unsigned given;                      /* SHS_ASTRA_GIVEN_* bits: keys the system JSON gave */
 } shs_astra_sys_t;
+#define SHS_ASTRA_GIVEN_SCHED 1u        /* scheduling-policy */
+#define SHS_ASTRA_GIVEN_LRD 2u          /* local-reduction-delay */
+#define SHS_ASTRA_GIVEN_PEAK 4u         /* peak-perf */
+
+/* Bounds of the network and system numbers: beyond them a figure is garbage
+ * (1e308 GB/s prints "inf", 1e-300 GB/s a 300-digit time). 1e-3 GB/s (8
+ * Mb/s) is slower than any interconnect, 1e6 GB/s (1 PB/s) faster than any;
+ * 1e9 ns is one second per hop or endpoint. */
+#define SHS_ASTRA_MAX_NPUS (1 << 20)
+#define SHS_ASTRA_MIN_BW_GBPS 1e-3
+#define SHS_ASTRA_MAX_BW_GBPS 1e6
+#define SHS_ASTRA_MAX_LAT_NS 1e9
 
 /* Load an ASTRA-sim analytical network YAML: `topology: [Ring|FullyConnected
- * |Switch, ...]`, `npus_count: [n, ...]` (each >= 2), `bandwidth: [GB/s,
- * ...]` (> 0), `latency: [ns, ...]` (>= 0), all of one length (1 to 8).
- * Errors: SHS_IO, SHS_PARSE (file:line and key; an unknown topology or key
- * is named). */
+ * |Switch, ...]`, `npus_count: [n, ...]` (integers in 2..1048576),
+ * `bandwidth: [GB/s, ...]` (in 1e-3..1e6), `latency: [ns, ...]` (in 0..1e9),
+ * all of one length (1 to 8), each key once.
+ * Errors: SHS_IO, SHS_PARSE (file:line and key; an unknown topology or key,
+ * a key given twice, a file without any of the four keys). */
 shs_status_t shs_astra_net_load(const char *path, shs_astra_net_t *out);
 /* Product of npus_count. */
 int shs_astra_net_npus(const shs_astra_net_t *net);

@@ -39,21 +39,37 @@ int shs__torch_coll_op(const char *name, shs_coll_op_t *op) {
     return -1;
 }
 
-int shs__torch_dtype(const char *name, shs_dtype_t *out) {
-    static const struct { const char *n; shs_dtype_t d; } m[] = {
-        {"float", SHS_F32}, {"float32", SHS_F32}, {"double", SHS_F64}, {"float64", SHS_F64},
-        {"half", SHS_F16}, {"float16", SHS_F16}, {"c10half", SHS_F16}, {"bfloat16", SHS_BF16}, {"c10bfloat16", SHS_BF16},
-        {"int", SHS_I32}, {"int32", SHS_I32}, {"longint", SHS_I64}, {"long", SHS_I64}, {"int64", SHS_I64},
-        {"byte", SHS_U8}, {"unsignedchar", SHS_U8}, {"uint8", SHS_U8}, {"char", SHS_I8}, {"signedchar", SHS_I8},
-        {"int8", SHS_I8}, {"bool", SHS_U8}};
+int shs__torch_dtype(const char *name, int32_t *dtype, size_t *size) {
+    /* torch's dtype names (c10/core/ScalarType.h, squashed) with their element
+     * sizes; NONE: a real torch dtype shardsim has no dtype for */
+    enum { NONE = SHS_TRACE_NONE };
+    static const struct { const char *n; int32_t d; unsigned char size; } m[] = {
+        {"float", SHS_F32, 4}, {"float32", SHS_F32, 4}, {"double", SHS_F64, 8}, {"float64", SHS_F64, 8},
+        {"half", SHS_F16, 2}, {"float16", SHS_F16, 2}, {"c10half", SHS_F16, 2}, {"bfloat16", SHS_BF16, 2},
+        {"c10bfloat16", SHS_BF16, 2}, {"int", SHS_I32, 4}, {"int32", SHS_I32, 4}, {"longint", SHS_I64, 8},
+        {"long", SHS_I64, 8}, {"int64", SHS_I64, 8}, {"byte", SHS_U8, 1}, {"unsignedchar", SHS_U8, 1},
+        {"uint8", SHS_U8, 1}, {"char", SHS_I8, 1}, {"signedchar", SHS_I8, 1}, {"int8", SHS_I8, 1},
+        {"bool", SHS_U8, 1},
+        {"short", NONE, 2}, {"int16", NONE, 2}, {"uint16", NONE, 2}, {"uint32", NONE, 4}, {"uint64", NONE, 8},
+        {"float8e4m3fn", NONE, 1}, {"float8e5m2", NONE, 1}, {"float8e4m3fnuz", NONE, 1},
+        {"float8e5m2fnuz", NONE, 1}, {"float8e8m0fnu", NONE, 1}, {"float4e2m1fnx2", NONE, 1},
+        {"complexhalf", NONE, 4}, {"complexfloat", NONE, 8}, {"complexdouble", NONE, 16},
+        {"complex32", NONE, 4}, {"complex64", NONE, 8}, {"complex128", NONE, 16},
+        {"qint8", NONE, 1}, {"quint8", NONE, 1}, {"qint32", NONE, 4}, {"quint4x2", NONE, 1},
+        {"quint2x4", NONE, 1}, {"bits8", NONE, 1}, {"bits16", NONE, 2}};
     char s[64];
     squash(name, s, sizeof s);
     const char *p = s;
     size_t n = strlen(p);
     if (strncmp(p, "tensor(", 7) == 0 && n > 8 && p[n - 1] == ')') { p += 7; n -= 8; }
     if (strncmp(p, "genericlist[tensor(", 19) == 0) { p += 19; n = strcspn(p, ")"); }
+    if (n > 5 && strncmp(p, "torch.", 6) == 0) { p += 6; n -= 6; }
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-        if (strlen(m[i].n) == n && strncmp(p, m[i].n, n) == 0) { *out = m[i].d; return 0; }
+        if (strlen(m[i].n) == n && strncmp(p, m[i].n, n) == 0) {
+            *dtype = m[i].d;
+            *size = m[i].size;
+            return 0;
+        }
     return -1;
 }
 

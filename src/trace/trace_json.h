@@ -12,9 +12,11 @@
  * "wait", ...) to an op; 0 ok, -1 unknown. Case-insensitive, '_' ignored. */
 int shs__torch_coll_op(const char *name, shs_coll_op_t *op);
 /* PyTorch dtype spellings ("Float", "float", "c10::BFloat16", "Half",
- * "long int", "Tensor(float)", "BFloat16", "Long", "Int", ...) to a dtype;
- * 0 ok, -1 unknown. */
-int shs__torch_dtype(const char *name, shs_dtype_t *out);
+ * "long int", "Tensor(float)", "BFloat16", "Long", "Int", "torch.float8_e4m3fn",
+ * "ComplexFloat", ...) to shardsim's dtype in *dtype (SHS_TRACE_NONE for a
+ * torch dtype shardsim has none of, e.g. Short, Float8_*, Complex*) and the
+ * element size in bytes in *size; 0 ok, -1 not a torch dtype name. */
+int shs__torch_dtype(const char *name, int32_t *dtype, size_t *size);
 /* Parse a rank list given as a JSON array or a string "[0, 1, 2]" into
  * malloc'd *ranks (n entries). 0 ok, -1 malformed or out of range. */
 struct json_t;

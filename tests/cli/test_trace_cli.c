@@ -134,6 +134,9 @@ static void test_replay_network(void **state) {
     /* no compute in the trace: all of the call is exposed on every rank */
     assert_non_null(strstr(proc.out, "rank 0    communication        0.041  exposed        0.041  (waiting for peers 0.000"));
     assert_non_null(strstr(proc.out, "rank 7    communication        0.041  exposed        0.041"));
+    /* no --system: the defaults say so, and no key is claimed as read */
+    assert_non_null(strstr(proc.out, "scheduling-policy FIFO (default) orders concurrent collectives only\n"));
+    assert_null(strstr(proc.out, "TFLOPS read"));
     /* the algorithm of an ASTRA-sim network is the system JSON's */
     expect(test_shardsim(60.0, "replay", path, "--network", yml, "--compare-algorithms", NULL), 2, NULL,
            "system JSON's *-implementation");
@@ -145,6 +148,9 @@ static void test_replay_network(void **state) {
     const test_proc_t *q = test_shardsim(60.0, "replay", wl, "--network", yml, "--system", sys, "--check-only", NULL);
     expect(q, 0, "4 splits, 1 active chunk per dimension, endpoint delay 10 ns, local-mem-bw 1600 GB/s", NULL);
     assert_non_null(strstr(q->out, "      0.064 ms  all_reduce"));
+    /* Ring_4chunks.json gives scheduling-policy and peak-perf, not local-reduction-delay */
+    assert_non_null(strstr(q->out, "scheduling-policy LIFO orders concurrent collectives only; peak-perf 900 TFLOPS read"));
+    assert_null(strstr(q->out, "local-reduction-delay"));
     /* 16 ranks on an 8-NPU network: refused, naming both */
     q = test_shardsim(60.0, "replay", wl, "--world", "16", "--network", yml, "--check-only", NULL);
     expect(q, 1, NULL, "the trace has 16 ranks, the network only 8 NPUs");

@@ -300,6 +300,42 @@ static void test_refusals(void **state) {
     assert_non_null(strstr(shs_last_error(), "one.yml:2"));
 }
 
+static void expect_net_error(const char *name, const char *text, const char *needle) {
+    shs_astra_net_t n;
+    const char *p = test_tmp_write(name, text, strlen(text));
+    assert_int_equal(shs_astra_net_load(p, &n), SHS_PARSE);
+    if (!strstr(shs_last_error(), needle) || !strstr(shs_last_error(), name))
+        fail_msg("want '%s' and %s in: %s", needle, name, shs_last_error());
+}
+
+/* Numbers beyond any real network (1e308 GB/s printed "inf" ms, 1e-300 GB/s
+ * a 300-digit time), keys given twice (the last used to win), an empty
+ * file: refused, naming the bound, the key and the line. */
+static void test_out_of_range_and_duplicate_keys(void **state) {
+    (void)state;
+#define NET(bw, lat, npus) "topology: [ Ring ]\nnpus_count: [ " npus " ]\nbandwidth: [ " bw " ]\nlatency: [ " lat " ]\n"
+    expect_net_error("bwhi.yml", NET("1e308", "500", "8"), "bwhi.yml:3: bandwidth entry 1 '1e308': want GB/s in 1e-3..1e6");
+    expect_net_error("bwlo.yml", NET("1e-300", "500", "8"), "bwlo.yml:3: bandwidth entry 1 '1e-300': want GB/s in 1e-3..1e6");
+    expect_net_error("lathi.yml", NET("50", "1e308", "8"), "lathi.yml:4: latency entry 1 '1e308': want ns in 0..1e9");
+    expect_net_error("npus.yml", NET("50", "500", "4294967296"), "npus.yml:2: npus_count entry 1 '4294967296': want an integer in 2..1048576");
+    expect_net_error("empty.yml", "# nothing\n", "empty.yml: no topology/npus_count/bandwidth/latency keys");
+    expect_net_error("dup.yml", NET("50", "500", "8") "npus_count: [ 4 ]\n", "dup.yml:5: key 'npus_count' given twice (first at line 2)");
+    /* the bounds themselves load */
+    shs_astra_net_t n;
+    const char *edge = NET("1e6", "1e9", "2");
+    if (shs_astra_net_load(test_tmp_write("edge.yml", edge, strlen(edge)), &n) != SHS_OK) fail_msg("%s", shs_last_error());
+    assert_true(n.bw_gbps[0] == 1e6 && n.lat_ns[0] == 1e9);
+#undef NET
+    shs_astra_sys_t s;
+    const char *ed = "{\"endpoint-delay\": 1e300}";
+    assert_int_equal(shs_astra_sys_load(test_tmp_write("ed.json", ed, strlen(ed)), &s), SHS_PARSE);
+    assert_non_null(strstr(shs_last_error(), "\"endpoint-delay\": want ns in 0..1e9"));
+    const char *dup = "{\"endpoint-delay\": 10,\n \"endpoint-delay\": 100000}";
+    assert_int_equal(shs_astra_sys_load(test_tmp_write("dup.json", dup, strlen(dup)), &s), SHS_PARSE);
+    if (!strstr(shs_last_error(), "dup.json:2") || !strstr(shs_last_error(), "duplicate"))
+        fail_msg("%s", shs_last_error());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_units_ring_collectives),
@@ -312,6 +348,7 @@ int main(void) {
         cmocka_unit_test(test_all_reduce_implementations),
         cmocka_unit_test(test_real_files_micro_all_reduce),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_out_of_range_and_duplicate_keys),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

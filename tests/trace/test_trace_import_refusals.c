@@ -228,6 +228,46 @@ static void test_kineto_negative_dur_refused(void **state) {
 }
 #undef KIN_TS
 
+/* An unknown dtype name used to count 1 byte per element; torch's real
+ * dtypes load with their element sizes (c10 ScalarType: Float8_* 1 byte,
+ * ComplexFloat 8, ComplexDouble 16, Short 2) even without a shardsim dtype. */
+#define KIN_DT(dt) "{\"distributedInfo\": {\"rank\": 0, \"world_size\": 1}, \"traceEvents\": [{\"ph\": \"X\", " \
+                   "\"name\": \"record_param_comms\", \"ts\": 10, \"args\": {\"Collective name\": " \
+                   "\"allreduce\", \"In msg nelems\": 4, \"dtype\": \"" dt "\"}}]}"
+static void test_torch_dtype_names(void **state) {
+    (void)state;
+    const char *bad = KIN_DT("Complex");
+    expect_load_error(test_tmp_write("kdt.json", bad, strlen(bad)), SHS_TFMT_UNKNOWN,
+                      "traceEvents[0]: dtype 'Complex' is not a torch dtype");
+    static const struct { const char *json; uint64_t bytes; int32_t dtype; } ok[] = {
+        {KIN_DT("Float8_e4m3fn"), 4 * 1, SHS_TRACE_NONE}, {KIN_DT("Float8_e5m2fnuz"), 4 * 1, SHS_TRACE_NONE},
+        {KIN_DT("ComplexFloat"), 4 * 8, SHS_TRACE_NONE},  {KIN_DT("ComplexDouble"), 4 * 16, SHS_TRACE_NONE},
+        {KIN_DT("Short"), 4 * 2, SHS_TRACE_NONE},         {KIN_DT("BFloat16"), 4 * 2, SHS_BF16},
+        {KIN_DT("Bool"), 4 * 1, SHS_U8},                  {KIN_DT("Double"), 4 * 8, SHS_F64}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        shs_trace_t *t = NULL;
+        shs_trace_load_opts_t o = {0};
+        if (shs_trace_load(&t, test_tmp_write("kdtok.json", ok[i].json, strlen(ok[i].json)), &o) != SHS_OK)
+            fail_msg("%zu: %s", i, shs_last_error());
+        assert_int_equal(t->ranks[0].recs[0].bytes, ok[i].bytes);
+        assert_int_equal(t->ranks[0].recs[0].dtype, ok[i].dtype);
+        shs_trace_free(t);
+    }
+    const char *fr = "{\"rank\": 0, \"pg_config\": {\"0\": {\"name\": \"0\", \"ranks\": \"[0, 1]\"}}, \"entries\": "
+                     "[{\"profiling_name\": \"nccl:all_gather\", \"process_group\": [\"0\", \"d\"], "
+                     "\"collective_seq_id\": 1, \"input_sizes\": [[4]], \"input_dtypes\": [\"Complex\"]}]}";
+    expect_load_error(test_tmp_write("frdt.json", fr, strlen(fr)), SHS_TFMT_UNKNOWN,
+                      "entries[0]: input_dtypes[0] 'Complex' is not a torch dtype");
+    const char *et = "{\"schema\": \"1.0.2\", \"nodes\": [{\"name\": \"record_param_comms\", \"id\": 3, \"inputs\": "
+                     "{\"values\": [], \"types\": []}, \"attrs\": [{\"name\": \"collective_name\", \"value\": "
+                     "\"allreduce\"}, {\"name\": \"group_size\", \"value\": 2}, {\"name\": \"in_msg_nelems\", \"value\": 5}, "
+                     "{\"name\": \"dtype\", \"value\": "
+                     "\"Complex\"}]}]}";
+    expect_load_error(test_tmp_write("etdt.json", et, strlen(et)), SHS_TFMT_UNKNOWN,
+                      "node 3: dtype 'Complex' is not a torch dtype");
+}
+#undef KIN_DT
+
 /* [-1] used to make the line vanish, then "rank 1 never issues all_gather". */
 static void test_nccl_device_minus_one_refused(void **state) {
     (void)state;
@@ -276,6 +316,15 @@ static void test_flight_garbage_refused(void **state) {
     const char *dup = FRE("", "[0, 1, 1]");
     expect_load_error(test_tmp_write("frdup.json", dup, strlen(dup)), SHS_TFMT_UNKNOWN,
                       "entries[0]: process group '0': communicator 'pg0': rank 1 listed twice");
+    /* state: only the three Flight Recorder writes (its getState: scheduled, started, completed) */
+    const char *ex = FRE(", \"state\": \"exploded\"", "[0, 1]");
+    expect_load_error(test_tmp_write("frst.json", ex, strlen(ex)), SHS_TFMT_UNKNOWN,
+                      "entries[0]: state 'exploded' is not one Flight Recorder writes");
+    const char *sc = FRE(", \"state\": \"scheduled\"", "[0, 1]");
+    shs_trace_t *ts = NULL;
+    shs_trace_load_opts_t so = {0};
+    if (shs_trace_load(&ts, test_tmp_write("frsc.json", sc, strlen(sc)), &so) != SHS_OK) fail_msg("%s", shs_last_error());
+    shs_trace_free(ts);
     /* control: duration_ms null (no timing) loads without times */
     const char *ok = FRE(", \"time_created_ns\": 1000, \"duration_ms\": null", "[0, 1]");
     shs_trace_t *t = NULL;
@@ -326,6 +375,26 @@ static void test_text_absurd_time_refused(void **state) {
     const char *x = "shardsim-trace 1\nworld 1\ncomm world 1 0\n"
                     "0 world 0 all_reduce 4 f32 sum - - - 16 rank 1e300 2e300 -\n";
     expect_load_error(test_tmp_write("abs.trace", x, strlen(x)), SHS_TFMT_UNKNOWN, "abs.trace:4: bad time");
+}
+
+/* shardsim's own text: bytes that disagree with count x dtype size (1 x f32
+ * is 4 bytes) used to load; all_gather's count is one rank's part
+ * (trace.h), so 2 x f32 over 2 ranks is 8 bytes 'rank' or 16 'total'. */
+static void test_text_bytes_disagree_with_count_refused(void **state) {
+    (void)state;
+    const char *x = "shardsim-trace 1\nworld 2\ncomm world 2 0,1\n"
+                    "0 world 0 all_reduce 1 f32 sum - - - 8 rank - - x\n";
+    expect_load_error(test_tmp_write("cnt.trace", x, strlen(x)), SHS_TFMT_UNKNOWN,
+                      "cnt.trace:4: count 1 x f32 (4 bytes) = 4 bytes, but the line states 8 bytes");
+    const char *ag = "shardsim-trace 1\nworld 2\ncomm world 2 0,1\n"
+                     "0 world 0 all_gather 2 f32 - - - - 8 total - - -\n";
+    expect_load_error(test_tmp_write("cntag.trace", ag, strlen(ag)), SHS_TFMT_UNKNOWN, "cntag.trace:4: count 2 x f32");
+    const char *ok = "shardsim-trace 1\nworld 2\ncomm world 2 0,1\n"
+                     "0 world 0 all_gather 2 f32 - - - - 16 total - - -\n1 world 0 all_gather 2 f32 - - - - 8 rank - - -\n";
+    shs_trace_t *t = NULL;
+    shs_trace_load_opts_t o = {0};
+    if (shs_trace_load(&t, test_tmp_write("cntok.trace", ok, strlen(ok)), &o) != SHS_OK) fail_msg("%s", shs_last_error());
+    shs_trace_free(t);
 }
 
 /* Two files of a directory with records of the same rank (a copied rank
@@ -443,10 +512,12 @@ int main(void) {
         cmocka_unit_test(test_pytorch_et_itemsize_zero_refused),
         cmocka_unit_test(test_kineto_absurd_ts_refused),
         cmocka_unit_test(test_kineto_negative_dur_refused),
+        cmocka_unit_test(test_torch_dtype_names),
         cmocka_unit_test(test_nccl_device_minus_one_refused),
         cmocka_unit_test(test_flight_garbage_refused),
         cmocka_unit_test(test_chakra_absurd_time_refused),
         cmocka_unit_test(test_text_absurd_time_refused),
+        cmocka_unit_test(test_text_bytes_disagree_with_count_refused),
         cmocka_unit_test(test_directory_duplicate_rank_refused),
         cmocka_unit_test(test_directory_of_mixed_formats_names_both_files),
         cmocka_unit_test(test_replay_refuses_fifo),

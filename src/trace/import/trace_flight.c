@@ -188,10 +188,14 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
             no += k;
         }
         if (st != SHS_OK) break;
-        shs_dtype_t d;
+        size_t es = 1; /* no dtype given: elements counted as bytes */
         json_t *d0 = json_is_array(idt) ? json_array_get(idt, 0) : NULL;
-        if (json_is_string(d0) && !shs__torch_dtype(json_string_value(d0), &d)) r.dtype = d;
-        size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
+        if (json_is_string(d0) && shs__torch_dtype(json_string_value(d0), &r.dtype, &es)) {
+            char why[160];
+            snprintf(why, sizeof why, "input_dtypes[0] '%.60s' is not a torch dtype", json_string_value(d0));
+            st = ferr(in, i, why);
+            break;
+        }
         r.count = (uint64_t)(r.op == SHS_OP_REDUCE_SCATTER && no ? no : ne);
         r.bytes = (uint64_t)ne * es;
         r.scope = shs_trace_input_scope(r.op);
@@ -221,6 +225,15 @@ shs_status_t shs_trace_import_flight(shs_trace_t *t, const shs_trace_input_t *in
             r.t_end = ts + ds;
         }
         json_t *state = json_object_get(e, "state");
+        if (state && !(json_is_string(state) && (!strcmp(json_string_value(state), "scheduled") ||
+                                                 !strcmp(json_string_value(state), "started") ||
+                                                 !strcmp(json_string_value(state), "completed")))) {
+            char m[128];
+            snprintf(m, sizeof m, "state '%.40s' is not one Flight Recorder writes (scheduled, started, completed)",
+                     json_is_string(state) ? json_string_value(state) : "(not a string)");
+            st = ferr(in, i, m);
+            break;
+        }
         if (json_is_string(state)) {
             char m[64];
             snprintf(m, sizeof m, "fr:%.40s", json_string_value(state));

@@ -161,7 +161,8 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
         r.t_start = ts * 1e-6;
         r.t_end = (ts + dur) * 1e-6;
         uint64_t nel = 0;
-        shs_dtype_t d;
+        size_t es = 1; /* no dtype given: elements counted as bytes */
+        char why[160];
         if (form == FORM_KERNEL_ARGS || form == FORM_PARAM_COMMS) {
             int64_t v;
             json_t *a = json_object_get(args, "In msg nelems"), *o = json_object_get(args, "Out msg nelems");
@@ -170,7 +171,11 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
             int64_t outn = (int64_t)nel;
             if (o && (shs__json_int(o, &outn) || outn < 0 || (uint64_t)outn > SHS_TRACE_MAX_BYTES)) { st = eerr(in, evs[k].idx, "'Out msg nelems' negative or absurd"); break; }
             json_t *dt = json_object_get(args, "dtype");
-            if (json_is_string(dt) && !shs__torch_dtype(json_string_value(dt), &d)) r.dtype = d;
+            if (json_is_string(dt) && shs__torch_dtype(json_string_value(dt), &r.dtype, &es)) {
+                snprintf(why, sizeof why, "dtype '%.60s' is not a torch dtype", json_string_value(dt));
+                st = eerr(in, evs[k].idx, why);
+                break;
+            }
             json_t *pr = json_object_get(args, "Process Group Ranks"), *gs = json_object_get(args, "Group size");
             int64_t gsize = 0;
             if (gs && (shs__json_int(gs, &gsize) || gsize < 1 || gsize > SHS_TRACE_MAX_WORLD)) { st = eerr(in, evs[k].idx, "'Group size' is not a rank count"); break; }
@@ -219,10 +224,13 @@ shs_status_t shs_trace_import_kineto(shs_trace_t *t, const shs_trace_input_t *in
                 if (st != SHS_OK) break;
             }
             json_t *t0 = json_is_array(ty) ? json_array_get(ty, 0) : ty;
-            if (json_is_string(t0) && !shs__torch_dtype(json_string_value(t0), &d)) r.dtype = d;
+            if (json_is_string(t0) && shs__torch_dtype(json_string_value(t0), &r.dtype, &es)) {
+                snprintf(why, sizeof why, "'Input type' '%.60s' is not a torch dtype", json_string_value(t0));
+                st = eerr(in, evs[k].idx, why);
+                break;
+            }
             r.count = nel;
         }
-        size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
         r.bytes = nel * es;
         r.scope = shs_trace_input_scope(r.op);
         if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_REDUCE) r.redop = SHS_SUM;

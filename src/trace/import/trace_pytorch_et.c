@@ -332,19 +332,32 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
                 return nerr(e, id, m);
             }
         }
+        size_t es = 0;
+        const char *ty0 = json_is_array(types) ? json_string_value(json_array_get(types, 0)) : NULL, *dn = NULL;
         shs_dtype_t d;
-        if (json_is_string(a_dt) && !shs__torch_dtype(json_string_value(a_dt), &d)) r.dtype = d;
-        else if (json_is_array(types) && json_is_string(json_array_get(types, 0)) &&
-                 !shs__torch_dtype(json_string_value(json_array_get(types, 0)), &d))
+        char m[192];
+        if (json_is_string(a_dt)) {
+            dn = json_string_value(a_dt);
+            if (shs__torch_dtype(dn, &r.dtype, &es)) {
+                snprintf(m, sizeof m, "dtype '%.60s' is not a torch dtype", dn);
+                return nerr(e, id, m);
+            }
+        } else if (ty0 && !shs__torch_dtype(ty0, &r.dtype, &es)) {
+            dn = ty0;
+        } else if (ty0 && strstr(ty0, "Tensor(")) {
+            snprintf(m, sizeof m, "input type '%.60s' has no torch dtype", ty0);
+            return nerr(e, id, m);
+        } else if (is && !itemsize_dtype(is, &d)) {
             r.dtype = d;
-        else if (is && !itemsize_dtype(is, &d)) r.dtype = d;
-        if (is && r.dtype != SHS_TRACE_NONE && shs_dtype_size((shs_dtype_t)r.dtype) != (size_t)is) {
-            char m[160];
-            snprintf(m, sizeof m, "dtype %s (%zu bytes) but the tensor's itemsize is %lld", shs_dtype_name((shs_dtype_t)r.dtype),
-                     shs_dtype_size((shs_dtype_t)r.dtype), (long long)is);
+            es = (size_t)is;
+        }
+        if (is && es && es != (size_t)is) {
+            snprintf(m, sizeof m, "dtype %.60s (%zu bytes) but the tensor's itemsize is %lld",
+                     r.dtype != SHS_TRACE_NONE ? shs_dtype_name((shs_dtype_t)r.dtype) : dn ? dn : "?", es,
+                     (long long)is);
             return nerr(e, id, m);
         }
-        size_t es = r.dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r.dtype) : 1;
+        if (!es) es = 1; /* no dtype given: elements counted as bytes */
         r.count = r.op == SHS_OP_REDUCE_SCATTER && out_n ? out_n : in_n;
         r.bytes = in_n * es;
         r.scope = shs_trace_input_scope(r.op);

@@ -304,6 +304,26 @@ static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, 
     if (shs__tok_is(tk[11], "rank")) r.scope = SHS_BYTES_PER_RANK;
     else if (shs__tok_is(tk[11], "total")) r.scope = SHS_BYTES_TOTAL;
     else return PERR(w, "byte scope must be 'rank' or 'total'");
+    if (r.dtype != SHS_TRACE_NONE && r.count > 0 && r.op != SHS_OP_ALL_TO_ALLV &&
+        r.count <= SHS_TRACE_MAX_BYTES / shs_dtype_size((shs_dtype_t)r.dtype)) {
+        /* count's scope (trace.h): one rank's part for all_gather /
+         * reduce_scatter, the whole buffer otherwise; gather / scatter /
+         * all_to_all may count either, every other op has one size */
+        uint64_t want = r.count * shs_dtype_size((shs_dtype_t)r.dtype), n = (uint64_t)t->comms[r.comm].size;
+        int per_rank_ok = r.scope == SHS_BYTES_PER_RANK ? r.bytes == want : r.bytes == want * n;
+        int total_ok = r.scope == SHS_BYTES_TOTAL ? r.bytes == want : r.bytes * n == want;
+        int scales = r.op == SHS_OP_ALL_GATHER || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_ALL_TO_ALL ||
+                     r.op == SHS_OP_GATHER || r.op == SHS_OP_SCATTER;
+        int ok = !scales ? r.bytes == want
+                 : r.op == SHS_OP_ALL_GATHER || r.op == SHS_OP_REDUCE_SCATTER ? per_rank_ok
+                                                                            : per_rank_ok || total_ok;
+        if (!ok)
+            return PERR(w, "count %llu x %s (%zu bytes) = %llu bytes, but the line states %llu bytes (scope %s%s)",
+                        (unsigned long long)r.count, shs_dtype_name((shs_dtype_t)r.dtype),
+                        shs_dtype_size((shs_dtype_t)r.dtype), (unsigned long long)want,
+                        (unsigned long long)r.bytes, r.scope == SHS_BYTES_TOTAL ? "total" : "rank",
+                        scales ? ", comm size counted" : "");
+    }
     if (opt_time(tk[12], &r.t_start) || opt_time(tk[13], &r.t_end)) return PERR(w, "bad time (microseconds in 0..2^63 ns, or '-')");
     if (r.t_start >= 0 && r.t_end >= 0 && r.t_end < r.t_start)
         return PERR(w, "the call ends (%.*s us) before it starts (%.*s us)", (int)tk[13].n, tk[13].s, (int)tk[12].n, tk[12].s);

@@ -122,7 +122,7 @@ shs_status_t shs_astra_net_load(const char *path, shs_astra_net_t *out) {
     int n[4] = {0, 0, 0, 0}; /* topology, npus_count, bandwidth, latency */
     static const char *const keys[4] = {"topology", "npus_count", "bandwidth", "latency"};
     shs_astra_net_t net = {0};
-    long line = 0;
+    long line = 0, key_line[4] = {0, 0, 0, 0};
     shs_status_t st = SHS_OK;
     for (size_t i = 0; i < len && st == SHS_OK;) {
         size_t j = i;
@@ -148,6 +148,12 @@ shs_status_t shs_astra_net_load(const char *path, shs_astra_net_t *out) {
                                "npus_count, bandwidth, latency)", path, line, (int)(colon ? colon - s : (long)m), s);
             continue;
         }
+        if (key_line[k]) {
+            st = shs_set_error(SHS_PARSE, "%s:%ld: key '%s' given twice (first at line %ld)", path, line, keys[k],
+                               key_line[k]);
+            continue;
+        }
+        key_line[k] = line;
         const char *it[SHS_ASTRA_MAX_DIMS];
         size_t il[SHS_ASTRA_MAX_DIMS];
         if (yml_items(colon, m - (size_t)(colon - s), it, il, &n[k])) {
@@ -168,13 +174,14 @@ shs_status_t shs_astra_net_load(const char *path, shs_astra_net_t *out) {
                 continue;
             }
             int bad = shs__parse_double(it[d], il[d], &v) != 0;
-            if (k == 1) bad = bad || v < 2 || v > 1 << 20 || v != floor(v);
-            if (k == 2) bad = bad || !(v > 0);
-            if (k == 3) bad = bad || v < 0;
+            if (k == 1) bad = bad || v < 2 || v > SHS_ASTRA_MAX_NPUS || v != floor(v);
+            if (k == 2) bad = bad || !(v >= SHS_ASTRA_MIN_BW_GBPS && v <= SHS_ASTRA_MAX_BW_GBPS);
+            if (k == 3) bad = bad || !(v >= 0 && v <= SHS_ASTRA_MAX_LAT_NS);
             if (bad)
                 st = shs_set_error(SHS_PARSE, "%s:%ld: %s entry %d '%.*s': want %s", path, line, keys[k], d + 1,
                                    (int)il[d], it[d],
-                                   k == 1 ? "an integer >= 2" : k == 2 ? "GB/s > 0" : "ns >= 0");
+                                   k == 1 ? "an integer in 2..1048576"
+                                   : k == 2 ? "GB/s in 1e-3..1e6" : "ns in 0..1e9");
             else if (k == 1) net.npus[d] = (int)v;
             else if (k == 2) net.bw_gbps[d] = v;
             else net.lat_ns[d] = v;
@@ -182,6 +189,9 @@ shs_status_t shs_astra_net_load(const char *path, shs_astra_net_t *out) {
     }
     free(buf);
     if (st != SHS_OK) return st;
+    if (!key_line[0] && !key_line[1] && !key_line[2] && !key_line[3])
+        return shs_set_error(SHS_PARSE, "%s: no topology/npus_count/bandwidth/latency keys (not an ASTRA-sim "
+                             "analytical network file?)", path);
     for (int k = 0; k < 4; k++)
         if (n[k] == 0 || n[k] != n[0])
             return shs_set_error(SHS_PARSE, "%s: needs topology, npus_count, bandwidth (GB/s) and latency (ns) lists "
@@ -249,26 +259,30 @@ static shs_status_t sys_key(const char *path, const char *key, json_t *v, shs_as
         if (!p || (strcmp(p, "LIFO") && strcmp(p, "FIFO")))
             return BAD("'%s' not modelled (LIFO, FIFO; EXPLICIT is not)", path, key, p ? p : "(not a string)");
         s->lifo = strcmp(p, "LIFO") == 0;
+        s->given |= SHS_ASTRA_GIVEN_SCHED;
     } else if (strcmp(key, "collective-optimization") == 0) {
         const char *p = json_string_value(v);
         if (!p || (strcmp(p, "baseline") && strcmp(p, "localBWAware")))
             return BAD("'%s' unknown (baseline, localBWAware)", path, key, p ? p : "(not a string)");
         s->local_bw_aware = strcmp(p, "localBWAware") == 0;
     } else if (strcmp(key, "endpoint-delay") == 0) {
-        if (num(v, &x) || x < 0 || x > 1e12) return BAD("want ns >= 0", path, key);
+        if (num(v, &x) || x < 0 || x > SHS_ASTRA_MAX_LAT_NS) return BAD("want ns in 0..1e9", path, key);
         s->endpoint_delay_ns = floor(x); /* an int in ASTRA-sim */
     } else if (strcmp(key, "active-chunks-per-dimension") == 0 || strcmp(key, "preferred-dataset-splits") == 0) {
         if (num(v, &x) || x < 1 || x > 65536 || x != floor(x)) return BAD("want an integer in [1, 65536]", path, key);
         *(key[0] == 'a' ? &s->active_chunks : &s->splits) = (int)x;
     } else if (strcmp(key, "local-mem-bw") == 0) {
-        if (num(v, &x) || !(x > 0)) return BAD("want GB/s > 0", path, key);
+        if (num(v, &x) || !(x >= SHS_ASTRA_MIN_BW_GBPS && x <= SHS_ASTRA_MAX_BW_GBPS))
+            return BAD("want GB/s in 1e-3..1e6", path, key);
         s->local_mem_bw_gbps = x;
     } else if (strcmp(key, "local-reduction-delay") == 0) {
-        if (num(v, &x) || x < 0) return BAD("want a number >= 0", path, key);
+        if (num(v, &x) || x < 0 || x > SHS_ASTRA_MAX_LAT_NS) return BAD("want a number in 0..1e9", path, key);
         s->local_reduction_delay = x;
+        s->given |= SHS_ASTRA_GIVEN_LRD;
     } else if (strcmp(key, "peak-perf") == 0) {
-        if (num(v, &x) || x < 0) return BAD("want TFLOPS >= 0", path, key);
+        if (num(v, &x) || x < 0 || x > 1e6) return BAD("want TFLOPS in 0..1e6", path, key);
         s->peak_perf_tflops = x;
+        s->given |= SHS_ASTRA_GIVEN_PEAK;
     } else if (strcmp(key, "roofline-enabled") == 0 || strcmp(key, "boost-mode") == 0 ||
                strcmp(key, "trace-enabled") == 0 || strcmp(key, "replay-only") == 0) {
         if (num(v, &x) || (x != 0 && x != 1)) return BAD("want 0 or 1", path, key);
@@ -295,7 +309,7 @@ shs_status_t shs_astra_sys_load(const char *path, shs_astra_sys_t *out) {
     size_t len;
     SHS_CHECK(shs__read_file(path, &buf, &len));
     json_error_t jerr;
-    json_t *root = json_loadb(buf, len, 0, &jerr);
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
     free(buf);
     if (!root) return shs_set_error(SHS_PARSE, "%s:%d: malformed JSON: %s", path, jerr.line, jerr.text);
     shs_astra_sys_t s;
