@@ -132,6 +132,10 @@ ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
   TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import% $(BUILD)/tests/trace/test_trace_mutations,$(TEST_BINS))
   TESTS_LEFT_OUT += "test_trace_import, test_trace_import_refusals, test_trace_mutations: built without jansson or protobuf-c (make deps installs them)"
 endif
+ifneq ($(and $(PROTOBUF_C),$(ZLIB)),yes)
+  TEST_BINS := $(filter-out $(BUILD)/tests/cli/test_output_paths,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_output_paths: built without protobuf-c or zlib (its inputs are Chakra and gzip traces; make deps installs them)"
+endif
 ifneq ($(and $(JANSSON),$(ZLIB)),yes)
   TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_gzip,$(TEST_BINS))
   TESTS_LEFT_OUT += "test_trace_gzip: built without jansson or zlib (make deps installs them)"

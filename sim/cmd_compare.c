@@ -552,6 +552,13 @@ int sim_cmd_compare(int argc, char **argv) {
 #undef GIVEN
     if (!strcmp(format, "json") && !shs_feature_available(SHS_FEATURE_JANSSON))
         return usage_error("--format json %s", shs_feature_missing(SHS_FEATURE_JANSSON));
+    if (plot && output) { /* one file for both: the second written would silently replace the first */
+        const shs_out_named_t outs[] = {{"--output", output}, {"--plot", plot}};
+        if (shs_out_check(outs, 2, NULL, 0) != SHS_OK) {
+            sim_error("compare", "%s", shs_last_error());
+            return SIM_EXIT_ERROR;
+        }
+    }
     const shs_model_preset_t *preset = shs_model_preset_find(model);
     if (!preset) return usage_error("--model: unknown model preset '%s'", model);
     tc->model = preset->cfg;
@@ -668,7 +675,8 @@ int sim_cmd_compare(int argc, char **argv) {
         sim_plot_row_t *pr = calloc(nrows > 0 ? (size_t)nrows : 1, sizeof *pr);
         for (int i = 0; pr && i < nrows; i++) pr[i] = (sim_plot_row_t){rows[i].name, rows[i].worst, device_mem};
         if (!pr || sim_compare_plot(plot, model_name, pr, nrows) != 0) {
-            sim_error("compare", "cannot write %s: %s", plot, pr ? shs_last_error() : "out of memory");
+            if (pr) sim_error("compare", "%s", shs_last_error()); /* it names the file */
+            else sim_error("compare", "%s: out of memory", plot);
             rc = SIM_EXIT_ERROR;
         }
         free(pr);

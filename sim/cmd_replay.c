@@ -6,6 +6,7 @@
  * unreadable or malformed input, 2 usage.
  * What it is not: the analysis or the importers (src/trace_*.c).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,32 @@ static void print_replay_timing(const shs_replay_stats_t *s, int capped) {
     }
 }
 
+/* The --export-* outputs, refused before any is written when one would
+ * overwrite the input trace (or a file of its directory) or another output,
+ * or the Chakra prefix names no file (shs_out_check, shs_out_prefix_check). */
+static shs_status_t check_outputs(const char *input, int world, const char *text, const char *chakra,
+                                  const char *perfetto) {
+    if (chakra) SHS_CHECK(shs_out_prefix_check("--export-chakra", chakra));
+    size_t n = 0, nchakra = chakra ? (size_t)world : 0;
+    shs_out_named_t *outs = calloc(2 + nchakra, sizeof *outs);
+    char *names = calloc(nchakra ? nchakra : 1, 4096);
+    if (!outs || !names) {
+        free(outs);
+        free(names);
+        return shs_set_error(SHS_HOST_OOM, "out of memory");
+    }
+    if (text) outs[n++] = (shs_out_named_t){"--export-text", text};
+    if (perfetto) outs[n++] = (shs_out_named_t){"--export-perfetto", perfetto};
+    for (size_t r = 0; r < nchakra; r++) { /* the names shs_trace_export_chakra writes */
+        shs_trace_chakra_path(names + r * 4096, 4096, chakra, (int)r);
+        outs[n++] = (shs_out_named_t){"--export-chakra", names + r * 4096};
+    }
+    shs_status_t st = shs_out_check(outs, n, &input, 1);
+    free(outs);
+    free(names);
+    return st;
+}
+
 int sim_cmd_replay(int argc, char **argv) {
     const char *path = NULL, *export_text = NULL, *export_chakra = NULL, *export_perfetto = NULL;
     shs_trace_load_opts_t lo = {0};
@@ -256,17 +283,22 @@ int sim_cmd_replay(int argc, char **argv) {
         }
         g = h > g ? h : g + 1;
     }
+    if (check_outputs(path, t->world, export_text, export_chakra, export_perfetto) != SHS_OK) {
+        sim_error("replay", "%s", shs_last_error()); /* nothing written */
+        shs_trace_free(t);
+        return SIM_EXIT_ERROR;
+    }
     int rc = SIM_EXIT_OK;
     if (export_text) {
         shs_afile_t af; /* whole or not at all */
         shs_status_t st = shs_afile_open(&af, export_text, "w");
         if (st == SHS_OK) {
             st = shs_trace_write_text(t, af.fp, -1);
-            if (st == SHS_OK) st = shs_afile_commit(&af);
-            else shs_afile_discard(&af);
+            int err = errno; /* the writer's own flush */
+            st = st == SHS_OK ? shs_afile_commit(&af) : shs_afile_fail(&af, err ? strerror(err) : NULL);
         }
-        if (st != SHS_OK) {
-            sim_error("replay", "cannot write %s: %s", export_text, shs_last_error());
+        if (st != SHS_OK) { /* the error names the file */
+            sim_error("replay", "%s", shs_last_error());
             rc = SIM_EXIT_ERROR;
         }
     }

@@ -43,6 +43,34 @@ typedef struct {
  * 40 links), a directory that is missing or not writable. */
 shs_status_t shs_out_resolve(const char *path, shs_out_target_t *to);
 
+/* One output a command writes: the option that names it and its path. */
+typedef struct {
+    const char *option;    /* "--export-text", for messages */
+    const char *path;
+} shs_out_named_t;
+
+/* Before anything is written, refuse outputs that would destroy an input or
+ * each other:
+ *   an output that is an input: the file the output path reaches (through
+ *     links) is the input file (same st_dev and st_ino), or, for a directory
+ *     input, a file in that directory (one a directory load reads);
+ *   two outputs on one file: the same target after shs_out_resolve (the
+ *     same path string), or the same existing file (st_dev, st_ino);
+ *     character devices (/dev/null, /dev/stdout) excepted: written in
+ *     place, neither replaces the other.
+ * Each output is also resolved (shs_out_resolve), so one that can never be
+ * written (a directory, a missing directory) is refused here too.
+ * inputs may be NULL when ninputs is 0. Errors: SHS_IO naming the option(s),
+ * the path(s) and the input. */
+shs_status_t shs_out_check(const shs_out_named_t *outs, size_t nouts, const char *const *inputs, size_t ninputs);
+
+/* Check a prefix P of output files P.<something> (the Chakra export's
+ * P.<rank>.et): refused when empty, when it ends in '/' (the files would be
+ * hidden .<rank> files in that directory), or when P itself exists and is a
+ * directory, device, FIFO or socket (P.0.et would be created beside
+ * /dev/full as a regular file). Errors: SHS_IO naming option and prefix. */
+shs_status_t shs_out_prefix_check(const char *option, const char *prefix);
+
 typedef struct {
     int fd;                /* -1 when closed */
     shs_out_target_t to;  /* where the bytes go */
@@ -86,5 +114,11 @@ shs_status_t shs_afile_commit(shs_afile_t *f);
 /* Close and remove path.tmp (after a failure; never fails; no-op when
  * already closed). */
 void shs_afile_discard(shs_afile_t *f);
+/* After a writer failed: discard (as shs_afile_discard) and return SHS_IO
+ * "PATH: write failed: REASON", REASON the stream's own error (the errno
+ * text of its failed write, e.g. "No space left on device", when the
+ * stream still can tell) or else `why`, the writer's errno text ("stream
+ * error" when NULL). */
+shs_status_t shs_afile_fail(shs_afile_t *f, const char *why);
 
 #endif

@@ -18,8 +18,13 @@
 
 #include "shardsim/trace.h"
 
-/* Write <prefix>.<rank>.et for every rank. Errors: SHS_IO, SHS_UNSUPPORTED
+/* Write <prefix>.<rank>.et for every rank. A prefix that is a directory,
+ * device or FIFO, or ends in '/', is refused (shs_out_prefix_check) before
+ * anything is written. Errors: SHS_IO, SHS_UNSUPPORTED
  * (built without protobuf-c; several communicators), SHS_HOST_OOM. */
 shs_status_t shs_trace_export_chakra(const shs_trace_t *t, const char *prefix);
+/* The file shs_trace_export_chakra writes for rank r: "<prefix>.<r>.et"
+ * into buf (n bytes, truncated to fit). Built with or without protobuf-c. */
+void shs_trace_chakra_path(char *buf, size_t n, const char *prefix, int rank);
 
 #endif

@@ -4,9 +4,11 @@
 #include "shardsim/durable.h"
 #include "core/le_bytes.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -106,6 +108,87 @@ shs_status_t shs_out_resolve(const char *path, shs_out_target_t *to) {
                              strerror(err), dir);
     }
     if (exists) to->keep_mode = (int)(sb.st_mode & 07777);
+    return SHS_OK;
+}
+
+static int same_file(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Whether the existing file os (an output's target) is input `in` or, for
+ * a directory input, one of the files in it a directory load reads (names
+ * not starting with '.'); the input's file named into hit. */
+static int is_input(const struct stat *os, const char *in, char *hit, size_t n) {
+    struct stat is;
+    if (stat(in, &is) != 0) return 0;
+    snprintf(hit, n, "%s", in);
+    if (same_file(os, &is)) return 1;
+    if (!S_ISDIR(is.st_mode)) return 0;
+    DIR *d = opendir(in);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *de;
+    while (!found && (de = readdir(d))) {
+        struct stat es;
+        if (de->d_name[0] == '.') continue;
+        snprintf(hit, n, "%s/%s", in, de->d_name);
+        found = stat(hit, &es) == 0 && S_ISREG(es.st_mode) && same_file(os, &es);
+    }
+    closedir(d);
+    return found;
+}
+
+shs_status_t shs_out_check(const shs_out_named_t *outs, size_t nouts, const char *const *inputs, size_t ninputs) {
+    typedef struct {
+        shs_out_target_t to;
+        struct stat sb;
+        int exists;
+    } resolved_t;
+    resolved_t *r = calloc(nouts ? nouts : 1, sizeof *r);
+    if (!r) return shs_set_error(SHS_HOST_OOM, "out of memory checking %zu output paths", nouts);
+    shs_status_t st = SHS_OK;
+    char hit[8192], why[1024];
+    for (size_t i = 0; i < nouts && st == SHS_OK; i++) {
+        const shs_out_named_t *o = &outs[i];
+        if (shs_out_resolve(o->path, &r[i].to) != SHS_OK) {
+            snprintf(why, sizeof why, "%s", shs_last_error());
+            st = shs_set_error(SHS_IO, "%s: %s", o->option, why);
+            break;
+        }
+        r[i].exists = stat(r[i].to.path, &r[i].sb) == 0;
+        for (size_t k = 0; k < ninputs && r[i].exists; k++)
+            if (is_input(&r[i].sb, inputs[k], hit, sizeof hit)) {
+                st = strcmp(hit, inputs[k]) == 0
+                         ? shs_set_error(SHS_INVALID_ARG, "%s %s: is the input %s (the same file); refusing to overwrite it",
+                                         o->option, o->path, inputs[k])
+                         : shs_set_error(SHS_INVALID_ARG, "%s %s: is %s, a file of the input directory %s; refusing to "
+                                         "overwrite it", o->option, o->path, hit, inputs[k]);
+                break;
+            }
+        for (size_t j = 0; j < i && st == SHS_OK; j++) {
+            int chr = r[i].to.in_place && !r[i].to.fifo; /* /dev/null, /dev/stdout: written in place, nothing replaced */
+            int same = !strcmp(r[i].to.path, r[j].to.path) || (r[i].exists && r[j].exists && same_file(&r[i].sb, &r[j].sb));
+            if (same && !chr)
+                st = shs_set_error(SHS_INVALID_ARG, "%s %s and %s %s name one file (%s): one would replace the other; "
+                                   "give each output its own path", outs[j].option, outs[j].path, o->option, o->path,
+                                   r[i].to.path);
+        }
+    }
+    free(r);
+    return st;
+}
+
+shs_status_t shs_out_prefix_check(const char *option, const char *prefix) {
+    if (!prefix || !*prefix) return shs_set_error(SHS_IO, "%s: empty prefix", option);
+    struct stat sb;
+    if (prefix[strlen(prefix) - 1] == '/')
+        return shs_set_error(SHS_IO, "%s %s: ends in '/': a prefix P names files P.<n>..., not a directory (give "
+                             "e.g. %sNAME)", option, prefix, prefix);
+    if (stat(prefix, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return shs_set_error(SHS_IO, "%s %s: %s; a prefix P names new files P.<n>... beside it, so P must be a "
+                             "file name, not %s", option, prefix,
+                             S_ISDIR(sb.st_mode) ? "is a directory" : "is a device, FIFO or socket",
+                             S_ISDIR(sb.st_mode) ? "a directory" : "a device or pipe");
     return SHS_OK;
 }
 
@@ -213,13 +296,37 @@ shs_status_t shs_afile_open(shs_afile_t *f, const char *path, const char *mode) 
     return SHS_OK;
 }
 
+/* Why a stream's earlier write failed, or NULL when none did. The errno of
+ * that write is long gone, but a stream that kept the bytes it could not
+ * write fails one more flush the same way and tells; one that dropped them
+ * gives `known` (the writer's errno text, NULL when it has none). */
+static const char *stream_error(FILE *fp, const char *known) {
+    if (!ferror(fp)) return NULL;
+    clearerr(fp);
+    errno = 0;
+    if (fflush(fp) != 0 && errno) return strerror(errno);
+    return known ? known : "stream error";
+}
+
+shs_status_t shs_afile_fail(shs_afile_t *f, const char *why) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", why ? why : "stream error"); /* why may be the last error's own text */
+    const char *stream = f->fp ? stream_error(f->fp, buf) : NULL;
+    if (stream && stream != buf) snprintf(buf, sizeof buf, "%s", stream);
+    char name[4096];
+    snprintf(name, sizeof name, "%s", written(&f->to));
+    shs_afile_discard(f);
+    return shs_set_error(SHS_IO, "%s: write failed: %s", name, buf);
+}
+
 shs_status_t shs_afile_commit(shs_afile_t *f) {
     if (!f->fp) return shs_set_error(SHS_IO, "%s: not open", f->to.path);
     const char *name = written(&f->to);
     shs_status_t st = SHS_OK;
+    const char *why = stream_error(f->fp, NULL);
     errno = 0;
-    if (ferror(f->fp) || fflush(f->fp) != 0)
-        st = shs_set_error(SHS_IO, "%s: write failed: %s", name, errno ? strerror(errno) : "stream error");
+    if (why || fflush(f->fp) != 0)
+        st = shs_set_error(SHS_IO, "%s: write failed: %s", name, why ? why : errno ? strerror(errno) : "stream error");
     else if (!f->to.in_place && fsync(fileno(f->fp)) != 0)
         st = shs_set_error(SHS_IO, "%s: fsync failed: %s", name, strerror(errno));
     if (fclose(f->fp) != 0 && st == SHS_OK) st = shs_set_error(SHS_IO, "%s: close failed: %s", name, strerror(errno));

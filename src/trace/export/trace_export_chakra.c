@@ -4,6 +4,7 @@
 #include "shardsim/features.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,10 +106,7 @@ static shs_status_t write_rank(const shs_trace_t *t, int r, const char *path) {
         bad |= put_msg(f, &n.base);
         id++;
     }
-    if (bad) {
-        shs_afile_discard(&af);
-        return shs_set_error(SHS_IO, "%s: write failed", path);
-    }
+    if (bad) return shs_afile_fail(&af, NULL);
     return shs_afile_commit(&af);
 }
 
@@ -118,9 +116,10 @@ shs_status_t shs_trace_export_chakra(const shs_trace_t *t, const char *prefix) {
                                               "be written", t->ncomms);
     if (t->ncomms == 1 && t->comms[0].size != t->world)
         return shs_set_error(SHS_UNSUPPORTED, "Chakra export: communicator '%s' is not the whole world", t->comms[0].name);
+    SHS_CHECK(shs_out_prefix_check("Chakra export", prefix));
     for (int r = 0; r < t->world; r++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s.%d.et", prefix, r);
+        shs_trace_chakra_path(path, sizeof path, prefix, r);
         SHS_CHECK(write_rank(t, r, path));
     }
     return SHS_OK;
@@ -134,3 +133,7 @@ shs_status_t shs_trace_export_chakra(const shs_trace_t *t, const char *prefix) {
 }
 
 #endif
+
+void shs_trace_chakra_path(char *buf, size_t n, const char *prefix, int rank) {
+    snprintf(buf, n, "%s.%d.et", prefix, rank);
+}

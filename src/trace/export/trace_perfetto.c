@@ -162,8 +162,7 @@ shs_status_t shs_trace_export_perfetto(const shs_trace_t *t, const char *path, s
     if (!bad) bad |= fputs("}\n", f) == EOF;
     if (bad) {
         int err = errno;
-        shs_afile_discard(&af);
-        return shs_set_error(SHS_IO, "%s: write failed: %s", path, err ? strerror(err) : "stream error");
+        return shs_afile_fail(&af, err ? strerror(err) : NULL);
     }
     return shs_afile_commit(&af);
 }
