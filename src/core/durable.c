@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,11 +139,28 @@ static int is_input(const struct stat *os, const char *in, char *hit, size_t n) 
     return found;
 }
 
+/* The absolute, link-free spelling of path, which need not exist yet: its
+ * directory resolved (realpath) and its last name appended, so that "x",
+ * "./x" and "/abs/x" compare equal. 0 ok, -1 when the directory cannot be
+ * resolved (the caller falls back to the path as given). */
+static int canon_path(const char *path, char *out, size_t n) {
+    char dir[PATH_MAX], rd[PATH_MAX];
+    if (realpath(path, rd)) return snprintf(out, n, "%s", rd) < (int)n ? 0 : -1;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (!realpath(dir, rd)) return -1;
+    return snprintf(out, n, "%s/%s", strcmp(rd, "/") ? rd : "", base) < (int)n ? 0 : -1;
+}
+
 shs_status_t shs_out_check(const shs_out_named_t *outs, size_t nouts, const char *const *inputs, size_t ninputs) {
     typedef struct {
         shs_out_target_t to;
         struct stat sb;
         int exists;
+        char canon[PATH_MAX]; /* canon_path of to.path, or to.path */
     } resolved_t;
     resolved_t *r = calloc(nouts ? nouts : 1, sizeof *r);
     if (!r) return shs_set_error(SHS_HOST_OOM, "out of memory checking %zu output paths", nouts);
@@ -156,6 +174,19 @@ shs_status_t shs_out_check(const shs_out_named_t *outs, size_t nouts, const char
             break;
         }
         r[i].exists = stat(r[i].to.path, &r[i].sb) == 0;
+        if (canon_path(r[i].to.path, r[i].canon, sizeof r[i].canon) != 0)
+            snprintf(r[i].canon, sizeof r[i].canon, "%s", r[i].to.path);
+        for (size_t k = 0; k < ninputs && st == SHS_OK && !r[i].exists; k++) {
+            /* a new file inside an input directory would be read as one of its files next time */
+            char in[PATH_MAX];
+            struct stat ib;
+            size_t L;
+            if (stat(inputs[k], &ib) != 0 || !S_ISDIR(ib.st_mode) || !realpath(inputs[k], in)) continue;
+            L = strlen(in);
+            if (strncmp(r[i].canon, in, L) == 0 && r[i].canon[L] == '/' && !strchr(r[i].canon + L + 1, '/'))
+                st = shs_set_error(SHS_INVALID_ARG, "%s %s: is a new file in the input directory %s, which would then "
+                                   "fail to read as one trace; write it elsewhere", o->option, o->path, inputs[k]);
+        }
         for (size_t k = 0; k < ninputs && r[i].exists; k++)
             if (is_input(&r[i].sb, inputs[k], hit, sizeof hit)) {
                 st = strcmp(hit, inputs[k]) == 0
@@ -167,7 +198,7 @@ shs_status_t shs_out_check(const shs_out_named_t *outs, size_t nouts, const char
             }
         for (size_t j = 0; j < i && st == SHS_OK; j++) {
             int chr = r[i].to.in_place && !r[i].to.fifo; /* /dev/null, /dev/stdout: written in place, nothing replaced */
-            int same = !strcmp(r[i].to.path, r[j].to.path) || (r[i].exists && r[j].exists && same_file(&r[i].sb, &r[j].sb));
+            int same = !strcmp(r[i].canon, r[j].canon) || (r[i].exists && r[j].exists && same_file(&r[i].sb, &r[j].sb));
             if (same && !chr)
                 st = shs_set_error(SHS_INVALID_ARG, "%s %s and %s %s name one file (%s): one would replace the other; "
                                    "give each output its own path", outs[j].option, outs[j].path, o->option, o->path,

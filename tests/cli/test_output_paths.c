@@ -125,13 +125,14 @@ static void test_output_onto_input_directory_file(void **state) {
     p = test_shardsim(60.0, "replay", dir_in, "--check-only", "--export-chakra", prefix, NULL);
     expect_refused(p, f3, before, n, "--export-chakra", "a file of the input directory", NULL);
     free(before);
-    /* a new file beside the inputs overwrites nothing: written */
+    /* a new file beside the inputs overwrites nothing, but the directory would no longer read as one
+     * trace (two files claiming one rank, or two formats): refused, not written */
     char fresh[700];
     snprintf(fresh, sizeof fresh, "%s/normalized.txt", dir_in);
     p = test_shardsim(60.0, "replay", dir_in, "--check-only", "--export-text", fresh, NULL);
-    assert_int_equal(p->exit_code, 0);
-    test_assert_file_starts(fresh, "shardsim-trace");
-    unlink(fresh);
+    if (p->exit_code != 1 || !strstr(p->err, "a new file in the input directory"))
+        fail_msg("exit %d\nstderr:\n%s", p->exit_code, p->err);
+    assert_false(exists(fresh));
 }
 
 static void test_chakra_prefix_not_a_file_name(void **state) {
@@ -175,6 +176,14 @@ static void test_two_outputs_one_file(void **state) {
     p = test_shardsim(60.0, "replay", dir_in, "--check-only", "--export-perfetto", out, "--export-text", link, NULL);
     if (p->exit_code != 1 || !strstr(p->err, "name one file")) fail_msg("exit %d\nstderr:\n%s", p->exit_code, p->err);
     test_assert_file_starts(out, "keep\n");
+    /* one new file spelled two ways ("D/x" and "D/./x"): the same file once its directory is resolved */
+    char spelled[700];
+    snprintf(spelled, sizeof spelled, "%s/./new.json", test_tmpdir);
+    snprintf(out, sizeof out, "%s/new.json", test_tmpdir);
+    p = test_shardsim(60.0, "replay", dir_in, "--check-only", "--export-perfetto", out, "--export-text", spelled, NULL);
+    if (p->exit_code != 1 || !strstr(p->err, "name one file")) fail_msg("exit %d\nstderr:\n%s", p->exit_code, p->err);
+    assert_false(exists(out));
+    snprintf(out, sizeof out, "%s/out.json", test_tmpdir);
     /* a Chakra rank file named by another output */
     p = test_shardsim(60.0, "replay", dir_in, "--check-only", "--export-perfetto", et0, "--export-chakra", pre, NULL);
     if (p->exit_code != 1 || !strstr(p->err, "--export-chakra") || !strstr(p->err, "name one file"))
