@@ -62,16 +62,22 @@ mode=$1 optional_pkgs=$2
 
 echo "== fresh machine: removing what make deps installs, and CUDA (in the overlay only)"
 installed=$(dpkg-query -W -f='${Package} ${Status}\n' $optional_pkgs 2>/dev/null | awk '/ installed$/{print $1}' || true)
-if [ -n "$installed" ]; then dpkg --purge --force-depends $installed </dev/null >/dev/null 2>&1; fi
+# apt-get purge also removes what depends on them (libpng-dev needs zlib1g-dev), so
+# the package state stays consistent as on a machine that never had them; forcing
+# dpkg past the dependencies leaves a state in which make deps' apt-get refuses
+if [ -n "$installed" ]; then
+    apt-get purge -y -q $installed </dev/null >/dev/null 2>&1 ||
+        { echo "fresh_machine.sh: error: apt-get purge $installed failed" >&2; exit 1; }
+fi
 rm -rf /usr/local/cuda* /usr/local/bin/nvcc /etc/alternatives/mpi* /etc/alternatives/*mpirun* 2>/dev/null || true
 mkdir -p /usr/local/cuda
-for f in /usr/include/jansson.h /usr/include/cmocka.h /usr/include/protobuf-c; do
+for f in /usr/include/jansson.h /usr/include/cmocka.h /usr/include/protobuf-c /usr/include/zlib.h; do
     if [ -e "$f" ]; then echo "fresh_machine.sh: error: $f is still visible" >&2; exit 1; fi
 done
 for t in mpicc mpirun protoc-c nvcc; do
     if command -v "$t" >/dev/null 2>&1; then echo "fresh_machine.sh: error: $t is still on PATH" >&2; exit 1; fi
 done
-echo "   hidden: jansson.h cmocka.h protobuf-c/ mpicc mpirun protoc-c nvcc; /usr/local/cuda empty"
+echo "   hidden: jansson.h cmocka.h protobuf-c/ zlib.h mpicc mpirun protoc-c nvcc; /usr/local/cuda empty"
 
 mkdir -p /tmp/ws
 git -c safe.directory='*' clone -q /tmp/repo /tmp/ws/main </dev/null
