@@ -273,6 +273,10 @@ int sim_cmd_train(int argc, char **argv) {
            corpus.source, shs_format_bytes(b1, sizeof b1, (double)corpus.len), cfg->micro_batch, cfg->model.context,
            optim_desc, (unsigned long long)cfg->strategy.seed,
            cfg->device_mem == SIZE_MAX ? "unlimited" : shs_format_bytes(b2, sizeof b2, (double)cfg->device_mem));
+    if (cfg->attention != SHS_ATTENTION_EAGER || cfg->autocast || cfg->dropout > 0 || cfg->recompute)
+        printf("  activations: attention %s, autocast %s, dropout %g, recompute %s (gpt.h)\n",
+               shs_attention_name(cfg->attention), cfg->autocast ? shs_dtype_name(cfg->autocast) : "off",
+               (double)cfg->dropout, shs_recompute_name(cfg->recompute));
     if (o.resume_dir) {
         sim_progress_begin(pg, "loading checkpoint %s", o.resume_dir);
         shs_status_t st = shs_checkpoint_resume(main_run, o.resume_dir);

@@ -39,6 +39,20 @@ static const char *tmp_file(const char *name, const char *content) {
     return test_tmp_write(name, content, strlen(content));
 }
 
+/* The header says which activation options took effect, and says nothing
+ * new for a default run (its output is compared byte for byte elsewhere). */
+static void test_train_header_names_activation_options(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("train", "--steps", "1", "--world", "2", "--attention", "flash", "--autocast", "bf16",
+                                    "--dropout", "0.25", "--recompute-granularity", "selective", NULL);
+    if (p->exit_code != 0 ||
+        !strstr(p->out, "activations: attention flash, autocast bf16, dropout 0.25, recompute selective"))
+        fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", p->exit_code, p->out, p->err);
+    p = run_args("train", "--steps", "1", "--world", "2", NULL);
+    assert_int_equal(p->exit_code, 0);
+    assert_null(strstr(p->out, "activations:"));
+}
+
 static void test_unknown_command_and_option(void **state) {
     (void)state;
     expect_error(run_args("frobnicate", NULL), 2, "unknown command 'frobnicate'");
@@ -521,6 +535,7 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_command_and_option),
+        cmocka_unit_test(test_train_header_names_activation_options),
         cmocka_unit_test(test_test_hooks_are_not_options),
         cmocka_unit_test(test_shared_options_agree),
         cmocka_unit_test(test_bad_numbers),
