@@ -255,6 +255,9 @@ typedef enum {
     SHS_KERNELS_FLASH_ATTENTION = 1, /* shs_attention_{forward,backward}_flash */
     SHS_KERNELS_DROPOUT = 2,         /* shs_dropout_*, shs_attention_*_dropout */
     SHS_KERNELS_ROUND = 4,           /* shs_round */
+    SHS_KERNELS_LLAMA = 8,           /* shs_rmsnorm_*, shs_rope_*, shs_swiglu_*, shs_attention_gqa_*
+                                      * (eager and flash), shs_encoder_* without positions */
+    SHS_KERNELS_IGNORE_INDEX = 16,   /* shs_softmax_xent_* with SHS_IGNORE_INDEX targets */
 } shs_kernel_set_t;
 /* 1 if the backend has every kernel of the sets in the mask `sets` (0: 1). */
 int shs_device_supports(const shs_device_t *dev, unsigned sets);
@@ -275,11 +278,72 @@ void shs_relu_forward(shs_device_t *dev, float *out, const float *inp, size_t n)
 /* Accumulates dinp (n) += (inp > 0 ? dout : 0): the derivative at 0 is 0, as in torch. */
 void shs_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const float *dout, size_t n);
 
+/* ---- Llama-family kernels (SHS_KERNELS_LLAMA) -------------------------
+ * Sources: Touvron et al. 2023 (Llama), and Hugging Face transformers'
+ * modeling_llama.py for the exact conventions (RMSNorm computed in f32,
+ * rotate_half RoPE, repeat_kv grouping). HD = head dim, NKV = key/value
+ * heads (NH % NKV == 0; NKV == NH is MHA, NKV == 1 is MQA). */
+
+/* RMSNorm (Zhang & Sennrich 2019; HF LlamaRMSNorm) over the last dim:
+ * rstd (N) = 1 / sqrt(mean(inp^2) + eps) (sum of squares in f32 in
+ * increasing c), out (N,C) = (inp * rstd) * weight (C). */
+void shs_rmsnorm_forward(shs_device_t *dev, float *out, float *rstd, const float *inp, const float *weight, int N,
+                         int C, float eps);
+/* Accumulates dinp (N,C) and dweight (C) (over rows in increasing order). */
+void shs_rmsnorm_backward(shs_device_t *dev, float *dinp, float *dweight, const float *dout, const float *inp,
+                          const float *weight, const float *rstd, int N, int C);
+
+/* Rotary position embedding (Su et al. 2021) in HF's rotate_half layout:
+ * x (B,T,NH,HD), for i < HD/2 the pair (x[i], x[i + HD/2]) is rotated by
+ * the angle a = (float)pos * inv_freq[i] (f32 product, cosf/sinf):
+ * out[i] = x[i] cos a - x[i+HD/2] sin a, out[i+HD/2] = x[i+HD/2] cos a +
+ * x[i] sin a. positions (B,T) int32 device array, or NULL for t.
+ * inv_freq (HD/2) f32 device array (the caller applies rope_theta and any
+ * rope_scaling). HD even. out may alias inp. */
+void shs_rope_forward(shs_device_t *dev, float *out, const float *inp, const int32_t *positions,
+                      const float *inv_freq, int B, int T, int NH, int HD);
+/* Accumulates dinp (B,T,NH,HD) += R(-a) dout (the transposed rotation). */
+void shs_rope_backward(shs_device_t *dev, float *dinp, const float *dout, const int32_t *positions,
+                       const float *inv_freq, int B, int T, int NH, int HD);
+
+/* SwiGLU (Shazeer 2020; Llama's MLP): out (n) = silu(gate) * up with
+ * silu(x) = x / (1 + expf(-x)). */
+void shs_swiglu_forward(shs_device_t *dev, float *out, const float *gate, const float *up, size_t n);
+/* Accumulates dgate (n) += dout * up * silu'(gate) and dup (n) += dout * silu(gate). */
+void shs_swiglu_backward(shs_device_t *dev, float *dgate, float *dup, const float *dout, const float *gate,
+                         const float *up, size_t n);
+
+/* Grouped-query causal attention (Ainslie et al. 2023), eager: q (B,T,NH*HD),
+ * k and v (B,T,NKV*HD); query head h reads key/value head h / (NH/NKV)
+ * (HF repeat_kv). Scores scaled by 1/sqrt(HD). Position t attends to t2
+ * iff t2 <= t and, when doc_ids (B,T int32 device array) is not NULL,
+ * doc_ids[b,t2] == doc_ids[b,t] (packed documents). Writes att (B,NH,T,T)
+ * (the softmax; masked entries 0) and out (B,T,NH*HD). */
+void shs_attention_gqa_forward(shs_device_t *dev, float *out, float *att, const float *q, const float *k,
+                               const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD);
+/* Its backward: accumulates dq (B,T,NH*HD), dk and dv (B,T,NKV*HD) (a
+ * shared key/value head sums its query heads in increasing h). datt
+ * (B,NH,T,T) is scratch, overwritten. */
+void shs_attention_gqa_backward(shs_device_t *dev, float *dq, float *dk, float *dv, float *datt, const float *dout,
+                                const float *q, const float *k, const float *v, const float *att, int B, int T,
+                                int NH, int NKV, int HD);
+/* The same attention as FlashAttention (Dao et al. 2022; keys in blocks of
+ * SHS_FLASH_BLOCK, online softmax): writes out and lse (B,NH,T) only. */
+void shs_attention_gqa_forward_flash(shs_device_t *dev, float *out, float *lse, const float *q, const float *k,
+                                     const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD);
+/* Its backward (recomputes the probabilities from lse): accumulates dq,
+ * dk, dv as shs_attention_gqa_backward. out, lse: the forward's. */
+void shs_attention_gqa_backward_flash(shs_device_t *dev, float *dq, float *dk, float *dv, const float *dout,
+                                      const float *q, const float *k, const float *v, const float *out,
+                                      const float *lse, const int32_t *doc_ids, int B, int T, int NH, int NKV,
+                                      int HD);
+
 /* Token + position embedding: out (B,T,C) = wte[tokens[b,t]] + wpe[t].
- * tokens (B,T) int32 in [0,V) (device memory); wte (V,C); wpe (>=T,C). */
+ * tokens (B,T) int32 in [0,V) (device memory); wte (V,C); wpe (>=T,C), or
+ * NULL for no position embedding (out = wte[tokens], SHS_KERNELS_LLAMA). */
 void shs_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,
                          const float *wpe, int B, int T, int C);
-/* Accumulates dwte rows and dwpe (T,C) from dout (B,T,C), visiting (b,t) in
+/* Accumulates dwte rows and dwpe (T,C; NULL: none) from dout (B,T,C), visiting (b,t) in
  * increasing order for each row. */
 void shs_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, const float *dout,
                           const int32_t *tokens, int B, int T, int C);
@@ -292,7 +356,9 @@ void shs_accumulate(shs_device_t *dev, float *dst, const float *src, size_t n);
 void shs_scale(shs_device_t *dev, float *x, float alpha, size_t n);
 
 /* Softmax cross-entropy: probs (BT,V) = softmax(logits (BT,V)) per row;
- * losses (BT) = -log probs[targets]. targets (BT) int32 in [0,V). */
+ * losses (BT) = -log probs[targets]. targets (BT) int32 in [0,V), or
+ * SHS_IGNORE_INDEX (-100, model.h) on a backend with
+ * SHS_KERNELS_IGNORE_INDEX: that row's loss is 0 and its dlogits row 0. */
 void shs_softmax_xent_forward(shs_device_t *dev, float *losses, float *probs, const float *logits,
                               const int32_t *targets, int BT, int V);
 /* dlogits (BT,V) = (probs - onehot(targets)) * dloss (overwritten), where

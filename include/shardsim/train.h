@@ -19,14 +19,23 @@
 #include "shardsim/data.h"
 #include "shardsim/device.h"
 #include "shardsim/gpt.h"
+#include "shardsim/llama.h"
 #include "shardsim/memory_timeline.h"
 #include "shardsim/trace_record.h"
 #include "shardsim/model_file.h"
 #include "shardsim/world.h"
 #include "shardsim/strategy.h"
 
+/* Which network a job trains (model_file, when set, overrides it). */
+typedef enum {
+    SHS_ARCH_GPT = 0,            /* gpt.h, shaped by `model` */
+    SHS_ARCH_LLAMA,              /* llama.h, shaped by `llama` (context: model.context) */
+} shs_model_arch_t;
+
 typedef struct {
-    shs_gpt_config_t model;      /* the GPT; only model.context is used with a model file */
+    shs_gpt_config_t model;      /* the GPT; only model.context (T) is used with a model file or a Llama */
+    shs_model_arch_t arch;       /* SHS_ARCH_GPT (0) or SHS_ARCH_LLAMA */
+    shs_llama_config_t llama;    /* with arch SHS_ARCH_LLAMA: the Llama's shape */
     const shs_model_file_t *model_file; /* NULL: the GPT; else this described model (outlives the trainer) */
     int world_size;              /* N ranks */
     int micro_batch;             /* B sequences per rank per step */

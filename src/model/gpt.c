@@ -132,6 +132,7 @@ typedef struct {
     float *wt1, *wt2;                   /* 16-bit A, eager: (B,NH,T,T) f32 work */
     float *ww;                          /* round_weights: max(4C*C + 4C, V*C) rounded weights */
     int32_t *tokens, *targets;          /* (BT) device */
+    int64_t num_targets;                /* the last forward's counted targets (the mean's divisor) */
     const float *head_params;           /* unit 0 as kept resident from forward to backward */
 } shs_gpt_t;
 
@@ -460,8 +461,8 @@ static void block_forward(shs_gpt_t *g, int l, const void *x, const block_params
     commit(g, a->res3, R, o, btc);
 }
 
-static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const int32_t *tokens,
-                               const int32_t *targets, float *mean_loss) {
+static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const shs_batch_t *batch,
+                               float *mean_loss) {
     shs_gpt_t *g = (shs_gpt_t *)m;
     const shs_layout_t *lo = g->layout;
     const shs_gpt_config_t *c = &g->cfg;
@@ -469,8 +470,12 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const i
     size_t btc = (size_t)BT * C;
     shs_device_t *d = g->dev;
     size_t tok_bytes = (size_t)BT * sizeof(int32_t);
-    SHS_CHECK(shs_memcpy_h2d(d, g->tokens, tokens, tok_bytes));
-    SHS_CHECK(shs_memcpy_h2d(d, g->targets, targets, tok_bytes));
+    if (batch->doc_ids || batch->positions)
+        return shs_set_error(SHS_UNSUPPORTED, "the GPT has no per-document attention masks or position ids "
+                                              "(packed documents need a Llama model)");
+    SHS_CHECK(shs_memcpy_h2d(d, g->tokens, batch->tokens, tok_bytes));
+    SHS_CHECK(shs_memcpy_h2d(d, g->targets, batch->targets, tok_bytes));
+    g->num_targets = shs_batch_num_targets(batch, (size_t)BT);
 
     const float *emb;
     SHS_CHECK(src->acquire_params(src->self, 0, &emb));
@@ -508,7 +513,7 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const i
     shs_sum(d, g->loss_sum, g->losses, (size_t)BT);
     float sum;
     SHS_CHECK(shs_memcpy_d2h(d, &sum, g->loss_sum, sizeof sum));
-    *mean_loss = sum / (float)BT;
+    *mean_loss = g->num_targets ? sum / (float)g->num_targets : 0.0f;
     return SHS_OK;
 }
 
@@ -598,7 +603,8 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
     SHS_ASSERT(emb);
     g->head_params = NULL;
     SHS_CHECK(src->acquire_grads(src->self, 0, &demb));
-    shs_softmax_xent_backward(d, g->dlogits, g->probs, g->targets, dloss / (float)BT, BT, V);
+    shs_softmax_xent_backward(d, g->dlogits, g->probs, g->targets,
+                              g->num_targets ? dloss / (float)g->num_targets : 0.0f, BT, V);
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
     matmul_backward(g, g->dbtc, demb + te[0].offset, NULL, g->dlogits, view(g, g->lnf, g->A, g->w1, btc),
                     emb + te[0].offset, BT, C, V);

@@ -84,7 +84,8 @@ typedef struct {
     float *loss_sum;            /* (1) */
     float *dA, *dB;             /* (BT, max_w) backward ping-pong */
     float *dummy;               /* (1) stands in for the pointer of an empty tensor */
-    int32_t *tokens, *targets;  /* (BT) device: token % V (Embedding input), target % K */
+    int32_t *tokens, *targets;  /* (BT) device: token % V (Embedding input), target % K (or ignored) */
+    int64_t num_targets;        /* the last forward's counted targets */
     int32_t *h_tok, *h_tgt;     /* (BT) host staging */
     float *h_x0;                /* (BT, in_w) host staging */
 } nd_model_t;
@@ -194,8 +195,8 @@ static const float *tensor_at(const nd_model_t *m, const float *base, int t) {
 }
 static float *grad_at(const nd_model_t *m, float *base, int t) { return (float *)tensor_at(m, base, t); }
 
-static shs_status_t nd_forward(shs_model_t *base, shs_param_source_t *src, const int32_t *tokens,
-                               const int32_t *targets, float *mean_loss) {
+static shs_status_t nd_forward(shs_model_t *base, shs_param_source_t *src, const shs_batch_t *batch,
+                               float *mean_loss) {
     nd_model_t *m = (nd_model_t *)base;
     const shs_model_file_t *nd = m->nd;
     shs_device_t *d = m->dev;
@@ -204,10 +205,15 @@ static shs_status_t nd_forward(shs_model_t *base, shs_param_source_t *src, const
     /* inputs: token % V for an Embedding, else the one-hot vector of token % in (zero width: nothing);
      * tokens and targets are bytes, read as unsigned */
     uint32_t V = F->kind == ND_EMBEDDING ? (uint32_t)F->size[0] : (nd->in_w > 0 ? (uint32_t)nd->in_w : 1u);
+    if (batch->doc_ids || batch->positions)
+        return shs_set_error(SHS_UNSUPPORTED, "a described model has no per-document attention masks or position "
+                                              "ids (packed documents need a Llama model)");
+    const int32_t *tokens = batch->tokens, *targets = batch->targets;
     for (int r = 0; r < BT; r++) {
         m->h_tok[r] = (int32_t)((uint32_t)tokens[r] % V);
-        m->h_tgt[r] = (int32_t)((uint32_t)targets[r] % (uint32_t)K);
+        m->h_tgt[r] = targets[r] == SHS_IGNORE_INDEX ? SHS_IGNORE_INDEX : (int32_t)((uint32_t)targets[r] % (uint32_t)K);
     }
+    m->num_targets = shs_batch_num_targets(batch, (size_t)BT);
     SHS_CHECK(shs_memcpy_h2d(d, m->tokens, m->h_tok, 2 * (size_t)BT * sizeof(int32_t)));
     if (F->kind != ND_EMBEDDING && nd->in_w > 0) {
         size_t W = (size_t)nd->in_w;
@@ -261,7 +267,7 @@ static shs_status_t nd_forward(shs_model_t *base, shs_param_source_t *src, const
     shs_sum(d, m->loss_sum, m->losses, (size_t)BT);
     float sum;
     SHS_CHECK(shs_memcpy_d2h(d, &sum, m->loss_sum, sizeof sum));
-    *mean_loss = sum / (float)BT;
+    *mean_loss = m->num_targets ? sum / (float)m->num_targets : 0.0f;
     return SHS_OK;
 }
 
@@ -274,7 +280,8 @@ static shs_status_t nd_backward(shs_model_t *base, shs_param_source_t *src, floa
     shs_device_t *d = m->dev;
     int BT = m->B * m->T, K = nd->out_w;
     float *dcur = m->dA, *dnext = m->dB;
-    shs_softmax_xent_backward(d, dcur, m->probs, m->targets, dloss / (float)BT, BT, K);
+    shs_softmax_xent_backward(d, dcur, m->probs, m->targets, m->num_targets ? dloss / (float)m->num_targets : 0.0f,
+                              BT, K);
     for (int u = nd->num_units - 1; u >= 0; u--) {
         const nd_unit_t *U = &nd->units[u];
         const float *p = NULL;

@@ -87,7 +87,8 @@ shs_status_t shs__rank_step(shs__rank_t *r, const shs_train_config_t *cfg, const
         float micro_loss;
         shs_gpt_set_position(r->model, (uint64_t)(steps_done * K + k), (uint64_t)rank * (uint64_t)cfg->micro_batch);
         enter(r, SHS__STEP_FORWARD, "fwd");
-        SHS_CHECK(shs_model_forward(r->model, r->src, r->tokens, r->targets, &micro_loss));
+        SHS_CHECK(shs_model_forward(r->model, r->src, &(shs_batch_t){.tokens = r->tokens, .targets = r->targets},
+                                    &micro_loss));
         shs_strategy_set_sync(r->strategy, k == K - 1);
         /* d(step loss)/d(micro loss) = 1/K: the gradient is the mean over
          * the micro-batches, as `(loss / K).backward()` in torch; times the

@@ -99,7 +99,7 @@ static void fixture_free(fixture_t *f) {
 
 static float loss_at(fixture_t *f) {
     float loss;
-    assert_int_equal(shs_model_forward(f->gpt, &f->src, f->tok, f->tgt, &loss), SHS_OK);
+    assert_int_equal(shs_model_forward(f->gpt, &f->src, &(shs_batch_t){.tokens = f->tok, .targets = f->tgt}, &loss), SHS_OK);
     for (int u = 0; u < f->lo.num_units; u++) shs_memset(f->dev, f->ps.grads[u], 0, f->lo.units[u].numel * 4);
     memset(f->ps.ready, 0, (size_t)f->lo.num_units * sizeof(int));
     assert_int_equal(shs_model_backward(f->gpt, &f->src, 1.0f), SHS_OK); /* releases the head's acquire */

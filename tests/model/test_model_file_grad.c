@@ -135,7 +135,7 @@ static float loss_at(fixture_t *f) {
     float loss;
     memset(s->fwd_acq, 0, (size_t)U * sizeof(int));
     s->in_backward = 0;
-    assert_int_equal(shs_model_forward(f->model, &f->src, f->tok, f->tgt, &loss), SHS_OK);
+    assert_int_equal(shs_model_forward(f->model, &f->src, &(shs_batch_t){.tokens = f->tok, .targets = f->tgt}, &loss), SHS_OK);
     if (s->acquired != 0) fail_msg("forward left %d parameter acquires outstanding", s->acquired);
     for (int u = 0; u < U; u++)
         if (s->grads[u]) shs_memset(f->dev, s->grads[u], 0, f->lo.units[u].numel * 4);

@@ -1,0 +1,98 @@
+/* llama.h - a Llama-family decoder written against the device interface.
+ *
+ * What it is: the config of a Llama-architecture model (Touvron et al.
+ * 2023; Hugging Face LlamaConfig / MistralConfig / Qwen2Config names), its
+ * parameter layout in wrap units, deterministic initialization, and forward
+ * / backward passes that get every unit's parameters and gradients from a
+ * strategy and do all math through device.h: token embedding (no position
+ * embedding); L decoder layers of pre-RMSNorm grouped-query causal
+ * attention with rotary position embeddings and a SwiGLU MLP, with
+ * residuals; a final RMSNorm; an LM head, untied (its own weight) or tied
+ * to the embedding. No biases, except q/k/v biases for Qwen2.
+ * What it is not: a tokenizer (shardsim trains on byte tokens: a training
+ * config's vocabulary must be >= 256), the GPT (gpt.h), or a config-file
+ * reader (hf_config.h).
+ *
+ * Legend: B sequences per rank, T context, C hidden_size, NH heads, NKV
+ * key/value heads, HD = C / NH head dim, I intermediate_size, L layers,
+ * V vocabulary.
+ *
+ * Wrap units, in order (FSDP transformer_auto_wrap_policy on the decoder
+ * layer, with the embedding and the head as their own units):
+ *   unit 0        "embed"   embed_tokens (V,C)
+ *   unit 1..L     "layerI"  input_layernorm (C), q_proj (NH*HD,C),
+ *                           k_proj (NKV*HD,C), v_proj (NKV*HD,C),
+ *                           [q_bias (NH*HD), k_bias (NKV*HD), v_bias (NKV*HD)],
+ *                           o_proj (C,NH*HD), post_attention_layernorm (C),
+ *                           gate_proj (I,C), up_proj (I,C), down_proj (C,I)
+ *   unit L+1      "norm"    norm (C)
+ *   unit L+2      "lm_head" lm_head (V,C)          (untied only)
+ * Tied, the head reuses unit 0 (as the GPT does).
+ */
+#ifndef SHARDSIM_LLAMA_H
+#define SHARDSIM_LLAMA_H
+
+#include <stdint.h>
+
+#include "shardsim/device.h"
+#include "shardsim/gpt.h"
+#include "shardsim/layout.h"
+#include "shardsim/model.h"
+#include "shardsim/status.h"
+
+typedef enum {
+    SHS_ROPE_SCALING_NONE = 0,
+    SHS_ROPE_SCALING_LLAMA3, /* HF rope_type "llama3" (Llama 3.1): factor, low_freq_factor,
+                              * high_freq_factor, original_max_position_embeddings */
+} shs_rope_scaling_kind_t;
+
+typedef struct {
+    shs_rope_scaling_kind_t kind;
+    double factor;
+    double low_freq_factor;
+    double high_freq_factor;
+    int original_max_position_embeddings;
+} shs_rope_scaling_t;
+
+typedef struct {
+    int num_layers;          /* num_hidden_layers, L >= 1 */
+    int hidden;              /* hidden_size, C >= 1 */
+    int num_heads;           /* num_attention_heads, NH >= 1, divides C; HD = C/NH even */
+    int num_kv_heads;        /* num_key_value_heads, NKV >= 1, divides NH */
+    int intermediate;        /* intermediate_size, I >= 1 */
+    int vocab;               /* vocab_size, V >= 1 */
+    int max_position;        /* max_position_embeddings (the longest context it takes) */
+    float rms_norm_eps;      /* rms_norm_eps, > 0 */
+    double rope_theta;       /* rope_theta, > 0 */
+    shs_rope_scaling_t rope_scaling;
+    int tie_word_embeddings; /* 1: the head reuses embed_tokens */
+    int qkv_bias;            /* 1: q/k/v projections have biases (Qwen2) */
+} shs_llama_config_t;
+
+/* Check a config: SHS_INVALID_ARG naming the field (HF's key name). */
+shs_status_t shs_llama_config_validate(const shs_llama_config_t *cfg);
+
+/* Parameters, from the layout above: per layer 2C + C*NH*HD*2 + 2*C*NKV*HD
+ * (+ NH*HD + 2*NKV*HD with qkv_bias) + 3*C*I; embed V*C; norm C; head V*C
+ * unless tied. */
+uint64_t shs_llama_num_params(const shs_llama_config_t *cfg);
+
+/* The RoPE inverse frequencies (HD/2 values): inv_freq[i] = 1 / theta^(2i/HD),
+ * computed in f64 and rounded to f32, then rope_scaling applied as HF's
+ * _compute_llama3_parameters does. */
+void shs_llama_inv_freq(const shs_llama_config_t *cfg, float *inv_freq);
+
+/* Build the layout (units above). Init: weights N(0, 0.02) (HF
+ * initializer_range), norms 1, biases 0. Errors: SHS_INVALID_ARG, SHS_HOST_OOM. */
+shs_status_t shs_llama_layout_create(shs_layout_t *layout, const shs_llama_config_t *cfg);
+
+/* A Llama on `dev` for B sequences of T positions per rank, with its
+ * activation buffers. `ex` as for the GPT (gpt.h): recompute none / full /
+ * selective and attention eager / flash are honoured; autocast and dropout
+ * are refused (SHS_UNSUPPORTED, naming them) unless zero. Errors:
+ * SHS_OUT_OF_MEMORY, SHS_INVALID_ARG, SHS_UNSUPPORTED (the device lacks
+ * SHS_KERNELS_LLAMA: the CUDA backend). */
+shs_status_t shs_llama_create(shs_model_t **out, const shs_layout_t *layout, const shs_llama_config_t *cfg,
+                              shs_device_t *dev, int B, int T, const shs_gpt_exec_t *ex);
+
+#endif
