@@ -200,13 +200,15 @@ static void test_meta_wrap_size(void **state) {
 static void test_presets(void **state) {
     int n;
     const shs_model_preset_t *p = shs_model_presets(&n);
-    assert_int_equal(n, 7);
+    assert_int_equal(n, 14); /* 7 GPTs, then the 7 Llama-family presets (tests/model/test_hf_config.c) */
+    n = 7;
     static const char *names[] = {"gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b"};
     /* hand-computed from the closed form */
     static const uint64_t expect[] = {124439808ull, 354823168ull, 774030080ull, 1557611200ull,
                                       6658404352ull, 12853386240ull, 174604259328ull};
     for (int i = 0; i < n; i++) {
         assert_string_equal(p[i].name, names[i]);
+        assert_int_equal(p[i].arch, SHS_ARCH_GPT);
         assert_ptr_equal(shs_model_preset_find(names[i]), &p[i]);
         shs_layout_t lo;
         assert_int_equal(shs_gpt_layout_create(&lo, &p[i].cfg), SHS_OK);
