@@ -14,6 +14,7 @@
 #include "options.h"
 #include "commands.h"
 #include "compare_plot.h"
+#include "model_choice.h"
 #include "shardsim/durable.h"
 #include "shardsim/estimate.h"
 #include "shardsim/features.h"
@@ -30,7 +31,7 @@
 
 /* The options of `compare`; the rows' order is --help's. */
 typedef enum {
-    C_MODEL, C_LAYERS, C_CHANNELS, C_HEADS, C_CONTEXT, C_VOCAB, C_WORLD, C_PARAM_DTYPE, C_REDUCE_DTYPE, C_GRAD_ACCUM_DTYPE,
+    C_MODEL, C_HF_CONFIG, C_LAYERS, C_CHANNELS, C_HEADS, C_CONTEXT, C_VOCAB, C_WORLD, C_PARAM_DTYPE, C_REDUCE_DTYPE, C_GRAD_ACCUM_DTYPE,
     C_OPTIMIZER,
     C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
     C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
@@ -43,7 +44,11 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_MODEL] = {"--model", NULL, SIM_OPT_STR, 0, 0, 0, 0, "NAME",
                  "preset: gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b gpt3-6.7b gpt3-13b\n"
                  "gpt3-175b; --layers/--channels/--heads/--context/--vocab override\n"
-                 "its fields (a custom GPT)"},
+                 "its fields (a custom GPT). Llama family: llama2-7b llama2-13b\n"
+                 "llama2-70b llama3-8b llama3-70b llama3.1-405b mistral-7b (their\n"
+                 "config.json shapes; --context only, default max_position_embeddings,\n"
+                 "mistral-7b its sliding window 4096)"},
+    [C_HF_CONFIG] = SIM_ROW_HF_CONFIG,
     [C_LAYERS] = SIM_ROW_LAYERS,
     [C_CHANNELS] = SIM_ROW_CHANNELS,
     [C_HEADS] = SIM_ROW_HEADS,
@@ -458,7 +463,7 @@ int sim_cmd_compare(int argc, char **argv) {
     tc->strategy.param_dtype = SHS_BF16;
     tc->device_mem = SIZE_MAX;
     const char *output = NULL;
-    const char *model = "gpt2-124m", *format = "table", *plot = NULL, *gpu = "h100-sxm", *strategies = NULL;
+    const char *model = "gpt2-124m", *hf_path = NULL, *format = "table", *plot = NULL, *gpu = "h100-sxm", *strategies = NULL;
     size_t device_mem = 0;
     double eff = 0.5;
     int variants_all = 1, zero_paper = 0, rc_;
@@ -471,6 +476,14 @@ int sim_cmd_compare(int argc, char **argv) {
     const sim_opts_t *op = &o;
 #define GIVEN(id) op->given[id]
     if (GIVEN(C_MODEL)) model = o.str[C_MODEL];
+    if (GIVEN(C_HF_CONFIG)) {
+        static const compare_opt_t shape[] = {C_MODEL, C_LAYERS, C_CHANNELS, C_HEADS, C_VOCAB};
+        for (int k = 0; k < 5; k++)
+            if (GIVEN(shape[k]))
+                return usage_error("--hf-config and %s exclude each other (the file gives the shape)",
+                                   compare_options[shape[k]].name);
+        hf_path = o.str[C_HF_CONFIG];
+    }
     if (GIVEN(C_WORLD)) tc->world_size = (int)o.num[C_WORLD];
     if (GIVEN(C_MICRO_BATCH)) tc->micro_batch = (int)o.num[C_MICRO_BATCH];
     if (GIVEN(C_PARAM_DTYPE) && (rc_ = sim_opt_dtype("compare", "--param-dtype", o.str[C_PARAM_DTYPE], &tc->strategy.param_dtype)) >= 0)
@@ -559,21 +572,47 @@ int sim_cmd_compare(int argc, char **argv) {
             return SIM_EXIT_ERROR;
         }
     }
-    const shs_model_preset_t *preset = shs_model_preset_find(model);
-    if (!preset) return usage_error("--model: unknown model preset '%s'", model);
-    tc->model = preset->cfg;
-    int custom = layers || channels || heads || context || vocab >= 0;
-    if (layers) tc->model.num_layers = (int)layers;
-    if (channels) tc->model.channels = (int)channels;
-    if (heads) tc->model.num_heads = (int)heads;
-    if (context) tc->model.context = (int)context;
-    if (vocab >= 0) tc->model.vocab = (int)vocab;
-    char model_name[160];
-    if (custom)
-        snprintf(model_name, sizeof model_name, "custom GPT L=%d C=%d NH=%d T=%d V=%d", tc->model.num_layers,
-                 tc->model.channels, tc->model.num_heads, tc->model.context, shs_gpt_vocab(&tc->model));
-    else snprintf(model_name, sizeof model_name, "%s", preset->name);
-    if (shs_gpt_config_validate(&tc->model) != SHS_OK) return usage_error("%s", shs_last_error());
+    char model_name[320];
+    shs_hf_config_t hf;
+    const shs_model_preset_t *preset = hf_path ? NULL : shs_model_preset_find(model);
+    if (hf_path) {
+        if (shs_hf_config_load(hf_path, &hf) != SHS_OK) {
+            sim_error("compare", "--hf-config: %s", shs_last_error());
+            return SIM_EXIT_ERROR;
+        }
+        if ((rc_ = sim_model_set_hf("compare", hf_path, &hf, (int)context, shs_hf_config_context(&hf), tc)) >= 0)
+            return rc_;
+        if (!o.given[C_PARAM_DTYPE] && hf.torch_dtype) tc->strategy.param_dtype = hf.torch_dtype; /* the file's dtype */
+        char what[sizeof model_name - 32];
+        snprintf(what, sizeof what, "%s (model_type %s%s%s)", hf_path, hf.model_type,
+                 hf.torch_dtype ? ", torch_dtype " : "", hf.torch_dtype ? shs_dtype_name(hf.torch_dtype) : "");
+        sim_model_describe(model_name, sizeof model_name, what, tc, 0);
+    } else if (!preset) {
+        return usage_error("--model: unknown model preset '%s' (%s)", model, "compare --help lists them");
+    } else if (preset->arch == SHS_ARCH_LLAMA) {
+        if (layers || channels || heads || vocab >= 0)
+            return usage_error("--layers/--channels/--heads/--vocab shape a GPT, not the Llama-family preset %s "
+                               "(--hf-config takes any Llama shape)", preset->name);
+        if ((rc_ = sim_model_set_llama("compare", preset->name, &preset->llama, preset->sliding_window, (int)context,
+                                       preset->cfg.context, tc)) >= 0)
+            return rc_;
+        sim_model_describe(model_name, sizeof model_name, preset->name, tc, 0);
+    }
+    if (!hf_path && preset->arch == SHS_ARCH_GPT) {
+        tc->model = preset->cfg;
+        int custom = layers || channels || heads || context || vocab >= 0;
+        if (layers) tc->model.num_layers = (int)layers;
+        if (channels) tc->model.channels = (int)channels;
+        if (heads) tc->model.num_heads = (int)heads;
+        if (context) tc->model.context = (int)context;
+        if (vocab >= 0) tc->model.vocab = (int)vocab;
+        if (custom)
+            snprintf(model_name, sizeof model_name, "custom GPT L=%d C=%d NH=%d T=%d V=%d", tc->model.num_layers,
+                     tc->model.channels, tc->model.num_heads, tc->model.context, shs_gpt_vocab(&tc->model));
+        else snprintf(model_name, sizeof model_name, "%s", preset->name);
+    }
+    if (tc->arch == SHS_ARCH_GPT && shs_gpt_config_validate(&tc->model) != SHS_OK)
+        return usage_error("%s", shs_last_error());
     shs_hw_t hw;
     if (shs_hw_preset(gpu, &hw) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
     const double *hv = &o.num[C_PEAK_TFLOPS];

@@ -35,6 +35,7 @@
 #include "shardsim/safetensors.h"
 #include "shardsim/durable.h"
 
+#include "model_choice.h"
 #include "train_options.h"
 
 /* steps: this run's; the trainer knows how many the checkpoint had before */
@@ -254,6 +255,8 @@ int sim_cmd_train(int argc, char **argv) {
     if (nd)
         snprintf(model_desc, sizeof model_desc, "model %s T=%d, %zu params", o.model_file, cfg->model.context,
                  lo->num_params);
+    else if (o.hf_config)
+        sim_model_describe(model_desc, sizeof model_desc, o.hf_config, cfg, lo->num_params);
     else
         snprintf(model_desc, sizeof model_desc, "model L=%d C=%d NH=%d T=%d, %.3fM params", cfg->model.num_layers,
                  cfg->model.channels, cfg->model.num_heads, cfg->model.context, (double)lo->num_params / 1e6);
@@ -261,6 +264,11 @@ int sim_cmd_train(int argc, char **argv) {
            cfg->backend == SHS_WORLD_CUDA ? "cuda, one GPU" : cfg->backend == SHS_WORLD_CUDA_NCCL ? "cuda, nccl" : "cpu",
            o.backend_mpi ? ", mpi: one process per rank" : "",
            shs_strategy_name(cfg->strategy.kind), model_desc, lo->num_units);
+    if (o.hf_config)
+        printf("  hf config %s: model_type %s, torch_dtype %s (train computes in --param-dtype %s)%s%s\n", o.hf_config,
+               o.hf.model_type, o.hf.torch_dtype ? shs_dtype_name(o.hf.torch_dtype) : "not given",
+               shs_dtype_name(cfg->strategy.param_dtype ? cfg->strategy.param_dtype : SHS_F32),
+               o.hf.not_applied[0] ? "; not applied: " : "", o.hf.not_applied);
     char optim_desc[128];
     if (cfg->strategy.optim.kind == SHS_OPTIM_ADAMW)
         snprintf(optim_desc, sizeof optim_desc, "adamw lr %g betas (%g, %g) eps %g wd %g", (double)cfg->strategy.optim.lr,

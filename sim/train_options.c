@@ -12,6 +12,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "model_choice.h"
 #include "options.h"
 #include "shardsim/check.h"
 #include "shardsim/durable.h"
@@ -30,7 +31,7 @@ static int usage_error(const char *fmt, const char *a, const char *b) {
  * The rows' order is --help's. */
 typedef enum {
     O_WORLD, O_BACKEND, O_LOSS_BITS, O_STRATEGY, O_SHARD_GROUP_SIZE, O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH,
-    O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_OFFLOAD, O_MEMORY_TIMELINE, O_POISON_FREED, O_DATA, O_MODEL_FILE,
+    O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_OFFLOAD, O_MEMORY_TIMELINE, O_POISON_FREED, O_DATA, O_MODEL_FILE, O_HF_CONFIG,
     O_STEPS, O_CHECK, O_REDUCE_ORDER, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_OPTIMIZER, O_LR,
     O_WEIGHT_DECAY, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_SEED, O_DEVICE_MEM, O_BUCKET_MB, O_TIMEOUT, O_GRAD_ACCUM,
     O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_PARAM_DTYPE, O_REDUCE_DTYPE, O_GRAD_ACCUM_DTYPE,
@@ -77,6 +78,7 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
                       "train the model a description file lists instead of the GPT\n"
                       "(README: Model-description files); --layers, --heads and\n"
                       "--channels then do not apply, --context still sets T"},
+    [O_HF_CONFIG] = SIM_ROW_HF_CONFIG,
     [O_STEPS] = {"--steps", NULL, SIM_OPT_INT, 0, 100000000, 0, 0, "N",
                  "training steps of this run; with --resume, steps\n"
                  "after the checkpoint's (numbered from it). 0: initialize only,\n"
@@ -431,6 +433,26 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         if (files[k] && shs_out_resolve(files[k], &to) != SHS_OK) return usage_error("%s %s", file_opts[k], shs_last_error());
     }
     if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
+    if (p.given[O_HF_CONFIG]) {
+        static const opt_id_t shape[] = {O_MODEL_FILE, O_LAYERS, O_HEADS, O_CHANNELS};
+        for (int k = 0; k < 4; k++)
+            if (p.given[shape[k]]) return usage_error("--hf-config and %s exclude each other (the file gives the shape)%s",
+                                                      options[shape[k]].name, "");
+        o->hf_config = p.str[O_HF_CONFIG];
+        if (shs_hf_config_load(o->hf_config, &o->hf) != SHS_OK) {
+            sim_error("train", "--hf-config: %s", shs_last_error());
+            return SIM_EXIT_ERROR;
+        }
+        int vocab = o->hf.arch == SHS_ARCH_LLAMA ? o->hf.llama.vocab : shs_gpt_vocab(&o->hf.gpt);
+        if (vocab < 256) { /* train feeds byte tokens 0..255 */
+            char v[16];
+            snprintf(v, sizeof v, "%d", vocab);
+            return usage_error("--hf-config %s: vocab_size %s is below 256, and train's tokens are bytes", o->hf_config, v);
+        }
+        if ((rc = sim_model_set_hf("train", o->hf_config, &o->hf, p.given[O_CONTEXT] ? (int)p.num[O_CONTEXT] : 0,
+                                   shs_train_default_config().model.context, c)) >= 0)
+            return rc;
+    }
     static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE,
                                         O_ATTENTION, O_AUTOCAST, O_DROPOUT};
     for (int k = 0; k < 8 && o->model_file; k++)
@@ -456,7 +478,7 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         return usage_error("--inject-bitflip needs --check ddp and a step within --steps%s%s", "", "");
     if (o->timeline_path && o->steps == 0)
         return usage_error("--memory-timeline %s needs a step to draw (--steps 0 runs none)%s", o->timeline_path, "");
-    if (!o->model_file && c->model.channels % c->model.num_heads != 0) {
+    if (!o->model_file && !o->hf_config && c->model.channels % c->model.num_heads != 0) {
         char h[16], ch[16];
         snprintf(h, sizeof h, "%d", c->model.num_heads);
         snprintf(ch, sizeof ch, "%d", c->model.channels);

@@ -5,12 +5,15 @@
 #define SHARDSIM_SIM_TRAIN_OPTIONS_H
 
 #include "test_fault.h"
+#include "shardsim/hf_config.h"
 #include "shardsim/train.h"
 
 typedef struct {
     shs_train_config_t cfg;
     const char *data_path;
     const char *model_file;   /* --model-file: a described model instead of the GPT */
+    const char *hf_config;    /* --hf-config: a Hugging Face config.json (shape in cfg: arch, llama / model) */
+    shs_hf_config_t hf;       /* its contents (torch_dtype, not_applied: for the header) */
     long steps;
     int check_ddp;
     long inject_bitflip;   /* step after which to flip a parameter bit (0: never) */
