@@ -65,6 +65,24 @@ typedef struct shs_device_iface {
     void (*adamw_update)(shs_device_t *, float *, const float *, float *, float *, size_t,
                          const shs_adamw_hparams_t *);
     void (*sgd_update)(shs_device_t *, float *, const float *, float *, size_t, float, float, float);
+    /* (optional) the Llama-family kernels (SHS_KERNELS_LLAMA: all of them, and
+     * encoder_forward/backward taking wpe/dwpe NULL) */
+    void (*rmsnorm_forward)(shs_device_t *, float *, float *, const float *, const float *, int, int, float);
+    void (*rmsnorm_backward)(shs_device_t *, float *, float *, const float *, const float *, const float *,
+                             const float *, int, int);
+    void (*rope_forward)(shs_device_t *, float *, const float *, const int32_t *, const float *, int, int, int, int);
+    void (*rope_backward)(shs_device_t *, float *, const float *, const int32_t *, const float *, int, int, int, int);
+    void (*swiglu_forward)(shs_device_t *, float *, const float *, const float *, size_t);
+    void (*swiglu_backward)(shs_device_t *, float *, float *, const float *, const float *, const float *, size_t);
+    void (*attention_gqa_forward)(shs_device_t *, float *, float *, const float *, const float *, const float *,
+                                  const int32_t *, int, int, int, int, int);
+    void (*attention_gqa_backward)(shs_device_t *, float *, float *, float *, float *, const float *, const float *,
+                                   const float *, const float *, const float *, int, int, int, int, int);
+    void (*attention_gqa_forward_flash)(shs_device_t *, float *, float *, const float *, const float *,
+                                        const float *, const int32_t *, int, int, int, int, int);
+    void (*attention_gqa_backward_flash)(shs_device_t *, float *, float *, float *, const float *, const float *,
+                                         const float *, const float *, const float *, const float *,
+                                         const int32_t *, int, int, int, int, int);
     /* (optional) kernel work counters; NULL: shs_device_kernel_stats says unsupported */
     void (*kernel_stats)(const shs_device_t *, shs_kernel_stats_t *);
 } shs_device_iface_t;
