@@ -296,6 +296,7 @@ int shs_device_supports(const shs_device_t *dev, unsigned sets) {
                                           f->attention_backward_dropout))
         return 0;
     if ((sets & SHS_KERNELS_ROUND) && !f->round) return 0;
+    if ((sets & SHS_KERNELS_IGNORE_INDEX) && !f->xent_ignore_index) return 0;
     return 1;
 }
 /* A kernel the backend lacks: a programming error (callers ask
