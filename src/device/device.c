@@ -301,6 +301,7 @@ int shs_device_supports(const shs_device_t *dev, unsigned sets) {
           f->swiglu_backward && f->attention_gqa_forward && f->attention_gqa_backward &&
           f->attention_gqa_forward_flash && f->attention_gqa_backward_flash))
         return 0;
+    if ((sets & SHS_KERNELS_IGNORE_INDEX) && !f->xent_ignore_index) return 0;
     return 1;
 }
 /* A kernel the backend lacks: a programming error (callers ask

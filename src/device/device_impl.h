@@ -59,6 +59,7 @@ typedef struct shs_device_iface {
     void (*scale)(shs_device_t *, float *, float, size_t);
     void (*softmax_xent_forward)(shs_device_t *, float *, float *, const float *, const int32_t *, int, int);
     void (*softmax_xent_backward)(shs_device_t *, float *, const float *, const int32_t *, float, int, int);
+    int xent_ignore_index; /* the two above take SHS_IGNORE_INDEX targets (SHS_KERNELS_IGNORE_INDEX) */
     void (*sum)(shs_device_t *, float *, const float *, size_t);
     void (*norm_accumulate)(shs_device_t *, int64_t *, const float *, size_t, int);
     void (*cast)(shs_device_t *, void *, shs_dtype_t, const void *, shs_dtype_t, size_t);

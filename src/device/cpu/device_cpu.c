@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "shardsim/exact_norm.h"
+#include "shardsim/model.h" /* SHS_IGNORE_INDEX */
 #include "device/device_impl.h"
 #include "device/cpu/attention_cpu.h"
 #include "device/cpu/llama_cpu.h"
@@ -309,15 +310,17 @@ static void cpu_scale(shs_device_t *dev, float *x, float alpha, size_t n) {
 
 /* ---- softmax cross-entropy ---------------------------------------------- */
 
-/* loss = -log(probs[target]), computed so that it stays finite (kernel_math.h). */
+/* loss = -log(probs[target]), computed so that it stays finite (kernel_math.h);
+ * an ignored target (SHS_IGNORE_INDEX) still gets its probs, with loss 0. */
 static void cpu_softmax_xent_forward(shs_device_t *dev, float *losses, float *probs, const float *logits,
                                     const int32_t *targets, int BT, int V) {
     int nth = threads(dev);
     PARALLEL_FOR
     for (int r = 0; r < BT; r++) {
         int32_t tgt = targets[r];
-        SHS_ASSERT(tgt >= 0 && tgt < V);
-        losses[r] = shs__softmax_xent_row(probs + (size_t)r * V, logits + (size_t)r * V, V, tgt);
+        SHS_ASSERT((tgt >= 0 && tgt < V) || tgt == SHS_IGNORE_INDEX);
+        float loss = shs__softmax_xent_row(probs + (size_t)r * V, logits + (size_t)r * V, V, tgt);
+        losses[r] = tgt == SHS_IGNORE_INDEX ? 0.0f : loss;
     }
 }
 
@@ -329,7 +332,11 @@ static void cpu_softmax_xent_backward(shs_device_t *dev, float *dlogits, const f
         const float *p = probs + (size_t)r * V;
         float *d = dlogits + (size_t)r * V;
         int32_t tgt = targets[r];
-        SHS_ASSERT(tgt >= 0 && tgt < V);
+        SHS_ASSERT((tgt >= 0 && tgt < V) || tgt == SHS_IGNORE_INDEX);
+        if (tgt == SHS_IGNORE_INDEX) {
+            memset(d, 0, (size_t)V * sizeof *d);
+            continue;
+        }
         for (int v = 0; v < V; v++) d[v] = shs__softmax_xent_grad(p[v], v == tgt, dloss);
     }
 }
@@ -407,6 +414,7 @@ const shs_device_iface_t shs__cpu_iface = {
     .scale = cpu_scale,
     .softmax_xent_forward = cpu_softmax_xent_forward,
     .softmax_xent_backward = cpu_softmax_xent_backward,
+    .xent_ignore_index = 1,
     .sum = cpu_sum,
     .norm_accumulate = cpu_norm_accumulate,
     .cast = cpu_cast,

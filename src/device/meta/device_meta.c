@@ -325,6 +325,7 @@ const shs_device_iface_t shs__meta_iface = {
     .scale = meta_scale,
     .softmax_xent_forward = meta_softmax_xent_forward,
     .softmax_xent_backward = meta_softmax_xent_backward,
+    .xent_ignore_index = 1,
     .sum = meta_sum,
     .norm_accumulate = meta_norm_accumulate,
     .cast = meta_cast,
