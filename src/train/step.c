@@ -4,18 +4,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+shs_status_t shs__job_model_validate(const shs_train_config_t *cfg) {
+    if (!cfg->model_file && cfg->arch == SHS_ARCH_GPT) return shs_gpt_config_validate(&cfg->model);
+    if (!cfg->model_file && cfg->arch != SHS_ARCH_LLAMA)
+        return shs_set_error(SHS_INVALID_ARG, "model architecture %d is not known (gpt or llama)", (int)cfg->arch);
+    if (cfg->model.context < 1 || cfg->model.context > 65536)
+        return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", cfg->model.context);
+    if (cfg->model_file) return SHS_OK;
+    SHS_CHECK(shs_llama_config_validate(&cfg->llama));
+    if (cfg->model.context > cfg->llama.max_position)
+        return shs_set_error(SHS_INVALID_ARG, "context %d is longer than the Llama's max_position_embeddings (%d)",
+                             cfg->model.context, cfg->llama.max_position);
+    return SHS_OK;
+}
+
+void shs__job_decoder_shape(const shs_train_config_t *cfg, int *layers, int *hidden) {
+    *layers = cfg->model_file ? 0 : cfg->arch == SHS_ARCH_LLAMA ? cfg->llama.num_layers : cfg->model.num_layers;
+    *hidden = cfg->model_file ? 0 : cfg->arch == SHS_ARCH_LLAMA ? cfg->llama.hidden : cfg->model.channels;
+}
+
 shs_status_t shs__job_layouts(const shs_train_config_t *cfg, shs_layout_t *model, shs_layout_t *grouped,
                               shs__wrap_map_t *w) {
     memset(w, 0, sizeof *w);
     shs_layout_init(grouped);
     if (cfg->wrap_min_params && cfg->model_file)
-        return shs_set_error(SHS_INVALID_ARG, "size-based wrapping applies to the GPT only");
-    SHS_CHECK(cfg->model_file ? shs_model_file_layout_create(model, cfg->model_file) : shs_gpt_layout_create(model, &cfg->model));
+        return shs_set_error(SHS_INVALID_ARG, "size-based wrapping applies to the GPT and the Llama only");
+    int llama = !cfg->model_file && cfg->arch == SHS_ARCH_LLAMA;
+    SHS_CHECK(cfg->model_file ? shs_model_file_layout_create(model, cfg->model_file)
+              : llama         ? shs_llama_layout_create(model, &cfg->llama)
+                              : shs_gpt_layout_create(model, &cfg->model));
     if (cfg->strategy.kind != SHS_DDP)
         for (int u = 0; u < model->num_units; u++)
             if (model->units[u].numel < cfg->replicate_below) model->units[u].replicated = 1;
     if (!cfg->wrap_min_params) return SHS_OK;
-    shs_status_t st = shs__wrap_build(model, cfg->wrap_min_params, grouped, w);
+    /* the blocks: units 1..L of either decoder (after them the final norm, and the Llama's untied head) */
+    int blocks = llama ? cfg->llama.num_layers : cfg->model.num_layers;
+    shs_status_t st = shs__wrap_build(model, blocks, cfg->wrap_min_params, grouped, w);
     if (st != SHS_OK) shs_layout_free(model);
     return st;
 }
@@ -31,19 +55,22 @@ shs_status_t shs__rank_setup(shs__rank_t *r, const shs_train_config_t *cfg, cons
         return shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate batch", shs_comm_rank(comm));
     /* activations first: their allocation is cheap, the strategy's includes
      * initializing the parameters, so a model that cannot fit fails fast */
+    shs_gpt_exec_t ex = {
+        .recompute = cfg->checkpoint_activations ? SHS_RECOMPUTE_FULL : cfg->recompute,
+        .attention = cfg->attention,
+        .autocast = cfg->autocast,
+        .param_dtype = cfg->strategy.param_dtype,
+        .dropout = cfg->dropout,
+        .seed = cfg->strategy.seed,
+    };
     if (cfg->model_file)
         SHS_CHECK(shs_model_file_model_create(&r->model, cfg->model_file, model_layout, dev, cfg->micro_batch,
                                            cfg->model.context));
+    else if (cfg->arch == SHS_ARCH_LLAMA)
+        SHS_CHECK(shs_llama_create(&r->model, model_layout, &cfg->llama, dev, cfg->micro_batch, cfg->model.context,
+                                   &ex));
     else
-        SHS_CHECK(shs_gpt_create_ex(&r->model, model_layout, &cfg->model, dev, cfg->micro_batch,
-                                    &(shs_gpt_exec_t){
-                                        .recompute = cfg->checkpoint_activations ? SHS_RECOMPUTE_FULL : cfg->recompute,
-                                        .attention = cfg->attention,
-                                        .autocast = cfg->autocast,
-                                        .param_dtype = cfg->strategy.param_dtype,
-                                        .dropout = cfg->dropout,
-                                        .seed = cfg->strategy.seed,
-                                    }));
+        SHS_CHECK(shs_gpt_create_ex(&r->model, model_layout, &cfg->model, dev, cfg->micro_batch, &ex));
     if (cfg->poison_freed) shs_device_set_poison_freed(dev, 1u << SHS_MEM_COMM);
     SHS_CHECK(shs_strategy_create(&r->strategy, &cfg->strategy, strategy_layout, dev, comm));
     SHS_CHECK(shs_device_alloc(dev, (void **)&r->loss_dev, sizeof(float), SHS_MEM_OTHER, "loss"));

@@ -42,20 +42,28 @@ typedef struct {
     float grad_norm;              /* the last step's (shs_strategy_grad_norm) */
 } shs__rank_t;
 
-/* The layouts of the job `cfg`: the model's (the GPT's or cfg->model_file's),
+/* Check the job's network: the GPT's config, or the Llama's (and the
+ * context within its max_position_embeddings), or a model file's context
+ * (1..65536). Errors: SHS_INVALID_ARG naming the field. */
+shs_status_t shs__job_model_validate(const shs_train_config_t *cfg);
+/* The decoder's layers and hidden width (GPT channels, Llama hidden_size;
+ * 0 and 0 for a model file), e.g. for the attention FLOPs. */
+void shs__job_decoder_shape(const shs_train_config_t *cfg, int *layers, int *hidden);
+
+/* The layouts of the job `cfg`: the model's (the GPT's, the Llama's or cfg->model_file's),
  * its units below cfg->replicate_below marked replicated (not under DDP);
  * with cfg->wrap_min_params also the strategy's grouped layout and its map
- * (shs__wrap_build); else `grouped` stays empty and w->num_physical 0.
+ * (shs__wrap_build over the decoder's layers); else `grouped` stays empty and w->num_physical 0.
  * Errors: SHS_INVALID_ARG (wrapping a netdesc), SHS_HOST_OOM; nothing to
  * free then. */
 shs_status_t shs__job_layouts(const shs_train_config_t *cfg, shs_layout_t *model, shs_layout_t *grouped,
                               shs__wrap_map_t *w);
 
-/* Set up rank `r` on `dev` and `comm`: the model on `model_layout` (GPT or
- * cfg->model_file), the strategy (cfg->strategy) on `strategy_layout` (the same
+/* Set up rank `r` on `dev` and `comm`: the model on `model_layout` (GPT,
+ * Llama or cfg->model_file), the strategy (cfg->strategy) on `strategy_layout` (the same
  * layout unless size-based wrapping groups units), the loss scalar; r->src
  * is the strategy's source. On error the caller still calls
- * shs__rank_teardown. Errors: as shs_gpt_create / shs_strategy_create,
+ * shs__rank_teardown. Errors: as shs_gpt_create / shs_llama_create / shs_strategy_create,
  * SHS_HOST_OOM. */
 shs_status_t shs__rank_setup(shs__rank_t *r, const shs_train_config_t *cfg, const shs_layout_t *model_layout,
                              const shs_layout_t *strategy_layout, shs_device_t *dev, shs_comm_t *comm);

@@ -176,9 +176,11 @@ static shs_status_t teardown_job(shs_rank_ctx_t *ctx, void *arg) {
 
 shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *cfg, const shs_corpus_t *corpus) {
     *out = NULL;
-    if (!cfg->model_file) SHS_CHECK(shs_gpt_config_validate(&cfg->model));
-    else if (cfg->model.context < 1 || cfg->model.context > 65536)
-        return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", cfg->model.context);
+    SHS_CHECK(shs__job_model_validate(cfg));
+    int llama = !cfg->model_file && cfg->arch == SHS_ARCH_LLAMA;
+    if (llama && cfg->llama.vocab < SHS_GPT_VOCAB)
+        return shs_set_error(SHS_INVALID_ARG, "the Llama's vocab_size (%d) must be >= %d to train on byte tokens",
+                             cfg->llama.vocab, SHS_GPT_VOCAB);
     if (cfg->grad_accum < 0 || cfg->grad_accum > 65536)
         return shs_set_error(SHS_INVALID_ARG, "gradient accumulation must be in 1..65536 (got %d)", cfg->grad_accum);
     const shs_strategy_config_t *sc = &cfg->strategy;
@@ -204,7 +206,15 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     /* kernels index rows and (b, head, t) triples with int */
     size_t B = (size_t)cfg->micro_batch, T = (size_t)cfg->model.context, C = (size_t)cfg->model.channels;
     size_t widest = 4 * C > SHS_GPT_VOCAB ? 4 * C : SHS_GPT_VOCAB;
-    if (!cfg->model_file && (B * T * widest > INT_MAX || B * (size_t)cfg->model.num_heads * T * T > INT_MAX))
+    size_t heads = (size_t)cfg->model.num_heads;
+    if (llama) {
+        size_t I = (size_t)cfg->llama.intermediate, V = (size_t)cfg->llama.vocab;
+        C = (size_t)cfg->llama.hidden;
+        widest = I > V ? I : V;
+        widest = C > widest ? C : widest;
+        heads = (size_t)cfg->llama.num_heads;
+    }
+    if (!cfg->model_file && (B * T * widest > INT_MAX || B * heads * T * T > INT_MAX))
         return shs_set_error(SHS_INVALID_ARG,
                              "micro-batch %d x context %d is too large for this model (activation tensors of more "
                              "than 2^31 elements)", cfg->micro_batch, cfg->model.context);
