@@ -2,7 +2,11 @@
  * RMSNorm, rotary position embedding, SwiGLU, and grouped-query causal
  * attention with optional per-document masks, eager and FlashAttention.
  * Contracts in device.h; the flash row is kernel_math.h's, shared with the
- * GPT flash kernel (attention_cpu.c).
+ * GPT flash kernel (attention_cpu.c). Sources: Zhang & Sennrich 2019
+ * (RMSNorm), Su et al. 2021 (RoPE), Shazeer 2020 (SwiGLU), Ainslie et al.
+ * 2023 (GQA), Dao et al. 2022 (FlashAttention), and Hugging Face
+ * transformers' modeling_llama.py for the conventions (LlamaRMSNorm in f32,
+ * rotate_half, repeat_kv).
  * What it is: OpenMP loops over independent outputs, each output summed in
  * one fixed order from zero and (for "accumulates") added once, so the bits
  * do not depend on the thread count and backward into a pre-filled buffer P

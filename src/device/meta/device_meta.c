@@ -15,6 +15,10 @@
  *   bytes  every input read once and every output written once (f32 unless
  *          the kernel says otherwise): the traffic of a fused, cache-perfect
  *          kernel, the usual roofline lower bound.
+ * The Llama-family kernels' formulas (RMSNorm, RoPE, SwiGLU, GQA eager and
+ * flash, the encoder without positions) are stated beside each below;
+ * attention counts the causal pairs even under a document mask (the meta
+ * device cannot read doc_ids), so packed batches are counted as an upper bound.
  * What it is not: a cost model of a particular GPU (compare's time model
  * divides these by a device's peak), or usable memory.
  */
