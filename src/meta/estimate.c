@@ -217,7 +217,14 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     }
     out->step_s = out->compute_s + out->exposed_comm_s + out->offload_s;
     double tokens = (double)tc->micro_batch * tc->model.context * (tc->grad_accum > 1 ? tc->grad_accum : 1);
-    double per_token = 6.0 * (double)res->num_params;
+    /* 6 FLOPs per parameter per token (Kaplan et al. 2020; Narayanan et al.
+     * 2021 Eq. 3) for every parameter a matmul reads: an untied Llama's
+     * embedding table is only looked up, so its V C are left out (its LM head
+     * is counted); tied, the one table is the head's matmul */
+    double matmul_params = (double)res->num_params;
+    if (!tc->model_file && tc->arch == SHS_ARCH_LLAMA && !tc->llama.tie_word_embeddings)
+        matmul_params -= (double)tc->llama.vocab * (double)tc->llama.hidden;
+    double per_token = 6.0 * matmul_params;
     int layers, hidden; /* the attention term 12 L C T, C = NH * HD for either decoder */
     shs__job_decoder_shape(tc, &layers, &hidden);
     per_token += 12.0 * layers * (double)hidden * tc->model.context;
