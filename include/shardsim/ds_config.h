@@ -10,10 +10,10 @@
  * not model are refused by name ("ds.json: fp16.hysteresis = 2 is not
  * modelled ..."); keys that change nothing a simulator computes (logging,
  * monitors, profilers, pinned memory, ...) are accepted and listed as
- * ignored; every other key is refused as unknown (DeepSpeed itself skips
- * unknown top-level keys, but then a misspelt key silently leaves the
- * default in force; its pydantic sections such as zero_optimization refuse
- * unknown fields, and shardsim refuses them everywhere).
+ * ignored; every other key is refused as unknown. DeepSpeed reads its
+ * top-level keys one by one (runtime/config.py, get_scalar_param) and so
+ * passes over unknown ones, which lets a misspelt key leave a default in
+ * force silently; shardsim refuses unknown keys at every depth.
  * The key-by-key mapping and its sources are in src/train/ds_config.c.
  * What it is not: the command line (sim/), or a DeepSpeed engine.
  */
