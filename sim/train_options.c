@@ -36,7 +36,7 @@ typedef enum {
     O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_PARAM_DTYPE, O_REDUCE_DTYPE, O_GRAD_ACCUM_DTYPE,
     O_INIT_SCALE, O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE, O_ATTENTION,
     O_AUTOCAST, O_DROPOUT, O_WRAP, O_INJECT_BITFLIP, O_SAVE,
-    O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_PROGRESS, O_TRACE,
+    O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_PROGRESS, O_TRACE, O_DS_CONFIG,
     O_NUM_OPTIONS
 } opt_id_t;
 
@@ -157,6 +157,7 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
     [O_TRACE] = {"--trace", NULL, SIM_OPT_STR, 0, 0, 0, 0, "DIR",
                  "record every collective of every rank to DIR/rank<k>.trace\n"
                  "(shardsim's trace format; see shardsim replay)"},
+    [O_DS_CONFIG] = SIM_ROW_DS_CONFIG,
 };
 
 /* --help: the rows with their defaults from shs_train_default_config() */
@@ -381,6 +382,35 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         if (!p.given[dtype_opts[k]]) continue;
         if ((rc = sim_opt_dtype("train", options[dtype_opts[k]].name, p.str[dtype_opts[k]], dtype_dst[k])) >= 0) return rc;
     }
+    if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy.kind))
+        return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2", p.str[O_STRATEGY], "");
+    if (p.given[O_DS_CONFIG]) {
+        /* the options given beside the config win over its keys */
+        static const opt_id_t by_setting[SHS_DS_NUM_SETTINGS] = {
+            [SHS_DS_STAGE] = O_STRATEGY, [SHS_DS_SHARD_GROUP] = O_SHARD_GROUP_SIZE, [SHS_DS_DTYPE] = O_PARAM_DTYPE,
+            [SHS_DS_REDUCE_DTYPE] = O_REDUCE_DTYPE, [SHS_DS_GRAD_ACCUM_DTYPE] = O_GRAD_ACCUM_DTYPE,
+            [SHS_DS_MICRO_BATCH] = O_MICRO_BATCH, [SHS_DS_GRAD_ACCUM] = O_GRAD_ACCUM, [SHS_DS_WORLD] = O_WORLD,
+            [SHS_DS_OFFLOAD] = O_OFFLOAD, [SHS_DS_CLIP] = O_CLIP_GRAD_NORM, [SHS_DS_OPTIMIZER] = O_OPTIMIZER,
+            [SHS_DS_LR] = O_LR, [SHS_DS_BETA1] = O_BETA1, [SHS_DS_BETA2] = O_BETA2, [SHS_DS_EPS] = O_EPS,
+            [SHS_DS_WEIGHT_DECAY] = O_WEIGHT_DECAY, [SHS_DS_MOMENTUM] = O_MOMENTUM,
+            [SHS_DS_REPLICATE_BELOW] = O_REPLICATE_BELOW, [SHS_DS_PREFETCH] = O_BACKWARD_PREFETCH,
+            [SHS_DS_INIT_SCALE] = O_INIT_SCALE, [SHS_DS_GROWTH_INTERVAL] = O_GROWTH_INTERVAL};
+        if (o->backend_mpi && !p.given[O_WORLD])
+            return usage_error("--ds-config %s with --backend %s needs --world (train_batch_size is checked against it)",
+                               p.str[O_DS_CONFIG], p.str[O_BACKEND]);
+        int given[SHS_DS_NUM_SETTINGS];
+        for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = p.given[by_setting[k]];
+        o->ds_path = p.str[O_DS_CONFIG];
+        if ((rc = sim_ds_config_apply("train", o->ds_path, given, &o->ds, c, o->ds_src)) >= 0) return rc;
+        static const opt_id_t adamw_opts[] = {O_BETA1, O_BETA2, O_EPS};
+        for (int k = 0; k < 3 && c->strategy.optim.kind != SHS_OPTIM_ADAMW; k++)
+            if (p.given[adamw_opts[k]])
+                return usage_error("%s applies to adamw, not %s (the optimizer of --ds-config)", options[adamw_opts[k]].name,
+                                   shs_optim_name(c->strategy.optim.kind));
+        if (p.given[O_MOMENTUM] && c->strategy.optim.kind != SHS_OPTIM_SGD)
+            return usage_error("--momentum applies to sgd, not %s (the optimizer of --ds-config)%s",
+                               shs_optim_name(c->strategy.optim.kind), "");
+    }
     if (p.given[O_GRAD_ACCUM_DTYPE] && c->strategy.grad_accum_dtype != SHS_F32 &&
         c->strategy.grad_accum_dtype != (c->strategy.param_dtype ? c->strategy.param_dtype : SHS_F32))
         return usage_error("--grad-accum-dtype takes f32 or the param dtype %s (got '%s')",
@@ -408,8 +438,6 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         c->device_mem = p.bytes[O_DEVICE_MEM];
         o->device_mem_given = 1;
     }
-    if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy.kind))
-        return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2", p.str[O_STRATEGY], "");
     o->data_path = p.str[O_DATA];
     o->model_file = p.str[O_MODEL_FILE];
     o->save_dir = p.str[O_SAVE];
