@@ -282,6 +282,11 @@ int sim_cmd_train(int argc, char **argv) {
         shs_ds_config_describe(&o.ds, cfg, o.ds_src, "  ", desc, sizeof desc);
         printf("%s", desc);
     }
+    if (cfg->data_mode != SHS_DATA_STREAM || cfg->loss_norm != SHS_LOSS_NORM_DEFAULT)
+        printf("  documents: %s, separator byte 0x%02x kept as EOS; loss normalized %s (train.h)\n",
+               cfg->data_mode == SHS_DATA_PACK ? "packed" : cfg->data_mode == SHS_DATA_PAD ? "padded" : "none",
+               cfg->doc_sep, shs_train_loss_norm(cfg) == SHS_LOSS_NORM_GLOBAL_TOKENS ? "over the global batch's tokens"
+                                                                                    : "per micro-batch");
     if (o.resume_dir) {
         sim_progress_begin(pg, "loading checkpoint %s", o.resume_dir);
         shs_status_t st = shs_checkpoint_resume(main_run, o.resume_dir);

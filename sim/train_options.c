@@ -30,7 +30,8 @@ static int usage_error(const char *fmt, const char *a, const char *b) {
  * The rows' order is --help's. */
 typedef enum {
     O_WORLD, O_BACKEND, O_LOSS_BITS, O_STRATEGY, O_SHARD_GROUP_SIZE, O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH,
-    O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_OFFLOAD, O_MEMORY_TIMELINE, O_POISON_FREED, O_DATA, O_MODEL_FILE,
+    O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_OFFLOAD, O_MEMORY_TIMELINE, O_POISON_FREED, O_DATA, O_DOC_SEP, O_PACK, O_PAD,
+    O_LOSS_NORM, O_MODEL_FILE,
     O_STEPS, O_CHECK, O_REDUCE_ORDER, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_OPTIMIZER, O_LR,
     O_WEIGHT_DECAY, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_SEED, O_DEVICE_MEM, O_BUCKET_MB, O_TIMEOUT, O_GRAD_ACCUM,
     O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_PARAM_DTYPE, O_REDUCE_DTYPE, O_GRAD_ACCUM_DTYPE,
@@ -73,6 +74,21 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
                         "debugging: fill freed communication buffers with\n"
                         "NaN so that a use after free shows in the results"},
     [O_DATA] = {"--data", NULL, SIM_OPT_STR, 0, 0, 0, 0, "PATH", "training text"},
+    [O_DOC_SEP] = {"--doc-sep", NULL, SIM_OPT_STR, 0, 0, 0, 0, "BYTE",
+                   "with --pack or --pad: the byte that ends each document\n"
+                   "(kept as its last token, an EOS): 0-255, 0xHH, one\n"
+                   "character, or a C escape (\\n \\t \\r \\0 \\\\ \\xHH)"},
+    [O_PACK] = {"--pack", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
+                "documents back to back in each sequence, positions\n"
+                "restarting per document, attention within a document\n"
+                "(needs a Llama model); a target never crosses documents"},
+    [O_PAD] = {"--pad", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
+               "one document per sequence (its first T tokens), padded\n"
+               "with the separator; padded targets are ignored"},
+    [O_LOSS_NORM] = {"--loss-norm", NULL, SIM_OPT_STR, 0, 0, 0, 0, "N",
+                     "per-micro-batch: the mean of each micro-batch's mean;\n"
+                     "global-tokens: the sum over the global batch's real\n"
+                     "targets / their count (all-reduced before backward)"},
     [O_MODEL_FILE] = {"--model-file", NULL, SIM_OPT_STR, 0, 0, 0, 0, "PATH",
                       "train the model a description file lists instead of the GPT\n"
                       "(README: Model-description files); --layers, --heads and\n"
@@ -186,6 +202,8 @@ static void train_help_defaults(const char *defaults[O_NUM_OPTIONS]) {
     defaults[O_LIMIT_ALL_GATHERS] = "0";
     defaults[O_OFFLOAD] = "none";
     defaults[O_DATA] = "built-in corpus";
+    defaults[O_PACK] = defaults[O_PAD] = "false";
+    defaults[O_LOSS_NORM] = "global-tokens with --pack/--pad, else per-micro-batch";
     defaults[O_STEPS] = "50";
     defaults[O_REDUCE_ORDER] = "rank";
     defaults[O_OPTIMIZER] = "adamw";
@@ -439,6 +457,28 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         o->device_mem_given = 1;
     }
     o->data_path = p.str[O_DATA];
+    int pack = p.given[O_PACK] && p.num[O_PACK], pad = p.given[O_PAD] && p.num[O_PAD];
+    if (pack && pad) return usage_error("--pack and --pad exclude each other%s%s", "", "");
+    if ((pack || pad) && !p.given[O_DOC_SEP])
+        return usage_error("%s needs --doc-sep BYTE (where documents end)%s", pack ? "--pack" : "--pad", "");
+    if (p.given[O_DOC_SEP] && !pack && !pad)
+        return usage_error("--doc-sep %s applies with --pack or --pad%s", p.str[O_DOC_SEP], "");
+    if (p.given[O_DOC_SEP] && shs_doc_sep_parse(p.str[O_DOC_SEP], &c->doc_sep))
+        return usage_error("--doc-sep takes a byte: 0-255, 0xHH, one character or a C escape like '\\n' (got "
+                           "'%s')%s", p.str[O_DOC_SEP], "");
+    c->data_mode = pack ? SHS_DATA_PACK : pad ? SHS_DATA_PAD : SHS_DATA_STREAM;
+    if (p.given[O_LOSS_NORM]) {
+        static const char *const names[] = {"per-micro-batch", "global-tokens"};
+        static const int values[] = {SHS_LOSS_NORM_PER_MICRO_BATCH, SHS_LOSS_NORM_GLOBAL_TOKENS};
+        int v;
+        if (choose(p.str[O_LOSS_NORM], names, values, 2, &v))
+            return usage_error("--loss-norm takes per-micro-batch or global-tokens (got '%s')%s", p.str[O_LOSS_NORM],
+                               "");
+        c->loss_norm = (shs_loss_norm_t)v;
+    }
+    if (pack && o->model_file)
+        return usage_error("--pack needs per-document attention, which the network of --model-file lacks: use "
+                           "--pad%s%s", "", "");
     o->model_file = p.str[O_MODEL_FILE];
     o->save_dir = p.str[O_SAVE];
     o->resume_dir = p.str[O_RESUME];

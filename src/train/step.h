@@ -33,7 +33,10 @@ typedef struct {
     shs_model_t *model;
     shs_strategy_t *strategy;
     float *loss_dev;              /* (1) device scalar of the loss all-reduce */
-    int32_t *tokens, *targets;    /* host (B*T), zeros until a corpus fills them */
+    int32_t *tokens, *targets;    /* host (K*B*T: the step's K micro-batches), zeros until a corpus fills them */
+    int32_t *positions, *doc_ids; /* host (K*B*T) with packed documents, else NULL */
+    const shs_documents_t *docs;  /* the trainer's documents with cfg->data_mode, else NULL (borrowed) */
+    int64_t *count_dev;           /* (1) device i64 of the token-count all-reduce (global-tokens), else NULL */
     shs_param_source_t *src;      /* what the model is given: the strategy's own source unless a
                                    * caller put decorators in front */
     shs_phase_t phase;            /* the pass being run (decorators read it) */
@@ -70,9 +73,12 @@ shs_status_t shs__rank_setup(shs__rank_t *r, const shs_train_config_t *cfg, cons
 void shs__rank_teardown(shs__rank_t *r);
 
 /* Step number steps_done + 1 on this rank. With `corpus`, micro-batch k
- * reads the data of "step" steps_done*K + k (every rank its slice);
- * without, the tokens stay as they are (the meta run: values do not
- * matter). *loss: the global mean loss of the step. */
+ * reads the data of "step" steps_done*K + k (every rank its slice; r->docs
+ * cut it into documents); without, the tokens stay as they are (the meta
+ * run: values do not matter, every target counts). The loss is normalized
+ * as shs_train_loss_norm(cfg) says (train.h: with global-tokens a count
+ * all-reduce precedes the first forward). *loss: the step's normalized
+ * loss over the global batch. */
 shs_status_t shs__rank_step(shs__rank_t *r, const shs_train_config_t *cfg, const shs_corpus_t *corpus,
                             long steps_done, float *loss);
 
