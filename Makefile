@@ -336,6 +336,14 @@ bench: $(BIN)
 same-outputs: $(BIN)
 	@bash tests/same_outputs.sh check
 
+# The Llama against PyTorch (tests/fidelity/torch_llama_check.py): loss and
+# one AdamW step. Needs Debian's python3-torch in the system python3
+# (apt-get install python3-torch); not part of `make test`, run by CI.
+.PHONY: torch-check
+torch-check: $(BIN)
+	@/usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "torch-check needs Debian's python3-torch: apt-get install python3-torch" >&2; exit 1; }
+	SHARDSIM=$(BIN) /usr/bin/python3 tests/fidelity/torch_llama_check.py
+
 # OpenMPI's own MPI_Allreduce on this machine, in the same columns: the
 # thread collectives' "tuned OpenMPI" yardstick (shared memory through vader, single-copy off,
 # MALLOC_MMAP_MAX_=0), at N = 2, 4, 8. Needs MPI; not part of `make bench`.

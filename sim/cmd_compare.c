@@ -36,7 +36,7 @@ typedef enum {
     C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
     C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
     C_PCIE_GBS, C_HOST_GBS, C_NICS_PER_NODE, C_NIC_GBPS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
-    C_NUM_OPTIONS
+    C_DS_CONFIG, C_NUM_OPTIONS
 } compare_opt_t;
 
 #define HW_ROW(name, help) {name, NULL, SIM_OPT_FLOAT, 1e-6, 1e9, 0, 0, "X", help}
@@ -101,6 +101,7 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_ATTENTION] = SIM_ROW_ATTENTION,
     [C_AUTOCAST] = SIM_ROW_AUTOCAST,
     [C_DROPOUT] = SIM_ROW_DROPOUT,
+    [C_DS_CONFIG] = SIM_ROW_DS_CONFIG,
 };
 #undef HW_ROW
 
@@ -466,7 +467,9 @@ int sim_cmd_compare(int argc, char **argv) {
     const char *model = "gpt2-124m", *hf_path = NULL, *format = "table", *plot = NULL, *gpu = "h100-sxm", *strategies = NULL;
     size_t device_mem = 0;
     double eff = 0.5;
-    int variants_all = 1, zero_paper = 0, rc_;
+    int variants_all = 1, zero_paper = 0, rc_, ds_rows = 0; /* ds_rows: one row, the config's offload */
+    shs_ds_config_t *ds = NULL;
+    shs_ds_source_t ds_src[SHS_DS_NUM_SETTINGS];
     shs_recompute_t recompute = SHS_RECOMPUTE_FULL;
     shs_net_algo_t algo = SHS_NUM_ALGOS;
     const sim_command_t cmd = {"compare", compare_usage_head, compare_options, C_NUM_OPTIONS, compare_defaults,
@@ -508,6 +511,29 @@ int sim_cmd_compare(int argc, char **argv) {
         if (tc->strategy.optim.kind != SHS_OPTIM_SGD)
             return usage_error("--momentum applies to sgd, not %s", shs_optim_name(tc->strategy.optim.kind));
         tc->strategy.optim.momentum = (float)o.num[C_MOMENTUM];
+    }
+    if (GIVEN(C_DS_CONFIG)) {
+        /* the options given beside the config win; --strategies and --variants choose rows, so given
+         * they take the stage and the offload from the command line */
+        static const compare_opt_t by_setting[SHS_DS_NUM_SETTINGS] = {
+            [SHS_DS_STAGE] = C_STRATEGIES, [SHS_DS_SHARD_GROUP] = C_SHARD_GROUP_SIZE, [SHS_DS_DTYPE] = C_PARAM_DTYPE,
+            [SHS_DS_REDUCE_DTYPE] = C_REDUCE_DTYPE, [SHS_DS_GRAD_ACCUM_DTYPE] = C_GRAD_ACCUM_DTYPE,
+            [SHS_DS_MICRO_BATCH] = C_MICRO_BATCH, [SHS_DS_WORLD] = C_WORLD, [SHS_DS_OFFLOAD] = C_VARIANTS,
+            [SHS_DS_OPTIMIZER] = C_OPTIMIZER, [SHS_DS_MOMENTUM] = C_MOMENTUM};
+        static const int has_option[SHS_DS_NUM_SETTINGS] = {
+            [SHS_DS_STAGE] = 1, [SHS_DS_SHARD_GROUP] = 1, [SHS_DS_DTYPE] = 1, [SHS_DS_REDUCE_DTYPE] = 1,
+            [SHS_DS_GRAD_ACCUM_DTYPE] = 1, [SHS_DS_MICRO_BATCH] = 1, [SHS_DS_WORLD] = 1, [SHS_DS_OFFLOAD] = 1,
+            [SHS_DS_OPTIMIZER] = 1, [SHS_DS_MOMENTUM] = 1};
+        int given[SHS_DS_NUM_SETTINGS];
+        for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = has_option[k] && GIVEN(by_setting[k]);
+        static shs_ds_config_t ds_store; /* one command per process; large for the stack */
+        ds = &ds_store;
+        if ((rc_ = sim_ds_config_apply("compare", o.str[C_DS_CONFIG], given, ds, tc, ds_src)) >= 0) return rc_;
+        if (GIVEN(C_MOMENTUM) && tc->strategy.optim.kind != SHS_OPTIM_SGD)
+            return usage_error("--momentum applies to sgd, not %s (the optimizer of --ds-config)",
+                               shs_optim_name(tc->strategy.optim.kind));
+        ds_rows = !GIVEN(C_VARIANTS);
+        if (!GIVEN(C_STRATEGIES)) strategies = shs_strategy_name(tc->strategy.kind);
     }
     if (GIVEN(C_DEVICE_MEM)) {
         device_mem = o.bytes[C_DEVICE_MEM];
@@ -644,6 +670,7 @@ int sim_cmd_compare(int argc, char **argv) {
     if (N > hw.net.gpus_per_node && N % hw.net.gpus_per_node)
         return usage_error("--world %d spans more than one node but is not a multiple of --gpus-per-node %d (%s); "
                            "whole nodes only", N, hw.net.gpus_per_node, hw.name);
+    if (!G && ds && ds_src[SHS_DS_SHARD_GROUP] == SHS_DS_FROM_CONFIG) G = tc->strategy.shard_group_size;
     if (!G) G = N % 8 == 0 ? 8 : N;
     if (N % G) return usage_error("--shard-group-size %ld must divide --world %d", G, N);
     tc->strategy.shard_group_size = (int)G;
@@ -661,12 +688,13 @@ int sim_cmd_compare(int argc, char **argv) {
                 found = !strcmp(item, shs_strategy_name(kinds[k]));
             if (!found) continue;
         }
-        for (int var = 0; var < (variants_all ? 4 : 1); var++) {
+        for (int var = 0; var < (ds_rows ? 1 : variants_all ? 4 : 1); var++) {
             row_t *r = &rows[nrows];
             r->kind = kinds[k];
             r->ckpt = var & 1;
-            int off = (var & 2) != 0;
-            r->offload = !off ? SHS_OFFLOAD_NONE
+            int off = ds_rows ? tc->strategy.offload != SHS_OFFLOAD_NONE : (var & 2) != 0;
+            r->offload = ds_rows ? tc->strategy.offload
+                         : !off ? SHS_OFFLOAD_NONE
                          : (kinds[k] == SHS_ZERO3 || kinds[k] == SHS_HYBRID_SHARD) ? SHS_OFFLOAD_PARAMS : SHS_OFFLOAD_OPTIMIZER;
             snprintf(r->name, sizeof r->name, "%s%s%s", shs_strategy_name(r->kind),
                      !r->ckpt ? "" : recompute == SHS_RECOMPUTE_SELECTIVE ? "+sel" : "+ckpt", off ? "+offload" : "");
@@ -700,8 +728,15 @@ int sim_cmd_compare(int argc, char **argv) {
 #ifdef SHS_HAVE_JANSSON
     else if (!strcmp(format, "json")) rc = print_json(dst, rows, nrows, &base, model_name, device_mem, &hw, zero_paper);
 #endif
-    else print_table(dst, rows, nrows, &base, model_name, device_mem, &hw, eff,
-                     algo == SHS_NUM_ALGOS ? "auto: faster of ring and tree" : shs_net_algo_name(algo), zero_paper);
+    else {
+        if (ds) {
+            char desc[8192];
+            shs_ds_config_describe(ds, tc, ds_src, "", desc, sizeof desc);
+            fprintf(dst, "%s", desc);
+        }
+        print_table(dst, rows, nrows, &base, model_name, device_mem, &hw, eff,
+                    algo == SHS_NUM_ALGOS ? "auto: faster of ring and tree" : shs_net_algo_name(algo), zero_paper);
+    }
     if (output) {
         if (rc != SIM_EXIT_OK) {
             shs_afile_discard(&af);

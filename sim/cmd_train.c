@@ -285,6 +285,16 @@ int sim_cmd_train(int argc, char **argv) {
         printf("  activations: attention %s, autocast %s, dropout %g, recompute %s (gpt.h)\n",
                shs_attention_name(cfg->attention), cfg->autocast ? shs_dtype_name(cfg->autocast) : "off",
                (double)cfg->dropout, shs_recompute_name(cfg->recompute));
+    if (o.ds_path) {
+        char desc[8192];
+        shs_ds_config_describe(&o.ds, cfg, o.ds_src, "  ", desc, sizeof desc);
+        printf("%s", desc);
+    }
+    if (cfg->data_mode != SHS_DATA_STREAM || cfg->loss_norm != SHS_LOSS_NORM_DEFAULT)
+        printf("  documents: %s, separator byte 0x%02x kept as EOS; loss normalized %s (train.h)\n",
+               cfg->data_mode == SHS_DATA_PACK ? "packed" : cfg->data_mode == SHS_DATA_PAD ? "padded" : "none",
+               cfg->doc_sep, shs_train_loss_norm(cfg) == SHS_LOSS_NORM_GLOBAL_TOKENS ? "over the global batch's tokens"
+                                                                                    : "per micro-batch");
     if (o.resume_dir) {
         sim_progress_begin(pg, "loading checkpoint %s", o.resume_dir);
         shs_status_t st = shs_checkpoint_resume(main_run, o.resume_dir);
@@ -298,6 +308,10 @@ int sim_cmd_train(int argc, char **argv) {
     }
     /* steps are numbered from the checkpoint's: step first+1 .. last */
     const long first = shs_trainer_steps_done(main_run), last = first + o.steps;
+    if (o.ds_path && shs_ds_config_check_steps(&o.ds, o.ds_src, last) != SHS_OK) {
+        report_error("--ds-config");
+        goto done;
+    }
     if (o.inject_bitflip && (o.inject_bitflip <= first || o.inject_bitflip > last)) {
         exit_code = sim_usage_error("train", "--inject-bitflip %ld is not a step of this run (%ld..%ld)",
                                     o.inject_bitflip, first + 1, last);
@@ -367,6 +381,15 @@ int sim_cmd_train(int argc, char **argv) {
             shs_strategy_t *s0 = shs_trainer_strategy(main_run, first_rank);
             printf(" | scale %g%s", (double)shs_strategy_loss_scale(s0).scale,
                    shs_strategy_step_skipped(s0) ? " (overflow: step skipped)" : "");
+            /* DeepSpeed stops the run on an overflow at fp16.min_loss_scale (loss_scaler.py) */
+            if (o.ds_path && o.ds.fp16_dynamic && o.ds_src[SHS_DS_DTYPE] != SHS_DS_FROM_COMMAND_LINE &&
+                shs_strategy_loss_scale(s0).scale < o.ds.min_loss_scale) {
+                printf("\n");
+                sim_error("train", "step %ld: --ds-config %s: overflow at fp16.min_loss_scale = %g: DeepSpeed stops the "
+                          "run here (\"Current loss scale already at minimum\")", gstep, o.ds.path,
+                          (double)o.ds.min_loss_scale);
+                goto done;
+            }
         }
         if (cfg->strategy.clip_norm > 0 && !shs_strategy_step_skipped(shs_trainer_strategy(main_run, first_rank)))
             printf(" | grad norm %.6g", (double)shs_trainer_last_grad_norm(main_run));

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "commands.h"
+
 int sim_opt_dtype(const char *cmd, const char *opt, const char *val, shs_dtype_t *out) {
     shs_dtype_t t;
     if (shs_dtype_parse(val, &t) || (t != SHS_F32 && t != SHS_BF16 && t != SHS_F16))
@@ -45,5 +47,14 @@ int sim_opt_exec(const char *cmd, int checkpoint, const char *recompute, const c
         *out_autocast = t;
     }
     if (dropout_given) *out_dropout = (float)dropout;
+    return -1;
+}
+
+int sim_ds_config_apply(const char *cmd, const char *path, const int given[SHS_DS_NUM_SETTINGS], shs_ds_config_t *ds,
+                        shs_train_config_t *cfg, shs_ds_source_t src[SHS_DS_NUM_SETTINGS]) {
+    if (shs_ds_config_load(path, ds) != SHS_OK || shs_ds_config_apply(ds, given, cfg, src) != SHS_OK) {
+        sim_error(cmd, "--ds-config %s", shs_last_error());
+        return SIM_EXIT_ERROR;
+    }
     return -1;
 }

@@ -8,6 +8,7 @@
 #define SHARDSIM_SIM_OPTIONS_H
 
 #include "args.h"
+#include "shardsim/ds_config.h"
 #include "shardsim/dtype.h"
 #include "shardsim/gpt.h"
 #include "shardsim/optim.h"
@@ -59,6 +60,12 @@
      "dropout probability, 0 <= P < 1, on attention probabilities and both\n"                                   \
      "projection outputs (GPT-2's), 1-byte masks; the GPT only"}
 
+#define SIM_ROW_DS_CONFIG                                                                                          \
+    {"--ds-config", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE",                                                         \
+     "a DeepSpeed ds_config.json: ZeRO stage, offload, fp16/bf16, batch sizes,\n"                               \
+     "clipping, optimizer (include/shardsim/ds_config.h); options given beside\n"                               \
+     "it win; keys shardsim does not model are refused by name"}
+
 /* --checkpoint-activations, --recompute-granularity, --attention,
  * --autocast, --dropout (each NULL / 0 when not given) into the train
  * config's fields. --checkpoint-activations with a granularity other than
@@ -72,5 +79,12 @@ int sim_opt_dtype(const char *cmd, const char *opt, const char *val, shs_dtype_t
 /* --optimizer: *out = the named optimizer's PyTorch defaults (sgd: momentum
  * 0, as torch.optim.SGD). -1 to go on, else a usage error of cmd. */
 int sim_opt_optimizer(const char *cmd, const char *val, shs_optim_config_t *out);
+
+/* --ds-config: read `path` into *ds and apply it to *cfg (shs_ds_config_apply:
+ * the settings with given[s] keep cfg's command-line value), sources in src.
+ * -1 to go on, else SIM_EXIT_ERROR after an error line of cmd naming the
+ * file and the key. */
+int sim_ds_config_apply(const char *cmd, const char *path, const int given[SHS_DS_NUM_SETTINGS], shs_ds_config_t *ds,
+                        shs_train_config_t *cfg, shs_ds_source_t src[SHS_DS_NUM_SETTINGS]);
 
 #endif

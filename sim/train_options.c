@@ -31,13 +31,14 @@ static int usage_error(const char *fmt, const char *a, const char *b) {
  * The rows' order is --help's. */
 typedef enum {
     O_WORLD, O_BACKEND, O_LOSS_BITS, O_STRATEGY, O_SHARD_GROUP_SIZE, O_RESHARD_AFTER_FORWARD, O_BACKWARD_PREFETCH,
-    O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_OFFLOAD, O_MEMORY_TIMELINE, O_POISON_FREED, O_DATA, O_MODEL_FILE, O_HF_CONFIG,
+    O_FORWARD_PREFETCH, O_LIMIT_ALL_GATHERS, O_OFFLOAD, O_MEMORY_TIMELINE, O_POISON_FREED, O_DATA, O_DOC_SEP, O_PACK, O_PAD,
+    O_LOSS_NORM, O_MODEL_FILE, O_HF_CONFIG,
     O_STEPS, O_CHECK, O_REDUCE_ORDER, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_OPTIMIZER, O_LR,
     O_WEIGHT_DECAY, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_SEED, O_DEVICE_MEM, O_BUCKET_MB, O_TIMEOUT, O_GRAD_ACCUM,
     O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_PARAM_DTYPE, O_REDUCE_DTYPE, O_GRAD_ACCUM_DTYPE,
     O_INIT_SCALE, O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE, O_ATTENTION,
     O_AUTOCAST, O_DROPOUT, O_WRAP, O_INJECT_BITFLIP, O_SAVE,
-    O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_PROGRESS, O_TRACE,
+    O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_PROGRESS, O_TRACE, O_DS_CONFIG,
     O_NUM_OPTIONS
 } opt_id_t;
 
@@ -74,6 +75,21 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
                         "debugging: fill freed communication buffers with\n"
                         "NaN so that a use after free shows in the results"},
     [O_DATA] = {"--data", NULL, SIM_OPT_STR, 0, 0, 0, 0, "PATH", "training text"},
+    [O_DOC_SEP] = {"--doc-sep", NULL, SIM_OPT_STR, 0, 0, 0, 0, "BYTE",
+                   "with --pack or --pad: the byte that ends each document\n"
+                   "(kept as its last token, an EOS): 0-255, 0xHH, one\n"
+                   "character, or a C escape (\\n \\t \\r \\0 \\\\ \\xHH)"},
+    [O_PACK] = {"--pack", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
+                "documents back to back in each sequence, positions\n"
+                "restarting per document, attention within a document\n"
+                "(needs a Llama model); a target never crosses documents"},
+    [O_PAD] = {"--pad", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
+               "one document per sequence (its first T tokens), padded\n"
+               "with the separator; padded targets are ignored"},
+    [O_LOSS_NORM] = {"--loss-norm", NULL, SIM_OPT_STR, 0, 0, 0, 0, "N",
+                     "per-micro-batch: the mean of each micro-batch's mean;\n"
+                     "global-tokens: the sum over the global batch's real\n"
+                     "targets / their count (all-reduced before backward)"},
     [O_MODEL_FILE] = {"--model-file", NULL, SIM_OPT_STR, 0, 0, 0, 0, "PATH",
                       "train the model a description file lists instead of the GPT\n"
                       "(README: Model-description files); --layers, --heads and\n"
@@ -159,6 +175,7 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
     [O_TRACE] = {"--trace", NULL, SIM_OPT_STR, 0, 0, 0, 0, "DIR",
                  "record every collective of every rank to DIR/rank<k>.trace\n"
                  "(shardsim's trace format; see shardsim replay)"},
+    [O_DS_CONFIG] = SIM_ROW_DS_CONFIG,
 };
 
 /* --help: the rows with their defaults from shs_train_default_config() */
@@ -187,6 +204,8 @@ static void train_help_defaults(const char *defaults[O_NUM_OPTIONS]) {
     defaults[O_LIMIT_ALL_GATHERS] = "0";
     defaults[O_OFFLOAD] = "none";
     defaults[O_DATA] = "built-in corpus";
+    defaults[O_PACK] = defaults[O_PAD] = "false";
+    defaults[O_LOSS_NORM] = "global-tokens with --pack/--pad, else per-micro-batch";
     defaults[O_STEPS] = "50";
     defaults[O_REDUCE_ORDER] = "rank";
     defaults[O_OPTIMIZER] = "adamw";
@@ -383,6 +402,35 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         if (!p.given[dtype_opts[k]]) continue;
         if ((rc = sim_opt_dtype("train", options[dtype_opts[k]].name, p.str[dtype_opts[k]], dtype_dst[k])) >= 0) return rc;
     }
+    if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy.kind))
+        return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2", p.str[O_STRATEGY], "");
+    if (p.given[O_DS_CONFIG]) {
+        /* the options given beside the config win over its keys */
+        static const opt_id_t by_setting[SHS_DS_NUM_SETTINGS] = {
+            [SHS_DS_STAGE] = O_STRATEGY, [SHS_DS_SHARD_GROUP] = O_SHARD_GROUP_SIZE, [SHS_DS_DTYPE] = O_PARAM_DTYPE,
+            [SHS_DS_REDUCE_DTYPE] = O_REDUCE_DTYPE, [SHS_DS_GRAD_ACCUM_DTYPE] = O_GRAD_ACCUM_DTYPE,
+            [SHS_DS_MICRO_BATCH] = O_MICRO_BATCH, [SHS_DS_GRAD_ACCUM] = O_GRAD_ACCUM, [SHS_DS_WORLD] = O_WORLD,
+            [SHS_DS_OFFLOAD] = O_OFFLOAD, [SHS_DS_CLIP] = O_CLIP_GRAD_NORM, [SHS_DS_OPTIMIZER] = O_OPTIMIZER,
+            [SHS_DS_LR] = O_LR, [SHS_DS_BETA1] = O_BETA1, [SHS_DS_BETA2] = O_BETA2, [SHS_DS_EPS] = O_EPS,
+            [SHS_DS_WEIGHT_DECAY] = O_WEIGHT_DECAY, [SHS_DS_MOMENTUM] = O_MOMENTUM,
+            [SHS_DS_REPLICATE_BELOW] = O_REPLICATE_BELOW, [SHS_DS_PREFETCH] = O_BACKWARD_PREFETCH,
+            [SHS_DS_INIT_SCALE] = O_INIT_SCALE, [SHS_DS_GROWTH_INTERVAL] = O_GROWTH_INTERVAL};
+        if (o->backend_mpi && !p.given[O_WORLD])
+            return usage_error("--ds-config %s with --backend %s needs --world (train_batch_size is checked against it)",
+                               p.str[O_DS_CONFIG], p.str[O_BACKEND]);
+        int given[SHS_DS_NUM_SETTINGS];
+        for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = p.given[by_setting[k]];
+        o->ds_path = p.str[O_DS_CONFIG];
+        if ((rc = sim_ds_config_apply("train", o->ds_path, given, &o->ds, c, o->ds_src)) >= 0) return rc;
+        static const opt_id_t adamw_opts[] = {O_BETA1, O_BETA2, O_EPS};
+        for (int k = 0; k < 3 && c->strategy.optim.kind != SHS_OPTIM_ADAMW; k++)
+            if (p.given[adamw_opts[k]])
+                return usage_error("%s applies to adamw, not %s (the optimizer of --ds-config)", options[adamw_opts[k]].name,
+                                   shs_optim_name(c->strategy.optim.kind));
+        if (p.given[O_MOMENTUM] && c->strategy.optim.kind != SHS_OPTIM_SGD)
+            return usage_error("--momentum applies to sgd, not %s (the optimizer of --ds-config)%s",
+                               shs_optim_name(c->strategy.optim.kind), "");
+    }
     if (p.given[O_GRAD_ACCUM_DTYPE] && c->strategy.grad_accum_dtype != SHS_F32 &&
         c->strategy.grad_accum_dtype != (c->strategy.param_dtype ? c->strategy.param_dtype : SHS_F32))
         return usage_error("--grad-accum-dtype takes f32 or the param dtype %s (got '%s')",
@@ -410,9 +458,29 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         c->device_mem = p.bytes[O_DEVICE_MEM];
         o->device_mem_given = 1;
     }
-    if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy.kind))
-        return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2", p.str[O_STRATEGY], "");
     o->data_path = p.str[O_DATA];
+    int pack = p.given[O_PACK] && p.num[O_PACK], pad = p.given[O_PAD] && p.num[O_PAD];
+    if (pack && pad) return usage_error("--pack and --pad exclude each other%s%s", "", "");
+    if ((pack || pad) && !p.given[O_DOC_SEP])
+        return usage_error("%s needs --doc-sep BYTE (where documents end)%s", pack ? "--pack" : "--pad", "");
+    if (p.given[O_DOC_SEP] && !pack && !pad)
+        return usage_error("--doc-sep %s applies with --pack or --pad%s", p.str[O_DOC_SEP], "");
+    if (p.given[O_DOC_SEP] && shs_doc_sep_parse(p.str[O_DOC_SEP], &c->doc_sep))
+        return usage_error("--doc-sep takes a byte: 0-255, 0xHH, one character or a C escape like '\\n' (got "
+                           "'%s')%s", p.str[O_DOC_SEP], "");
+    c->data_mode = pack ? SHS_DATA_PACK : pad ? SHS_DATA_PAD : SHS_DATA_STREAM;
+    if (p.given[O_LOSS_NORM]) {
+        static const char *const names[] = {"per-micro-batch", "global-tokens"};
+        static const int values[] = {SHS_LOSS_NORM_PER_MICRO_BATCH, SHS_LOSS_NORM_GLOBAL_TOKENS};
+        int v;
+        if (choose(p.str[O_LOSS_NORM], names, values, 2, &v))
+            return usage_error("--loss-norm takes per-micro-batch or global-tokens (got '%s')%s", p.str[O_LOSS_NORM],
+                               "");
+        c->loss_norm = (shs_loss_norm_t)v;
+    }
+    if (pack && o->model_file)
+        return usage_error("--pack needs per-document attention, which the network of --model-file lacks: use "
+                           "--pad%s%s", "", "");
     o->model_file = p.str[O_MODEL_FILE];
     o->save_dir = p.str[O_SAVE];
     o->resume_dir = p.str[O_RESUME];

@@ -5,6 +5,7 @@
 #define SHARDSIM_SIM_TRAIN_OPTIONS_H
 
 #include "test_fault.h"
+#include "shardsim/ds_config.h"
 #include "shardsim/hf_config.h"
 #include "shardsim/train.h"
 
@@ -26,6 +27,9 @@ typedef struct {
     int world_given;
     int loss_bits;         /* --loss-bits: also print each loss as its f32 bits */
     double progress_s;     /* --progress: speak on stderr when a phase runs longer (0: never) */
+    const char *ds_path;   /* --ds-config (NULL: none): ds, ds_src valid */
+    shs_ds_config_t ds;
+    shs_ds_source_t ds_src[SHS_DS_NUM_SETTINGS];
     sim_test_fault_t fault;   /* SHS_TEST_FAULT: the test suite's planted fault (test_fault.h) */
 } train_opts_t;
 

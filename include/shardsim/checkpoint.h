@@ -41,7 +41,7 @@
 /* What a checkpoint records besides the shards (the index's fields). */
 typedef struct {
     const shs_layout_t *layout;  /* units (name, numel) and tensors (name, shape, offset) */
-    char model[128];             /* model identity, e.g. "gpt layers=2 heads=4 channels=16 context=16" */
+    char model[256];             /* model identity, e.g. "gpt layers=2 heads=4 channels=16 context=16" */
     int world_size;              /* N of the run that saved */
     size_t shard_align;          /* E (elements) of the run that saved; >= 1 */
     shs_strategy_kind_t strategy;

@@ -271,7 +271,8 @@ shs_reduce_order_t shs_comm_reduce_order(const shs_comm_t *comm); /* RANK for NU
     X(GRAD_NORM, "grad-norm")                   /* the gradient norm for clipping */                \
     X(OVERFLOW_CHECK, "overflow-check")         /* fp16 loss scaling's inf/NaN check */             \
     X(LOSS_ALL_REDUCE, "loss-all-reduce")       /* the step's loss */                               \
-    X(SPLIT, "split")                           /* a communicator split */
+    X(SPLIT, "split")                           /* a communicator split */                          \
+    X(TOKEN_COUNT, "token-count")               /* the global batch's counted targets (loss norm) */
 
 typedef enum {
 #define SHS_TAG_KIND_ENUM(id, name) SHS_TAG_##id,

@@ -322,8 +322,9 @@ void shs_swiglu_backward(shs_device_t *dev, float *dgate, float *dup, const floa
 void shs_attention_gqa_forward(shs_device_t *dev, float *out, float *att, const float *q, const float *k,
                                const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD);
 /* Its backward: accumulates dq (B,T,NH*HD), dk and dv (B,T,NKV*HD) (a
- * shared key/value head sums its query heads in increasing h). datt
- * (B,NH,T,T) is scratch, overwritten. */
+ * shared key/value head sums its query heads in increasing h). The mask is
+ * read from att: its 0 entries are skipped (a probability that underflowed
+ * to 0 has a zero gradient too). datt (B,NH,T,T) is scratch, overwritten. */
 void shs_attention_gqa_backward(shs_device_t *dev, float *dq, float *dk, float *dv, float *datt, const float *dout,
                                 const float *q, const float *k, const float *v, const float *att, int B, int T,
                                 int NH, int NKV, int HD);
@@ -343,8 +344,8 @@ void shs_attention_gqa_backward_flash(shs_device_t *dev, float *dq, float *dk, f
  * NULL for no position embedding (out = wte[tokens], SHS_KERNELS_LLAMA). */
 void shs_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,
                          const float *wpe, int B, int T, int C);
-/* Accumulates dwte rows and dwpe (T,C; NULL: none) from dout (B,T,C), visiting (b,t) in
- * increasing order for each row. */
+/* Accumulates dwte rows and dwpe (T,C; NULL: none, SHS_KERNELS_LLAMA) from dout (B,T,C),
+ * visiting (b,t) in increasing order for each row. */
 void shs_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, const float *dout,
                           const int32_t *tokens, int B, int T, int C);
 

@@ -19,7 +19,7 @@
 typedef enum { SHS_INIT_NORMAL, SHS_INIT_ZEROS, SHS_INIT_ONES } shs_init_kind_t;
 
 typedef struct {
-    char name[48];        /* e.g. GPT-2's "h.3.attn.c_attn.weight" */
+    char name[64];        /* e.g. GPT-2's "h.3.attn.c_attn.weight", Llama's "model.layers.3.mlp.up_proj.weight" */
     int unit;             /* wrap unit holding it */
     size_t offset;        /* first element within the unit's flat parameter */
     size_t numel;         /* rows * cols; may be 0 */

@@ -26,6 +26,36 @@
 #include "shardsim/world.h"
 #include "shardsim/strategy.h"
 
+/* How a step's loss is normalized over its token losses, with S_i and n_i
+ * the loss sum and the count of counted targets (not SHS_IGNORE_INDEX) of
+ * micro-batch i of the step's global batch (K per rank, N ranks):
+ * - PER_MICRO_BATCH: mean_i(S_i / n_i), each micro-batch's mean averaged
+ *   over micro-batches and ranks: what torch's `(loss / K).backward()` under
+ *   DDP gives, and what Hugging Face transformers did before its fix
+ *   (transformers#34242; #37474 for data parallelism): micro-batches with
+ *   few real tokens weigh as much as full ones.
+ * - GLOBAL_TOKENS: sum_i S_i / sum_i n_i, every real token of the global
+ *   batch weighs the same (transformers' num_items_in_batch). The count
+ *   sum_i n_i is all-reduced (SUM, i64, tag token-count) over the ranks
+ *   before the first backward of the step, as transformers gathers
+ *   num_items_in_batch across data-parallel ranks: a real collective, so
+ *   traces and meta runs see it. Micro-batch k's backward then gets
+ *   dloss = scale * N * n_k / G (G = sum_i n_i): d(step loss)/d(micro
+ *   mean) = n_k / G, times N because the gradient reduction averages over
+ *   the N ranks, times the fp16 loss scale; rounded once from f64. Every
+ *   stage gets the same dloss, so DDP and ZeRO-1/2/3 stay bit-identical;
+ *   world sizes and accumulation factors that split the same global batch
+ *   differently agree up to the reduction order. The reported loss is
+ *   sum over ranks (SUM all-reduce) of sum_k mean_k * n_k / G.
+ * - DEFAULT: PER_MICRO_BATCH for the stream sampler (no ignored targets:
+ *   both are the same mean, and the run stays bit-identical to before),
+ *   GLOBAL_TOKENS with documents (--pack, --pad), as fixed transformers. */
+typedef enum {
+    SHS_LOSS_NORM_DEFAULT = 0,
+    SHS_LOSS_NORM_PER_MICRO_BATCH,
+    SHS_LOSS_NORM_GLOBAL_TOKENS,
+} shs_loss_norm_t;
+
 /* Which network a job trains (model_file, when set, overrides it). */
 typedef enum {
     SHS_ARCH_GPT = 0,            /* gpt.h, shaped by `model` */
@@ -63,6 +93,11 @@ typedef struct {
     shs_comm_t *comm;            /* NULL: world_size rank threads; else this process runs one rank of this
                                   * communicator (e.g. comm_mpi.h; borrowed, outlives the trainer; world_size
                                   * must equal its size): see shs_world_create_local */
+    shs_data_mode_t data_mode;   /* --pack / --pad: documents cut at doc_sep (data.h); 0: the stream sampler.
+                                  * PACK needs per-document attention (the Llama model; the GPT and model
+                                  * files refuse it); both need SHS_KERNELS_IGNORE_INDEX on the device */
+    uint8_t doc_sep;             /* --doc-sep: the documents' separator byte (with data_mode) */
+    shs_loss_norm_t loss_norm;   /* --loss-norm (see shs_loss_norm_t) */
     shs_trace_recorder_t *trace; /* NULL: none; else every rank's world communicator is attached to this
                                   * recorder (trace_record.h) before the strategy splits it, so every
                                   * collective is recorded, sub-communicators' included (borrowed: must
@@ -73,11 +108,15 @@ typedef struct {
  * zero3, AdamW lr 1e-3 (wd 0.01), seed 1337, unlimited device memory. */
 shs_train_config_t shs_train_default_config(void);
 
+/* cfg->loss_norm with DEFAULT resolved (see shs_loss_norm_t). */
+shs_loss_norm_t shs_train_loss_norm(const shs_train_config_t *cfg);
+
 typedef struct shs_trainer shs_trainer_t;
 
 /* Start the world and set up every rank (parameters initialized from the
  * seed, optimizer state, activations). The corpus must outlive the trainer.
- * Errors: SHS_INVALID_ARG (config; context longer than the corpus),
+ * Errors: SHS_INVALID_ARG (config; context longer than the corpus; --pack
+ * with a model lacking per-document attention),
  * SHS_OUT_OF_MEMORY (a rank's device is too small; text names the rank),
  * SHS_HOST_OOM, SHS_SYSTEM. */
 shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *cfg, const shs_corpus_t *corpus);

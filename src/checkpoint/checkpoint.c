@@ -50,7 +50,15 @@ void shs_checkpoint_meta_of(shs_trainer_t *t, shs_checkpoint_meta_t *m) {
     const shs_train_config_t *c = shs_trainer_config(t);
     memset(m, 0, sizeof *m);
     m->layout = shs_trainer_layout(t);
+    const shs_llama_config_t *l = &c->llama;
     if (c->model_file) snprintf(m->model, sizeof m->model, "netdesc context=%d", c->model.context);
+    else if (c->arch == SHS_ARCH_LLAMA)
+        snprintf(m->model, sizeof m->model,
+                 "llama L=%d C=%d NH=%d NKV=%d I=%d V=%d T=%d eps=%.9g theta=%.17g scaling=%d:%.17g:%.17g:%.17g:%d "
+                 "tied=%d qkv_bias=%d", l->num_layers, l->hidden, l->num_heads, l->num_kv_heads, l->intermediate,
+                 l->vocab, c->model.context, (double)l->rms_norm_eps, l->rope_theta, (int)l->rope_scaling.kind,
+                 l->rope_scaling.factor, l->rope_scaling.low_freq_factor, l->rope_scaling.high_freq_factor,
+                 l->rope_scaling.original_max_position_embeddings, l->tie_word_embeddings, l->qkv_bias);
     else
         snprintf(m->model, sizeof m->model, "gpt layers=%d heads=%d channels=%d context=%d", c->model.num_layers,
                  c->model.num_heads, c->model.channels, c->model.context);

@@ -31,7 +31,7 @@ static void json_string(FILE *f, const char *s) {
 
 shs_status_t shs_safetensors_write(const char *path, const shs_layout_t *lo, const float *const *units,
                                    const char *const *metadata) {
-    char name[64], other[64];
+    char name[sizeof lo->tensors[0].name + 8], other[sizeof name];
     for (int i = 0; i < lo->num_tensors; i++) {
         shs_safetensors_name(lo->tensors[i].name, name, sizeof name);
         for (int j = 0; j < i; j++) {

@@ -296,6 +296,12 @@ int shs_device_supports(const shs_device_t *dev, unsigned sets) {
                                           f->attention_backward_dropout))
         return 0;
     if ((sets & SHS_KERNELS_ROUND) && !f->round) return 0;
+    if ((sets & SHS_KERNELS_LLAMA) &&
+        !(f->rmsnorm_forward && f->rmsnorm_backward && f->rope_forward && f->rope_backward && f->swiglu_forward &&
+          f->swiglu_backward && f->attention_gqa_forward && f->attention_gqa_backward &&
+          f->attention_gqa_forward_flash && f->attention_gqa_backward_flash))
+        return 0;
+    if ((sets & SHS_KERNELS_IGNORE_INDEX) && !f->xent_ignore_index) return 0;
     return 1;
 }
 /* A kernel the backend lacks: a programming error (callers ask
@@ -357,6 +363,116 @@ void shs_round(shs_device_t *dev, float *x, shs_dtype_t dtype, size_t n) {
     KRANGE("round", x, n);
     dev->iface->round(dev, x, dtype, n);
 }
+/* ---- Llama-family kernels (SHS_KERNELS_LLAMA) ---- */
+void shs_rmsnorm_forward(shs_device_t *dev, float *out, float *rstd, const float *inp, const float *weight, int N,
+                         int C, float eps) {
+    SHS_ASSERT(out && rstd && inp && weight && N >= 0 && C > 0 && eps >= 0.0f);
+    KNEED(rmsnorm_forward);
+    size_t n = (size_t)N * C;
+    KRANGE("rmsnorm_forward", out, n), KRANGE("rmsnorm_forward", rstd, (size_t)N);
+    KRANGE("rmsnorm_forward", inp, n), KRANGE("rmsnorm_forward", weight, (size_t)C);
+    dev->iface->rmsnorm_forward(dev, out, rstd, inp, weight, N, C, eps);
+}
+void shs_rmsnorm_backward(shs_device_t *dev, float *dinp, float *dweight, const float *dout, const float *inp,
+                          const float *weight, const float *rstd, int N, int C) {
+    SHS_ASSERT(dinp && dweight && dout && inp && weight && rstd && N >= 0 && C > 0);
+    KNEED(rmsnorm_backward);
+    size_t n = (size_t)N * C;
+    KRANGE("rmsnorm_backward", dinp, n), KRANGE("rmsnorm_backward", dweight, (size_t)C);
+    KRANGE("rmsnorm_backward", dout, n), KRANGE("rmsnorm_backward", inp, n);
+    KRANGE("rmsnorm_backward", weight, (size_t)C), KRANGE("rmsnorm_backward", rstd, (size_t)N);
+    dev->iface->rmsnorm_backward(dev, dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+/* out/dinp and inp/dout (B,T,NH,HD), positions (B,T) or NULL, inv_freq (HD/2). */
+static void rope_checks(shs_device_t *dev, const char *op, const float *out, const float *inp,
+                        const int32_t *positions, const float *inv_freq, int B, int T, int NH, int HD) {
+    SHS_ASSERT(out && inp && inv_freq && B >= 0 && T >= 0 && NH > 0 && HD > 0 && HD % 2 == 0);
+    size_t n = (size_t)B * T * NH * HD;
+    KRANGE(op, out, n), KRANGE(op, inp, n), KRANGE(op, inv_freq, (size_t)HD / 2);
+    KRANGE(op, positions, (size_t)B * T);
+}
+void shs_rope_forward(shs_device_t *dev, float *out, const float *inp, const int32_t *positions,
+                      const float *inv_freq, int B, int T, int NH, int HD) {
+    KNEED(rope_forward);
+    rope_checks(dev, "rope_forward", out, inp, positions, inv_freq, B, T, NH, HD);
+    dev->iface->rope_forward(dev, out, inp, positions, inv_freq, B, T, NH, HD);
+}
+void shs_rope_backward(shs_device_t *dev, float *dinp, const float *dout, const int32_t *positions,
+                       const float *inv_freq, int B, int T, int NH, int HD) {
+    KNEED(rope_backward);
+    rope_checks(dev, "rope_backward", dinp, dout, positions, inv_freq, B, T, NH, HD);
+    dev->iface->rope_backward(dev, dinp, dout, positions, inv_freq, B, T, NH, HD);
+}
+void shs_swiglu_forward(shs_device_t *dev, float *out, const float *gate, const float *up, size_t n) {
+    SHS_ASSERT(out && gate && up);
+    KNEED(swiglu_forward);
+    KRANGE("swiglu_forward", out, n), KRANGE("swiglu_forward", gate, n), KRANGE("swiglu_forward", up, n);
+    dev->iface->swiglu_forward(dev, out, gate, up, n);
+}
+void shs_swiglu_backward(shs_device_t *dev, float *dgate, float *dup, const float *dout, const float *gate,
+                         const float *up, size_t n) {
+    SHS_ASSERT(dgate && dup && dout && gate && up);
+    KNEED(swiglu_backward);
+    KRANGE("swiglu_backward", dgate, n), KRANGE("swiglu_backward", dup, n), KRANGE("swiglu_backward", dout, n);
+    KRANGE("swiglu_backward", gate, n), KRANGE("swiglu_backward", up, n);
+    dev->iface->swiglu_backward(dev, dgate, dup, dout, gate, up, n);
+}
+/* The shape checks every GQA kernel shares; NH % NKV != 0 is named on stderr. */
+static void gqa_checks(shs_device_t *dev, const char *op, int B, int T, int NH, int NKV, int HD) {
+    SHS_ASSERT(B >= 0 && T > 0 && NH > 0 && NKV > 0 && HD > 0);
+    if (NH % NKV != 0) {
+        fprintf(stderr, "shardsim: %s: %d query heads are not a multiple of %d key/value heads\n", op, NH, NKV);
+        SHS_ASSERT(!"attention_gqa: NH % NKV != 0");
+    }
+}
+void shs_attention_gqa_forward(shs_device_t *dev, float *out, float *att, const float *q, const float *k,
+                               const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD) {
+    SHS_ASSERT(out && att && q && k && v);
+    KNEED(attention_gqa_forward);
+    const char *op = "attention_gqa_forward";
+    gqa_checks(dev, op, B, T, NH, NKV, HD);
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
+    KRANGE(op, out, nq), KRANGE(op, att, (size_t)B * NH * T * T), KRANGE(op, q, nq), KRANGE(op, k, nkv);
+    KRANGE(op, v, nkv), KRANGE(op, doc_ids, (size_t)B * T);
+    dev->iface->attention_gqa_forward(dev, out, att, q, k, v, doc_ids, B, T, NH, NKV, HD);
+}
+void shs_attention_gqa_backward(shs_device_t *dev, float *dq, float *dk, float *dv, float *datt, const float *dout,
+                                const float *q, const float *k, const float *v, const float *att, int B, int T,
+                                int NH, int NKV, int HD) {
+    SHS_ASSERT(dq && dk && dv && datt && dout && q && k && v && att);
+    KNEED(attention_gqa_backward);
+    const char *op = "attention_gqa_backward";
+    gqa_checks(dev, op, B, T, NH, NKV, HD);
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, ntt = (size_t)B * NH * T * T;
+    KRANGE(op, dq, nq), KRANGE(op, dk, nkv), KRANGE(op, dv, nkv), KRANGE(op, datt, ntt), KRANGE(op, dout, nq);
+    KRANGE(op, q, nq), KRANGE(op, k, nkv), KRANGE(op, v, nkv), KRANGE(op, att, ntt);
+    dev->iface->attention_gqa_backward(dev, dq, dk, dv, datt, dout, q, k, v, att, B, T, NH, NKV, HD);
+}
+void shs_attention_gqa_forward_flash(shs_device_t *dev, float *out, float *lse, const float *q, const float *k,
+                                     const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD) {
+    SHS_ASSERT(out && lse && q && k && v);
+    KNEED(attention_gqa_forward_flash);
+    const char *op = "attention_gqa_forward_flash";
+    gqa_checks(dev, op, B, T, NH, NKV, HD);
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
+    KRANGE(op, out, nq), KRANGE(op, lse, (size_t)B * NH * T), KRANGE(op, q, nq), KRANGE(op, k, nkv);
+    KRANGE(op, v, nkv), KRANGE(op, doc_ids, (size_t)B * T);
+    dev->iface->attention_gqa_forward_flash(dev, out, lse, q, k, v, doc_ids, B, T, NH, NKV, HD);
+}
+void shs_attention_gqa_backward_flash(shs_device_t *dev, float *dq, float *dk, float *dv, const float *dout,
+                                      const float *q, const float *k, const float *v, const float *out,
+                                      const float *lse, const int32_t *doc_ids, int B, int T, int NH, int NKV,
+                                      int HD) {
+    SHS_ASSERT(dq && dk && dv && dout && q && k && v && out && lse);
+    KNEED(attention_gqa_backward_flash);
+    const char *op = "attention_gqa_backward_flash";
+    gqa_checks(dev, op, B, T, NH, NKV, HD);
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
+    KRANGE(op, dq, nq), KRANGE(op, dk, nkv), KRANGE(op, dv, nkv), KRANGE(op, dout, nq), KRANGE(op, q, nq);
+    KRANGE(op, k, nkv), KRANGE(op, v, nkv), KRANGE(op, out, nq), KRANGE(op, lse, (size_t)B * NH * T);
+    KRANGE(op, doc_ids, (size_t)B * T);
+    dev->iface->attention_gqa_backward_flash(dev, dq, dk, dv, dout, q, k, v, out, lse, doc_ids, B, T, NH, NKV, HD);
+}
 #undef KNEED
 /* The checks every activation's forward (out = f(inp)) and backward
  * (dinp += f'(inp) * dout) shares. */
@@ -387,12 +503,14 @@ void shs_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const f
 }
 void shs_encoder_forward(shs_device_t *dev, float *out, const int32_t *tokens, const float *wte,
                          const float *wpe, int B, int T, int C) {
-    SHS_ASSERT(out && tokens && wte && wpe && B >= 0 && T >= 0 && C >= 0);
+    SHS_ASSERT(out && tokens && wte && B >= 0 && T >= 0 && C >= 0);
+    SHS_ASSERT((wpe || shs_device_supports(dev, SHS_KERNELS_LLAMA)) && "encoder without wpe needs SHS_KERNELS_LLAMA");
     dev->iface->encoder_forward(dev, out, tokens, wte, wpe, B, T, C);
 }
 void shs_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, const float *dout,
                           const int32_t *tokens, int B, int T, int C) {
-    SHS_ASSERT(dwte && dwpe && dout && tokens && B >= 0 && T >= 0 && C >= 0);
+    SHS_ASSERT(dwte && dout && tokens && B >= 0 && T >= 0 && C >= 0);
+    SHS_ASSERT((dwpe || shs_device_supports(dev, SHS_KERNELS_LLAMA)) && "encoder without dwpe needs SHS_KERNELS_LLAMA");
     dev->iface->encoder_backward(dev, dwte, dwpe, dout, tokens, B, T, C);
 }
 void shs_residual_forward(shs_device_t *dev, float *out, const float *a, const float *b, size_t n) {

@@ -59,12 +59,31 @@ typedef struct shs_device_iface {
     void (*scale)(shs_device_t *, float *, float, size_t);
     void (*softmax_xent_forward)(shs_device_t *, float *, float *, const float *, const int32_t *, int, int);
     void (*softmax_xent_backward)(shs_device_t *, float *, const float *, const int32_t *, float, int, int);
+    int xent_ignore_index; /* the two above take SHS_IGNORE_INDEX targets (SHS_KERNELS_IGNORE_INDEX) */
     void (*sum)(shs_device_t *, float *, const float *, size_t);
     void (*norm_accumulate)(shs_device_t *, int64_t *, const float *, size_t, int);
     void (*cast)(shs_device_t *, void *, shs_dtype_t, const void *, shs_dtype_t, size_t);
     void (*adamw_update)(shs_device_t *, float *, const float *, float *, float *, size_t,
                          const shs_adamw_hparams_t *);
     void (*sgd_update)(shs_device_t *, float *, const float *, float *, size_t, float, float, float);
+    /* (optional) the Llama-family kernels (SHS_KERNELS_LLAMA: all of them, and
+     * encoder_forward/backward taking wpe/dwpe NULL) */
+    void (*rmsnorm_forward)(shs_device_t *, float *, float *, const float *, const float *, int, int, float);
+    void (*rmsnorm_backward)(shs_device_t *, float *, float *, const float *, const float *, const float *,
+                             const float *, int, int);
+    void (*rope_forward)(shs_device_t *, float *, const float *, const int32_t *, const float *, int, int, int, int);
+    void (*rope_backward)(shs_device_t *, float *, const float *, const int32_t *, const float *, int, int, int, int);
+    void (*swiglu_forward)(shs_device_t *, float *, const float *, const float *, size_t);
+    void (*swiglu_backward)(shs_device_t *, float *, float *, const float *, const float *, const float *, size_t);
+    void (*attention_gqa_forward)(shs_device_t *, float *, float *, const float *, const float *, const float *,
+                                  const int32_t *, int, int, int, int, int);
+    void (*attention_gqa_backward)(shs_device_t *, float *, float *, float *, float *, const float *, const float *,
+                                   const float *, const float *, const float *, int, int, int, int, int);
+    void (*attention_gqa_forward_flash)(shs_device_t *, float *, float *, const float *, const float *,
+                                        const float *, const int32_t *, int, int, int, int, int);
+    void (*attention_gqa_backward_flash)(shs_device_t *, float *, float *, float *, const float *, const float *,
+                                         const float *, const float *, const float *, const float *,
+                                         const int32_t *, int, int, int, int, int);
     /* (optional) kernel work counters; NULL: shs_device_kernel_stats says unsupported */
     void (*kernel_stats)(const shs_device_t *, shs_kernel_stats_t *);
 } shs_device_iface_t;

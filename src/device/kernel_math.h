@@ -170,31 +170,37 @@ static inline float shs__dropout_scale(float p) { return 1.0f / (1.0f - p); }
  * the running sum l and output o are rescaled by exp(m_old - m_new), then
  * each key adds p = exp(s - m) to l and (dropped and scaled) p * v to o.
  * Finally o /= l and *lse = m + log(l). s: SHS_FLASH_BLOCK floats of scratch.
+ * Key t2's vectors are k0 + t2 * stride and v0 + t2 * stride. doc: NULL, or
+ * the document ids of the row's sequence (T): key t2 is skipped unless
+ * doc[t2] == doc[t] (a block with no key left changes nothing).
  * drop: 0 (no dropout), else key t2 is kept iff shs__dropout_keep(key,
  * ctr0 + t2, thr), ctr0 the counter of (t, t2 = 0), and scaled by drop_scale. */
-static inline void shs__flash_forward_row(float *o, float *lse, const float *q, const float *kv0, int t, int hs,
-                                          size_t C3, int C, float scale, int drop, uint64_t key, uint64_t ctr0,
-                                          uint32_t thr, float drop_scale, float *s) {
+static inline void shs__flash_forward_row(float *o, float *lse, const float *q, const float *k0, const float *v0,
+                                          size_t stride, const int32_t *doc, int t, int hs, float scale, int drop,
+                                          uint64_t key, uint64_t ctr0, uint32_t thr, float drop_scale, float *s) {
     float m = -INFINITY, l = 0.0f;
     for (int i = 0; i < hs; i++) o[i] = 0.0f;
     for (int j0 = 0; j0 <= t; j0 += SHS_FLASH_BLOCK) {
         int j1 = j0 + SHS_FLASH_BLOCK <= t + 1 ? j0 + SHS_FLASH_BLOCK : t + 1;
         float mb = m;
         for (int j = j0; j < j1; j++) {
-            const float *k = kv0 + j * C3 + C;
+            if (doc && doc[j] != doc[t]) continue;
+            const float *k = k0 + j * stride;
             float dot = 0.0f;
             for (int i = 0; i < hs; i++) dot += q[i] * k[i];
             s[j - j0] = dot * scale;
             if (s[j - j0] > mb) mb = s[j - j0];
         }
+        if (mb == -INFINITY) continue; /* every key of the block masked */
         float corr = expf(m - mb); /* the first block: exp(-inf) = 0, and l, o are 0 */
         l *= corr;
         for (int i = 0; i < hs; i++) o[i] *= corr;
         for (int j = j0; j < j1; j++) {
+            if (doc && doc[j] != doc[t]) continue;
             float p = expf(s[j - j0] - mb);
             l += p;
             float pd = drop ? (shs__dropout_keep(key, ctr0 + (uint64_t)j, thr) ? p * drop_scale : 0.0f) : p;
-            const float *v = kv0 + j * C3 + 2 * (size_t)C;
+            const float *v = v0 + j * stride;
             for (int i = 0; i < hs; i++) o[i] += pd * v[i];
         }
         m = mb;

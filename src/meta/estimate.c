@@ -58,6 +58,7 @@
 #define NICS8(gbps) SHS_NET_NOT_ASTRA_NICS(8, GBPS(gbps))
 
 #include "shardsim/optim.h"
+#include "train/step.h" /* shs__job_decoder_shape */
 
 shs_zero_states_t shs_zero_states(shs_strategy_kind_t kind, double psi, int n, int state_per_param,
                                   shs_offload_t offload, int param_bytes, int grad_bytes) {
@@ -216,8 +217,17 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     }
     out->step_s = out->compute_s + out->exposed_comm_s + out->offload_s;
     double tokens = (double)tc->micro_batch * tc->model.context * (tc->grad_accum > 1 ? tc->grad_accum : 1);
-    double per_token = 6.0 * (double)res->num_params;
-    if (!tc->model_file) per_token += 12.0 * tc->model.num_layers * (double)tc->model.channels * tc->model.context;
+    /* 6 FLOPs per parameter per token (Kaplan et al. 2020; Narayanan et al.
+     * 2021 Eq. 3) for every parameter a matmul reads: an untied Llama's
+     * embedding table is only looked up, so its V C are left out (its LM head
+     * is counted); tied, the one table is the head's matmul */
+    double matmul_params = (double)res->num_params;
+    if (!tc->model_file && tc->arch == SHS_ARCH_LLAMA && !tc->llama.tie_word_embeddings)
+        matmul_params -= (double)tc->llama.vocab * (double)tc->llama.hidden;
+    double per_token = 6.0 * matmul_params;
+    int layers, hidden; /* the attention term 12 L C T, C = NH * HD for either decoder */
+    shs__job_decoder_shape(tc, &layers, &hidden);
+    per_token += 12.0 * layers * (double)hidden * tc->model.context;
     out->model_flops = per_token * tokens;
     out->mfu = out->step_s > 0 ? out->model_flops / (out->step_s * peak) : 0;
 }

@@ -164,9 +164,7 @@ done:
 shs_status_t shs_meta_run(const shs_meta_config_t *cfg, shs_meta_result_t *out) {
     memset(out, 0, sizeof *out);
     const shs_train_config_t *tc = &cfg->train;
-    if (!tc->model_file) SHS_CHECK(shs_gpt_config_validate(&tc->model));
-    else if (tc->model.context < 1 || tc->model.context > 65536)
-        return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", tc->model.context);
+    SHS_CHECK(shs__job_model_validate(tc));
     if (tc->world_size < 1 || tc->world_size > SHS_MAX_META_WORLD)
         return shs_set_error(SHS_INVALID_ARG, "world size must be in 1..%d (got %d)", SHS_MAX_META_WORLD, tc->world_size);
     if (tc->micro_batch < 1 || (size_t)tc->micro_batch * (size_t)tc->model.context > INT_MAX)

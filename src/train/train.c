@@ -21,6 +21,7 @@ typedef struct {
 struct shs_trainer {
     shs_train_config_t cfg;
     const shs_corpus_t *corpus;
+    shs_documents_t docs;      /* with cfg.data_mode: the corpus's documents */
     shs_layout_t layout;       /* the strategy's: wrap units (shs_trainer_layout) */
     shs_layout_t model_layout; /* the model's when size-based wrapping groups blocks (wrap.num_physical) */
     shs__wrap_map_t wrap;      /* num_physical 0: no grouping, the model uses `layout` */
@@ -50,6 +51,11 @@ shs_train_config_t shs_train_default_config(void) {
     return c;
 }
 
+shs_loss_norm_t shs_train_loss_norm(const shs_train_config_t *cfg) {
+    if (cfg->loss_norm != SHS_LOSS_NORM_DEFAULT) return cfg->loss_norm;
+    return cfg->data_mode != SHS_DATA_STREAM ? SHS_LOSS_NORM_GLOBAL_TOKENS : SHS_LOSS_NORM_PER_MICRO_BATCH;
+}
+
 /* ---- rank jobs ---------------------------------------------------------------- */
 
 /* The memory timeline follows the step's phases. */
@@ -69,6 +75,7 @@ static shs_status_t setup_job(shs_rank_ctx_t *ctx, void *arg) {
     rank_state_t *rs = &t->ranks[ctx->rank];
     if (t->cfg.trace) SHS_CHECK(shs_trace_recorder_attach(t->cfg.trace, ctx->comm, ctx->rank, NULL));
     const shs_layout_t *model_layout = t->wrap.num_physical ? &t->model_layout : &t->layout;
+    rs->run.docs = t->cfg.data_mode != SHS_DATA_STREAM ? &t->docs : NULL;
     SHS_CHECK(shs__rank_setup(&rs->run, &t->cfg, model_layout, &t->layout, ctx->dev, ctx->comm));
     /* the decorators asked for, in front of the strategy's source (innermost
      * first); without any, the model calls the strategy directly */
@@ -176,9 +183,11 @@ static shs_status_t teardown_job(shs_rank_ctx_t *ctx, void *arg) {
 
 shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *cfg, const shs_corpus_t *corpus) {
     *out = NULL;
-    if (!cfg->model_file) SHS_CHECK(shs_gpt_config_validate(&cfg->model));
-    else if (cfg->model.context < 1 || cfg->model.context > 65536)
-        return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", cfg->model.context);
+    SHS_CHECK(shs__job_model_validate(cfg));
+    int llama = !cfg->model_file && cfg->arch == SHS_ARCH_LLAMA;
+    if (llama && cfg->llama.vocab < SHS_GPT_VOCAB)
+        return shs_set_error(SHS_INVALID_ARG, "the Llama's vocab_size (%d) must be >= %d to train on byte tokens",
+                             cfg->llama.vocab, SHS_GPT_VOCAB);
     if (cfg->grad_accum < 0 || cfg->grad_accum > 65536)
         return shs_set_error(SHS_INVALID_ARG, "gradient accumulation must be in 1..65536 (got %d)", cfg->grad_accum);
     const shs_strategy_config_t *sc = &cfg->strategy;
@@ -189,7 +198,17 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
         return shs_set_error(SHS_INVALID_ARG, "world size must be in 1..%d (got %d)", SHS_MAX_WORLD, cfg->world_size);
     if (cfg->micro_batch < 1 || cfg->micro_batch > 65536)
         return shs_set_error(SHS_INVALID_ARG, "micro-batch must be in 1..65536 (got %d)", cfg->micro_batch);
-    if (!corpus || corpus->len < (size_t)cfg->model.context + 1)
+    if (cfg->data_mode != SHS_DATA_STREAM && cfg->data_mode != SHS_DATA_PACK && cfg->data_mode != SHS_DATA_PAD)
+        return shs_set_error(SHS_INVALID_ARG, "data mode must be stream, pack or pad (got %d)", (int)cfg->data_mode);
+    if (cfg->loss_norm < SHS_LOSS_NORM_DEFAULT || cfg->loss_norm > SHS_LOSS_NORM_GLOBAL_TOKENS)
+        return shs_set_error(SHS_INVALID_ARG, "loss normalization must be per-micro-batch or global-tokens (got %d)",
+                             (int)cfg->loss_norm);
+    if (cfg->data_mode == SHS_DATA_PACK && (cfg->model_file || cfg->arch != SHS_ARCH_LLAMA))
+        return shs_set_error(SHS_INVALID_ARG,
+                             "--pack needs per-document attention masks and position ids restarting per document, "
+                             "which only the Llama model has (the %s would attend across documents): use --pad",
+                             cfg->model_file ? "model file's network" : "GPT");
+    if (!corpus || (cfg->data_mode == SHS_DATA_STREAM && corpus->len < (size_t)cfg->model.context + 1))
         return shs_set_error(SHS_INVALID_ARG,
                              "context length %d needs at least %d bytes of text, but '%s' has %zu",
                              cfg->model.context, cfg->model.context + 1, corpus ? corpus->source : "?",
@@ -204,7 +223,15 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     /* kernels index rows and (b, head, t) triples with int */
     size_t B = (size_t)cfg->micro_batch, T = (size_t)cfg->model.context, C = (size_t)cfg->model.channels;
     size_t widest = 4 * C > SHS_GPT_VOCAB ? 4 * C : SHS_GPT_VOCAB;
-    if (!cfg->model_file && (B * T * widest > INT_MAX || B * (size_t)cfg->model.num_heads * T * T > INT_MAX))
+    size_t heads = (size_t)cfg->model.num_heads;
+    if (llama) {
+        size_t I = (size_t)cfg->llama.intermediate, V = (size_t)cfg->llama.vocab;
+        C = (size_t)cfg->llama.hidden;
+        widest = I > V ? I : V;
+        widest = C > widest ? C : widest;
+        heads = (size_t)cfg->llama.num_heads;
+    }
+    if (!cfg->model_file && (B * T * widest > INT_MAX || B * heads * T * T > INT_MAX))
         return shs_set_error(SHS_INVALID_ARG,
                              "micro-batch %d x context %d is too large for this model (activation tensors of more "
                              "than 2^31 elements)", cfg->micro_batch, cfg->model.context);
@@ -214,8 +241,12 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     if (!t->cfg.strategy.shard_align) t->cfg.strategy.shard_align = 1;
     t->corpus = corpus;
     shs_layout_t logical, grouped;
-    shs_status_t st = shs__job_layouts(cfg, &logical, &grouped, &t->wrap);
+    shs_status_t st = SHS_OK;
+    if (cfg->data_mode != SHS_DATA_STREAM)
+        st = shs_documents_build(&t->docs, corpus, cfg->data_mode, cfg->doc_sep, cfg->model.context);
+    if (st == SHS_OK) st = shs__job_layouts(cfg, &logical, &grouped, &t->wrap);
     if (st != SHS_OK) {
+        shs_documents_free(&t->docs);
         free(t);
         return st;
     }
@@ -255,6 +286,7 @@ void shs_trainer_destroy(shs_trainer_t *t) {
         shs_set_last_error_text(keep);
     }
     free(t->ranks);
+    shs_documents_free(&t->docs);
     shs_memory_timeline_destroy(t->timeline);
     shs_layout_free(&t->layout);
     shs_layout_free(&t->model_layout);

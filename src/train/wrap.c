@@ -14,7 +14,8 @@ void shs__wrap_free(shs__wrap_map_t *w) {
     memset(w, 0, sizeof *w);
 }
 
-shs_status_t shs__wrap_build(const shs_layout_t *lo, size_t min_params, shs_layout_t *phys, shs__wrap_map_t *w) {
+shs_status_t shs__wrap_build(const shs_layout_t *lo, int num_blocks, size_t min_params, shs_layout_t *phys,
+                              shs__wrap_map_t *w) {
     int n = lo->num_units;
     memset(w, 0, sizeof *w);
     shs_layout_init(phys);
@@ -32,7 +33,7 @@ shs_status_t shs__wrap_build(const shs_layout_t *lo, size_t min_params, shs_layo
     size_t in_group = 0;
     for (int l = 0; l < n; l++) {
         const shs_unit_info_t *u = &lo->units[l];
-        int block = l >= 1 && l <= n - 2, prev_block = l - 1 >= 1 && l - 1 <= n - 2;
+        int block = l >= 1 && l <= num_blocks, prev_block = l - 1 >= 1 && l - 1 <= num_blocks;
         if (!(block && prev_block && in_group < min_params)) {
             p++;
             in_group = 0;

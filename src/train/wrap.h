@@ -1,5 +1,6 @@
 /* wrap.h - size-based wrapping (FSDP's size_based_auto_wrap_policy): the
- * model's units (logical: embed, block0..L-1, lnf) grouped into the
+ * model's units (logical: embed, block0..L-1, lnf; or the Llama's embed,
+ * layer0..L-1, norm, lm_head) grouped into the
  * strategy's flat parameters (physical), and the parameter source
  * decorator that maps the model's calls onto them. Internal.
  * What it is not: the strategy (it sees only the physical layout) or the
@@ -22,12 +23,14 @@ typedef struct {
 } shs__wrap_map_t;
 
 /* Build the physical layout `phys` (initialized here; free with
- * shs_layout_free) from the GPT's logical layout `lo`: its blocks (units
- * 1..n-2) grouped greedily until a group holds >= min_params (> 0)
- * elements; the embedding and the final LayerNorm stay units of their own,
- * tensors keep their order (so initialization is the same). Errors:
- * SHS_HOST_OOM. */
-shs_status_t shs__wrap_build(const shs_layout_t *lo, size_t min_params, shs_layout_t *phys, shs__wrap_map_t *w);
+ * shs_layout_free) from a decoder's logical layout `lo`: its blocks (units
+ * 1..num_blocks: the GPT's blocks, the Llama's decoder layers) grouped
+ * greedily until a group holds >= min_params (> 0) elements; the embedding,
+ * the final norm and any unit after it (the Llama's untied head) stay units
+ * of their own, tensors keep their order (so initialization is the same).
+ * Errors: SHS_HOST_OOM. */
+shs_status_t shs__wrap_build(const shs_layout_t *lo, int num_blocks, size_t min_params, shs_layout_t *phys,
+                             shs__wrap_map_t *w);
 void shs__wrap_free(shs__wrap_map_t *w);
 
 /* The decorator in front of the strategy's source: the model calls with

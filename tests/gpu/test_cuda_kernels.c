@@ -226,6 +226,14 @@ static void test_encoder(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dual_free(&all[i]);
 }
 
+/* The Llama-family kernels are CPU and meta only: the CUDA backend says so
+ * (callers ask shs_device_supports before using them). */
+static void test_no_llama_kernels(void **state) {
+    (void)state;
+    assert_false(shs_device_supports(gpu, SHS_KERNELS_LLAMA));
+    assert_true(shs_device_supports(cpu, SHS_KERNELS_LLAMA));
+}
+
 static void test_softmax_xent(void **state) {
     (void)state;
     int32_t tgt[BT];
@@ -400,7 +408,7 @@ int main(void) {
         cmocka_unit_test(test_memory),       cmocka_unit_test(test_matmul),         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_attention),    cmocka_unit_test(test_elementwise),    cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_softmax_xent), cmocka_unit_test(test_norm_accumulate), cmocka_unit_test(test_cast),
-        cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_optimizers),   cmocka_unit_test(test_no_llama_kernels),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

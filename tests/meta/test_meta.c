@@ -35,6 +35,7 @@ typedef struct {
     shs_attention_kind_t attention;
     shs_dtype_t autocast;
     float dropout;
+    int llama;          /* a tiny GQA Llama (untied) instead of the GPT */
 } mcase_t;
 
 static shs_train_config_t small_config(const mcase_t *c) {
@@ -58,6 +59,12 @@ static shs_train_config_t small_config(const mcase_t *c) {
     cfg.strategy.forward_prefetch = c->prefetch_fwd;
     cfg.strategy.clip_norm = c->clip;
     cfg.strategy.bucket_bytes = 16 << 10; /* several DDP buckets */
+    if (c->llama) {
+        cfg.arch = SHS_ARCH_LLAMA;
+        cfg.llama = (shs_llama_config_t){.num_layers = 2, .hidden = 24, .num_heads = 4, .num_kv_heads = 2,
+                                         .intermediate = 40, .vocab = 256, .max_position = 16, .rms_norm_eps = 1e-5f,
+                                         .rope_theta = 10000.0};
+    }
     return cfg;
 }
 
@@ -154,6 +161,19 @@ static void test_meta_equals_cpu_features(void **state) {
          .recompute = SHS_RECOMPUTE_SELECTIVE, .autocast = SHS_BF16, .dropout = 0.1f},
         {.what = "ddp full recompute flash", .kind = SHS_DDP, .N = 2, .recompute = SHS_RECOMPUTE_FULL,
          .attention = SHS_ATTENTION_FLASH},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+}
+
+static void test_meta_equals_cpu_llama(void **state) {
+    const mcase_t cases[] = {
+        {.what = "llama ddp", .kind = SHS_DDP, .N = 2, .llama = 1},
+        {.what = "llama zero3", .kind = SHS_ZERO3, .N = 3, .llama = 1},
+        {.what = "llama zero2 accum 2", .kind = SHS_ZERO2, .N = 3, .accum = 2, .llama = 1},
+        {.what = "llama zero3 flash full recompute prefetch", .kind = SHS_ZERO3, .N = 5, .llama = 1,
+         .attention = SHS_ATTENTION_FLASH, .recompute = SHS_RECOMPUTE_FULL, .prefetch_fwd = 1},
+        {.what = "llama zero1 selective bf16", .kind = SHS_ZERO1, .N = 2, .llama = 1,
+         .recompute = SHS_RECOMPUTE_SELECTIVE, .param_dtype = SHS_BF16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }
@@ -333,6 +353,7 @@ int main(void) {
         cmocka_unit_test(test_presets),
         cmocka_unit_test(test_meta_equals_cpu_stages),
         cmocka_unit_test(test_meta_equals_cpu_features),
+        cmocka_unit_test(test_meta_equals_cpu_llama),
         cmocka_unit_test(test_meta_wrap_size),
         cmocka_unit_test(test_meta_175b),
         cmocka_unit_test(test_meta_large_world),

@@ -146,13 +146,13 @@ static void test_wrap_size_units(void **state) {
     }
 }
 
-/* Size-based wrapping groups GPT blocks: a described model is refused, and
+/* Size-based wrapping groups GPT blocks (or Llama layers): a described model is refused, and
  * so are checkpoints (their units are the blocks), before any step. */
 static void test_wrap_size_refused(void **state) {
     const test_proc_t *p = test_shardsim(30, "train", "--steps", "1", "--wrap", "size:1000", "--model-file",
                                          SHS_SOURCE_DIR "/sim/models/mlp.txt", NULL);
     assert_int_not_equal(p->exit_code, 0);
-    if (!strstr(p->err, "size-based wrapping applies to the GPT only")) fail_msg("stderr: %s", p->err);
+    if (!strstr(p->err, "size-based wrapping applies to the GPT and the Llama only")) fail_msg("stderr: %s", p->err);
     const char *opts[] = {"--save", "--resume"};
     for (int k = 0; k < 2; k++) {
         /* the default model's blocks (198,272 elements) grouped in pairs */

@@ -119,8 +119,8 @@ void shs__cpu_attention_forward_flash(shs_device_t *dev, float *out, float *lse,
         const float *kv0 = qkv + (size_t)b * T * C3 + h * hs;
         float s[SHS_FLASH_BLOCK];
         uint64_t ctr0 = d ? d->offset + (size_t)bht * T : 0;
-        shs__flash_forward_row(out + ((size_t)b * T + t) * C + h * hs, lse + bht, q, kv0, t, hs, C3, C, scale, d != NULL,
-                               d ? d->key : 0, ctr0, thr, drop_scale, s);
+        shs__flash_forward_row(out + ((size_t)b * T + t) * C + h * hs, lse + bht, q, kv0 + C, kv0 + 2 * (size_t)C, C3,
+                               NULL, t, hs, scale, d != NULL, d ? d->key : 0, ctr0, thr, drop_scale, s);
     }
 }
 

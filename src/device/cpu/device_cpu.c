@@ -11,7 +11,8 @@
  * What it is not: a BLAS. No fast-math, no reassociated reductions. The
  * matmul lives in matmul_cpu.c: fma chains in a fixed order, vectorised across
  * outputs only, so its bits do not depend on the instruction set either.
- * Dropout and the flash / dropout attention kernels live in attention_cpu.c.
+ * Dropout and the flash / dropout attention kernels live in attention_cpu.c,
+ * the Llama-family kernels (RMSNorm, RoPE, SwiGLU, GQA) in llama_cpu.c.
  *
  * "Accumulates" here always means: the kernel computes the gradient term from
  * zero in its fixed order and then adds it to the output once, so backward
@@ -28,8 +29,10 @@
 #include <unistd.h>
 
 #include "shardsim/exact_norm.h"
+#include "shardsim/model.h" /* SHS_IGNORE_INDEX */
 #include "device/device_impl.h"
 #include "device/cpu/attention_cpu.h"
+#include "device/cpu/llama_cpu.h"
 #include "device/cpu/matmul_cpu.h"
 #include "shardsim/units.h"
 
@@ -257,21 +260,28 @@ static void cpu_encoder_forward(shs_device_t *dev, float *out, const int32_t *to
     for (int bt = 0; bt < B * T; bt++) {
         int32_t tok = tokens[bt];
         SHS_ASSERT(tok >= 0);
-        const float *e = wte + (size_t)tok * C, *p = wpe + (size_t)(bt % T) * C;
+        const float *e = wte + (size_t)tok * C;
         float *o = out + (size_t)bt * C;
+        if (!wpe) { /* no position embedding (Llama: RoPE in attention instead) */
+            for (int c = 0; c < C; c++) o[c] = e[c];
+            continue;
+        }
+        const float *p = wpe + (size_t)(bt % T) * C;
         for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
     }
 }
 
-/* dwpe[t] += sum_b dout[b,t]; dwte[v] += sum over (b,t) with tokens[b,t] == v,
+/* dwpe[t] += sum_b dout[b,t] (dwpe NULL: none); dwte[v] += sum over (b,t) with tokens[b,t] == v,
  * each dwte row summed by one thread in increasing (b,t) (shs__encoder_groups). */
 static void cpu_encoder_backward(shs_device_t *dev, float *dwte, float *dwpe, const float *dout,
                                  const int32_t *tokens, int B, int T, int C) {
     int nth = threads(dev);
     int BT = B * T;
-    PARALLEL_FOR
-    for (int t = 0; t < T; t++)
-        for (int c = 0; c < C; c++) dwpe[(size_t)t * C + c] += shs__encoder_dwpe_sum(dout, B, T, C, (size_t)t, c);
+    if (dwpe) {
+        PARALLEL_FOR
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) dwpe[(size_t)t * C + c] += shs__encoder_dwpe_sum(dout, B, T, C, (size_t)t, c);
+    }
     int32_t *groups = malloc((3 * (size_t)BT + 1) * sizeof *groups);
     SHS_ASSERT(groups != NULL);
     int ngroups = shs__encoder_groups(tokens, BT, groups);
@@ -300,15 +310,17 @@ static void cpu_scale(shs_device_t *dev, float *x, float alpha, size_t n) {
 
 /* ---- softmax cross-entropy ---------------------------------------------- */
 
-/* loss = -log(probs[target]), computed so that it stays finite (kernel_math.h). */
+/* loss = -log(probs[target]), computed so that it stays finite (kernel_math.h);
+ * an ignored target (SHS_IGNORE_INDEX) still gets its probs, with loss 0. */
 static void cpu_softmax_xent_forward(shs_device_t *dev, float *losses, float *probs, const float *logits,
                                     const int32_t *targets, int BT, int V) {
     int nth = threads(dev);
     PARALLEL_FOR
     for (int r = 0; r < BT; r++) {
         int32_t tgt = targets[r];
-        SHS_ASSERT(tgt >= 0 && tgt < V);
-        losses[r] = shs__softmax_xent_row(probs + (size_t)r * V, logits + (size_t)r * V, V, tgt);
+        SHS_ASSERT((tgt >= 0 && tgt < V) || tgt == SHS_IGNORE_INDEX);
+        float loss = shs__softmax_xent_row(probs + (size_t)r * V, logits + (size_t)r * V, V, tgt);
+        losses[r] = tgt == SHS_IGNORE_INDEX ? 0.0f : loss;
     }
 }
 
@@ -320,7 +332,11 @@ static void cpu_softmax_xent_backward(shs_device_t *dev, float *dlogits, const f
         const float *p = probs + (size_t)r * V;
         float *d = dlogits + (size_t)r * V;
         int32_t tgt = targets[r];
-        SHS_ASSERT(tgt >= 0 && tgt < V);
+        SHS_ASSERT((tgt >= 0 && tgt < V) || tgt == SHS_IGNORE_INDEX);
+        if (tgt == SHS_IGNORE_INDEX) {
+            memset(d, 0, (size_t)V * sizeof *d);
+            continue;
+        }
         for (int v = 0; v < V; v++) d[v] = shs__softmax_xent_grad(p[v], v == tgt, dloss);
     }
 }
@@ -398,12 +414,23 @@ const shs_device_iface_t shs__cpu_iface = {
     .scale = cpu_scale,
     .softmax_xent_forward = cpu_softmax_xent_forward,
     .softmax_xent_backward = cpu_softmax_xent_backward,
+    .xent_ignore_index = 1,
     .sum = cpu_sum,
     .norm_accumulate = cpu_norm_accumulate,
     .cast = cpu_cast,
     .round = cpu_round,
     .adamw_update = cpu_adamw_update,
     .sgd_update = cpu_sgd_update,
+    .rmsnorm_forward = shs__cpu_rmsnorm_forward,
+    .rmsnorm_backward = shs__cpu_rmsnorm_backward,
+    .rope_forward = shs__cpu_rope_forward,
+    .rope_backward = shs__cpu_rope_backward,
+    .swiglu_forward = shs__cpu_swiglu_forward,
+    .swiglu_backward = shs__cpu_swiglu_backward,
+    .attention_gqa_forward = shs__cpu_attention_gqa_forward,
+    .attention_gqa_backward = shs__cpu_attention_gqa_backward,
+    .attention_gqa_forward_flash = shs__cpu_attention_gqa_forward_flash,
+    .attention_gqa_backward_flash = shs__cpu_attention_gqa_backward_flash,
 };
 
 shs_status_t shs_device_create_cpu(shs_device_t **out, int rank, size_t capacity, int num_threads) {

@@ -15,6 +15,10 @@
  *   bytes  every input read once and every output written once (f32 unless
  *          the kernel says otherwise): the traffic of a fused, cache-perfect
  *          kernel, the usual roofline lower bound.
+ * The Llama-family kernels' formulas (RMSNorm, RoPE, SwiGLU, GQA eager and
+ * flash, the encoder without positions) are stated beside each below;
+ * attention counts the causal pairs even under a document mask (the meta
+ * device cannot read doc_ids), so packed batches are counted as an upper bound.
  * What it is not: a cost model of a particular GPU (compare's time model
  * divides these by a device's peak), or usable memory.
  */
@@ -157,15 +161,18 @@ static void meta_relu_forward(shs_device_t *d, float *out, const float *inp, siz
 static void meta_relu_backward(shs_device_t *d, float *dinp, const float *inp, const float *dout, size_t n) {
     count(d, 2.0 * n, 16.0 * n, 0);
 }
+/* Encoder: with wpe one add per element, reads tokens, a wte row and a wpe
+ * row, writes out; without wpe (Llama) a copy: no FLOPs, tokens, wte rows
+ * and out. Backward: dwte (and dwpe) read and written, one add each. */
 static void meta_encoder_forward(shs_device_t *d, float *out, const int32_t *tokens, const float *wte,
                                  const float *wpe, int B, int T, int C) {
     double btc = (double)B * T * C;
-    count(d, btc, 4 * (3 * btc + (double)B * T), 0);
+    count(d, wpe ? btc : 0, 4 * ((wpe ? 3 : 2) * btc + (double)B * T), 0);
 }
 static void meta_encoder_backward(shs_device_t *d, float *dwte, float *dwpe, const float *dout,
                                   const int32_t *tokens, int B, int T, int C) {
     double btc = (double)B * T * C;
-    count(d, 2 * btc, 4 * (5 * btc + (double)B * T), 0);
+    count(d, (dwpe ? 2 : 1) * btc, 4 * ((dwpe ? 5 : 3) * btc + (double)B * T), 0);
 }
 static void meta_residual_forward(shs_device_t *d, float *out, const float *a, const float *b, size_t n) {
     count(d, 1.0 * n, 12.0 * n, 0);
@@ -202,6 +209,92 @@ static void meta_sgd_update(shs_device_t *d, float *p, const float *g, float *bu
     count(d, (mom ? 6.0 : 4.0) * n, (mom ? 20.0 : 12.0) * n, 0);
 }
 
+/* ---- Llama-family kernels ------------------------------------------------------
+ * n = N*C (RMSNorm), n = B*T*NH*HD (RoPE), nq = B*T*NH*HD and nkv = B*T*NKV*HD
+ * (attention); "read+written" for the outputs a kernel accumulates into. */
+
+/* RMSNorm forward: per element square-add 2, normalize 1, weight 1; per row
+ * divide by C, add eps, rsqrt 3. Reads inp, weight; writes out, rstd.
+ *   flops = 4n + 3N, bytes = 4 (2n + C + N) */
+static void meta_rmsnorm_forward(shs_device_t *d, float *out, float *rstd, const float *inp, const float *w, int N,
+                                 int C, float eps) {
+    double n = (double)N * C;
+    count(d, 4 * n + 3.0 * N, 4 * (2 * n + C + (double)N), 0);
+}
+/* RMSNorm backward: per element g = dy w 1, xhat 1, dot 2, dinp 4 (sub, two
+ * multiplies, add), dweight 3 (xhat, multiply, add): 11. Reads dout, inp,
+ * weight, rstd; dinp and dweight read+written.
+ *   flops = 11n, bytes = 4 (4n + 3C + N) */
+static void meta_rmsnorm_backward(shs_device_t *d, float *dinp, float *dw, const float *dout, const float *inp,
+                                  const float *w, const float *rstd, int N, int C) {
+    double n = (double)N * C;
+    count(d, 11 * n, 4 * (4 * n + 3.0 * C + N), 0);
+}
+/* RoPE: per pair (n/2 of them) the angle 1, cos 1, sin 1, the rotation 6
+ * (4 multiplies, 2 adds): 9; backward 2 more for the accumulation. Reads inp
+ * (dout), inv_freq and positions (int32; none when NULL); writes out (dinp
+ * read+written).
+ *   forward  flops = 4.5n, bytes = 4 (2n + HD/2 + [positions] B T)
+ *   backward flops = 5.5n, bytes = 4 (3n + HD/2 + [positions] B T) */
+static void meta_rope_forward(shs_device_t *d, float *out, const float *inp, const int32_t *pos, const float *inv_freq,
+                              int B, int T, int NH, int HD) {
+    double n = (double)B * T * NH * HD;
+    count(d, 4.5 * n, 4 * (2 * n + HD / 2 + (pos ? (double)B * T : 0)), 0);
+}
+static void meta_rope_backward(shs_device_t *d, float *dinp, const float *dout, const int32_t *pos,
+                               const float *inv_freq, int B, int T, int NH, int HD) {
+    double n = (double)B * T * NH * HD;
+    count(d, 5.5 * n, 4 * (3 * n + HD / 2 + (pos ? (double)B * T : 0)), 0);
+}
+/* SwiGLU forward: exp, add, divide (silu) and the multiply by up: 4 per
+ * element; reads gate, up, writes out. Backward: sigmoid 3, silu 1, silu' 4,
+ * dgate 3, dup 2: 13; reads dout, gate, up, dgate and dup read+written.
+ *   forward flops = 4n, bytes = 12n;  backward flops = 13n, bytes = 28n */
+static void meta_swiglu_forward(shs_device_t *d, float *out, const float *gate, const float *up, size_t n) {
+    count(d, 4.0 * n, 12.0 * n, 0);
+}
+static void meta_swiglu_backward(shs_device_t *d, float *dgate, float *dup, const float *dout, const float *gate,
+                                 const float *up, size_t n) {
+    count(d, 13.0 * n, 28.0 * n, 0);
+}
+/* GQA attention: the causal pairs B NH T(T+1)/2 (the meta device cannot read
+ * doc_ids, so a document mask is not subtracted: an upper bound), with the
+ * per-pair FLOPs of the GPT kernels above (head size HD). doc_ids (int32,
+ * when given) read once.
+ *   eager forward  flops = pairs (4 HD + 5),  bytes = 4 (2nq + 2nkv + B NH T T + [doc] B T)
+ *                  (reads q, k, v; writes out, att)
+ *   eager backward flops = pairs (8 HD + 4),  bytes = 4 (4nq + 6nkv + 3 B NH T T)
+ *                  (reads dout, q, k, v, att; dq, dk, dv read+written; datt written and read)
+ *   flash forward  flops = pairs (4 HD + 5),  bytes = 4 (2nq + 2nkv + B NH T + [doc] B T)
+ *   flash backward flops = pairs (10 HD + 4) + B NH T 2 HD,
+ *                  bytes = 4 (5nq + 6nkv + B NH T + [doc] B T)
+ *                  (reads dout, q, k, v, out, lse; dq, dk, dv read+written) */
+static void meta_attention_gqa_forward(shs_device_t *d, float *out, float *att, const float *q, const float *k,
+                                       const float *v, const int32_t *doc, int B, int T, int NH, int NKV, int HD) {
+    double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, tt = (double)B * NH * T * T;
+    count(d, causal_pairs(B, T, NH) * (4.0 * HD + 5), 4 * (2 * nq + 2 * nkv + tt + (doc ? (double)B * T : 0)), 1);
+}
+static void meta_attention_gqa_backward(shs_device_t *d, float *dq, float *dk, float *dv, float *datt,
+                                        const float *dout, const float *q, const float *k, const float *v,
+                                        const float *att, int B, int T, int NH, int NKV, int HD) {
+    double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, tt = (double)B * NH * T * T;
+    count(d, causal_pairs(B, T, NH) * (8.0 * HD + 4), 4 * (4 * nq + 6 * nkv + 3 * tt), 1);
+}
+static void meta_attention_gqa_forward_flash(shs_device_t *d, float *out, float *lse, const float *q, const float *k,
+                                             const float *v, const int32_t *doc, int B, int T, int NH, int NKV,
+                                             int HD) {
+    double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, rows = (double)B * NH * T;
+    count(d, causal_pairs(B, T, NH) * (4.0 * HD + 5), 4 * (2 * nq + 2 * nkv + rows + (doc ? (double)B * T : 0)), 1);
+}
+static void meta_attention_gqa_backward_flash(shs_device_t *d, float *dq, float *dk, float *dv, const float *dout,
+                                              const float *q, const float *k, const float *v, const float *out,
+                                              const float *lse, const int32_t *doc, int B, int T, int NH, int NKV,
+                                              int HD) {
+    double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, rows = (double)B * NH * T;
+    count(d, causal_pairs(B, T, NH) * (10.0 * HD + 4) + rows * 2 * HD,
+          4 * (5 * nq + 6 * nkv + rows + (doc ? (double)B * T : 0)), 1);
+}
+
 static void meta_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t *out) { *out = ctx_of(dev)->ks; }
 
 const shs_device_iface_t shs__meta_iface = {
@@ -236,12 +329,23 @@ const shs_device_iface_t shs__meta_iface = {
     .scale = meta_scale,
     .softmax_xent_forward = meta_softmax_xent_forward,
     .softmax_xent_backward = meta_softmax_xent_backward,
+    .xent_ignore_index = 1,
     .sum = meta_sum,
     .norm_accumulate = meta_norm_accumulate,
     .cast = meta_cast,
     .round = meta_round,
     .adamw_update = meta_adamw_update,
     .sgd_update = meta_sgd_update,
+    .rmsnorm_forward = meta_rmsnorm_forward,
+    .rmsnorm_backward = meta_rmsnorm_backward,
+    .rope_forward = meta_rope_forward,
+    .rope_backward = meta_rope_backward,
+    .swiglu_forward = meta_swiglu_forward,
+    .swiglu_backward = meta_swiglu_backward,
+    .attention_gqa_forward = meta_attention_gqa_forward,
+    .attention_gqa_backward = meta_attention_gqa_backward,
+    .attention_gqa_forward_flash = meta_attention_gqa_forward_flash,
+    .attention_gqa_backward_flash = meta_attention_gqa_backward_flash,
     .kernel_stats = meta_kernel_stats,
 };
 

@@ -1,0 +1,110 @@
+/* test_ds_config_cli.c - `--ds-config` on the command line (sim/): a
+ * DeepSpeed config with ZeRO stage 3 and CPU offload runs `train` (the small
+ * default GPT) and `compare`; the options given beside it win and the header
+ * says so; a bad config exits non-zero naming the file and the key.
+ *
+ * Independent references: DeepSpeed's key meanings (config-json.md) for the
+ * expected strategy/offload, and the batch product 2 x 2 x 2 = 8 by hand.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static const char z3_offload[] =
+    "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 2, \"train_batch_size\": 8,"
+    " \"gradient_clipping\": 1.0, \"steps_per_print\": 10, \"bf16\": {\"enabled\": true},"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4, \"weight_decay\": 0.1}},"
+    " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true},"
+    "   \"offload_param\": {\"device\": \"cpu\"}, \"overlap_comm\": true}}";
+
+#ifdef SHS_HAVE_JANSSON
+static void test_train_stage3_offload(void **state) {
+    (void)state;
+    const char *path = test_tmp_write("z3.json", z3_offload, sizeof z3_offload - 1);
+    const test_proc_t *p = test_shardsim(120, "train", "--ds-config", path, "--world", "2", "--steps", "2",
+                                         "--layers", "2", "--channels", "64", "--heads", "2", "--context", "32", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "strategy zero3 (config); offload params+optimizer (config)"));
+    assert_non_null(strstr(p->out, "param dtype bf16 (config)"));
+    assert_non_null(strstr(p->out, "micro-batch 2 (config) x accumulation 2 (config) x world 2 (command line) = "
+                                   "train_batch_size 8"));
+    assert_non_null(strstr(p->out, "clipping: global 2-norm to 1 (config)"));
+    assert_non_null(strstr(p->out, "optimizer adamw (config): lr 0.0003 (config)"));
+    assert_non_null(strstr(p->out, "ignored: steps_per_print"));
+    assert_non_null(strstr(p->out, "step 2/2"));
+    assert_non_null(strstr(p->out, "offload (rank 0)")); /* the offload really ran */
+}
+
+static void test_command_line_wins(void **state) {
+    (void)state;
+    const char *path = test_tmp_write("z3.json", z3_offload, sizeof z3_offload - 1);
+    /* --strategy zero2 and --offload optimizer replace the file's; --micro-batch 1 makes its three contradict */
+    const test_proc_t *p = test_shardsim(120, "train", "--ds-config", path, "--world", "2", "--steps", "1",
+                                         "--layers", "2", "--channels", "64", "--heads", "2", "--context", "32",
+                                         "--strategy", "zero2", "--offload", "optimizer", "--lr", "0.01", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "strategy zero2 (command line); offload optimizer (command line)"));
+    assert_non_null(strstr(p->out, "lr 0.01 (command line)"));
+    p = test_shardsim(60, "train", "--ds-config", path, "--world", "2", "--steps", "1", "--micro-batch", "1", NULL);
+    assert_int_equal(p->exit_code, 1);
+    assert_non_null(strstr(p->err, "train_batch_size 8 != train_micro_batch_size_per_gpu 1 (command line)"));
+}
+
+static void test_compare_stage3_offload(void **state) {
+    (void)state;
+    const char *path = test_tmp_write("z3.json", z3_offload, sizeof z3_offload - 1);
+    const test_proc_t *p = test_shardsim(120, "compare", "--ds-config", path, "--world", "2", "--layers", "2",
+                                         "--channels", "64", "--heads", "2", "--context", "32", "--vocab", "256", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "strategy zero3 (config); offload params+optimizer (config)"));
+    assert_non_null(strstr(p->out, "\nzero3+offload "));  /* the config's one row */
+    assert_null(strstr(p->out, "\nddp "));
+    assert_null(strstr(p->out, "\nzero3 "));
+}
+
+static void test_bad_config_names_file_and_key(void **state) {
+    (void)state;
+    static const char bad[] = "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"hysteresis\": 2}}";
+    const char *path = test_tmp_write("bad.json", bad, sizeof bad - 1);
+    const char *cmds[] = {"train", "compare"};
+    for (int k = 0; k < 2; k++) {
+        const test_proc_t *p = test_shardsim(60, cmds[k], "--ds-config", path, "--world", "2", NULL);
+        assert_int_not_equal(p->exit_code, 0);
+        assert_non_null(strstr(p->err, "bad.json: fp16.hysteresis = 2 is not modelled"));
+    }
+    static const char unknown[] = "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"offload\": 1}}";
+    path = test_tmp_write("unknown.json", unknown, sizeof unknown - 1);
+    const test_proc_t *p = test_shardsim(60, "train", "--ds-config", path, "--world", "2", NULL);
+    assert_int_not_equal(p->exit_code, 0);
+    assert_non_null(strstr(p->err, "unknown.json: unknown key zero_optimization.offload"));
+}
+#else
+static void test_without_jansson(void **state) {
+    (void)state;
+    const char *path = test_tmp_write("z3.json", z3_offload, sizeof z3_offload - 1);
+    const test_proc_t *p = test_shardsim(60, "train", "--ds-config", path, NULL);
+    assert_int_not_equal(p->exit_code, 0);
+    assert_non_null(strstr(p->err, "jansson"));
+}
+#endif
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+#ifdef SHS_HAVE_JANSSON
+        cmocka_unit_test(test_train_stage3_offload),
+        cmocka_unit_test(test_command_line_wins),
+        cmocka_unit_test(test_compare_stage3_offload),
+        cmocka_unit_test(test_bad_config_names_file_and_key),
+#else
+        cmocka_unit_test(test_without_jansson),
+#endif
+    };
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
+}

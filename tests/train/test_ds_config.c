@@ -1,0 +1,277 @@
+/* test_ds_config.c - the DeepSpeed config reader (ds_config.h): every mapped
+ * key, the refusals (by file and key path), DeepSpeed's batch-size rule and
+ * the command line's precedence.
+ *
+ * Independent references: DeepSpeed's docs/_pages/config-json.md and
+ * runtime/config.py for each key's meaning and default (stage 0, hysteresis
+ * 2, loss_scale_window 1000, min_loss_scale 1, persistence threshold 1e5),
+ * the batch rule worked by hand (train_batch_size 32 = 2 x 4 x 4, ...),
+ * engine.py's Adam table (adam_w_mode true by default) and FusedAdam's
+ * weight_decay default 0.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "shardsim/ds_config.h"
+
+static shs_ds_config_t ds; /* large: not on the stack */
+
+static const char *write_cfg(const char *name, const char *json) { return test_tmp_write(name, json, strlen(json)); }
+
+#ifdef SHS_HAVE_JANSSON
+
+/* Load and apply with the train defaults at world 4; given may be NULL. */
+static shs_status_t load_apply(const char *json, const int *given, shs_train_config_t *cfg, shs_ds_source_t *src) {
+    const char *path = write_cfg("ds.json", json);
+    shs_status_t st = shs_ds_config_load(path, &ds);
+    if (st != SHS_OK) return st;
+    return shs_ds_config_apply(&ds, given, cfg, src);
+}
+
+static shs_train_config_t defaults4(void) {
+    shs_train_config_t c = shs_train_default_config();
+    c.world_size = 4;
+    return c;
+}
+
+static void expect_error(const char *json, shs_status_t want, const char *part1, const char *part2) {
+    shs_train_config_t c = defaults4();
+    shs_status_t st = load_apply(json, NULL, &c, NULL);
+    if (st != want || !strstr(shs_last_error(), part1) || (part2 && !strstr(shs_last_error(), part2)))
+        fail_msg("want status %d with '%s' / '%s', got %d: %s", (int)want, part1, part2 ? part2 : "", (int)st,
+                 shs_last_error());
+    assert_non_null(strstr(shs_last_error(), "ds.json")); /* every message names the file */
+}
+
+static void test_every_key_mapped(void **state) {
+    (void)state;
+    shs_train_config_t c = defaults4();
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+    const char *json =
+        "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 3, \"gradient_clipping\": 0.5,"
+        " \"communication_data_type\": \"fp32\", \"data_types\": {\"grad_accum_dtype\": \"fp32\"},"
+        " \"fp16\": {\"enabled\": true, \"initial_scale_power\": 12, \"loss_scale_window\": 500, \"hysteresis\": 1,"
+        "           \"min_loss_scale\": 0.25, \"loss_scale\": 0, \"consecutive_hysteresis\": false},"
+        " \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 0.002, \"betas\": [0.8, 0.95], \"eps\": 1e-6,"
+        "                 \"weight_decay\": 0.05}},"
+        " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\"},"
+        "   \"offload_param\": {\"device\": \"cpu\"}, \"stage3_param_persistence_threshold\": 4096,"
+        "   \"stage3_prefetch_bucket_size\": 0, \"mics_shard_size\": 2, \"contiguous_gradients\": true},"
+        " \"steps_per_print\": 5, \"wall_clock_breakdown\": true}";
+    assert_int_equal(load_apply(json, NULL, &c, src), SHS_OK);
+    assert_int_equal(c.strategy.kind, SHS_HYBRID_SHARD); /* stage 3 + MiCS */
+    assert_int_equal(c.strategy.shard_group_size, 2);
+    assert_int_equal(c.strategy.offload, SHS_OFFLOAD_PARAMS);
+    assert_int_equal(c.replicate_below, 4096);
+    assert_int_equal(c.strategy.backward_prefetch, SHS_PREFETCH_NONE);
+    assert_int_equal(c.strategy.param_dtype, SHS_F16);
+    assert_int_equal(c.strategy.reduce_dtype, SHS_F32);
+    assert_int_equal(c.strategy.grad_accum_dtype, SHS_F32);
+    assert_true(c.strategy.scaler.init_scale == 4096.0f); /* 2^12 */
+    assert_int_equal(c.strategy.scaler.growth_interval, 500);
+    assert_true(ds.min_loss_scale == 0.25f);
+    assert_int_equal(c.micro_batch, 2);
+    assert_int_equal(c.grad_accum, 3);
+    assert_true(c.strategy.clip_norm == 0.5f);
+    assert_int_equal(c.strategy.optim.kind, SHS_OPTIM_ADAMW); /* Adam with adam_w_mode (default true) */
+    assert_true(c.strategy.optim.lr == 0.002f && c.strategy.optim.beta1 == 0.8f && c.strategy.optim.beta2 == 0.95f);
+    assert_true(c.strategy.optim.eps == 1e-6f && c.strategy.optim.weight_decay == 0.05f);
+    assert_int_equal(src[SHS_DS_STAGE], SHS_DS_FROM_CONFIG);
+    assert_int_equal(src[SHS_DS_WORLD], SHS_DS_FROM_SHARDSIM);
+    assert_int_equal(ds.num_ignored, 3); /* steps_per_print, wall_clock_breakdown, contiguous_gradients */
+    char buf[8192];
+    shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
+    assert_non_null(strstr(buf, "strategy hybrid_shard (config), shard group 2 (config)"));
+    assert_non_null(strstr(buf, "ignored: steps_per_print"));
+    assert_non_null(strstr(buf, "ignored: zero_optimization.contiguous_gradients"));
+    assert_non_null(strstr(buf, "micro-batch 2 (config) x accumulation 3 (config) x world 4"));
+}
+
+/* A file that leaves keys out gets DeepSpeed's defaults, not shardsim's. */
+static void test_deepspeed_defaults(void **state) {
+    (void)state;
+    shs_train_config_t c = defaults4();
+    c.strategy.kind = SHS_ZERO3; /* shardsim's default: the file's absent stage means 0 */
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+    assert_int_equal(load_apply("{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"AdamW\"}}", NULL,
+                                &c, src), SHS_OK);
+    assert_int_equal(c.strategy.kind, SHS_DDP);
+    assert_int_equal(src[SHS_DS_STAGE], SHS_DS_FROM_DS_DEFAULT);
+    assert_int_equal(c.strategy.param_dtype, SHS_F32);
+    assert_true(c.strategy.optim.weight_decay == 0.0f); /* FusedAdam's default, not torch AdamW's 0.01 */
+    assert_int_equal(src[SHS_DS_WEIGHT_DECAY], SHS_DS_FROM_DS_DEFAULT);
+    assert_true(c.strategy.clip_norm == 0.0f);
+    assert_int_equal(c.grad_accum, 1);
+    /* stage 3 without the threshold: DeepSpeed's 1e5 */
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3}}", NULL, &c, src),
+                     SHS_OK);
+    assert_int_equal(c.replicate_below, 100000);
+    assert_int_equal(src[SHS_DS_REPLICATE_BELOW], SHS_DS_FROM_DS_DEFAULT);
+    /* torch_adam AdamW: torch.optim.AdamW's weight decay 0.01 */
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"adamw\", \"params\": "
+                                "{\"torch_adam\": true}}}", NULL, &c, src), SHS_OK);
+    assert_true(c.strategy.optim.weight_decay == 0.01f);
+    /* SGD (torch.optim's name) */
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"SGD\", \"params\": "
+                                "{\"lr\": 0.1, \"momentum\": 0.9}}}", NULL, &c, src), SHS_OK);
+    assert_int_equal(c.strategy.optim.kind, SHS_OPTIM_SGD);
+    assert_true(c.strategy.optim.momentum == 0.9f && c.strategy.optim.lr == 0.1f);
+}
+
+/* runtime/config.py: _set_batch_related_parameters, then _batch_assertion */
+static void test_batch_rule(void **state) {
+    (void)state;
+    shs_train_config_t c = defaults4();
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+    /* train + micro: accumulation 32 / 2 / 4 = 4 */
+    assert_int_equal(load_apply("{\"train_batch_size\": 32, \"train_micro_batch_size_per_gpu\": 2}", NULL, &c, src),
+                     SHS_OK);
+    assert_int_equal(c.grad_accum, 4);
+    assert_int_equal(src[SHS_DS_GRAD_ACCUM], SHS_DS_FROM_DERIVED);
+    /* train + accumulation: micro 32 / 4 / 2 = 4 */
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 32, \"gradient_accumulation_steps\": 2}", NULL, &c, src),
+                     SHS_OK);
+    assert_int_equal(c.micro_batch, 4);
+    assert_int_equal(src[SHS_DS_MICRO_BATCH], SHS_DS_FROM_DERIVED);
+    /* train only: accumulation 1, micro 12 / 4 = 3 */
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 12}", NULL, &c, src), SHS_OK);
+    assert_true(c.micro_batch == 3 && c.grad_accum == 1);
+    /* all three, agreeing */
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 24, \"train_micro_batch_size_per_gpu\": 3, "
+                                "\"gradient_accumulation_steps\": 2}", NULL, &c, src), SHS_OK);
+    /* a contradiction names the three values and the world */
+    expect_error("{\"train_batch_size\": 25, \"train_micro_batch_size_per_gpu\": 3, \"gradient_accumulation_steps\": 2}",
+                 SHS_INVALID_ARG, "train_batch_size 25 != train_micro_batch_size_per_gpu 3", "gradient_accumulation_steps 2 (config) x world 4");
+    /* derived by integer division, then checked: 30 / 4 / 2 = 3, 3*2*4 = 24 != 30 */
+    expect_error("{\"train_batch_size\": 30, \"gradient_accumulation_steps\": 2}", SHS_INVALID_ARG,
+                 "train_batch_size 30 != ", "world 4");
+    /* nothing to size the batch with */
+    expect_error("{\"gradient_accumulation_steps\": 2}", SHS_INVALID_ARG, "neither train_batch_size nor", NULL);
+}
+
+/* Options given on the command line win; the batch rule sees them. */
+static void test_command_line_precedence(void **state) {
+    (void)state;
+    int given[SHS_DS_NUM_SETTINGS] = {0};
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+    shs_train_config_t c = defaults4();
+    c.strategy.kind = SHS_ZERO1; /* as --strategy zero1 */
+    c.micro_batch = 4;          /* as --micro-batch 4 */
+    c.strategy.optim.lr = 0.5f; /* as --lr 0.5 */
+    given[SHS_DS_STAGE] = given[SHS_DS_MICRO_BATCH] = given[SHS_DS_LR] = given[SHS_DS_WORLD] = 1;
+    const char *json = "{\"train_batch_size\": 32, \"train_micro_batch_size_per_gpu\": 2,"
+                       " \"zero_optimization\": {\"stage\": 2}, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+                       "{\"lr\": 0.001, \"eps\": 1e-6}}}";
+    assert_int_equal(load_apply(json, given, &c, src), SHS_OK);
+    assert_int_equal(c.strategy.kind, SHS_ZERO1);
+    assert_int_equal(src[SHS_DS_STAGE], SHS_DS_FROM_COMMAND_LINE);
+    assert_true(c.strategy.optim.lr == 0.5f && c.strategy.optim.eps == 1e-6f);
+    assert_int_equal(src[SHS_DS_EPS], SHS_DS_FROM_CONFIG);
+    assert_int_equal(c.micro_batch, 4);
+    assert_int_equal(c.grad_accum, 2); /* 32 / 4 (command line) / 4 */
+    assert_int_equal(src[SHS_DS_WORLD], SHS_DS_FROM_COMMAND_LINE);
+    char buf[4096];
+    shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
+    assert_non_null(strstr(buf, "strategy zero1 (command line)"));
+    assert_non_null(strstr(buf, "micro-batch 4 (command line) x accumulation 2 (derived) x world 4 (command line)"));
+    /* a command-line micro-batch that contradicts the file's three */
+    c = defaults4();
+    c.micro_batch = 3;
+    memset(given, 0, sizeof given);
+    given[SHS_DS_MICRO_BATCH] = 1;
+    assert_int_equal(load_apply("{\"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": 2, "
+                                "\"gradient_accumulation_steps\": 2}", given, &c, src), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "train_micro_batch_size_per_gpu 3 (command line)"));
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true}}", SHS_UNSUPPORTED, "fp16.hysteresis = 2",
+                 "DeepSpeed's default");
+    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 2}}", SHS_UNSUPPORTED,
+                 "fp16.hysteresis = 2 is not modelled", NULL);
+    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 1, \"loss_scale\": 128}}",
+                 SHS_UNSUPPORTED, "fp16.loss_scale = 128", NULL);
+    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 1, \"min_loss_scale\": 3}}",
+                 SHS_UNSUPPORTED, "fp16.min_loss_scale = 3", NULL);
+    expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": "
+                 "{\"device\": \"nvme\"}}}", SHS_UNSUPPORTED, "zero_optimization.offload_optimizer.device = \"nvme\"", NULL);
+    expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"cpu\"}}}",
+                 SHS_UNSUPPORTED, "offload_param = cpu without offload_optimizer", NULL);
+    expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 2, \"mics_shard_size\": 2}}",
+                 SHS_UNSUPPORTED, "mics_shard_size = 2 needs stage 3", NULL);
+    expect_error("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"adam_w_mode\": false}}}",
+                 SHS_UNSUPPORTED, "optimizer.params.adam_w_mode = false", NULL);
+    expect_error("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Lamb\"}}", SHS_UNSUPPORTED, "optimizer.type", NULL);
+    expect_error("{\"train_batch_size\": 4, \"scheduler\": {\"type\": \"WarmupLR\"}}", SHS_UNSUPPORTED, "scheduler = ", NULL);
+    expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 2, \"reduce_scatter\": false}}",
+                 SHS_UNSUPPORTED, "zero_optimization.reduce_scatter = false", NULL);
+    /* unknown keys, at any depth */
+    expect_error("{\"train_batch_size\": 4, \"train_micro_batch_size\": 2}", SHS_UNSUPPORTED,
+                 "unknown key train_micro_batch_size", NULL);
+    expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stgae\": 3}}", SHS_UNSUPPORTED,
+                 "unknown key zero_optimization.stgae", NULL);
+    /* wrong types, "auto", duplicates, malformed JSON */
+    expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": \"3\"}}", SHS_PARSE,
+                 "zero_optimization.stage = \"3\": want an integer", NULL);
+    expect_error("{\"train_batch_size\": \"auto\"}", SHS_PARSE, "train_batch_size = \"auto\"", "Hugging Face");
+    expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 5}}", SHS_PARSE,
+                 "zero_optimization.stage = 5", NULL);
+    expect_error("{\"train_batch_size\": 4, \"train_batch_size\": 8}", SHS_PARSE, "duplicate", NULL);
+    expect_error("{\"train_batch_size\": 4,", SHS_PARSE, "malformed JSON", NULL);
+    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true}, \"bf16\": {\"enabled\": true}}",
+                 SHS_INVALID_ARG, "both true", NULL);
+}
+
+/* loss_scale_window: DeepSpeed grows after W + 1 good steps, GradScaler after W */
+static void test_window_needs_short_runs(void **state) {
+    (void)state;
+    shs_train_config_t c = defaults4();
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+    assert_int_equal(load_apply("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 1, "
+                                "\"loss_scale_window\": 100}}", NULL, &c, src), SHS_OK);
+    assert_int_equal(shs_ds_config_check_steps(&ds, src, 99), SHS_OK);
+    assert_int_equal(shs_ds_config_check_steps(&ds, src, 100), SHS_UNSUPPORTED);
+    assert_non_null(strstr(shs_last_error(), "fp16.loss_scale_window = 100"));
+    src[SHS_DS_GROWTH_INTERVAL] = SHS_DS_FROM_COMMAND_LINE; /* --growth-interval given: shardsim's rule, asked for */
+    assert_int_equal(shs_ds_config_check_steps(&ds, src, 100), SHS_OK);
+}
+
+#else
+
+static void test_without_jansson(void **state) {
+    (void)state;
+    assert_int_equal(shs_ds_config_load(write_cfg("ds.json", "{}"), &ds), SHS_UNSUPPORTED);
+    assert_non_null(strstr(shs_last_error(), "jansson"));
+}
+
+#endif
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+#ifdef SHS_HAVE_JANSSON
+        cmocka_unit_test(test_every_key_mapped),
+        cmocka_unit_test(test_deepspeed_defaults),
+        cmocka_unit_test(test_batch_rule),
+        cmocka_unit_test(test_command_line_precedence),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_window_needs_short_runs),
+#else
+        cmocka_unit_test(test_without_jansson),
+#endif
+    };
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
+}
