@@ -47,7 +47,7 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
                  "its fields (a custom GPT). Llama family: llama2-7b llama2-13b\n"
                  "llama2-70b llama3-8b llama3-70b llama3.1-405b mistral-7b (their\n"
                  "config.json shapes; --context only, default max_position_embeddings,\n"
-                 "mistral-7b its sliding window 4096)"},
+                 "llama3.1-405b 8192 (pre-training's), mistral-7b its window 4096)"},
     [C_HF_CONFIG] = SIM_ROW_HF_CONFIG,
     [C_LAYERS] = SIM_ROW_LAYERS,
     [C_CHANNELS] = SIM_ROW_CHANNELS,

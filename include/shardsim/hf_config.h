@@ -79,7 +79,11 @@ shs_status_t shs_hf_config_parse(const char *text, size_t len, const char *name,
 shs_status_t shs_hf_config_load(const char *path, shs_hf_config_t *out);
 
 /* The context a run takes by default: gpt2 n_positions; the Llama family
- * max_position_embeddings, or the sliding window when that is shorter. */
+ * max_position_embeddings, or when shorter rope_scaling's
+ * original_max_position_embeddings (Llama 3.1: the pre-training context,
+ * 8192, where max_position_embeddings is the 131072 of the long-context
+ * stage) or the sliding window. A run may ask for more, up to
+ * max_position_embeddings (and the window). */
 int shs_hf_config_context(const shs_hf_config_t *cfg);
 
 #endif

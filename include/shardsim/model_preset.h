@@ -23,8 +23,9 @@
 typedef struct {
     const char *name;            /* "gpt2-124m", ..., "gpt3-175b", "llama2-7b", ..., "mistral-7b" */
     shs_gpt_config_t cfg;        /* SHS_ARCH_GPT: the shape. SHS_ARCH_LLAMA: only cfg.context is set,
-                                  * the context a run takes by default (max_position_embeddings, or the
-                                  * sliding window when that is shorter) */
+                                  * the context a run takes by default (shs_hf_config_context's rule:
+                                  * max_position_embeddings, or when shorter Llama 3.1's pre-training
+                                  * context or Mistral's sliding window) */
     uint64_t published_params;   /* the count published for it (exact where one is published, else as rounded
                                   * in the source: see `source`) */
     uint64_t published_unit;     /* the rounding of published_params: 1 exact, 1e6 "774M", 1e8 "1.5B", ... */

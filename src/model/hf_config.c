@@ -15,6 +15,9 @@
 int shs_hf_config_context(const shs_hf_config_t *c) {
     if (c->arch == SHS_ARCH_GPT) return c->gpt.context;
     int T = c->llama.max_position;
+    const shs_rope_scaling_t *rs = &c->llama.rope_scaling;
+    if (rs->kind == SHS_ROPE_SCALING_LLAMA3 && rs->original_max_position_embeddings < T)
+        T = rs->original_max_position_embeddings; /* pre-training's context, before the long-context stage */
     return c->sliding_window > 0 && c->sliding_window < T ? c->sliding_window : T;
 }
 
@@ -231,6 +234,11 @@ static shs_status_t parse_llama(const char *name, json_t *root, shs_hf_config_t 
         return BAD("sliding_window", "is not a llama key", name, "sliding_window");
     }
     SHS_CHECK(no_unknown_keys(name, root, mt, known, sizeof known / sizeof known[0]));
+    if (shs_llama_config_validate(c) != SHS_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", shs_last_error());
+        return shs_set_error(SHS_INVALID_ARG, "%s: %s", name, why);
+    }
     out->arch = SHS_ARCH_LLAMA;
     out->gpt = (shs_gpt_config_t){0};
     out->gpt.context = shs_hf_config_context(out);

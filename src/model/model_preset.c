@@ -65,8 +65,9 @@ static const shs_model_preset_t presets[] = {
               {80, 8192, 64, 8, 28672, LLAMA3_V, 8192, 1e-5f, 500000.0, NO_SCALING, 0, 0}, 0),
     /* meta-llama/Llama-3.1-405B: 16384, 53248, 126, 128, 8, 128256, 131072, 1e-05, 500000.0,
      * rope_scaling {rope_type llama3, factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0,
-     * original_max_position_embeddings 8192} */
-    LLAMA_ROW("llama3.1-405b", 131072, 405853388800ull, "Llama 3.1 405B: 405,853,388,800 (HF meta-llama/Llama-3.1-405B)",
+     * original_max_position_embeddings 8192}: the default context is that pre-training 8192
+     * (shs_hf_config_context's rule) */
+    LLAMA_ROW("llama3.1-405b", 8192, 405853388800ull, "Llama 3.1 405B: 405,853,388,800 (HF meta-llama/Llama-3.1-405B)",
               {126, 16384, 128, 8, 53248, LLAMA3_V, 131072, 1e-5f, 500000.0,
                {SHS_ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 8192}, 0, 0}, 0),
     /* mistralai/Mistral-7B-v0.1: 4096, 14336, 32, 32, 8, 32000, 32768, 1e-05, rope_theta 10000.0,

@@ -63,6 +63,8 @@ static void test_llama_presets(void **state) {
         assert_int_equal(p->published_params, want[i].published);
         assert_int_equal(p->published_unit, 1);
         assert_int_equal(count_cfg(&p->llama), want[i].published);
+        assert_int_equal(shs_llama_num_params(&p->llama), want[i].published); /* the library's closed form */
+        assert_int_equal(shs_llama_config_validate(&p->llama), SHS_OK);
         assert_true(p->cfg.context >= 1 && p->cfg.context <= p->llama.max_position);
     }
     /* two shapes by hand: Llama 2 7B is MHA, 70B GQA with 8 kv heads */
@@ -72,6 +74,8 @@ static void test_llama_presets(void **state) {
     assert_int_equal(p->llama.rope_scaling.kind, SHS_ROPE_SCALING_LLAMA3);
     assert_int_equal(p->llama.rope_scaling.original_max_position_embeddings, 8192);
     assert_true(p->llama.rope_scaling.factor == 8.0 && p->llama.rope_scaling.high_freq_factor == 4.0);
+    assert_int_equal(p->llama.max_position, 131072);
+    assert_int_equal(p->cfg.context, 8192); /* pre-training's context, original_max_position_embeddings */
     p = shs_model_preset_find("mistral-7b");
     assert_int_equal(p->sliding_window, 4096);
     assert_int_equal(p->cfg.context, 4096); /* the window, shorter than max_position_embeddings 32768 */
@@ -97,6 +101,7 @@ static void test_llama3_8b_file(void **state) {
     assert_int_equal(h.arch, SHS_ARCH_LLAMA);
     assert_int_equal(h.torch_dtype, SHS_BF16);
     assert_int_equal(count_cfg(&h.llama), 8030261248ull);
+    assert_int_equal(shs_llama_num_params(&h.llama), 8030261248ull);
     const shs_llama_config_t *a = &h.llama, *b = &shs_model_preset_find("llama3-8b")->llama;
     assert_int_equal(a->num_layers, 32);
     assert_int_equal(a->hidden, 4096);
@@ -155,6 +160,12 @@ static void test_rope_scaling_llama3(void **state) {
     assert_int_equal(h.llama.num_kv_heads, 1); /* MQA */
     assert_int_equal(h.llama.tie_word_embeddings, 1);
     assert_int_equal(h.torch_dtype, SHS_F32);
+    assert_int_equal(shs_hf_config_context(&h), 512); /* max_position_embeddings, shorter than 8192 */
+    parse_ok("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+             " \"intermediate_size\": 96, \"vocab_size\": 300, \"max_position_embeddings\": 131072,"
+             " \"rope_scaling\": {\"factor\": 8.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0,"
+             " \"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}}", &h);
+    assert_int_equal(shs_hf_config_context(&h), 8192); /* Llama 3.1: pre-training's context */
 }
 
 /* Mistral's sliding window is kept and caps the default context; Qwen2
