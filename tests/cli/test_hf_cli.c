@@ -1,0 +1,129 @@
+/* test_hf_cli.c - `shardsim train --hf-config` and `shardsim compare
+ * --hf-config / --model <Llama-family preset>` (sim/model_choice.c,
+ * sim/train_options.c, sim/cmd_compare.c), run as a child process.
+ *
+ * Independent references: the published parameter counts (Llama 3 8B
+ * 8,030,261,248; Llama 3 70B 70,553,706,496), the public Meta-Llama-3-8B
+ * config.json (tests/model/hf_llama3_8b_config.h), DDP's bits (--check ddp)
+ * for the sharded run, and the keys each refusal must name.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "model/hf_llama3_8b_config.h"
+#include "shardsim/features.h"
+
+#define run_args(...) test_shardsim(120.0, __VA_ARGS__)
+
+/* GQA (4 heads, 2 key/value heads), untied head, byte vocabulary */
+static const char tiny_llama[] =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 64,\n"
+    " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"intermediate_size\": 96,\n"
+    " \"vocab_size\": 256, \"max_position_embeddings\": 128, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0,\n"
+    " \"tie_word_embeddings\": false, \"torch_dtype\": \"float32\", \"hidden_act\": \"silu\"}\n";
+
+static void expect(const test_proc_t *p, int code, const char *in_out, const char *in_err) {
+    if (p->exit_code != code || (in_out && !strstr(p->out, in_out)) || (in_err && !strstr(p->err, in_err)))
+        fail_msg("exit %d (want %d); want stdout to hold '%s', stderr '%s'\n--- stdout:\n%s\n--- stderr:\n%s",
+                 p->exit_code, code, in_out ? in_out : "", in_err ? in_err : "", p->out, p->err);
+}
+
+/* The issue's first check: a tiny GQA Llama with an untied head, ZeRO-3 on
+ * 4 ranks, bit-identical to DDP; the header names the file and shape. */
+static void test_train_hf_zero3_check(void **state) {
+    (void)state;
+    if (!shs_feature_available(SHS_FEATURE_JANSSON)) skip();
+    const char *f = test_tmp_write("tiny.json", tiny_llama, strlen(tiny_llama));
+    const test_proc_t *p = run_args("train", "--hf-config", f, "--world", "4", "--strategy", "zero3", "--check", "ddp",
+                                    "--steps", "2", "--context", "32", NULL);
+    expect(p, 0, "matched DDP bit for bit", NULL);
+    expect(p, 0, "llama L=2 C=64 NH=4 NKV=2 I=96 V=256 T=32", NULL);
+    /* 2 (64 + 64*64*2 + 64*32*2 + 3*64*96 + 64) + 2*256*64 + 64, by hand */
+    expect(p, 0, "94528 params", NULL);
+    expect(p, 0, "torch_dtype f32", NULL);
+}
+
+/* compare --model llama3-70b at 64 H100s runs and counts the published
+ * parameters; the Llama-3-8B config.json gives the llama3-8b preset's count,
+ * and its torch_dtype (bfloat16) is the param dtype unless --param-dtype
+ * says otherwise. */
+static void test_compare_llama(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("compare", "--model", "llama3-70b", "--world", "64", "--gpu", "h100-sxm",
+                                    "--variants", "plain", "--strategies", "zero3", NULL);
+    expect(p, 0, "70553706496 parameters", NULL);
+    expect(p, 0, "llama3-70b: llama L=80 C=8192 NH=64 NKV=8 I=28672 V=128256 T=8192", NULL);
+    if (!shs_feature_available(SHS_FEATURE_JANSSON)) return;
+    const char *f = test_tmp_write("config.json", llama3_8b_config_json, strlen(llama3_8b_config_json));
+    p = run_args("compare", "--hf-config", f, "--variants", "plain", "--strategies", "zero3", "--param-dtype", "f32", NULL);
+    expect(p, 0, "8030261248 parameters", NULL);
+    expect(p, 0, "param dtype f32", NULL);
+    p = run_args("compare", "--hf-config", f, "--variants", "plain", "--strategies", "zero3", NULL);
+    expect(p, 0, "8030261248 parameters", NULL);
+    expect(p, 0, "param dtype bf16", NULL);
+    const char *t = test_tmp_write("tiny.json", tiny_llama, strlen(tiny_llama)); /* torch_dtype float32 */
+    p = run_args("compare", "--hf-config", t, "--variants", "plain", "--strategies", "ddp", NULL);
+    expect(p, 0, "param dtype f32", NULL); /* not compare's default bf16 */
+}
+
+/* Usage errors (exit 2) and bad files (exit 1), each naming what is wrong. */
+static void test_refusals(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("compare", "--help", NULL);
+    expect(p, 0, "llama3.1-405b", NULL);
+    p = run_args("compare", "--model", "mistral-7b", "--context", "8192", NULL);
+    expect(p, 2, NULL, "sliding_window");
+    p = run_args("compare", "--model", "llama3-8b", "--layers", "4", NULL);
+    expect(p, 2, NULL, "llama3-8b");
+    p = run_args("compare", "--model", "llama3-8b", "--context", "16384", NULL);
+    expect(p, 2, NULL, "max_position_embeddings");
+    if (!shs_feature_available(SHS_FEATURE_JANSSON)) {
+        const char *f = test_tmp_write("tiny.json", tiny_llama, strlen(tiny_llama));
+        p = run_args("train", "--hf-config", f, "--steps", "1", NULL);
+        expect(p, 1, NULL, "built without jansson");
+        return;
+    }
+    const char *f = test_tmp_write("tiny.json", tiny_llama, strlen(tiny_llama));
+    p = run_args("train", "--hf-config", f, "--model-file", f, NULL);
+    expect(p, 2, NULL, "--model-file");
+    p = run_args("train", "--hf-config", f, "--channels", "128", NULL);
+    expect(p, 2, NULL, "--channels");
+    p = run_args("compare", "--hf-config", f, "--model", "llama3-8b", NULL);
+    expect(p, 2, NULL, "--model");
+    p = run_args("train", "--hf-config", f, "--context", "256", NULL);
+    expect(p, 2, NULL, "max_position_embeddings");
+    static const char small_vocab[] =
+        "{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+        " \"intermediate_size\": 96, \"vocab_size\": 100, \"max_position_embeddings\": 128}";
+    const char *s = test_tmp_write("small.json", small_vocab, strlen(small_vocab));
+    p = run_args("train", "--hf-config", s, NULL);
+    expect(p, 2, NULL, "vocab_size 100");
+    static const char biased[] =
+        "{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+        " \"intermediate_size\": 96, \"vocab_size\": 300, \"max_position_embeddings\": 128, \"attention_bias\": true}";
+    const char *b = test_tmp_write("biased.json", biased, strlen(biased));
+    p = run_args("compare", "--hf-config", b, NULL);
+    expect(p, 1, NULL, "\"attention_bias\"");
+    expect(p, 1, NULL, "biased.json");
+}
+
+int main(void) {
+    if (access(SHS_BIN_PATH, X_OK) != 0) {
+        fprintf(stderr, "test_hf_cli: %s is not built (run make)\n", SHS_BIN_PATH);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_train_hf_zero3_check),
+        cmocka_unit_test(test_compare_llama),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
+}
