@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "shardsim/features.h"
+#include "core/json_object.h"
 #include "trace/trace_json.h"
 #include "trace/trace_util.h"
 
@@ -302,14 +303,11 @@ shs_status_t shs_hf_config_parse(const char *text, size_t len, const char *name,
     return shs_set_error(SHS_UNSUPPORTED, "%s: reading a Hugging Face config.json %s (built without jansson)", name,
                          shs_feature_missing(SHS_FEATURE_JANSSON));
 #else
-    json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) return shs_set_error(SHS_PARSE, "%s:%d: malformed JSON: %s", name, jerr.line, jerr.text);
+    json_t *root;
+    SHS_CHECK(shs__json_object_parse(text, len, name, "config keys", &root));
     shs_status_t st = SHS_OK;
     const char *mt = json_string_value(json_object_get(root, "model_type"));
-    if (!json_is_object(root)) {
-        st = shs_set_error(SHS_PARSE, "%s: want a JSON object of config keys", name);
-    } else if (!json_object_get(root, "model_type")) {
+    if (!json_object_get(root, "model_type")) {
         st = shs_set_error(SHS_PARSE, "%s: missing key \"model_type\"", name);
     } else if (!mt || (strcmp(mt, "llama") && strcmp(mt, "mistral") && strcmp(mt, "qwen2") && strcmp(mt, "gpt2"))) {
         st = shs_set_error(SHS_PARSE, "%s: key \"model_type\": '%s' is not modelled (llama, mistral, qwen2, gpt2)",

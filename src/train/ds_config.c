@@ -78,6 +78,7 @@
 #include <strings.h>
 
 #include "shardsim/features.h"
+#include "core/json_object.h"
 #include "trace/trace_util.h"
 
 #ifdef SHS_HAVE_JANSSON
@@ -545,7 +546,6 @@ static int is_pow2(double x) {
 
 static shs_status_t read_root(rd_t *r, const json_t *root) {
     shs_ds_config_t *ds = r->ds;
-    if (!json_is_object(root)) return shs_set_error(SHS_PARSE, "%s: want a JSON object of DeepSpeed keys", r->path);
     zero_t z = {.mics = -1};
     fp16_t f = {.power = 16, .window = 1000, .hysteresis = 2, .min_scale = 1};
     int bf16 = 0, bf16_seen = 0;
@@ -697,10 +697,10 @@ shs_status_t shs_ds_config_load(const char *path, shs_ds_config_t *out) {
     char *buf;
     size_t len;
     SHS_CHECK(shs__read_file(path, &buf, &len));
-    json_error_t jerr;
-    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root;
+    shs_status_t pst = shs__json_object_parse(buf, len, path, "DeepSpeed keys", &root);
     free(buf);
-    if (!root) return shs_set_error(SHS_PARSE, "%s:%d: malformed JSON: %s", path, jerr.line, jerr.text);
+    SHS_CHECK(pst);
     shs_ds_config_t *ds = calloc(1, sizeof *ds);
     if (!ds) {
         json_decref(root);

@@ -86,6 +86,7 @@
 #include <string.h>
 
 #include "shardsim/features.h"
+#include "core/json_object.h"
 #include "trace/trace_util.h"
 
 #ifdef SHS_HAVE_JANSSON
@@ -308,21 +309,18 @@ shs_status_t shs_astra_sys_load(const char *path, shs_astra_sys_t *out) {
     char *buf;
     size_t len;
     SHS_CHECK(shs__read_file(path, &buf, &len));
-    json_error_t jerr;
-    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root;
+    shs_status_t st = shs__json_object_parse(buf, len, path, "system keys", &root);
     free(buf);
-    if (!root) return shs_set_error(SHS_PARSE, "%s:%d: malformed JSON: %s", path, jerr.line, jerr.text);
+    SHS_CHECK(st);
     shs_astra_sys_t s;
     shs_astra_sys_default(&s);
-    shs_status_t st = SHS_OK;
-    if (!json_is_object(root)) st = shs_set_error(SHS_PARSE, "%s: want a JSON object of system keys", path);
     const char *key;
     json_t *v;
-    if (st == SHS_OK)
-        json_object_foreach(root, key, v) {
-            st = sys_key(path, key, v, &s);
-            if (st != SHS_OK) break;
-        }
+    json_object_foreach(root, key, v) {
+        st = sys_key(path, key, v, &s);
+        if (st != SHS_OK) break;
+    }
     json_decref(root);
     if (st != SHS_OK) return st;
     snprintf(s.path, sizeof s.path, "%s", path);
