@@ -1,6 +1,6 @@
 /* test_model.c - the GPT's forward and backward as a whole, independent of
- * any strategy: a test-local parameter source holds every unit in plain
- * device buffers. The analytic gradient of the mean loss is checked against
+ * any strategy: a plain parameter source (tests/plain_source.h) holds every
+ * unit in device buffers. The analytic gradient of the mean loss is checked against
  * central finite differences; initialization against its definition. */
 #include <math.h>
 #include <stdarg.h>
@@ -12,46 +12,14 @@
 #include <cmocka.h>
 
 #include "finite_diff.h"
+#include "plain_source.h"
 #include "shardsim/gpt.h"
-
-typedef struct {
-    shs_device_t *dev;
-    const shs_layout_t *lo;
-    float **params, **grads;
-    int *ready;          /* grads_ready calls per unit */
-    int acquired;        /* outstanding param acquires */
-} plain_source_t;
-
-static shs_status_t ps_acquire(void *self, int unit, const float **p) {
-    plain_source_t *s = self;
-    s->acquired++;
-    *p = s->params[unit];
-    return SHS_OK;
-}
-static shs_status_t ps_release(void *self, int unit) {
-    plain_source_t *s = self;
-    (void)unit;
-    s->acquired--;
-    return SHS_OK;
-}
-static shs_status_t ps_grads(void *self, int unit, float **g) {
-    plain_source_t *s = self;
-    assert_int_equal(s->ready[unit], 0); /* no accumulation after grads_ready */
-    *g = s->grads[unit];
-    return SHS_OK;
-}
-static shs_status_t ps_ready(void *self, int unit) {
-    plain_source_t *s = self;
-    s->ready[unit]++;
-    return SHS_OK;
-}
 
 typedef struct {
     shs_layout_t lo;
     shs_device_t *dev;
     shs_model_t *gpt;
     plain_source_t ps;
-    shs_param_source_t src;
     int B;
     int32_t *tok, *tgt;
 } fixture_t;
@@ -61,21 +29,8 @@ static void fixture_init(fixture_t *f, shs_gpt_config_t cfg, int B) {
     assert_int_equal(shs_gpt_layout_create(&f->lo, &cfg), SHS_OK);
     assert_int_equal(shs_device_create_cpu(&f->dev, 0, SIZE_MAX, 1), SHS_OK);
     assert_int_equal(shs_gpt_create(&f->gpt, &f->lo, &cfg, f->dev, B, 0), SHS_OK);
-    int U = f->lo.num_units;
-    f->ps = (plain_source_t){.dev = f->dev, .lo = &f->lo, .params = calloc((size_t)U, sizeof(float *)),
-                             .grads = calloc((size_t)U, sizeof(float *)), .ready = calloc((size_t)U, sizeof(int))};
-    for (int u = 0; u < U; u++) {
-        size_t n = f->lo.units[u].numel;
-        float *host = malloc(n * sizeof(float));
-        shs_layout_init_range(&f->lo, 42, u, 0, n, host);
-        /* nonzero biases and non-unit LayerNorm weights exercise every term */
-        for (size_t i = 0; i < n; i++) host[i] += 0.05f * (float)sin(0.7 * (double)i + u);
-        assert_int_equal(shs_device_alloc(f->dev, (void **)&f->ps.params[u], n * 4, SHS_MEM_PARAMS, NULL), SHS_OK);
-        assert_int_equal(shs_device_alloc(f->dev, (void **)&f->ps.grads[u], n * 4, SHS_MEM_GRADS, NULL), SHS_OK);
-        shs_memcpy_h2d(f->dev, f->ps.params[u], host, n * 4);
-        free(host);
-    }
-    f->src = (shs_param_source_t){&f->ps, ps_acquire, ps_release, ps_grads, ps_ready};
+    /* nonzero biases and non-unit LayerNorm weights exercise every term */
+    plain_source_init(&f->ps, f->dev, &f->lo, 42, 0.05f);
     f->B = B;
     size_t bt = (size_t)B * (size_t)cfg.context;
     f->tok = malloc(bt * sizeof(int32_t));
@@ -88,10 +43,8 @@ static void fixture_init(fixture_t *f, shs_gpt_config_t cfg, int B) {
 
 static void fixture_free(fixture_t *f) {
     shs_model_destroy(f->gpt);
+    plain_source_free(&f->ps);
     shs_device_destroy(f->dev);
-    free(f->ps.params);
-    free(f->ps.grads);
-    free(f->ps.ready);
     free(f->tok);
     free(f->tgt);
     shs_layout_free(&f->lo);
@@ -99,10 +52,11 @@ static void fixture_free(fixture_t *f) {
 
 static float loss_at(fixture_t *f) {
     float loss;
-    assert_int_equal(shs_model_forward(f->gpt, &f->src, &(shs_batch_t){.tokens = f->tok, .targets = f->tgt}, &loss), SHS_OK);
-    for (int u = 0; u < f->lo.num_units; u++) shs_memset(f->dev, f->ps.grads[u], 0, f->lo.units[u].numel * 4);
-    memset(f->ps.ready, 0, (size_t)f->lo.num_units * sizeof(int));
-    assert_int_equal(shs_model_backward(f->gpt, &f->src, 1.0f), SHS_OK); /* releases the head's acquire */
+    assert_int_equal(shs_model_forward(f->gpt, &f->ps.src, &(shs_batch_t){.tokens = f->tok, .targets = f->tgt}, &loss),
+                     SHS_OK);
+    plain_source_zero_grads(&f->ps);
+    assert_int_equal(shs_model_backward(f->gpt, &f->ps.src, 1.0f), SHS_OK); /* releases the head's acquire */
+    assert_int_equal(f->ps.grads_after_ready, 0); /* no accumulation after grads_ready */
     return loss;
 }
 
