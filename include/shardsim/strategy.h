@@ -174,7 +174,8 @@ typedef struct {
     int hysteresis;              /* cur_hysteresis: overflows left before the scale drops */
 } shs_loss_scale_state_t;
 
-/* Fill the zeros of `c` with its kind's defaults (as above). */
+/* Fill the zeros of `c` with its kind's defaults (as above); for kinds
+ * other than DEEPSPEED, zero DeepSpeed's fields. */
 void shs_loss_scaler_fill_defaults(shs_loss_scaler_config_t *c);
 /* The state before the first step: scale init_scale, no steps, DEEPSPEED's
  * counter at hysteresis and last_overflow_iter -1. `c` has its defaults. */

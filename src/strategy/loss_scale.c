@@ -38,12 +38,14 @@ void shs_loss_scaler_fill_defaults(shs_loss_scaler_config_t *c) {
         c->backoff_factor = 0.5f;
         if (c->growth_interval <= 0) c->growth_interval = 1000;
         if (c->hysteresis <= 0) c->hysteresis = 2;
-    } else {
+        if (c->min_scale < 0) c->min_scale = 0;
+    } else { /* DeepSpeed's fields mean nothing here: zeros, so that equal rules compare equal */
         if (c->growth_factor <= 0) c->growth_factor = 2.0f;
         if (c->backoff_factor <= 0) c->backoff_factor = 0.5f;
         if (c->growth_interval <= 0) c->growth_interval = 2000;
+        c->hysteresis = c->consecutive_hysteresis = 0;
+        c->min_scale = 0;
     }
-    if (c->min_scale < 0) c->min_scale = 0;
 }
 
 shs_loss_scale_state_t shs_loss_scale_initial(const shs_loss_scaler_config_t *c) {
