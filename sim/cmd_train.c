@@ -308,10 +308,6 @@ int sim_cmd_train(int argc, char **argv) {
     }
     /* steps are numbered from the checkpoint's: step first+1 .. last */
     const long first = shs_trainer_steps_done(main_run), last = first + o.steps;
-    if (o.ds_path && shs_ds_config_check_steps(&o.ds, o.ds_src, last) != SHS_OK) {
-        report_error("--ds-config");
-        goto done;
-    }
     if (o.inject_bitflip && (o.inject_bitflip <= first || o.inject_bitflip > last)) {
         exit_code = sim_usage_error("train", "--inject-bitflip %ld is not a step of this run (%ld..%ld)",
                                     o.inject_bitflip, first + 1, last);
@@ -381,15 +377,6 @@ int sim_cmd_train(int argc, char **argv) {
             shs_strategy_t *s0 = shs_trainer_strategy(main_run, first_rank);
             printf(" | scale %g%s", (double)shs_strategy_loss_scale(s0).scale,
                    shs_strategy_step_skipped(s0) ? " (overflow: step skipped)" : "");
-            /* DeepSpeed stops the run on an overflow at fp16.min_loss_scale (loss_scaler.py) */
-            if (o.ds_path && o.ds.fp16_dynamic && o.ds_src[SHS_DS_DTYPE] != SHS_DS_FROM_COMMAND_LINE &&
-                shs_strategy_loss_scale(s0).scale < o.ds.min_loss_scale) {
-                printf("\n");
-                sim_error("train", "step %ld: --ds-config %s: overflow at fp16.min_loss_scale = %g: DeepSpeed stops the "
-                          "run here (\"Current loss scale already at minimum\")", gstep, o.ds.path,
-                          (double)o.ds.min_loss_scale);
-                goto done;
-            }
         }
         if (cfg->strategy.clip_norm > 0 && !shs_strategy_step_skipped(shs_trainer_strategy(main_run, first_rank)))
             printf(" | grad norm %.6g", (double)shs_trainer_last_grad_norm(main_run));

@@ -36,7 +36,8 @@ typedef enum {
     O_STEPS, O_CHECK, O_REDUCE_ORDER, O_LAYERS, O_HEADS, O_CHANNELS, O_CONTEXT, O_MICRO_BATCH, O_OPTIMIZER, O_LR,
     O_WEIGHT_DECAY, O_BETA1, O_BETA2, O_EPS, O_MOMENTUM, O_SEED, O_DEVICE_MEM, O_BUCKET_MB, O_TIMEOUT, O_GRAD_ACCUM,
     O_CLIP_GRAD_NORM, O_NORM_TYPE, O_REPLICATE_BELOW, O_SHARD_ALIGN, O_PARAM_DTYPE, O_REDUCE_DTYPE, O_GRAD_ACCUM_DTYPE,
-    O_INIT_SCALE, O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE, O_ATTENTION,
+    O_INIT_SCALE, O_GROWTH_INTERVAL, O_GROWTH_FACTOR, O_BACKOFF_FACTOR, O_LOSS_SCALER, O_HYSTERESIS,
+    O_CONSECUTIVE_HYSTERESIS, O_MIN_LOSS_SCALE, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE, O_ATTENTION,
     O_AUTOCAST, O_DROPOUT, O_WRAP, O_INJECT_BITFLIP, O_SAVE,
     O_SAVE_EVERY, O_RESUME, O_EXPORT_SAFETENSORS, O_PROGRESS, O_TRACE, O_DS_CONFIG,
     O_NUM_OPTIONS
@@ -144,6 +145,17 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
                          "f16 loss scaling: multiply the scale by X on growth"},
     [O_BACKOFF_FACTOR] = {"--backoff-factor", NULL, SIM_OPT_F32, 1e-6, 0.999999, 0, 0, "X",
                           "f16 loss scaling: multiply it by X (0 < X < 1) on overflow"},
+    [O_LOSS_SCALER] = {"--loss-scaler", NULL, SIM_OPT_STR, 0, 0, 0, 0, "torch|deepspeed|static",
+                       "f16 loss scaling rule: torch's GradScaler, DeepSpeed's\n"
+                       "DynamicLossScaler (hysteresis, window from the last overflow,\n"
+                       "floor), or a fixed --init-scale (overflow steps skipped)"},
+    [O_HYSTERESIS] = {"--hysteresis", NULL, SIM_OPT_INT, 1, 1000000000, 0, 0, "N",
+                      "--loss-scaler deepspeed: overflows before the scale halves"},
+    [O_CONSECUTIVE_HYSTERESIS] = {"--consecutive-hysteresis", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
+                                  "--loss-scaler deepspeed: refill the hysteresis on every good step"},
+    [O_MIN_LOSS_SCALE] = {"--min-loss-scale", NULL, SIM_OPT_F32, 0, 1e30, 0, 0, "X",
+                          "--loss-scaler deepspeed: floor of the scale; an overflow at it\n"
+                          "stops the run, as DeepSpeed does (0: no floor)"},
     [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
                                   "activation checkpointing per block: keep only\n"
                                   "each block's input, recompute its forward in backward (same results,\n"
@@ -226,6 +238,9 @@ static void train_help_defaults(const char *defaults[O_NUM_OPTIONS]) {
     defaults[O_GROWTH_INTERVAL] = "2000";
     defaults[O_GROWTH_FACTOR] = "2";
     defaults[O_BACKOFF_FACTOR] = "0.5";
+    defaults[O_LOSS_SCALER] = "torch";
+    defaults[O_HYSTERESIS] = "2";
+    defaults[O_MIN_LOSS_SCALE] = "1";
     defaults[O_PROGRESS] = "5";
     defaults[O_RECOMPUTE] = "none";
     defaults[O_ATTENTION] = "eager";
@@ -324,6 +339,12 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
     SET(O_GROWTH_INTERVAL, c->strategy.scaler.growth_interval);
     SET(O_GROWTH_FACTOR, c->strategy.scaler.growth_factor);
     SET(O_BACKOFF_FACTOR, c->strategy.scaler.backoff_factor);
+    SET(O_HYSTERESIS, c->strategy.scaler.hysteresis);
+    SET(O_MIN_LOSS_SCALE, c->strategy.scaler.min_scale);
+    if (p.given[O_LOSS_SCALER] && shs_scaler_parse(p.str[O_LOSS_SCALER], &c->strategy.scaler.kind))
+        return usage_error("unknown --loss-scaler '%s'%s: use torch, deepspeed or static", p.str[O_LOSS_SCALER], "");
+    if (!p.given[O_MIN_LOSS_SCALE]) c->strategy.scaler.min_scale = 1.0f; /* DeepSpeed's default (deepspeed kind only) */
+    c->strategy.scaler.consecutive_hysteresis = p.given[O_CONSECUTIVE_HYSTERESIS] && p.num[O_CONSECUTIVE_HYSTERESIS];
 #undef SET
     c->checkpoint_activations = p.given[O_CHECKPOINT_ACTIVATIONS] && p.num[O_CHECKPOINT_ACTIVATIONS];
     if ((rc = sim_opt_exec("train", p.given[O_CHECKPOINT_ACTIVATIONS] && p.num[O_CHECKPOINT_ACTIVATIONS],
@@ -414,12 +435,15 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
             [SHS_DS_LR] = O_LR, [SHS_DS_BETA1] = O_BETA1, [SHS_DS_BETA2] = O_BETA2, [SHS_DS_EPS] = O_EPS,
             [SHS_DS_WEIGHT_DECAY] = O_WEIGHT_DECAY, [SHS_DS_MOMENTUM] = O_MOMENTUM,
             [SHS_DS_REPLICATE_BELOW] = O_REPLICATE_BELOW, [SHS_DS_PREFETCH] = O_BACKWARD_PREFETCH,
-            [SHS_DS_INIT_SCALE] = O_INIT_SCALE, [SHS_DS_GROWTH_INTERVAL] = O_GROWTH_INTERVAL};
+            [SHS_DS_INIT_SCALE] = O_INIT_SCALE, [SHS_DS_GROWTH_INTERVAL] = O_GROWTH_INTERVAL,
+            [SHS_DS_LOSS_SCALER] = O_LOSS_SCALER, [SHS_DS_HYSTERESIS] = O_HYSTERESIS,
+            [SHS_DS_MIN_LOSS_SCALE] = O_MIN_LOSS_SCALE};
         if (o->backend_mpi && !p.given[O_WORLD])
             return usage_error("--ds-config %s with --backend %s needs --world (train_batch_size is checked against it)",
                                p.str[O_DS_CONFIG], p.str[O_BACKEND]);
         int given[SHS_DS_NUM_SETTINGS];
         for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = p.given[by_setting[k]];
+        given[SHS_DS_HYSTERESIS] |= p.given[O_CONSECUTIVE_HYSTERESIS];
         o->ds_path = p.str[O_DS_CONFIG];
         if ((rc = sim_ds_config_apply("train", o->ds_path, given, &o->ds, c, o->ds_src)) >= 0) return rc;
         static const opt_id_t adamw_opts[] = {O_BETA1, O_BETA2, O_EPS};
@@ -441,10 +465,18 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         snprintf(got, sizeof got, "%g", (double)c->strategy.scaler.growth_factor);
         return usage_error("--growth-factor must be > 1 (got '%s')%s", got, "");
     }
-    if ((p.given[O_INIT_SCALE] || p.given[O_GROWTH_INTERVAL] || p.given[O_GROWTH_FACTOR] || p.given[O_BACKOFF_FACTOR]) &&
+    if ((p.given[O_HYSTERESIS] || p.given[O_CONSECUTIVE_HYSTERESIS] || p.given[O_MIN_LOSS_SCALE]) &&
+        c->strategy.scaler.kind != SHS_SCALER_DEEPSPEED)
+        return usage_error("--hysteresis, --consecutive-hysteresis and --min-loss-scale apply to --loss-scaler deepspeed, "
+                           "not %s%s", shs_scaler_name(c->strategy.scaler.kind), "");
+    if ((p.given[O_GROWTH_FACTOR] || p.given[O_BACKOFF_FACTOR]) && c->strategy.scaler.kind != SHS_SCALER_TORCH)
+        return usage_error("--growth-factor and --backoff-factor apply to --loss-scaler torch (DeepSpeed's factor is 2), "
+                           "not %s%s", shs_scaler_name(c->strategy.scaler.kind), "");
+    if ((p.given[O_INIT_SCALE] || p.given[O_GROWTH_INTERVAL] || p.given[O_GROWTH_FACTOR] || p.given[O_BACKOFF_FACTOR] ||
+         p.given[O_LOSS_SCALER]) &&
         c->strategy.param_dtype != SHS_F16)
-        return usage_error("--init-scale, --growth-interval, --growth-factor and --backoff-factor apply to --param-dtype "
-                           "f16 (loss scaling)%s%s", "", "");
+        return usage_error("--init-scale, --growth-interval, --growth-factor, --backoff-factor and --loss-scaler apply to "
+                           "--param-dtype f16 (loss scaling)%s%s", "", "");
     if (p.given[O_NORM_TYPE]) {
         static const char *const names[] = {"1", "2", "inf"};
         static const int values[] = {1, 2, SHS_NORM_INF};

@@ -33,7 +33,12 @@
 #include "shardsim/strategy.h"
 #include "shardsim/train.h"
 
-#define SHS_CHECKPOINT_VERSION 1
+/* The index's format version; version 1 (before the loss scaler's kind and
+ * DeepSpeed's fields) is still read, as torch's GradScaler with no
+ * DeepSpeed state. Rank files keep their own version, unchanged. */
+#define SHS_CHECKPOINT_VERSION 2
+#define SHS_CHECKPOINT_MIN_VERSION 1
+#define SHS_CHECKPOINT_RANK_FILE_VERSION 1
 #define SHS_CHECKPOINT_INDEX "index.txt"      /* the index's file name inside the directory */
 #define SHS_CHECKPOINT_HEADER_BYTES 64        /* rank-file header */
 #define SHS_CHECKPOINT_MAGIC "SHSHARD1"       /* first 8 bytes of a rank file */

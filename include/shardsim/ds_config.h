@@ -7,7 +7,7 @@
  * DeepSpeed's own loader does with dict_raise_error_on_duplicate_keys), the
  * mapping of each DeepSpeed key onto shs_train_config_t, and DeepSpeed's
  * batch-size rule. Keys that would change the numbers and that shardsim does
- * not model are refused by name ("ds.json: fp16.hysteresis = 2 is not
+ * not model are refused by name ("ds.json: fp16.auto_cast = true is not
  * modelled ..."); keys that change nothing a simulator computes (logging,
  * monitors, profilers, pinned memory, ...) are accepted and listed as
  * ignored; every other key is refused as unknown. DeepSpeed reads its
@@ -48,7 +48,10 @@
     X(REPLICATE_BELOW, "replicate below")                      \
     X(PREFETCH, "prefetch")                                    \
     X(INIT_SCALE, "initial loss scale")                        \
-    X(GROWTH_INTERVAL, "loss scale growth interval")
+    X(GROWTH_INTERVAL, "loss scale growth interval")           \
+    X(LOSS_SCALER, "loss scaler")                              \
+    X(HYSTERESIS, "loss scale hysteresis")                     \
+    X(MIN_LOSS_SCALE, "min loss scale")
 
 typedef enum {
 #define SHS_DS_SETTING_ENUM(id, name) SHS_DS_##id,
@@ -80,9 +83,6 @@ typedef struct {
     shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
     long train_batch;                   /* train_batch_size; 0: not given */
     int has_micro, has_accum;           /* the file gives these keys (DeepSpeed's "provided") */
-    int fp16_dynamic;                   /* fp16 with dynamic loss scaling */
-    int loss_scale_window;              /* fp16.loss_scale_window (DeepSpeed default 1000) */
-    float min_loss_scale;               /* fp16.min_loss_scale (DeepSpeed default 1); 0: no floor */
     int num_ignored;
     char ignored[SHS_DS_MAX_NOTES][192]; /* "key path (why)" of keys accepted without effect */
     int num_notes;
@@ -112,15 +112,6 @@ shs_status_t shs_ds_config_load(const char *path, shs_ds_config_t *out);
  * NULL) with each effective setting's source. */
 shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_DS_NUM_SETTINGS],
                                  shs_train_config_t *cfg, shs_ds_source_t src_out[SHS_DS_NUM_SETTINGS]);
-
-/* Checks that need the run's length: with fp16 dynamic loss scaling from the
- * file (growth interval not given on the command line), DeepSpeed first
- * raises the scale after loss_scale_window + 1 good steps and shardsim's
- * scaler (torch GradScaler's rule) after loss_scale_window, so a run of
- * `steps` >= loss_scale_window steps could differ: SHS_UNSUPPORTED naming the
- * key. */
-shs_status_t shs_ds_config_check_steps(const shs_ds_config_t *ds, const shs_ds_source_t src[SHS_DS_NUM_SETTINGS],
-                                       long steps);
 
 /* The run's header lines about the config: the effective settings of `cfg`
  * (after apply) with their sources, then the ignored keys and the notes;

@@ -128,12 +128,39 @@ typedef enum { SHS_OFFLOAD_NONE = 0, SHS_OFFLOAD_OPTIMIZER = 1, SHS_OFFLOAD_PARA
 typedef enum { SHS_PREFETCH_PRE = 0, SHS_PREFETCH_POST = 1, SHS_PREFETCH_NONE = 2 } shs_prefetch_t;
 typedef enum { SHS_PHASE_FORWARD, SHS_PHASE_BACKWARD } shs_phase_t;
 
-/* Dynamic loss scaling (torch.cuda.amp.GradScaler's parameters). */
+/* fp16 loss scaling rules. TORCH: torch.cuda.amp.GradScaler (the default).
+ * DEEPSPEED: DeepSpeed's DynamicLossScaler (runtime/fp16/loss_scaler.py,
+ * update_scale): on an overflow the step is skipped and, while hysteresis is
+ * left (counter > 1 and delayed_shift > 1), only the counter drops by one;
+ * once it is exhausted the scale becomes max(scale / 2, min_scale), and an
+ * overflow with the scale already at min_scale (> 0) stops the run as
+ * DeepSpeed's raise_error_at_min_scale does. A good step refills the
+ * counter when consecutive_hysteresis is set; the scale doubles (and, without
+ * consecutive_hysteresis, the counter refills) when the steps since the last
+ * overflow, less one, are a positive multiple of growth_interval
+ * (scale_window): the first growth after scale_window + 1 good steps, then
+ * every scale_window. STATIC: DeepSpeed's fp16.loss_scale > 0 (LossScaler):
+ * a fixed scale; an overflow still skips the step (ZeRO's step() checks for
+ * overflow whatever the scaler) and leaves the scale unchanged. */
+typedef enum { SHS_SCALER_TORCH = 0, SHS_SCALER_DEEPSPEED = 1, SHS_SCALER_STATIC = 2 } shs_scaler_kind_t;
+
+/* "torch", "deepspeed", "static"; "invalid" otherwise */
+const char *shs_scaler_name(shs_scaler_kind_t k);
+int shs_scaler_parse(const char *name, shs_scaler_kind_t *out); /* 0 ok, -1 unknown */
+
+/* Loss scaling parameters: torch.cuda.amp.GradScaler's, and DeepSpeed's
+ * beside them (kind DEEPSPEED uses init_scale, growth_interval as
+ * scale_window, hysteresis, consecutive_hysteresis, min_scale; its factor
+ * is 2 both ways, as DeepSpeed's scale_factor; STATIC uses init_scale). */
 typedef struct {
     float init_scale;            /* 0: 65536 */
-    float growth_factor;         /* 0: 2 */
-    float backoff_factor;        /* 0: 0.5 */
-    int growth_interval;         /* 0: 2000 */
+    float growth_factor;         /* 0: 2 (TORCH) */
+    float backoff_factor;        /* 0: 0.5 (TORCH) */
+    int growth_interval;         /* 0: 2000 (TORCH), 1000 (DEEPSPEED: scale_window) */
+    shs_scaler_kind_t kind;      /* 0: TORCH */
+    int hysteresis;              /* DEEPSPEED delayed_shift; 0: 2 (DeepSpeed's default) */
+    int consecutive_hysteresis;  /* DEEPSPEED: refill the counter on every good step */
+    float min_scale;             /* DEEPSPEED floor; 0: none (and no stop at the minimum) */
 } shs_loss_scaler_config_t;
 
 /* Its state: identical on every rank. */
@@ -141,7 +168,26 @@ typedef struct {
     float scale;                 /* 1 without loss scaling */
     long good_steps;             /* consecutive steps without overflow */
     long skipped_steps;          /* steps skipped for overflow so far */
+    /* DEEPSPEED (DynamicLossScaler's fields; untouched by the other kinds) */
+    long iter;                   /* cur_iter: scale updates so far (skipped steps included) */
+    long last_overflow_iter;     /* -1 before the first overflow */
+    int hysteresis;              /* cur_hysteresis: overflows left before the scale drops */
 } shs_loss_scale_state_t;
+
+/* Fill the zeros of `c` with its kind's defaults (as above); for kinds
+ * other than DEEPSPEED, zero DeepSpeed's fields. */
+void shs_loss_scaler_fill_defaults(shs_loss_scaler_config_t *c);
+/* The state before the first step: scale init_scale, no steps, DEEPSPEED's
+ * counter at hysteresis and last_overflow_iter -1. `c` has its defaults. */
+shs_loss_scale_state_t shs_loss_scale_initial(const shs_loss_scaler_config_t *c);
+/* The update after one step's overflow check (`overflow` nonzero: inf/NaN
+ * somewhere, the step was skipped), by c->kind's rule: skipped_steps and
+ * good_steps (consecutive good steps) for every kind, then the scale and
+ * DEEPSPEED's counters. Errors: SHS_INVALID_ARG for DEEPSPEED's overflow
+ * with hysteresis exhausted and the scale already at min_scale > 0 (where
+ * DeepSpeed raises; the text names the iteration); the state is then
+ * unchanged but for the step counts. Pure: no communication. */
+shs_status_t shs_loss_scale_update(const shs_loss_scaler_config_t *c, shs_loss_scale_state_t *st, int overflow);
 
 /* "ddp", "zero1", "zero2", "zero3", "hybrid_shard", "hybrid_shard_zero2" */
 const char *shs_strategy_name(shs_strategy_kind_t k); /* "ddp", "zero1", ...; "invalid" otherwise */

@@ -79,11 +79,8 @@ void shs_checkpoint_meta_of(shs_trainer_t *t, shs_checkpoint_meta_t *m) {
     m->clip_norm = c->strategy.clip_norm > 0 ? c->strategy.clip_norm : 0.0f;
     m->norm_type = c->strategy.clip_norm > 0 ? (c->strategy.norm_type ? c->strategy.norm_type : 2) : 0; /* 0 means 2; -1 inf */
     shs__ck_resolve_dtypes(c->strategy.param_dtype, c->strategy.reduce_dtype, &m->param_dtype, &m->reduce_dtype);
-    /* GradScaler's defaults for the zeros (strategy.h) */
-    m->scaler.init_scale = c->strategy.scaler.init_scale > 0 ? c->strategy.scaler.init_scale : 65536.0f;
-    m->scaler.growth_factor = c->strategy.scaler.growth_factor > 0 ? c->strategy.scaler.growth_factor : 2.0f;
-    m->scaler.backoff_factor = c->strategy.scaler.backoff_factor > 0 ? c->strategy.scaler.backoff_factor : 0.5f;
-    m->scaler.growth_interval = c->strategy.scaler.growth_interval > 0 ? c->strategy.scaler.growth_interval : 2000;
+    m->scaler = c->strategy.scaler;
+    shs_loss_scaler_fill_defaults(&m->scaler); /* the kind's defaults for the zeros (strategy.h) */
     m->loss_scale = shs_trainer_loss_scale(t);
 }
 
@@ -150,14 +147,20 @@ shs_status_t shs_checkpoint_check_compatible(const shs_checkpoint_t *ck, const s
         (!same_f32(m->scaler.init_scale, run->scaler.init_scale) ||
          !same_f32(m->scaler.growth_factor, run->scaler.growth_factor) ||
          !same_f32(m->scaler.backoff_factor, run->scaler.backoff_factor) ||
-         m->scaler.growth_interval != run->scaler.growth_interval))
+         m->scaler.growth_interval != run->scaler.growth_interval || m->scaler.kind != run->scaler.kind ||
+         m->scaler.hysteresis != run->scaler.hysteresis ||
+         m->scaler.consecutive_hysteresis != run->scaler.consecutive_hysteresis ||
+         !same_f32(m->scaler.min_scale, run->scaler.min_scale)))
         return shs_set_error(SHS_INVALID_ARG,
-                             "checkpoint %s was saved with loss scaler (init %.9g, growth %.9g, backoff %.9g, interval "
-                             "%d); this run has (%.9g, %.9g, %.9g, %d)", d, (double)m->scaler.init_scale,
+                             "checkpoint %s was saved with loss scaler %s (init %.9g, growth %.9g, backoff %.9g, interval "
+                             "%d, hysteresis %d, consecutive %d, min %.9g); this run has %s (%.9g, %.9g, %.9g, %d, %d, "
+                             "%d, %.9g)", d, shs_scaler_name(m->scaler.kind), (double)m->scaler.init_scale,
                              (double)m->scaler.growth_factor, (double)m->scaler.backoff_factor,
-                             m->scaler.growth_interval, (double)run->scaler.init_scale,
-                             (double)run->scaler.growth_factor, (double)run->scaler.backoff_factor,
-                             run->scaler.growth_interval);
+                             m->scaler.growth_interval, m->scaler.hysteresis, m->scaler.consecutive_hysteresis,
+                             (double)m->scaler.min_scale, shs_scaler_name(run->scaler.kind),
+                             (double)run->scaler.init_scale, (double)run->scaler.growth_factor,
+                             (double)run->scaler.backoff_factor, run->scaler.growth_interval, run->scaler.hysteresis,
+                             run->scaler.consecutive_hysteresis, (double)run->scaler.min_scale);
     if (m->state_per_param != run->state_per_param)
         return shs_set_error(SHS_INVALID_ARG, "checkpoint %s has %d optimizer-state arrays; this run needs %d", d,
                              m->state_per_param, run->state_per_param);

@@ -187,9 +187,10 @@ static shs_status_t parse_index(shs_checkpoint_t *ck, char *text, size_t len, co
     long long v;
     char word[64];
     SHS_CHECK(get_i64(&c, "shardsim-checkpoint", 0, 1000000, &v));
-    if (v != SHS_CHECKPOINT_VERSION)
-        return shs_set_error(SHS_PARSE, "%s: format version %lld, this shardsim reads version %d", path, v,
-                             SHS_CHECKPOINT_VERSION);
+    if (v < SHS_CHECKPOINT_MIN_VERSION || v > SHS_CHECKPOINT_VERSION)
+        return shs_set_error(SHS_PARSE, "%s: format version %lld, this shardsim reads versions %d to %d", path, v,
+                             SHS_CHECKPOINT_MIN_VERSION, SHS_CHECKPOINT_VERSION);
+    const long long version = v;
     SHS_CHECK(get_u64(&c, "generation", &ck->generation));
     SHS_CHECK(get_word(&c, "model", m->model, sizeof m->model));
     SHS_CHECK(get_i64(&c, "step", 0, LONG_MAX, &v));
@@ -237,6 +238,23 @@ static shs_status_t parse_index(shs_checkpoint_t *ck, char *text, size_t len, co
     m->loss_scale.good_steps = (long)v;
     SHS_CHECK(get_i64(&c, "loss_scale_skipped_steps", 0, LONG_MAX, &v));
     m->loss_scale.skipped_steps = (long)v;
+    m->loss_scale.last_overflow_iter = -1; /* version 1: torch's GradScaler, no DeepSpeed state */
+    if (version >= 2) {
+        char *rest, kind[32];
+        int n = 0;
+        SHS_CHECK(expect_line(&c, "loss_scaler_kind", &rest));
+        if (sscanf(rest, "%31s %d %d %f%n", kind, &m->scaler.hysteresis, &m->scaler.consecutive_hysteresis,
+                   &m->scaler.min_scale, &n) != 4 || rest[n] || shs_scaler_parse(kind, &m->scaler.kind) ||
+            m->scaler.hysteresis < 0 || (m->scaler.consecutive_hysteresis & ~1) || !(m->scaler.min_scale >= 0))
+            return parse_err(&c, "malformed loss_scaler_kind line", NULL);
+        SHS_CHECK(expect_line(&c, "loss_scale_deepspeed", &rest));
+        if (sscanf(rest, "%ld %ld %d%n", &m->loss_scale.iter, &m->loss_scale.last_overflow_iter,
+                   &m->loss_scale.hysteresis, &n) != 3 || rest[n] || m->loss_scale.iter < 0 ||
+            m->loss_scale.hysteresis < 0 ||
+            (m->scaler.kind == SHS_SCALER_DEEPSPEED && /* an overflow's iteration precedes the count */
+             (m->loss_scale.last_overflow_iter < -1 || m->loss_scale.last_overflow_iter >= m->loss_scale.iter)))
+            return parse_err(&c, "malformed loss_scale_deepspeed line", NULL);
+    }
 
     long long nunits;
     SHS_CHECK(get_i64(&c, "units", 0, 1 << 24, &nunits));
@@ -353,9 +371,10 @@ static shs_status_t load_rank_file(shs_checkpoint_t *ck, const rank_entry_t *ran
         goto done;
     }
     const unsigned char *h = buf;
-    if (memcmp(h, SHS_CHECKPOINT_MAGIC, 8) != 0 || shs__get_le32(h + 8) != SHS_CHECKPOINT_VERSION ||
+    if (memcmp(h, SHS_CHECKPOINT_MAGIC, 8) != 0 || shs__get_le32(h + 8) != SHS_CHECKPOINT_RANK_FILE_VERSION ||
         shs__get_le32(h + 28) != SHS_CHECKPOINT_HEADER_BYTES) {
-        st = shs_set_error(SHS_PARSE, "%s: not a shardsim rank file of version %d", path, SHS_CHECKPOINT_VERSION);
+        st = shs_set_error(SHS_PARSE, "%s: not a shardsim rank file of version %d", path,
+                           SHS_CHECKPOINT_RANK_FILE_VERSION);
         goto done;
     }
     if (shs__get_le32(h + 12) != (uint32_t)r || shs__get_le32(h + 16) != (uint32_t)m->world_size ||

@@ -137,7 +137,7 @@ static void encode_header(unsigned char h[SHS_CHECKPOINT_HEADER_BYTES], const sh
                           uint64_t gen, uint64_t payload) {
     memset(h, 0, SHS_CHECKPOINT_HEADER_BYTES);
     memcpy(h, SHS_CHECKPOINT_MAGIC, 8);
-    shs__put_le32(h + 8, SHS_CHECKPOINT_VERSION);
+    shs__put_le32(h + 8, SHS_CHECKPOINT_RANK_FILE_VERSION);
     shs__put_le32(h + 12, (uint32_t)rank);
     shs__put_le32(h + 16, (uint32_t)m->world_size);
     shs__put_le32(h + 20, (uint32_t)m->layout->num_units);
@@ -244,6 +244,10 @@ static void write_index(FILE *f, const shs_checkpoint_writer_t *w) {
     fprintf(f, "loss_scale %.9g\n", (double)m->loss_scale.scale);
     fprintf(f, "loss_scale_good_steps %ld\n", m->loss_scale.good_steps);
     fprintf(f, "loss_scale_skipped_steps %ld\n", m->loss_scale.skipped_steps);
+    fprintf(f, "loss_scaler_kind %s %d %d %.9g\n", shs_scaler_name(m->scaler.kind), m->scaler.hysteresis,
+            m->scaler.consecutive_hysteresis, (double)m->scaler.min_scale);
+    fprintf(f, "loss_scale_deepspeed %ld %ld %d\n", m->loss_scale.iter, m->loss_scale.last_overflow_iter,
+            m->loss_scale.hysteresis);
     fprintf(f, "units %d\n", lo->num_units);
     for (int u = 0; u < lo->num_units; u++) {
         const shs_unit_info_t *ui = &lo->units[u];

@@ -157,13 +157,10 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     if (s->cfg.param_dtype == SHS_DTYPE_DEFAULT) s->cfg.param_dtype = SHS_F32;
     if (s->cfg.reduce_dtype == SHS_DTYPE_DEFAULT) s->cfg.reduce_dtype = s->cfg.param_dtype;
     if (s->cfg.grad_accum_dtype == SHS_DTYPE_DEFAULT) s->cfg.grad_accum_dtype = s->cfg.param_dtype;
-    shs_loss_scaler_config_t *sc = &s->cfg.scaler;
-    if (sc->init_scale <= 0) sc->init_scale = 65536.0f;
-    if (sc->growth_factor <= 0) sc->growth_factor = 2.0f;
-    if (sc->backoff_factor <= 0) sc->backoff_factor = 0.5f;
-    if (sc->growth_interval <= 0) sc->growth_interval = 2000;
+    shs_loss_scaler_fill_defaults(&s->cfg.scaler);
     s->scaling = s->cfg.param_dtype == SHS_F16;
-    s->scaler.scale = s->scaling ? sc->init_scale : 1.0f;
+    s->scaler = shs_loss_scale_initial(&s->cfg.scaler);
+    if (!s->scaling) s->scaler.scale = 1.0f;
     s->source = shs__strategy_param_source(s);
     s->phase = SHS_PHASE_FORWARD;
     int orders_ok = 1;

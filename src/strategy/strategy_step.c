@@ -3,7 +3,7 @@
  * check and loss-scale update, unscaling, clipping with the exact norm
  * (exact_norm.h), the optimizer step and the re-gather of parameters. The
  * step reads each unit's gradient in f32 (step_grads). See
- * strategy.h for the semantics (GradScaler, clip_grad_norm_, ZeRO-Offload).
+ * strategy.h for the semantics (loss scaling, clip_grad_norm_, ZeRO-Offload).
  * What it is not: the parameter source (strategy_source.c) or checkpoint state
  * (strategy_state.c).
  */
@@ -135,24 +135,16 @@ static shs_status_t plant_faults(shs_strategy_t *s) {
     return SHS_OK;
 }
 
-/* GradScaler: an overflow anywhere (inf/NaN in any rank's reduced gradient)
- * is OR-ed across ranks, always through the communicator (a fault may sit on
- * one rank only), so every rank decides alike. Sets *skip; updates the scale
- * as GradScaler.update(). */
+/* The overflow check: an overflow anywhere (inf/NaN in any rank's reduced
+ * gradient) is OR-ed across ranks, always through the communicator (a fault
+ * may sit on one rank only), so every rank decides alike. Sets *skip;
+ * updates the scale by the configured rule (loss_scale.c). */
 static shs_status_t check_overflow(shs_strategy_t *s, int *skip) {
     float maxabs;
     SHS_CHECK(total_grad_norm(s, SHS_NORM_INF, 0, SHS_TAG_OVERFLOW_CHECK, &maxabs));
-    shs_loss_scale_state_t *st = &s->scaler;
-    const shs_loss_scaler_config_t *c = &s->cfg.scaler;
     *skip = !isfinite(maxabs);
-    if (*skip) {
-        st->scale *= c->backoff_factor;
-        st->good_steps = 0;
-        st->skipped_steps++;
-    } else if (++st->good_steps == c->growth_interval) {
-        st->scale *= c->growth_factor;
-        st->good_steps = 0;
-    }
+    shs_status_t st = shs_loss_scale_update(&s->cfg.scaler, &s->scaler, *skip);
+    if (st != SHS_OK) return shs_set_error(st, "rank %d step %ld: %s", s->rank, s->step, shs_last_error());
     return SHS_OK;
 }
 

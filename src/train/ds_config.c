@@ -26,20 +26,17 @@
  *       0 -> no prefetch; > 0 -> shardsim's one-unit-ahead prefetch (the
  *       element budget is not modelled: a header note says so)
  *   bf16.enabled (alias bfloat16)             -> param dtype bf16
- *   fp16.enabled                              -> param dtype f16 with dynamic loss
- *       scaling: initial_scale_power p -> initial scale 2^p (default 16);
- *       loss_scale 0 (dynamic) only: a static scale is refused;
- *       hysteresis (default 2) must be 1: shardsim's scaler (GradScaler's
- *       rule) halves the scale on every overflow, which is DeepSpeed's
- *       hysteresis 1; consecutive_hysteresis then changes nothing;
- *       loss_scale_window W (default 1000) -> growth interval W: DeepSpeed
- *       doubles after W + 1 good steps (stable_interval = iter -
- *       last_overflow - 1 reaching W), GradScaler after W, so runs of W or
- *       more steps are refused (shs_ds_config_check_steps);
- *       min_loss_scale m (default 1): DeepSpeed's floor max(scale/2, m);
- *       accepted when 0 or a power of two <= 2^p (then the floor changes no
- *       scale DeepSpeed keeps going with; DeepSpeed stops the run on an
- *       overflow at scale m, which the trainer reports: min_loss_scale)
+ *   fp16.enabled                              -> param dtype f16 with DeepSpeed's loss
+ *       scaler (strategy.h SHS_SCALER_DEEPSPEED, DynamicLossScaler's rule):
+ *       initial_scale_power p -> initial scale 2^p (default 16);
+ *       loss_scale_window W (default 1000) -> scale_window W (counted from
+ *       the last overflow); hysteresis (default 2) -> delayed_shift;
+ *       consecutive_hysteresis (default false); min_loss_scale m (default
+ *       1) -> the floor max(scale/2, m), and an overflow at m stops the run
+ *       as DeepSpeed's raise_error_at_min_scale (0: no floor, as DeepSpeed
+ *       before it required m > 0). loss_scale x > 0 -> a static scale x
+ *       (SHS_SCALER_STATIC: overflow steps still skipped, as ZeRO's step()
+ *       does); the dynamic keys then have no effect (a header note says so).
  *   communication_data_type fp32|fp16|bf16    -> reduce dtype
  *   data_types.grad_accum_dtype               -> grad accum dtype
  *   gradient_clipping x (default 0: none)     -> clip the global 2-norm to x
@@ -371,6 +368,7 @@ typedef struct {
     double loss_scale;
     long power, window, hysteresis;
     double min_scale;
+    int consecutive;
 } fp16_t;
 
 static shs_status_t read_fp16(rd_t *r, const json_t *obj, fp16_t *f) {
@@ -387,10 +385,8 @@ static shs_status_t read_fp16(rd_t *r, const json_t *obj, fp16_t *f) {
         else if (!strcmp(key, "loss_scale_window")) SHS_CHECK(get_int(r, kp, v, 1, 1e9, &f->window));
         else if (!strcmp(key, "hysteresis")) SHS_CHECK(get_int(r, kp, v, 1, 1e9, &f->hysteresis));
         else if (!strcmp(key, "min_loss_scale")) SHS_CHECK(get_num(r, kp, v, 0, 1e38, &f->min_scale));
-        else if (!strcmp(key, "consecutive_hysteresis")) {
-            int b = 0;
-            SHS_CHECK(get_bool(r, kp, v, &b)); /* with hysteresis 1 (required) it changes nothing */
-        } else if (!strcmp(key, "auto_cast")) SHS_CHECK(refuse_true(r, kp, v, "inputs cast to fp16 by the engine"));
+        else if (!strcmp(key, "consecutive_hysteresis")) SHS_CHECK(get_bool(r, kp, v, &f->consecutive));
+        else if (!strcmp(key, "auto_cast")) SHS_CHECK(refuse_true(r, kp, v, "inputs cast to fp16 by the engine"));
         else if (!strcmp(key, "fp16_master_weights_and_grads"))
             SHS_CHECK(refuse_true(r, kp, v, "shardsim keeps f32 master weights"));
         else return unknown_key(r, kp);
@@ -539,11 +535,6 @@ static shs_status_t read_data_types(rd_t *r, const json_t *obj) {
     return SHS_OK;
 }
 
-static int is_pow2(double x) {
-    int e;
-    return x > 0 && frexp(x, &e) == 0.5;
-}
-
 static shs_status_t read_root(rd_t *r, const json_t *root) {
     shs_ds_config_t *ds = r->ds;
     zero_t z = {.mics = -1};
@@ -651,32 +642,31 @@ static shs_status_t read_root(rd_t *r, const json_t *root) {
     ds->vals.strategy.param_dtype = f.enabled ? SHS_F16 : bf16 ? SHS_BF16 : SHS_F32;
     set(ds, SHS_DS_DTYPE, (f.enabled || bf16) ? SHS_DS_FROM_CONFIG : SHS_DS_FROM_DS_DEFAULT);
     if (f.enabled) {
-        char val[64];
         json_t *fj = json_object_get(root, "fp16");
-        if (f.loss_scale != 0)
-            return shs_set_error(SHS_UNSUPPORTED, "%s: fp16.loss_scale = %g is not modelled: a static loss scale "
-                                 "(shardsim scales dynamically: loss_scale 0)", r->path, f.loss_scale);
-        if (f.hysteresis != 1) {
-            snprintf(val, sizeof val, "%ld%s", f.hysteresis,
-                     json_object_get(fj, "hysteresis") ? "" : " (DeepSpeed's default; the file leaves it out)");
-            return shs_set_error(SHS_UNSUPPORTED, "%s: fp16.hysteresis = %s is not modelled: shardsim's loss scaler "
-                                 "(torch GradScaler's rule) lowers the scale on every overflow, which is hysteresis 1",
-                                 r->path, val);
+        shs_loss_scaler_config_t *sc = &ds->vals.strategy.scaler;
+#define FP16_SRC(key) (json_object_get(fj, key) ? SHS_DS_FROM_CONFIG : SHS_DS_FROM_DS_DEFAULT)
+        if (f.loss_scale > 0) { /* CreateLossScaler: a static LossScaler */
+            sc->kind = SHS_SCALER_STATIC;
+            sc->init_scale = (float)f.loss_scale;
+            set(ds, SHS_DS_LOSS_SCALER, SHS_DS_FROM_CONFIG);
+            set(ds, SHS_DS_INIT_SCALE, SHS_DS_FROM_CONFIG);
+            note(ds, "fp16.loss_scale %g: a static scale; the dynamic keys (initial_scale_power, loss_scale_window, "
+                 "hysteresis, min_loss_scale) have no effect", f.loss_scale);
+        } else {
+            sc->kind = SHS_SCALER_DEEPSPEED;
+            sc->init_scale = (float)ldexp(1.0, (int)f.power);
+            sc->growth_interval = (int)f.window;
+            sc->hysteresis = (int)f.hysteresis;
+            sc->consecutive_hysteresis = f.consecutive;
+            sc->min_scale = (float)f.min_scale;
+            set(ds, SHS_DS_LOSS_SCALER, FP16_SRC("loss_scale"));
+            set(ds, SHS_DS_INIT_SCALE, FP16_SRC("initial_scale_power"));
+            set(ds, SHS_DS_GROWTH_INTERVAL, FP16_SRC("loss_scale_window"));
+            set(ds, SHS_DS_HYSTERESIS, json_object_get(fj, "hysteresis") || json_object_get(fj, "consecutive_hysteresis")
+                                           ? SHS_DS_FROM_CONFIG : SHS_DS_FROM_DS_DEFAULT);
+            set(ds, SHS_DS_MIN_LOSS_SCALE, FP16_SRC("min_loss_scale"));
         }
-        double init = ldexp(1.0, (int)f.power);
-        if (f.min_scale != 0 && (!is_pow2(f.min_scale) || f.min_scale > init))
-            return shs_set_error(SHS_UNSUPPORTED, "%s: fp16.min_loss_scale = %g is not modelled: shardsim's scaler has "
-                                 "no floor, which agrees with DeepSpeed's only for 0 or a power of two <= the initial "
-                                 "scale 2^%ld", r->path, f.min_scale, f.power);
-        ds->vals.strategy.scaler.init_scale = (float)init;
-        set(ds, SHS_DS_INIT_SCALE, json_object_get(fj, "initial_scale_power") ? SHS_DS_FROM_CONFIG
-                                                                               : SHS_DS_FROM_DS_DEFAULT);
-        ds->vals.strategy.scaler.growth_interval = (int)f.window;
-        set(ds, SHS_DS_GROWTH_INTERVAL, json_object_get(fj, "loss_scale_window") ? SHS_DS_FROM_CONFIG
-                                                                                 : SHS_DS_FROM_DS_DEFAULT);
-        ds->fp16_dynamic = 1;
-        ds->loss_scale_window = (int)f.window;
-        ds->min_loss_scale = (float)f.min_scale;
+#undef FP16_SRC
     } else if (f.has && json_object_size(json_object_get(root, "fp16")) > 1) {
         note(ds, "fp16 keys other than enabled: fp16 is off, no effect");
     }
@@ -743,6 +733,12 @@ static void copy_setting(shs_ds_setting_t s, const shs_train_config_t *from, shs
     case SHS_DS_PREFETCH: d->backward_prefetch = f->backward_prefetch; break;
     case SHS_DS_INIT_SCALE: d->scaler.init_scale = f->scaler.init_scale; break;
     case SHS_DS_GROWTH_INTERVAL: d->scaler.growth_interval = f->scaler.growth_interval; break;
+    case SHS_DS_LOSS_SCALER: d->scaler.kind = f->scaler.kind; break;
+    case SHS_DS_HYSTERESIS:
+        d->scaler.hysteresis = f->scaler.hysteresis;
+        d->scaler.consecutive_hysteresis = f->scaler.consecutive_hysteresis;
+        break;
+    case SHS_DS_MIN_LOSS_SCALE: d->scaler.min_scale = f->scaler.min_scale; break;
     default: break;
     }
 }
@@ -805,17 +801,6 @@ shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_
     return SHS_OK;
 }
 
-shs_status_t shs_ds_config_check_steps(const shs_ds_config_t *ds, const shs_ds_source_t src[SHS_DS_NUM_SETTINGS],
-                                       long steps) {
-    if (!ds->fp16_dynamic || src[SHS_DS_GROWTH_INTERVAL] == SHS_DS_FROM_COMMAND_LINE ||
-        src[SHS_DS_DTYPE] == SHS_DS_FROM_COMMAND_LINE || steps < ds->loss_scale_window)
-        return SHS_OK;
-    return shs_set_error(SHS_UNSUPPORTED, "%s: fp16.loss_scale_window = %d is not modelled for %ld steps: DeepSpeed "
-                         "first raises the loss scale after %d good steps, shardsim's scaler (GradScaler's rule) after "
-                         "%d; runs shorter than %d steps agree", ds->path, ds->loss_scale_window, steps,
-                         ds->loss_scale_window + 1, ds->loss_scale_window, ds->loss_scale_window);
-}
-
 static size_t add(char *buf, size_t n, size_t at, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -842,10 +827,20 @@ size_t shs_ds_config_describe(const shs_ds_config_t *ds, const shs_train_config_
              shs_dtype_name(s->param_dtype ? s->param_dtype : SHS_F32), SRC(DTYPE),
              s->reduce_dtype ? shs_dtype_name(s->reduce_dtype) : "param dtype", SRC(REDUCE_DTYPE),
              s->grad_accum_dtype ? shs_dtype_name(s->grad_accum_dtype) : "param dtype", SRC(GRAD_ACCUM_DTYPE));
-    if (s->param_dtype == SHS_F16)
-        at = add(buf, n, at, "%s  loss scale %g (%s), growth every %d good steps (%s)\n", prefix,
-                 (double)(s->scaler.init_scale > 0 ? s->scaler.init_scale : 65536.0f), SRC(INIT_SCALE),
-                 s->scaler.growth_interval > 0 ? s->scaler.growth_interval : 2000, SRC(GROWTH_INTERVAL));
+    if (s->param_dtype == SHS_F16) {
+        shs_loss_scaler_config_t sc = s->scaler;
+        shs_loss_scaler_fill_defaults(&sc);
+        at = add(buf, n, at, "%s  loss scaler %s (%s): initial scale %g (%s)", prefix, shs_scaler_name(sc.kind),
+                 SRC(LOSS_SCALER), (double)sc.init_scale, SRC(INIT_SCALE));
+        if (sc.kind == SHS_SCALER_DEEPSPEED)
+            at = add(buf, n, at, ", scale window %d (%s), hysteresis %d%s (%s), min loss scale %g (%s)",
+                     sc.growth_interval, SRC(GROWTH_INTERVAL), sc.hysteresis,
+                     sc.consecutive_hysteresis ? " consecutive" : "", SRC(HYSTERESIS), (double)sc.min_scale,
+                     SRC(MIN_LOSS_SCALE));
+        else if (sc.kind == SHS_SCALER_TORCH)
+            at = add(buf, n, at, ", growth every %d good steps (%s)", sc.growth_interval, SRC(GROWTH_INTERVAL));
+        at = add(buf, n, at, "\n");
+    }
     int ga = cfg->grad_accum > 0 ? cfg->grad_accum : 1;
     at = add(buf, n, at, "%s  micro-batch %d (%s) x accumulation %d (%s) x world %d (%s) = train_batch_size %ld\n",
              prefix, cfg->micro_batch, SRC(MICRO_BATCH), ga, SRC(GRAD_ACCUM), cfg->world_size, SRC(WORLD),

@@ -90,6 +90,9 @@ static void check_chain(const shs_train_config_t *tmpl, int first, int total, co
         assert_memory_equal(&now_scale.scale, &scale.scale, sizeof(float));
         assert_int_equal(now_scale.good_steps, scale.good_steps);
         assert_int_equal(now_scale.skipped_steps, scale.skipped_steps);
+        assert_int_equal(now_scale.iter, scale.iter);
+        assert_int_equal(now_scale.last_overflow_iter, scale.last_overflow_iter);
+        assert_int_equal(now_scale.hysteresis, scale.hysteresis);
         lo = shs_trainer_layout(t);
         float *now = params_of(t);
         assert_memory_equal(now, saved, lo->num_params * sizeof(float));
@@ -153,6 +156,17 @@ static void test_resume_mixed_precision(void **state) {
     c.strategy.scaler = (shs_loss_scaler_config_t){.init_scale = 1024.0f, .growth_interval = 2};
     hop_t hops[] = {{2, SHS_ZERO3, 1}, {3, SHS_ZERO2, 1}};
     check_chain(&c, 3, 6, hops, 2, (hop_t){2, SHS_ZERO1, 1});
+    /* DeepSpeed's scaler from 2^20, where the data overflows by itself:
+     * saved after 3 steps (two overflows: the counter spent, then one
+     * halving), the counter, the last overflow's iteration and the
+     * iteration count travel too: the resumed run (resharded through world
+     * 2) goes on as the uninterrupted one, skips and growth included. */
+    c = small_config(1, SHS_DDP, 1);
+    c.strategy.param_dtype = SHS_F16;
+    c.strategy.scaler = (shs_loss_scaler_config_t){.kind = SHS_SCALER_DEEPSPEED, .init_scale = 1048576.0f,
+                                                   .growth_interval = 2, .hysteresis = 2, .min_scale = 1.0f};
+    hop_t hd[] = {{3, SHS_ZERO3, 1}, {2, SHS_DDP, 1}};
+    check_chain(&c, 3, 8, hd, 2, (hop_t){3, SHS_ZERO2, 1});
     c = small_config(1, SHS_DDP, 1);
     c.strategy.param_dtype = SHS_BF16;
     c.strategy.reduce_dtype = SHS_F32;

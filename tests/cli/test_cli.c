@@ -526,6 +526,18 @@ static void test_loss_scaler_options(void **state) {
     expect_error(run_args("train", "--param-dtype", "f16", "--backoff-factor", "1", NULL), 2, "--backoff-factor: 1 is out of range");
     expect_error(run_args("train", "--param-dtype", "f16", "--growth-factor", "0.5", NULL), 2, "--growth-factor: 0.5 is out of range");
     expect_error(run_args("train", "--param-dtype", "f16", "--growth-factor", "1", NULL), 2, "--growth-factor must be > 1 (got '1')");
+    /* DeepSpeed's rule, hysteresis 2: the first overflow at 131072 spends the
+     * counter (scale kept), the second halves it */
+    p = run_args("train", "--world", "2", "--steps", "2", "--param-dtype", "f16", "--init-scale", "131072",
+                 "--loss-scaler", "deepspeed", "--hysteresis", "2", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "scale 131072 (overflow: step skipped)"));
+    assert_non_null(strstr(p->out, "scale 65536 (overflow: step skipped)"));
+    expect_error(run_args("train", "--param-dtype", "f16", "--loss-scaler", "apex", NULL), 2, "unknown --loss-scaler 'apex'");
+    expect_error(run_args("train", "--param-dtype", "f16", "--hysteresis", "2", NULL), 2,
+                 "apply to --loss-scaler deepspeed, not torch");
+    expect_error(run_args("train", "--param-dtype", "f16", "--loss-scaler", "deepspeed", "--growth-factor", "4", NULL), 2,
+                 "apply to --loss-scaler torch");
 }
 
 int main(void) {

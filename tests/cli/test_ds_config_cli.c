@@ -69,15 +69,34 @@ static void test_compare_stage3_offload(void **state) {
     assert_null(strstr(p->out, "\nzero3 "));
 }
 
+/* A usual fp16 config (DeepSpeed's default hysteresis 2) runs: from 2^20
+ * the first overflow only spends the counter (the scale stays), the next
+ * halves it; ZeRO-3 equal to DDP throughout. */
+static void test_fp16_deepspeed_scaler_runs(void **state) {
+    (void)state;
+    static const char cfg[] = "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 20, "
+                              "\"loss_scale_window\": 2}, \"zero_optimization\": {\"stage\": 3}}";
+    const char *path = test_tmp_write("fp16.json", cfg, sizeof cfg - 1);
+    const test_proc_t *p = test_shardsim(120, "train", "--ds-config", path, "--world", "2", "--steps", "3", "--layers",
+                                         "1", "--channels", "16", "--heads", "2", "--context", "16", "--check", "ddp",
+                                         NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "loss scaler deepspeed (DeepSpeed default): initial scale 1.04858e+06 (config), "
+                                   "scale window 2 (config), hysteresis 2 (DeepSpeed default)"));
+    assert_non_null(strstr(p->out, "step 1/3 | "));
+    assert_non_null(strstr(p->out, "scale 1.04858e+06 (overflow: step skipped)"));
+    assert_non_null(strstr(p->out, "scale 524288 (overflow: step skipped)"));
+}
+
 static void test_bad_config_names_file_and_key(void **state) {
     (void)state;
-    static const char bad[] = "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"hysteresis\": 2}}";
+    static const char bad[] = "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"auto_cast\": true}}";
     const char *path = test_tmp_write("bad.json", bad, sizeof bad - 1);
     const char *cmds[] = {"train", "compare"};
     for (int k = 0; k < 2; k++) {
         const test_proc_t *p = test_shardsim(60, cmds[k], "--ds-config", path, "--world", "2", NULL);
         assert_int_not_equal(p->exit_code, 0);
-        assert_non_null(strstr(p->err, "bad.json: fp16.hysteresis = 2 is not modelled"));
+        assert_non_null(strstr(p->err, "bad.json: fp16.auto_cast = true is not modelled"));
     }
     static const char unknown[] = "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"offload\": 1}}";
     path = test_tmp_write("unknown.json", unknown, sizeof unknown - 1);
@@ -101,6 +120,7 @@ int main(void) {
         cmocka_unit_test(test_train_stage3_offload),
         cmocka_unit_test(test_command_line_wins),
         cmocka_unit_test(test_compare_stage3_offload),
+        cmocka_unit_test(test_fp16_deepspeed_scaler_runs),
         cmocka_unit_test(test_bad_config_names_file_and_key),
 #else
         cmocka_unit_test(test_without_jansson),

@@ -57,8 +57,8 @@ static void test_every_key_mapped(void **state) {
     const char *json =
         "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 3, \"gradient_clipping\": 0.5,"
         " \"communication_data_type\": \"fp32\", \"data_types\": {\"grad_accum_dtype\": \"fp32\"},"
-        " \"fp16\": {\"enabled\": true, \"initial_scale_power\": 12, \"loss_scale_window\": 500, \"hysteresis\": 1,"
-        "           \"min_loss_scale\": 0.25, \"loss_scale\": 0, \"consecutive_hysteresis\": false},"
+        " \"fp16\": {\"enabled\": true, \"initial_scale_power\": 12, \"loss_scale_window\": 500, \"hysteresis\": 3,"
+        "           \"min_loss_scale\": 0.25, \"loss_scale\": 0, \"consecutive_hysteresis\": true},"
         " \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 0.002, \"betas\": [0.8, 0.95], \"eps\": 1e-6,"
         "                 \"weight_decay\": 0.05}},"
         " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\"},"
@@ -76,7 +76,10 @@ static void test_every_key_mapped(void **state) {
     assert_int_equal(c.strategy.grad_accum_dtype, SHS_F32);
     assert_true(c.strategy.scaler.init_scale == 4096.0f); /* 2^12 */
     assert_int_equal(c.strategy.scaler.growth_interval, 500);
-    assert_true(ds.min_loss_scale == 0.25f);
+    assert_int_equal(c.strategy.scaler.kind, SHS_SCALER_DEEPSPEED);
+    assert_int_equal(c.strategy.scaler.hysteresis, 3);
+    assert_int_equal(c.strategy.scaler.consecutive_hysteresis, 1);
+    assert_true(c.strategy.scaler.min_scale == 0.25f);
     assert_int_equal(c.micro_batch, 2);
     assert_int_equal(c.grad_accum, 3);
     assert_true(c.strategy.clip_norm == 0.5f);
@@ -92,6 +95,8 @@ static void test_every_key_mapped(void **state) {
     assert_non_null(strstr(buf, "ignored: steps_per_print"));
     assert_non_null(strstr(buf, "ignored: zero_optimization.contiguous_gradients"));
     assert_non_null(strstr(buf, "micro-batch 2 (config) x accumulation 3 (config) x world 4"));
+    assert_non_null(strstr(buf, "loss scaler deepspeed (config): initial scale 4096 (config), scale window 500 (config), "
+                                "hysteresis 3 consecutive (config), min loss scale 0.25 (config)"));
 }
 
 /* A file that leaves keys out gets DeepSpeed's defaults, not shardsim's. */
@@ -199,14 +204,8 @@ static void test_command_line_precedence(void **state) {
 
 static void test_refusals(void **state) {
     (void)state;
-    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true}}", SHS_UNSUPPORTED, "fp16.hysteresis = 2",
-                 "DeepSpeed's default");
-    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 2}}", SHS_UNSUPPORTED,
-                 "fp16.hysteresis = 2 is not modelled", NULL);
-    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 1, \"loss_scale\": 128}}",
-                 SHS_UNSUPPORTED, "fp16.loss_scale = 128", NULL);
-    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 1, \"min_loss_scale\": 3}}",
-                 SHS_UNSUPPORTED, "fp16.min_loss_scale = 3", NULL);
+    expect_error("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 0}}", SHS_PARSE,
+                 "fp16.hysteresis = 0", NULL);
     expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": "
                  "{\"device\": \"nvme\"}}}", SHS_UNSUPPORTED, "zero_optimization.offload_optimizer.device = \"nvme\"", NULL);
     expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"cpu\"}}}",
@@ -236,18 +235,48 @@ static void test_refusals(void **state) {
                  SHS_INVALID_ARG, "both true", NULL);
 }
 
-/* loss_scale_window: DeepSpeed grows after W + 1 good steps, GradScaler after W */
-static void test_window_needs_short_runs(void **state) {
+/* fp16 onto DeepSpeed's loss scaler (precision_config.py defaults:
+ * initial_scale_power 16, loss_scale_window 1000, hysteresis 2,
+ * consecutive_hysteresis false, min_loss_scale 1), a static scale for
+ * loss_scale > 0, and the command line's scaler options winning. */
+static void test_fp16_loss_scaler(void **state) {
     (void)state;
     shs_train_config_t c = defaults4();
     shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
-    assert_int_equal(load_apply("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 1, "
-                                "\"loss_scale_window\": 100}}", NULL, &c, src), SHS_OK);
-    assert_int_equal(shs_ds_config_check_steps(&ds, src, 99), SHS_OK);
-    assert_int_equal(shs_ds_config_check_steps(&ds, src, 100), SHS_UNSUPPORTED);
-    assert_non_null(strstr(shs_last_error(), "fp16.loss_scale_window = 100"));
-    src[SHS_DS_GROWTH_INTERVAL] = SHS_DS_FROM_COMMAND_LINE; /* --growth-interval given: shardsim's rule, asked for */
-    assert_int_equal(shs_ds_config_check_steps(&ds, src, 100), SHS_OK);
+    assert_int_equal(load_apply("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true}}", NULL, &c, src), SHS_OK);
+    const shs_loss_scaler_config_t *sc = &c.strategy.scaler;
+    assert_int_equal(sc->kind, SHS_SCALER_DEEPSPEED);
+    assert_true(sc->init_scale == 65536.0f && sc->min_scale == 1.0f);
+    assert_int_equal(sc->growth_interval, 1000);
+    assert_int_equal(sc->hysteresis, 2);
+    assert_int_equal(sc->consecutive_hysteresis, 0);
+    assert_int_equal(src[SHS_DS_HYSTERESIS], SHS_DS_FROM_DS_DEFAULT);
+    assert_int_equal(src[SHS_DS_MIN_LOSS_SCALE], SHS_DS_FROM_DS_DEFAULT);
+    /* static */
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"loss_scale\": 128, "
+                                "\"hysteresis\": 4}}", NULL, &c, src), SHS_OK);
+    assert_int_equal(sc->kind, SHS_SCALER_STATIC);
+    assert_true(sc->init_scale == 128.0f);
+    assert_int_equal(src[SHS_DS_LOSS_SCALER], SHS_DS_FROM_CONFIG);
+    char buf[8192];
+    shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
+    assert_non_null(strstr(buf, "loss scaler static (config): initial scale 128 (config)\n"));
+    assert_non_null(strstr(buf, "note: fp16.loss_scale 128: a static scale"));
+    /* the command line wins: --hysteresis 5 --loss-scaler torch */
+    c = defaults4();
+    c.strategy.scaler.hysteresis = 5;
+    int given[SHS_DS_NUM_SETTINGS] = {0};
+    given[SHS_DS_HYSTERESIS] = 1;
+    assert_int_equal(load_apply("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"hysteresis\": 3}}",
+                                given, &c, src), SHS_OK);
+    assert_int_equal(sc->hysteresis, 5);
+    assert_int_equal(src[SHS_DS_HYSTERESIS], SHS_DS_FROM_COMMAND_LINE);
+    c = defaults4();
+    memset(given, 0, sizeof given);
+    given[SHS_DS_LOSS_SCALER] = 1;
+    assert_int_equal(load_apply("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true}}", given, &c, src), SHS_OK);
+    assert_int_equal(sc->kind, SHS_SCALER_TORCH);
 }
 
 #else
@@ -268,7 +297,7 @@ int main(void) {
         cmocka_unit_test(test_batch_rule),
         cmocka_unit_test(test_command_line_precedence),
         cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_window_needs_short_runs),
+        cmocka_unit_test(test_fp16_loss_scaler),
 #else
         cmocka_unit_test(test_without_jansson),
 #endif

@@ -2,7 +2,9 @@
  * alignment, mixed precision and fp16 dynamic loss scaling, each proven
  * bit-identical to DDP under the same settings; plus independent checks
  * that mixed precision is applied, that an fp16 overflow skips the step on
- * every rank whatever the world size, and the scale's growth. */
+ * every rank whatever the world size, and the scale's growth; DeepSpeed's
+ * loss scaler (hysteresis, scale window, floor) and a static scale, their
+ * scale sequences worked by hand from DeepSpeed's rule. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -263,6 +265,133 @@ static void test_fp16_scale_growth(void **state) {
     shs_trainer_destroy(t);
 }
 
+/* DeepSpeed's DynamicLossScaler, as documented in
+ * deepspeed/runtime/fp16/loss_scaler.py (update_scale), worked by hand for
+ * hysteresis 2, scale_window 3, init 1024: an overflow with the counter at
+ * 2 only lowers the counter; with it at 1 the scale halves (the counter
+ * stays 1); the scale doubles when (iter - last_overflow_iter - 1) is a
+ * positive multiple of 3, and then (without consecutive_hysteresis) the
+ * counter refills to 2. With consecutive_hysteresis every good step refills
+ * it, so an overflow, a good step, an overflow never halves.
+ *
+ *  iter              0    1    2    3    4    5    6    7    8    9   10   11   12   13   14   15   16   17   18   19
+ *  overflow          -    X    -    X    -    -    -    -    X    -    -    -    -    -    -    -    X    X    X    -
+ *  stable interval   0    .    0    .    0    1    2    3    .    0    1    2    3    4    5    6    .    .    .    0
+ *  scale after    1024 1024 1024  512  512  512  512 1024 1024 1024 1024 1024 2048 2048 2048 4096 4096 2048 1024 1024
+ *  counter after     2    1    1    1    1    1    1    2    1    1    1    1    2    2    2    2    1    1    1    1
+ *  consecutive:
+ *  scale after    1024 1024 1024 1024 1024 1024 1024 2048 2048 2048 2048 2048 4096 4096 4096 8192 8192 4096 2048 2048
+ *  counter after     2    1    2    1    2    2    2    2    1    2    2    2    2    2    2    2    1    1    1    2
+ */
+#define DS_STEPS 20
+static const int ds_overflow[DS_STEPS] = {0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0};
+static const float ds_scale[2][DS_STEPS] = {
+    {1024, 1024, 1024, 512, 512, 512, 512, 1024, 1024, 1024, 1024, 1024, 2048, 2048, 2048, 4096, 4096, 2048, 1024, 1024},
+    {1024, 1024, 1024, 1024, 1024, 1024, 1024, 2048, 2048, 2048, 2048, 2048, 4096, 4096, 4096, 8192, 8192, 4096, 2048,
+     2048}};
+static const int ds_counter[2][DS_STEPS] = {
+    {2, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 1, 1},
+    {2, 1, 2, 1, 2, 2, 2, 2, 1, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2}};
+
+static void test_deepspeed_scaler_sequence(void **state) {
+    for (int consec = 0; consec < 2; consec++)
+        for (int k = SHS_DDP; k <= SHS_ZERO3; k += 2) { /* DDP, ZeRO-2 */
+            shs_train_config_t cfg = small_config(3);
+            cfg.strategy.kind = (shs_strategy_kind_t)k;
+            cfg.strategy.param_dtype = SHS_F16;
+            cfg.strategy.scaler = (shs_loss_scaler_config_t){.kind = SHS_SCALER_DEEPSPEED, .init_scale = 1024.0f,
+                                                             .growth_interval = 3, .hysteresis = 2,
+                                                             .consecutive_hysteresis = consec, .min_scale = 1.0f};
+            shs_trainer_t *t;
+            assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+            long skipped = 0;
+            for (int i = 0; i < DS_STEPS; i++) {
+                if (ds_overflow[i]) assert_int_equal(shs_trainer_run(t, plant_job, t), SHS_OK);
+                float loss;
+                assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+                skipped += ds_overflow[i];
+                for (int r = 0; r < 3; r++) {
+                    shs_strategy_t *s = shs_trainer_strategy(t, r);
+                    shs_loss_scale_state_t ls = shs_strategy_loss_scale(s);
+                    if (shs_strategy_step_skipped(s) != ds_overflow[i] || ls.scale != ds_scale[consec][i] ||
+                        ls.hysteresis != ds_counter[consec][i] || ls.iter != i + 1 || ls.skipped_steps != skipped)
+                        fail_msg("consecutive %d stage %d iter %d rank %d: skipped %d scale %g counter %d iter %ld; "
+                                 "want %d %g %d %d", consec, k, i, r, shs_strategy_step_skipped(s), (double)ls.scale,
+                                 ls.hysteresis, ls.iter, ds_overflow[i], (double)ds_scale[consec][i],
+                                 ds_counter[consec][i], i + 1);
+                }
+            }
+            assert_int_equal(shs_trainer_loss_scale(t).last_overflow_iter, 18);
+            shs_trainer_destroy(t);
+        }
+}
+
+/* DeepSpeed's floor: with hysteresis 1 and min_loss_scale 768 an overflow
+ * at 1024 gives max(512, 768) = 768; the next overflow finds the scale at
+ * its minimum, where DeepSpeed raises ("Current loss scale already at
+ * minimum"): the step fails on every rank, naming the rank and step. */
+static void test_deepspeed_scaler_floor_and_stop(void **state) {
+    shs_train_config_t cfg = small_config(2);
+    cfg.strategy.kind = SHS_ZERO3;
+    cfg.strategy.param_dtype = SHS_F16;
+    cfg.strategy.scaler = (shs_loss_scaler_config_t){.kind = SHS_SCALER_DEEPSPEED, .init_scale = 1024.0f,
+                                                     .growth_interval = 100, .hysteresis = 1, .min_scale = 768.0f};
+    shs_trainer_t *t;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+    float loss;
+    assert_int_equal(shs_trainer_run(t, plant_job, t), SHS_OK);
+    assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+    assert_true(shs_trainer_loss_scale(t).scale == 768.0f);
+    assert_int_equal(shs_trainer_run(t, plant_job, t), SHS_OK);
+    assert_int_equal(shs_trainer_step(t, &loss), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "already at its minimum 768"));
+    assert_non_null(strstr(shs_last_error(), "step 2"));
+    shs_trainer_destroy(t);
+}
+
+/* A static scale (DeepSpeed's fp16.loss_scale > 0): an overflow skips the
+ * step and leaves the scale; good steps never grow it. */
+static void test_static_scale(void **state) {
+    shs_train_config_t cfg = small_config(2);
+    cfg.strategy.kind = SHS_ZERO1;
+    cfg.strategy.param_dtype = SHS_F16;
+    cfg.strategy.scaler = (shs_loss_scaler_config_t){.kind = SHS_SCALER_STATIC, .init_scale = 1024.0f,
+                                                     .growth_interval = 1};
+    shs_trainer_t *t;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+    float loss;
+    for (int i = 0; i < 4; i++) {
+        if (i == 1) assert_int_equal(shs_trainer_run(t, plant_job, t), SHS_OK);
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        assert_int_equal(shs_strategy_step_skipped(shs_trainer_strategy(t, 1)), i == 1);
+        assert_true(shs_trainer_loss_scale(t).scale == 1024.0f);
+    }
+    assert_int_equal(shs_trainer_loss_scale(t).skipped_steps, 1);
+    shs_trainer_destroy(t);
+}
+
+/* DeepSpeed's scaler from a scale high enough that the data overflows by
+ * itself (so the counter, the halvings and the growth all happen): every
+ * ZeRO stage equals DDP bit for bit, skipped steps included. */
+static void test_deepspeed_scaler_matches_ddp(void **state) {
+    shs_train_config_t cfg = small_config(3);
+    cfg.strategy.param_dtype = SHS_F16;
+    cfg.strategy.scaler = (shs_loss_scaler_config_t){.kind = SHS_SCALER_DEEPSPEED, .init_scale = 1048576.0f,
+                                                     .growth_interval = 2, .hysteresis = 2, .min_scale = 1.0f};
+    enum { STEPS = 8 }; /* REC_MAX_STEPS */
+    cfg.strategy.kind = SHS_DDP;
+    shs_trainer_t *t;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+    float loss;
+    for (int i = 0; i < STEPS; i++) assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+    shs_loss_scale_state_t ls = shs_trainer_loss_scale(t);
+    /* the first two overflows cost the counter then one halving, at least */
+    if (ls.skipped_steps < 3 || ls.skipped_steps > STEPS - 3)
+        fail_msg("%ld of %d steps skipped: the data does not exercise the scaler", ls.skipped_steps, STEPS);
+    shs_trainer_destroy(t);
+    check_stages_match_ddp(cfg, STEPS);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicated_units_match_ddp),
@@ -274,6 +403,10 @@ int main(void) {
         cmocka_unit_test(test_fp16_overflow_skips_everywhere),
         cmocka_unit_test(test_fp16_scale_growth),
         cmocka_unit_test(test_fp16_avg_overflow_independent_of_world),
+        cmocka_unit_test(test_deepspeed_scaler_sequence),
+        cmocka_unit_test(test_deepspeed_scaler_floor_and_stop),
+        cmocka_unit_test(test_static_scale),
+        cmocka_unit_test(test_deepspeed_scaler_matches_ddp),
     };
     return cmocka_run_group_tests(tests, test_corpus_setup, test_corpus_teardown);
 }
