@@ -290,11 +290,17 @@ int sim_cmd_train(int argc, char **argv) {
         shs_ds_config_describe(&o.ds, cfg, o.ds_src, "  ", desc, sizeof desc);
         printf("%s", desc);
     }
-    if (cfg->data_mode != SHS_DATA_STREAM || cfg->loss_norm != SHS_LOSS_NORM_DEFAULT)
-        printf("  documents: %s, separator byte 0x%02x kept as EOS; loss normalized %s (train.h)\n",
-               cfg->data_mode == SHS_DATA_PACK ? "packed" : cfg->data_mode == SHS_DATA_PAD ? "padded" : "none",
-               cfg->doc_sep, shs_train_loss_norm(cfg) == SHS_LOSS_NORM_GLOBAL_TOKENS ? "over the global batch's tokens"
-                                                                                    : "per micro-batch");
+    const char *norm_desc = shs_train_loss_norm(cfg) == SHS_LOSS_NORM_GLOBAL_TOKENS ? "over the global batch's tokens"
+                                                                                   : "per micro-batch";
+    const shs_documents_t *docs = shs_trainer_documents(main_run);
+    if (docs)
+        printf("  documents: %s, separator byte 0x%02x kept as EOS: %zu in %s, %zu empty (the separator alone), %zu "
+               "longer than T=%d (%s); loss normalized %s (train.h)\n",
+               cfg->data_mode == SHS_DATA_PACK ? "packed" : "padded", cfg->doc_sep, docs->documents, corpus.source,
+               docs->empty, docs->cut, cfg->model.context,
+               cfg->data_mode == SHS_DATA_PACK ? "split into pieces of T" : "their first T tokens taken", norm_desc);
+    else if (cfg->loss_norm != SHS_LOSS_NORM_DEFAULT)
+        printf("  loss normalized %s (train.h)\n", norm_desc);
     if (o.resume_dir) {
         sim_progress_begin(pg, "loading checkpoint %s", o.resume_dir);
         shs_status_t st = shs_checkpoint_resume(main_run, o.resume_dir);
@@ -357,7 +363,8 @@ int sim_cmd_train(int argc, char **argv) {
         if (step_st != SHS_OK) {
             char what[64];
             snprintf(what, sizeof what, "step %ld", gstep);
-            report_error(what);
+            size_t n = strlen(what); /* the trainer's own message may name the step already */
+            report_error(!strncmp(shs_last_error(), what, n) && shs_last_error()[n] == ':' ? NULL : what);
             goto done;
         }
         double dt = shs_now_seconds() - t0;

@@ -61,6 +61,11 @@ typedef struct {
     int T;                 /* the sequence length the pieces were cut for */
     size_t num_docs;       /* >= 1 */
     size_t *start;         /* (num_docs + 1) offsets into the corpus: document i is [start[i], start[i+1]) */
+    /* the corpus's documents before any cutting (what a header reports):
+     * how many, how many are the separator alone (two separators in a row,
+     * or one at the start), how many are longer than T (cut: split into
+     * pieces by PACK, their first T tokens taken by PAD) */
+    size_t documents, empty, cut;
 } shs_documents_t;
 
 /* Cut corpus `c` into documents at byte `sep` for sequences of T tokens.
@@ -69,7 +74,9 @@ typedef struct {
  * attention and targets do not cross into the next piece), as packers that
  * split overflowing documents do. PAD: documents stay whole (a sequence
  * takes the first T tokens of a longer one). Errors: SHS_INVALID_ARG (mode
- * not PACK or PAD, T < 1, empty corpus), SHS_HOST_OOM. */
+ * not PACK or PAD, T < 1, empty corpus, a corpus without the separator byte: it would be one
+ * document, which is rarely meant; the text names the corpus and the byte),
+ * SHS_HOST_OOM. */
 shs_status_t shs_documents_build(shs_documents_t *d, const shs_corpus_t *c, shs_data_mode_t mode, uint8_t sep,
                                  int T);
 void shs_documents_free(shs_documents_t *d);
@@ -86,6 +93,11 @@ void shs_documents_free(shs_documents_t *d);
  * positions and doc_ids may be NULL (not written). */
 void shs_documents_sequence(const shs_documents_t *d, const shs_corpus_t *c, uint64_t seed, uint64_t g, int T,
                             int32_t *tokens, int32_t *targets, int32_t *positions, int32_t *doc_ids);
+
+/* The number of real targets (not SHS_IGNORE_INDEX) of sequence g, as
+ * shs_documents_sequence would write it, without building it: 0 when
+ * every position is padding or a document's last. */
+int64_t shs_documents_num_targets(const shs_documents_t *d, uint64_t seed, uint64_t g, int T);
 
 /* Rank `rank`'s B sequences at `step`, g = (step * nranks + rank) * B + b:
  * shs_corpus_batch's when d is NULL (positions and doc_ids untouched),

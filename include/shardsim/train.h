@@ -124,7 +124,12 @@ void shs_trainer_destroy(shs_trainer_t *t);
 
 /* One training step on every rank; *loss gets the global mean loss of the
  * step's batch (computed before the update). Errors from any rank propagate
- * (collective mismatch, timeout, abort, out of memory). */
+ * (collective mismatch, timeout, abort, out of memory). With documents,
+ * SHS_INVALID_ARG naming the step when the loss has no mean: under
+ * GLOBAL_TOKENS a global batch without a real target (every rank returns
+ * it, after the token count), under PER_MICRO_BATCH a micro-batch without
+ * one (named by rank and micro-batch; found from the data before any rank
+ * runs the step). */
 shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss);
 
 /* The ranks this process runs, [first, first + count) (shs_world_local_ranks):
@@ -132,6 +137,8 @@ shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss);
 void shs_trainer_local_ranks(const shs_trainer_t *t, int *first, int *count);
 
 const shs_layout_t *shs_trainer_layout(const shs_trainer_t *t);
+/* The corpus's documents (data.h) with data_mode PACK or PAD; else NULL. */
+const shs_documents_t *shs_trainer_documents(const shs_trainer_t *t);
 int shs_trainer_world_size(const shs_trainer_t *t);
 const shs_train_config_t *shs_trainer_config(const shs_trainer_t *t);
 /* Steps completed (the data position: step s reads batch s). */

@@ -97,16 +97,28 @@ shs_status_t shs_documents_build(shs_documents_t *d, const shs_corpus_t *c, shs_
         return shs_set_error(SHS_INVALID_ARG, "documents: mode must be pack or pad (got %d)", (int)mode);
     if (T < 1) return shs_set_error(SHS_INVALID_ARG, "documents: sequence length must be >= 1 (got %d)", T);
     if (!c->len) return shs_set_error(SHS_INVALID_ARG, "documents: corpus '%s' is empty", c->source);
+    if (!memchr(c->bytes, sep, c->len))
+        return shs_set_error(SHS_INVALID_ARG,
+                             "documents: '%s' holds no separator byte 0x%02x, so it would be one document of %zu "
+                             "bytes: check --doc-sep (a digit string is a byte value: 9 is 0x09)",
+                             c->source, sep, c->len);
     size_t max = mode == SHS_DATA_PACK ? (size_t)T : SIZE_MAX; /* a piece's longest */
-    /* two passes: count the boundaries, then record them */
+    /* two passes: count the boundaries (and the documents' statistics), then record them */
     for (int pass = 0; pass < 2; pass++) {
-        size_t n = 0, begin = 0;
+        size_t n = 0, begin = 0, doc_begin = 0;
         for (size_t i = 0; i < c->len; i++) {
             int last = c->bytes[i] == sep || i + 1 == c->len;
             if (i + 1 - begin == max || last) {
                 if (pass) d->start[n] = begin;
                 n++;
                 begin = i + 1;
+            }
+            if (!pass && last) { /* a document of the corpus ends at i */
+                size_t len = i + 1 - doc_begin;
+                d->documents++;
+                d->empty += len == 1 && c->bytes[i] == sep;
+                d->cut += len > (size_t)T;
+                doc_begin = i + 1;
             }
         }
         if (!pass) {
@@ -128,28 +140,44 @@ void shs_documents_free(shs_documents_t *d) {
     memset(d, 0, sizeof *d);
 }
 
-void shs_documents_sequence(const shs_documents_t *d, const shs_corpus_t *c, uint64_t seed, uint64_t g, int T,
-                            int32_t *tokens, int32_t *targets, int32_t *positions, int32_t *doc_ids) {
-    SHS_ASSERT(d->num_docs >= 1 && d->start[d->num_docs] == c->len);
+/* Sequence g (shs_documents_sequence), written where the arrays are not
+ * NULL (c only read then); returns its count of real targets. */
+static int64_t documents_sequence(const shs_documents_t *d, const shs_corpus_t *c, uint64_t seed, uint64_t g, int T,
+                                  int32_t *tokens, int32_t *targets, int32_t *positions, int32_t *doc_ids) {
     size_t i = (size_t)(shs__rand_bits(seed, DATA_STREAM, g) % d->num_docs);
+    int64_t counted = 0;
     int t = 0;
     for (int32_t doc = 0; t < T; doc++, i = (i + 1) % d->num_docs) {
         size_t s = d->start[i], len = d->start[i + 1] - s;
         size_t take = len < (size_t)(T - t) ? len : (size_t)(T - t);
-        for (size_t j = 0; j < take; j++, t++) {
-            tokens[t] = c->bytes[s + j];
-            targets[t] = j + 1 < len ? c->bytes[s + j + 1] : SHS_IGNORE_INDEX;
-            if (positions) positions[t] = d->mode == SHS_DATA_PACK ? (int32_t)j : t;
-            if (doc_ids) doc_ids[t] = d->mode == SHS_DATA_PACK ? doc : 0;
+        counted += (int64_t)take - (take == len); /* a whole piece's last position has no target */
+        for (size_t j = 0; tokens && j < take; j++) {
+            tokens[t + (int)j] = c->bytes[s + j];
+            targets[t + (int)j] = j + 1 < len ? c->bytes[s + j + 1] : SHS_IGNORE_INDEX;
+            if (positions) positions[t + (int)j] = d->mode == SHS_DATA_PACK ? (int32_t)j : t + (int32_t)j;
+            if (doc_ids) doc_ids[t + (int)j] = d->mode == SHS_DATA_PACK ? doc : 0;
         }
+        t += (int)take;
         if (d->mode == SHS_DATA_PAD) break;
     }
-    for (; t < T; t++) { /* PAD only: the rest is padding */
+    for (; tokens && t < T; t++) { /* PAD only: the rest is padding */
         tokens[t] = d->sep;
         targets[t] = SHS_IGNORE_INDEX;
         if (positions) positions[t] = t;
         if (doc_ids) doc_ids[t] = 0;
     }
+    return counted;
+}
+
+void shs_documents_sequence(const shs_documents_t *d, const shs_corpus_t *c, uint64_t seed, uint64_t g, int T,
+                            int32_t *tokens, int32_t *targets, int32_t *positions, int32_t *doc_ids) {
+    SHS_ASSERT(d->num_docs >= 1 && d->start[d->num_docs] == c->len);
+    documents_sequence(d, c, seed, g, T, tokens, targets, positions, doc_ids);
+}
+
+int64_t shs_documents_num_targets(const shs_documents_t *d, uint64_t seed, uint64_t g, int T) {
+    SHS_ASSERT(d->num_docs >= 1);
+    return documents_sequence(d, NULL, seed, g, T, NULL, NULL, NULL, NULL);
 }
 
 void shs_data_batch(const shs_corpus_t *c, const shs_documents_t *d, uint64_t seed, long step, int rank,

@@ -149,7 +149,13 @@ shs_status_t shs__rank_step(shs__rank_t *r, const shs_train_config_t *cfg, const
                            cfg->model.context, r->tokens + o, r->targets + o, r->positions ? r->positions + o : NULL,
                            r->doc_ids ? r->doc_ids + o : NULL);
         }
-    if (global_tokens) SHS_CHECK(global_token_count(r, K, bt, steps_done, &G));
+    if (global_tokens) {
+        SHS_CHECK(global_token_count(r, K, bt, steps_done, &G));
+        /* every rank holds the same G: every rank refuses, none left waiting */
+        if (G == 0)
+            return shs_set_error(SHS_INVALID_ARG, "step %ld: the global batch has no target tokens: every position is "
+                                 "padding or a document's end (the loss would be 0/0)", steps_done + 1);
+    }
     SHS_CHECK(shs_strategy_begin_step(r->strategy));
     float scale = shs_strategy_loss_scale(r->strategy).scale; /* 1 without fp16 loss scaling */
     for (int k = 0; k < K; k++) {
@@ -169,14 +175,14 @@ shs_status_t shs__rank_step(shs__rank_t *r, const shs_train_config_t *cfg, const
         float dloss = scale / (float)K;
         if (global_tokens) {
             int64_t n_k = shs_batch_num_targets(&batch, bt);
-            dloss = G ? (float)((double)scale * nranks * (double)n_k / (double)G) : 0.0f;
+            dloss = (float)((double)scale * nranks * (double)n_k / (double)G);
             token_loss += (double)micro_loss * (double)n_k;
         }
         enter(r, SHS__STEP_BACKWARD, "bwd");
         SHS_CHECK(shs_model_backward(r->model, r->src, dloss));
         local_loss += micro_loss;
     }
-    local_loss = global_tokens ? (G ? (float)(token_loss / (double)G) : 0.0f) : local_loss / (float)K;
+    local_loss = global_tokens ? (float)(token_loss / (double)G) : local_loss / (float)K;
     enter(r, SHS__STEP_OPTIM, "optim");
     SHS_CHECK(shs_strategy_finish_step(r->strategy, steps_done + 1));
     r->grad_norm = shs_strategy_grad_norm(r->strategy);

@@ -299,7 +299,33 @@ const shs_step_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *coun
     return t->timeline ? shs_memory_timeline_segments(t->timeline, count) : NULL;
 }
 
+/* per-micro-batch over documents: a micro-batch without a real target has
+ * no mean (torch's mean over no elements is NaN). Checked for every rank's
+ * micro-batches before the step, from the data alone, so that every rank
+ * (and every process of a multi-process world) refuses the same step. */
+static shs_status_t check_micro_batch_targets(const shs_trainer_t *t) {
+    const shs_train_config_t *c = &t->cfg;
+    if (c->data_mode == SHS_DATA_STREAM || shs_train_loss_norm(c) != SHS_LOSS_NORM_PER_MICRO_BATCH) return SHS_OK;
+    int K = c->grad_accum > 1 ? c->grad_accum : 1, N = c->world_size, B = c->micro_batch;
+    for (int k = 0; k < K; k++)
+        for (int rank = 0; rank < N; rank++) {
+            /* shs_data_batch's sequence index for micro-step step * K + k */
+            uint64_t g0 = ((uint64_t)(t->step * K + k) * (uint64_t)N + (uint64_t)rank) * (uint64_t)B;
+            int64_t n = 0;
+            for (int b = 0; b < B && !n; b++)
+                n += shs_documents_num_targets(&t->docs, c->strategy.seed, g0 + (uint64_t)b, c->model.context);
+            if (!n)
+                return shs_set_error(SHS_INVALID_ARG,
+                                     "step %ld: rank %d's micro-batch %d (of %d, from 0) has no target tokens: every "
+                                     "position is padding or a document's end, and --loss-norm per-micro-batch "
+                                     "would average its 0/0 (NaN in torch) in; use --loss-norm global-tokens",
+                                     t->step + 1, rank, k, K);
+        }
+    return SHS_OK;
+}
+
 shs_status_t shs_trainer_step(shs_trainer_t *t, float *loss) {
+    SHS_CHECK(check_micro_batch_targets(t));
     SHS_CHECK(shs_world_run(t->world, step_job, t));
     t->step++;
     *loss = t->loss;
@@ -310,6 +336,9 @@ void shs_trainer_local_ranks(const shs_trainer_t *t, int *first, int *count) {
     shs_world_local_ranks(t->world, first, count);
 }
 const shs_layout_t *shs_trainer_layout(const shs_trainer_t *t) { return &t->layout; }
+const shs_documents_t *shs_trainer_documents(const shs_trainer_t *t) {
+    return t->cfg.data_mode != SHS_DATA_STREAM ? &t->docs : NULL;
+}
 int shs_trainer_world_size(const shs_trainer_t *t) { return t->cfg.world_size; }
 const shs_train_config_t *shs_trainer_config(const shs_trainer_t *t) { return &t->cfg; }
 long shs_trainer_steps_done(const shs_trainer_t *t) { return t->step; }

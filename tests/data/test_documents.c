@@ -192,11 +192,77 @@ static void test_doc_sep_parse(void **state) {
     }
 }
 
+/* The corpus's documents before cutting: DOCS holds 5, one of them the
+ * separator alone, one ("klmnopqrs", 9 bytes) longer than T = 6 ("fghij\n"
+ * is exactly T: not cut); the same in both modes. A leading separator is an
+ * empty document too. */
+static void test_statistics(void **state) {
+    char buf[64];
+    shs_corpus_t c = corpus(buf);
+    shs_documents_t d;
+    for (int m = 0; m < 2; m++) {
+        assert_int_equal(shs_documents_build(&d, &c, m ? SHS_DATA_PACK : SHS_DATA_PAD, '\n', T), SHS_OK);
+        assert_int_equal(d.documents, 5);
+        assert_int_equal(d.empty, 1);
+        assert_int_equal(d.cut, 1);
+        shs_documents_free(&d);
+    }
+    char lead[] = "\n\nab\n";
+    shs_corpus_t l = {.bytes = (uint8_t *)lead, .len = 5, .source = "lead"};
+    assert_int_equal(shs_documents_build(&d, &l, SHS_DATA_PAD, '\n', T), SHS_OK);
+    assert_int_equal(d.documents, 3);
+    assert_int_equal(d.empty, 2);
+    assert_int_equal(d.cut, 0);
+    shs_documents_free(&d);
+}
+
+/* A corpus without the separator byte would be one document: refused,
+ * naming the corpus and the byte (0x09: "--doc-sep 9" is a byte value). */
+static void test_no_separator_refused(void **state) {
+    char text[] = "no tab 9 in here";
+    shs_corpus_t c = {.bytes = (uint8_t *)text, .len = strlen(text), .source = "plain.txt"};
+    shs_documents_t d;
+    for (int m = 0; m < 2; m++) {
+        assert_int_equal(shs_documents_build(&d, &c, m ? SHS_DATA_PACK : SHS_DATA_PAD, 9, T), SHS_INVALID_ARG);
+        assert_non_null(strstr(shs_last_error(), "plain.txt"));
+        assert_non_null(strstr(shs_last_error(), "0x09"));
+        assert_null(d.start);
+    }
+}
+
+/* shs_documents_num_targets counts what shs_documents_sequence writes (the
+ * latter checked against the strings above); a corpus of separators alone
+ * has no target anywhere. */
+static void test_num_targets(void **state) {
+    char buf[64];
+    shs_corpus_t c = corpus(buf);
+    shs_documents_t d;
+    int32_t tok[T], tgt[T];
+    for (int m = 0; m < 2; m++) {
+        assert_int_equal(shs_documents_build(&d, &c, m ? SHS_DATA_PACK : SHS_DATA_PAD, '\n', T), SHS_OK);
+        for (uint64_t g = 0; g < 64; g++) {
+            shs_documents_sequence(&d, &c, 7, g, T, tok, tgt, NULL, NULL);
+            int64_t want = 0;
+            for (int t = 0; t < T; t++) want += tgt[t] != SHS_IGNORE_INDEX;
+            assert_int_equal(shs_documents_num_targets(&d, 7, g, T), want);
+        }
+        shs_documents_free(&d);
+    }
+    char seps[] = "\n\n\n\n";
+    shs_corpus_t s = {.bytes = (uint8_t *)seps, .len = 4, .source = "seps"};
+    for (int m = 0; m < 2; m++) {
+        assert_int_equal(shs_documents_build(&d, &s, m ? SHS_DATA_PACK : SHS_DATA_PAD, '\n', T), SHS_OK);
+        for (uint64_t g = 0; g < 16; g++) assert_int_equal(shs_documents_num_targets(&d, 7, g, T), 0);
+        shs_documents_free(&d);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_boundaries),          cmocka_unit_test(test_pack),
         cmocka_unit_test(test_pad),                 cmocka_unit_test(test_global_batch_splits),
-        cmocka_unit_test(test_doc_sep_parse),
+        cmocka_unit_test(test_doc_sep_parse),       cmocka_unit_test(test_statistics),
+        cmocka_unit_test(test_no_separator_refused), cmocka_unit_test(test_num_targets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -187,6 +187,70 @@ static void test_closed_forms(void **state) {
     free_record(&b);
 }
 
+/* A global batch of separators alone has no real target: its loss is 0/0.
+ * Under global-tokens (the default with documents) the step is refused by
+ * number, not reported as loss 0. */
+static void test_no_targets_global(void **state) {
+    static char seps[64];
+    memset(seps, '\n', sizeof seps);
+    shs_corpus_t c = {.bytes = (uint8_t *)seps, .len = sizeof seps, .source = "separators"};
+    shs_train_config_t cfg = padded_config(2, 2, 2);
+    shs_trainer_t *t = NULL;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &c), SHS_OK);
+    float loss;
+    assert_int_equal(shs_trainer_step(t, &loss), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "step 1: the global batch has no target tokens"));
+    shs_trainer_destroy(t);
+}
+
+/* Under per-micro-batch, the first micro-batch (in accumulation order, then
+ * rank) without a real target is refused by step, rank and micro-batch,
+ * suggesting global-tokens; the steps before it run. The expected step,
+ * rank and micro-batch are found here from the data (shs_data_batch). */
+static void test_no_targets_per_micro_batch(void **state) {
+    static char text[400];
+    size_t n = 0;
+    while (n + 5 <= sizeof text) { /* "\n" alone, then "abc\n": every second document is empty */
+        memcpy(text + n, "\nabc\n", 5);
+        n += 5;
+    }
+    shs_corpus_t c = {.bytes = (uint8_t *)text, .len = n, .source = "half empty"};
+    enum { N = 2, B = 1, K = 2 };
+    shs_train_config_t cfg = padded_config(N, B, K);
+    cfg.loss_norm = SHS_LOSS_NORM_PER_MICRO_BATCH;
+    shs_documents_t d;
+    assert_int_equal(shs_documents_build(&d, &c, SHS_DATA_PAD, '\n', cfg.model.context), SHS_OK);
+    int T = cfg.model.context;
+    int32_t *tok = malloc((size_t)T * sizeof *tok), *tgt = malloc((size_t)T * sizeof *tgt);
+    long bad_step = -1;
+    int bad_rank = -1, bad_k = -1;
+    for (long s = 0; s < 50 && bad_step < 0; s++)
+        for (int k = 0; k < K && bad_step < 0; k++)
+            for (int r = 0; r < N && bad_step < 0; r++) {
+                shs_data_batch(&c, &d, cfg.strategy.seed, s * K + k, r, N, B, T, tok, tgt, NULL, NULL);
+                int real = 0;
+                for (int t = 0; t < T; t++) real += tgt[t] != SHS_IGNORE_INDEX;
+                if (!real) bad_step = s, bad_rank = r, bad_k = k;
+            }
+    free(tok);
+    free(tgt);
+    shs_documents_free(&d);
+    assert_true(bad_step >= 0);
+    shs_trainer_t *t = NULL;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &c), SHS_OK);
+    float loss;
+    for (long s = 0; s < bad_step; s++) {
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        assert_true(isfinite(loss) && loss > 0);
+    }
+    assert_int_equal(shs_trainer_step(t, &loss), SHS_INVALID_ARG);
+    char want[96];
+    snprintf(want, sizeof want, "step %ld: rank %d's micro-batch %d ", bad_step + 1, bad_rank, bad_k);
+    assert_non_null(strstr(shs_last_error(), want));
+    assert_non_null(strstr(shs_last_error(), "global-tokens"));
+    shs_trainer_destroy(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_norm),
@@ -194,6 +258,8 @@ int main(void) {
         cmocka_unit_test(test_global_tokens_stages_match_ddp),
         cmocka_unit_test(test_global_tokens_splits_agree),
         cmocka_unit_test(test_closed_forms),
+        cmocka_unit_test(test_no_targets_global),
+        cmocka_unit_test(test_no_targets_per_micro_batch),
     };
     return cmocka_run_group_tests(tests, docs_setup, NULL);
 }
