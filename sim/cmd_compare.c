@@ -606,13 +606,20 @@ int sim_cmd_compare(int argc, char **argv) {
             sim_error("compare", "--hf-config: %s", shs_last_error());
             return SIM_EXIT_ERROR;
         }
-        if ((rc_ = sim_model_set_hf("compare", hf_path, &hf, (int)context, shs_hf_config_context(&hf), tc)) >= 0)
+        /* the model's context, capped at the longest a run takes */
+        int model_T = shs_hf_config_context(&hf);
+        int default_T = model_T < SHS_TRAIN_MAX_CONTEXT ? model_T : SHS_TRAIN_MAX_CONTEXT;
+        if ((rc_ = sim_model_set_hf("compare", hf_path, &hf, (int)context, default_T, tc)) >= 0)
             return rc_;
         if (!o.given[C_PARAM_DTYPE] && hf.torch_dtype) tc->strategy.param_dtype = hf.torch_dtype; /* the file's dtype */
         char what[sizeof model_name - 32];
         snprintf(what, sizeof what, "%s (model_type %s%s%s)", hf_path, hf.model_type,
                  hf.torch_dtype ? ", torch_dtype " : "", hf.torch_dtype ? shs_dtype_name(hf.torch_dtype) : "");
         sim_model_describe(model_name, sizeof model_name, what, tc, 0);
+        size_t len = strlen(model_name);
+        if (!context && default_T < model_T)
+            snprintf(model_name + len, sizeof model_name - len, " (T: %s %d capped at compare's %d; --context sets it)",
+                     shs_hf_config_context_key(&hf), model_T, default_T);
     } else if (!preset) {
         return usage_error("--model: unknown model preset '%s' (%s)", model, "compare --help lists them");
     } else if (preset->arch == SHS_ARCH_LLAMA) {

@@ -19,9 +19,12 @@
     {"--hf-config", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE",                                                         \
      "the model of a Hugging Face config.json: model_type llama, mistral,\n"                                     \
      "qwen2 (Llama architecture) or gpt2; keys it does not model are refused\n"                                  \
-     "by name. --context (default: the smaller of this command's default and\n"                                   \
-     "max_position_embeddings / n_positions / mistral's sliding_window) is the\n"                                 \
-     "only shape option beside it"}
+     "by name; --context is the only shape option beside it. The model's\n"                                      \
+     "context: max_position_embeddings (gpt2 n_positions), or when present\n"                                    \
+     "rope_scaling.original_max_position_embeddings (Llama-3.1: 8192, the\n"                                     \
+     "pre-training context), or mistral's sliding_window when shorter.\n"                                        \
+     "Default --context: train 64, compare the model's context; both at most\n"                                  \
+     "65536 and the model's limit"}
 
 /* Put a Llama shape into c (arch SHS_ARCH_LLAMA, c->llama) with context T:
  * the given one (T > 0) or default_T capped at max_position and the

@@ -12,13 +12,14 @@
 #include "shardsim/dtype.h"
 #include "shardsim/gpt.h"
 #include "shardsim/optim.h"
+#include "shardsim/train.h"
 #include "shardsim/world.h"
 
 #define SIM_ROW_WORLD {"--world", NULL, SIM_OPT_INT, 1, SHS_MAX_WORLD, 0, 0, "N", "ranks (simulated GPUs), 1..1024"}
 #define SIM_ROW_LAYERS {"--layers", NULL, SIM_OPT_INT, 1, SHS_GPT_MAX_LAYERS, 0, 0, "L", "transformer blocks"}
 #define SIM_ROW_HEADS {"--heads", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "NH", "attention heads, must divide channels"}
 #define SIM_ROW_CHANNELS {"--channels", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "C", "model width"}
-#define SIM_ROW_CONTEXT {"--context", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "T", "sequence length"}
+#define SIM_ROW_CONTEXT {"--context", NULL, SIM_OPT_INT, 1, SHS_TRAIN_MAX_CONTEXT, 0, 0, "T", "sequence length"}
 #define SIM_ROW_MICRO_BATCH {"--micro-batch", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "B", "sequences per rank per step"}
 #define SIM_ROW_OPTIMIZER {"--optimizer", NULL, SIM_OPT_STR, 0, 0, 0, 0, "O", "adamw | sgd (PyTorch's defaults: sgd momentum 0)"}
 #define SIM_ROW_MOMENTUM {"--momentum", NULL, SIM_OPT_F32, 0, 1, 0, 0, "X", "SGD momentum"}

@@ -3,15 +3,32 @@
  *
  * What it is: a reader of the config.json that sits beside a model's
  * weights on the Hub, for model_type "llama", "mistral", "qwen2" (Llama
- * architecture: llama.h) and "gpt2" (gpt.h), through jansson. Every key of
- * the file is either taken into the shape, checked against what shardsim
- * models and refused by name when it would change the numbers, or on a
- * list of keys that change nothing shardsim computes (token ids,
- * architectures, transformers_version, use_cache, ...). An unknown key is
+ * architecture: llama.h) and "gpt2" (gpt.h), through jansson (model_type
+ * exactly as transformers' AutoConfig matches it: lower case). Every key
+ * of the file is either taken into the shape, checked against what
+ * shardsim models and refused by name when it would change the numbers, or
+ * accepted as changing nothing shardsim computes. An unknown key is
  * refused by name too: nothing is silently ignored.
+ * Accepted as not changing the numbers (the rule):
+ *   - every key starting with '_': transformers' private bookkeeping
+ *     (_name_or_path, _attn_implementation, _attn_implementation_autoset,
+ *     _commit_hash, _num_labels, ...), never a hyperparameter;
+ *   - token ids (bos/eos/pad/sep/decoder_start_token_id), architectures,
+ *     model_type, transformers_version, tokenizer_class, torch_dtype/dtype
+ *     (read as the param dtype), the inference cache (use_cache and its
+ *     older name output_past), output switches (return_dict,
+ *     output_hidden_states, output_attentions), gradient_checkpointing
+ *     (recomputation gives the same numbers), initializer_range (shardsim
+ *     initializes as llama.h / gpt.h say), the classification heads'
+ *     id2label / label2id / summary_*, task_specific_params;
+ *   - keys whose value here is the one shardsim models: layer_types when
+ *     every entry is "full_attention" (else refused naming the layer),
+ *     gpt2's n_special 0 with predict_special_tokens (moot without special
+ *     tokens), and the checked keys below.
+ * Everything else (generation settings, quantization_config, the newer
+ * rope_parameters form, ...) is refused.
  * What it is not: a tokenizer or weight loader, or the whole of
- * PretrainedConfig (generation settings, quantization_config, the newer
- * rope_parameters form and per-layer layer_types are refused).
+ * PretrainedConfig.
  *
  * Llama family (LlamaConfig / MistralConfig / Qwen2Config keys):
  *   required: hidden_size, num_hidden_layers, num_attention_heads,
@@ -69,7 +86,8 @@ typedef struct {
 /* Parse config.json text (len bytes; `name` names it in messages, e.g. the
  * path). Errors: SHS_PARSE naming `name` and the key (malformed JSON with
  * its line, unknown model_type, a missing required key, a wrong type, a
- * value shardsim does not model, an unknown key); SHS_INVALID_ARG from
+ * value shardsim does not model, a number too large for an int or out of
+ * an f32's range, an unknown key); SHS_INVALID_ARG from
  * validating the shape (naming the HF key); SHS_UNSUPPORTED when built
  * without jansson (features.h's words). */
 shs_status_t shs_hf_config_parse(const char *text, size_t len, const char *name, shs_hf_config_t *out);
@@ -85,5 +103,10 @@ shs_status_t shs_hf_config_load(const char *path, shs_hf_config_t *out);
  * stage) or the sliding window. A run may ask for more, up to
  * max_position_embeddings (and the window). */
 int shs_hf_config_context(const shs_hf_config_t *cfg);
+
+/* The config.json key shs_hf_config_context's value comes from:
+ * "n_positions", "max_position_embeddings",
+ * "rope_scaling.original_max_position_embeddings" or "sliding_window". */
+const char *shs_hf_config_context_key(const shs_hf_config_t *cfg);
 
 #endif

@@ -56,6 +56,9 @@ typedef enum {
     SHS_LOSS_NORM_GLOBAL_TOKENS,
 } shs_loss_norm_t;
 
+/* The longest context (T) a job takes, whatever the model allows. */
+#define SHS_TRAIN_MAX_CONTEXT 65536
+
 /* Which network a job trains (model_file, when set, overrides it). */
 typedef enum {
     SHS_ARCH_GPT = 0,            /* gpt.h, shaped by `model` */

@@ -13,27 +13,55 @@
 #include "trace/trace_json.h"
 #include "trace/trace_util.h"
 
-int shs_hf_config_context(const shs_hf_config_t *c) {
-    if (c->arch == SHS_ARCH_GPT) return c->gpt.context;
+/* the default context and the key it comes from */
+static int context_of(const shs_hf_config_t *c, const char **key) {
+    if (c->arch == SHS_ARCH_GPT) {
+        *key = "n_positions";
+        return c->gpt.context;
+    }
     int T = c->llama.max_position;
+    *key = "max_position_embeddings";
     const shs_rope_scaling_t *rs = &c->llama.rope_scaling;
-    if (rs->kind == SHS_ROPE_SCALING_LLAMA3 && rs->original_max_position_embeddings < T)
+    if (rs->kind == SHS_ROPE_SCALING_LLAMA3 && rs->original_max_position_embeddings < T) {
         T = rs->original_max_position_embeddings; /* pre-training's context, before the long-context stage */
-    return c->sliding_window > 0 && c->sliding_window < T ? c->sliding_window : T;
+        *key = "rope_scaling.original_max_position_embeddings";
+    }
+    if (c->sliding_window > 0 && c->sliding_window < T) {
+        T = c->sliding_window;
+        *key = "sliding_window";
+    }
+    return T;
+}
+
+int shs_hf_config_context(const shs_hf_config_t *c) {
+    const char *key;
+    return context_of(c, &key);
+}
+
+const char *shs_hf_config_context_key(const shs_hf_config_t *c) {
+    const char *key;
+    context_of(c, &key);
+    return key;
 }
 
 #ifdef SHS_HAVE_JANSSON
 
 #define BAD(key, ...) shs_set_error(SHS_PARSE, "%s: key \"%s\": " __VA_ARGS__)
 
-/* Keys that change nothing shardsim computes: token ids, bookkeeping, the
- * inference cache, the initializer's spread (shardsim initializes as
- * llama.h / gpt.h say), the sequence-classification summary head of gpt2. */
+/* Keys that change nothing shardsim computes (hf_config.h): token ids,
+ * bookkeeping, the inference cache (use_cache, and output_past, its older
+ * name), output switches, the initializer's spread (shardsim initializes as
+ * llama.h / gpt.h say), activation checkpointing (same results), the
+ * sequence-classification summary head of gpt2. Besides these, every key
+ * starting with '_' is transformers' private bookkeeping (_name_or_path,
+ * _attn_implementation, _attn_implementation_autoset, _commit_hash,
+ * _num_labels, ...). */
 static const char *const harmless[] = {
-    "_name_or_path", "architectures", "bos_token_id", "eos_token_id", "pad_token_id", "transformers_version",
-    "use_cache", "initializer_range", "model_type", "torch_dtype", "dtype", "tokenizer_class", "_attn_implementation",
-    "return_dict", "output_hidden_states", "output_attentions", "summary_activation", "summary_first_dropout",
-    "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "id2label", "label2id",
+    "architectures", "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "transformers_version", "use_cache", "output_past", "initializer_range", "model_type", "torch_dtype", "dtype",
+    "tokenizer_class", "return_dict", "output_hidden_states", "output_attentions", "gradient_checkpointing",
+    "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
+    "task_specific_params", "id2label", "label2id",
 };
 
 /* a positive integer that fits an int */
@@ -43,8 +71,10 @@ static shs_status_t get_int(const char *name, json_t *root, const char *key, int
         if (required) return shs_set_error(SHS_PARSE, "%s: missing key \"%s\"", name, key);
         return SHS_OK;
     }
+    if (json_is_number(v) && json_number_value(v) > 0x7fffffff) /* positive, just not an int */
+        return BAD(key, "%.15g is too large: at most %d", name, key, json_number_value(v), 0x7fffffff);
     int64_t x;
-    if (shs__json_int(v, &x) || x < 1 || x > 0x7fffffff) return BAD(key, "want a positive integer", name, key);
+    if (shs__json_int(v, &x) || x < 1) return BAD(key, "want a positive integer", name, key);
     *out = (int)x;
     return SHS_OK;
 }
@@ -151,9 +181,29 @@ static shs_status_t no_unknown_keys(const char *name, json_t *root, const char *
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
-        if (in_list(key, known, nknown) || in_list(key, harmless, sizeof harmless / sizeof harmless[0])) continue;
+        if (key[0] == '_' || in_list(key, known, nknown) || in_list(key, harmless, sizeof harmless / sizeof harmless[0]))
+            continue;
         return shs_set_error(SHS_PARSE, "%s: key \"%s\" is not modelled for model_type %s (see hf_config.h for "
                              "the keys shardsim reads)", name, key, model_type);
+    }
+    return SHS_OK;
+}
+
+/* layer_types (newer transformers): one entry per layer, "full_attention"
+ * everywhere is the one attention shardsim models */
+static shs_status_t read_layer_types(const char *name, json_t *root, int num_layers) {
+    static const char key[] = "layer_types";
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return SHS_OK;
+    if (!json_is_array(v)) return BAD(key, "want a list of strings, one per layer", name, key);
+    if (json_array_size(v) != (size_t)num_layers)
+        return BAD(key, "has %zu entries, num_hidden_layers is %d", name, key, json_array_size(v), num_layers);
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const char *t = json_string_value(json_array_get(v, i));
+        if (!t) return BAD(key, "entry %zu (layer %zu) is not a string", name, key, i, i);
+        if (strcmp(t, "full_attention") != 0)
+            return BAD(key, "layer %zu is '%s': only full_attention is modelled (no sliding-window or other "
+                       "attention kinds)", name, key, i, t);
     }
     return SHS_OK;
 }
@@ -165,7 +215,7 @@ static shs_status_t parse_llama(const char *name, json_t *root, shs_hf_config_t 
         "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
         "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling",
         "tie_word_embeddings", "hidden_act", "attention_bias", "mlp_bias", "head_dim", "pretraining_tp",
-        "attention_dropout", "sliding_window", "use_sliding_window", "max_window_layers", "use_mrope",
+        "attention_dropout", "sliding_window", "use_sliding_window", "max_window_layers", "use_mrope", "layer_types",
     };
     shs_llama_config_t *c = &out->llama;
     *c = (shs_llama_config_t){0};
@@ -181,6 +231,9 @@ static shs_status_t parse_llama(const char *name, json_t *root, shs_hf_config_t 
     SHS_CHECK(get_num(name, root, "rms_norm_eps", &eps));
     SHS_CHECK(get_num(name, root, "rope_theta", &theta));
     if (!(eps > 0)) return BAD("rms_norm_eps", "want a number > 0", name, "rms_norm_eps");
+    if (!((float)eps > 0) || !isfinite((float)eps)) /* the RMSNorm's epsilon is an f32 */
+        return BAD("rms_norm_eps", "%g is out of range: an f32 > 0 wanted (about 1.4e-45 to 3.4e+38)", name,
+                   "rms_norm_eps", eps);
     if (!(theta > 0)) return BAD("rope_theta", "want a number > 0", name, "rope_theta");
     c->rms_norm_eps = (float)eps;
     c->rope_theta = theta;
@@ -234,6 +287,7 @@ static shs_status_t parse_llama(const char *name, json_t *root, shs_hf_config_t 
     } else if (llama && json_object_get(root, "sliding_window")) {
         return BAD("sliding_window", "is not a llama key", name, "sliding_window");
     }
+    SHS_CHECK(read_layer_types(name, root, c->num_layers));
     SHS_CHECK(no_unknown_keys(name, root, mt, known, sizeof known / sizeof known[0]));
     if (shs_llama_config_validate(c) != SHS_OK) {
         char why[512];
@@ -250,7 +304,7 @@ static shs_status_t parse_gpt2(const char *name, json_t *root, shs_hf_config_t *
     static const char *const known[] = {
         "n_embd", "n_layer", "n_head", "n_positions", "n_ctx", "vocab_size", "n_inner", "activation_function",
         "layer_norm_epsilon", "tie_word_embeddings", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
-        "reorder_and_upcast_attn", "attn_pdrop", "embd_pdrop", "resid_pdrop",
+        "reorder_and_upcast_attn", "attn_pdrop", "embd_pdrop", "resid_pdrop", "n_special", "predict_special_tokens",
     };
     shs_gpt_config_t *g = &out->gpt;
     *g = (shs_gpt_config_t){0};
@@ -278,6 +332,15 @@ static shs_status_t parse_gpt2(const char *name, json_t *root, shs_hf_config_t *
     SHS_CHECK(want_bool(name, root, "scale_attn_weights", 1, "attention scores are scaled by 1/sqrt(head dim)"));
     SHS_CHECK(want_bool(name, root, "scale_attn_by_inverse_layer_idx", 0, "no per-layer score scaling"));
     SHS_CHECK(want_bool(name, root, "reorder_and_upcast_attn", 0, "no upcast attention"));
+    /* n_special, predict_special_tokens: OpenAI GPT's extra token embeddings,
+     * left in older gpt2 configs (gpt2-medium/large/xl); GPT2Config has none */
+    json_t *ns = json_object_get(root, "n_special");
+    int64_t special;
+    if (ns && (shs__json_int(ns, &special) || special != 0))
+        return BAD("n_special", "is not modelled (0 only: GPT-2 has no extra special-token embeddings)", name,
+                   "n_special");
+    int predict = 0;
+    SHS_CHECK(get_bool(name, root, "predict_special_tokens", &predict)); /* no special tokens to predict: moot */
     static const char *const drops[] = {"attn_pdrop", "embd_pdrop", "resid_pdrop"};
     for (int k = 0; k < 3; k++) {
         double p = 0;

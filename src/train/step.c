@@ -8,8 +8,9 @@ shs_status_t shs__job_model_validate(const shs_train_config_t *cfg) {
     if (!cfg->model_file && cfg->arch == SHS_ARCH_GPT) return shs_gpt_config_validate(&cfg->model);
     if (!cfg->model_file && cfg->arch != SHS_ARCH_LLAMA)
         return shs_set_error(SHS_INVALID_ARG, "model architecture %d is not known (gpt or llama)", (int)cfg->arch);
-    if (cfg->model.context < 1 || cfg->model.context > 65536)
-        return shs_set_error(SHS_INVALID_ARG, "context must be in 1..65536 (got %d)", cfg->model.context);
+    if (cfg->model.context < 1 || cfg->model.context > SHS_TRAIN_MAX_CONTEXT)
+        return shs_set_error(SHS_INVALID_ARG, "context must be in 1..%d (got %d)", SHS_TRAIN_MAX_CONTEXT,
+                             cfg->model.context);
     if (cfg->model_file) return SHS_OK;
     SHS_CHECK(shs_llama_config_validate(&cfg->llama));
     if (cfg->model.context > cfg->llama.max_position)

@@ -278,6 +278,109 @@ static void test_refusals(void **state) {
     assert_non_null(strstr(shs_last_error(), "/nonexistent/config.json"));
 }
 
+/* Keys that real published config.json files carry and that change no
+ * number: gpt2-medium's n_special 0 and predict_special_tokens (typed from
+ * its public config.json), a recent save_pretrained's
+ * _attn_implementation_autoset, older output_past and _num_labels, newer
+ * transformers' qwen2 layer_types (all full_attention); the public
+ * Llama-3.2-1B and TinyLlama-1.1B-Chat-v1.0 config.json files as published.
+ * Each gives the shape its keys say, and the default context's key. */
+static void test_published_keys(void **state) {
+    (void)state;
+    static const char gpt2_medium[] =
+        "{\"activation_function\": \"gelu_new\", \"architectures\": [\"GPT2LMHeadModel\"], \"attn_pdrop\": 0.1,"
+        " \"bos_token_id\": 50256, \"embd_pdrop\": 0.1, \"eos_token_id\": 50256, \"initializer_range\": 0.02,"
+        " \"layer_norm_epsilon\": 1e-05, \"model_type\": \"gpt2\", \"n_ctx\": 1024, \"n_embd\": 1024, \"n_head\": 16,"
+        " \"n_layer\": 24, \"n_positions\": 1024, \"n_special\": 0, \"predict_special_tokens\": true,"
+        " \"resid_pdrop\": 0.1, \"summary_activation\": null, \"summary_first_dropout\": 0.1,"
+        " \"summary_proj_to_labels\": true, \"summary_type\": \"cls_index\", \"summary_use_proj\": true,"
+        " \"task_specific_params\": {\"text-generation\": {\"do_sample\": true, \"max_length\": 50}},"
+        " \"vocab_size\": 50257, \"output_past\": true, \"_num_labels\": 1, \"_attn_implementation_autoset\": true}";
+    shs_hf_config_t h;
+    parse_ok(gpt2_medium, &h);
+    assert_int_equal(h.arch, SHS_ARCH_GPT);
+    assert_int_equal(h.gpt.num_layers, 24);
+    assert_int_equal(h.gpt.channels, 1024);
+    assert_int_equal(h.gpt.num_heads, 16);
+    assert_int_equal(shs_gpt_num_params(&h.gpt), 354823168ull); /* HF gpt2-medium's num_parameters() */
+    assert_string_equal(shs_hf_config_context_key(&h), "n_positions");
+    static const char qwen2[] =
+        "{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 4,"
+        " \"num_key_value_heads\": 2, \"intermediate_size\": 96, \"vocab_size\": 300,"
+        " \"max_position_embeddings\": 128, \"use_sliding_window\": false, \"sliding_window\": null,"
+        " \"max_window_layers\": 3, \"layer_types\": [\"full_attention\", \"full_attention\", \"full_attention\"],"
+        " \"_attn_implementation_autoset\": true, \"_name_or_path\": \"x\"}";
+    parse_ok(qwen2, &h);
+    assert_int_equal(h.llama.num_layers, 3);
+    assert_int_equal(h.llama.qkv_bias, 1);
+    static const char llama32_1b[] =
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"bos_token_id\": 128000, \"eos_token_id\": 128001, \"head_dim\": 64, \"hidden_act\": \"silu\","
+        " \"hidden_size\": 2048, \"initializer_range\": 0.02, \"intermediate_size\": 8192,"
+        " \"max_position_embeddings\": 131072, \"mlp_bias\": false, \"model_type\": \"llama\","
+        " \"num_attention_heads\": 32, \"num_hidden_layers\": 16, \"num_key_value_heads\": 8, \"pretraining_tp\": 1,"
+        " \"rms_norm_eps\": 1e-05, \"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0,"
+        " \"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"},"
+        " \"rope_theta\": 500000.0, \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\","
+        " \"transformers_version\": \"4.45.0.dev0\", \"use_cache\": true, \"vocab_size\": 128256}";
+    parse_ok(llama32_1b, &h);
+    assert_int_equal(count_cfg(&h.llama), 1235814400ull); /* Llama-3.2-1B's published count */
+    assert_int_equal(shs_hf_config_context(&h), 8192);
+    assert_string_equal(shs_hf_config_context_key(&h), "rope_scaling.original_max_position_embeddings");
+    static const char tinyllama[] =
+        "{\"_name_or_path\": \"/data/tianduo/tinyllama-ft/checkpoint-3000\", \"architectures\": [\"LlamaForCausalLM\"],"
+        " \"attention_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2, \"hidden_act\": \"silu\","
+        " \"hidden_size\": 2048, \"initializer_range\": 0.02, \"intermediate_size\": 5632,"
+        " \"max_position_embeddings\": 2048, \"model_type\": \"llama\", \"num_attention_heads\": 32,"
+        " \"num_hidden_layers\": 22, \"num_key_value_heads\": 4, \"pretraining_tp\": 1, \"rms_norm_eps\": 1e-05,"
+        " \"rope_scaling\": null, \"rope_theta\": 10000.0, \"tie_word_embeddings\": false,"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.35.0\", \"use_cache\": true,"
+        " \"vocab_size\": 32000}";
+    parse_ok(tinyllama, &h);
+    assert_int_equal(count_cfg(&h.llama), 1100048384ull); /* TinyLlama-1.1B's published count */
+    assert_string_equal(shs_hf_config_context_key(&h), "max_position_embeddings");
+}
+
+/* What still is refused among those keys, and the messages of numbers out
+ * of range: each names the file and the key, and says what is wrong. */
+static void test_published_keys_refusals(void **state) {
+    (void)state;
+#define LL "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 96, " \
+           "\"max_position_embeddings\": 128"
+#define G2 "\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_layer\": 1, \"n_head\": 4, \"n_positions\": 32, \"vocab_size\": 300"
+    static const struct {
+        const char *text, *want1, *want2;
+    } cases[] = {
+        {"{" G2 ", \"n_special\": 2}", "\"n_special\"", "0 only"},
+        {"{" G2 ", \"predict_special_tokens\": 1}", "\"predict_special_tokens\"", "true or false"},
+        {"{\"model_type\": \"qwen2\", " LL ", \"vocab_size\": 300, \"layer_types\": [\"full_attention\", "
+         "\"sliding_attention\"]}", "\"layer_types\"", "layer 1 is 'sliding_attention'"},
+        {"{\"model_type\": \"qwen2\", " LL ", \"vocab_size\": 300, \"layer_types\": [\"full_attention\"]}",
+         "\"layer_types\"", "has 1 entries, num_hidden_layers is 2"},
+        {"{\"model_type\": \"llama\", " LL ", \"vocab_size\": 300, \"rope_parameters\": {}}", "\"rope_parameters\"",
+         "not modelled"},
+        {"{\"model_type\": \"llama\", " LL ", \"vocab_size\": 1000000000000}", "\"vocab_size\"",
+         "1000000000000 is too large: at most 2147483647"},
+        {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+         "\"intermediate_size\": 1099511627776, \"max_position_embeddings\": 128, \"vocab_size\": 300}",
+         "\"intermediate_size\"", "1099511627776 is too large: at most 2147483647"},
+        {"{\"model_type\": \"llama\", " LL ", \"vocab_size\": 300, \"rms_norm_eps\": 1e300}", "\"rms_norm_eps\"",
+         "1e+300 is out of range"},
+        {"{\"model_type\": \"llama\", " LL ", \"vocab_size\": 300, \"rms_norm_eps\": 1e-60}", "\"rms_norm_eps\"",
+         "1e-60 is out of range"},
+    };
+#undef LL
+#undef G2
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        shs_hf_config_t h;
+        shs_status_t st = shs_hf_config_parse(cases[i].text, strlen(cases[i].text), "c.json", &h);
+        const char *e = shs_last_error();
+        if (st == SHS_OK || !strstr(e, "c.json") || !strstr(e, cases[i].want1) || !strstr(e, cases[i].want2))
+            fail_msg("case %zu: status %d, error '%s'; want '%s' and '%s'\n--- text:\n%s", i, (int)st, e,
+                     cases[i].want1, cases[i].want2, cases[i].text);
+    }
+}
+
 #else
 
 /* Built without jansson: a clear refusal naming the library and its package. */
@@ -302,6 +405,8 @@ int main(void) {
         cmocka_unit_test(test_mistral_qwen2),
         cmocka_unit_test(test_gpt2),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_published_keys),
+        cmocka_unit_test(test_published_keys_refusals),
 #else
         cmocka_unit_test(test_without_jansson),
 #endif
