@@ -45,12 +45,13 @@
     {"--recompute-granularity", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G",                                                 \
      "full | selective | none (Megatron-LM's names): full recomputes each\n"                                      \
      "block's forward in backward (as --checkpoint-activations); selective\n"                                    \
-     "only the attention core (Korthikanti et al. 2022); the GPT only"}
+     "only the attention core (Korthikanti et al. 2022); the GPT and the\n"                                     \
+     "Llama, not --model-file"}
 #define SIM_ROW_ATTENTION                                                                                          \
     {"--attention", NULL, SIM_OPT_STR, 0, 0, 0, 0, "K",                                                            \
      "eager | flash: flash keeps no TxT matrix, only a log-sum-exp per row,\n"                                   \
      "and recomputes the probabilities in backward (FlashAttention); cpu and\n"                                  \
-     "meta backends; the GPT only"}
+     "meta backends; the GPT and the Llama, not --model-file"}
 #define SIM_ROW_AUTOCAST                                                                                           \
     {"--autocast", NULL, SIM_OPT_STR, 0, 0, 0, 0, "D",                                                             \
      "bf16 | f16 | off: emulate torch.autocast: matmuls read D-rounded inputs\n"                                 \

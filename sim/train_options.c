@@ -78,8 +78,10 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
     [O_DATA] = {"--data", NULL, SIM_OPT_STR, 0, 0, 0, 0, "PATH", "training text"},
     [O_DOC_SEP] = {"--doc-sep", NULL, SIM_OPT_STR, 0, 0, 0, 0, "BYTE",
                    "with --pack or --pad: the byte that ends each document\n"
-                   "(kept as its last token, an EOS): 0-255, 0xHH, one\n"
-                   "character, or a C escape (\\n \\t \\r \\0 \\\\ \\xHH)"},
+                   "(kept as its last token, an EOS): a byte value 0-255 or\n"
+                   "0xHH (digits are a value: 9 is byte 0x09, a tab; write\n"
+                   "'\\x39' for the character '9'), one other character, or a\n"
+                   "C escape (\\n \\t \\r \\0 \\\\ \\xHH)"},
     [O_PACK] = {"--pack", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
                 "documents back to back in each sequence, positions\n"
                 "restarting per document, attention within a document\n"
@@ -159,7 +161,7 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
     [O_CHECKPOINT_ACTIVATIONS] = {"--checkpoint-activations", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
                                   "activation checkpointing per block: keep only\n"
                                   "each block's input, recompute its forward in backward (same results,\n"
-                                  "less memory); the GPT only, not with --model-file"},
+                                  "less memory); the GPT and the Llama, not with --model-file"},
     [O_RECOMPUTE] = SIM_ROW_RECOMPUTE,
     [O_ATTENTION] = SIM_ROW_ATTENTION,
     [O_AUTOCAST] = SIM_ROW_AUTOCAST,
@@ -167,7 +169,8 @@ static const sim_opt_t options[O_NUM_OPTIONS] = {
     [O_WRAP] = {"--wrap", NULL, SIM_OPT_STR, 0, 0, 0, 0, "block|size:N",
                 "wrap units: one per block (default), or consecutive blocks grouped\n"
                 "until a unit holds >= N parameters (FSDP size_based_auto_wrap_policy,\n"
-                "min_num_params); the GPT only, not with --model-file, --save, --resume"},
+                "min_num_params); the GPT and the Llama, not with --model-file, --save,\n"
+                "--resume"},
     [O_INJECT_BITFLIP] = {"--inject-bitflip", NULL, SIM_OPT_INT, 1, 100000000, 0, 0, "STEP",
                           "after step STEP flip the lowest bit of wte[0][0] in one rank's\n"
                           "memory (the last replica, or the ZeRO-3 owner) to show what\n"
@@ -251,7 +254,8 @@ static void train_help_defaults(const char *defaults[O_NUM_OPTIONS]) {
 static const char train_usage_head[] =
     "usage: shardsim train [options]\n"
     "\n"
-    "Train a GPT-2-style model (byte vocabulary) on N simulated GPUs (threads).\n"
+    "Train a GPT-2-style model, or a Llama-family one (--hf-config), on byte tokens\n"
+    "on N simulated GPUs (threads).\n"
     "Options take their value as '--opt V' or '--opt=V'; a [true|false] option given alone\n"
     "means true (yes/no and 1/0 work too).\n"
     "\n";

@@ -75,7 +75,7 @@ typedef struct {
     shs_strategy_config_t strategy; /* the strategy as shs_strategy_create takes it (kind, optimizer,
                                   * sharding, prefetch, offload, clipping, precision, loss scaling);
                                   * its seed also seeds the data */
-    size_t wrap_min_params;      /* --wrap size:N (GPT only): consecutive blocks grouped into one flat
+    size_t wrap_min_params;      /* --wrap size:N (GPT and Llama): consecutive blocks grouped into one flat
                                   * parameter until it holds >= N elements (FSDP's
                                   * size_based_auto_wrap_policy(min_num_params=N)); 0: one unit per block */
     size_t device_mem;           /* bytes per rank; SIZE_MAX unlimited */
@@ -85,9 +85,9 @@ typedef struct {
     int memory_timeline;         /* record rank 0's memory per step phase (memory_timeline.h) */
     int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
-    shs_recompute_t recompute;   /* --recompute-granularity (GPT only): NONE, FULL, SELECTIVE (gpt.h);
+    shs_recompute_t recompute;   /* --recompute-granularity (GPT and Llama): NONE, FULL, SELECTIVE (gpt.h);
                                   * checkpoint_activations != 0 means FULL */
-    shs_attention_kind_t attention; /* --attention eager | flash (GPT only) */
+    shs_attention_kind_t attention; /* --attention eager | flash (GPT and Llama) */
     shs_dtype_t autocast;        /* --autocast bf16 | f16 (GPT only; gpt.h); DEFAULT: off */
     float dropout;               /* --dropout P (GPT only), masks seeded by strategy.seed */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */

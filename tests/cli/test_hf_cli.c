@@ -115,6 +115,35 @@ static void test_refusals(void **state) {
     expect(p, 1, NULL, "biased.json");
 }
 
+/* Qwen2.5-7B's public config.json (max_position_embeddings 131072, no
+ * rope_scaling): compare's default context is the model's capped at
+ * compare's 65536, and the header says so; the count is Qwen2.5-7B's
+ * published 7,615,616,512. --help says where the default context comes
+ * from, Llama-3.1's original_max_position_embeddings included. */
+static void test_compare_context_cap(void **state) {
+    (void)state;
+    const test_proc_t *p = run_args("compare", "--help", NULL);
+    expect(p, 0, "rope_scaling.original_max_position_embeddings (Llama-3.1: 8192", NULL);
+    if (!shs_feature_available(SHS_FEATURE_JANSSON)) return;
+    static const char qwen25_7b[] =
+        "{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643,"
+        " \"eos_token_id\": 151643, \"hidden_act\": \"silu\", \"hidden_size\": 3584, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 18944, \"max_position_embeddings\": 131072, \"max_window_layers\": 28,"
+        " \"model_type\": \"qwen2\", \"num_attention_heads\": 28, \"num_hidden_layers\": 28,"
+        " \"num_key_value_heads\": 4, \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 131072,"
+        " \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.43.1\","
+        " \"use_cache\": true, \"use_sliding_window\": false, \"vocab_size\": 152064}";
+    const char *f = test_tmp_write("qwen2.5-7b-config.json", qwen25_7b, strlen(qwen25_7b));
+    p = run_args("compare", "--hf-config", f, "--variants", "plain", "--strategies", "zero3", NULL);
+    expect(p, 0, "T=65536", NULL);
+    expect(p, 0, "max_position_embeddings 131072 capped at compare's 65536", NULL);
+    expect(p, 0, "7615616512 parameters", NULL);
+    p = run_args("compare", "--hf-config", f, "--variants", "plain", "--strategies", "zero3", "--context", "4096",
+                 NULL);
+    expect(p, 0, "T=4096", NULL);
+    if (strstr(p->out, "capped")) fail_msg("a given --context is not capped:\n%s", p->out);
+}
+
 int main(void) {
     if (access(SHS_BIN_PATH, X_OK) != 0) {
         fprintf(stderr, "test_hf_cli: %s is not built (run make)\n", SHS_BIN_PATH);
@@ -124,6 +153,7 @@ int main(void) {
         cmocka_unit_test(test_train_hf_zero3_check),
         cmocka_unit_test(test_compare_llama),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_compare_context_cap),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }
