@@ -32,7 +32,7 @@ static shs_status_t load_apply(const char *json, const int *given, shs_train_con
     const char *path = write_cfg("ds.json", json);
     shs_status_t st = shs_ds_config_load(path, &ds);
     if (st != SHS_OK) return st;
-    return shs_ds_config_apply(&ds, given, cfg, src);
+    return shs_ds_config_apply(&ds, given, cfg->model.channels, cfg, src);
 }
 
 static shs_train_config_t defaults4(void) {
@@ -160,9 +160,17 @@ static void test_batch_rule(void **state) {
     /* a contradiction names the three values and the world */
     expect_error("{\"train_batch_size\": 25, \"train_micro_batch_size_per_gpu\": 3, \"gradient_accumulation_steps\": 2}",
                  SHS_INVALID_ARG, "train_batch_size 25 != train_micro_batch_size_per_gpu 3", "gradient_accumulation_steps 2 (config) x world 4");
-    /* derived by integer division, then checked: 30 / 4 / 2 = 3, 3*2*4 = 24 != 30 */
+    /* derived by division, which must be exact: 30 / (4 x 2) is not whole */
     expect_error("{\"train_batch_size\": 30, \"gradient_accumulation_steps\": 2}", SHS_INVALID_ARG,
-                 "train_batch_size 30 != ", "world 4");
+                 "train_batch_size 30 is not divisible by world 4 (shardsim default) x gradient_accumulation_steps 2 "
+                 "(config)", NULL);
+    /* train_batch_size alone: accumulation 1, 32 / 3 not whole (not "micro 10 (derived) ... != 32") */
+    c = defaults4();
+    c.world_size = 3;
+    assert_int_equal(shs_ds_config_load(write_cfg("tb.json", "{\"train_batch_size\": 32}"), &ds), SHS_OK);
+    assert_int_equal(shs_ds_config_apply(&ds, NULL, 64, &c, src), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "train_batch_size 32 is not divisible by world 3 (shardsim default) x "
+                                             "accumulation 1"));
     /* nothing to size the batch with */
     expect_error("{\"gradient_accumulation_steps\": 2}", SHS_INVALID_ARG, "neither train_batch_size nor", NULL);
 }
@@ -215,7 +223,8 @@ static void test_refusals(void **state) {
     expect_error("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"adam_w_mode\": false}}}",
                  SHS_UNSUPPORTED, "optimizer.params.adam_w_mode = false", NULL);
     expect_error("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Lamb\"}}", SHS_UNSUPPORTED, "optimizer.type", NULL);
-    expect_error("{\"train_batch_size\": 4, \"scheduler\": {\"type\": \"WarmupLR\"}}", SHS_UNSUPPORTED, "scheduler = ", NULL);
+    expect_error("{\"train_batch_size\": 4, \"scheduler\": {\"type\": \"WarmupLR\"}}", SHS_UNSUPPORTED,
+                 "scheduler (type WarmupLR) is not modelled", "remove the scheduler section");
     expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 2, \"reduce_scatter\": false}}",
                  SHS_UNSUPPORTED, "zero_optimization.reduce_scatter = false", NULL);
     /* unknown keys, at any depth */
@@ -226,7 +235,8 @@ static void test_refusals(void **state) {
     /* wrong types, "auto", duplicates, malformed JSON */
     expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": \"3\"}}", SHS_PARSE,
                  "zero_optimization.stage = \"3\": want an integer", NULL);
-    expect_error("{\"train_batch_size\": \"auto\"}", SHS_PARSE, "train_batch_size = \"auto\"", "Hugging Face");
+    expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": \"auto\"}}", SHS_PARSE,
+                 "zero_optimization.stage = \"auto\"", "Hugging Face");
     expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 5}}", SHS_PARSE,
                  "zero_optimization.stage = 5", NULL);
     expect_error("{\"train_batch_size\": 4, \"train_batch_size\": 8}", SHS_PARSE, "duplicate", NULL);
@@ -262,7 +272,7 @@ static void test_fp16_loss_scaler(void **state) {
     char buf[8192];
     shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
     assert_non_null(strstr(buf, "loss scaler static (config): initial scale 128 (config)\n"));
-    assert_non_null(strstr(buf, "note: fp16.loss_scale 128: a static scale"));
+    assert_non_null(strstr(buf, "note: fp16.hysteresis: no effect beside the static fp16.loss_scale 128"));
     /* the command line wins: --hysteresis 5 --loss-scaler torch */
     c = defaults4();
     c.strategy.scaler.hysteresis = 5;
