@@ -175,7 +175,8 @@ shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_
 
 /* The run's header lines about the config: the effective settings of `cfg`
  * (after apply) with their sources, the "auto" keys with their resolved
- * values, then the ignored keys and the notes (keys without effect under
+ * values (the hidden-size ones from cfg's model: llama hidden or GPT
+ * channels, as apply's `hidden`), then the ignored keys and the notes (keys without effect under
  * the effective strategy or dtype among them);
  * each line starts with `prefix`. Returns the characters written (as
  * snprintf: the length it needed). */
