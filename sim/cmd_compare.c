@@ -512,29 +512,6 @@ int sim_cmd_compare(int argc, char **argv) {
             return usage_error("--momentum applies to sgd, not %s", shs_optim_name(tc->strategy.optim.kind));
         tc->strategy.optim.momentum = (float)o.num[C_MOMENTUM];
     }
-    if (GIVEN(C_DS_CONFIG)) {
-        /* the options given beside the config win; --strategies and --variants choose rows, so given
-         * they take the stage and the offload from the command line */
-        static const compare_opt_t by_setting[SHS_DS_NUM_SETTINGS] = {
-            [SHS_DS_STAGE] = C_STRATEGIES, [SHS_DS_SHARD_GROUP] = C_SHARD_GROUP_SIZE, [SHS_DS_DTYPE] = C_PARAM_DTYPE,
-            [SHS_DS_REDUCE_DTYPE] = C_REDUCE_DTYPE, [SHS_DS_GRAD_ACCUM_DTYPE] = C_GRAD_ACCUM_DTYPE,
-            [SHS_DS_MICRO_BATCH] = C_MICRO_BATCH, [SHS_DS_WORLD] = C_WORLD, [SHS_DS_OFFLOAD] = C_VARIANTS,
-            [SHS_DS_OPTIMIZER] = C_OPTIMIZER, [SHS_DS_MOMENTUM] = C_MOMENTUM};
-        static const int has_option[SHS_DS_NUM_SETTINGS] = {
-            [SHS_DS_STAGE] = 1, [SHS_DS_SHARD_GROUP] = 1, [SHS_DS_DTYPE] = 1, [SHS_DS_REDUCE_DTYPE] = 1,
-            [SHS_DS_GRAD_ACCUM_DTYPE] = 1, [SHS_DS_MICRO_BATCH] = 1, [SHS_DS_WORLD] = 1, [SHS_DS_OFFLOAD] = 1,
-            [SHS_DS_OPTIMIZER] = 1, [SHS_DS_MOMENTUM] = 1};
-        int given[SHS_DS_NUM_SETTINGS];
-        for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = has_option[k] && GIVEN(by_setting[k]);
-        static shs_ds_config_t ds_store; /* one command per process; large for the stack */
-        ds = &ds_store;
-        if ((rc_ = sim_ds_config_apply("compare", o.str[C_DS_CONFIG], given, ds, tc, ds_src)) >= 0) return rc_;
-        if (GIVEN(C_MOMENTUM) && tc->strategy.optim.kind != SHS_OPTIM_SGD)
-            return usage_error("--momentum applies to sgd, not %s (the optimizer of --ds-config)",
-                               shs_optim_name(tc->strategy.optim.kind));
-        ds_rows = !GIVEN(C_VARIANTS);
-        if (!GIVEN(C_STRATEGIES)) strategies = shs_strategy_name(tc->strategy.kind);
-    }
     if (GIVEN(C_DEVICE_MEM)) {
         device_mem = o.bytes[C_DEVICE_MEM];
         if (device_mem == 0) return usage_error("--device-mem must be > 0, not %s", o.str[C_DEVICE_MEM]);
@@ -611,7 +588,9 @@ int sim_cmd_compare(int argc, char **argv) {
         int default_T = model_T < SHS_TRAIN_MAX_CONTEXT ? model_T : SHS_TRAIN_MAX_CONTEXT;
         if ((rc_ = sim_model_set_hf("compare", hf_path, &hf, (int)context, default_T, tc)) >= 0)
             return rc_;
-        if (!o.given[C_PARAM_DTYPE] && hf.torch_dtype) tc->strategy.param_dtype = hf.torch_dtype; /* the file's dtype */
+        /* the file's dtype, below the command line and a DeepSpeed config (which trains in fp32 unless
+         * its fp16 / bf16 section says otherwise, whatever torch_dtype says) */
+        if (!o.given[C_PARAM_DTYPE] && !o.given[C_DS_CONFIG] && hf.torch_dtype) tc->strategy.param_dtype = hf.torch_dtype;
         char what[sizeof model_name - 32];
         snprintf(what, sizeof what, "%s (model_type %s%s%s)", hf_path, hf.model_type,
                  hf.torch_dtype ? ", torch_dtype " : "", hf.torch_dtype ? shs_dtype_name(hf.torch_dtype) : "");
@@ -643,6 +622,42 @@ int sim_cmd_compare(int argc, char **argv) {
             snprintf(model_name, sizeof model_name, "custom GPT L=%d C=%d NH=%d T=%d V=%d", tc->model.num_layers,
                      tc->model.channels, tc->model.num_heads, tc->model.context, shs_gpt_vocab(&tc->model));
         else snprintf(model_name, sizeof model_name, "%s", preset->name);
+    }
+    /* after the model: its hidden size fills the "auto" bucket keys */
+    if (o.given[C_DS_CONFIG]) {
+        /* the options given beside the config win; --strategies and --variants choose rows, so given
+         * they take the stage and the offload from the command line */
+        static const compare_opt_t by_setting[SHS_DS_NUM_SETTINGS] = {
+            [SHS_DS_STAGE] = C_STRATEGIES, [SHS_DS_SHARD_GROUP] = C_SHARD_GROUP_SIZE, [SHS_DS_DTYPE] = C_PARAM_DTYPE,
+            [SHS_DS_REDUCE_DTYPE] = C_REDUCE_DTYPE, [SHS_DS_GRAD_ACCUM_DTYPE] = C_GRAD_ACCUM_DTYPE,
+            [SHS_DS_MICRO_BATCH] = C_MICRO_BATCH, [SHS_DS_WORLD] = C_WORLD, [SHS_DS_OFFLOAD] = C_VARIANTS,
+            [SHS_DS_OPTIMIZER] = C_OPTIMIZER, [SHS_DS_MOMENTUM] = C_MOMENTUM};
+        static const int has_option[SHS_DS_NUM_SETTINGS] = {
+            [SHS_DS_STAGE] = 1, [SHS_DS_SHARD_GROUP] = 1, [SHS_DS_DTYPE] = 1, [SHS_DS_REDUCE_DTYPE] = 1,
+            [SHS_DS_GRAD_ACCUM_DTYPE] = 1, [SHS_DS_MICRO_BATCH] = 1, [SHS_DS_WORLD] = 1, [SHS_DS_OFFLOAD] = 1,
+            [SHS_DS_OPTIMIZER] = 1, [SHS_DS_MOMENTUM] = 1};
+        int given[SHS_DS_NUM_SETTINGS];
+        for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = has_option[k] && o.given[by_setting[k]];
+        if (o.given[C_STRATEGIES]) { /* the stage-3 keys apply if a listed strategy shards parameters */
+            char item[64];
+            int first = 1;
+            for (const char *p = strategies; sim_list_next(&p, item, sizeof item);) {
+                shs_strategy_kind_t k;
+                if (shs_strategy_parse(item, &k)) continue;
+                if (first || shs_strategy_stage(k)->shards_params) tc->strategy.kind = k;
+                if (shs_strategy_stage(k)->shards_params) break;
+                first = 0;
+            }
+        }
+        static shs_ds_config_t ds_store; /* one command per process; large for the stack */
+        ds = &ds_store;
+        if ((rc_ = sim_ds_config_apply("compare", o.str[C_DS_CONFIG], given, 0, ds, tc, ds_src)) >= 0) return rc_;
+        if (o.given[C_VARIANTS]) ds_src[SHS_DS_OFFLOAD] = SHS_DS_FROM_PER_ROW;
+        if (o.given[C_MOMENTUM] && tc->strategy.optim.kind != SHS_OPTIM_SGD)
+            return usage_error("--momentum applies to sgd, not %s (the optimizer of --ds-config)",
+                               shs_optim_name(tc->strategy.optim.kind));
+        ds_rows = !o.given[C_VARIANTS];
+        if (!o.given[C_STRATEGIES]) strategies = shs_strategy_name(tc->strategy.kind);
     }
     if (tc->arch == SHS_ARCH_GPT && shs_gpt_config_validate(&tc->model) != SHS_OK)
         return usage_error("%s", shs_last_error());
@@ -709,6 +724,10 @@ int sim_cmd_compare(int argc, char **argv) {
             r->cfg.train.strategy.kind = r->kind;
             r->cfg.train.recompute = r->ckpt ? recompute : SHS_RECOMPUTE_NONE;
             r->cfg.train.strategy.offload = r->offload;
+            if (ds && !shs_strategy_stage(r->kind)->shards_params) { /* the stage-3 keys: stage 3 only */
+                r->cfg.train.replicate_below = shs_train_default_config().replicate_below;
+                r->cfg.train.strategy.backward_prefetch = shs_train_default_config().strategy.backward_prefetch;
+            }
             if (shs_meta_run(&r->cfg, &r->res) != SHS_OK) {
                 sim_error("compare", "%s: %s", r->name, shs_last_error());
                 rc = SIM_EXIT_ERROR;

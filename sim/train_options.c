@@ -429,6 +429,26 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
     }
     if (p.given[O_STRATEGY] && shs_strategy_parse(p.str[O_STRATEGY], &c->strategy.kind))
         return usage_error("unknown strategy '%s'%s: use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2", p.str[O_STRATEGY], "");
+    if (p.given[O_HF_CONFIG]) {
+        static const opt_id_t shape[] = {O_MODEL_FILE, O_LAYERS, O_HEADS, O_CHANNELS};
+        for (int k = 0; k < 4; k++)
+            if (p.given[shape[k]]) return usage_error("--hf-config and %s exclude each other (the file gives the shape)%s",
+                                                      options[shape[k]].name, "");
+        o->hf_config = p.str[O_HF_CONFIG];
+        if (shs_hf_config_load(o->hf_config, &o->hf) != SHS_OK) {
+            sim_error("train", "--hf-config: %s", shs_last_error());
+            return SIM_EXIT_ERROR;
+        }
+        int vocab = o->hf.arch == SHS_ARCH_LLAMA ? o->hf.llama.vocab : shs_gpt_vocab(&o->hf.gpt);
+        if (vocab < 256) { /* train feeds byte tokens 0..255 */
+            char v[16];
+            snprintf(v, sizeof v, "%d", vocab);
+            return usage_error("--hf-config %s: vocab_size %s is below 256, and train's tokens are bytes", o->hf_config, v);
+        }
+        if ((rc = sim_model_set_hf("train", o->hf_config, &o->hf, p.given[O_CONTEXT] ? (int)p.num[O_CONTEXT] : 0,
+                                   shs_train_default_config().model.context, c)) >= 0)
+            return rc;
+    }
     if (p.given[O_DS_CONFIG]) {
         /* the options given beside the config win over its keys */
         static const opt_id_t by_setting[SHS_DS_NUM_SETTINGS] = {
@@ -449,7 +469,9 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = p.given[by_setting[k]];
         given[SHS_DS_HYSTERESIS] |= p.given[O_CONSECUTIVE_HYSTERESIS];
         o->ds_path = p.str[O_DS_CONFIG];
-        if ((rc = sim_ds_config_apply("train", o->ds_path, given, &o->ds, c, o->ds_src)) >= 0) return rc;
+        /* after the model (--hf-config above): its hidden size fills the "auto" bucket keys */
+        if ((rc = sim_ds_config_apply("train", o->ds_path, given, p.given[O_MODEL_FILE], &o->ds, c, o->ds_src)) >= 0)
+            return rc;
         static const opt_id_t adamw_opts[] = {O_BETA1, O_BETA2, O_EPS};
         for (int k = 0; k < 3 && c->strategy.optim.kind != SHS_OPTIM_ADAMW; k++)
             if (p.given[adamw_opts[k]])
@@ -537,26 +559,6 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
         if (files[k] && shs_out_resolve(files[k], &to) != SHS_OK) return usage_error("%s %s", file_opts[k], shs_last_error());
     }
     if (o->save_every && !o->save_dir) return usage_error("--save-every needs --save DIR%s%s", "", "");
-    if (p.given[O_HF_CONFIG]) {
-        static const opt_id_t shape[] = {O_MODEL_FILE, O_LAYERS, O_HEADS, O_CHANNELS};
-        for (int k = 0; k < 4; k++)
-            if (p.given[shape[k]]) return usage_error("--hf-config and %s exclude each other (the file gives the shape)%s",
-                                                      options[shape[k]].name, "");
-        o->hf_config = p.str[O_HF_CONFIG];
-        if (shs_hf_config_load(o->hf_config, &o->hf) != SHS_OK) {
-            sim_error("train", "--hf-config: %s", shs_last_error());
-            return SIM_EXIT_ERROR;
-        }
-        int vocab = o->hf.arch == SHS_ARCH_LLAMA ? o->hf.llama.vocab : shs_gpt_vocab(&o->hf.gpt);
-        if (vocab < 256) { /* train feeds byte tokens 0..255 */
-            char v[16];
-            snprintf(v, sizeof v, "%d", vocab);
-            return usage_error("--hf-config %s: vocab_size %s is below 256, and train's tokens are bytes", o->hf_config, v);
-        }
-        if ((rc = sim_model_set_hf("train", o->hf_config, &o->hf, p.given[O_CONTEXT] ? (int)p.num[O_CONTEXT] : 0,
-                                   shs_train_default_config().model.context, c)) >= 0)
-            return rc;
-    }
     static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE,
                                         O_ATTENTION, O_AUTOCAST, O_DROPOUT};
     for (int k = 0; k < 8 && o->model_file; k++)

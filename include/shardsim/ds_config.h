@@ -66,11 +66,51 @@ typedef enum {
     SHS_DS_FROM_CONFIG,        /* a key of the file */
     SHS_DS_FROM_DS_DEFAULT,    /* DeepSpeed's default for a key the file leaves out */
     SHS_DS_FROM_DERIVED,       /* DeepSpeed's batch-size rule (train_batch_size) */
-    SHS_DS_FROM_COMMAND_LINE   /* an option given beside --ds-config */
+    SHS_DS_FROM_COMMAND_LINE,  /* an option given beside --ds-config */
+    SHS_DS_FROM_AUTO,          /* a key given as "auto", resolved as the Hugging Face Trainer does */
+    SHS_DS_FROM_PER_ROW        /* compare --variants: each row's own */
 } shs_ds_source_t;
 
+/* The keys the Hugging Face Trainer fills in when given as "auto"
+ * (transformers integrations/deepspeed.py, HfTrainerDeepSpeedConfig
+ * trainer_config_process / trainer_config_finalize), one row each: enum
+ * suffix, key path. Resolved by shs_ds_config_apply from the Trainer's
+ * arguments, which here are the command line or shardsim's defaults:
+ *   train_micro_batch_size_per_gpu, gradient_accumulation_steps -> the
+ *       micro-batch and the accumulation; train_batch_size -> their product
+ *       times the world (so its "auto" also makes the accumulation the
+ *       command line's or 1)
+ *   gradient_clipping -> 1.0 (max_grad_norm's default)
+ *   optimizer.params lr 5e-5, betas [0.9, 0.999], eps 1e-8, weight_decay 0.0
+ *       (TrainingArguments' defaults)
+ *   fp16.enabled, bf16.enabled -> off unless --param-dtype f16 / bf16
+ *   zero_optimization reduce_bucket_size hidden^2, stage3_prefetch_bucket_size
+ *       0.9 hidden^2, stage3_param_persistence_threshold 10 hidden (hidden:
+ *       the model's; a model without one is refused naming the keys) */
+#define SHS_DS_AUTO_MAP(X)                                           \
+    X(MICRO, "train_micro_batch_size_per_gpu")                       \
+    X(ACCUM, "gradient_accumulation_steps")                          \
+    X(TRAIN_BATCH, "train_batch_size")                               \
+    X(CLIP, "gradient_clipping")                                     \
+    X(LR, "optimizer.params.lr")                                     \
+    X(BETAS, "optimizer.params.betas")                               \
+    X(EPS, "optimizer.params.eps")                                   \
+    X(WEIGHT_DECAY, "optimizer.params.weight_decay")                 \
+    X(FP16, "fp16.enabled")                                          \
+    X(BF16, "bf16.enabled")                                          \
+    X(REDUCE_BUCKET, "zero_optimization.reduce_bucket_size")         \
+    X(PREFETCH, "zero_optimization.stage3_prefetch_bucket_size")     \
+    X(PERSISTENCE, "zero_optimization.stage3_param_persistence_threshold")
+
+typedef enum {
+#define SHS_DS_AUTO_ENUM(id, key) SHS_DS_AUTO_##id,
+    SHS_DS_AUTO_MAP(SHS_DS_AUTO_ENUM)
+#undef SHS_DS_AUTO_ENUM
+    SHS_DS_NUM_AUTOS
+} shs_ds_auto_t;
+
 const char *shs_ds_setting_name(shs_ds_setting_t s);
-/* "config", "DeepSpeed default", "derived", "command line", "shardsim default" */
+/* "config", "DeepSpeed default", "derived", "command line", "shardsim default", "auto", "each row's own" */
 const char *shs_ds_source_name(shs_ds_source_t s);
 
 #define SHS_DS_MAX_NOTES 48
@@ -83,6 +123,11 @@ typedef struct {
     shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
     long train_batch;                   /* train_batch_size; 0: not given */
     int has_micro, has_accum;           /* the file gives these keys (DeepSpeed's "provided") */
+    unsigned autos;                     /* bit SHS_DS_AUTO_x: that key is "auto" */
+    /* zero_optimization keys whose effect depends on the effective strategy
+     * (shs_ds_config_apply): vals holds the file's stage (hybrid_shard for
+     * MiCS), its offload, and the stage-3 settings as at stage 3 */
+    int stage3_keys;                    /* the file gives a stage3_* key (or its alias) */
     int num_ignored;
     char ignored[SHS_DS_MAX_NOTES][192]; /* "key path (why)" of keys accepted without effect */
     int num_notes;
@@ -91,30 +136,48 @@ typedef struct {
 
 /* Read `path`. Errors (each naming the file and the key path): SHS_IO (no
  * such file), SHS_PARSE (malformed JSON with its line; a duplicate key; a
- * value of the wrong type or out of range; "auto", which only the Hugging
- * Face Trainer fills in), SHS_UNSUPPORTED (a key shardsim does not model,
- * or does not know; without jansson: says so). */
+ * value of the wrong type or out of range; "auto" on a key the Hugging Face
+ * Trainer does not fill in), SHS_UNSUPPORTED (keys shardsim does not model,
+ * or does not know: all of the file's in one message; without jansson:
+ * says so). */
 shs_status_t shs_ds_config_load(const char *path, shs_ds_config_t *out);
 
 /* Apply `ds` to `cfg`, which holds shardsim's defaults overwritten by the
  * options given on the command line: the settings with given[s] != 0 keep
  * cfg's value (the command line wins), the others take the file's where it
- * decides them. Then DeepSpeed's batch-size rule (runtime/config.py,
+ * decides them. Precedence of the param dtype: the command line, then the
+ * file's fp16 / bf16 section, then DeepSpeed's fp32 (the caller applies a
+ * model's torch_dtype only without a DeepSpeed config). Settings that depend
+ * on the effective strategy (the command line's or the file's stage) apply
+ * only where it takes them: the stage3_* keys (replicate below, prefetch)
+ * only under a strategy that shards parameters (zero3, hybrid_shard);
+ * mics_shard_size only under hybrid sharding; offload_param only with
+ * sharded parameters (else the optimizer offload alone); the fp16 loss
+ * scaler only with param dtype f16; the header's notes name each key left
+ * without effect. A MiCS group that does not divide the world, or a config
+ * offload under ddp, is SHS_INVALID_ARG naming the key. "auto" keys are
+ * resolved (SHS_DS_AUTO_MAP) with `hidden`, the model's hidden size (0: the
+ * model has none; then a hidden-size "auto" is SHS_INVALID_ARG naming the
+ * keys). Then DeepSpeed's batch-size rule (runtime/config.py,
  * _set_batch_related_parameters and _batch_assertion) over
  * train_batch_size (file), micro-batch and accumulation (file or command
  * line) and cfg->world_size: of the three, the missing one is derived from
  * the two given (integer division, as DeepSpeed does), only train_batch_size
  * given means accumulation 1, only the micro-batch means accumulation 1;
  * then train_batch_size must equal micro x accumulation x world, else
- * SHS_INVALID_ARG naming the three values and the world. Neither
+ * SHS_INVALID_ARG naming the three values and the world (a
+ * train_batch_size the others do not divide: naming the divisors). Neither
  * train_batch_size nor a micro-batch: SHS_INVALID_ARG (DeepSpeed's
  * assertion). `given` may be NULL (nothing given). Fills src_out (may be
  * NULL) with each effective setting's source. */
-shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_DS_NUM_SETTINGS],
+shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_DS_NUM_SETTINGS], long hidden,
                                  shs_train_config_t *cfg, shs_ds_source_t src_out[SHS_DS_NUM_SETTINGS]);
 
 /* The run's header lines about the config: the effective settings of `cfg`
- * (after apply) with their sources, then the ignored keys and the notes;
+ * (after apply) with their sources, the "auto" keys with their resolved
+ * values (the hidden-size ones from cfg's model: llama hidden or GPT
+ * channels, as apply's `hidden`), then the ignored keys and the notes (keys without effect under
+ * the effective strategy or dtype among them);
  * each line starts with `prefix`. Returns the characters written (as
  * snprintf: the length it needed). */
 size_t shs_ds_config_describe(const shs_ds_config_t *ds, const shs_train_config_t *cfg,

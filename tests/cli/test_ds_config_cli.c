@@ -104,6 +104,65 @@ static void test_bad_config_names_file_and_key(void **state) {
     assert_int_not_equal(p->exit_code, 0);
     assert_non_null(strstr(p->err, "unknown.json: unknown key zero_optimization.offload"));
 }
+
+/* A small Llama config.json with torch_dtype bfloat16. */
+static const char small_llama[] =
+    "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4,"
+    " \"num_hidden_layers\": 2, \"num_key_value_heads\": 2, \"vocab_size\": 256, \"max_position_embeddings\": 64,"
+    " \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}";
+
+/* compare --hf-config beside --ds-config: the config's fp16 wins over
+ * torch_dtype, and without fp16/bf16 DeepSpeed's fp32 does (as train says). */
+static void test_compare_dtype_precedence(void **state) {
+    (void)state;
+    char hf[512], p16[512], pp[512]; /* test_tmp_write's path is overwritten by the next call */
+    static const char fp16[] = "{\"train_batch_size\": 2, \"fp16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3}}";
+    static const char plain[] = "{\"train_batch_size\": 2, \"zero_optimization\": {\"stage\": 3}}";
+    snprintf(hf, sizeof hf, "%s", test_tmp_write("llama.json", small_llama, sizeof small_llama - 1));
+    snprintf(p16, sizeof p16, "%s", test_tmp_write("fp16.json", fp16, sizeof fp16 - 1));
+    snprintf(pp, sizeof pp, "%s", test_tmp_write("plain.json", plain, sizeof plain - 1));
+    const test_proc_t *p = test_shardsim(120, "compare", "--hf-config", hf, "--ds-config", p16, "--world", "2", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "param dtype f16 (config)"));
+    assert_non_null(strstr(p->out, "loss scaler deepspeed"));
+    p = test_shardsim(120, "compare", "--hf-config", hf, "--ds-config", pp, "--world", "2", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "param dtype f32 (DeepSpeed default)"));
+    p = test_shardsim(120, "train", "--hf-config", hf, "--ds-config", pp, "--world", "2", "--steps", "1", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "param dtype f32 (DeepSpeed default)"));
+}
+
+/* --strategy zero1 over a stage-3 file: its stage-3 keys and offload_param
+ * have no effect and the header says so; compare --variants says the rows
+ * choose the offload; a MiCS group not dividing the world names the key. */
+static void test_stage_override_cli(void **state) {
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s", test_tmp_write("z3.json", z3_offload, sizeof z3_offload - 1));
+    const test_proc_t *p = test_shardsim(120, "train", "--ds-config", path, "--world", "2", "--steps", "1",
+                                         "--layers", "2", "--channels", "64", "--heads", "2", "--context", "32",
+                                         "--strategy", "zero1", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "strategy zero1 (command line); offload optimizer (config)"));
+    assert_null(strstr(p->out, "replicate units below"));
+    assert_non_null(strstr(p->out, "note: zero_optimization.offload_param: no effect, zero1 (command line)"));
+    p = test_shardsim(120, "compare", "--ds-config", path, "--world", "2", "--layers", "2", "--channels", "64",
+                      "--heads", "2", "--context", "32", "--vocab", "256", "--variants", "plain", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "offload: each row's own"));
+    assert_null(strstr(p->out, "offload none (command line)"));
+    static const char mics[] = "{\"train_batch_size\": 32, \"zero_optimization\": {\"stage\": 3, \"mics_shard_size\": 3}}";
+    char mp[512];
+    snprintf(mp, sizeof mp, "%s", test_tmp_write("mics.json", mics, sizeof mics - 1));
+    const char *cmds[] = {"train", "compare"};
+    for (int k = 0; k < 2; k++) {
+        p = test_shardsim(60, cmds[k], "--ds-config", mp, "--world", "4", NULL);
+        assert_int_not_equal(p->exit_code, 0);
+        assert_non_null(strstr(p->err, "zero_optimization.mics_shard_size 3 must divide the world 4"));
+        assert_null(strstr(p->err, "--shard-group-size"));
+    }
+}
 #else
 static void test_without_jansson(void **state) {
     (void)state;
@@ -121,6 +180,8 @@ int main(void) {
         cmocka_unit_test(test_command_line_wins),
         cmocka_unit_test(test_compare_stage3_offload),
         cmocka_unit_test(test_fp16_deepspeed_scaler_runs),
+        cmocka_unit_test(test_compare_dtype_precedence),
+        cmocka_unit_test(test_stage_override_cli),
         cmocka_unit_test(test_bad_config_names_file_and_key),
 #else
         cmocka_unit_test(test_without_jansson),

@@ -32,7 +32,7 @@ static shs_status_t load_apply(const char *json, const int *given, shs_train_con
     const char *path = write_cfg("ds.json", json);
     shs_status_t st = shs_ds_config_load(path, &ds);
     if (st != SHS_OK) return st;
-    return shs_ds_config_apply(&ds, given, cfg, src);
+    return shs_ds_config_apply(&ds, given, cfg->model.channels, cfg, src);
 }
 
 static shs_train_config_t defaults4(void) {
@@ -160,9 +160,17 @@ static void test_batch_rule(void **state) {
     /* a contradiction names the three values and the world */
     expect_error("{\"train_batch_size\": 25, \"train_micro_batch_size_per_gpu\": 3, \"gradient_accumulation_steps\": 2}",
                  SHS_INVALID_ARG, "train_batch_size 25 != train_micro_batch_size_per_gpu 3", "gradient_accumulation_steps 2 (config) x world 4");
-    /* derived by integer division, then checked: 30 / 4 / 2 = 3, 3*2*4 = 24 != 30 */
+    /* derived by division, which must be exact: 30 / (4 x 2) is not whole */
     expect_error("{\"train_batch_size\": 30, \"gradient_accumulation_steps\": 2}", SHS_INVALID_ARG,
-                 "train_batch_size 30 != ", "world 4");
+                 "train_batch_size 30 is not divisible by world 4 (shardsim default) x gradient_accumulation_steps 2 "
+                 "(config)", NULL);
+    /* train_batch_size alone: accumulation 1, 32 / 3 not whole (not "micro 10 (derived) ... != 32") */
+    c = defaults4();
+    c.world_size = 3;
+    assert_int_equal(shs_ds_config_load(write_cfg("tb.json", "{\"train_batch_size\": 32}"), &ds), SHS_OK);
+    assert_int_equal(shs_ds_config_apply(&ds, NULL, 64, &c, src), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "train_batch_size 32 is not divisible by world 3 (shardsim default) x "
+                                             "accumulation 1"));
     /* nothing to size the batch with */
     expect_error("{\"gradient_accumulation_steps\": 2}", SHS_INVALID_ARG, "neither train_batch_size nor", NULL);
 }
@@ -215,7 +223,8 @@ static void test_refusals(void **state) {
     expect_error("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"adam_w_mode\": false}}}",
                  SHS_UNSUPPORTED, "optimizer.params.adam_w_mode = false", NULL);
     expect_error("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Lamb\"}}", SHS_UNSUPPORTED, "optimizer.type", NULL);
-    expect_error("{\"train_batch_size\": 4, \"scheduler\": {\"type\": \"WarmupLR\"}}", SHS_UNSUPPORTED, "scheduler = ", NULL);
+    expect_error("{\"train_batch_size\": 4, \"scheduler\": {\"type\": \"WarmupLR\"}}", SHS_UNSUPPORTED,
+                 "scheduler (type WarmupLR) is not modelled", "remove the scheduler section");
     expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 2, \"reduce_scatter\": false}}",
                  SHS_UNSUPPORTED, "zero_optimization.reduce_scatter = false", NULL);
     /* unknown keys, at any depth */
@@ -226,7 +235,8 @@ static void test_refusals(void **state) {
     /* wrong types, "auto", duplicates, malformed JSON */
     expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": \"3\"}}", SHS_PARSE,
                  "zero_optimization.stage = \"3\": want an integer", NULL);
-    expect_error("{\"train_batch_size\": \"auto\"}", SHS_PARSE, "train_batch_size = \"auto\"", "Hugging Face");
+    expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": \"auto\"}}", SHS_PARSE,
+                 "zero_optimization.stage = \"auto\"", "Hugging Face");
     expect_error("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 5}}", SHS_PARSE,
                  "zero_optimization.stage = 5", NULL);
     expect_error("{\"train_batch_size\": 4, \"train_batch_size\": 8}", SHS_PARSE, "duplicate", NULL);
@@ -262,7 +272,7 @@ static void test_fp16_loss_scaler(void **state) {
     char buf[8192];
     shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
     assert_non_null(strstr(buf, "loss scaler static (config): initial scale 128 (config)\n"));
-    assert_non_null(strstr(buf, "note: fp16.loss_scale 128: a static scale"));
+    assert_non_null(strstr(buf, "note: fp16.hysteresis: no effect beside the static fp16.loss_scale 128"));
     /* the command line wins: --hysteresis 5 --loss-scaler torch */
     c = defaults4();
     c.strategy.scaler.hysteresis = 5;
@@ -279,6 +289,176 @@ static void test_fp16_loss_scaler(void **state) {
     assert_int_equal(sc->kind, SHS_SCALER_TORCH);
 }
 
+
+/* Stage-dependent keys follow the effective strategy: a stage-3 file run
+ * as zero1 keeps none of its stage3_* settings (DeepSpeed reads them at
+ * stage 3 only) and offloads the optimizer alone; MiCS applies only under
+ * hybrid sharding and must divide the world; a config offload under ddp is
+ * refused naming the key and the override. */
+static void test_stage_override(void **state) {
+    (void)state;
+    const char *z3 = "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                     "\"stage3_param_persistence_threshold\": 100000, \"offload_optimizer\": {\"device\": \"cpu\"}, "
+                     "\"offload_param\": {\"device\": \"cpu\"}}}";
+    shs_train_config_t c = defaults4(), dflt = defaults4();
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+    int given[SHS_DS_NUM_SETTINGS] = {0};
+    given[SHS_DS_STAGE] = 1;
+    c.strategy.kind = SHS_ZERO1;
+    assert_int_equal(load_apply(z3, given, &c, src), SHS_OK);
+    assert_int_equal(c.replicate_below, dflt.replicate_below);
+    assert_int_equal(c.strategy.backward_prefetch, dflt.strategy.backward_prefetch);
+    assert_int_equal(src[SHS_DS_REPLICATE_BELOW], SHS_DS_FROM_SHARDSIM);
+    assert_int_equal(c.strategy.offload, SHS_OFFLOAD_OPTIMIZER);
+    char buf[8192];
+    shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
+    assert_null(strstr(buf, "replicate units below"));
+    assert_non_null(strstr(buf, "note: stage3_* keys: no effect, they apply to stage 3 and the strategy is zero1 "
+                                "(command line)"));
+    assert_non_null(strstr(buf, "note: zero_optimization.offload_param: no effect, zero1 (command line)"));
+    /* the same file as zero3 keeps them */
+    c = defaults4();
+    c.strategy.kind = SHS_ZERO3;
+    assert_int_equal(load_apply(z3, given, &c, src), SHS_OK);
+    assert_int_equal(c.replicate_below, 100000);
+    assert_int_equal(c.strategy.offload, SHS_OFFLOAD_PARAMS);
+    /* ddp over a config offload */
+    c = defaults4();
+    c.strategy.kind = SHS_DDP;
+    assert_int_equal(load_apply(z3, given, &c, src), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "zero_optimization.offload_optimizer = cpu needs a ZeRO stage"));
+    assert_non_null(strstr(shs_last_error(), "--strategy"));
+    /* MiCS: no effect under zero3 from the command line; a group not dividing the world names the key */
+    const char *mics = "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"mics_shard_size\": 2}}";
+    c = defaults4();
+    c.strategy.kind = SHS_ZERO3;
+    assert_int_equal(load_apply(mics, given, &c, src), SHS_OK);
+    assert_int_equal(c.strategy.kind, SHS_ZERO3);
+    assert_int_equal(src[SHS_DS_SHARD_GROUP], SHS_DS_FROM_SHARDSIM);
+    shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
+    assert_non_null(strstr(buf, "note: zero_optimization.mics_shard_size 2: no effect, the strategy is zero3"));
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 12, \"zero_optimization\": {\"stage\": 3, "
+                                "\"mics_shard_size\": 3}}", NULL, &c, src), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "zero_optimization.mics_shard_size 3 must divide the world 4"));
+    assert_null(strstr(shs_last_error(), "--shard-group-size"));
+}
+
+/* The param dtype: the command line over the fp16 section (whose scaler
+ * keys then say they have no effect), and DeepSpeed's fp32 without one. */
+static void test_dtype_precedence(void **state) {
+    (void)state;
+    shs_train_config_t c = defaults4();
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+    c.strategy.param_dtype = SHS_BF16; /* e.g. compare's own default */
+    assert_int_equal(load_apply("{\"train_batch_size\": 4}", NULL, &c, src), SHS_OK);
+    assert_int_equal(c.strategy.param_dtype, SHS_F32);
+    assert_int_equal(src[SHS_DS_DTYPE], SHS_DS_FROM_DS_DEFAULT);
+    int given[SHS_DS_NUM_SETTINGS] = {0};
+    given[SHS_DS_DTYPE] = 1;
+    c = defaults4();
+    c.strategy.param_dtype = SHS_BF16;
+    assert_int_equal(load_apply("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 0.5}}",
+                                given, &c, src), SHS_OK);
+    assert_int_equal(c.strategy.param_dtype, SHS_BF16);
+    assert_int_equal(src[SHS_DS_MIN_LOSS_SCALE], SHS_DS_FROM_SHARDSIM);
+    char buf[8192];
+    shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
+    assert_non_null(strstr(buf, "note: fp16 loss-scaling keys: no effect, the param dtype is bf16 (command line)"));
+    /* fp16 off: its other keys are named as without effect */
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 4, \"fp16\": {\"enabled\": false, \"min_loss_scale\": 0.5}}",
+                                NULL, &c, src), SHS_OK);
+    shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
+    assert_non_null(strstr(buf, "note: fp16.min_loss_scale: no effect, fp16.enabled is false"));
+}
+
+/* transformers' zero3 example config (every "auto" it uses), resolved as
+ * HfTrainerDeepSpeedConfig does with TrainingArguments' defaults and the
+ * hidden size 64: persistence 10 x 64 = 640, prefetch 0.9 x 64^2 = 3686,
+ * reduce bucket 64^2 = 4096. */
+static void test_hf_auto(void **state) {
+    (void)state;
+    const char *json =
+        "{\"fp16\": {\"enabled\": \"auto\", \"loss_scale\": 0, \"loss_scale_window\": 1000, \"initial_scale_power\": 16,"
+        "  \"hysteresis\": 2, \"min_loss_scale\": 1}, \"bf16\": {\"enabled\": \"auto\"},"
+        " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\", \"betas\": \"auto\", \"eps\": \"auto\","
+        "  \"weight_decay\": \"auto\"}},"
+        " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true},"
+        "  \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}, \"overlap_comm\": true,"
+        "  \"contiguous_gradients\": true, \"sub_group_size\": 1e9, \"reduce_bucket_size\": \"auto\","
+        "  \"stage3_prefetch_bucket_size\": \"auto\", \"stage3_param_persistence_threshold\": \"auto\","
+        "  \"stage3_max_live_parameters\": 1e9, \"stage3_max_reuse_distance\": 1e9,"
+        "  \"stage3_gather_16bit_weights_on_model_save\": true},"
+        " \"gradient_accumulation_steps\": \"auto\", \"gradient_clipping\": \"auto\", \"steps_per_print\": 2000,"
+        " \"train_batch_size\": \"auto\", \"train_micro_batch_size_per_gpu\": \"auto\", \"wall_clock_breakdown\": false}";
+    shs_train_config_t c = defaults4();
+    c.micro_batch = 3; /* as if --micro-batch 3 */
+    c.model.channels = 64; /* the hidden size apply is given (describe reads it from the model) */
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+    int given[SHS_DS_NUM_SETTINGS] = {0};
+    given[SHS_DS_MICRO_BATCH] = 1;
+    assert_int_equal(shs_ds_config_load(write_cfg("hf.json", json), &ds), SHS_OK);
+    assert_int_equal(shs_ds_config_apply(&ds, given, 64, &c, src), SHS_OK);
+    assert_int_equal(c.micro_batch, 3);
+    assert_int_equal(c.grad_accum, 1);
+    assert_true(c.strategy.clip_norm == 1.0f);
+    assert_true(c.strategy.optim.lr == 5e-5f && c.strategy.optim.beta1 == 0.9f && c.strategy.optim.beta2 == 0.999f);
+    assert_true(c.strategy.optim.eps == 1e-8f && c.strategy.optim.weight_decay == 0.0f);
+    assert_int_equal(c.strategy.param_dtype, SHS_F32);
+    assert_int_equal(c.replicate_below, 640);
+    assert_int_equal(c.strategy.backward_prefetch, SHS_PREFETCH_PRE);
+    assert_int_equal(src[SHS_DS_LR], SHS_DS_FROM_AUTO);
+    assert_int_equal(src[SHS_DS_DTYPE], SHS_DS_FROM_AUTO);
+    assert_int_equal(src[SHS_DS_REPLICATE_BELOW], SHS_DS_FROM_AUTO);
+    char buf[8192];
+    shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
+    assert_non_null(strstr(buf, "auto (HF Trainer rule): train_batch_size = 12 (micro-batch x accumulation x world)"));
+    assert_non_null(strstr(buf, "auto (HF Trainer rule): train_micro_batch_size_per_gpu = 3 (command line)"));
+    assert_non_null(strstr(buf, "auto (HF Trainer rule): optimizer.params.lr = 5e-05 (auto)"));
+    assert_non_null(strstr(buf, "auto (HF Trainer rule): zero_optimization.reduce_bucket_size = 4096"));
+    assert_non_null(strstr(buf, "auto (HF Trainer rule): zero_optimization.stage3_prefetch_bucket_size = 3686"));
+    assert_non_null(strstr(buf, "auto (HF Trainer rule): zero_optimization.stage3_param_persistence_threshold = 640"));
+    assert_non_null(strstr(buf, "auto (HF Trainer rule): fp16.enabled = false"));
+    /* --param-dtype f16 turns fp16 "auto" on, with the file's scaler */
+    c = defaults4();
+    c.strategy.param_dtype = SHS_F16;
+    given[SHS_DS_DTYPE] = 1;
+    assert_int_equal(shs_ds_config_apply(&ds, given, 64, &c, src), SHS_OK);
+    assert_int_equal(c.strategy.scaler.kind, SHS_SCALER_DEEPSPEED);
+    assert_int_equal(src[SHS_DS_INIT_SCALE], SHS_DS_FROM_CONFIG);
+    /* a model without a hidden size: refused naming the keys */
+    c = defaults4();
+    assert_int_equal(shs_ds_config_apply(&ds, NULL, 0, &c, src), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "zero_optimization.reduce_bucket_size, "
+                                             "zero_optimization.stage3_prefetch_bucket_size, "
+                                             "zero_optimization.stage3_param_persistence_threshold = \"auto\""));
+}
+
+/* Every refused key of a file in one error, with the fixes named. */
+static void test_all_refused_named(void **state) {
+    (void)state;
+    shs_status_t st = shs_ds_config_load(
+        write_cfg("many.json", "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\"}, \"fp16\": "
+                               "{\"enabled\": true, \"auto_cast\": true, \"consistent_hysteresis\": true}, "
+                               "\"zero_optimization\": {\"stgae\": 3}}"),
+        &ds);
+    assert_int_equal(st, SHS_UNSUPPORTED);
+    const char *e = shs_last_error();
+    assert_non_null(strstr(e, "many.json: 4 keys refused"));
+    assert_non_null(strstr(e, "scheduler (type WarmupLR)"));
+    assert_non_null(strstr(e, "fp16.auto_cast = true"));
+    assert_non_null(strstr(e, "fp16.consistent_hysteresis"));
+    assert_non_null(strstr(e, "zero_optimization.stgae"));
+    /* alone, each says its fix (DeepSpeed's key is consecutive_hysteresis) */
+    st = shs_ds_config_load(write_cfg("one.json", "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, "
+                                                  "\"consistent_hysteresis\": true}}"), &ds);
+    assert_int_equal(st, SHS_UNSUPPORTED);
+    assert_non_null(strstr(shs_last_error(), "fix: fp16.consecutive_hysteresis is DeepSpeed's key"));
+    st = shs_ds_config_load(write_cfg("one.json", "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, "
+                                                  "\"auto_cast\": true}}"), &ds);
+    assert_non_null(strstr(shs_last_error(), "fix: set it false or remove it"));
+}
 #else
 
 static void test_without_jansson(void **state) {
@@ -297,6 +477,10 @@ int main(void) {
         cmocka_unit_test(test_batch_rule),
         cmocka_unit_test(test_command_line_precedence),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_stage_override),
+        cmocka_unit_test(test_dtype_precedence),
+        cmocka_unit_test(test_hf_auto),
+        cmocka_unit_test(test_all_refused_named),
         cmocka_unit_test(test_fp16_loss_scaler),
 #else
         cmocka_unit_test(test_without_jansson),
