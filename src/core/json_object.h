@@ -25,6 +25,10 @@
  * Errors: SHS_PARSE "NAME:LINE: malformed JSON: ..." (duplicates included)
  * or "NAME: want a JSON object of WHAT"; *root is NULL then. */
 shs_status_t shs__json_object_parse(const char *text, size_t len, const char *name, const char *what, json_t **root);
+/* Read the regular file `path` (shs__read_file: FIFOs, devices and
+ * directories refused by kind) and parse it as above, naming it by path.
+ * Errors: SHS_IO, SHS_HOST_OOM, and those of shs__json_object_parse. */
+shs_status_t shs__json_object_load(const char *path, const char *what, json_t **root);
 #endif
 
 #endif

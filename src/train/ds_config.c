@@ -77,7 +77,6 @@
 #include "shardsim/features.h"
 #include "shardsim/strategy.h"
 #include "core/json_object.h"
-#include "trace/trace_util.h"
 
 #ifdef SHS_HAVE_JANSSON
 #include <jansson.h>
@@ -774,13 +773,8 @@ shs_status_t shs_ds_config_load(const char *path, shs_ds_config_t *out) {
     return shs_set_error(SHS_UNSUPPORTED, "%s: reading a DeepSpeed config %s", path,
                          shs_feature_missing(SHS_FEATURE_JANSSON));
 #else
-    char *buf;
-    size_t len;
-    SHS_CHECK(shs__read_file(path, &buf, &len));
     json_t *root;
-    shs_status_t pst = shs__json_object_parse(buf, len, path, "DeepSpeed keys", &root);
-    free(buf);
-    SHS_CHECK(pst);
+    SHS_CHECK(shs__json_object_load(path, "DeepSpeed keys", &root));
     shs_ds_config_t *ds = calloc(1, sizeof *ds);
     if (!ds) {
         json_decref(root);

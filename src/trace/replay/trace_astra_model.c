@@ -306,12 +306,8 @@ shs_status_t shs_astra_sys_load(const char *path, shs_astra_sys_t *out) {
     return shs_set_error(SHS_UNSUPPORTED, "%s: reading an ASTRA-sim system JSON %s", path,
                          shs_feature_missing(SHS_FEATURE_JANSSON));
 #else
-    char *buf;
-    size_t len;
-    SHS_CHECK(shs__read_file(path, &buf, &len));
     json_t *root;
-    shs_status_t st = shs__json_object_parse(buf, len, path, "system keys", &root);
-    free(buf);
+    shs_status_t st = shs__json_object_load(path, "system keys", &root);
     SHS_CHECK(st);
     shs_astra_sys_t s;
     shs_astra_sys_default(&s);
