@@ -95,8 +95,10 @@ const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
                       "micro-batches per step; gradients are only reduced on the last\n"
                       "(torch no_sync); the step's gradient is their mean"},
     [O_CLIP_GRAD_NORM] = {"--clip-grad-norm", NULL, SIM_OPT_F32, 0, 1e30, 0, 0, "X",
-                          "clip the global gradient norm to X (torch clip_grad_norm_),\n"
-                          "computed exactly so it is the same bits at every world size"},
+                          "clip the global gradient norm to X > 0 (torch clip_grad_norm_),\n"
+                          "computed exactly so it is the same bits at every world size;\n"
+                          "0 is refused: torch would zero every gradient, DeepSpeed and\n"
+                          "the HF Trainer turn clipping off (leave the option out)"},
     [O_NORM_TYPE] = {"--norm-type", NULL, SIM_OPT_STR, 0, 0, 0, 0, "P", "1 | 2 | inf, with --clip-grad-norm"},
     [O_REPLICATE_BELOW] = {"--replicate-below", NULL, SIM_OPT_INT, 0, 1e15, 0, 0, "N",
                            "keep units of fewer than N elements unsharded on every rank\n"

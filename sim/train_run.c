@@ -122,7 +122,7 @@ int sim_train_run_setup(sim_train_run_t *r) {
         char b[32];
         if (!r->o->device_mem_given && strstr(shs_last_error(), "out of device memory"))
             sim_note("train", "the %d simulated devices share this machine's RAM (%s each); "
-                            "use a smaller --world or model, or set --device-mem\n",
+                            "use a smaller --world or model, or set --device-mem",
                     cfg->world_size * (r->o->check_ddp ? 2 : 1), shs_format_bytes(b, sizeof b, (double)cfg->device_mem));
         return SIM_EXIT_ERROR;
     }
