@@ -6,6 +6,7 @@
 
 #include "model_choice.h"
 #include "options.h"
+#include "strategy_names.h"
 #include "shardsim/train.h"
 
 const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
@@ -20,7 +21,9 @@ const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
                    "mpi-nccl: under mpirun, one process per GPU (GPU = its index on\n"
                    "the node), NCCL bootstrapped over MPI; same bits as cuda-nccl"},
     [O_LOSS_BITS] = {"--loss-bits", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL, "also print each step's loss as its f32 bits in hex"},
-    [O_STRATEGY] = {"--strategy", NULL, SIM_OPT_STR, 0, 0, 0, 0, "S", "ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2"},
+    [O_STRATEGY] = {"--strategy", NULL, SIM_OPT_STR, 0, 0, 0, 0, "S",
+                    "ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2,\n"
+                    "or another tool's name for one of them:" SIM_STRATEGY_ALIASES_HELP},
     [O_SHARD_GROUP_SIZE] = SIM_ROW_SHARD_GROUP_SIZE,
     [O_RESHARD_AFTER_FORWARD] = {"--reshard-after-forward", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
                                  "free gathered units after forward use; false keeps\n"

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "model_choice.h"
 #include "options.h"
+#include "strategy_names.h"
 #include "shardsim/check.h"
 #include "shardsim/durable.h"
 #include "shardsim/features.h"
@@ -218,9 +219,13 @@ static int apply_strategy(const sim_opts_t *p, train_opts_t *o) {
         if (!p->given[dtype_opts[k]]) continue;
         if ((rc = sim_opt_dtype("train", OPT(dtype_opts[k]), p->str[dtype_opts[k]], dtype_dst[k])) >= 0) return rc;
     }
-    if (p->given[O_STRATEGY] && shs_strategy_parse(p->str[O_STRATEGY], &c->strategy.kind))
-        return usage("unknown strategy '%s': use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2",
-                     p->str[O_STRATEGY]);
+    if (p->given[O_STRATEGY]) {
+        sim_strategy_name_t n;
+        if (sim_strategy_lookup(p->str[O_STRATEGY], &n)) return sim_strategy_unknown("train", "--strategy", p->str[O_STRATEGY]);
+        int reshard = p->given[O_RESHARD_AFTER_FORWARD] ? (int)p->num[O_RESHARD_AFTER_FORWARD] : -1;
+        if ((rc = sim_strategy_apply("train", &n, reshard, &c->strategy)) >= 0) return rc;
+        if (n.maps) o->strategy_alias = n.name;
+    }
     return -1;
 }
 

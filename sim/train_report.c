@@ -32,10 +32,14 @@ void sim_train_print_header(const sim_train_run_t *r) {
     char b1[32], b2[32];
     char model_desc[320];
     describe_model(r, model_desc, sizeof model_desc);
-    printf("shardsim train: %d ranks (%s%s), strategy %s, %s in %d units\n", cfg->world_size,
+    char alias[160] = "";
+    if (o->strategy_alias)
+        snprintf(alias, sizeof alias, " (given as %s%s)", o->strategy_alias,
+                 cfg->strategy.keep_after_forward ? ", parameters kept from forward to backward" : "");
+    printf("shardsim train: %d ranks (%s%s), strategy %s%s, %s in %d units\n", cfg->world_size,
            cfg->backend == SHS_WORLD_CUDA ? "cuda, one GPU" : cfg->backend == SHS_WORLD_CUDA_NCCL ? "cuda, nccl" : "cpu",
-           o->backend_mpi ? ", mpi: one process per rank" : "",
-           shs_strategy_name(cfg->strategy.kind), model_desc, lo->num_units);
+           o->backend_mpi ? ", mpi: one process per rank" : "", shs_strategy_name(cfg->strategy.kind), alias,
+           model_desc, lo->num_units);
     if (o->hf_config)
         printf("  hf config %s: model_type %s, torch_dtype %s (train computes in --param-dtype %s)%s%s\n", o->hf_config,
                o->hf.model_type, o->hf.torch_dtype ? shs_dtype_name(o->hf.torch_dtype) : "not given",
