@@ -154,6 +154,12 @@ const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
                   "--strategy and --shard-align (model and optimizer must match)"},
     [O_EXPORT_SAFETENSORS] = {"--export-safetensors", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE",
                               "write the final full weights as safetensors"},
+    [O_METRICS] = {"--metrics", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE.jsonl",
+                   "one JSON object per step, one a line: step, loss, grad_norm, lr,\n"
+                   "loss_scale, step_skipped, tokens, seconds, tokens_per_s,\n"
+                   "device_mem_bytes, device_mem_peak_bytes (sim/train_metrics.h);\n"
+                   "written to FILE.jsonl.tmp as steps end, renamed at the end (after\n"
+                   "a failure too, with the steps that completed)"},
     [O_PROGRESS] = {"--progress", NULL, SIM_OPT_FLOAT, 0, 86400, 0, 0, "SEC",
                     "while setup, a step or a save runs longer than SEC seconds, say\n"
                     "so on stderr (again at 2x, 4x, ... SEC; 0: never)"},

@@ -355,6 +355,7 @@ static int apply_outputs(const sim_opts_t *p, train_opts_t *o) {
     o->resume_dir = p->str[O_RESUME];
     o->export_path = p->str[O_EXPORT_SAFETENSORS];
     o->trace_dir = p->str[O_TRACE];
+    o->metrics_path = p->str[O_METRICS];
     if (p->given[O_SAVE_EVERY]) o->save_every = (long)p->num[O_SAVE_EVERY];
     /* outputs written at the end: refuse an unwritable place before training
      * (files by the writers' own policy, durable.h) */
@@ -363,11 +364,23 @@ static int apply_outputs(const sim_opts_t *p, train_opts_t *o) {
         const char *why = dirs[k] ? dir_output_problem(dirs[k]) : NULL;
         if (why) return usage("%s %s: %s", dir_opts[k], dirs[k], why);
     }
-    const char *files[] = {o->export_path, o->timeline_path}, *file_opts[] = {"--export-safetensors", "--memory-timeline"};
-    for (int k = 0; k < 2; k++) {
+    const char *files[] = {o->export_path, o->timeline_path, o->metrics_path},
+               *file_opts[] = {"--export-safetensors", "--memory-timeline", "--metrics"};
+    shs_out_named_t outs[3];
+    size_t nouts = 0;
+    for (int k = 0; k < 3; k++) {
         shs_out_target_t to;
-        if (files[k] && shs_out_resolve(files[k], &to) != SHS_OK) return usage("%s %s", file_opts[k], shs_last_error());
+        if (!files[k]) continue;
+        if (shs_out_resolve(files[k], &to) != SHS_OK) return usage("%s %s", file_opts[k], shs_last_error());
+        outs[nouts++] = (shs_out_named_t){file_opts[k], files[k]};
     }
+    /* no output may be an input, nor two outputs one file */
+    const char *inputs[4];
+    size_t nin = 0;
+    const char *maybe_in[] = {o->data_path, o->model_file, p->str[O_HF_CONFIG], p->str[O_DS_CONFIG]};
+    for (int k = 0; k < 4; k++)
+        if (maybe_in[k]) inputs[nin++] = maybe_in[k];
+    if (shs_out_check(outs, nouts, inputs, nin) != SHS_OK) return usage("%s", shs_last_error());
     if (o->save_every && !o->save_dir) return usage("--save-every needs --save DIR");
     return -1;
 }

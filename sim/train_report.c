@@ -98,8 +98,7 @@ void sim_train_print_check_intro(const sim_train_run_t *r) {
 
 void sim_train_print_step(const sim_train_run_t *r, const sim_train_step_t *s) {
     const shs_train_config_t *cfg = r->cfg;
-    long tokens_per_step = (long)cfg->world_size * cfg->micro_batch * cfg->model.context *
-                           (cfg->grad_accum > 1 ? cfg->grad_accum : 1);
+    long tokens_per_step = sim_train_tokens_per_step(cfg);
     const int step_width = (int)snprintf(NULL, 0, "%ld", r->last);
     printf("step %*ld/%ld | loss %.6f | %8.1f ms | %7.0f tok/s", step_width, s->step, r->last, (double)s->loss,
            s->seconds * 1e3, (double)tokens_per_step / s->seconds);

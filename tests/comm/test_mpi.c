@@ -482,6 +482,40 @@ static void test_options_use_job_size(void **state) {
         fail_msg("expected exit 2 naming the job's size; got exit %d, stderr:\n%s", p->exit_code, p->err);
 }
 
+/* Progress lines come from rank 0's process alone, as stdout does (every
+ * process printed them, once per rank, for the same job). With a 1 ms
+ * threshold every phase speaks; each line must then appear once. --metrics
+ * is written by rank 0's process: one line per step. */
+static void test_progress_and_metrics_from_rank0(void **state) {
+    (void)state;
+    char jsonl[] = "/tmp/shs_mpi_metrics_XXXXXX.jsonl";
+    int fd = mkstemps(jsonl, 6);
+    assert_true(fd >= 0);
+    close(fd);
+    char *args[] = {BIN, "train", "--backend", "mpi", "--steps", "2", "--layers", "1", "--channels", "32", "--context",
+                    "16", "--progress", "0.001", "--metrics", jsonl, NULL};
+    const test_proc_t *p = run_mpi(2, 60, args);
+    if (p->exit_code != 0) fail_msg("exit %d, stderr:\n%s", p->exit_code, p->err);
+    const char *phases[] = {"running step 1/2 on ", "running step 2/2 on "};
+    for (int k = 0; k < 2; k++) {
+        int n = 0;
+        for (const char *l = p->err; (l = strstr(l, phases[k])) != NULL; l++)
+            if (!strncmp(l + strcspn(l, "("), "(0.001 s so far)", 16)) n++;
+        if (n != 1) fail_msg("'%s... (0.001 s so far)' %d times, once expected; stderr:\n%s", phases[k], n, p->err);
+    }
+    char text[4096];
+    FILE *f = fopen(jsonl, "r");
+    assert_non_null(f);
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[got] = 0;
+    unlink(jsonl);
+    const char *second = strchr(text, '\n');
+    if (strncmp(text, "{\"step\": 1,", 11) || !second || strncmp(second + 1, "{\"step\": 2,", 11) ||
+        strchr(second + 1, '\n')[1] != 0)
+        fail_msg("expected one line per step:\n%s", text);
+}
+
 /* One process per GPU over NCCL, bootstrapped over MPI: on a machine
  * without a GPU (or a build without CUDA) every process stops with the
  * reason and the job exits 1, nobody waits for the others. (Where GPUs
@@ -509,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_world_must_match_job),
         cmocka_unit_test(test_mpi_nccl_without_gpu),
         cmocka_unit_test(test_options_use_job_size),
+        cmocka_unit_test(test_progress_and_metrics_from_rank0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
