@@ -1,6 +1,7 @@
 /* args.c - the command line's shared parsing and error lines (see args.h). */
 #include "args.h"
 #include "commands.h"
+#include "help_examples.h"
 #include "shardsim/units.h"
 
 #include <errno.h>
@@ -308,6 +309,7 @@ void sim_opts_help(FILE *f, const sim_command_t *c) {
         const char *d = id < c->n && c->defaults ? c->defaults[id] : NULL;
         fprintf(f, "%s%s%s\n", d ? " (default " : "", d ? d : "", d ? ")" : "");
     }
+    sim_help_examples(f, c->cmd);
 }
 
 /* Check val against row r into o's slot id. -1 to go on, else an exit code. */

@@ -130,7 +130,8 @@ typedef struct {
 int sim_opts_parse(const sim_command_t *c, int argc, char **argv, sim_opts_t *o);
 
 /* The --help text: c->usage, then one line (or more) per row, NAME ARG and
- * its help, with " (default D)" where c->defaults has D; then -h, --help. */
+ * its help, with " (default D)" where c->defaults has D; then -h, --help;
+ * then the command's examples (help_examples.h). */
 void sim_opts_help(FILE *f, const sim_command_t *c);
 
 /* Flush stdout; if it failed (a full disk, a closed pipe) print "cannot write
