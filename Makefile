@@ -7,6 +7,7 @@
 #   make test            build and run every tests/<layer>/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
 #   make test-full       every training feature x world sizes {1,2,3,5,8} (a few minutes)
+#   make readme-figures  rerun the commands of the README's output blocks and rewrite them
 # Never add -ffast-math or -Ofast: bit-exactness depends on IEEE semantics.
 
 CC      ?= gcc
@@ -335,6 +336,16 @@ bench: $(BIN)
 .PHONY: same-outputs
 same-outputs: $(BIN)
 	@bash tests/same_outputs.sh check
+
+# The README's output blocks (the main job, compare's tables and timing)
+# rerun: readme-figures rewrites them, readme-check compares (machine-
+# dependent timings as placeholders); tests/cli/test_readme_figures.c runs
+# the check in make test.
+.PHONY: readme-figures readme-check
+readme-figures: $(BIN)
+	@SHARDSIM=$(BIN) bash tests/readme_figures.sh update
+readme-check: $(BIN)
+	@SHARDSIM=$(BIN) bash tests/readme_figures.sh check
 
 # The Llama against PyTorch (tests/fidelity/torch_llama_check.py): loss and
 # one AdamW step. Needs Debian's python3-torch in the system python3
