@@ -398,7 +398,8 @@ static int check_conflicts(const sim_opts_t *p, train_opts_t *o) {
                      "would attend across documents): use --pad, or --hf-config with a Llama",
                      o->model_file ? "network of --model-file" : "GPT");
     if (o->model_file && c->wrap_min_params)
-        return usage("--wrap %s applies to the GPT and the Llama, not to --model-file (its units are the file's)",
+        return usage("--wrap %s: size-based wrapping applies to the GPT and the Llama only, not to --model-file (its "
+                     "units are the file's)",
                      p->str[O_WRAP]);
     if (c->strategy.offload == SHS_OFFLOAD_PARAMS && !shs_strategy_stage(c->strategy.kind)->shards_params)
         return usage("--offload params needs sharded parameters (zero3 or hybrid_shard), not %s: use --offload "

@@ -182,7 +182,8 @@ static void test_conflicts_are_usage_errors(void **state) {
     p = run_args("train", "--model-file", mlp, "--pack", "--doc-sep", "0x0a", NULL);
     test_expect_error(p, 2, "(the network of --model-file would attend");
     p = run_args("train", "--model-file", mlp, "--wrap", "size:1000", NULL);
-    test_expect_error(p, 2, "--wrap size:1000 applies to the GPT and the Llama, not to --model-file");
+    test_expect_error(p, 2, "--wrap size:1000: size-based wrapping applies to the GPT and the Llama only, not to "
+                            "--model-file");
     static const char *const not_sharded[] = {"ddp", "zero1", "zero2", "hybrid_shard_zero2", "NO_SHARD", "oss", "2"};
     for (size_t k = 0; k < sizeof not_sharded / sizeof not_sharded[0]; k++) {
         p = run_args("train", "--world", "2", "--strategy", not_sharded[k], "--offload", "params", NULL);
