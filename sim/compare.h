@@ -21,8 +21,9 @@ typedef struct {
     char model_name[320];        /* for the header */
     shs_hw_t hw;                 /* the GPU and its network */
     size_t device_mem;           /* bytes per GPU for the "fits" column */
-    double eff;                  /* --efficiency */
+    double eff;                  /* --efficiency; 0: the GPU's */
     shs_net_algo_t algo;         /* --algo; SHS_NUM_ALGOS: auto */
+    shs_nccl_proto_t proto;      /* --proto; SHS_NUM_PROTOS: auto */
     const char *format, *plot, *output, *strategies; /* strategies NULL: all */
     int variants_all;            /* 1: plain, +ckpt, +offload, +ckpt+offload per strategy */
     int zero_paper;              /* --accounting zero-paper */

@@ -24,8 +24,8 @@
 typedef enum {
     C_MODEL, C_HF_CONFIG, C_LAYERS, C_CHANNELS, C_HEADS, C_CONTEXT, C_VOCAB, C_WORLD, C_PARAM_DTYPE, C_REDUCE_DTYPE, C_GRAD_ACCUM_DTYPE,
     C_OPTIMIZER,
-    C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
-    C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
+    C_MOMENTUM, C_MICRO_BATCH, C_GRAD_ACCUM, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
+    C_ALGO, C_PROTO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_GPUS_PER_NODE,
     C_PCIE_GBS, C_HOST_GBS, C_NICS_PER_NODE, C_NIC_GBPS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
     C_DS_CONFIG, C_NUM_OPTIONS
 } compare_opt_t;
@@ -53,6 +53,9 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_OPTIMIZER] = SIM_ROW_OPTIMIZER,
     [C_MOMENTUM] = SIM_ROW_MOMENTUM,
     [C_MICRO_BATCH] = SIM_ROW_MICRO_BATCH,
+    [C_GRAD_ACCUM] = {"--grad-accum", NULL, SIM_OPT_INT, 1, 65536, 0, 0, "K",
+                      "micro-batches per step (as train: gradients reduced on the last);\n"
+                      "the step time covers all K"},
     [C_DEVICE_MEM] = SIM_ROW_DEVICE_MEM,
     [C_WRAP] = {"--wrap", NULL, SIM_OPT_STR, 0, 0, 0, 0, "P",
                 "block (one unit per block) | size:N (blocks grouped into units of at\n"
@@ -61,23 +64,22 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
                             "hybrid_*: shard within groups of G consecutive ranks, replicate\nacross the N/G groups"},
     [C_STRATEGIES] = {"--strategies", NULL, SIM_OPT_STR, 0, 0, 0, 0, "LIST", "comma-separated subset, e.g. ddp,zero3"},
     [C_VARIANTS] = {"--variants", NULL, SIM_OPT_STR, 0, 0, 0, 0, "V", "all (plain, +ckpt, +offload, +ckpt+offload) | plain"},
-    [C_GPU] = {"--gpu", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G", "h100-sxm | h200 | a100"},
-    [C_EFFICIENCY] = {"--efficiency", NULL, SIM_OPT_FLOAT, 1e-3, 1, 0, 0, "E", "fraction of peak FLOP/s the kernels reach"},
-    [C_ALGO] = {"--algo", NULL, SIM_OPT_STR, 0, 0, 0, 0, "A", "ring | tree | direct | auto (per call the faster of ring and tree)"},
+    [C_GPU] = {"--gpu", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G", "a100 | h100-sxm | h200 (constants and sources: src/time/gpu_preset.c)"},
+    [C_EFFICIENCY] = {"--efficiency", NULL, SIM_OPT_FLOAT, 1e-3, 1, 0, 0, "E",
+                      "fraction of the peak a large GEMM reaches (replaces the GPU's\n"
+                      "calibrated constant; tile and wave quantization still apply)"},
+    [C_ALGO] = {"--algo", NULL, SIM_OPT_STR, 0, 0, 0, 0, "A", "ring | tree | auto: NCCL's algorithm (auto: its choice per call)"},
+    [C_PROTO] = {"--proto", NULL, SIM_OPT_STR, 0, 0, 0, 0, "P", "ll | ll128 | simple | auto: NCCL's protocol (auto: its choice per call)"},
     [C_PEAK_TFLOPS] = HW_ROW("--peak-tflops", "custom GPU (overrides the --gpu preset): dense TFLOP/s, the param dtype's"),
     [C_HBM_GBS] = HW_ROW("--hbm-gbs", "custom GPU: memory bandwidth, GB/s"),
-    [C_INTRA_GBS] = HW_ROW("--intra-gbs", "custom GPU: bandwidth within a node, GB/s per GPU, one direction"),
-    [C_INTER_GBS] = HW_ROW("--inter-gbs", "custom GPU: bandwidth across nodes, GB/s per GPU, one direction, as\n"
-                                          "a flat ring (replaces the per-NIC cluster model)"),
-    [C_INTRA_LAT_US] = HW_ROW("--intra-lat-us", "custom GPU: latency within a node, us"),
-    [C_INTER_LAT_US] = HW_ROW("--inter-lat-us", "custom GPU: latency across nodes (per NIC, per ring step), us"),
+    [C_INTRA_GBS] = HW_ROW("--intra-gbs", "custom GPU: NCCL's bus bandwidth within a node (all its channels), GB/s"),
     [C_GPUS_PER_NODE] = {"--gpus-per-node", NULL, SIM_OPT_INT, 1, 1 << 20, 0, 0, "N", "custom GPU: GPUs per node"},
     [C_PCIE_GBS] = HW_ROW("--pcie-gbs", "custom GPU: host link bandwidth, GB/s"),
     [C_HOST_GBS] = HW_ROW("--host-gbs", "custom GPU: host memory bandwidth for the offloaded optimizer, GB/s"),
     [C_NICS_PER_NODE] = {"--nics-per-node", NULL, SIM_OPT_INT, 1, 1 << 10, 0, 0, "N",
                          "custom GPU: network adapters per node (presets: 8)"},
-    [C_NIC_GBPS] = HW_ROW("--nic-gbps", "custom GPU: bandwidth of one NIC, Gb/s (1e9 bits) per direction\n"
-                                        "(presets: a100 200 HDR, h100-sxm / h200 400 NDR)"),
+    [C_NIC_GBPS] = HW_ROW("--nic-gbps", "custom GPU: bandwidth of one NIC as NCCL rates it, Gb/s (1e9 bits)\n"
+                                        "(presets: a100 192 of HDR's 200, h100-sxm / h200 384 of NDR's 400)"),
     [C_ACCOUNTING] = {"--accounting", NULL, SIM_OPT_STR, 0, 0, 0, 0, "A",
                       "shardsim (measured categories beside shardsim-width closed forms) |\n"
                       "zero-paper (also the ZeRO paper's categories: 2-byte params, 2-byte\n"
@@ -99,9 +101,9 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
 static const char *const compare_defaults[C_NUM_OPTIONS] = {
     [C_MODEL] = "gpt2-124m", [C_WORLD] = "8", [C_PARAM_DTYPE] = "bf16", [C_REDUCE_DTYPE] = "param dtype",
     [C_GRAD_ACCUM_DTYPE] = "param dtype", [C_ACCOUNTING] = "shardsim",
-    [C_OPTIMIZER] = "adamw", [C_MOMENTUM] = "0", [C_MICRO_BATCH] = "1", [C_DEVICE_MEM] = "the GPU preset's",
+    [C_OPTIMIZER] = "adamw", [C_MOMENTUM] = "0", [C_MICRO_BATCH] = "1", [C_GRAD_ACCUM] = "1", [C_DEVICE_MEM] = "the GPU preset's",
     [C_WRAP] = "block", [C_SHARD_GROUP_SIZE] = "8 when it divides N, else N", [C_STRATEGIES] = "all",
-    [C_VARIANTS] = "all", [C_GPU] = "h100-sxm", [C_EFFICIENCY] = "0.5", [C_ALGO] = "auto", [C_FORMAT] = "table",
+    [C_VARIANTS] = "all", [C_GPU] = "h100-sxm", [C_EFFICIENCY] = "the GPU's", [C_ALGO] = "auto", [C_PROTO] = "auto", [C_FORMAT] = "table",
     [C_RECOMPUTE] = "full", [C_ATTENTION] = "eager", [C_AUTOCAST] = "off", [C_DROPOUT] = "0",
 };
 
@@ -115,6 +117,28 @@ static const char compare_usage_head[] =
     "estimate.\n"
     "\n";
 
+/* The GPU: a preset, then the custom values given beside it; every
+ * constant the time model needs checked before any rank runs. */
+static int parse_gpu(const sim_opts_t *o, const char *gpu, shs_hw_t *hw) {
+    if (shs_hw_preset(gpu, hw) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
+    int custom = 0;
+    for (int k = C_PEAK_TFLOPS; k <= C_NIC_GBPS; k++) custom |= o->given[k];
+    if (o->given[C_PEAK_TFLOPS]) hw->peak_flops_16 = hw->peak_flops_32 = o->num[C_PEAK_TFLOPS] * 1e12;
+    if (o->given[C_HBM_GBS]) hw->hbm_bw = o->num[C_HBM_GBS] * 1e9;
+    if (o->given[C_INTRA_GBS]) hw->nccl.bw_intra = o->num[C_INTRA_GBS] / hw->nccl.channels_intra;
+    if (o->given[C_GPUS_PER_NODE]) hw->nccl.gpus_per_node = (int)o->num[C_GPUS_PER_NODE];
+    if (o->given[C_PCIE_GBS]) hw->pcie_bw = o->num[C_PCIE_GBS] * 1e9;
+    if (o->given[C_HOST_GBS]) hw->host_bw = o->num[C_HOST_GBS] * 1e9;
+    if (o->given[C_NICS_PER_NODE]) hw->nccl.nics_per_node = (int)o->num[C_NICS_PER_NODE];
+    if (o->given[C_NIC_GBPS]) hw->nccl.nic_gbs = o->num[C_NIC_GBPS] / 8;
+    if (custom) {
+        size_t len = strlen(hw->name);
+        snprintf(hw->name + len, sizeof hw->name - len, "+custom");
+    }
+    if (shs_hw_validate(hw) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
+    return -1;
+}
+
 int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
     shs_meta_config_t base = {.steps = 2};
     shs_train_config_t *tc = &base.train;
@@ -126,12 +150,13 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
     const char *output = NULL;
     const char *model = "gpt2-124m", *hf_path = NULL, *format = "table", *plot = NULL, *gpu = "h100-sxm", *strategies = NULL;
     size_t device_mem = 0;
-    double eff = 0.5;
+    double eff = 0;
     int variants_all = 1, zero_paper = 0, rc_, ds_rows = 0; /* ds_rows: one row, the config's offload */
     shs_ds_config_t *ds = NULL;
     shs_ds_source_t ds_src[SHS_DS_NUM_SETTINGS];
     shs_recompute_t recompute = SHS_RECOMPUTE_FULL;
     shs_net_algo_t algo = SHS_NUM_ALGOS;
+    shs_nccl_proto_t proto = SHS_NUM_PROTOS;
     const sim_command_t cmd = {"compare", compare_usage_head, compare_options, C_NUM_OPTIONS, compare_defaults,
                                NULL, NULL};
     sim_opts_t o;
@@ -149,6 +174,7 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
     }
     if (GIVEN(C_WORLD)) tc->world_size = (int)o.num[C_WORLD];
     if (GIVEN(C_MICRO_BATCH)) tc->micro_batch = (int)o.num[C_MICRO_BATCH];
+    if (GIVEN(C_GRAD_ACCUM)) tc->grad_accum = (int)o.num[C_GRAD_ACCUM];
     if (GIVEN(C_PARAM_DTYPE) && (rc_ = sim_opt_dtype("compare", "--param-dtype", o.str[C_PARAM_DTYPE], &tc->strategy.param_dtype)) >= 0)
         return rc_;
     if (GIVEN(C_REDUCE_DTYPE) &&
@@ -203,8 +229,12 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
     }
     if (GIVEN(C_GPU)) gpu = o.str[C_GPU];
     if (GIVEN(C_EFFICIENCY)) eff = o.num[C_EFFICIENCY];
-    if (GIVEN(C_ALGO) && strcmp(o.str[C_ALGO], "auto") != 0 && shs_net_algo_parse(o.str[C_ALGO], &algo))
-        return usage_error("--algo must be ring, tree, direct or auto, not %s", o.str[C_ALGO]);
+    if (GIVEN(C_ALGO) && strcmp(o.str[C_ALGO], "auto") != 0 &&
+        (shs_net_algo_parse(o.str[C_ALGO], &algo) || algo == SHS_ALGO_DIRECT))
+        return usage_error("--algo must be one of NCCL's algorithms ring or tree, or auto, not %s", o.str[C_ALGO]);
+    if (GIVEN(C_PROTO) && strcmp(o.str[C_PROTO], "auto") != 0 && shs_nccl_proto_parse(o.str[C_PROTO], &proto))
+        return usage_error("--proto must be one of NCCL's protocols ll, ll128 or simple, or auto, not %s",
+                           o.str[C_PROTO]);
     if (GIVEN(C_FORMAT)) {
         format = o.str[C_FORMAT];
         if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "csv"))
@@ -290,11 +320,11 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
         static const compare_opt_t by_setting[SHS_DS_NUM_SETTINGS] = {
             [SHS_DS_STAGE] = C_STRATEGIES, [SHS_DS_SHARD_GROUP] = C_SHARD_GROUP_SIZE, [SHS_DS_DTYPE] = C_PARAM_DTYPE,
             [SHS_DS_REDUCE_DTYPE] = C_REDUCE_DTYPE, [SHS_DS_GRAD_ACCUM_DTYPE] = C_GRAD_ACCUM_DTYPE,
-            [SHS_DS_MICRO_BATCH] = C_MICRO_BATCH, [SHS_DS_WORLD] = C_WORLD, [SHS_DS_OFFLOAD] = C_VARIANTS,
+            [SHS_DS_MICRO_BATCH] = C_MICRO_BATCH, [SHS_DS_GRAD_ACCUM] = C_GRAD_ACCUM, [SHS_DS_WORLD] = C_WORLD, [SHS_DS_OFFLOAD] = C_VARIANTS,
             [SHS_DS_OPTIMIZER] = C_OPTIMIZER, [SHS_DS_MOMENTUM] = C_MOMENTUM};
         static const int has_option[SHS_DS_NUM_SETTINGS] = {
             [SHS_DS_STAGE] = 1, [SHS_DS_SHARD_GROUP] = 1, [SHS_DS_DTYPE] = 1, [SHS_DS_REDUCE_DTYPE] = 1,
-            [SHS_DS_GRAD_ACCUM_DTYPE] = 1, [SHS_DS_MICRO_BATCH] = 1, [SHS_DS_WORLD] = 1, [SHS_DS_OFFLOAD] = 1,
+            [SHS_DS_GRAD_ACCUM_DTYPE] = 1, [SHS_DS_MICRO_BATCH] = 1, [SHS_DS_GRAD_ACCUM] = 1, [SHS_DS_WORLD] = 1, [SHS_DS_OFFLOAD] = 1,
             [SHS_DS_OPTIMIZER] = 1, [SHS_DS_MOMENTUM] = 1};
         int given[SHS_DS_NUM_SETTINGS];
         for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = has_option[k] && o.given[by_setting[k]];
@@ -322,36 +352,13 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
     if (tc->arch == SHS_ARCH_GPT && shs_gpt_config_validate(&tc->model) != SHS_OK)
         return usage_error("%s", shs_last_error());
     shs_hw_t hw;
-    if (shs_hw_preset(gpu, &hw) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
-    const double *hv = &o.num[C_PEAK_TFLOPS];
-    const int *hs = &o.given[C_PEAK_TFLOPS]; /* the custom GPU values, in their rows' order */
-    if (hs[0]) hw.peak_flops_16 = hw.peak_flops_32 = hv[0] * 1e12;
-    if (hs[1]) hw.hbm_bw = hv[1] * 1e9;
-    if (hs[2]) hw.net.intra_bw = hv[2] * 1e9;
-    if (hs[3]) hw.net.inter_bw = hv[3] * 1e9;
-    if (hs[4]) hw.net.intra_lat = hv[4] * 1e-6;
-    if (hs[5]) hw.net.inter_lat = hv[5] * 1e-6;
-    if (hs[6]) hw.net.gpus_per_node = hv[6] < 1 ? 1 : (int)hv[6];
-    if (hs[7]) hw.pcie_bw = hv[7] * 1e9;
-    if (hs[8]) hw.host_bw = hv[8] * 1e9;
-    int nic_given = o.given[C_NICS_PER_NODE] || o.given[C_NIC_GBPS];
-    if (o.given[C_INTER_GBS] && nic_given)
-        return usage_error("--inter-gbs (a flat ring's per-GPU bandwidth) and --nics-per-node / --nic-gbps (the "
-                           "per-NIC cluster model) exclude each other");
-    if (o.given[C_INTER_GBS]) hw.net.nics_per_node = 0; /* the flat ring: inter_bw per rank */
-    if (o.given[C_NICS_PER_NODE]) hw.net.nics_per_node = (int)o.num[C_NICS_PER_NODE];
-    if (o.given[C_NIC_GBPS]) hw.net.nic_bw = o.num[C_NIC_GBPS] * 1e9 / 8;
-    for (int k = 0; k <= C_NIC_GBPS - C_PEAK_TFLOPS; k++)
-        if (hs[k]) {
-            size_t len = strlen(hw.name);
-            snprintf(hw.name + len, sizeof hw.name - len, "+custom");
-            break;
-        }
+    if ((rc_ = parse_gpu(op, gpu, &hw)) >= 0) return rc_;
     if (!device_mem) device_mem = (size_t)hw.mem_bytes;
     int N = tc->world_size;
-    if (N > hw.net.gpus_per_node && N % hw.net.gpus_per_node)
+    int gpn = hw.nccl.gpus_per_node;
+    if (N > gpn && N % gpn)
         return usage_error("--world %d spans more than one node but is not a multiple of --gpus-per-node %d (%s); "
-                           "whole nodes only", N, hw.net.gpus_per_node, hw.name);
+                           "whole nodes only", N, gpn, hw.name);
     if (!G && ds && ds_src[SHS_DS_SHARD_GROUP] == SHS_DS_FROM_CONFIG) G = tc->strategy.shard_group_size;
     if (!G) G = N % 8 == 0 ? 8 : N;
     if (N % G) return usage_error("--shard-group-size %ld must divide --world %d", G, N);
@@ -363,6 +370,7 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
     job->device_mem = device_mem;
     job->eff = eff;
     job->algo = algo;
+    job->proto = proto;
     job->format = format;
     job->plot = plot;
     job->output = output;

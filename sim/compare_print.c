@@ -47,7 +47,11 @@ static void print_zero_paper(FILE *out, const sim_compare_row_t *rows, int nrows
 }
 
 static void print_table(FILE *out, const sim_compare_row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
-                        size_t device_mem, const shs_hw_t *hw, double eff, const char *algo_name, int zero_paper) {
+                        size_t device_mem, const shs_hw_t *hw, double eff, const char *algo_name, const char *proto_name,
+                        int zero_paper) {
+    shs_kernel_env_t env = shs_kernel_env(&base->train, hw, eff);
+    char eff_text[64];
+    snprintf(eff_text, sizeof eff_text, "%.1f%%%s", 100 * env.gemm_eff, eff > 0 ? " (--efficiency)" : "");
     size_t maxb = 0;
     for (int i = 0; i < nrows; i++)
         if (rows[i].worst->mem.total_peak > maxb) maxb = rows[i].worst->mem.total_peak;
@@ -68,19 +72,20 @@ static void print_table(FILE *out, const sim_compare_row_t *rows, int nrows, con
     int w = 8; /* the name column fits the longest row name */
     for (int i = 0; i < nrows; i++)
         if ((int)strlen(rows[i].name) > w) w = (int)strlen(rows[i].name);
-    fprintf(out, "%-*s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s %5s\n", w, "strategy", "params",
-           "grads", "optimizer", "activ.", "comm buf", "peak", "fits", "AG sent", "RS sent", "AR sent", "paper", "calls",
-           "step s", "exposed", "MFU", "HFU");
+    fprintf(out, "%-*s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %9s %8s %8s %9s %5s %5s\n", w,
+            "strategy", "params", "grads", "optimizer", "activ.", "comm buf", "peak", "fits", "AG sent", "RS sent",
+            "AR sent", "paper", "calls", "step s", "compute", "overlap+", "exposed", "tok/s/GPU", "MFU", "HFU");
     for (int i = 0; i < nrows; i++) {
         const sim_compare_row_t *r = &rows[i];
         const shs_mem_stats_t *m = &r->worst->mem;
         fprintf(out, "%-*s %8.3f|%-8.3f %8.3f|%-8.3f %8.3f|%-8.3f %9.3f %9.3f %9.3f %4s | %9.3f %9.3f %9.3f %9.3f %6llu | "
-               "%9.4g %8.3g %4.1f%% %4.1f%%\n",
+               "%9.4g %9.4g %8.3g %8.3g %9.0f %4.1f%% %4.1f%%\n",
                w, r->name, m->peak[SHS_MEM_PARAMS] / d, r->form.params / d, m->peak[SHS_MEM_GRADS] / d, r->form.grads / d,
                m->peak[SHS_MEM_OPTIM] / d, r->form.optim / d, m->peak[SHS_MEM_ACTIVATIONS] / d,
                m->peak[SHS_MEM_COMM] / d, m->total_peak / d, r->fits ? "yes" : "NO", r->sent[SHS_OP_ALL_GATHER] / d,
                r->sent[SHS_OP_REDUCE_SCATTER] / d, r->sent[SHS_OP_ALL_REDUCE] / d, r->paper_sent / d,
-               (unsigned long long)r->calls, r->est.step_s, r->est.exposed_comm_s, 100 * r->est.mfu, 100 * r->hfu);
+               (unsigned long long)r->calls, r->est.step_s, r->est.compute_s, r->est.slowdown_s, r->est.exposed_comm_s,
+               r->est.step_s > 0 ? r->est.tokens / r->est.step_s : 0, 100 * r->est.mfu, 100 * r->hfu);
     }
     if (zero_paper) print_zero_paper(out, rows, nrows, w);
     fprintf(out, "notes (where measured differs from the closed forms):\n");
@@ -88,11 +93,15 @@ static void print_table(FILE *out, const sim_compare_row_t *rows, int nrows, con
     fprintf(out, "closed forms: Rajbhandari et al. 2020 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
            "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
            "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
-           "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed comm (prefetch per unit; alpha-beta, %s, %s) + offload;\n"
-           "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); see include/shardsim/estimate.h;\n"
-           "  HFU adds the recompute's FLOPs (measured against the same run keeping every activation)\n"
+           "step time (s, last of %d steps; see include/shardsim/step_time.h): compute = the step's kernels (GEMMs at %s of\n"
+           "  the %s peak with tile and wave quantization, FlashAttention-2's efficiency, the rest at HBM bandwidth);\n"
+           "  collectives as NCCL 2.20.3's tuning model prices them (%s, %s); overlap+ = compute slowed while NCCL holds\n"
+           "  SMs; exposed = communication the compute did not hide (prefetch per unit); + offload.\n"
+           "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); HFU adds the recompute's FLOPs (measured against the\n"
+           "  same run keeping every activation)\n"
            "activations: attention %s, autocast %s, dropout %g, +ckpt/+sel recompute %s (gpt.h)\n",
-           base->steps, 100 * eff, hw->net.name, algo_name, shs_attention_name(tc->attention),
+           base->steps, eff_text, env.matmul_dtype == SHS_F32 ? "TF32" : shs_dtype_name(env.matmul_dtype), algo_name,
+           proto_name, shs_attention_name(tc->attention),
            tc->autocast ? shs_dtype_name(tc->autocast) : "off", (double)tc->dropout,
            shs_recompute_name(tc->recompute ? tc->recompute : SHS_RECOMPUTE_FULL));
 }
@@ -101,14 +110,15 @@ static void print_csv(FILE *out, const sim_compare_row_t *rows, int nrows, int z
     fprintf(out, "name,strategy,checkpointing,offload,params_bytes,params_formula,grads_bytes,grads_formula,optimizer_bytes,"
            "optimizer_formula,paper_total,activations_bytes,comm_buffers_bytes,other_bytes,peak_bytes,fits,"
            "all_gather_sent,reduce_scatter_sent,all_reduce_sent,comm_bytes_per_step,paper_comm_bytes,collectives,"
-           "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu,recompute_flops,hfu%s\n",
+           "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu,recompute_flops,hfu,gemm_s,attention_s,"
+           "elementwise_s,optimizer_s,overlap_slowdown_s,tokens_per_s%s\n",
             zero_paper ? ",paper_params_measured,paper_params,paper_grads_measured,paper_grads,paper_optimizer_measured,"
                          "paper_optimizer" : "");
     for (int i = 0; i < nrows; i++) {
         const sim_compare_row_t *r = &rows[i];
         const shs_mem_stats_t *m = &r->worst->mem;
         fprintf(out, "%s,%s,%d,%s,%zu,%.0f,%zu,%.0f,%zu,%.0f,%.0f,%zu,%zu,%zu,%zu,%d,%llu,%llu,%llu,%llu,%.0f,%llu,%.6g,%.6g,"
-               "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g",
+               "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g",
                r->name, shs_strategy_name(r->kind), r->ckpt,
                r->offload == SHS_OFFLOAD_NONE ? "none" : r->offload == SHS_OFFLOAD_PARAMS ? "params" : "optimizer",
                m->peak[SHS_MEM_PARAMS], r->form.params, m->peak[SHS_MEM_GRADS], r->form.grads, m->peak[SHS_MEM_OPTIM],
@@ -116,7 +126,9 @@ static void print_csv(FILE *out, const sim_compare_row_t *rows, int nrows, int z
                m->peak[SHS_MEM_OTHER], m->total_peak, r->fits, (unsigned long long)r->sent[SHS_OP_ALL_GATHER],
                (unsigned long long)r->sent[SHS_OP_REDUCE_SCATTER], (unsigned long long)r->sent[SHS_OP_ALL_REDUCE],
                (unsigned long long)r->sent_total, r->paper_sent, (unsigned long long)r->calls, r->est.compute_s,
-               r->est.comm_s, r->est.exposed_comm_s, r->est.offload_s, r->est.step_s, r->est.mfu, r->recompute_flops, r->hfu);
+               r->est.comm_s, r->est.exposed_comm_s, r->est.offload_s, r->est.step_s, r->est.mfu, r->recompute_flops, r->hfu,
+               r->est.gemm_s, r->est.attention_s, r->est.elementwise_s, r->est.optimizer_s, r->est.slowdown_s,
+               r->est.step_s > 0 ? r->est.tokens / r->est.step_s : 0);
         if (zero_paper)
             fprintf(out, ",%.0f,%.0f,%.0f,%.0f,%.0f,%.0f", r->paper_measured.params, r->paper.params,
                     r->paper_measured.grads, r->paper.grads, r->paper_measured.optim, r->paper.optim);
@@ -183,7 +195,13 @@ static int print_json(FILE *out, const sim_compare_row_t *rows, int nrows, const
         json_object_set_new(o, "comm_s", json_real(r->est.comm_s));
         json_object_set_new(o, "exposed_comm_s", json_real(r->est.exposed_comm_s));
         json_object_set_new(o, "offload_s", json_real(r->est.offload_s));
+        json_object_set_new(o, "gemm_s", json_real(r->est.gemm_s));
+        json_object_set_new(o, "attention_s", json_real(r->est.attention_s));
+        json_object_set_new(o, "elementwise_s", json_real(r->est.elementwise_s));
+        json_object_set_new(o, "optimizer_s", json_real(r->est.optimizer_s));
+        json_object_set_new(o, "overlap_slowdown_s", json_real(r->est.slowdown_s));
         json_object_set_new(o, "step_time_s", json_real(r->est.step_s));
+        json_object_set_new(o, "tokens_per_s", json_real(r->est.step_s > 0 ? r->est.tokens / r->est.step_s : 0));
         json_object_set_new(o, "mfu", json_real(r->est.mfu));
         json_object_set_new(o, "recompute", json_string(shs_recompute_name(r->cfg.train.recompute)));
         json_object_set_new(o, "recompute_flops", json_real(r->recompute_flops));
@@ -233,7 +251,8 @@ int sim_compare_print(FILE *out, const sim_compare_job_t *job, const sim_compare
         fprintf(out, "%s", desc);
     }
     print_table(out, rows, nrows, &job->base, job->model_name, job->device_mem, &job->hw, job->eff,
-                job->algo == SHS_NUM_ALGOS ? "auto: faster of ring and tree" : shs_net_algo_name(job->algo),
+                job->algo == SHS_NUM_ALGOS ? "algorithm: NCCL's choice" : shs_net_algo_name(job->algo),
+                job->proto == SHS_NUM_PROTOS ? "protocol: NCCL's choice" : shs_nccl_proto_name(job->proto),
                 job->zero_paper);
     return SIM_EXIT_OK;
 }

@@ -21,7 +21,7 @@ static void add_note(char *notes, size_t n, const char *text) {
     snprintf(notes + len, n - len, "%s%s", len ? "; " : "", text);
 }
 
-static void fill_row(sim_compare_row_t *r, size_t device_mem, const shs_hw_t *hw, double eff, shs_net_algo_t algo) {
+static void fill_row(sim_compare_row_t *r, size_t device_mem, const shs_hw_t *hw, const shs_time_opts_t *topts) {
     const shs_train_config_t *tc = &r->cfg.train;
     const shs_meta_rank_result_t *w = r->worst = shs_meta_worst_rank(&r->res);
     int N = tc->world_size;
@@ -50,7 +50,7 @@ static void fill_row(sim_compare_row_t *r, size_t device_mem, const shs_hw_t *hw
         r->calls += w->last_step_comm.calls[op];
     }
     r->fits = w->mem.total_peak <= device_mem;
-    shs_estimate_step(&r->cfg, &r->res, w, hw, eff, algo, &r->est);
+    shs_estimate_step(&r->cfg, &r->res, w, hw, topts, &r->est);
     /* why measured differs from the closed forms */
     char b[64], t[160];
     double states = (double)(w->mem.peak[SHS_MEM_PARAMS] + w->mem.peak[SHS_MEM_GRADS] + w->mem.peak[SHS_MEM_OPTIM]);
@@ -104,8 +104,9 @@ static void fill_row(sim_compare_row_t *r, size_t device_mem, const shs_hw_t *hw
  * MFU does not. */
 static int row_hfu(sim_compare_row_t *r, const shs_hw_t *hw) {
     const shs_train_config_t *tc = &r->cfg.train;
-    int lowp = tc->strategy.param_dtype == SHS_BF16 || tc->strategy.param_dtype == SHS_F16;
-    double peak = lowp ? hw->peak_flops_16 : hw->peak_flops_32, steps = r->cfg.steps > 0 ? r->cfg.steps : 1;
+    shs_kernel_env_t env = shs_kernel_env(tc, hw, 0);
+    double peak = env.matmul_dtype == SHS_F32 ? hw->peak_flops_32 : hw->peak_flops_16;
+    double steps = r->cfg.steps > 0 ? r->cfg.steps : 1;
     r->recompute_flops = 0;
     if (tc->recompute != SHS_RECOMPUTE_NONE) {
         shs_meta_config_t plain = r->cfg;
@@ -129,6 +130,7 @@ int sim_compare_run(const sim_compare_job_t *job, sim_compare_row_t **rows_out, 
     const shs_meta_config_t *base = &job->base;
     const shs_train_config_t *tc = &base->train;
     const char *strategies = job->strategies;
+    const shs_time_opts_t topts = {job->eff, job->algo, job->proto};
     sim_compare_row_t *rows = calloc(4 * SHS_NUM_STRATEGIES, sizeof *rows);
     *rows_out = rows;
     *nrows_out = 0;
@@ -166,7 +168,7 @@ int sim_compare_run(const sim_compare_job_t *job, sim_compare_row_t **rows_out, 
                 goto done;
             }
             nrows++;
-            fill_row(r, job->device_mem, &job->hw, job->eff, job->algo);
+            fill_row(r, job->device_mem, &job->hw, &topts);
             if ((rc = row_hfu(r, &job->hw)) != SIM_EXIT_OK) goto done;
         }
     }
