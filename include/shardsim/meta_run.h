@@ -58,7 +58,10 @@ typedef struct {
                               * reduce_scatter N x the per-rank part) */
     int comm_size;           /* ranks in its communicator */
     int group;               /* 0 world, 1 shard group, 2 replica group (hybrid) */
-    int segment;             /* index into the timeline */
+    int segment;             /* index into the timeline: the segment that issued it */
+    int ahead;               /* 1: a prefetch, issued for a later unit than its segment's (FSDP's
+                              * forward_prefetch / backward_prefetch; the strategy marks it with that
+                              * unit's name: "bwd/block3") */
 } shs_meta_call_t;
 
 

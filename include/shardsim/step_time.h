@@ -24,13 +24,15 @@
  *    n ranks on ceil(n / GPUs per node) nodes (a hybrid replica group: the
  *    nodes its members sit on), NCCL's choice of algorithm and protocol
  *    unless forced.
- *  - Overlap: two streams per rank with prefetch depth one (FSDP's
- *    forward_prefetch and BACKWARD_PRE; DeepSpeed's prefetch of the next
- *    module): a unit's all-gathers run under the previous unit's compute
- *    and must end before its own; its reduce-scatter / all-reduce start
- *    after its compute, behind the next unit's all-gathers; optimizer and
- *    loss segments overlap nothing. While a collective runs beside
- *    compute, NCCL holds one SM per channel (one CUDA block per channel:
+ *  - Overlap: two streams per rank. A unit's all-gathers are issued when
+ *    the previous unit's compute starts (the CPU runs a unit ahead of the
+ *    GPU: FSDP's pre-forward hook) and must end before its own compute;
+ *    all-gathers the strategy prefetches for a later unit (FSDP's
+ *    forward_prefetch and BACKWARD_PRE, marked by the meta run: meta_run.h
+ *    `ahead`) queue behind them and gate that unit instead; a unit's
+ *    reduce-scatter / all-reduce start after its compute, behind the next
+ *    unit's all-gathers; optimizer and loss segments overlap nothing.
+ *    While a collective runs beside compute, NCCL holds one SM per channel (one CUDA block per channel:
  *    NCCL's NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS documentation), so the
  *    overlapped compute runs at (SMs - channels) / SMs of its speed: it
  *    takes SMs / (SMs - channels) times as long.

@@ -84,7 +84,8 @@ static void recorder(void *user, const shs_comm_t *comm, const shs_comm_call_inf
     if (info->op == SHS_OP_ALL_GATHER || info->op == SHS_OP_REDUCE_SCATTER) bytes *= (uint64_t)n;
     r->calls[r->ncalls++] = (shs_meta_call_t){.op = info->op, .bytes = bytes, .comm_size = n,
                                               .group = 1 + shs_comm_meta_split_index(comm),
-                                              .segment = r->segs.n - 1};
+                                              .segment = r->segs.n - 1,
+                                              .ahead = info->marker && strchr(info->marker, '/') != NULL};
 }
 
 static int same_kernel(const shs_kernel_info_t *a, const shs_kernel_info_t *b) {

@@ -29,24 +29,39 @@ static int comm_nodes(const shs_meta_call_t *c, int N, int gpus_per_node) {
 
 /* The two streams of a step, one compute and one communication, with
  * prefetch depth one: a forward / backward unit's all-gathers are issued
- * when the previous unit's compute starts (ahead of that unit's
- * reduce-scatter or gradient all-reduce) and must end before its own
- * compute starts; its other calls (reduce-scatter, all-reduce: they carry
- * what the compute produced) start once its compute ends. Other segments
- * (optimizer, loss) run their compute and calls one after another,
- * overlapping nothing. Compute that overlaps a call is stretched: a span
- * of o seconds of overlap adds o (f - 1), f = SMs / (SMs - channels). */
+ * when the previous unit's compute starts (the CPU runs a unit ahead of the
+ * GPU; ahead of that unit's reduce-scatter or gradient all-reduce) and must
+ * end before its own compute starts; all-gathers it issues for a later unit
+ * (the strategy's prefetch) queue behind them and gate that unit's compute
+ * instead; its other calls (reduce-scatter, all-reduce: they carry what the
+ * compute produced) start once its compute ends. Other segments (optimizer,
+ * loss) run their compute and calls one after another, overlapping
+ * nothing. Compute that overlaps a call is stretched: o seconds of overlap
+ * add o (f - 1), f = SMs / (SMs - channels). */
 typedef struct {
     double comm_free, comp_free; /* when each stream is next free */
-    double prev_start;           /* compute start of the previous segment: the prefetch point */
+    double prev_start;           /* compute start of the previous segment: the issue point */
+    double gate;                 /* end of the all-gathers prefetched for the next unit */
     double post, post_ready;     /* the previous unit's output calls and when they may start */
     double post_f;               /* their slowdown factor */
     double slowdown;             /* compute time added so far */
 } streams_t;
 
+typedef struct {
+    double comp;                 /* the segment's compute at full speed */
+    double own, ahead, post;     /* its all-gathers, those for a later unit, its other calls (seconds) */
+    double pre_f, post_f;        /* slowdown factors while they run */
+} seg_time_t;
+
 static double overlap(double a0, double a1, double b0, double b1) {
     double lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
     return hi > lo ? hi - lo : 0;
+}
+
+static void stretch(streams_t *s, double o, double f) {
+    double add = o * (f - 1);
+    s->slowdown += add;
+    s->comp_free += add;
 }
 
 /* the previous unit's outputs go on the comm stream; compute running in
@@ -55,33 +70,35 @@ static void streams_flush(streams_t *s, double c0, double c1) {
     if (s->post <= 0) return;
     double t0 = s->comm_free > s->post_ready ? s->comm_free : s->post_ready;
     s->comm_free = t0 + s->post;
-    double add = overlap(t0, s->comm_free, c0, c1) * (s->post_f - 1);
-    s->slowdown += add;
-    s->comp_free += add;
+    stretch(s, overlap(t0, s->comm_free, c0, c1), s->post_f);
     s->post = 0;
 }
 
-static void streams_add(streams_t *s, int overlaps, double comp, double pre, double pre_f, double post,
-                        double post_f) {
+static void streams_add(streams_t *s, int overlaps, const seg_time_t *g) {
     if (!overlaps) {
         streams_flush(s, s->comp_free, s->comp_free);
         double t = s->comm_free > s->comp_free ? s->comm_free : s->comp_free;
-        s->comm_free = s->comp_free = s->prev_start = t + comp + pre + post;
+        if (s->gate > t) t = s->gate;
+        s->comm_free = s->comp_free = s->prev_start = t + g->comp + g->own + g->ahead + g->post;
+        s->gate = 0;
         return;
     }
-    /* this unit's all-gathers under the previous unit's compute [prev_start, comp_free] */
-    double a0 = s->comm_free > s->prev_start ? s->comm_free : s->prev_start, a = a0 + pre;
-    double add = overlap(a0, a, s->prev_start, s->comp_free) * (pre_f - 1);
-    s->slowdown += add;
-    s->comp_free += add;
-    s->comm_free = a;
-    double start = s->comp_free > a ? s->comp_free : a;
-    /* the previous unit's outputs, behind this prefetch, under this unit's compute */
-    s->comp_free = start + comp;
+    /* this unit's all-gathers, then those it prefetches, under the previous unit's compute */
+    double issue = s->comm_free > s->prev_start ? s->comm_free : s->prev_start;
+    double own_end = issue + g->own, ahead_end = own_end + g->ahead;
+    stretch(s, overlap(issue, ahead_end, s->prev_start, s->comp_free), g->pre_f);
+    s->comm_free = ahead_end;
+    double start = s->comp_free;
+    if (own_end > start) start = own_end;
+    if (s->gate > start) start = s->gate;
+    s->comp_free = start + g->comp;
+    /* what of them still runs under this unit's compute, then the previous unit's outputs */
+    stretch(s, overlap(issue > start ? issue : start, ahead_end, start, s->comp_free), g->pre_f);
     streams_flush(s, start, s->comp_free);
     s->prev_start = start;
-    s->post = post;
-    s->post_f = post_f;
+    s->gate = g->ahead > 0 ? ahead_end : 0;
+    s->post = g->post;
+    s->post_f = g->post_f;
     s->post_ready = s->comp_free;
 }
 
@@ -121,8 +138,7 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     streams_t streams = {0};
     for (int i = 0; i < r->num_segments; i++) {
         const shs_step_segment_t *g = &r->segments[i];
-        double comp = segment_compute(r, i, hw, &env, out);
-        double pre = 0, post = 0, pre_f = 1, post_f = 1;
+        seg_time_t t = {.comp = segment_compute(r, i, hw, &env, out), .pre_f = 1, .post_f = 1};
         for (uint64_t c = g->calls_begin; c < g->calls_end; c++) {
             const shs_meta_call_t *call = &r->calls[c];
             int nodes = comm_nodes(call, tc->world_size, hw->nccl.gpus_per_node);
@@ -133,18 +149,18 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
                               call->comm_size, nodes, &cost) != 0)
                 continue; /* not a collective NCCL runs */
             double f = cost.channels < hw->sms ? (double)hw->sms / (hw->sms - cost.channels) : 1;
-            int is_pre = call->op == SHS_OP_ALL_GATHER;
-            *(is_pre ? &pre : &post) += cost.time_s;
-            double *ff = is_pre ? &pre_f : &post_f;
+            int gather = call->op == SHS_OP_ALL_GATHER;
+            *(!gather ? &t.post : call->ahead ? &t.ahead : &t.own) += cost.time_s;
+            double *ff = gather ? &t.pre_f : &t.post_f;
             if (f > *ff) *ff = f;
         }
-        streams_add(&streams, g->kind == SHS_STEP_SEG_FORWARD || g->kind == SHS_STEP_SEG_BACKWARD, comp, pre, pre_f,
-                    post, post_f);
-        out->compute_s += comp;
-        out->comm_s += pre + post;
+        streams_add(&streams, g->kind == SHS_STEP_SEG_FORWARD || g->kind == SHS_STEP_SEG_BACKWARD, &t);
+        out->compute_s += t.comp;
+        out->comm_s += t.own + t.ahead + t.post;
     }
     streams_flush(&streams, streams.comp_free, streams.comp_free);
     double end = streams.comm_free > streams.comp_free ? streams.comm_free : streams.comp_free;
+    if (streams.gate > end) end = streams.gate;
     out->slowdown_s = streams.slowdown;
     double busy = out->compute_s + out->slowdown_s;
     out->exposed_comm_s = end - busy > 0 ? end - busy : 0;

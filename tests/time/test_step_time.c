@@ -157,6 +157,7 @@ typedef struct {
     double flops;
     shs_coll_op_t op[2];
     double bytes[2];
+    int ahead[2]; /* a prefetch for the next unit */
 } seg_spec_t;
 
 /* hand-made segments without kernel records: each segment's FLOPs as GEMMs */
@@ -169,7 +170,8 @@ static shs_step_estimate_t estimate(const seg_spec_t *spec, int nsegs) {
         segs[i].flops = (uint64_t)spec[i].flops;
         segs[i].calls_begin = (uint64_t)nc;
         for (int k = 0; k < 2; k++)
-            if (spec[i].bytes[k] > 0) calls[nc++] = (shs_meta_call_t){spec[i].op[k], (uint64_t)spec[i].bytes[k], 2, 0, i};
+            if (spec[i].bytes[k] > 0)
+                calls[nc++] = (shs_meta_call_t){spec[i].op[k], (uint64_t)spec[i].bytes[k], 2, 0, i, spec[i].ahead[k]};
         segs[i].calls_end = (uint64_t)nc;
     }
     shs_meta_config_t cfg = {0};
@@ -207,12 +209,12 @@ static void test_schedule(void **state) {
     (void)state;
     const double a = 1 + 11.8e-6, r = 0.5 + 15.2e-6;
     const seg_spec_t step[] = {
-        {SHS_STEP_SEG_FORWARD, 2e12, {SHS_OP_ALL_GATHER}, {2e9}},
-        {SHS_STEP_SEG_FORWARD, 2e12, {SHS_OP_ALL_GATHER}, {2e9}},
-        {SHS_STEP_SEG_BACKWARD, 4e12, {SHS_OP_ALL_GATHER, SHS_OP_REDUCE_SCATTER}, {2e9, 2e9}},
-        {SHS_STEP_SEG_BACKWARD, 4e12, {SHS_OP_ALL_GATHER, SHS_OP_REDUCE_SCATTER}, {2e9, 2e9}},
-        {SHS_STEP_SEG_OPTIM, 0.5e12, {SHS_OP_ALL_GATHER}, {0}},
-        {SHS_STEP_SEG_LOSS, 0, {SHS_OP_ALL_REDUCE}, {0.5e9}},
+        {SHS_STEP_SEG_FORWARD, 2e12, {SHS_OP_ALL_GATHER}, {2e9}, {0}},
+        {SHS_STEP_SEG_FORWARD, 2e12, {SHS_OP_ALL_GATHER}, {2e9}, {0}},
+        {SHS_STEP_SEG_BACKWARD, 4e12, {SHS_OP_ALL_GATHER, SHS_OP_REDUCE_SCATTER}, {2e9, 2e9}, {0}},
+        {SHS_STEP_SEG_BACKWARD, 4e12, {SHS_OP_ALL_GATHER, SHS_OP_REDUCE_SCATTER}, {2e9, 2e9}, {0}},
+        {SHS_STEP_SEG_OPTIM, 0.5e12, {SHS_OP_ALL_GATHER}, {0}, {0}},
+        {SHS_STEP_SEG_LOSS, 0, {SHS_OP_ALL_REDUCE}, {0.5e9}, {0}},
     };
     shs_step_estimate_t e = estimate(step, 6);
     close_to(e.compute_s, 12.5, "compute");
@@ -223,13 +225,34 @@ static void test_schedule(void **state) {
     close_to(e.gemm_s, 12.5, "the FLOPs as GEMMs");
     const double b = 3 + 11.8e-6;
     const seg_spec_t bound[] = {
-        {SHS_STEP_SEG_FORWARD, 1e12, {SHS_OP_ALL_GATHER}, {6e9}},
-        {SHS_STEP_SEG_FORWARD, 1e12, {SHS_OP_ALL_GATHER}, {6e9}},
+        {SHS_STEP_SEG_FORWARD, 1e12, {SHS_OP_ALL_GATHER}, {6e9}, {0}},
+        {SHS_STEP_SEG_FORWARD, 1e12, {SHS_OP_ALL_GATHER}, {6e9}, {0}},
     };
     e = estimate(bound, 2);
     close_to(e.slowdown_s, 1, "bound slowdown");
     close_to(e.exposed_comm_s, 2 * b - 2, "bound exposed");
     close_to(e.step_s, 2 * b + 1, "bound step");
+    /* A prefetch (the strategy gathers F1 while F0 starts): F0's own
+     * all-gather [0,a] gates F0; F1's, queued behind it [a,2a], runs under
+     * F0 (stretched by a) and gates F1: F0 [a, 2a+2], F1 [2a+2, 2a+4];
+     * exposed a, slowdown a. */
+    const seg_spec_t ahead[] = {
+        {SHS_STEP_SEG_FORWARD, 2e12, {SHS_OP_ALL_GATHER, SHS_OP_ALL_GATHER}, {2e9, 2e9}, {0, 1}},
+        {SHS_STEP_SEG_FORWARD, 2e12, {SHS_OP_ALL_GATHER}, {0}, {0}},
+    };
+    e = estimate(ahead, 2);
+    close_to(e.slowdown_s, a, "prefetch slowdown");
+    close_to(e.exposed_comm_s, a, "prefetch exposed");
+    close_to(e.step_s, 2 * a + 4, "prefetch step");
+    /* a prefetch that outlasts its unit's compute gates the next: 6e9 B (b) under a 1 s F0 */
+    const seg_spec_t late[] = {
+        {SHS_STEP_SEG_FORWARD, 1e12, {SHS_OP_ALL_GATHER, SHS_OP_ALL_GATHER}, {2e9, 6e9}, {0, 1}},
+        {SHS_STEP_SEG_FORWARD, 1e12, {SHS_OP_ALL_GATHER}, {0}, {0}},
+    };
+    /* F0 [a, a+1] stretched by 1 -> a+2; F1 waits for a + b: [a+b, a+b+1] */
+    e = estimate(late, 2);
+    close_to(e.slowdown_s, 1, "late slowdown");
+    close_to(e.step_s, a + b + 1, "late step");
 }
 
 /* ---- a meta run priced ------------------------------------------------------- */
