@@ -32,10 +32,11 @@
  *    `ahead`) queue behind them and gate that unit instead; a unit's
  *    reduce-scatter / all-reduce start after its compute, behind the next
  *    unit's all-gathers; optimizer and loss segments overlap nothing.
- *    While a collective runs beside compute, NCCL holds one SM per channel (one CUDA block per channel:
- *    NCCL's NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS documentation), so the
- *    overlapped compute runs at (SMs - channels) / SMs of its speed: it
- *    takes SMs / (SMs - channels) times as long.
+ *    While a collective runs beside compute, NCCL holds one SM per
+ *    channel (one CUDA block per channel: NCCL's NCCL_MIN_NCHANNELS /
+ *    NCCL_MAX_NCHANNELS documentation), so the overlapped compute runs at
+ *    (SMs - channels) / SMs of its speed: it takes SMs / (SMs - channels)
+ *    times as long.
  *  - Offload: PCIe copies and the host's optimizer pass (28 bytes per
  *    element at host bandwidth), after the step's compute.
  *  - MFU = model FLOPs / (step x peak), the model FLOPs 6 Psi' + 12 L C T
