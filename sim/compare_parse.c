@@ -64,7 +64,7 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
                             "hybrid_*: shard within groups of G consecutive ranks, replicate\nacross the N/G groups"},
     [C_STRATEGIES] = {"--strategies", NULL, SIM_OPT_STR, 0, 0, 0, 0, "LIST", "comma-separated subset, e.g. ddp,zero3"},
     [C_VARIANTS] = {"--variants", NULL, SIM_OPT_STR, 0, 0, 0, 0, "V", "all (plain, +ckpt, +offload, +ckpt+offload) | plain"},
-    [C_GPU] = {"--gpu", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G", "a100 | h100-sxm | h200 (constants and sources: src/time/gpu_preset.c)"},
+    [C_GPU] = {"--gpu", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G", "a100 | h100-sxm | h100-hbm2e | h200 (constants and sources:\nsrc/time/gpu_preset.c)"},
     [C_EFFICIENCY] = {"--efficiency", NULL, SIM_OPT_FLOAT, 1e-3, 1, 0, 0, "E",
                       "fraction of the peak a large GEMM reaches (replaces the GPU's\n"
                       "calibrated constant; tile and wave quantization still apply)"},

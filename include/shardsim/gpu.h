@@ -1,5 +1,6 @@
 /* gpu.h - the GPU generations the step-time model knows: one table of
- * constants per generation (A100, H100, H200), each with its source in
+ * constants per generation (A100, H100 and its 96 GB HBM2e variant, H200),
+ * each with its source in
  * src/time/gpu_preset.c, and the check that a GPU has every constant the
  * model needs.
  * What it is not: the model that uses them (step_time.h).
@@ -29,7 +30,7 @@ typedef struct {
     shs_nccl_topo_t nccl;    /* the node's links as NCCL's search rates them */
 } shs_hw_t;
 
-/* Presets "a100", "h100-sxm", "h200" (constants and sources in
+/* Presets "a100", "h100-sxm", "h100-hbm2e", "h200" (constants and sources in
  * src/time/gpu_preset.c). Errors: SHS_INVALID_ARG (unknown name, the list
  * of names in the text). */
 shs_status_t shs_hw_preset(const char *name, shs_hw_t *out);

@@ -8,7 +8,15 @@
  *                     (2023), SXM5: 132 SMs, BF16 dense 989.4 TFLOP/s
  *                     (1979 with sparsity), TF32 494.7, HBM3 3.35 TB/s,
  *                     80 GB. H200 datasheet (2024): H100's SMs and tensor
- *                     throughput, HBM3e 4.8 TB/s, 141 GB.
+ *                     throughput, HBM3e 4.8 TB/s, 141 GB. H100 with 96 GB
+ *                     HBM2e at 2.4 TB/s and a 500 W limit (Meta's Grand
+ *                     Teton hosts: pytorch/torchtitan
+ *                     benchmarks/llama3_h100_202412_torchtitan.md, whose
+ *                     footnote puts its peak "between SXM and NVL"): the
+ *                     middle of SXM5's 989.4 and H100 NVL's 835.5 BF16 dense
+ *                     TFLOP/s (NVL datasheet: 1,671 with sparsity), 912.5,
+ *                     TF32 half that; the H100's SMs, links and calibrated
+ *                     GEMM efficiency (the same generation).
  *   host links        PCIe Gen4 x16 32 GB/s (A100), Gen5 x16 64 GB/s (H100,
  *                     H200) per direction; host memory 100 GB/s for one
  *                     GPU's share of the CPU optimizer pass (a 2-socket
@@ -35,15 +43,18 @@
  *                     instructions: 335 / 989.4 = 0.339 for both. Blocks of
  *                     128 queries / keys (the paper's block size for head
  *                     dim 128).
- *   NCCL              what NCCL 2.20.3's topology search (src/graph/
- *                     search.cc, topo.h) yields on the reference node:
- *                     within a node, maxBw = NVLinks x NCCL's per-link
- *                     bandwidth (A100: 12 x SM80_NVLINK_BW 20 = 240 GB/s;
- *                     H100: 18 x SM90_NVLINK_BW 20.6 = 370.8 GB/s), the
- *                     first speed of the speed array that fits (A100 40,
- *                     Hopper 60) on 6 channels, doubled by ncclTopoPostset
- *                     to 12 channels at half the speed: 12 x 20 (A100),
- *                     12 x 30 (H100, H200). Between nodes 8 NICs per node
+ *   NCCL              what NCCL's topology search yields on the reference
+ *                     node. Within a node 24 ring channels, as NCCL's logs
+ *                     show them ("Channel 00/24" on one 8 x H100 node,
+ *                     NVIDIA/nccl issue #1705; "Channel 23/24" on HGX A100,
+ *                     NVIDIA/nccl-tests issue #100), sharing maxBw = NVLinks
+ *                     x NCCL's per-link bandwidth (src/graph/topo.h; A100:
+ *                     12 x SM80_NVLINK_BW 20 = 240 GB/s, 10 per channel;
+ *                     H100: 18 x SM90_NVLINK_BW 20.6 = 370.8, of which 24
+ *                     channels of 15, a sm90SpeedArrayIntra speed, use 360).
+ *                     Between nodes 8 NICs per node, one ring per NIC,
+ *                     doubled (the 16 channels of NVIDIA/nccl-tests issue
+ *                     #213's two H100 nodes)
  *                     (DGX A100: 8 ConnectX-6 HDR 200 Gb/s = 25 GB/s, rated
  *                     24 by speedArrayInter; DGX H100 / H200: 8 ConnectX-7
  *                     NDR 400 Gb/s = 50 GB/s, rated 48 by
@@ -56,16 +67,14 @@
 
 #include <string.h>
 
-#include "net/nccl_tables.h"
-
-#define A100_NCCL {.arch = 80, .channels_intra = 12, .bw_intra = 20, .gpus_per_node = 8, .nics_per_node = 8, \
+#define A100_NCCL {.arch = 80, .channels_intra = 24, .bw_intra = 10, .gpus_per_node = 8, .nics_per_node = 8, \
                    .nic_gbs = 24, .cpu_amd = 1, .ll128 = 1}
-#define H100_NCCL {.arch = 90, .channels_intra = 12, .bw_intra = 30, .gpus_per_node = 8, .nics_per_node = 8, \
+#define H100_NCCL {.arch = 90, .channels_intra = 24, .bw_intra = 15, .gpus_per_node = 8, .nics_per_node = 8, \
                    .nic_gbs = 48, .cpu_amd = 0, .ll128 = 1}
 
 /* The calibrated constants (see above; tests/time/test_published.c checks the rows). */
-#define A100_GEMM_EFF 0.716
-#define H100_GEMM_EFF 0.562
+#define A100_GEMM_EFF 0.722
+#define H100_GEMM_EFF 0.571
 
 shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
     static const shs_hw_t presets[] = {
@@ -74,6 +83,10 @@ shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
          .gemm_eff = A100_GEMM_EFF, .attn_fwd_eff = 0.73, .attn_bwd_eff = 0.63, .attn_block = 128, .nccl = A100_NCCL},
         {.name = "h100-sxm", .arch = 90, .sms = 132, .peak_flops_16 = 989.4e12, .peak_flops_32 = 494.7e12,
          .hbm_bw = 3.35e12, .mem_bytes = 80e9, .pcie_bw = 64e9, .host_bw = 100e9, .tile_m = 256, .tile_n = 128,
+         .gemm_eff = H100_GEMM_EFF, .attn_fwd_eff = 335 / 989.4, .attn_bwd_eff = 335 / 989.4, .attn_block = 128,
+         .nccl = H100_NCCL},
+        {.name = "h100-hbm2e", .arch = 90, .sms = 132, .peak_flops_16 = 912.45e12, .peak_flops_32 = 456.225e12,
+         .hbm_bw = 2.4e12, .mem_bytes = 96e9, .pcie_bw = 64e9, .host_bw = 100e9, .tile_m = 256, .tile_n = 128,
          .gemm_eff = H100_GEMM_EFF, .attn_fwd_eff = 335 / 989.4, .attn_bwd_eff = 335 / 989.4, .attn_block = 128,
          .nccl = H100_NCCL},
         {.name = "h200", .arch = 90, .sms = 132, .peak_flops_16 = 989.4e12, .peak_flops_32 = 494.7e12,
@@ -86,7 +99,7 @@ shs_status_t shs_hw_preset(const char *name, shs_hw_t *out) {
             *out = presets[i];
             return SHS_OK;
         }
-    return shs_set_error(SHS_INVALID_ARG, "unknown GPU preset '%s' (a100, h100-sxm, h200)", name);
+    return shs_set_error(SHS_INVALID_ARG, "unknown GPU preset '%s' (a100, h100-sxm, h100-hbm2e, h200)", name);
 }
 
 shs_status_t shs_hw_validate(const shs_hw_t *hw) {

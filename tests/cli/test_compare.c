@@ -142,7 +142,7 @@ static void test_time_columns(void **state) {
     static const char *const bad[][3] = {
         {"--algo", "direct", "--algo must be one of NCCL's algorithms ring or tree, or auto, not direct"},
         {"--proto", "LL", "--proto must be one of NCCL's protocols ll, ll128 or simple, or auto, not LL"},
-        {"--gpu", "v100", "--gpu: unknown GPU preset 'v100' (a100, h100-sxm, h200)"},
+        {"--gpu", "v100", "--gpu: unknown GPU preset 'v100' (a100, h100-sxm, h100-hbm2e, h200)"},
         {"--efficiency", "1.5", "--efficiency: 1.5 is out of range"}};
     for (int k = 0; k < 4; k++) {
         char *argv[] = {SHS_BIN_PATH, "compare", (char *)bad[k][0], (char *)bad[k][1], NULL};

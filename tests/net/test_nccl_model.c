@@ -2,8 +2,9 @@
  * 2.20.3's src/graph/tuning.cc (NVIDIA/nccl commit b6475625): the tables
  * typed here from that file (not read from src/net/nccl_tables.c), the
  * formulas applied step by step in the comments.
- * Topologies: one DGX A100 node as NCCL's search rates it (12 channels of
- * 20 GB/s on NVLink, arch 80, LL128 on), its 8 NICs rated 24 GB/s; Intel CPUs.
+ * Topologies: one DGX A100 node as NCCL's logs and search give it (24
+ * channels of 10 GB/s on NVLink, arch 80, LL128 on), its 8 NICs rated 24
+ * GB/s; Intel CPUs.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -16,7 +17,7 @@
 
 #include "shardsim/nccl_model.h"
 
-static const shs_nccl_topo_t dgx_a100 = {.arch = 80, .intra_pci = 0, .channels_intra = 12, .bw_intra = 20,
+static const shs_nccl_topo_t dgx_a100 = {.arch = 80, .intra_pci = 0, .channels_intra = 24, .bw_intra = 10,
                                           .gpus_per_node = 8, .nics_per_node = 8, .nic_gbs = 24, .cpu_amd = 0,
                                           .ll128 = 1};
 
@@ -30,11 +31,11 @@ static double cost(shs_coll_op_t op, shs_net_algo_t a, shs_nccl_proto_t p, doubl
     return c.time_s;
 }
 
-/* One node, 8 ranks, all-reduce: nsteps 14, busBw 12 x 20 = 240 GB/s.
+/* One node, 8 ranks, all-reduce: nsteps 14, busBw 24 x 10 = 240 GB/s.
  *   ring Simple  lat 8.4 + 14 x 3.4 = 56 us,        algBw 240 x 8/14
- *   ring LL128   lat 14 + 14 x 1.9 = 40.6 us,       busBw min(240 x .92, 12 x 20) = 220.8, x 8/14
+ *   ring LL128   lat 14 + 14 x 1.9 = 40.6 us,       busBw min(240 x .92, 24 x 20) = 220.8, x 8/14
  *   ring LL      lat 6.6 + 14 x .6 = 15 us,         busBw min(87.7, 240 / 4) = 60, x 8/14
- *   tree Simple  lat 0 + 2 (7 x 28) = 392 us,       busBw min(240 x .92, 12 x 24) = 220.8, / 2
+ *   tree Simple  lat 0 + 2 (7 x 28) = 392 us,       busBw min(240 x .92, 24 x 24) = 220.8, / 2
  *   tree LL      lat 6.8 + 2 (7 x .6) = 15.2 us,    busBw min(220.8 / 3.8, 87.7), / 2
  * (S = 2^30: log2(S/64) = 24, no tree correction; S = 8: log2i(0) = 0, factor 1.0 for LL, .9 Simple) */
 static void test_one_node_all_reduce(void **state) {
@@ -55,7 +56,7 @@ static void test_one_node_all_reduce(void **state) {
     assert_true(c.algo == SHS_ALGO_RING && c.proto == SHS_PROTO_LL);
     close_to(c.time_s, 15e-6 + 8 / (60e9 * 8 / 14), "best 8 B");
     assert_int_equal(shs_nccl_best(&dgx_a100, SHS_OP_ALL_REDUCE, SHS_NUM_ALGOS, SHS_NUM_PROTOS, G, 8, 1, &c), 0);
-    assert_true(c.algo == SHS_ALGO_RING && c.proto == SHS_PROTO_SIMPLE && c.channels == 12);
+    assert_true(c.algo == SHS_ALGO_RING && c.proto == SHS_PROTO_SIMPLE && c.channels == 24);
     /* forced: tree only, Simple only */
     assert_int_equal(shs_nccl_best(&dgx_a100, SHS_OP_ALL_REDUCE, SHS_ALGO_TREE, SHS_PROTO_SIMPLE, G, 8, 1, &c), 0);
     close_to(c.time_s, 392e-6 + G / (220.8e9 / 2), "forced tree simple");

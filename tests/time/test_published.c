@@ -19,8 +19,9 @@
  *     calibration rows (gpu_preset.c's one constant per generation) are
  *     the 7B, seq 2048, micro-batch 6 rows on H100 and A100.
  *   torchtitan: pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md,
- *     Llama 3.1 8B, 8 x H100, FSDP, local batch 2, seq 8192, bf16,
- *     5,762 tokens/s/GPU.
+ *     Llama 3.1 8B, 8 x H100 (96 GB HBM2e, 2.4 TB/s, 500 W: gpu_preset.c's
+ *     h100-hbm2e), FSDP, local batch 2, seq 8192, bf16, selective
+ *     activation checkpointing, 5,762 tokens/s/GPU.
  *   Megatron-LM: Narayanan et al. 2021, "Efficient Large-Scale Language
  *     Model Training on GPU Clusters Using Megatron-LM", Table 2: GPT-3
  *     175B (96 layers, hidden 12288, 96 heads, vocabulary 51200, seq 2048)
@@ -80,7 +81,7 @@ static const row_t rows[] = {
     {"MPT-70B 64 x A100 mb 8 AC", "a100", 64, 8, 4, 80, 8192, 64, 2048, 50368, NULL, SHS_ZERO3, SHS_BF16, SHS_BF16,
      SHS_BF16, SHS_RECOMPUTE_FULL, SHS_ATTENTION_FLASH, PUB_TOKENS, 410, NULL},
     MPT("MPT-7B 8 x A100 T 2048 mb 6 (cal.)", "a100", 8, 6, 2, 32, 4096, 32, 2048, SHS_ZERO3, SHS_F32, 0, 4641),
-    {"torchtitan Llama 3.1 8B 8 x H100", "h100-sxm", 8, 2, 1, 0, 0, 0, 8192, 0, "llama3-8b", SHS_ZERO3, SHS_BF16,
+    {"torchtitan Llama 3.1 8B 8 x H100", "h100-hbm2e", 8, 2, 1, 0, 0, 0, 8192, 0, "llama3-8b", SHS_ZERO3, SHS_BF16,
      SHS_F32, 0, SHS_RECOMPUTE_SELECTIVE, SHS_ATTENTION_FLASH, PUB_TOKENS, 5762,
      "op-level selective activation checkpointing (torchtitan's 'op' policy recomputes every other matmul and "
      "the elementwise ops) and eager PyTorch's unfused elementwise kernels (RMSNorm, RoPE, SwiGLU as several "

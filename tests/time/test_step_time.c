@@ -25,8 +25,8 @@ static void close_to(double got, double want, const char *what) {
 
 /* Datasheets (A100 80 GB SXM4: 108 SMs, 312 / 156 TFLOP/s, 2.039 TB/s;
  * H100 SXM5: 132 SMs, 989.4 / 494.7, 3.35 TB/s; H200: 4.8 TB/s, 141 GB)
- * and what NCCL's search yields (12 channels of 20 / 30 GB/s; 8 NICs rated
- * 24 / 48 GB/s). */
+ * and what NCCL's logs and search give (24 channels sharing 240 / 360 GB/s;
+ * 8 NICs rated 24 / 48 GB/s). */
 static void test_presets(void **state) {
     (void)state;
     shs_hw_t a, h, h2;
@@ -36,8 +36,8 @@ static void test_presets(void **state) {
     assert_true(a.sms == 108 && a.peak_flops_16 == 312e12 && a.peak_flops_32 == 156e12 && a.hbm_bw == 2.039e12);
     assert_true(h.sms == 132 && h.peak_flops_16 == 989.4e12 && h.peak_flops_32 == 494.7e12 && h.hbm_bw == 3.35e12);
     assert_true(h2.sms == 132 && h2.peak_flops_16 == 989.4e12 && h2.hbm_bw == 4.8e12 && h2.mem_bytes == 141e9);
-    assert_true(a.nccl.channels_intra * a.nccl.bw_intra == 240 && a.nccl.nic_gbs == 24 && a.nccl.nics_per_node == 8);
-    assert_true(h.nccl.channels_intra * h.nccl.bw_intra == 360 && h.nccl.nic_gbs == 48 && h.nccl.nics_per_node == 8);
+    assert_true(a.nccl.channels_intra == 24 && a.nccl.channels_intra * a.nccl.bw_intra == 240 && a.nccl.nic_gbs == 24 && a.nccl.nics_per_node == 8);
+    assert_true(h.nccl.channels_intra == 24 && h.nccl.channels_intra * h.nccl.bw_intra == 360 && h.nccl.nic_gbs == 48 && h.nccl.nics_per_node == 8);
     assert_true(a.attn_fwd_eff == 0.73 && a.attn_bwd_eff == 0.63); /* Dao 2023 §4.1 */
     close_to(h.attn_fwd_eff * 989.4e12, 335e12, "H100 FlashAttention-2");
     assert_true(a.arch == 80 && h.arch == 90 && h2.arch == 90);
@@ -45,7 +45,7 @@ static void test_presets(void **state) {
     assert_int_equal(shs_hw_validate(&h), SHS_OK);
     assert_int_equal(shs_hw_validate(&h2), SHS_OK);
     assert_int_equal(shs_hw_preset("tpu", &a), SHS_INVALID_ARG);
-    assert_non_null(strstr(shs_last_error(), "unknown GPU preset 'tpu' (a100, h100-sxm, h200)"));
+    assert_non_null(strstr(shs_last_error(), "unknown GPU preset 'tpu' (a100, h100-sxm, h100-hbm2e, h200)"));
 }
 
 /* A GPU without a constant the model needs is refused, naming it. */
