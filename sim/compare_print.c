@@ -138,7 +138,8 @@ static void print_csv(FILE *out, const sim_compare_row_t *rows, int nrows, int z
 
 #ifdef SHS_HAVE_JANSSON
 static int print_json(FILE *out, const sim_compare_row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
-                      size_t device_mem, const shs_hw_t *hw, int zero_paper) {
+                      size_t device_mem, const shs_hw_t *hw, double eff, shs_net_algo_t algo, shs_nccl_proto_t proto,
+                      int zero_paper) {
     const shs_train_config_t *tc = &base->train;
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "model", json_string(model_name));
@@ -148,6 +149,11 @@ static int print_json(FILE *out, const sim_compare_row_t *rows, int nrows, const
     json_object_set_new(root, "param_dtype", json_string(shs_dtype_name(tc->strategy.param_dtype)));
     json_object_set_new(root, "device_mem", json_integer((json_int_t)device_mem));
     json_object_set_new(root, "gpu", json_string(hw->name));
+    shs_kernel_env_t env = shs_kernel_env(tc, hw, eff);
+    json_object_set_new(root, "gemm_efficiency", json_real(env.gemm_eff));
+    json_object_set_new(root, "matmul_dtype", json_string(env.matmul_dtype == SHS_F32 ? "tf32" : shs_dtype_name(env.matmul_dtype)));
+    json_object_set_new(root, "nccl_algo", json_string(algo == SHS_NUM_ALGOS ? "auto" : shs_net_algo_name(algo)));
+    json_object_set_new(root, "nccl_proto", json_string(proto == SHS_NUM_PROTOS ? "auto" : shs_nccl_proto_name(proto)));
     json_object_set_new(root, "num_units", json_integer(rows[0].res.num_units));
     for (int i = 0; i < nrows; i++) {
         const sim_compare_row_t *r = &rows[i];
@@ -243,7 +249,8 @@ int sim_compare_print(FILE *out, const sim_compare_job_t *job, const sim_compare
     }
 #ifdef SHS_HAVE_JANSSON
     if (!strcmp(job->format, "json"))
-        return print_json(out, rows, nrows, &job->base, job->model_name, job->device_mem, &job->hw, job->zero_paper);
+        return print_json(out, rows, nrows, &job->base, job->model_name, job->device_mem, &job->hw, job->eff, job->algo,
+                          job->proto, job->zero_paper);
 #endif
     if (job->ds) {
         char desc[8192];
