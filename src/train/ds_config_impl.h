@@ -25,6 +25,8 @@ typedef struct {
     shs_ds_config_t *ds;
     int num_refused;                 /* keys refused so far (all are named in one error) */
     char refused[SHS__DS_MAX_REFUSED][320];
+    int values_only;                 /* reading a key that changes only the trained values (row values_only) */
+    int not_modelled;                /* the refusal just made is shs__ds_not_modelled's */
 } shs__ds_reader_t;
 
 /* The error just set (SHS_UNSUPPORTED, "path: ...") kept for the one error
@@ -72,6 +74,9 @@ struct shs__ds_key {
     double dflt;              /* ONLY_DEFAULT: DeepSpeed's default */
     size_t at;                /* shs__ds_read_*_at: the field's offset in the section's state */
     double lo, hi;            /* shs__ds_read_num_at / _int_at: the range */
+    int values_only;          /* changes only the trained values (lr, gradient values): for compare
+                               * listed as ignored, its "not modelled" refusals dropped (its
+                               * DeepSpeed refusals kept); the _V row macros */
 };
 
 /* MAPPED readers of a plain value into the section state's field at
@@ -97,6 +102,23 @@ shs_status_t shs__ds_read_bool_at(shs__ds_reader_t *r, const shs__ds_key_t *row,
 #define SHS__DS_DEFAULT_ONLY(k, ds, why, d)                                                                        \
     {.key = (k), .take = SHS__DS_ONLY_DEFAULT, .deepspeed = (ds), .shardsim = (why), .dflt = (d)}
 #define SHS__DS_REFUSE(k, ds, why) {.key = (k), .take = SHS__DS_REFUSED, .deepspeed = (ds), .shardsim = (why)}
+/* The same for keys that change only the trained values (values_only). */
+#define SHS__DS_MAP_V(k, ds, shs, fn)                                                                              \
+    {.key = (k), .take = SHS__DS_MAPPED, .deepspeed = (ds), .shardsim = (shs), .read = (fn), .values_only = 1}
+#define SHS__DS_REFUSE_IF_TRUE_V(k, ds, why)                                                                       \
+    {.key = (k), .take = SHS__DS_REFUSE_TRUE, .deepspeed = (ds), .shardsim = (why), .values_only = 1}
+#define SHS__DS_DEFAULT_ONLY_V(k, ds, why, d)                                                                      \
+    {.key = (k), .take = SHS__DS_ONLY_DEFAULT, .deepspeed = (ds), .shardsim = (why), .dflt = (d), .values_only = 1}
+#define SHS__DS_REFUSE_V(k, ds, why)                                                                               \
+    {.key = (k), .take = SHS__DS_REFUSED, .deepspeed = (ds), .shardsim = (why), .values_only = 1}
+
+/* The reason compare lists a values_only key as ignored. */
+#define SHS__DS_VALUES_ONLY_WHY "changes only the trained values, which compare does not compute"
+
+/* A values_only check made outside a row (`st` its result, kp its key): for
+ * compare a "not modelled" refusal becomes an ignored key. Returns the
+ * status to keep (SHS__DS_KEY). */
+shs_status_t shs__ds_values_only(shs__ds_reader_t *r, const char *kp, shs_status_t st);
 
 /* A key the table does not have; NULL in shs__ds_read_keys means
  * shs__ds_unknown_key. */
@@ -127,8 +149,12 @@ shs_status_t shs__ds_get_num(shs__ds_reader_t *r, const char *kp, const json_t *
 shs_status_t shs__ds_get_int(shs__ds_reader_t *r, const char *kp, const json_t *v, double lo, double hi, long *out);
 shs_status_t shs__ds_get_str(shs__ds_reader_t *r, const char *kp, const json_t *v, const char **out);
 shs_status_t shs__ds_want_object(shs__ds_reader_t *r, const char *kp, const json_t *v);
-/* SHS_UNSUPPORTED "path: unknown key KP (...)" */
+/* SHS_UNSUPPORTED "path: unknown key KP: DeepSpeed refuses it too ..." (a
+ * section DeepSpeed reads as a pydantic model with extra="forbid") */
 shs_status_t shs__ds_unknown_key(shs__ds_reader_t *r, const char *kp);
+/* An unknown key of a section DeepSpeed reads key by key (data_types, the
+ * optimizer's own keys): accepted and listed as ignored (shs__ds_unknown_fn). */
+shs_status_t shs__ds_unknown_ignored(shs__ds_reader_t *r, const char *kp, const json_t *v, void *sec);
 /* A note for the header (how an approximate mapping was made). */
 void shs__ds_note(shs_ds_config_t *ds, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A flag that is refused when true (default false). */
@@ -176,6 +202,9 @@ shs_status_t shs__ds_precision_finish(shs__ds_reader_t *r, const json_t *fp16, c
 
 /* optimizer (ds_config_optimizer.c) */
 shs_status_t shs__ds_read_optimizer(shs__ds_reader_t *r, const json_t *obj);
+
+/* scheduler (ds_config_scheduler.c): into ds->vals.strategy.lr_schedule */
+shs_status_t shs__ds_read_scheduler(shs__ds_reader_t *r, const json_t *obj);
 
 #endif /* SHS_HAVE_JANSSON */
 

@@ -10,9 +10,13 @@
  *   optimizer.params lr, betas [b1, b2], eps, weight_decay, momentum (SGD).
  *       weight_decay when absent: 0 (FusedAdam's and DeepSpeedCPUAdam's
  *       default), 0.01 with torch_adam (torch.optim.AdamW's); lr when
- *       absent: 1e-3 (the optimizers' default). bias_correction false,
- *       amsgrad true, SGD dampening / nesterov: refused; max_grad_norm
- *       refused as DeepSpeed refuses it (use gradient_clipping).
+ *       absent: 1e-3 (the optimizers' default). bias_correction false ->
+ *       optim.h no_bias_correction. amsgrad true (another state array),
+ *       SGD dampening / nesterov, adam_w_mode false with Adam, max_grad_norm:
+ *       refused as not modelled (compare: ignored, all but amsgrad change
+ *       only the trained values). An unknown param is refused as DeepSpeed
+ *       refuses it (the constructor's TypeError); an unknown key beside type
+ *       and params is passed over, as DeepSpeed does.
  * What it is not: the other sections (ds_config.c lists them).
  */
 #include <stdio.h>
@@ -106,6 +110,15 @@ static shs_status_t read_betas(shs__ds_reader_t *r, const shs__ds_key_t *row, co
     return SHS_OK;
 }
 
+static shs_status_t read_bias_correction(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp,
+                                         const json_t *v, void *sec) {
+    int on = 1;
+    SHS_CHECK(shs__ds_get_bool(r, kp, v, &on));
+    ((opt_t *)sec)->o->no_bias_correction = !on;
+    shs__ds_set(r->ds, SHS_DS_BIAS_CORRECTION, SHS_DS_FROM_CONFIG);
+    return SHS_OK;
+}
+
 static shs_status_t read_adam_w_mode(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
                                      void *sec) {
     return shs__ds_get_bool(r, kp, v, &((opt_t *)sec)->adam_w_mode);
@@ -121,7 +134,7 @@ static shs_status_t read_nothing(shs__ds_reader_t *r, const shs__ds_key_t *row, 
 #define ROW_WEIGHT_DECAY                                                                                           \
     SHS__DS_MAP("weight_decay", "decay (default 0; torch_adam AdamW 0.01)", "weight decay", read_weight_decay)
 #define ROW_MAX_GRAD_NORM                                                                                          \
-    SHS__DS_REFUSE("max_grad_norm", "dropped in fp32, the fp16 wrapper's clipping otherwise",                    \
+    SHS__DS_REFUSE_V("max_grad_norm", "dropped in fp32, the fp16 wrapper's clipping otherwise",                    \
                    "DeepSpeed refuses it too: use gradient_clipping")
 
 /* Adam / AdamW (FusedAdam, DeepSpeedCPUAdam, torch.optim.AdamW with torch_adam) */
@@ -135,8 +148,8 @@ static const shs__ds_key_t adam_keys[] = {
         "true -> AdamW; false (L2 decay) refused", read_adam_w_mode),
     SHS__DS_MAP("torch_adam", "torch.optim.Adam(W) instead of FusedAdam",
         "the same update; weight decay's default 0.01", read_nothing),
-    SHS__DS_REFUSE_IF_FALSE("bias_correction", "false: no bias correction of m and v (default true)",
-        "Adam without bias correction"),
+    SHS__DS_MAP_V("bias_correction", "false: no bias correction of m and v (default true)",
+        "optim.h no_bias_correction", read_bias_correction),
     SHS__DS_REFUSE_IF_TRUE("amsgrad", "AMSGrad's running maximum of v", "AMSGrad"),
 };
 
@@ -146,8 +159,8 @@ static const shs__ds_key_t sgd_keys[] = {
     ROW_WEIGHT_DECAY,
     ROW_MAX_GRAD_NORM,
     SHS__DS_MAP_AT("momentum", "momentum (default 0)", "momentum", read_hyper, shs_optim_config_t, momentum, 0, 1),
-    SHS__DS_DEFAULT_ONLY("dampening", "dampening of the momentum (default 0)", "SGD dampening", 0),
-    SHS__DS_REFUSE_IF_TRUE("nesterov", "Nesterov momentum", "Nesterov momentum"),
+    SHS__DS_DEFAULT_ONLY_V("dampening", "dampening of the momentum (default 0)", "SGD dampening", 0),
+    SHS__DS_REFUSE_IF_TRUE_V("nesterov", "Nesterov momentum", "Nesterov momentum"),
 };
 
 /* type and params are read after the walk (params by their optimizer's table) */
@@ -158,9 +171,15 @@ static const shs__ds_key_t optimizer_keys[] = {
     SHS__DS_REFUSE_IF_TRUE("legacy_fusion", "the legacy fused fp16 optimizer", "legacy fused fp16 optimizer"),
 };
 
+/* DeepSpeed passes the params to the optimizer's constructor as keyword arguments */
+static shs_status_t param_unknown(shs__ds_reader_t *r, const char *kp, const json_t *v, void *sec) {
+    return shs_set_error(SHS_UNSUPPORTED, "%s: unknown key %s: DeepSpeed refuses it too (the optimizer's constructor "
+                         "takes no such argument: a TypeError)", r->path, kp);
+}
+
 shs_status_t shs__ds_read_optimizer(shs__ds_reader_t *r, const json_t *obj) {
     shs_ds_config_t *ds = r->ds;
-    SHS_CHECK(shs__ds_read_keys(r, "optimizer", obj, SHS__DS_ROWS(optimizer_keys), NULL, NULL));
+    SHS_CHECK(shs__ds_read_keys(r, "optimizer", obj, SHS__DS_ROWS(optimizer_keys), NULL, shs__ds_unknown_ignored));
     json_t *type = json_object_get(obj, "type"), *params = json_object_get(obj, "params");
     if (!type) return shs_set_error(SHS_PARSE, "%s: optimizer has no \"type\"", r->path);
     const char *t = NULL;
@@ -171,6 +190,7 @@ shs_status_t shs__ds_read_optimizer(shs__ds_reader_t *r, const json_t *obj) {
             SHS__DS_KEY(r, shs_set_error(SHS_UNSUPPORTED, "%s: optimizer.type = \"%s\": DeepSpeed looks non-DeepSpeed "
                                          "optimizers up as torch.optim.%s; write \"SGD\"", r->path, t, t));
         SHS__DS_KEY(r, shs__ds_not_modelled(r, "optimizer.type", type, "shardsim has Adam/AdamW (adam_w_mode) and SGD"));
+        return SHS_OK; /* its params are another optimizer's */
     }
     opt_t op = {.o = &ds->vals.strategy.optim, .adam_w_mode = 1};
     *op.o = shs_optim_default(sgd ? SHS_OPTIM_SGD : SHS_OPTIM_ADAMW);
@@ -180,14 +200,16 @@ shs_status_t shs__ds_read_optimizer(shs__ds_reader_t *r, const json_t *obj) {
         SHS_CHECK(shs__ds_want_object(r, "optimizer.params", params));
         json_t *ta = json_object_get(params, "torch_adam");
         if (ta && !sgd) SHS_CHECK(shs__ds_get_bool(r, "optimizer.params.torch_adam", ta, &torch_adam));
-        if (sgd) SHS_CHECK(shs__ds_read_keys(r, "optimizer.params", params, SHS__DS_ROWS(sgd_keys), &op, NULL));
-        else SHS_CHECK(shs__ds_read_keys(r, "optimizer.params", params, SHS__DS_ROWS(adam_keys), &op, NULL));
+        if (sgd) SHS_CHECK(shs__ds_read_keys(r, "optimizer.params", params, SHS__DS_ROWS(sgd_keys), &op, param_unknown));
+        else SHS_CHECK(shs__ds_read_keys(r, "optimizer.params", params, SHS__DS_ROWS(adam_keys), &op, param_unknown));
     }
     /* engine.py: effective_adam_w_mode = type is AdamW or adam_w_mode */
-    if (adam && !op.adam_w_mode)
-        SHS__DS_KEY(r, shs__ds_not_modelled(r, "optimizer.params.adam_w_mode", json_object_get(params, "adam_w_mode"),
-                                            "Adam with L2 weight decay added to the gradient (shardsim's Adam is AdamW, "
-                                            "decoupled)"));
+    if (adam && !op.adam_w_mode) /* the same state as AdamW: only the trained values differ */
+        SHS__DS_KEY(r, shs__ds_values_only(r, "optimizer.params.adam_w_mode",
+                                           shs__ds_not_modelled(r, "optimizer.params.adam_w_mode",
+                                                                json_object_get(params, "adam_w_mode"),
+                                                                "Adam with L2 weight decay added to the gradient "
+                                                                "(shardsim's Adam is AdamW, decoupled)")));
     if (op.wd) shs__ds_set(ds, SHS_DS_WEIGHT_DECAY, shs__ds_is_auto(op.wd) ? SHS_DS_FROM_AUTO : SHS_DS_FROM_CONFIG);
     else {
         /* FusedAdam / DeepSpeedCPUAdam default 0; torch.optim.AdamW 0.01; torch.optim.SGD 0 */

@@ -18,8 +18,10 @@
  *       does); the dynamic keys then have no effect (a header note says so).
  *   data_types.grad_accum_dtype               -> grad accum dtype
  *
- * Refused as not modelled (they change the numbers): fp16.auto_cast and
- * the *_master_weights_* / optimizer-state keys enabled, bf16's immediate
+ * fp16.auto_cast is ignored: DeepSpeed's engine (_cast_inputs_half) casts
+ * only floating-point inputs, and shardsim's inputs are token ids.
+ * Refused as not modelled (they change the numbers): the
+ * *_master_weights_* / optimizer-state keys enabled, bf16's immediate
  * update and overflow check.
  * What it is not: the other sections (ds_config.c lists them).
  */
@@ -66,9 +68,8 @@ static const shs__ds_key_t fp16_keys[] = {
         "consecutive hysteresis", shs__ds_read_bool_at, shs__ds_fp16_t, consecutive, 0, 0),
     SHS__DS_MAP_AT("min_loss_scale", "dynamic: the scale's floor; an overflow there stops the run (default 1)",
         "min loss scale", shs__ds_read_num_at, shs__ds_fp16_t, min_scale, 0, 1e38),
-    SHS__DS_REFUSE_IF_TRUE("auto_cast", "casts the engine's inputs to fp16 (default false)",
-        "inputs cast to fp16 by the engine; fix: set it false or remove it (the model then runs in the param dtype "
-        "f16)"),
+    SHS__DS_IGNORE("auto_cast", "casts the engine's floating-point inputs to fp16 (default false; integer inputs "
+        "are left as they are)", "shardsim's inputs are token ids (integers): no effect"),
     SHS__DS_REFUSE_IF_TRUE("fp16_master_weights_and_grads", "fp16 master weights and gradients (ZeRO-Offload)",
         "shardsim keeps f32 master weights; fix: set it false or remove it"),
     SHS__DS_MAP("consistent_hysteresis", "not a DeepSpeed key: refused (its model forbids unknown fields)",
@@ -128,7 +129,7 @@ static const shs__ds_key_t data_types_keys[] = {
 };
 
 shs_status_t shs__ds_read_data_types(shs__ds_reader_t *r, const json_t *obj) {
-    return shs__ds_read_keys(r, "data_types", obj, SHS__DS_ROWS(data_types_keys), NULL, NULL);
+    return shs__ds_read_keys(r, "data_types", obj, SHS__DS_ROWS(data_types_keys), NULL, shs__ds_unknown_ignored);
 }
 
 shs_status_t shs__ds_precision_finish(shs__ds_reader_t *r, const json_t *fp16, const shs__ds_fp16_t *f, int bf16) {
