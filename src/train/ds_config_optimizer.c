@@ -134,8 +134,8 @@ static shs_status_t read_nothing(shs__ds_reader_t *r, const shs__ds_key_t *row, 
 #define ROW_WEIGHT_DECAY                                                                                           \
     SHS__DS_MAP("weight_decay", "decay (default 0; torch_adam AdamW 0.01)", "weight decay", read_weight_decay)
 #define ROW_MAX_GRAD_NORM                                                                                          \
-    SHS__DS_REFUSE_V("max_grad_norm", "dropped in fp32, the fp16 wrapper's clipping otherwise",                    \
-                   "DeepSpeed refuses it too: use gradient_clipping")
+    SHS__DS_REFUSE_V("max_grad_norm", "fp32: set to 0 with a warning; fp16: the non-ZeRO fp16 optimizer clips "    \
+                     "to it", "the fp16 wrapper's own clipping; use gradient_clipping")
 
 /* Adam / AdamW (FusedAdam, DeepSpeedCPUAdam, torch.optim.AdamW with torch_adam) */
 static const shs__ds_key_t adam_keys[] = {

@@ -35,7 +35,7 @@ static void loss_bits(const char *out, char *bits, size_t n) {
 static void assert_step_lrs(const char *out, int steps, const char *const *lrs) {
     const char *at = out;
     for (int k = 0; k < steps; k++) {
-        char step[16];
+        char step[32];
         snprintf(step, sizeof step, "step %d/%d", k + 1, steps);
         at = strstr(at, step);
         if (!at) fail_msg("no '%s' in %s", step, out);
