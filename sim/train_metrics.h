@@ -9,7 +9,8 @@
  *   loss          the step's global mean loss (f32, in the fewest digits that read back as the same bits)
  *   grad_norm     the global gradient norm clipped against (f32), null without --clip-grad-norm
  *                 (shardsim computes it only to clip: it costs a collective) or on a skipped step
- *   lr            the optimizer's learning rate for the step (f32)
+ *   lr            the learning rate the step's update applied (f32, after --lr-schedule), null for a
+ *                 skipped step (no update; the schedule does not advance)
  *   loss_scale    the loss scale after the step (--param-dtype f16), else null
  *   step_skipped  the step overflowed and was skipped (f16 loss scaling), else false
  *   tokens        tokens of the global batch (world x micro-batch x context x grad-accum)
@@ -44,7 +45,7 @@ typedef struct {
 /* One step's figures (the caller's, so that this file needs no trainer). */
 typedef struct {
     long step;
-    float loss, grad_norm, lr, loss_scale; /* grad_norm < 0: none; loss_scale <= 0: no scaling */
+    float loss, grad_norm, lr, loss_scale; /* grad_norm < 0: none; lr NaN: none; loss_scale <= 0: no scaling */
     int skipped;
     long tokens;
     double seconds;

@@ -187,7 +187,7 @@ int sim_train_run_metrics(sim_train_run_t *r, const sim_train_step_t *s) {
     int skipped = shs_strategy_step_skipped(s0);
     sim_train_metrics_row_t row = {
         .step = s->step, .loss = s->loss, .grad_norm = skipped ? -1.0f : shs_trainer_last_grad_norm(r->main_run),
-        .lr = shs_trainer_config(r->main_run)->strategy.optim.lr,
+        .lr = skipped ? NAN : (float)shs_trainer_last_lr(r->main_run), /* the f32 lr the update applied */
         .loss_scale = cfg->strategy.param_dtype == SHS_F16 ? shs_strategy_loss_scale(s0).scale : 0.0f,
         .skipped = skipped, .tokens = sim_train_tokens_per_step(cfg), .seconds = s->seconds};
     for (int i = 0; i < r->local_count; i++) {

@@ -123,6 +123,36 @@ static void test_nulls_without_clipping_or_scaling(void **state) {
     assert_non_null(strstr(text, "\"grad_norm\": null, \"lr\": 0.001, \"loss_scale\": null,"));
 }
 
+/* lr is what each update applied: under HF's linear schedule with W = 2
+ * warmup steps of T = 4 (transformers get_linear_schedule_with_warmup:
+ * j < W: j / W, else (T - j) / (T - W), j the steps applied before) the
+ * factors are 0, 0.5, 1, 0.5. A step skipped for an fp16 overflow applied
+ * none: lr and grad_norm are null, step_skipped true. */
+static void test_lr_and_skipped_steps(void **state) {
+    (void)state;
+    const char *path = tmp_path("lr.jsonl");
+    char keep[512];
+    snprintf(keep, sizeof keep, "%s", path);
+    const test_proc_t *p = run_args("train", SMALL, "--steps", "4", "--lr", "0.01", "--lr-schedule", "linear",
+                                    "--warmup-steps", "2", "--metrics", keep, NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    char text[8192];
+    read_text(keep, text, sizeof text);
+    const double factor[4] = {0.0, 0.5, 1.0, 0.5};
+    const char *l = text;
+    for (int j = 0; j < 4; j++, l = strchr(l, '\n') + 1)
+        if ((float)number(l, "lr") != (float)(0.01 * factor[j]))
+            fail_msg("step %d: lr %g, expected %g", j + 1, number(l, "lr"), 0.01 * factor[j]);
+    /* a loss scale of 2^40 overflows f16 (max 65504) at once: step 1 is skipped, the scale halves */
+    p = run_args("train", SMALL, "--world", "2", "--steps", "1", "--param-dtype", "f16", "--init-scale", "1099511627776",
+                 "--clip-grad-norm", "1", "--metrics", keep, NULL);
+    if (p->exit_code != 0 || !strstr(p->out, "(overflow: step skipped)")) fail_msg("exit %d: %s%s", p->exit_code, p->out, p->err);
+    read_text(keep, text, sizeof text);
+    if (strncmp(text, "{\"step\": 1, ", 12) || !strstr(text, "\"grad_norm\": null, \"lr\": null, \"loss_scale\": ") ||
+        !strstr(text, "\"step_skipped\": true,") || (float)number(text, "loss_scale") != 549755813888.0f /* 2^39 */)
+        fail_msg("the skipped step's line:\n%s", text);
+}
+
 /* A run that fails at step 3 (diverged) keeps steps 1 and 2, whole; one that
  * fails before its first step leaves the earlier file as it was. */
 static void test_failures_keep_whole_lines(void **state) {
@@ -202,6 +232,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lines_match_the_run),
         cmocka_unit_test(test_nulls_without_clipping_or_scaling),
+        cmocka_unit_test(test_lr_and_skipped_steps),
         cmocka_unit_test(test_failures_keep_whole_lines),
         cmocka_unit_test(test_cut_line_is_removed),
         cmocka_unit_test(test_refused_paths),
