@@ -23,7 +23,6 @@
  * divides these by a device's peak), or usable memory.
  */
 #include "device/device_impl.h"
-#include "shardsim/comm_meta.h"
 
 #include <stdlib.h>
 #include <string.h>
