@@ -173,6 +173,26 @@ int shs__check_calls(int n, shs__call_get_fn get, const void *ctx, const char *c
     return 0;
 }
 
+static int member_cmp(const void *a, const void *b) {
+    const shs__split_member_t *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+void shs__split_order(shs__split_member_t *m, int n, int *ranks) {
+    qsort(m, (size_t)n, sizeof *m, member_cmp);
+    for (int i = 0; i < n; i++) ranks[i] = m[i].rank;
+}
+
+void shs__call_prefix(char *buf, size_t size, int rank, const shs__call_t *call, const char *comm_name) {
+    if (shs_coll_op_is_p2p(call->op))
+        snprintf(buf, size, "rank %d: %s %s rank %d seq %llu on comm '%s': ", rank, shs_coll_op_name(call->op),
+                 call->op == SHS_OP_SEND ? "to" : "from", call->root, (unsigned long long)call->seq, comm_name);
+    else
+        snprintf(buf, size, "rank %d: %s seq %llu on comm '%s': ", rank, shs_coll_op_name(call->op),
+                 (unsigned long long)call->seq, comm_name);
+}
+
 /* ---- communicator lifetime ------------------------------------------- */
 
 shs_comm_t *shs__comm_new(const shs__comm_iface_t *iface) {

@@ -159,6 +159,18 @@ extern const shs__comm_iface_t shs__comm_thread_iface;
 /* A zeroed handle with `iface` set, or NULL when the host refuses. */
 shs_comm_t *shs__comm_new(const shs__comm_iface_t *iface);
 
+/* A member of a split's colour: its key and parent rank. */
+typedef struct {
+    int key, rank;
+} shs__split_member_t;
+/* Sort m[0 .. n) by (key, parent rank), ncclCommSplit's order of the
+ * child's ranks, and write their parent ranks to ranks[0 .. n). comm.c. */
+void shs__split_order(shs__split_member_t *m, int n, int *ranks);
+
+/* "rank 2: all_reduce seq 7 on comm 'world': " ("send to rank 3 seq 0"
+ * for a send or receive): how a backend starts a call's error text. */
+void shs__call_prefix(char *buf, size_t size, int rank, const shs__call_t *call, const char *comm_name);
+
 /* ---- what comm.c shares with comm_p2p.c ---- */
 /* SHS_INVALID_ARG "rank r: <op> on comm '<name>': <what>". */
 shs_status_t shs__comm_arg_error(const shs_comm_t *comm, shs_coll_op_t op, const char *what);

@@ -34,16 +34,6 @@ static void meta_destroy(shs_comm_t *comm) { free(comm->ctx); }
 static shs_status_t meta_new(shs_comm_t **out, int nranks, int rank, const char *name, shs_meta_color_fn fn,
                              void *user);
 
-/* A member of the split's colour: its key and parent rank (the child's order). */
-typedef struct {
-    int key, rank;
-} member_t;
-
-static int member_cmp(const void *a, const void *b) {
-    const member_t *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return (x->rank > y->rank) - (x->rank < y->rank);
-}
 
 static shs_status_t meta_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm, int *member_ranks) {
     meta_comm_t *m = comm->ctx;
@@ -52,7 +42,7 @@ static shs_status_t meta_split(shs_comm_t *comm, const shs__call_t *call, shs_co
         return shs_set_error(SHS_UNSUPPORTED, "rank %d: split on meta comm '%s' without a color function", comm->rank,
                              m->name);
     if (call->color == SHS_SPLIT_NOCOLOR) return SHS_OK;
-    member_t *order = malloc((size_t)comm->nranks * sizeof *order);
+    shs__split_member_t *order = malloc((size_t)comm->nranks * sizeof *order);
     if (!order) return shs_set_error(SHS_HOST_OOM, "rank %d: split on meta comm '%s': out of host memory", comm->rank,
                                      m->name);
     int members = 0, newrank = 0;
@@ -60,11 +50,10 @@ static shs_status_t meta_split(shs_comm_t *comm, const shs__call_t *call, shs_co
         int key = 0, color = j == comm->rank ? call->color : m->color_fn(m->user, k, j, &key);
         if (j == comm->rank) key = call->key;
         if (color != call->color) continue;
-        order[members++] = (member_t){key, j};
+        order[members++] = (shs__split_member_t){key, j};
         if (key < call->key || (key == call->key && j < comm->rank)) newrank++;
     }
-    qsort(order, (size_t)members, sizeof *order, member_cmp);
-    for (int i = 0; i < members; i++) member_ranks[i] = order[i].rank;
+    shs__split_order(order, members, member_ranks);
     free(order);
     char name[256];
     shs__split_name(comm, call->color, member_ranks, members, name, sizeof name);

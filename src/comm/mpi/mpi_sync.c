@@ -56,13 +56,7 @@ shs_status_t shs__mpi_ensure_scratch(shs_comm_t *comm, size_t bytes) {
 /* ---- failure -------------------------------------------------------------- */
 
 void shs__mpi_call_prefix(char *buf, size_t size, const shs_comm_t *comm, const shs__call_t *call) {
-    const char *name = ((mpi_ctx_t *)comm->ctx)->name;
-    if (shs_coll_op_is_p2p(call->op))
-        snprintf(buf, size, "rank %d: %s %s rank %d seq %llu on comm '%s': ", comm->rank, shs_coll_op_name(call->op),
-                 call->op == SHS_OP_SEND ? "to" : "from", call->root, (unsigned long long)call->seq, name);
-    else
-        snprintf(buf, size, "rank %d: %s seq %llu on comm '%s': ", comm->rank, shs_coll_op_name(call->op),
-                 (unsigned long long)call->seq, name);
+    shs__call_prefix(buf, size, comm->rank, call, ((mpi_ctx_t *)comm->ctx)->name);
 }
 
 shs_status_t shs__mpi_failed_earlier(const shs_comm_t *comm, const shs__call_t *call) {

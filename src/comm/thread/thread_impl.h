@@ -131,9 +131,7 @@ int shs__thread_fail(shared_t *sh, fail_kind_t kind, int rank, const shs__call_t
 void shs__thread_wake(shared_t *sh);
 /* Sleep on the wake word while it still reads `seen`, at most `seconds`. */
 void shs__thread_sleep(shared_t *sh, uint32_t seen, double seconds);
-/* "rank 2: all_reduce seq 7 on comm 'world': " ("send to rank 3 seq 0"
- * for point-to-point): the start of a call's error text. */
-void shs__thread_call_prefix(char *buf, size_t size, const shs_comm_t *comm, const shs__call_t *call);
+
 /* The status and text for a rank that found the communicator failed;
  * `waiting`: it was inside a barrier when the failure happened. */
 shs_status_t shs__thread_failed_status(const shs_comm_t *comm, const shs__call_t *call, int waiting);

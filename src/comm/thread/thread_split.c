@@ -7,17 +7,6 @@
 
 #include "comm/thread/thread_impl.h"
 
-/* A member of a colour: its key and parent rank, the order of the child. */
-typedef struct {
-    int key, rank;
-} member_t;
-
-static int member_cmp(const void *a, const void *b) {
-    const member_t *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return (x->rank > y->rank) - (x->rank < y->rank);
-}
-
 /* ---- split ------------------------------------------------------------
  * Like ncclCommSplit. A color's members are the ranks posting that color,
  * ranked by (key, parent rank); its leader is the member of lowest parent rank.
@@ -36,21 +25,20 @@ shs_status_t shs__thread_split(shs_comm_t *comm, const shs__call_t *call, shs_co
     SHS_CHECK(shs__thread_begin(comm, call));
 
     int leader = -1, members = 0, newrank = 0;
-    member_t *order = color != SHS_SPLIT_NOCOLOR ? malloc((size_t)n * sizeof *order) : NULL;
+    shs__split_member_t *order = color != SHS_SPLIT_NOCOLOR ? malloc((size_t)n * sizeof *order) : NULL;
     if (color != SHS_SPLIT_NOCOLOR) {
         for (int j = 0; j < n; j++) {
             const shs__call_t *c = POSTED(sh, j, call);
             if (c->color != color) continue;
             if (leader < 0) leader = j;
-            if (order) order[members] = (member_t){c->key, j};
+            if (order) order[members] = (shs__split_member_t){c->key, j};
             members++;
             if (c->key < call->key || (c->key == call->key && j < r)) newrank++;
         }
     }
     int sorted = order != NULL; /* the members are known (else: out of host memory) */
     if (order) {
-        qsort(order, (size_t)members, sizeof *order, member_cmp);
-        for (int k = 0; k < members; k++) member_ranks[k] = order[k].rank;
+        shs__split_order(order, members, member_ranks);
         free(order);
     }
     shared_t *child = NULL;

@@ -110,16 +110,6 @@ void shs__thread_wake(shared_t *sh) {
 
 void shs__thread_sleep(shared_t *sh, uint32_t seen, double seconds) { futex_wait(&sh->wake, seen, seconds); }
 
-void shs__thread_call_prefix(char *buf, size_t size, const shs_comm_t *comm, const shs__call_t *call) {
-    const char *name = ((const rank_ctx_t *)comm->ctx)->sh->name;
-    if (shs_coll_op_is_p2p(call->op))
-        snprintf(buf, size, "rank %d: %s %s rank %d seq %llu on comm '%s': ", comm->rank, shs_coll_op_name(call->op),
-                 call->op == SHS_OP_SEND ? "to" : "from", call->root, (unsigned long long)call->seq, name);
-    else
-        snprintf(buf, size, "rank %d: %s seq %llu on comm '%s': ", comm->rank, shs_coll_op_name(call->op),
-                 (unsigned long long)call->seq, name);
-}
-
 void shs__thread_abort(shs_comm_t *comm, const char *reason) {
     shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
     pthread_mutex_lock(&sh->fail_mu);
@@ -136,7 +126,7 @@ void shs__thread_abort(shs_comm_t *comm, const char *reason) {
 shs_status_t shs__thread_failed_status(const shs_comm_t *comm, const shs__call_t *call, int waiting) {
     const shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
     char prefix[256];
-    shs__thread_call_prefix(prefix, sizeof prefix, comm, call);
+    shs__call_prefix(prefix, sizeof prefix, comm->rank, call, sh->name);
     switch (sh->fail_kind) {
     case FAIL_TIMEOUT:
         if (waiting) return shs_set_error(SHS_TIMEOUT, "%s%s", prefix, sh->fail_detail);
