@@ -455,14 +455,14 @@ shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **n
     *newcomm = NULL;
     if (color < 0 && color != SHS_SPLIT_NOCOLOR)
         return shs__comm_arg_error(comm, SHS_OP_SPLIT, "color must be >= 0 or SHS_SPLIT_NOCOLOR");
+    int *members = malloc((size_t)comm->nranks * sizeof *members), *roots = NULL;
+    if (!members) /* before the call is numbered: the rank may try again */
+        return shs_set_error(SHS_HOST_OOM, "rank %d: split on comm '%s': out of host memory", comm->rank, comm->name);
     shs__call_t c = new_call(comm, SHS_OP_SPLIT, NULL, NULL, 0, SHS_I8, SHS_SUM, 0);
     c.color = color;
     c.key = key;
     c.seq = comm->seq++;
     double t0 = comm->recorder ? shs_now_seconds() : 0;
-    int *members = malloc((size_t)comm->nranks * sizeof *members), *roots = NULL;
-    if (!members) return shs_set_error(SHS_HOST_OOM, "rank %d: split on comm '%s': out of host memory", comm->rank,
-                                       comm->name);
     shs_status_t s = comm->iface->split(comm, &c, newcomm, members);
     if (s == SHS_OK && *newcomm && comm->job) {
         /* the child's members by their root ranks, for its job */

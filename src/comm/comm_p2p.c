@@ -102,10 +102,7 @@ static shs_status_t run_group(shs_comm_t *comm, const shs__call_t *calls, int n)
     shs_status_t st = SHS_OK;
     if (self_pairs_ok(comm, calls, n, &st)) st = comm->iface->p2p(comm, calls, n, shs__copy_host);
     if (st != SHS_OK) shs__job_fail(comm, shs_last_error());
-    char saved[1024];
-    if (st != SHS_OK && comm->recorder) snprintf(saved, sizeof saved, "%s", shs_last_error());
     for (int i = 0; i < n; i++) shs__comm_account(comm, &calls[i], calls[i].count * shs_dtype_size(calls[i].dtype), st, t0);
-    if (st != SHS_OK && comm->recorder) shs_set_last_error_text(saved); /* a recorder may have failed calls of its own */
     return st;
 }
 
