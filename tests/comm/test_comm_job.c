@@ -83,6 +83,7 @@ static void test_hybrid_group_fault_fails_every_rank_fast(void **state) {
         assert_true(ranks[r].seconds < FAST_S);
     }
     assert_true(dt < FAST_S);
+    printf("  every rank of %d failed within %.3f s (timeout 60 s)\n", N, dt);
     /* every communicator of the job has its own name */
     static const char *const shard_want[3] = {"split(color=0)[0-1]", "split(color=1)[2-3]", "split(color=2)[4-5]"};
     static const char *const replica_want[2] = {"split(color=0)[0,2,4]", "split(color=1)[1,3,5]"};
@@ -132,6 +133,7 @@ static void test_strategy_hybrid_skip_fails_fast(void **state) {
         assert_non_null(strstr(e, want[k]));
     }
     assert_true(dt < FAST_S);
+    printf("  the step failed after %.3f s (timeout 60 s)\n", dt);
     shs_trainer_destroy(t);
     shs_corpus_free(&corpus);
 }
