@@ -268,11 +268,15 @@ shs_reduce_order_t shs_comm_reduce_order(const shs_comm_t *comm) {
 
 void shs_comm_abort(shs_comm_t *comm, const char *reason) {
     if (!comm) return;
-    comm->iface->abort(comm, reason ? reason : "(no reason given)");
     char detail[1024];
     snprintf(detail, sizeof detail, "rank %d aborted comm '%s': %s", comm->rank, comm->name,
              reason ? reason : "(no reason given)");
-    shs__job_fail(comm, detail);
+    /* the job's first failure is claimed before the backend wakes this
+     * communicator's waiters (whose secondary failures must not become
+     * it), and reaches the other communicators after */
+    int first = shs__job_claim(comm, detail);
+    comm->iface->abort(comm, reason ? reason : "(no reason given)");
+    if (first) shs__job_propagate(comm);
 }
 
 /* ---- argument checks --------------------------------------------------- */

@@ -122,6 +122,13 @@ shs_status_t shs__job_join(shs_comm_t *comm, shs__job_t *job, const int *root_ra
 void shs__job_leave(shs_comm_t *comm);
 /* The first failure of any call of the job: every other member's
  * job_failed(detail). Later calls change nothing. No-op without a job. */
+/* The job's first failure in two steps, for a failure that must reach its
+ * own communicator through the backend before the others (shs_comm_abort):
+ * claim records `detail` as the first failure (1) unless one is recorded
+ * (0), so that secondary failures the backend's wake-up causes meanwhile
+ * are not taken for it; propagate fails every other member with it. */
+int shs__job_claim(shs_comm_t *comm, const char *detail);
+void shs__job_propagate(shs_comm_t *comm);
 void shs__job_fail(shs_comm_t *comm, const char *detail);
 /* `inner` (a device communicator's host handle) sees `outer`'s job and root
  * ranks (for names), without being a member. */

@@ -108,19 +108,32 @@ void shs__job_leave(shs_comm_t *comm) {
     shs__job_unref(job);
 }
 
-void shs__job_fail(shs_comm_t *comm, const char *detail) {
+int shs__job_claim(shs_comm_t *comm, const char *detail) {
+    shs__job_t *job = comm->job;
+    if (!job) return 0;
+    pthread_mutex_lock(&job->mu);
+    int first = !job->failed;
+    if (first) {
+        job->failed = 1;
+        snprintf(job->detail, sizeof job->detail, "%s", detail);
+    }
+    pthread_mutex_unlock(&job->mu);
+    return first;
+}
+
+void shs__job_propagate(shs_comm_t *comm) {
     shs__job_t *job = comm->job;
     if (!job) return;
     pthread_mutex_lock(&job->mu);
-    if (!job->failed) {
-        job->failed = 1;
-        snprintf(job->detail, sizeof job->detail, "%s", detail);
-        /* under the lock: no member leaves (and is freed) meanwhile; the
-         * backends' job_failed slots never take it */
-        for (int i = 0; i < job->nmembers; i++)
-            if (job->members[i] != comm) job->members[i]->iface->job_failed(job->members[i], job->detail);
-    }
+    /* under the lock: no member leaves (and is freed) meanwhile; the
+     * backends' job_failed slots never take it */
+    for (int i = 0; i < job->nmembers; i++)
+        if (job->members[i] != comm) job->members[i]->iface->job_failed(job->members[i], job->detail);
     pthread_mutex_unlock(&job->mu);
+}
+
+void shs__job_fail(shs_comm_t *comm, const char *detail) {
+    if (shs__job_claim(comm, detail)) shs__job_propagate(comm);
 }
 
 void shs__comm_borrow_job(shs_comm_t *inner, const shs_comm_t *outer) {
