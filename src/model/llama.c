@@ -355,10 +355,10 @@ static void attention_core_forward(shs_llama_t *g, int l, float *out) {
     int NH = c->num_heads, HD = c->hidden / NH;
     layer_acts_t *a = &g->layer[l];
     if (g->ex.attention == SHS_ATTENTION_FLASH)
-        shs_attention_gqa_forward_flash(g->dev, out, a->lse, a->q, a->k, a->v, doc_arg(g), g->B, g->T, NH,
+        shs_attention_gqa_forward_flash(g->dev, out, a->lse, a->q, a->k, a->v, doc_arg(g), NULL, g->B, g->T, NH,
                                         c->num_kv_heads, HD);
     else
-        shs_attention_gqa_forward(g->dev, out, a->att, a->q, a->k, a->v, doc_arg(g), g->B, g->T, NH, c->num_kv_heads,
+        shs_attention_gqa_forward(g->dev, out, a->att, a->q, a->k, a->v, doc_arg(g), NULL, g->B, g->T, NH, c->num_kv_heads,
                                   HD);
 }
 
@@ -373,8 +373,8 @@ static void layer_forward(shs_llama_t *g, int l, const float *x, const float *co
     shs_matmul_forward(d, a->q, a->ln1, p[P_Q], p[P_QB], BT, C, NH * HD);
     shs_matmul_forward(d, a->k, a->ln1, p[P_K], p[P_KB], BT, C, KVD);
     shs_matmul_forward(d, a->v, a->ln1, p[P_V], p[P_VB], BT, C, KVD);
-    shs_rope_forward(d, a->q, a->q, pos_arg(g), g->inv_freq, B, T, NH, HD);
-    shs_rope_forward(d, a->k, a->k, pos_arg(g), g->inv_freq, B, T, NKV, HD);
+    shs_rope_forward(d, a->q, a->q, pos_arg(g), &(shs_rope_t){g->inv_freq, 0, 0}, B, T, NH, HD);
+    shs_rope_forward(d, a->k, a->k, pos_arg(g), &(shs_rope_t){g->inv_freq, 0, 0}, B, T, NKV, HD);
     attention_core_forward(g, l, a->atty);
     shs_matmul_forward(d, g->proj, a->atty, p[P_O], NULL, BT, NH * HD, C);
     shs_residual_forward(d, a->res2, x, g->proj, btc);
@@ -481,14 +481,14 @@ static void layer_backward(shs_llama_t *g, int l, const float *x, const float *c
     shs_memset(d, g->dv, 0, btk * sizeof(float));
     if (g->ex.attention == SHS_ATTENTION_FLASH)
         shs_attention_gqa_backward_flash(d, g->dqr, g->dkr, g->dv, g->dbtc, a->q, a->k, a->v, a->atty, a->lse,
-                                         doc_arg(g), B, T, NH, NKV, HD);
+                                         doc_arg(g), NULL, B, T, NH, NKV, HD);
     else
-        shs_attention_gqa_backward(d, g->dqr, g->dkr, g->dv, g->datt, g->dbtc, a->q, a->k, a->v, a->att, B, T, NH, NKV,
+        shs_attention_gqa_backward(d, g->dqr, g->dkr, g->dv, g->datt, g->dbtc, a->q, a->k, a->v, a->att, NULL, B, T, NH, NKV,
                                    HD);
     shs_memset(d, g->dq, 0, btc * sizeof(float));
     shs_memset(d, g->dk, 0, btk * sizeof(float));
-    shs_rope_backward(d, g->dq, g->dqr, pos_arg(g), g->inv_freq, B, T, NH, HD);
-    shs_rope_backward(d, g->dk, g->dkr, pos_arg(g), g->inv_freq, B, T, NKV, HD);
+    shs_rope_backward(d, g->dq, g->dqr, pos_arg(g), &(shs_rope_t){g->inv_freq, 0, 0}, B, T, NH, HD);
+    shs_rope_backward(d, g->dk, g->dkr, pos_arg(g), &(shs_rope_t){g->inv_freq, 0, 0}, B, T, NKV, HD);
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
     shs_matmul_backward(d, g->dbtc, W(P_Q), W(P_QB), g->dq, a->ln1, p[P_Q], BT, C, NH * HD);
     shs_matmul_backward(d, g->dbtc, W(P_K), W(P_KB), g->dk, a->ln1, p[P_K], BT, C, KVD);
