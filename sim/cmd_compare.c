@@ -575,7 +575,7 @@ int sim_cmd_compare(int argc, char **argv) {
             return SIM_EXIT_ERROR;
         }
     }
-    char model_name[320];
+    char model_name[768];
     shs_hf_config_t hf;
     const shs_model_preset_t *preset = hf_path ? NULL : shs_model_preset_find(model);
     if (hf_path) {
@@ -599,13 +599,15 @@ int sim_cmd_compare(int argc, char **argv) {
         if (!context && default_T < model_T)
             snprintf(model_name + len, sizeof model_name - len, " (T: %s %d capped at compare's %d; --context sets it)",
                      shs_hf_config_context_key(&hf), model_T, default_T);
+        len = strlen(model_name);
+        if (hf.notes[0]) snprintf(model_name + len, sizeof model_name - len, " (notes: %s)", hf.notes);
     } else if (!preset) {
         return usage_error("--model: unknown model preset '%s' (%s)", model, "compare --help lists them");
     } else if (preset->arch == SHS_ARCH_LLAMA) {
         if (layers || channels || heads || vocab >= 0)
             return usage_error("--layers/--channels/--heads/--vocab shape a GPT, not the Llama-family preset %s "
                                "(--hf-config takes any Llama shape)", preset->name);
-        if ((rc_ = sim_model_set_llama("compare", preset->name, &preset->llama, preset->sliding_window, (int)context,
+        if ((rc_ = sim_model_set_llama("compare", preset->name, &preset->llama, (int)context,
                                        preset->cfg.context, tc)) >= 0)
             return rc_;
         sim_model_describe(model_name, sizeof model_name, preset->name, tc, 0);

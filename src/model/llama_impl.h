@@ -1,0 +1,114 @@
+/* llama_impl.h - private: what the Llama family's config and layout
+ * (llama_config.c), its model (llama.c) and its decoder layer
+ * (llama_layer.c) share: the slots of a layer's tensors and the one list
+ * that says, per config, which tensors a layer holds (Hugging Face names,
+ * shapes, init, slots); the model's state and the layer's passes.
+ * What it is not: the public API (llama.h). */
+#ifndef SHARDSIM_LLAMA_IMPL_H
+#define SHARDSIM_LLAMA_IMPL_H
+
+#include <stddef.h>
+
+#include "shardsim/llama.h"
+
+/* What a layer's kernels read. A fused tensor serves several slots at
+ * element offsets (Phi-3's qkv_proj: Q, K, V; gate_up_proj: GATE, UP);
+ * InternLM2's grouped wqkv (and its bias) is one slot of its own. */
+enum {
+    SHS__LP_ATTN_IN, SHS__LP_Q, SHS__LP_K, SHS__LP_V, SHS__LP_QKV_GROUPED, SHS__LP_QB, SHS__LP_KB, SHS__LP_VB,
+    SHS__LP_QKVB_GROUPED, SHS__LP_QN, SHS__LP_KN, SHS__LP_O, SHS__LP_OB, SHS__LP_ATTN_OUT, SHS__LP_MLP_IN,
+    SHS__LP_GATE, SHS__LP_UP, SHS__LP_DOWN, SHS__LP_MLP_OUT, SHS__LP_COUNT
+};
+
+#define SHS__LLAMA_MAX_LAYER_TENSORS 20
+
+typedef struct {
+    char suffix[40];       /* the name after "model.layers.N." */
+    int rows, cols;
+    shs_init_kind_t init;
+    int nslots;
+    int slot[3];           /* SHS__LP_* */
+    size_t off[3];         /* each slot's element offset in the tensor */
+} shs__llama_tensor_t;
+
+/* The tensors of one decoder layer, in the unit's order; returns their
+ * number (<= SHS__LLAMA_MAX_LAYER_TENSORS). cfg must be valid. */
+int shs__llama_layer_tensors(const shs_llama_config_t *cfg, shs__llama_tensor_t *out);
+
+/* The names of the embedding, the final norm and the LM head. */
+const char *shs__llama_embed_name(const shs_llama_config_t *cfg);
+const char *shs__llama_head_name(const shs_llama_config_t *cfg);
+
+/* ---- the model (llama.c) and its layer (llama_layer.c) ------------------------
+ * Legend: B sequences, T context, C hidden, QD = NH*HD, KVD = NKV*HD, I
+ * intermediate, V vocabulary. Buffers of features a config lacks are NULL. */
+
+typedef struct {
+    float *ln1, *rstd1;     /* (BT,C), (BT): ATTN_IN's output and rstd */
+    float *qraw, *kraw;     /* (BT,QD), (BT,KVD): q and k before their norms (qk_norm) */
+    float *rstdq, *rstdk;   /* their rstd: (BT*NH), (BT*NKV) per head, (BT), (BT) whole */
+    float *q, *k, *v;       /* (BT,QD), (BT,KVD), (BT,KVD): q and k normed and rotated */
+    float *att;             /* eager: (B,NH,T,T) */
+    float *lse;             /* flash: (B,NH,T) */
+    float *atty;            /* (BT,QD) attention output */
+    float *ao, *rstdao;     /* (BT,C), (BT): o_proj's output before ATTN_OUT */
+    float *res2;            /* (BT,C) after the attention residual */
+    float *ln2, *rstd2;     /* (BT,C), (BT): MLP_IN */
+    float *gate, *up, *act; /* (BT,I) */
+    float *mo, *rstdmo;     /* (BT,C), (BT): down_proj's output before MLP_OUT */
+    float *res3;            /* (BT,C) the layer output */
+} shs__llama_acts_t;
+
+typedef struct {
+    shs_model_t base;                   /* ops: llama.c's */
+    shs_llama_config_t cfg;
+    shs_gpt_exec_t ex;
+    const shs_layout_t *layout;
+    shs_device_t *dev;
+    int B, T;
+    int HD, QD, KVD, R;                 /* head dim, NH*HD, NKV*HD, rotary dim */
+    unsigned norms;                     /* shs_llama_norms */
+    int ntensors;                       /* tensors per layer unit */
+    int slot_tensor[SHS__LP_COUNT];     /* the unit tensor serving each slot, -1 none */
+    size_t slot_off[SHS__LP_COUNT];     /* the slot's element offset in it */
+    void *acts_mem, *scratch_mem;
+    float *encoded;                     /* (BT,C) */
+    shs__llama_acts_t *layer;           /* L; shared entries alias layer 0's (recompute) */
+    float *lnf, *rstdf;                 /* (BT,C), (BT) */
+    float *logits, *probs, *losses;     /* (BT,V), (BT,V), (BT) */
+    float *loss_sum;                    /* (1) */
+    float *dres, *dbtc, *dpost;         /* (BT,C) */
+    float *datty, *dq, *dqr, *dqn;      /* (BT,QD) */
+    float *dk, *dkr, *dkn, *dv;         /* (BT,KVD) */
+    float *dgate, *dup, *dact;          /* (BT,I) */
+    float *datt;                        /* eager: (B,NH,T,T) */
+    float *dlogits;                     /* (BT,V) */
+    float *proj;                        /* (BT,C) a projection before its residual add */
+    float *wplus, *ones;                /* norm_plus_one: (max(C, QD)) the (1 + w) weight, and ones */
+    float *wqkv, *dwqkv;                /* InternLM2: (QD+2KVD, C) + (QD+2KVD) wqkv (and its bias) in
+                                         * the order q, k, v, and their gradients */
+    float *inv_freq, *inv_local, *inv_long; /* (R/2) each: global, windowed layers', longrope's long */
+    const float *inv_cur;               /* the global frequencies of the current batch */
+    float mscale;                       /* shs_llama_rope_mscale */
+    int32_t *tokens, *targets, *positions, *doc_ids; /* (BT) device each */
+    int has_positions, has_doc_ids;     /* the last forward's batch had them */
+    int64_t num_targets;                /* the last forward's counted targets */
+    int head_unit;                      /* 0 tied, else L+2 */
+    const float *head_params;           /* head unit as kept resident from forward to backward */
+} shs__llama_t;
+
+/* Pointers to layer l's slots inside a flat unit buffer `base` (parameters
+ * or gradients: same layout); NULL for slots the config lacks. */
+void shs__llama_layer_views(const shs__llama_t *g, const float *base, const float *p[SHS__LP_COUNT]);
+/* Layer l's forward from its input x (BT,C) into g->layer[l] (res3 its output). */
+void shs__llama_layer_forward(shs__llama_t *g, int l, const float *x, const float *const p[SHS__LP_COUNT]);
+/* Its backward: g->dres holds d(loss)/d(output) on entry and d(loss)/d(x)
+ * on exit; parameter gradients accumulate into gw. */
+void shs__llama_layer_backward(shs__llama_t *g, int l, const float *x, const float *const p[SHS__LP_COUNT],
+                               const float *const gw[SHS__LP_COUNT]);
+/* An RMSNorm with the config's weight convention (w, or 1 + w) and eps. */
+void shs__llama_norm_forward(shs__llama_t *g, float *out, float *rstd, const float *x, const float *w, int N, int C);
+void shs__llama_norm_backward(shs__llama_t *g, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                              const float *rstd, int N, int C);
+
+#endif

@@ -1,0 +1,134 @@
+/* llama_fixture.c - the Llama test fixture (llama_fixture.h). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "model/llama_fixture.h"
+#include "model/llama_ref.h"
+
+static double *dz(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+
+/* packed: two documents per row, every 5th target ignored. Positions
+ * restart at the cut, the second document's with stride 3: RoPE scores
+ * depend only on position differences, so restarting alone would not tell
+ * whether the position ids reach the kernels. */
+void fx_init(fx_t *f, shs_llama_config_t cfg, int B, int T, shs_gpt_exec_t ex, int packed) {
+    memset(f, 0, sizeof *f);
+    f->cfg = cfg;
+    f->B = B;
+    f->T = T;
+    assert_int_equal(shs_llama_layout_create(&f->lo, &f->cfg), SHS_OK);
+    assert_int_equal(shs_device_create_cpu(&f->dev, 0, SIZE_MAX, 1), SHS_OK);
+    assert_int_equal(shs_llama_create(&f->m, &f->lo, &f->cfg, f->dev, B, T, &ex), SHS_OK);
+    plain_source_init(&f->ps, f->dev, &f->lo, 42, 0.05f);
+    size_t bt = (size_t)B * T;
+    f->tok = malloc(bt * 4), f->tgt = malloc(bt * 4);
+    for (size_t i = 0; i < bt; i++) {
+        f->tok[i] = (int32_t)((i * 37 + 11) % (size_t)cfg.vocab);
+        f->tgt[i] = (int32_t)((i * 53 + 7) % (size_t)cfg.vocab);
+    }
+    if (packed) {
+        f->pos = malloc(bt * 4), f->doc = malloc(bt * 4);
+        for (int b = 0; b < B; b++) {
+            int cut = 2 + b; /* document 0 is [0, cut), document 1 the rest */
+            for (int t = 0; t < T; t++) {
+                f->doc[b * T + t] = t < cut ? 0 : 1;
+                f->pos[b * T + t] = t < cut ? t : 3 * (t - cut);
+            }
+        }
+        for (size_t i = 0; i < bt; i += 5) f->tgt[i] = SHS_IGNORE_INDEX;
+    }
+}
+void fx_free(fx_t *f) {
+    shs_model_destroy(f->m);
+    plain_source_free(&f->ps);
+    shs_device_destroy(f->dev);
+    shs_layout_free(&f->lo);
+    free(f->tok), free(f->tgt), free(f->pos), free(f->doc);
+}
+shs_batch_t fx_batch(const fx_t *f) {
+    return (shs_batch_t){.tokens = f->tok, .targets = f->tgt, .positions = f->pos, .doc_ids = f->doc};
+}
+float fx_step(fx_t *f) {
+    float loss;
+    shs_batch_t b = fx_batch(f);
+    assert_int_equal(shs_model_forward(f->m, &f->ps.src, &b, &loss), SHS_OK);
+    plain_source_zero_grads(&f->ps);
+    assert_int_equal(shs_model_backward(f->m, &f->ps.src, 1.0f), SHS_OK);
+    return loss;
+}
+double fx_loss_cb(void *f) { return fx_step(f); }
+
+/* The model's gradients of every unit, concatenated (host). */
+float *fx_grads(fx_t *f) {
+    float *g = malloc(f->lo.num_params * 4);
+    size_t off = 0;
+    for (int u = 0; u < f->lo.num_units; u++) {
+        shs_memcpy_d2h(f->dev, g + off, f->ps.grads[u], f->lo.units[u].numel * 4);
+        off += f->lo.units[u].numel;
+    }
+    return g;
+}
+
+/* Model vs reference: loss within 1e-5 relative; per tensor, the largest
+ * gradient error within `gtol` of the tensor's largest reference
+ * gradient. Prints the measured figures. */
+double compare_with_reference(fx_t *f, const shs_llama_config_t *ref_cfg, double gtol, const char *what,
+                              double *loss_rel) {
+    float loss = fx_step(f);
+    assert_int_equal(f->ps.acquired, 0);
+    assert_int_equal(f->ps.grads_after_ready, 0);
+    for (int u = 0; u < f->lo.num_units; u++) assert_int_equal(f->ps.ready[u], 1);
+    int half = shs_llama_rotary_dim(ref_cfg) / 2;
+    float *inv = malloc((size_t)half * 3 * 4);
+    shs_llama_inv_freq(ref_cfg, SHS_ROPE_FREQ_GLOBAL, inv);
+    shs_llama_inv_freq(ref_cfg, SHS_ROPE_FREQ_LOCAL, inv + half);
+    shs_llama_inv_freq(ref_cfg, SHS_ROPE_FREQ_LONG, inv + 2 * half);
+    llama_ref_t R = {.c = ref_cfg, .lo = &f->lo, .B = f->B, .T = f->T, .tok = f->tok, .tgt = f->tgt, .pos = f->pos,
+                     .doc = f->doc, .inv_global = inv, .inv_local = inv + half, .inv_long = inv + 2 * half};
+    int NT = f->lo.num_tensors;
+    R.p = calloc((size_t)NT, sizeof(double *));
+    R.g = calloc((size_t)NT, sizeof(double *));
+    float *host = malloc(f->lo.num_params * 4);
+    for (int i = 0; i < NT; i++) {
+        const shs_tensor_info_t *t = &f->lo.tensors[i];
+        R.p[i] = dz(t->numel);
+        R.g[i] = dz(t->numel);
+        shs_memcpy_d2h(f->dev, host, f->ps.params[t->unit] + t->offset, t->numel * 4);
+        for (size_t k = 0; k < t->numel; k++) R.p[i][k] = host[k];
+    }
+    double ref_loss = llama_ref_run(&R);
+    double worst = 0;
+    *loss_rel = fabs(loss - ref_loss) / fabs(ref_loss);
+    const char *worst_name = "";
+    for (int i = 0; i < NT; i++) {
+        const shs_tensor_info_t *t = &f->lo.tensors[i];
+        shs_memcpy_d2h(f->dev, host, f->ps.grads[t->unit] + t->offset, t->numel * 4);
+        double gmax = 0, emax = 0;
+        for (size_t k = 0; k < t->numel; k++) {
+            gmax = fmax(gmax, fabs(R.g[i][k]));
+            emax = fmax(emax, fabs(host[k] - R.g[i][k]));
+        }
+        assert_true(gmax > 0); /* every parameter gets a gradient */
+        if (emax / gmax > worst) worst = emax / gmax, worst_name = t->name;
+        if (gtol > 0 && emax > gtol * gmax)
+            fail_msg("%s: %s gradient error %.3g of its largest %.3g", what, t->name, emax, gmax);
+        free(R.p[i]), free(R.g[i]);
+    }
+    printf("%s: loss %.9g vs f64 %.9g (rel %.2e); worst gradient rel err %.2e (%s)\n", what, (double)loss, ref_loss,
+           *loss_rel, worst, worst_name);
+    free(R.p), free(R.g), free(host), free(inv);
+    return worst;
+}
+
+void check_against_reference(fx_t *f, const char *what, double gtol) {
+    double loss_rel;
+    compare_with_reference(f, &f->cfg, gtol, what, &loss_rel);
+    assert_true(loss_rel <= 1e-5);
+}

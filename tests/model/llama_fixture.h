@@ -1,0 +1,45 @@
+/* llama_fixture.h - a Llama-family model on the CPU device with a plain
+ * parameter source (tests/plain_source.h), a fixed batch (optionally
+ * packed: two documents per row, positions restarting, every 5th target
+ * ignored), one step, and the comparison of its loss and every gradient
+ * with the float64 reference (tests/model/llama_ref.h).
+ * Not a test; used by tests/model/test_llama*.c. Include after <cmocka.h>. */
+#ifndef SHARDSIM_TESTS_LLAMA_FIXTURE_H
+#define SHARDSIM_TESTS_LLAMA_FIXTURE_H
+
+#include <stdint.h>
+
+#include "plain_source.h"
+#include "shardsim/llama.h"
+
+typedef struct {
+    shs_llama_config_t cfg;
+    shs_layout_t lo;
+    shs_device_t *dev;
+    shs_model_t *m;
+    plain_source_t ps;
+    int B, T;
+    int32_t *tok, *tgt, *pos, *doc;
+} fx_t;
+
+/* Layout, CPU device (1 thread), model with exec `ex`, parameters (seed 42,
+ * perturbed) and the batch. */
+void fx_init(fx_t *f, shs_llama_config_t cfg, int B, int T, shs_gpt_exec_t ex, int packed);
+void fx_free(fx_t *f);
+shs_batch_t fx_batch(const fx_t *f);
+/* Forward and backward into zeroed gradients; the loss. */
+float fx_step(fx_t *f);
+double fx_loss_cb(void *f);
+/* The gradients of every unit, concatenated (host, malloc'd). */
+float *fx_grads(fx_t *f);
+/* Model vs reference: loss within 1e-5 relative; per tensor, the largest
+ * gradient error within `gtol` of the tensor's largest reference gradient,
+ * every tensor with a nonzero gradient; prints the figures. */
+void check_against_reference(fx_t *f, const char *what, double gtol);
+/* The same step compared with the reference of `ref_cfg` (which may differ
+ * from the model's, to plant a fault); fails on a tensor only when gtol > 0.
+ * Returns the worst tensor's relative gradient error; *loss_rel the loss's. */
+double compare_with_reference(fx_t *f, const shs_llama_config_t *ref_cfg, double gtol, const char *what,
+                              double *loss_rel);
+
+#endif

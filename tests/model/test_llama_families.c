@@ -1,0 +1,359 @@
+/* test_llama_families.c - the dense decoder families beyond Llama that
+ * llama.h models (Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Phi-3,
+ * OLMo 2, InternLM2), each as a tiny config with its family's features on,
+ * against the float64 reference written from transformers' modeling files
+ * (tests/model/llama_ref.c: it reads the weights by their Hugging Face
+ * names and decodes fused and grouped projections by HF's rules), eager and
+ * flash, with packed documents; against finite differences; recompute
+ * giving the same bits; their layouts' Hugging Face names and parameter
+ * counts (by hand); and the RoPE variants' frequencies and scale by hand.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "finite_diff.h"
+#include "model/llama_fixture.h"
+#include "shardsim/llama.h"
+
+/* ---- the tiny families ----------------------------------------------------------------- */
+
+/* L 2, C 16, NH 4, NKV 2 (HD 4), I 24, V 40, max_position 64 */
+static shs_llama_config_t base(void) {
+    return (shs_llama_config_t){.num_layers = 2, .hidden = 16, .num_heads = 4, .num_kv_heads = 2, .intermediate = 24,
+                                .vocab = 40, .max_position = 64, .rms_norm_eps = 1e-5f, .rope_theta = 10000.0};
+}
+
+typedef struct {
+    const char *name;
+    shs_llama_config_t cfg;
+} family_case_t;
+
+static shs_llama_config_t longrope(void) {
+    /* Phi-3 shape: HD 8 with a partial rotary dim of 6 (3 factors), the
+     * pre-training context 4 of max_position 64 (attention factor sqrt(1 +
+     * ln 16 / ln 4) = sqrt 3) */
+    shs_llama_config_t c = base();
+    c.num_heads = 2, c.num_kv_heads = 1, c.rotary_dim = 6, c.names = SHS_LLAMA_NAMES_PHI3, c.sliding_window = 5;
+    c.rope_scaling = (shs_rope_scaling_t){.kind = SHS_ROPE_SCALING_LONGROPE, .original_max_position_embeddings = 4,
+                                          .num_factors = 3, .short_factor = {1.0f, 1.25f, 2.0f},
+                                          .long_factor = {1.5f, 3.0f, 7.0f}};
+    return c;
+}
+
+static family_case_t family(int i) {
+    const unsigned all4 = SHS_LLAMA_NORM_ATTN_IN | SHS_LLAMA_NORM_ATTN_OUT | SHS_LLAMA_NORM_MLP_IN | SHS_LLAMA_NORM_MLP_OUT;
+    shs_llama_config_t c = base();
+    switch (i) {
+    case 0:
+        c.sliding_window = 3;
+        return (family_case_t){"mistral: window 3", c};
+    case 1:
+        c.qkv_bias = 1, c.sliding_window = 3, c.window_first_layer = 1;
+        return (family_case_t){"qwen2: q/k/v biases, window 3 from layer 1", c};
+    case 2:
+        c.head_dim = 8, c.qk_norm = SHS_QK_NORM_HEAD, c.attention_bias = 1, c.tie_word_embeddings = 1;
+        return (family_case_t){"qwen3: head_dim 8 (QD 32 > C), q/k head norms, attention bias, tied", c};
+    case 3:
+        c.num_kv_heads = 1, c.head_dim = 8, c.act = SHS_LLAMA_ACT_GELU_TANH, c.norm_plus_one = 1, c.embed_scale = 1;
+        c.tie_word_embeddings = 1;
+        return (family_case_t){"gemma: GeGLU, (1 + w) norms, scaled embedding, MQA, head_dim 8, tied", c};
+    case 4:
+        c.num_layers = 3, c.head_dim = 6, c.act = SHS_LLAMA_ACT_GELU_TANH, c.norms = all4, c.norm_plus_one = 1;
+        c.embed_scale = 1, c.tie_word_embeddings = 1, c.query_pre_attn_scalar = 24, c.attn_softcap = 1.0f;
+        c.final_softcap = 0.5f, c.sliding_window = 3, c.window_pattern = 2;
+        return (family_case_t){"gemma2: four norms, soft caps 1.0 / 0.5, query_pre_attn_scalar 24, window 3 on even "
+                               "layers", c};
+    case 5:
+        c.num_layers = 3, c.head_dim = 8, c.act = SHS_LLAMA_ACT_GELU_TANH, c.norms = all4, c.qk_norm = SHS_QK_NORM_HEAD;
+        c.norm_plus_one = 1, c.embed_scale = 1, c.tie_word_embeddings = 1, c.query_pre_attn_scalar = 16;
+        c.sliding_window = 3, c.window_pattern = 3, c.rope_theta = 1e6, c.rope_local_theta = 1000.0;
+        c.rope_scaling = (shs_rope_scaling_t){.kind = SHS_ROPE_SCALING_LINEAR, .factor = 4.0};
+        return (family_case_t){"gemma3: q/k head norms, window 3 but every 3rd layer, local theta 1000, global "
+                               "1e6 / linear 4", c};
+    case 6: return (family_case_t){"phi3: fused qkv and gate_up, partial rotary 6 of 8, longrope, window 5",
+                                   longrope()};
+    case 7:
+        c.norms = SHS_LLAMA_NORM_ATTN_OUT | SHS_LLAMA_NORM_MLP_OUT, c.qk_norm = SHS_QK_NORM_ALL;
+        return (family_case_t){"olmo2: post-norms only, q/k norms over the whole projections", c};
+    default:
+        c.names = SHS_LLAMA_NAMES_INTERNLM2, c.attention_bias = 1;
+        return (family_case_t){"internlm2: wqkv grouped per key/value head, bias, GQA 4/2", c};
+    }
+}
+#define NUM_FAMILIES 9
+
+/* Each family against the f64 reference: eager unpacked, flash packed
+ * (documents, restarting positions, ignored targets). Phi-3's first run
+ * (T 8 > its pre-training 4) takes the long factors; a T of 4 the short. */
+static void test_families_match_f64_reference(void **state) {
+    (void)state;
+    for (int i = 0; i < NUM_FAMILIES; i++) {
+        family_case_t fc = family(i);
+        char what[192];
+        for (int flash = 0; flash < 2; flash++) {
+            fx_t f;
+            fx_init(&f, fc.cfg, 2, 8, (shs_gpt_exec_t){.attention = flash ? SHS_ATTENTION_FLASH : SHS_ATTENTION_EAGER},
+                    flash);
+            snprintf(what, sizeof what, "%s %s", fc.name, flash ? "flash packed" : "eager");
+            check_against_reference(&f, what, 1e-5);
+            fx_free(&f);
+        }
+    }
+    fx_t f;
+    fx_init(&f, longrope(), 2, 4, (shs_gpt_exec_t){0}, 0);
+    check_against_reference(&f, "phi3 T 4: short factors", 1e-5);
+    fx_free(&f);
+}
+
+/* Planted faults the comparison must catch: the reference told of a window,
+ * a soft cap or a (1 + w) norm that the model lacks. */
+static void test_reference_catches_planted_faults(void **state) {
+    (void)state;
+    int fam[3] = {0, 4, 3};
+    for (int k = 0; k < 3; k++) {
+        shs_llama_config_t model = family(fam[k]).cfg, ref = model;
+        if (k == 0) model.sliding_window = 0;
+        if (k == 1) model.attn_softcap = 0;
+        if (k == 2) model.norm_plus_one = 0;
+        fx_t f;
+        fx_init(&f, model, 1, 8, (shs_gpt_exec_t){0}, 0);
+        double loss_rel, worst = compare_with_reference(&f, &ref, 0, "planted fault", &loss_rel);
+        if (!(worst > 1e-3 || loss_rel > 1e-3)) fail_msg("fault %d not seen: worst %.3g, loss %.3g", k, worst, loss_rel);
+        fx_free(&f);
+    }
+}
+
+/* The gradients of the most featured family (Gemma 2: caps, windows, four
+ * (1 + w) norms, GeGLU) and of InternLM2's grouped wqkv against central
+ * differences of the model's own f32 loss (tolerance as test_llama.c's). */
+static void test_gradients_match_finite_differences(void **state) {
+    (void)state;
+    int which[2] = {4, 8};
+    for (int w = 0; w < 2; w++) {
+        fx_t f;
+        fx_init(&f, family(which[w]).cfg, 2, 6, (shs_gpt_exec_t){0}, 1);
+        fx_step(&f);
+        float *g = fx_grads(&f);
+        size_t *base = calloc((size_t)f.lo.num_units, sizeof(size_t));
+        for (int u = 1; u < f.lo.num_units; u++) base[u] = base[u - 1] + f.lo.units[u - 1].numel;
+        int checked = 0;
+        for (int ti = 0; ti < f.lo.num_tensors; ti++) {
+            const shs_tensor_info_t *t = &f.lo.tensors[ti];
+            for (size_t k = 0; k < 3 && k < t->numel; k++) {
+                size_t e = t->offset + (k * 7919 + 5) % t->numel;
+                double num = fd_derivative(f.dev, f.ps.params[t->unit] + e, fx_loss_cb, &f);
+                double ana = g[base[t->unit] + e], tol = 2e-3 * fmax(fabs(num), 1e-2) + 2e-4;
+                if (fabs(ana - num) > tol)
+                    fail_msg("%s %s[%zu]: analytic %.6g vs numeric %.6g", family(which[w]).name, t->name,
+                             e - t->offset, ana, num);
+                checked++;
+            }
+        }
+        assert_true(checked > 40);
+        free(g), free(base);
+        fx_free(&f);
+    }
+}
+
+/* Recompute changes memory, not bits, for every family: full and selective
+ * give none's gradients exactly (eager and flash). */
+static void test_recompute_is_bit_identical(void **state) {
+    (void)state;
+    for (int i = 0; i < NUM_FAMILIES; i++)
+        for (int a = 0; a < 2; a++) {
+            float *want = NULL, lw = 0;
+            for (int r = 0; r < 3; r++) {
+                fx_t f;
+                fx_init(&f, family(i).cfg, 2, 8,
+                        (shs_gpt_exec_t){.recompute = (shs_recompute_t)r, .attention = (shs_attention_kind_t)a}, 1);
+                float l = fx_step(&f), *g = fx_grads(&f);
+                if (!want) {
+                    want = g, lw = l;
+                } else {
+                    if (memcmp(&l, &lw, sizeof l) || memcmp(g, want, f.lo.num_params * 4))
+                        fail_msg("%s: recompute %d changes the bits (attention %d)", family(i).name, r, a);
+                    free(g);
+                }
+                fx_free(&f);
+            }
+            free(want);
+        }
+}
+
+/* ---- layouts and counts ------------------------------------------------------------------ */
+
+/* Each family's layer-0 tensors: Hugging Face names, rows, and the count of
+ * the whole model summed by hand from them (C 16, HD 4 unless said, QD =
+ * 4 HD, KVD = NKV HD, I 24, V 40). */
+static void test_layout_names_and_counts(void **state) {
+    (void)state;
+    static const struct {
+        int family;
+        const char *names[20];
+        int rows[20];
+        uint64_t params;
+    } want[] = {
+        /* qwen3: HD 8, QD 32, KVD 16; + biases q 32, k 16, v 16, o 16; q/k norms 8 each; tied */
+        {2,
+         {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+          "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.q_norm.weight",
+          "self_attn.k_norm.weight", "self_attn.o_proj.weight", "self_attn.o_proj.bias",
+          "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"},
+         {16, 32, 16, 16, 32, 16, 16, 8, 8, 16, 16, 16, 24, 24, 16},
+         2ull * (16 + 32 * 16 + 2 * 16 * 16 + 32 + 32 + 8 + 8 + 16 * 32 + 16 + 16 + 3 * 16 * 24) + 40 * 16 + 16},
+        /* gemma2: HD 6, QD 24, KVD 12, four norms, 3 layers, tied */
+        {4,
+         {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+          "self_attn.o_proj.weight", "post_attention_layernorm.weight", "pre_feedforward_layernorm.weight",
+          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "post_feedforward_layernorm.weight"},
+         {16, 24, 12, 12, 16, 16, 16, 24, 24, 16, 16},
+         3ull * (4 * 16 + 24 * 16 + 2 * 12 * 16 + 16 * 24 + 3 * 16 * 24) + 40 * 16 + 16},
+        /* phi3: NH 2, NKV 1, HD 8: qkv (16 + 2 8) rows, gate_up 2 I rows; untied */
+        {6,
+         {"input_layernorm.weight", "self_attn.qkv_proj.weight", "self_attn.o_proj.weight",
+          "post_attention_layernorm.weight", "mlp.gate_up_proj.weight", "mlp.down_proj.weight"},
+         {16, 32, 16, 16, 48, 16},
+         2ull * (2 * 16 + 32 * 16 + 16 * 16 + 3 * 16 * 24) + 2 * 40 * 16 + 16},
+        /* olmo2: post-norms; q_norm (QD 16), k_norm (KVD 8) */
+        {7,
+         {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.q_norm.weight",
+          "self_attn.k_norm.weight", "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "post_feedforward_layernorm.weight"},
+         {16, 8, 8, 16, 8, 16, 16, 24, 24, 16, 16},
+         2ull * (2 * 16 + 16 * 16 + 2 * 8 * 16 + 16 + 8 + 16 * 16 + 3 * 16 * 24) + 2 * 40 * 16 + 16},
+        /* internlm2: wqkv (16 + 2 8) rows and its bias, wo and its bias */
+        {8,
+         {"attention_norm.weight", "attention.wqkv.weight", "attention.wqkv.bias", "attention.wo.weight",
+          "attention.wo.bias", "ffn_norm.weight", "feed_forward.w1.weight", "feed_forward.w3.weight",
+          "feed_forward.w2.weight"},
+         {16, 32, 32, 16, 16, 16, 24, 24, 16},
+         2ull * (2 * 16 + 32 * 16 + 32 + 16 * 16 + 16 + 3 * 16 * 24) + 2 * 40 * 16 + 16},
+    };
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        shs_llama_config_t c = family(want[w].family).cfg;
+        shs_layout_t lo;
+        assert_int_equal(shs_llama_layout_create(&lo, &c), SHS_OK);
+        int n = 0;
+        while (n < 20 && want[w].names[n]) n++;
+        assert_int_equal(lo.units[1].num_tensors, n);
+        for (int i = 0; i < n; i++) {
+            const shs_tensor_info_t *t = &lo.tensors[lo.units[1].first_tensor + i];
+            char full[96];
+            snprintf(full, sizeof full, "model.layers.0.%s", want[w].names[i]);
+            assert_string_equal(t->name, full);
+            assert_int_equal(t->rows, want[w].rows[i]);
+            if (strstr(t->name, "norm")) assert_int_equal(t->init, c.norm_plus_one ? SHS_INIT_ZEROS : SHS_INIT_ONES);
+        }
+        if (c.names == SHS_LLAMA_NAMES_INTERNLM2) {
+            assert_string_equal(lo.tensors[0].name, "model.tok_embeddings.weight");
+            assert_string_equal(lo.tensors[lo.num_tensors - 1].name, "output.weight");
+        }
+        assert_true(lo.num_params == want[w].params);
+        assert_true(shs_llama_num_params(&c) == want[w].params);
+        shs_layout_free(&lo);
+    }
+}
+
+/* ---- RoPE variants and the embedding scale, by hand ------------------------------------- */
+
+/* linear: every frequency / factor; local: rope_local_theta, unscaled;
+ * longrope: 1 / (ext_i theta^(2i/R)), and the attention factor. */
+static void test_rope_variants(void **state) {
+    (void)state;
+    shs_llama_config_t c = family(5).cfg; /* HD 8: theta 1e6 linear 4, local 1000 */
+    float f[4];
+    shs_llama_inv_freq(&c, SHS_ROPE_FREQ_GLOBAL, f);
+    assert_true(f[0] == (float)(1.0 / 4.0) && f[1] == (float)((double)(float)0.031622776601683794 / 4.0));
+    shs_llama_inv_freq(&c, SHS_ROPE_FREQ_LOCAL, f);
+    assert_true(f[0] == 1.0f && f[1] == (float)(1.0 / pow(1000.0, 0.25)) && f[3] == (float)(1.0 / pow(1000.0, 0.75)));
+    assert_true(shs_llama_rope_mscale(&c) == 1.0f);
+    shs_llama_config_t p = longrope(); /* R 6, theta 1e4 */
+    shs_llama_inv_freq(&p, SHS_ROPE_FREQ_GLOBAL, f);
+    assert_true(f[0] == 1.0f && f[1] == (float)(1.0 / (1.25 * pow(1e4, 2.0 / 6))) &&
+                f[2] == (float)(1.0 / (2.0 * pow(1e4, 4.0 / 6))));
+    shs_llama_inv_freq(&p, SHS_ROPE_FREQ_LONG, f);
+    assert_true(f[0] == (float)(1.0 / 1.5) && f[2] == (float)(1.0 / (7.0 * pow(1e4, 4.0 / 6))));
+    assert_float_equal(shs_llama_rope_mscale(&p), sqrt(3.0), 1e-6); /* sqrt(1 + ln 16 / ln 4) */
+    p.rope_scaling.attention_factor = 1.25;
+    assert_true(shs_llama_rope_mscale(&p) == 1.25f);
+    p.max_position = 4; /* factor 1: no scale */
+    p.rope_scaling.attention_factor = 0;
+    assert_true(shs_llama_rope_mscale(&p) == 1.0f);
+    /* Phi-3.5-mini: 131072 / 4096 = 32: sqrt(1 + ln 32 / ln 4096) = 1.1902380714 */
+    p.max_position = 131072, p.rope_scaling.original_max_position_embeddings = 4096;
+    assert_float_equal(shs_llama_rope_mscale(&p), 1.1902380714238083, 1e-7);
+    /* Gemma's sqrt(C) in f32, and rounded as bf16 weights give it (HF: sqrt(3072) = 55.4256 becomes 55.5) */
+    shs_llama_config_t g = family(3).cfg;
+    g.hidden = 3072;
+    assert_true(shs_llama_embed_scale(&g, SHS_F32) == (float)sqrt(3072.0));
+    assert_true(shs_llama_embed_scale(&g, SHS_BF16) == 55.5f);
+    g.embed_scale = 0;
+    assert_true(shs_llama_embed_scale(&g, SHS_BF16) == 1.0f);
+}
+
+/* The layer windows of each pattern. */
+static void test_layer_windows(void **state) {
+    (void)state;
+    shs_llama_config_t c = base();
+    c.num_layers = 12, c.sliding_window = 512, c.window_pattern = 6;
+    for (int l = 0; l < 12; l++) assert_int_equal(shs_llama_layer_window(&c, l), l == 5 || l == 11 ? 0 : 512);
+    c.window_pattern = 2;
+    for (int l = 0; l < 12; l++) assert_int_equal(shs_llama_layer_window(&c, l), l % 2 ? 0 : 512);
+    c.window_pattern = 0, c.window_first_layer = 7;
+    for (int l = 0; l < 12; l++) assert_int_equal(shs_llama_layer_window(&c, l), l >= 7 ? 512 : 0);
+    c.sliding_window = 0;
+    for (int l = 0; l < 12; l++) assert_int_equal(shs_llama_layer_window(&c, l), 0);
+}
+
+/* Configs the extensions make inconsistent are refused naming the field. */
+static void test_config_refusals(void **state) {
+    (void)state;
+    struct {
+        shs_llama_config_t c;
+        const char *want;
+    } cases[10];
+    for (int i = 0; i < 10; i++) cases[i].c = base();
+    cases[0].c.head_dim = 7, cases[0].want = "rotary dimension";
+    cases[1].c.rotary_dim = 3, cases[1].want = "rotary dimension";
+    cases[2].c.rotary_dim = 6, cases[2].want = "rotary dimension"; /* > HD 4 */
+    cases[3].c.sliding_window = 4, cases[3].c.window_pattern = 1, cases[3].want = "sliding_window_pattern";
+    cases[4].c.window_first_layer = 3, cases[4].want = "max_window_layers";
+    cases[5].c.attn_softcap = -1, cases[5].want = "attn_logit_softcapping";
+    cases[6].c.names = SHS_LLAMA_NAMES_PHI3, cases[6].c.qkv_bias = 1, cases[6].want = "Phi-3";
+    cases[7].c.names = SHS_LLAMA_NAMES_INTERNLM2, cases[7].c.qk_norm = SHS_QK_NORM_HEAD, cases[7].want = "InternLM2";
+    cases[8].c.rope_scaling = (shs_rope_scaling_t){.kind = SHS_ROPE_SCALING_LONGROPE,
+                                                   .original_max_position_embeddings = 4, .num_factors = 1,
+                                                   .short_factor = {1}, .long_factor = {1}};
+    cases[8].want = "longrope";
+    cases[9].c.rope_scaling = (shs_rope_scaling_t){.kind = SHS_ROPE_SCALING_LINEAR}, cases[9].want = "rope_scaling.factor";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (shs_llama_config_validate(&cases[i].c) == SHS_OK) fail_msg("case %zu: accepted", i);
+        if (!strstr(shs_last_error(), cases[i].want))
+            fail_msg("case %zu: '%s' lacks '%s'", i, shs_last_error(), cases[i].want);
+    }
+    for (int i = 0; i < NUM_FAMILIES; i++) {
+        shs_llama_config_t c = family(i).cfg;
+        if (shs_llama_config_validate(&c) != SHS_OK) fail_msg("%s: %s", family(i).name, shs_last_error());
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_families_match_f64_reference),
+        cmocka_unit_test(test_reference_catches_planted_faults),
+        cmocka_unit_test(test_gradients_match_finite_differences),
+        cmocka_unit_test(test_recompute_is_bit_identical),
+        cmocka_unit_test(test_layout_names_and_counts),
+        cmocka_unit_test(test_rope_variants),
+        cmocka_unit_test(test_layer_windows),
+        cmocka_unit_test(test_config_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
