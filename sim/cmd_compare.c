@@ -324,7 +324,8 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
            "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
            "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
            "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed comm (prefetch per unit; alpha-beta, %s, %s) + offload;\n"
-           "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); see include/shardsim/estimate.h;\n"
+           "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak), C = heads x head dim, T min(T, window) on windowed\n"
+           "  layers; see include/shardsim/estimate.h;\n"
            "  HFU adds the recompute's FLOPs (measured against the same run keeping every activation)\n"
            "activations: attention %s, autocast %s, dropout %g, +ckpt/+sel recompute %s (gpt.h)\n",
            base->steps, 100 * eff, hw->net.name, algo_name, shs_attention_name(tc->attention),

@@ -36,7 +36,8 @@
  *    communication = the two streams' length - the compute; offload adds PCIe copies
  *    and the host's optimizer pass (memory bound) to the optimizer segment.
  *    MFU = model FLOPs (6Ψ + 12·L·C·T per token, PaLM, Chowdhery et al.
- *    2022, App. B; recomputation not counted) / (step time x peak).
+ *    2022, App. B, with C the attention width NH·HD and T a windowed
+ *    layer's min(T, window); recomputation not counted) / (step time x peak).
  * What it is not: a measurement. Every constant of the presets is cited in
  * src/meta/estimate.c.
  */

@@ -153,6 +153,11 @@ unsigned shs_llama_norms(const shs_llama_config_t *cfg);
  * windowed, else 0. */
 int shs_llama_layer_window(const shs_llama_config_t *cfg, int l);
 
+/* The attention term's width per token for context T: the sum over layers
+ * of QD = NH*HD times the keys a query reads (T, or min(T, W) on a windowed
+ * layer); L C T for a plain Llama. */
+double shs_llama_attention_width(const shs_llama_config_t *cfg, int T);
+
 /* Parameters, from the layout: per layer C per RMSNorm, C*QD + 2*C*KVD
  * (q, k, v) + QD*C (o) + 3*C*I (gate, up, down), QD + 2*KVD q/k/v biases
  * (qkv_bias or attention_bias) and C o bias (attention_bias), q/k norms

@@ -58,7 +58,7 @@
 #define NICS8(gbps) SHS_NET_NOT_ASTRA_NICS(8, GBPS(gbps))
 
 #include "shardsim/optim.h"
-#include "train/step.h" /* shs__job_decoder_shape */
+#include "train/step.h" /* shs__job_attention_per_token */
 
 shs_zero_states_t shs_zero_states(shs_strategy_kind_t kind, double psi, int n, int state_per_param,
                                   shs_offload_t offload, int param_bytes, int grad_bytes) {
@@ -225,9 +225,8 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     if (!tc->model_file && tc->arch == SHS_ARCH_LLAMA && !tc->llama.tie_word_embeddings)
         matmul_params -= (double)tc->llama.vocab * (double)tc->llama.hidden;
     double per_token = 6.0 * matmul_params;
-    int layers, hidden; /* the attention term 12 L C T, C = NH * HD for either decoder */
-    shs__job_decoder_shape(tc, &layers, &hidden);
-    per_token += 12.0 * layers * (double)hidden * tc->model.context;
+    /* the attention term 12 L C T (C = NH * HD), with each windowed layer's keys min(T, window) */
+    per_token += 12.0 * shs__job_attention_per_token(tc);
     out->model_flops = per_token * tokens;
     out->mfu = out->step_s > 0 ? out->model_flops / (out->step_s * peak) : 0;
 }

@@ -32,6 +32,15 @@ int shs_llama_layer_window(const shs_llama_config_t *c, int l) {
     return l >= c->window_first_layer ? c->sliding_window : 0;
 }
 
+double shs_llama_attention_width(const shs_llama_config_t *c, int T) {
+    double qd = (double)c->num_heads * shs_llama_head_dim(c), sum = 0;
+    for (int l = 0; l < c->num_layers; l++) {
+        int W = shs_llama_layer_window(c, l);
+        sum += qd * (W && W < T ? W : T);
+    }
+    return sum;
+}
+
 /* ---- checks ------------------------------------------------------------------ */
 
 static shs_status_t check_rope_scaling(const shs_llama_config_t *c) {

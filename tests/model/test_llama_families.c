@@ -344,6 +344,57 @@ static void test_config_refusals(void **state) {
     }
 }
 
+/* ---- compare's counts ----------------------------------------------------------------- */
+
+/* The attention term's width (the MFU's 12 x it per token), by hand: a
+ * plain model L QD T; Gemma 2's pattern halves the keys of its even layers. */
+static void test_attention_width(void **state) {
+    (void)state;
+    shs_llama_config_t c = base();
+    assert_true(shs_llama_attention_width(&c, 8) == 2.0 * 16 * 8);
+    c = family(4).cfg; /* 3 layers, QD 24, window 3 on layers 0 and 2 */
+    assert_true(shs_llama_attention_width(&c, 8) == 24.0 * (3 + 8 + 3));
+    assert_true(shs_llama_attention_width(&c, 2) == 24.0 * (2 + 2 + 2)); /* T below the window: no effect */
+    c = family(2).cfg; /* head_dim 8: QD 32 though C is 16 */
+    assert_true(shs_llama_attention_width(&c, 8) == 2.0 * 32 * 8);
+}
+
+/* One step of a whole model on the meta device: a window of 3 on every
+ * layer (T 8, B 2) takes away exactly the attention pairs it masks (per
+ * (b, h): 36 causal, 1+2+3+3+3+3+3+3 = 21 windowed) at the per-pair FLOPs
+ * of the eager kernels (forward 4 HD + 5, backward 8 HD + 4); nothing
+ * else changes. */
+static void test_meta_step_counts_windows(void **state) {
+    (void)state;
+    uint64_t flops[2];
+    for (int w = 0; w < 2; w++) {
+        shs_llama_config_t c = base();
+        c.sliding_window = w ? 3 : 0;
+        shs_layout_t lo;
+        shs_device_t *m;
+        shs_model_t *model;
+        assert_int_equal(shs_llama_layout_create(&lo, &c), SHS_OK);
+        assert_int_equal(shs_device_create_meta(&m, 0, SIZE_MAX), SHS_OK);
+        assert_int_equal(shs_llama_create(&model, &lo, &c, m, 2, 8, &(shs_gpt_exec_t){0}), SHS_OK);
+        plain_source_t ps;
+        plain_source_init(&ps, m, &lo, 1, 0);
+        int32_t tok[16] = {0}, tgt[16] = {0};
+        shs_batch_t b = {.tokens = tok, .targets = tgt};
+        float loss;
+        assert_int_equal(shs_model_forward(model, &ps.src, &b, &loss), SHS_OK);
+        assert_int_equal(shs_model_backward(model, &ps.src, 1.0f), SHS_OK);
+        shs_kernel_stats_t k;
+        assert_int_equal(shs_device_kernel_stats(m, &k), SHS_OK);
+        flops[w] = k.flops;
+        shs_model_destroy(model);
+        plain_source_free(&ps);
+        shs_device_destroy(m);
+        shs_layout_free(&lo);
+    }
+    uint64_t pairs = 2ull /* layers */ * 2 /* B */ * 4 /* NH */ * (36 - 21), HD = 4;
+    assert_true(flops[0] - flops[1] == pairs * ((4 * HD + 5) + (8 * HD + 4)));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families_match_f64_reference),
@@ -354,6 +405,8 @@ int main(void) {
         cmocka_unit_test(test_rope_variants),
         cmocka_unit_test(test_layer_windows),
         cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_attention_width),
+        cmocka_unit_test(test_meta_step_counts_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
