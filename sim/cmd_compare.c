@@ -44,10 +44,13 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_MODEL] = {"--model", NULL, SIM_OPT_STR, 0, 0, 0, 0, "NAME",
                  "preset: gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b gpt3-6.7b gpt3-13b\n"
                  "gpt3-175b; --layers/--channels/--heads/--context/--vocab override\n"
-                 "its fields (a custom GPT). Llama family: llama2-7b llama2-13b\n"
-                 "llama2-70b llama3-8b llama3-70b llama3.1-405b mistral-7b (their\n"
-                 "config.json shapes; --context only, default max_position_embeddings,\n"
-                 "llama3.1-405b 8192 (pre-training's), mistral-7b its window 4096)"},
+                 "its fields (a custom GPT). Llama family (their config.json shapes;\n"
+                 "--context only): llama2-7b llama2-13b llama2-70b llama3-8b llama3-70b\n"
+                 "llama3.1-8b llama3.1-70b llama3.1-405b llama3.2-1b llama3.2-3b\n"
+                 "mistral-7b qwen2.5-7b qwen3-0.6b gemma-2b gemma2-9b gemma2-27b\n"
+                 "gemma3-1b phi3-mini olmo2-7b olmo2-13b internlm2.5-7b smollm2-360m;\n"
+                 "default context the pre-training one (llama3.1: 8192, mistral-7b:\n"
+                 "8192 with its window of 4096), else max_position_embeddings"},
     [C_HF_CONFIG] = SIM_ROW_HF_CONFIG,
     [C_LAYERS] = SIM_ROW_LAYERS,
     [C_CHANNELS] = SIM_ROW_CHANNELS,

@@ -36,18 +36,22 @@ void sim_model_describe(char *buf, size_t n, const char *name, const shs_train_c
         char hd[24] = "", win[64] = "", more[160] = "";
         if (l->head_dim) snprintf(hd, sizeof hd, " HD=%d", l->head_dim);
         if (l->sliding_window && l->window_pattern)
-            snprintf(win, sizeof win, ", window %d but on every %d-th layer", l->sliding_window, l->window_pattern);
+            snprintf(win, sizeof win, ", window %d on all layers but every %d%s", l->sliding_window, l->window_pattern,
+                     l->window_pattern % 10 == 2 && l->window_pattern % 100 != 12 ? "nd"
+                     : l->window_pattern % 10 == 3 && l->window_pattern % 100 != 13 ? "rd" : "th");
         else if (l->sliding_window && l->window_first_layer)
             snprintf(win, sizeof win, ", window %d from layer %d", l->sliding_window, l->window_first_layer);
         else if (l->sliding_window)
             snprintf(win, sizeof win, ", window %d", l->sliding_window);
-        snprintf(more, sizeof more, "%s%s%s%s%s%s%s", l->attention_bias ? ", attention bias" : "",
+        snprintf(more, sizeof more, "%s%s%s%s%s%s%s%s", l->attention_bias ? ", attention bias" : "",
                  l->act == SHS_LLAMA_ACT_GELU_TANH ? ", GeGLU" : "",
                  l->qk_norm == SHS_QK_NORM_HEAD ? ", q/k head norms" : l->qk_norm == SHS_QK_NORM_ALL ? ", q/k norms" : "",
                  shs_llama_norms(l) & (SHS_LLAMA_NORM_ATTN_OUT | SHS_LLAMA_NORM_MLP_OUT) ? ", post-norms" : "",
                  l->attn_softcap > 0 || l->final_softcap > 0 ? ", soft caps" : "",
                  l->rotary_dim ? ", partial rotary" : "",
-                 l->rope_scaling.kind == SHS_ROPE_SCALING_LONGROPE ? ", longrope" : "");
+                 l->rope_scaling.kind == SHS_ROPE_SCALING_LONGROPE ? ", longrope" : "",
+                 l->names == SHS_LLAMA_NAMES_PHI3 ? ", fused qkv/gate_up" : l->names == SHS_LLAMA_NAMES_INTERNLM2
+                 ? ", grouped wqkv" : "");
         snprintf(buf, n, "%s: llama L=%d C=%d NH=%d NKV=%d%s I=%d V=%d T=%d%s%s%s%s%s", name, l->num_layers, l->hidden,
                  l->num_heads, l->num_kv_heads, hd, l->intermediate, l->vocab, c->model.context,
                  l->tie_word_embeddings ? ", tied head" : "", l->qkv_bias ? ", qkv bias" : "", win, more, p);

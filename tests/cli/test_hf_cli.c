@@ -12,13 +12,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "harness.h"
-#include "model/hf_llama3_8b_config.h"
+#include "model/hf_published_configs.h"
+#include "run_record.h"
 #include "shardsim/features.h"
 
 #define run_args(...) test_shardsim(120.0, __VA_ARGS__)
@@ -247,6 +249,30 @@ static void test_family_refusals(void **state) {
     expect(p, 1, NULL, "\"layer_types\"");
 }
 
+/* The 40 published config.json files (tests/model/hf_published_configs.h)
+ * through compare: each accepted, and the count it prints rounding to the
+ * one published for it. make test runs every 4th (one of each family's
+ * rows at least); make test-full all 40. */
+static void test_compare_published_files(void **state) {
+    (void)state;
+    if (!shs_feature_available(SHS_FEATURE_JANSSON)) skip();
+    size_t n = sizeof hf_published / sizeof hf_published[0], step = test_full_sweep() ? 1 : 4, ran = 0;
+    for (size_t i = 0; i < n; i += step, ran++) {
+        const hf_published_t *h = &hf_published[i];
+        const char *f = test_tmp_write("published.json", h->json, strlen(h->json));
+        const test_proc_t *p = run_args("compare", "--hf-config", f, "--variants", "plain", "--strategies", "zero3",
+                                        "--context", "1024", NULL);
+        const char *at = strstr(p->out, " parameters");
+        if (p->exit_code != 0 || !at) fail_msg("%s: compare exit %d: %s", h->model, p->exit_code, p->err);
+        const char *num = at;
+        while (num > p->out && num[-1] >= '0' && num[-1] <= '9') num--;
+        unsigned long long count = strtoull(num, NULL, 10);
+        if ((count + h->unit / 2) / h->unit * h->unit != h->published)
+            fail_msg("%s: compare counts %llu, published %llu", h->model, count, (unsigned long long)h->published);
+    }
+    assert_true(ran >= 10);
+}
+
 int main(void) {
     if (access(SHS_BIN_PATH, X_OK) != 0) {
         fprintf(stderr, "test_hf_cli: %s is not built (run make)\n", SHS_BIN_PATH);
@@ -259,6 +285,7 @@ int main(void) {
         cmocka_unit_test(test_compare_context_cap),
         cmocka_unit_test(test_train_families_zero3_check),
         cmocka_unit_test(test_family_refusals),
+        cmocka_unit_test(test_compare_published_files),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }
