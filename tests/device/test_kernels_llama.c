@@ -4,8 +4,8 @@
  * windows, soft caps and scales, the encoder without position embedding) on
  * the CPU backend, against float64 oracles written here (plain loops from
  * the papers' / Hugging Face's formulas, independent of the kernels) and by
- * finite differences. Their backend contract and meta counts:
- * test_kernels_llama_meta.c.
+ * finite differences. Their backend contract, thread-count invariance and
+ * meta counts: test_kernels_llama_meta.c.
  *
  * Tolerances: forward outputs within FWD_TOL (1e-5) x max(1, |ref|) of the
  * f64 oracle; RoPE at a known angle within 1e-6 of the closed form (cosf of
@@ -594,66 +594,6 @@ static void test_gqa_window_at_least_context(void **state) {
         for (int h = 0; h < NH; h++) check_bits("window 1", o + ((size_t)bt * NH + h) * HD, v + ((size_t)bt * NKV + h / 2) * HD, HD);
 }
 
-/* Every kernel gives the same bits at 1 and 3 threads (T = 150: flash's
- * blocks; several rows and column blocks everywhere); the attention kernels
- * plain and with a window of 40, a soft cap and a scale, the RoPE full and
- * partial with an mscale. */
-static void test_thread_count_bits(void **state) {
-    seed(41);
-    enum { B = 2, T = 150, NH = 4, NKV = 2, HD = 8, NR = 40, C = 40 };
-    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, natt = (size_t)B * NH * T * T;
-    size_t nrow = (size_t)B * NH * T, nrms = (size_t)NR * C;
-    float *q = hf(nq), *k = hf(nkv), *v = hf(nkv), *dy = hf(nq), *inv = hf(HD / 2), *w = hf(C);
-    fill_wide(q, nq), fill_wide(k, nkv), fill_wide(v, nkv), fill_wide(dy, nq), fill(inv, HD / 2, 0, 1), fill(w, C, 0, 2);
-    int32_t doc[B * T];
-    for (int i = 0; i < B * T; i++) doc[i] = i / 37;
-    const shs_attention_opts_t opts[2] = {{0}, {.scale = 0.5f, .softcap = 3.0f, .window = 40}};
-    enum { NATT = 10, NRES = 2 * NATT + 10 };
-    float *res[2][NRES];
-    size_t len[NRES];
-    for (int kk = 0; kk < 2; kk++) {
-        shs_device_t *d = new_dev(kk ? 3 : 1);
-        float *d_q = dput(d, q, nq), *d_k = dput(d, k, nkv), *d_v = dput(d, v, nkv), *d_dy = dput(d, dy, nq);
-        int32_t *d_doc = dput_i32(d, doc, (size_t)B * T), *d_pos = d_doc; /* positions: any int32 */
-        float *d_inv = dput(d, inv, HD / 2), *d_w = dput(d, w, C);
-        float *o[NRES];
-        size_t sz[NRES] = {nq, natt, nq, nkv, nkv, nq, nrow, nq, nkv, nkv};
-        for (int i = 0; i < NATT; i++) sz[NATT + i] = sz[i];
-        size_t rest[10] = {nrms, NR, nrms, C, nq, nq, nq, nkv, nq, nq};
-        for (int i = 0; i < 10; i++) sz[2 * NATT + i] = rest[i];
-        for (int i = 0; i < NRES; i++) o[i] = dnew(d, sz[i]), zero(d, o[i], sz[i] * sizeof(float)), len[i] = sz[i];
-        for (int a = 0; a < 2; a++) {
-            float **x = o + a * NATT;
-            const shs_attention_opts_t *op = &opts[a];
-            shs_attention_gqa_forward(d, x[0], x[1], d_q, d_k, d_v, d_doc, op, B, T, NH, NKV, HD);
-            shs_attention_gqa_backward(d, x[2], x[3], x[4], dnew(d, natt), d_dy, d_q, d_k, d_v, x[1], op, B, T, NH,
-                                       NKV, HD);
-            shs_attention_gqa_forward_flash(d, x[5], x[6], d_q, d_k, d_v, d_doc, op, B, T, NH, NKV, HD);
-            shs_attention_gqa_backward_flash(d, x[7], x[8], x[9], d_dy, d_q, d_k, d_v, x[5], x[6], d_doc, op, B, T, NH,
-                                             NKV, HD);
-        }
-        float **x = o + 2 * NATT;
-        shs_rmsnorm_forward(d, x[0], x[1], d_q, d_w, NR, C, 1e-5f);
-        shs_rmsnorm_backward(d, x[2], x[3], d_dy, d_q, d_w, x[1], NR, C);
-        shs_rope_forward(d, x[4], d_q, d_pos, &(shs_rope_t){d_inv, 0, 0}, B, T, NH, HD);
-        shs_rope_backward(d, x[4], d_dy, NULL, &(shs_rope_t){d_inv, 0, 0}, B, T, NH, HD);
-        shs_rope_forward(d, x[5], d_q, d_pos, &(shs_rope_t){d_inv, HD / 2, 1.3f}, B, T, NH, HD);
-        shs_rope_backward(d, x[5], d_dy, d_pos, &(shs_rope_t){d_inv, HD / 2, 1.3f}, B, T, NH, HD);
-        shs_swiglu_forward(d, x[6], d_q, d_dy, nq);
-        shs_swiglu_backward(d, x[6], x[7], d_dy, d_q, d_k, nkv);
-        shs_geglu_forward(d, x[8], d_q, d_dy, nq);
-        shs_geglu_backward(d, x[8], x[9], d_dy, d_q, d_k, nkv);
-        shs_softcap_forward(d, x[7], x[7], 0.75f, nkv);
-        shs_softcap_backward(d, x[9], d_dy, x[7], 0.75f, nkv);
-        for (int i = 0; i < NRES; i++) res[kk][i] = fetch(d, o[i], sz[i]);
-    }
-    for (int i = 0; i < NRES; i++) {
-        char what[32];
-        snprintf(what, sizeof what, "output %d", i);
-        check_bits(what, res[1][i], res[0][i], len[i]);
-    }
-}
-
 /* ---- encoder without position embedding ---------------------------------------------- */
 
 static void test_encoder_no_wpe(void **state) {
@@ -705,7 +645,6 @@ int main(void) {
         cmocka_unit_test_teardown(test_gqa_flash_vs_eager_docs, teardown),
         cmocka_unit_test_teardown(test_gqa_flash_vs_eager_window, teardown),
         cmocka_unit_test_teardown(test_gqa_window_at_least_context, teardown),
-        cmocka_unit_test_teardown(test_thread_count_bits, teardown),
         cmocka_unit_test_teardown(test_encoder_no_wpe, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,7 @@
 /* test_kernels_llama_meta.c - the Llama-family kernels' contract beyond
- * their values (which are test_kernels_llama.c's): which backends have
- * them (SHS_KERNELS_LLAMA), argument errors that abort, and the meta
- * device's FLOP and byte counts against the closed forms of
+ * their values (which are test_kernels_llama.c's): the same bits at any
+ * thread count (bit for bit), which backends have them (SHS_KERNELS_LLAMA),
+ * argument errors that abort, and the meta device's FLOP and byte counts against the closed forms of
  * device_meta.c's header, recomputed here by hand (plain, and with the
  * decoder extensions: partial / scaled RoPE, GeGLU, soft caps, windows).
  */
@@ -21,6 +21,68 @@
 #include "device/kernel_checks.h"
 #include "device/device_impl.h"
 #include "shardsim/device.h"
+
+/* ---- thread-count invariance ------------------------------------------------------------ */
+
+/* Every kernel gives the same bits at 1 and 3 threads (T = 150: flash's
+ * blocks; several rows and column blocks everywhere); the attention kernels
+ * plain and with a window of 40, a soft cap and a scale, the RoPE full and
+ * partial with an mscale. */
+static void test_thread_count_bits(void **state) {
+    seed(41);
+    enum { B = 2, T = 150, NH = 4, NKV = 2, HD = 8, NR = 40, C = 40 };
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, natt = (size_t)B * NH * T * T;
+    size_t nrow = (size_t)B * NH * T, nrms = (size_t)NR * C;
+    float *q = hf(nq), *k = hf(nkv), *v = hf(nkv), *dy = hf(nq), *inv = hf(HD / 2), *w = hf(C);
+    fill_wide(q, nq), fill_wide(k, nkv), fill_wide(v, nkv), fill_wide(dy, nq), fill(inv, HD / 2, 0, 1), fill(w, C, 0, 2);
+    int32_t doc[B * T];
+    for (int i = 0; i < B * T; i++) doc[i] = i / 37;
+    const shs_attention_opts_t opts[2] = {{0}, {.scale = 0.5f, .softcap = 3.0f, .window = 40}};
+    enum { NATT = 10, NRES = 2 * NATT + 10 };
+    float *res[2][NRES];
+    size_t len[NRES];
+    for (int kk = 0; kk < 2; kk++) {
+        shs_device_t *d = new_dev(kk ? 3 : 1);
+        float *d_q = dput(d, q, nq), *d_k = dput(d, k, nkv), *d_v = dput(d, v, nkv), *d_dy = dput(d, dy, nq);
+        int32_t *d_doc = dput_i32(d, doc, (size_t)B * T), *d_pos = d_doc; /* positions: any int32 */
+        float *d_inv = dput(d, inv, HD / 2), *d_w = dput(d, w, C);
+        float *o[NRES];
+        size_t sz[NRES] = {nq, natt, nq, nkv, nkv, nq, nrow, nq, nkv, nkv};
+        for (int i = 0; i < NATT; i++) sz[NATT + i] = sz[i];
+        size_t rest[10] = {nrms, NR, nrms, C, nq, nq, nq, nkv, nq, nq};
+        for (int i = 0; i < 10; i++) sz[2 * NATT + i] = rest[i];
+        for (int i = 0; i < NRES; i++) o[i] = dnew(d, sz[i]), zero(d, o[i], sz[i] * sizeof(float)), len[i] = sz[i];
+        for (int a = 0; a < 2; a++) {
+            float **x = o + a * NATT;
+            const shs_attention_opts_t *op = &opts[a];
+            shs_attention_gqa_forward(d, x[0], x[1], d_q, d_k, d_v, d_doc, op, B, T, NH, NKV, HD);
+            shs_attention_gqa_backward(d, x[2], x[3], x[4], dnew(d, natt), d_dy, d_q, d_k, d_v, x[1], op, B, T, NH,
+                                       NKV, HD);
+            shs_attention_gqa_forward_flash(d, x[5], x[6], d_q, d_k, d_v, d_doc, op, B, T, NH, NKV, HD);
+            shs_attention_gqa_backward_flash(d, x[7], x[8], x[9], d_dy, d_q, d_k, d_v, x[5], x[6], d_doc, op, B, T, NH,
+                                             NKV, HD);
+        }
+        float **x = o + 2 * NATT;
+        shs_rmsnorm_forward(d, x[0], x[1], d_q, d_w, NR, C, 1e-5f);
+        shs_rmsnorm_backward(d, x[2], x[3], d_dy, d_q, d_w, x[1], NR, C);
+        shs_rope_forward(d, x[4], d_q, d_pos, &(shs_rope_t){d_inv, 0, 0}, B, T, NH, HD);
+        shs_rope_backward(d, x[4], d_dy, NULL, &(shs_rope_t){d_inv, 0, 0}, B, T, NH, HD);
+        shs_rope_forward(d, x[5], d_q, d_pos, &(shs_rope_t){d_inv, HD / 2, 1.3f}, B, T, NH, HD);
+        shs_rope_backward(d, x[5], d_dy, d_pos, &(shs_rope_t){d_inv, HD / 2, 1.3f}, B, T, NH, HD);
+        shs_swiglu_forward(d, x[6], d_q, d_dy, nq);
+        shs_swiglu_backward(d, x[6], x[7], d_dy, d_q, d_k, nkv);
+        shs_geglu_forward(d, x[8], d_q, d_dy, nq);
+        shs_geglu_backward(d, x[8], x[9], d_dy, d_q, d_k, nkv);
+        shs_softcap_forward(d, x[7], x[7], 0.75f, nkv);
+        shs_softcap_backward(d, x[9], d_dy, x[7], 0.75f, nkv);
+        for (int i = 0; i < NRES; i++) res[kk][i] = fetch(d, o[i], sz[i]);
+    }
+    for (int i = 0; i < NRES; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "output %d", i);
+        check_bits(what, res[1][i], res[0][i], len[i]);
+    }
+}
 
 /* ---- which backends have the kernels; argument errors abort ---------------------------- */
 
@@ -260,6 +322,7 @@ static void test_meta_counts_decoder(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_thread_count_bits, teardown),
         cmocka_unit_test_teardown(test_supports, teardown),
         cmocka_unit_test_teardown(test_argument_errors_abort, teardown),
         cmocka_unit_test_teardown(test_meta_counts, teardown),
