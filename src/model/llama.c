@@ -1,377 +1,367 @@
-/* llama.c - the Llama family's model (llama.h): activation buffers, the
- * embedding, the walk over decoder layers and wrap units, the final norm
- * and the LM head, forward and backward, all math through the device
- * interface (device.h).
- * What it is not: a decoder layer (llama_layer.c), the config and layout
- * (llama_config.c), sharding (strategy.c), optimization (optim.c), a config
- * file reader (hf_config.c) or the GPT (gpt.c).
- * Legend: B sequences, T context, C hidden, NH heads, NKV key/value heads,
- * HD head dim, QD = NH*HD, KVD = NKV*HD, R rotary dim, I intermediate, L
- * layers, V vocabulary.
- * Everything is f32 (autocast is refused), so there are no dtype views.
- */
+/* llama.c - the Llama family's config (llama.h): checks, derived
+ * dimensions, parameter count, RoPE frequencies and scale, the embedding
+ * multiplier, and the layout with Hugging Face tensor names.
+ * What it is not: the forward and backward passes (llama_model.c, the
+ * layer in llama_layer.c), sharding, optimization, a config file reader
+ * (hf_config.c) or the GPT (gpt.c).
+ * Legend: C hidden, NH heads, NKV key/value heads, HD head dim, QD = NH*HD,
+ * KVD = NKV*HD, R rotary dim, I intermediate, L layers, V vocabulary.
+ * Sources for the RoPE variants: transformers' modeling_rope_utils.py
+ * (_compute_llama3_parameters, _compute_linear_scaling_rope_parameters,
+ * _compute_longrope_parameters, _compute_dynamic_ntk_parameters). */
 #include "model/llama_impl.h"
 
+#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* ---- activations ------------------------------------------------------------ */
+#include "core/half.h"
 
-static void carve(char *base, size_t *cur, float **p, size_t n) {
-    *p = n && base ? (float *)(base + *cur) : NULL;
-    *cur += n * sizeof(float);
+/* ---- derived dimensions ---------------------------------------------------- */
+
+int shs_llama_head_dim(const shs_llama_config_t *c) {
+    return c->head_dim ? c->head_dim : c->num_heads ? c->hidden / c->num_heads : 0;
 }
 
-/* What a layer keeps: 0 intermediates (dropped by full recompute), 1 the
- * eager attention probabilities (dropped by full and selective), 2 the output. */
-static int kept(const shs__llama_t *g, int kind) {
-    return kind == 2 || (kind == 0 && g->ex.recompute != SHS_RECOMPUTE_FULL) ||
-           (kind == 1 && g->ex.recompute == SHS_RECOMPUTE_NONE);
+int shs_llama_rotary_dim(const shs_llama_config_t *c) { return c->rotary_dim ? c->rotary_dim : shs_llama_head_dim(c); }
+
+unsigned shs_llama_norms(const shs_llama_config_t *c) { return c->norms ? c->norms : SHS_LLAMA_NORMS_PRE; }
+
+int shs_llama_layer_window(const shs_llama_config_t *c, int l) {
+    if (c->sliding_window <= 0) return 0;
+    if (c->window_pattern >= 2) return (l + 1) % c->window_pattern ? c->sliding_window : 0;
+    return l >= c->window_first_layer ? c->sliding_window : 0;
 }
 
-#define LAYER_BUFS(X)                                                                                           \
-    X(ln1, NIN ? BTC : 0, 0) X(rstd1, NIN ? BT : 0, 0) X(qraw, QKN ? BTQ : 0, 0) X(kraw, QKN ? BTK : 0, 0)       \
-    X(rstdq, QKN ? BT * QKH : 0, 0) X(rstdk, QKN ? BT * KKH : 0, 0) X(q, BTQ, 0) X(k, BTK, 0) X(v, BTK, 0)      \
-    X(att, eager ? TT : 0, 1) X(lse, eager ? 0 : B * NH * T, 0) X(atty, BTQ, 0) X(ao, AOUT ? BTC : 0, 0)         \
-    X(rstdao, AOUT ? BT : 0, 0) X(res2, BTC, 0) X(ln2, MIN ? BTC : 0, 0) X(rstd2, MIN ? BT : 0, 0)               \
-    X(gate, BTI, 0) X(up, BTI, 0) X(act, BTI, 0) X(mo, MOUT ? BTC : 0, 0) X(rstdmo, MOUT ? BT : 0, 0)           \
-    X(res3, BTC, 2)
-
-#define DIMS(g)                                                                                                  \
-    const shs_llama_config_t *c = &(g)->cfg;                                                                     \
-    size_t B = (size_t)(g)->B, T = (size_t)(g)->T, C = (size_t)c->hidden, NH = (size_t)c->num_heads;             \
-    size_t BT = B * T, BTC = BT * C, BTQ = BT * (size_t)(g)->QD, BTK = BT * (size_t)(g)->KVD;                    \
-    size_t BTI = BT * (size_t)c->intermediate, TT = B * NH * T * T, V = (size_t)c->vocab;                        \
-    int eager = (g)->ex.attention == SHS_ATTENTION_EAGER, QKN = c->qk_norm != SHS_QK_NORM_NONE;                  \
-    size_t QKH = c->qk_norm == SHS_QK_NORM_HEAD ? NH : 1, KKH = c->qk_norm == SHS_QK_NORM_HEAD ? (size_t)c->num_kv_heads : 1; \
-    unsigned nb = (g)->norms;                                                                                    \
-    int NIN = nb & SHS_LLAMA_NORM_ATTN_IN, AOUT = nb & SHS_LLAMA_NORM_ATTN_OUT, MIN = nb & SHS_LLAMA_NORM_MLP_IN; \
-    int MOUT = nb & SHS_LLAMA_NORM_MLP_OUT;                                                                      \
-    (void)BTK; (void)BTI; (void)TT; (void)V; (void)eager; (void)QKH; (void)KKH; (void)NIN; (void)AOUT; (void)MIN; \
-    (void)MOUT; (void)QKN
-
-static void layout_acts(shs__llama_t *g, void *base, size_t *total) {
-    DIMS(g);
-    size_t cur = 0, half = (size_t)g->R / 2;
-    carve(base, &cur, &g->encoded, BTC);
+double shs_llama_attention_width(const shs_llama_config_t *c, int T) {
+    double qd = (double)c->num_heads * shs_llama_head_dim(c), sum = 0;
     for (int l = 0; l < c->num_layers; l++) {
-        shs__llama_acts_t *la = &g->layer[l];
-#define CARVE(f, n, kind) if (l == 0 || kept(g, kind)) carve(base, &cur, &la->f, n);
-        LAYER_BUFS(CARVE)
-#undef CARVE
+        int W = shs_llama_layer_window(c, l);
+        sum += qd * (W && W < T ? W : T);
     }
-    carve(base, &cur, &g->lnf, BTC);
-    carve(base, &cur, &g->rstdf, BT);
-    carve(base, &cur, &g->logits, BT * V);
-    carve(base, &cur, &g->probs, BT * V);
-    carve(base, &cur, &g->losses, BT);
-    carve(base, &cur, &g->loss_sum, 1);
-    carve(base, &cur, &g->inv_freq, half);
-    carve(base, &cur, &g->inv_local, c->rope_local_theta > 0 ? half : 0);
-    carve(base, &cur, &g->inv_long, c->rope_scaling.kind == SHS_ROPE_SCALING_LONGROPE ? half : 0);
-    for (int l = 1; l < c->num_layers; l++) {
-#define SHARE(f, n, kind) if (!kept(g, kind)) g->layer[l].f = g->layer[0].f;
-        LAYER_BUFS(SHARE)
-#undef SHARE
-    }
-    *total = cur;
+    return sum;
 }
 
-static void layout_scratch(shs__llama_t *g, void *base, size_t *total) {
-    DIMS(g);
-    size_t cur = 0, wmax = C > (size_t)g->QD ? C : (size_t)g->QD;
-    size_t wqkv = c->names == SHS_LLAMA_NAMES_INTERNLM2 ? (size_t)(g->QD + 2 * g->KVD) * (C + 1) : 0;
-    carve(base, &cur, &g->dres, BTC);
-    carve(base, &cur, &g->dbtc, BTC > BTQ ? BTC : BTQ);
-    g->datty = g->dbtc; /* d(atty) is consumed before dbtc takes d(attention input) */
-    carve(base, &cur, &g->dq, BTQ);
-    carve(base, &cur, &g->dqr, BTQ);
-    carve(base, &cur, &g->dk, BTK);
-    carve(base, &cur, &g->dkr, BTK);
-    carve(base, &cur, &g->dv, BTK);
-    carve(base, &cur, &g->dgate, BTI);
-    carve(base, &cur, &g->dup, BTI);
-    carve(base, &cur, &g->dact, BTI);
-    carve(base, &cur, &g->datt, eager ? TT : 0);
-    carve(base, &cur, &g->dlogits, BT * V);
-    carve(base, &cur, &g->proj, BTC);
-    carve(base, &cur, &g->dqn, QKN ? BTQ : 0);
-    carve(base, &cur, &g->dkn, QKN ? BTK : 0);
-    carve(base, &cur, &g->dpost, AOUT || MOUT ? BTC : 0);
-    carve(base, &cur, &g->wplus, c->norm_plus_one ? wmax : 0);
-    carve(base, &cur, &g->ones, c->norm_plus_one ? wmax : 0);
-    carve(base, &cur, &g->wqkv, wqkv);
-    carve(base, &cur, &g->dwqkv, wqkv);
-    *total = cur;
+/* ---- checks ------------------------------------------------------------------ */
+
+static shs_status_t check_rope_scaling(const shs_llama_config_t *c) {
+    const shs_rope_scaling_t *s = &c->rope_scaling;
+    switch (s->kind) {
+    case SHS_ROPE_SCALING_NONE: return SHS_OK;
+    case SHS_ROPE_SCALING_LLAMA3:
+        if (!(s->factor > 0.0) || !isfinite(s->factor))
+            return shs_set_error(SHS_INVALID_ARG, "rope_scaling.factor must be > 0 (got %g)", s->factor);
+        if (!(s->low_freq_factor > 0.0) || !(s->high_freq_factor > s->low_freq_factor) ||
+            !isfinite(s->high_freq_factor))
+            return shs_set_error(SHS_INVALID_ARG,
+                                 "rope_scaling needs 0 < low_freq_factor < high_freq_factor (got %g and %g)",
+                                 s->low_freq_factor, s->high_freq_factor);
+        if (s->original_max_position_embeddings < 1)
+            return shs_set_error(SHS_INVALID_ARG, "rope_scaling.original_max_position_embeddings must be >= 1 (got %d)",
+                                 s->original_max_position_embeddings);
+        return SHS_OK;
+    case SHS_ROPE_SCALING_LINEAR:
+    case SHS_ROPE_SCALING_DYNAMIC:
+        if (!(s->factor > 0.0) || !isfinite(s->factor))
+            return shs_set_error(SHS_INVALID_ARG, "rope_scaling.factor must be > 0 (got %g)", s->factor);
+        return SHS_OK;
+    case SHS_ROPE_SCALING_LONGROPE: {
+        int R = shs_llama_rotary_dim(c);
+        if (s->num_factors != R / 2)
+            return shs_set_error(SHS_INVALID_ARG,
+                                 "rope_scaling: longrope's short_factor and long_factor need rotary dim / 2 = %d "
+                                 "entries each (got %d)", R / 2, s->num_factors);
+        for (int i = 0; i < s->num_factors; i++)
+            if (!(s->short_factor[i] > 0.0f) || !(s->long_factor[i] > 0.0f) || !isfinite(s->short_factor[i]) ||
+                !isfinite(s->long_factor[i]))
+                return shs_set_error(SHS_INVALID_ARG, "rope_scaling: longrope factor %d must be > 0", i);
+        if (s->original_max_position_embeddings < 1)
+            return shs_set_error(SHS_INVALID_ARG, "original_max_position_embeddings must be >= 1 (got %d)",
+                                 s->original_max_position_embeddings);
+        if (!(s->attention_factor >= 0.0) || !isfinite(s->attention_factor))
+            return shs_set_error(SHS_INVALID_ARG, "rope_scaling.attention_factor must be >= 0 (got %g)",
+                                 s->attention_factor);
+        return SHS_OK;
+    }
+    }
+    return shs_set_error(SHS_INVALID_ARG, "rope_scaling kind %d is not known (none, llama3, linear, longrope, dynamic)",
+                         (int)s->kind);
 }
 
-static const shs_model_ops_t llama_ops;
-static void llama_destroy(shs_model_t *m);
+static int is_flag(int x) { return x == 0 || x == 1; }
+static int finite_nonneg(double x) { return x >= 0.0 && isfinite(x); }
 
-/* The slots of a layer unit: which tensor serves each, at what offset. */
-static void map_slots(shs__llama_t *g) {
-    shs__llama_tensor_t lt[SHS__LLAMA_MAX_LAYER_TENSORS];
-    g->ntensors = shs__llama_layer_tensors(&g->cfg, lt);
-    const shs_tensor_info_t *t = &g->layout->tensors[g->layout->units[1].first_tensor];
-    for (int k = 0; k < SHS__LP_COUNT; k++) g->slot_tensor[k] = -1, g->slot_off[k] = 0;
-    for (int i = 0; i < g->ntensors; i++)
-        for (int j = 0; j < lt[i].nslots; j++) {
-            g->slot_tensor[lt[i].slot[j]] = i;
-            g->slot_off[lt[i].slot[j]] = t[i].offset + lt[i].off[j];
-        }
+/* The extensions' fields. */
+static shs_status_t check_extensions(const shs_llama_config_t *c) {
+    if (!is_flag(c->attention_bias) || !is_flag(c->norm_plus_one) || !is_flag(c->embed_scale))
+        return shs_set_error(SHS_INVALID_ARG, "attention_bias, norm_plus_one and embed_scale must be 0 or 1");
+    if (c->act != SHS_LLAMA_ACT_SILU && c->act != SHS_LLAMA_ACT_GELU_TANH)
+        return shs_set_error(SHS_INVALID_ARG, "hidden_act kind %d is not known (silu or gelu_pytorch_tanh)", (int)c->act);
+    if (c->norms > 15) return shs_set_error(SHS_INVALID_ARG, "norms %u is not a set of SHS_LLAMA_NORM_* bits", c->norms);
+    if (c->qk_norm != SHS_QK_NORM_NONE && c->qk_norm != SHS_QK_NORM_HEAD && c->qk_norm != SHS_QK_NORM_ALL)
+        return shs_set_error(SHS_INVALID_ARG, "qk_norm kind %d is not known", (int)c->qk_norm);
+    if (!finite_nonneg(c->query_pre_attn_scalar))
+        return shs_set_error(SHS_INVALID_ARG, "query_pre_attn_scalar must be > 0 (got %g)", c->query_pre_attn_scalar);
+    if (!finite_nonneg(c->attn_softcap))
+        return shs_set_error(SHS_INVALID_ARG, "attn_logit_softcapping must be > 0 (got %g)", (double)c->attn_softcap);
+    if (!finite_nonneg(c->final_softcap))
+        return shs_set_error(SHS_INVALID_ARG, "final_logit_softcapping must be > 0 (got %g)", (double)c->final_softcap);
+    if (c->sliding_window < 0)
+        return shs_set_error(SHS_INVALID_ARG, "sliding_window must be >= 1 (got %d)", c->sliding_window);
+    if (c->window_pattern < 0 || c->window_pattern == 1)
+        return shs_set_error(SHS_INVALID_ARG, "sliding_window_pattern must be >= 2 (got %d)", c->window_pattern);
+    if (c->window_first_layer < 0 || c->window_first_layer > c->num_layers)
+        return shs_set_error(SHS_INVALID_ARG, "max_window_layers must be in 0..num_hidden_layers (%d) (got %d)",
+                             c->num_layers, c->window_first_layer);
+    if (!finite_nonneg(c->rope_local_theta))
+        return shs_set_error(SHS_INVALID_ARG, "rope_local_base_freq must be > 0 (got %g)", c->rope_local_theta);
+    int plain = c->qkv_bias == 0 && c->attention_bias == 0 && c->qk_norm == SHS_QK_NORM_NONE &&
+                shs_llama_norms(c) == SHS_LLAMA_NORMS_PRE;
+    switch (c->names) {
+    case SHS_LLAMA_NAMES_HF: return SHS_OK;
+    case SHS_LLAMA_NAMES_PHI3:
+        if (!plain)
+            return shs_set_error(SHS_INVALID_ARG, "Phi-3's fused projections have no biases, q/k norms or other norms");
+        return SHS_OK;
+    case SHS_LLAMA_NAMES_INTERNLM2:
+        if (c->qkv_bias || c->qk_norm != SHS_QK_NORM_NONE || shs_llama_norms(c) != SHS_LLAMA_NORMS_PRE)
+            return shs_set_error(SHS_INVALID_ARG, "InternLM2's layer takes attention_bias (its bias key: wqkv and wo), "
+                                 "not qkv_bias, and no q/k or other norms");
+        return SHS_OK;
+    }
+    return shs_set_error(SHS_INVALID_ARG, "tensor naming %d is not known", (int)c->names);
 }
 
-/* The RoPE frequencies, the ones of norm_plus_one, onto the device. */
-static shs_status_t upload_constants(shs__llama_t *g) {
-    const shs_llama_config_t *c = &g->cfg;
-    size_t half = (size_t)g->R / 2, wmax = (size_t)(c->hidden > g->QD ? c->hidden : g->QD);
-    size_t n = half > wmax ? half : wmax;
-    float *h = malloc(n * sizeof(float) + sizeof(float));
-    if (!h) return shs_set_error(SHS_HOST_OOM, "cannot allocate model");
-    shs_status_t st = SHS_OK;
-    shs_llama_inv_freq(c, SHS_ROPE_FREQ_GLOBAL, h);
-    SHS_CHECK_GOTO(shs_memcpy_h2d(g->dev, g->inv_freq, h, half * sizeof(float)), st, done);
-    if (g->inv_local) {
-        shs_llama_inv_freq(c, SHS_ROPE_FREQ_LOCAL, h);
-        SHS_CHECK_GOTO(shs_memcpy_h2d(g->dev, g->inv_local, h, half * sizeof(float)), st, done);
-    }
-    if (g->inv_long) {
-        shs_llama_inv_freq(c, SHS_ROPE_FREQ_LONG, h);
-        SHS_CHECK_GOTO(shs_memcpy_h2d(g->dev, g->inv_long, h, half * sizeof(float)), st, done);
-    }
-    if (g->ones) {
-        for (size_t i = 0; i < wmax; i++) h[i] = 1.0f;
-        SHS_CHECK_GOTO(shs_memcpy_h2d(g->dev, g->ones, h, wmax * sizeof(float)), st, done);
-    }
-done:
-    free(h);
-    return st;
+shs_status_t shs_llama_config_validate(const shs_llama_config_t *c) {
+    if (c->num_layers < 1 || c->num_layers > SHS_GPT_MAX_LAYERS)
+        return shs_set_error(SHS_INVALID_ARG, "num_hidden_layers must be in 1..%d (got %d)", SHS_GPT_MAX_LAYERS,
+                             c->num_layers);
+    if (c->hidden < 1 || c->hidden > 65536)
+        return shs_set_error(SHS_INVALID_ARG, "hidden_size must be in 1..65536 (got %d)", c->hidden);
+    if (c->head_dim < 0 || c->head_dim > 65536)
+        return shs_set_error(SHS_INVALID_ARG, "head_dim must be in 1..65536 (got %d)", c->head_dim);
+    if (c->num_heads < 1 || c->num_heads > 65536 || (!c->head_dim && c->hidden % c->num_heads != 0) ||
+        (!c->head_dim && !c->rotary_dim && (c->hidden / c->num_heads) % 2 != 0))
+        return shs_set_error(SHS_INVALID_ARG,
+                             "num_attention_heads (%d) must be >= 1 and divide hidden_size (%d) into an even head "
+                             "dimension (RoPE rotates pairs)", c->num_heads, c->hidden);
+    int HD = shs_llama_head_dim(c), R = shs_llama_rotary_dim(c);
+    if ((size_t)c->num_heads * (size_t)HD > (1u << 20))
+        return shs_set_error(SHS_INVALID_ARG, "num_attention_heads x head_dim must be at most %d (got %d x %d)",
+                             1 << 20, c->num_heads, HD);
+    if (c->rotary_dim < 0 || R < 2 || R > HD || R % 2 != 0)
+        return shs_set_error(SHS_INVALID_ARG, "the rotary dimension (head_dim %d%s) must be even and in 2..%d (got %d)",
+                             HD, c->rotary_dim ? " x partial_rotary_factor" : "", HD, R);
+    if (c->num_kv_heads < 1 || c->num_heads % c->num_kv_heads != 0)
+        return shs_set_error(SHS_INVALID_ARG, "num_key_value_heads (%d) must be >= 1 and divide num_attention_heads (%d)",
+                             c->num_kv_heads, c->num_heads);
+    if (c->intermediate < 1 || c->intermediate > (1 << 20))
+        return shs_set_error(SHS_INVALID_ARG, "intermediate_size must be in 1..%d (got %d)", 1 << 20, c->intermediate);
+    if (c->vocab < 1 || c->vocab > (1 << 22))
+        return shs_set_error(SHS_INVALID_ARG, "vocab_size must be in 1..%d (got %d)", 1 << 22, c->vocab);
+    if (c->max_position < 1)
+        return shs_set_error(SHS_INVALID_ARG, "max_position_embeddings must be >= 1 (got %d)", c->max_position);
+    if (!(c->rms_norm_eps > 0.0f) || !isfinite(c->rms_norm_eps))
+        return shs_set_error(SHS_INVALID_ARG, "rms_norm_eps must be > 0 (got %g)", (double)c->rms_norm_eps);
+    if (!(c->rope_theta > 0.0) || !isfinite(c->rope_theta))
+        return shs_set_error(SHS_INVALID_ARG, "rope_theta must be > 0 (got %g)", c->rope_theta);
+    if (!is_flag(c->tie_word_embeddings))
+        return shs_set_error(SHS_INVALID_ARG, "tie_word_embeddings must be 0 or 1 (got %d)", c->tie_word_embeddings);
+    if (!is_flag(c->qkv_bias)) return shs_set_error(SHS_INVALID_ARG, "qkv_bias must be 0 or 1 (got %d)", c->qkv_bias);
+    SHS_CHECK(check_extensions(c));
+    return check_rope_scaling(c);
 }
 
-shs_status_t shs_llama_create(shs_model_t **out, const shs_layout_t *layout, const shs_llama_config_t *cfg,
-                              shs_device_t *dev, int B, int T, const shs_gpt_exec_t *ex) {
-    *out = NULL;
+/* ---- layout ------------------------------------------------------------------ */
+
+/* One tensor of the list: name suffix, shape, init, and the slots it serves. */
+static void put_tensor(shs__llama_tensor_t *out, int *n, const char *suffix, int rows, int cols, shs_init_kind_t init,
+                       int nslots, const int *slot, const size_t *off) {
+    shs__llama_tensor_t *t = &out[(*n)++];
+    snprintf(t->suffix, sizeof t->suffix, "%.39s", suffix);
+    t->rows = rows, t->cols = cols, t->init = init, t->nslots = nslots;
+    for (int i = 0; i < nslots; i++) t->slot[i] = slot[i], t->off[i] = off[i];
+}
+#define ONE(suffix, rows, cols, init, s) put_tensor(out, &n, suffix, rows, cols, init, 1, (int[]){s}, (size_t[]){0})
+
+int shs__llama_layer_tensors(const shs_llama_config_t *c, shs__llama_tensor_t *out) {
+    int n = 0, C = c->hidden, HD = shs_llama_head_dim(c), QD = c->num_heads * HD, KVD = c->num_kv_heads * HD;
+    int I = c->intermediate;
+    unsigned norms = shs_llama_norms(c);
+    shs_init_kind_t norm_init = c->norm_plus_one ? SHS_INIT_ZEROS : SHS_INIT_ONES;
+    int bias = c->qkv_bias || c->attention_bias, internlm = c->names == SHS_LLAMA_NAMES_INTERNLM2;
+    if (norms & SHS_LLAMA_NORM_ATTN_IN)
+        ONE(internlm ? "attention_norm.weight" : "input_layernorm.weight", C, 1, norm_init, SHS__LP_ATTN_IN);
+    if (internlm) {
+        ONE("attention.wqkv.weight", QD + 2 * KVD, C, SHS_INIT_NORMAL, SHS__LP_QKV_GROUPED);
+        if (bias) ONE("attention.wqkv.bias", QD + 2 * KVD, 1, SHS_INIT_ZEROS, SHS__LP_QKVB_GROUPED);
+        ONE("attention.wo.weight", C, QD, SHS_INIT_NORMAL, SHS__LP_O);
+        if (bias) ONE("attention.wo.bias", C, 1, SHS_INIT_ZEROS, SHS__LP_OB);
+        ONE("ffn_norm.weight", C, 1, norm_init, SHS__LP_MLP_IN);
+        ONE("feed_forward.w1.weight", I, C, SHS_INIT_NORMAL, SHS__LP_GATE);
+        ONE("feed_forward.w3.weight", I, C, SHS_INIT_NORMAL, SHS__LP_UP);
+        ONE("feed_forward.w2.weight", C, I, SHS_INIT_NORMAL, SHS__LP_DOWN);
+        return n;
+    }
+    if (c->names == SHS_LLAMA_NAMES_PHI3) {
+        put_tensor(out, &n, "self_attn.qkv_proj.weight", QD + 2 * KVD, C, SHS_INIT_NORMAL, 3,
+                   (int[]){SHS__LP_Q, SHS__LP_K, SHS__LP_V},
+                   (size_t[]){0, (size_t)QD * C, (size_t)(QD + KVD) * C});
+    } else {
+        ONE("self_attn.q_proj.weight", QD, C, SHS_INIT_NORMAL, SHS__LP_Q);
+        ONE("self_attn.k_proj.weight", KVD, C, SHS_INIT_NORMAL, SHS__LP_K);
+        ONE("self_attn.v_proj.weight", KVD, C, SHS_INIT_NORMAL, SHS__LP_V);
+    }
+    if (bias) {
+        ONE("self_attn.q_proj.bias", QD, 1, SHS_INIT_ZEROS, SHS__LP_QB);
+        ONE("self_attn.k_proj.bias", KVD, 1, SHS_INIT_ZEROS, SHS__LP_KB);
+        ONE("self_attn.v_proj.bias", KVD, 1, SHS_INIT_ZEROS, SHS__LP_VB);
+    }
+    if (c->qk_norm != SHS_QK_NORM_NONE) {
+        int head = c->qk_norm == SHS_QK_NORM_HEAD;
+        ONE("self_attn.q_norm.weight", head ? HD : QD, 1, norm_init, SHS__LP_QN);
+        ONE("self_attn.k_norm.weight", head ? HD : KVD, 1, norm_init, SHS__LP_KN);
+    }
+    ONE("self_attn.o_proj.weight", C, QD, SHS_INIT_NORMAL, SHS__LP_O);
+    if (c->attention_bias) ONE("self_attn.o_proj.bias", C, 1, SHS_INIT_ZEROS, SHS__LP_OB);
+    if (norms & SHS_LLAMA_NORM_ATTN_OUT) ONE("post_attention_layernorm.weight", C, 1, norm_init, SHS__LP_ATTN_OUT);
+    if (norms & SHS_LLAMA_NORM_MLP_IN)
+        ONE(norms & SHS_LLAMA_NORM_ATTN_OUT ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", C,
+            1, norm_init, SHS__LP_MLP_IN);
+    if (c->names == SHS_LLAMA_NAMES_PHI3) {
+        put_tensor(out, &n, "mlp.gate_up_proj.weight", 2 * I, C, SHS_INIT_NORMAL, 2, (int[]){SHS__LP_GATE, SHS__LP_UP},
+                   (size_t[]){0, (size_t)I * C});
+    } else {
+        ONE("mlp.gate_proj.weight", I, C, SHS_INIT_NORMAL, SHS__LP_GATE);
+        ONE("mlp.up_proj.weight", I, C, SHS_INIT_NORMAL, SHS__LP_UP);
+    }
+    ONE("mlp.down_proj.weight", C, I, SHS_INIT_NORMAL, SHS__LP_DOWN);
+    if (norms & SHS_LLAMA_NORM_MLP_OUT) ONE("post_feedforward_layernorm.weight", C, 1, norm_init, SHS__LP_MLP_OUT);
+    return n;
+}
+#undef ONE
+
+const char *shs__llama_embed_name(const shs_llama_config_t *c) {
+    return c->names == SHS_LLAMA_NAMES_INTERNLM2 ? "model.tok_embeddings.weight" : "model.embed_tokens.weight";
+}
+
+const char *shs__llama_head_name(const shs_llama_config_t *c) {
+    return c->names == SHS_LLAMA_NAMES_INTERNLM2 ? "output.weight" : "lm_head.weight";
+}
+
+uint64_t shs_llama_num_params(const shs_llama_config_t *c) {
+    shs__llama_tensor_t t[SHS__LLAMA_MAX_LAYER_TENSORS];
+    int n = shs__llama_layer_tensors(c, t);
+    uint64_t layer = 0, C = (uint64_t)c->hidden, V = (uint64_t)c->vocab;
+    for (int i = 0; i < n; i++) layer += (uint64_t)t[i].rows * (uint64_t)t[i].cols;
+    return (uint64_t)c->num_layers * layer + V * C + C + (c->tie_word_embeddings ? 0 : V * C);
+}
+
+shs_status_t shs_llama_layout_create(shs_layout_t *lo, const shs_llama_config_t *cfg) {
     SHS_CHECK(shs_llama_config_validate(cfg));
-    SHS_CHECK(shs_gpt_exec_validate(ex));
-    if (ex->autocast != SHS_DTYPE_DEFAULT && ex->autocast != SHS_F32)
-        return shs_set_error(SHS_UNSUPPORTED, "the Llama model has no autocast (got autocast %s); it runs in f32",
-                             shs_dtype_name(ex->autocast));
-    if (ex->dropout != 0.0f)
-        return shs_set_error(SHS_UNSUPPORTED, "the Llama model has no dropout (got dropout %g)", (double)ex->dropout);
-    int nunits = cfg->num_layers + (cfg->tie_word_embeddings ? 2 : 3);
-    if (layout->num_units != nunits)
-        return shs_set_error(SHS_INVALID_ARG, "layout has %d units, a Llama with %d layers and a%s head needs %d",
-                             layout->num_units, cfg->num_layers, cfg->tie_word_embeddings ? " tied" : "n untied",
-                             nunits);
+    shs_layout_init(lo);
+    int L = cfg->num_layers, C = cfg->hidden, V = cfg->vocab;
+    shs_init_kind_t norm_init = cfg->norm_plus_one ? SHS_INIT_ZEROS : SHS_INIT_ONES;
     shs__llama_tensor_t lt[SHS__LLAMA_MAX_LAYER_TENSORS];
-    if (layout->units[1].num_tensors != shs__llama_layer_tensors(cfg, lt))
-        return shs_set_error(SHS_INVALID_ARG, "layout's layer unit has %d tensors, this config's layer %d",
-                             layout->units[1].num_tensors, shs__llama_layer_tensors(cfg, lt));
-    if (B < 1) return shs_set_error(SHS_INVALID_ARG, "micro-batch must be >= 1 (got %d)", B);
-    if (T < 1 || T > cfg->max_position)
-        return shs_set_error(SHS_INVALID_ARG, "context %d must be in 1..max_position_embeddings (%d)", T,
-                             cfg->max_position);
-    if (!shs_device_supports(dev, SHS_KERNELS_LLAMA))
-        return shs_set_error(SHS_UNSUPPORTED,
-                             "the %s backend has no Llama kernels (RMSNorm, RoPE, SwiGLU, GeGLU, soft capping, "
-                             "grouped-query attention); the cpu and meta backends have them", shs_device_backend(dev));
-    if (ex->attention == SHS_ATTENTION_FLASH && !shs_device_supports(dev, SHS_KERNELS_FLASH_ATTENTION))
-        return shs_set_error(SHS_UNSUPPORTED, "the %s backend has no kernels for attention flash",
-                             shs_device_backend(dev));
-    shs__llama_t *g = calloc(1, sizeof *g);
-    if (!g) return shs_set_error(SHS_HOST_OOM, "cannot allocate model");
-    g->base.ops = &llama_ops;
-    g->cfg = *cfg;
-    g->ex = *ex;
-    g->layout = layout;
-    g->dev = dev;
-    g->B = B;
-    g->T = T;
-    g->HD = shs_llama_head_dim(cfg);
-    g->QD = cfg->num_heads * g->HD;
-    g->KVD = cfg->num_kv_heads * g->HD;
-    g->R = shs_llama_rotary_dim(cfg);
-    g->norms = shs_llama_norms(cfg);
-    g->mscale = shs_llama_rope_mscale(cfg);
-    g->head_unit = cfg->tie_word_embeddings ? 0 : cfg->num_layers + 2;
-    map_slots(g);
-    g->layer = calloc((size_t)cfg->num_layers, sizeof *g->layer);
+    int nlt = shs__llama_layer_tensors(cfg, lt);
+    const float std = 0.02f; /* HF initializer_range */
     shs_status_t st = SHS_OK;
-    if (!g->layer) {
-        st = shs_set_error(SHS_HOST_OOM, "cannot allocate model");
-        goto fail;
+#define ADD(name, r, c, kind) SHS_CHECK_GOTO(shs_layout_add_tensor(lo, name, r, c, kind, (kind) == SHS_INIT_NORMAL ? std : 0), st, fail)
+    SHS_CHECK_GOTO(shs_layout_add_unit(lo, "embed"), st, fail);
+    ADD(shs__llama_embed_name(cfg), V, C, SHS_INIT_NORMAL);
+    for (int l = 0; l < L; l++) {
+        char n[64];
+        snprintf(n, sizeof n, "layer%d", l);
+        SHS_CHECK_GOTO(shs_layout_add_unit(lo, n), st, fail);
+        for (int i = 0; i < nlt; i++) {
+            snprintf(n, sizeof n, "model.layers.%d.%.39s", l, lt[i].suffix);
+            ADD(n, lt[i].rows, lt[i].cols, lt[i].init);
+        }
     }
-    size_t n_acts, n_scratch, BT = (size_t)B * (size_t)T;
-    layout_acts(g, NULL, &n_acts);
-    layout_scratch(g, NULL, &n_scratch);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->acts_mem, n_acts, SHS_MEM_ACTIVATIONS, "forward activations"), st, fail);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->scratch_mem, n_scratch, SHS_MEM_ACTIVATIONS, "backward scratch"), st,
-                   fail);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&g->tokens, 4 * BT * sizeof(int32_t), SHS_MEM_ACTIVATIONS,
-                                    "tokens"), st, fail);
-    g->targets = g->tokens + BT;
-    g->positions = g->tokens + 2 * BT;
-    g->doc_ids = g->tokens + 3 * BT;
-    layout_acts(g, g->acts_mem, &n_acts);
-    layout_scratch(g, g->scratch_mem, &n_scratch);
-    g->inv_cur = g->inv_freq;
-    SHS_CHECK_GOTO(upload_constants(g), st, fail);
-    *out = &g->base;
+    SHS_CHECK_GOTO(shs_layout_add_unit(lo, "norm"), st, fail);
+    ADD("model.norm.weight", C, 1, norm_init);
+    if (!cfg->tie_word_embeddings) {
+        SHS_CHECK_GOTO(shs_layout_add_unit(lo, "lm_head"), st, fail);
+        ADD(shs__llama_head_name(cfg), V, C, SHS_INIT_NORMAL);
+    }
+#undef ADD
     return SHS_OK;
 fail:
-    llama_destroy(&g->base);
+    shs_layout_free(lo);
     return st;
 }
 
-static void llama_destroy(shs_model_t *m) {
-    shs__llama_t *g = (shs__llama_t *)m;
-    if (!g) return;
-    shs_device_free(g->dev, g->acts_mem);
-    shs_device_free(g->dev, g->scratch_mem);
-    shs_device_free(g->dev, g->tokens);
-    free(g->layer);
-    free(g);
-}
+/* ---- RoPE --------------------------------------------------------------------- */
 
-/* ---- forward -------------------------------------------------------------------- */
-
-/* A unit's first tensor inside its flat parameter (or gradient) buffer. */
-static size_t first_offset(const shs__llama_t *g, int unit) {
-    const shs_layout_t *lo = g->layout;
-    return lo->tensors[lo->units[unit].first_tensor].offset;
-}
-
-/* LongRoPE's frequencies for this batch (HF longrope_frequency_update): the
- * long factors once its positions reach past original_max_position_embeddings
- * (seq_len = the largest position + 1, or T without positions). */
-static void choose_rope(shs__llama_t *g, const shs_batch_t *batch) {
-    g->inv_cur = g->inv_freq;
-    if (!g->inv_long) return;
-    int64_t seq_len = g->T;
-    if (batch->positions) {
-        seq_len = 0;
-        for (size_t i = 0; i < (size_t)g->B * g->T; i++)
-            if (batch->positions[i] + 1 > seq_len) seq_len = batch->positions[i] + 1;
+void shs_llama_inv_freq(const shs_llama_config_t *c, shs_rope_freq_t which, float *inv_freq) {
+    int R = shs_llama_rotary_dim(c);
+    const shs_rope_scaling_t *s = &c->rope_scaling;
+    int local = which == SHS_ROPE_FREQ_LOCAL;
+    double theta = local && c->rope_local_theta > 0 ? c->rope_local_theta : c->rope_theta;
+    for (int i = 0; i < R / 2; i++) {
+        double base = pow(theta, (double)(2 * i) / (double)R);
+        float f = (float)(1.0 / base);
+        if (!local && s->kind == SHS_ROPE_SCALING_LLAMA3) {
+            /* HF _compute_llama3_parameters: wavelengths shorter than
+             * old_ctx / high_freq_factor are kept, longer than old_ctx /
+             * low_freq_factor divided by factor, and those between blended */
+            double old_ctx = s->original_max_position_embeddings;
+            double low_wavelen = old_ctx / s->low_freq_factor, high_wavelen = old_ctx / s->high_freq_factor;
+            double inv = f, wavelen = 2.0 * M_PI / inv;
+            double scaled = wavelen > low_wavelen ? inv / s->factor : inv;
+            if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
+                double smooth = (old_ctx / wavelen - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
+                scaled = (1.0 - smooth) * scaled / s->factor + smooth * scaled;
+            }
+            f = (float)scaled;
+        } else if (!local && s->kind == SHS_ROPE_SCALING_LINEAR) {
+            f = (float)((double)f / s->factor); /* HF: inv_freq /= factor */
+        } else if (!local && s->kind == SHS_ROPE_SCALING_LONGROPE) {
+            double ext = which == SHS_ROPE_FREQ_LONG ? s->long_factor[i] : s->short_factor[i];
+            f = (float)(1.0 / (ext * base));
+        }
+        inv_freq[i] = f;
     }
-    if (seq_len > g->cfg.rope_scaling.original_max_position_embeddings) g->inv_cur = g->inv_long;
 }
 
-static shs_status_t llama_forward(shs_model_t *m, shs_param_source_t *src, const shs_batch_t *batch,
-                                  float *mean_loss) {
-    shs__llama_t *g = (shs__llama_t *)m;
-    const shs_llama_config_t *c = &g->cfg;
-    int B = g->B, T = g->T, C = c->hidden, L = c->num_layers, BT = B * T, V = c->vocab;
-    shs_device_t *d = g->dev;
-    size_t tok_bytes = (size_t)BT * sizeof(int32_t);
-    g->num_targets = shs_batch_num_targets(batch, (size_t)BT);
-    if (g->num_targets < BT && !shs_device_supports(d, SHS_KERNELS_IGNORE_INDEX))
-        return shs_set_error(SHS_UNSUPPORTED, "the %s backend has no cross-entropy with ignored targets (%d of %d "
-                             "targets are %d)", shs_device_backend(d), (int)(BT - g->num_targets), BT,
-                             SHS_IGNORE_INDEX);
-    SHS_CHECK(shs_memcpy_h2d(d, g->tokens, batch->tokens, tok_bytes));
-    SHS_CHECK(shs_memcpy_h2d(d, g->targets, batch->targets, tok_bytes));
-    g->has_positions = batch->positions != NULL;
-    g->has_doc_ids = batch->doc_ids != NULL;
-    if (batch->positions) SHS_CHECK(shs_memcpy_h2d(d, g->positions, batch->positions, tok_bytes));
-    if (batch->doc_ids) SHS_CHECK(shs_memcpy_h2d(d, g->doc_ids, batch->doc_ids, tok_bytes));
-    choose_rope(g, batch);
+float shs_llama_rope_mscale(const shs_llama_config_t *c) {
+    const shs_rope_scaling_t *s = &c->rope_scaling;
+    if (s->kind != SHS_ROPE_SCALING_LONGROPE) return 1.0f;
+    if (s->attention_factor > 0) return (float)s->attention_factor;
+    double orig = s->original_max_position_embeddings, f = (double)c->max_position / orig;
+    return f <= 1.0 ? 1.0f : (float)sqrt(1.0 + log(f) / log(orig));
+}
 
-    const float *emb;
-    SHS_CHECK(src->acquire_params(src->self, 0, &emb));
-    shs_encoder_forward(d, g->encoded, g->tokens, emb + first_offset(g, 0), NULL, B, T, C);
-    SHS_CHECK(src->release_params(src->self, 0));
-    if (c->embed_scale) shs_scale(d, g->encoded, shs_llama_embed_scale(c, SHS_F32), (size_t)BT * C);
+float shs_llama_embed_scale(const shs_llama_config_t *c, shs_dtype_t dtype) {
+    if (!c->embed_scale) return 1.0f;
+    float f = (float)sqrt((double)c->hidden);
+    if (dtype == SHS_BF16) return shs__bf16_to_f32(shs__f32_to_bf16(f));
+    if (dtype == SHS_F16) return shs__f16_round(f);
+    return f;
+}
 
-    const float *x = g->encoded;
-    for (int l = 0; l < L; l++) {
-        const float *w, *p[SHS__LP_COUNT];
-        SHS_CHECK(src->acquire_params(src->self, 1 + l, &w));
-        shs__llama_layer_views(g, w, p);
-        shs__llama_layer_forward(g, l, x, p);
-        SHS_CHECK(src->release_params(src->self, 1 + l));
-        x = g->layer[l].res3;
+void shs_llama_describe_extras(const shs_llama_config_t *c, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+#define PUT(...) (len += (size_t)snprintf(buf + len, len < n ? n - len : 0, __VA_ARGS__))
+    if (c->head_dim) PUT(" hd=%d", c->head_dim);
+    if (c->rotary_dim) PUT(" rot=%d", c->rotary_dim);
+    if (c->attention_bias) PUT(" abias");
+    if (c->act) PUT(" act=%d", (int)c->act);
+    if (c->norms) PUT(" norms=%u", c->norms);
+    if (c->qk_norm) PUT(" qkn=%d", (int)c->qk_norm);
+    if (c->norm_plus_one) PUT(" w+1");
+    if (c->embed_scale) PUT(" escale");
+    if (c->query_pre_attn_scalar > 0) PUT(" qpas=%.9g", c->query_pre_attn_scalar);
+    if (c->attn_softcap > 0 || c->final_softcap > 0) PUT(" cap=%.9g/%.9g", (double)c->attn_softcap, (double)c->final_softcap);
+    if (c->sliding_window) PUT(" win=%d/%d/%d", c->sliding_window, c->window_pattern, c->window_first_layer);
+    if (c->rope_local_theta > 0) PUT(" ltheta=%.9g", c->rope_local_theta);
+    if (c->names) PUT(" names=%d", (int)c->names);
+    const shs_rope_scaling_t *s = &c->rope_scaling;
+    if (s->kind == SHS_ROPE_SCALING_LONGROPE) {
+        double sum_s = 0, sum_l = 0;
+        for (int i = 0; i < s->num_factors; i++) sum_s += s->short_factor[i] * (i + 1.0), sum_l += s->long_factor[i] * (i + 1.0);
+        PUT(" longrope=%.9g/%.9g/%.9g", s->attention_factor, sum_s, sum_l);
     }
-
-    const float *nw;
-    SHS_CHECK(src->acquire_params(src->self, L + 1, &nw));
-    shs__llama_norm_forward(g, g->lnf, g->rstdf, x, nw + first_offset(g, L + 1), BT, C);
-    SHS_CHECK(src->release_params(src->self, L + 1));
-
-    /* the head (unit 0 tied, else its own unit) stays resident for the
-     * backward pass, which starts with it (FSDP keeps the last unit unsharded) */
-    const float *hw;
-    SHS_CHECK(src->acquire_params(src->self, g->head_unit, &hw));
-    g->head_params = hw;
-    shs_matmul_forward(d, g->logits, g->lnf, hw + first_offset(g, g->head_unit), NULL, BT, C, V);
-    if (c->final_softcap > 0) shs_softcap_forward(d, g->logits, g->logits, c->final_softcap, (size_t)BT * V);
-    shs_softmax_xent_forward(d, g->losses, g->probs, g->logits, g->targets, BT, V);
-    shs_sum(d, g->loss_sum, g->losses, (size_t)BT);
-    float sum;
-    SHS_CHECK(shs_memcpy_d2h(d, &sum, g->loss_sum, sizeof sum));
-    *mean_loss = g->num_targets ? sum / (float)g->num_targets : 0.0f;
-    return SHS_OK;
+#undef PUT
 }
-
-/* ---- backward -------------------------------------------------------------------- */
-
-static shs_status_t llama_backward(shs_model_t *m, shs_param_source_t *src, float dloss) {
-    shs__llama_t *g = (shs__llama_t *)m;
-    const shs_llama_config_t *c = &g->cfg;
-    int B = g->B, T = g->T, C = c->hidden, L = c->num_layers, BT = B * T, V = c->vocab;
-    shs_device_t *d = g->dev;
-    size_t btc = (size_t)BT * C;
-    const float *x_last = g->layer[L - 1].res3;
-
-    /* LM head: still resident from the forward's last acquire */
-    const float *hw = g->head_params;
-    float *dhw;
-    SHS_ASSERT(hw);
-    g->head_params = NULL;
-    SHS_CHECK(src->acquire_grads(src->self, g->head_unit, &dhw));
-    shs_softmax_xent_backward(d, g->dlogits, g->probs, g->targets,
-                              g->num_targets ? dloss / (float)g->num_targets : 0.0f, BT, V);
-    if (c->final_softcap > 0)
-        shs_softcap_backward(d, g->dlogits, g->dlogits, g->logits, c->final_softcap, (size_t)BT * V);
-    shs_memset(d, g->dbtc, 0, btc * sizeof(float));
-    size_t ho = first_offset(g, g->head_unit);
-    shs_matmul_backward(d, g->dbtc, dhw + ho, NULL, g->dlogits, g->lnf, hw + ho, BT, C, V);
-    SHS_CHECK(src->release_params(src->self, g->head_unit));
-    if (g->head_unit != 0) SHS_CHECK(src->grads_ready(src->self, g->head_unit));
-
-    /* final RMSNorm */
-    const float *nw;
-    float *dnw;
-    size_t off = first_offset(g, L + 1);
-    SHS_CHECK(src->acquire_params(src->self, L + 1, &nw));
-    SHS_CHECK(src->acquire_grads(src->self, L + 1, &dnw));
-    shs_memset(d, g->dres, 0, btc * sizeof(float));
-    shs__llama_norm_backward(g, g->dres, dnw + off, g->dbtc, x_last, nw + off, g->rstdf, BT, C);
-    SHS_CHECK(src->release_params(src->self, L + 1));
-    SHS_CHECK(src->grads_ready(src->self, L + 1));
-
-    for (int l = L - 1; l >= 0; l--) {
-        const float *w, *p[SHS__LP_COUNT], *pg[SHS__LP_COUNT];
-        float *gw;
-        SHS_CHECK(src->acquire_params(src->self, 1 + l, &w));
-        SHS_CHECK(src->acquire_grads(src->self, 1 + l, &gw));
-        shs__llama_layer_views(g, w, p);
-        shs__llama_layer_views(g, gw, pg);
-        const float *x = l > 0 ? g->layer[l - 1].res3 : g->encoded;
-        /* full recompute: deterministic, the same bits as the forward's */
-        if (g->ex.recompute == SHS_RECOMPUTE_FULL) shs__llama_layer_forward(g, l, x, p);
-        shs__llama_layer_backward(g, l, x, p, pg);
-        SHS_CHECK(src->release_params(src->self, 1 + l));
-        SHS_CHECK(src->grads_ready(src->self, 1 + l));
-    }
-
-    /* embedding: needs no parameter values, only the gradient buffer */
-    float *demb;
-    SHS_CHECK(src->acquire_grads(src->self, 0, &demb));
-    if (c->embed_scale) shs_scale(d, g->dres, shs_llama_embed_scale(c, SHS_F32), btc);
-    shs_encoder_backward(d, demb + first_offset(g, 0), NULL, g->dres, g->tokens, B, T, C);
-    SHS_CHECK(src->grads_ready(src->self, 0));
-    return SHS_OK;
-}
-
-static const shs_model_ops_t llama_ops = {llama_forward, llama_backward, llama_destroy};

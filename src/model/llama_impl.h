@@ -1,5 +1,5 @@
 /* llama_impl.h - private: what the Llama family's config and layout
- * (llama_config.c), its model (llama.c) and its decoder layer
+ * (llama.c), its model (llama_model.c) and its decoder layer
  * (llama_layer.c) share: the slots of a layer's tensors and the one list
  * that says, per config, which tensors a layer holds (Hugging Face names,
  * shapes, init, slots); the model's state and the layer's passes.
@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "model/autocast.h"
 #include "shardsim/llama.h"
 
 /* What a layer's kernels read. A fused tensor serves several slots at
@@ -39,28 +40,36 @@ int shs__llama_layer_tensors(const shs_llama_config_t *cfg, shs__llama_tensor_t 
 const char *shs__llama_embed_name(const shs_llama_config_t *cfg);
 const char *shs__llama_head_name(const shs_llama_config_t *cfg);
 
-/* ---- the model (llama.c) and its layer (llama_layer.c) ------------------------
+/* ---- the model (llama_model.c) and its layer (llama_layer.c) ----------------
  * Legend: B sequences, T context, C hidden, QD = NH*HD, KVD = NKV*HD, I
- * intermediate, V vocabulary. Buffers of features a config lacks are NULL. */
+ * intermediate, V vocabulary. Dtypes (llama.h gives the rules): A, the
+ * activation dtype; R, the residual stream's; statistics and the
+ * log-sum-exp f32. Buffers of features a config lacks are NULL. */
 
 typedef struct {
-    float *ln1, *rstd1;     /* (BT,C), (BT): ATTN_IN's output and rstd */
-    float *qraw, *kraw;     /* (BT,QD), (BT,KVD): q and k before their norms (qk_norm) */
+    float *rstd1;           /* (BT) ATTN_IN's rstd */
+    void *ln1;              /* (n1,BT,C) A: the attention input as its projections read it (ATTN_IN's
+                             * output, or without that norm the layer input's A casts; NULL when
+                             * they read the layer input itself) */
+    void *qraw, *kraw;      /* (BT,QD), (BT,KVD) A: q and k before their norms (qk_norm) */
     float *rstdq, *rstdk;   /* their rstd: (BT*NH), (BT*NKV) per head, (BT), (BT) whole */
-    float *q, *k, *v;       /* (BT,QD), (BT,KVD), (BT,KVD): q and k normed and rotated */
-    float *att;             /* eager: (B,NH,T,T) */
+    void *q, *k, *v;        /* (BT,QD), (BT,KVD), (BT,KVD) A: q and k normed and rotated */
+    void *att;              /* eager: (B,NH,T,T) A */
     float *lse;             /* flash: (B,NH,T) */
-    float *atty;            /* (BT,QD) attention output */
-    float *ao, *rstdao;     /* (BT,C), (BT): o_proj's output before ATTN_OUT */
-    float *res2;            /* (BT,C) after the attention residual */
-    float *ln2, *rstd2;     /* (BT,C), (BT): MLP_IN */
-    float *gate, *up, *act; /* (BT,I) */
-    float *mo, *rstdmo;     /* (BT,C), (BT): down_proj's output before MLP_OUT */
-    float *res3;            /* (BT,C) the layer output */
+    void *atty;             /* (BT,QD) A: the attention output */
+    void *ao;               /* (BT,C) A: o_proj's output before ATTN_OUT */
+    float *rstdao;          /* (BT) */
+    void *res2;             /* (BT,C) R: after the attention residual */
+    float *rstd2;           /* (BT) MLP_IN's rstd */
+    void *ln2;              /* (n2,BT,C) A: the MLP input as ln1 */
+    void *gate, *up, *act;  /* (BT,I) A */
+    void *mo;               /* (BT,C) A: down_proj's output before MLP_OUT */
+    float *rstdmo;          /* (BT) */
+    void *res3;             /* (BT,C) R: the layer output */
 } shs__llama_acts_t;
 
 typedef struct {
-    shs_model_t base;                   /* ops: llama.c's */
+    shs_model_t base;                   /* ops: llama_model.c's */
     shs_llama_config_t cfg;
     shs_gpt_exec_t ex;
     const shs_layout_t *layout;
@@ -71,11 +80,17 @@ typedef struct {
     int ntensors;                       /* tensors per layer unit */
     int slot_tensor[SHS__LP_COUNT];     /* the unit tensor serving each slot, -1 none */
     size_t slot_off[SHS__LP_COUNT];     /* the slot's element offset in it */
-    void *acts_mem, *scratch_mem;
-    float *encoded;                     /* (BT,C) */
-    shs__llama_acts_t *layer;           /* L; shared entries alias layer 0's (recompute) */
-    float *lnf, *rstdf;                 /* (BT,C), (BT) */
-    float *logits, *probs, *losses;     /* (BT,V), (BT,V), (BT) */
+    shs__amp_t amp;                     /* A, R, weight rounding (amp.ww in work_mem) */
+    int n1, n2;                         /* copies in ln1 / ln2: when A is not R, one per projection that
+                                         * reads them (autocast casts once per op: q, k, v separate 3,
+                                         * fused or grouped 1; gate, up 2, fused 1), else 1 */
+    void *acts_mem, *scratch_mem, *work_mem;
+    void *encoded;                      /* (BT,C) R */
+    shs__llama_acts_t *layer;           /* L; what a layer does not keep points into `shared` */
+    shs__llama_acts_t shared;           /* one layer's worth, for the layers that recompute */
+    void *lnf;                          /* (BT,C) A */
+    float *rstdf;                       /* (BT) */
+    float *logits, *probs, *losses;     /* (BT,V), (BT,V), (BT): logits hold A-rounded values */
     float *loss_sum;                    /* (1) */
     float *dres, *dbtc, *dpost;         /* (BT,C) */
     float *datty, *dq, *dqr, *dqn;      /* (BT,QD) */
@@ -83,7 +98,11 @@ typedef struct {
     float *dgate, *dup, *dact;          /* (BT,I) */
     float *datt;                        /* eager: (B,NH,T,T) */
     float *dlogits;                     /* (BT,V) */
-    float *proj;                        /* (BT,C) a projection before its residual add */
+    float *proj;                        /* (BT,C) a branch's output before its residual add */
+    float *wa, *wb, *wc;                /* 16-bit A: (BT,max(C,QD,I)) f32 views */
+    float *wk, *wv;                     /* 16-bit A: (BT,KVD) f32 views of k and v (and kraw) */
+    float *wt;                          /* 16-bit A, eager: (B,NH,T,T) f32 view of att */
+    float *wx, *wr;                     /* 16-bit R: (BT,C) f32 views of a layer's input and res2 */
     float *wplus, *ones;                /* norm_plus_one: (max(C, QD)) the (1 + w) weight, and ones */
     float *wqkv, *dwqkv;                /* InternLM2: (QD+2KVD, C) + (QD+2KVD) wqkv (and its bias) in
                                          * the order q, k, v, and their gradients */
@@ -100,15 +119,22 @@ typedef struct {
 /* Pointers to layer l's slots inside a flat unit buffer `base` (parameters
  * or gradients: same layout); NULL for slots the config lacks. */
 void shs__llama_layer_views(const shs__llama_t *g, const float *base, const float *p[SHS__LP_COUNT]);
-/* Layer l's forward from its input x (BT,C) into g->layer[l] (res3 its output). */
-void shs__llama_layer_forward(shs__llama_t *g, int l, const float *x, const float *const p[SHS__LP_COUNT]);
+/* Layer l's forward from its input x (BT,C) stored as R into g->layer[l]
+ * (res3 its output). */
+void shs__llama_layer_forward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT]);
 /* Its backward: g->dres holds d(loss)/d(output) on entry and d(loss)/d(x)
- * on exit; parameter gradients accumulate into gw. */
-void shs__llama_layer_backward(shs__llama_t *g, int l, const float *x, const float *const p[SHS__LP_COUNT],
+ * on exit; parameter gradients accumulate into gw (f32). */
+void shs__llama_layer_backward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT],
                                const float *const gw[SHS__LP_COUNT]);
-/* An RMSNorm with the config's weight convention (w, or 1 + w) and eps. */
+/* An RMSNorm in f32 with the config's weight convention (w, or 1 + w) and eps. */
 void shs__llama_norm_forward(shs__llama_t *g, float *out, float *rstd, const float *x, const float *w, int N, int C);
 void shs__llama_norm_backward(shs__llama_t *g, float *dx, float *dw, const float *dy, const float *x, const float *w,
                               const float *rstd, int N, int C);
+/* An RMSNorm of x32 (BT,C) into `copies` A copies of ln (its output as
+ * the following linears read it); without a weight (w NULL) the A casts of
+ * x32 itself. */
+void shs__llama_norm_to_copies(shs__llama_t *g, void *ln, int copies, float *rstd, const float *x32, const float *w);
+/* Copy i of a (BT,C) A tensor stored as copies. */
+void *shs__llama_copy(const shs__llama_t *g, void *ln, int i);
 
 #endif

@@ -3,14 +3,18 @@
  * after each branch, the q/k/v projections plain, fused or grouped, q/k
  * norms, RoPE with its per-layer frequencies, the attention core with the
  * layer's window and soft cap, the gated MLP), all math through device.h.
- * What it is not: the embedding, the head or the walk over layers and
- * units (llama.c), or the config (llama_config.c).
+ * What it is not: the embedding, the head, the buffers or the walk over
+ * layers and units (llama_model.c), or the config (llama.c).
  * Sources: transformers' modeling_llama.py, modeling_gemma2.py,
  * modeling_gemma3.py, modeling_qwen3.py, modeling_olmo2.py,
  * modeling_phi3.py and InternLM2's modeling_internlm2.py for where each
  * norm, bias and reshape sits.
  * Legend: B sequences, T context, C hidden, NH heads, NKV key/value heads,
- * HD head dim, QD = NH*HD, KVD = NKV*HD, I intermediate. */
+ * HD head dim, QD = NH*HD, KVD = NKV*HD, I intermediate.
+ * Dtypes as llama_model.c: tensors stored in A (or R) are read through
+ * f32 views and written through commits (model/autocast.h); which work
+ * buffer holds which view is chosen so that no view is overwritten while
+ * a kernel still reads it. */
 #include "model/llama_impl.h"
 
 #include <math.h>
@@ -38,6 +42,30 @@ void shs__llama_norm_forward(shs__llama_t *g, float *out, float *rstd, const flo
 void shs__llama_norm_backward(shs__llama_t *g, float *dx, float *dw, const float *dy, const float *x, const float *w,
                               const float *rstd, int N, int C) {
     shs_rmsnorm_backward(g->dev, dx, dw, dy, x, norm_weight(g, w, C), rstd, N, C);
+}
+
+void *shs__llama_copy(const shs__llama_t *g, void *ln, int i) {
+    return (char *)ln + (size_t)i * (size_t)g->B * (size_t)g->T * (size_t)g->cfg.hidden * shs_dtype_size(g->amp.A);
+}
+
+void shs__llama_norm_to_copies(shs__llama_t *g, void *ln, int copies, float *rstd, const float *x32, const float *w) {
+    int BT = g->B * g->T, C = g->cfg.hidden;
+    const float *o = x32;
+    if (w) {
+        float *t = shs__amp_target(ln, g->amp.A, g->wa);
+        shs__llama_norm_forward(g, t, rstd, x32, w, BT, C);
+        o = t;
+    }
+    for (int i = 0; i < copies; i++) shs__amp_commit(&g->amp, shs__llama_copy(g, ln, i), g->amp.A, o, (size_t)BT * C);
+}
+
+/* out (BT,OC) A = the autocast linear of a stored (BT,C) A input. */
+static void linear_forward(shs__llama_t *g, void *out, const void *inp, const float *w, const float *bias, int C,
+                           int OC) {
+    int BT = g->B * g->T;
+    float *o = shs__amp_target(out, g->amp.A, g->wb);
+    shs__amp_matmul(&g->amp, o, shs__amp_view(&g->amp, inp, g->amp.A, g->wa, (size_t)BT * C), w, bias, BT, C, OC, 0);
+    shs__amp_commit(&g->amp, out, g->amp.A, o, (size_t)BT * OC);
 }
 
 /* ---- projections ----------------------------------------------------------------------
@@ -101,6 +129,7 @@ static qkv_t qkv_weights(shs__llama_t *g, const float *const p[SHS__LP_COUNT]) {
     return (qkv_t){{p[SHS__LP_Q], p[SHS__LP_K], p[SHS__LP_V]}, {p[SHS__LP_QB], p[SHS__LP_KB], p[SHS__LP_VB]}};
 }
 
+
 /* ---- the attention branch -------------------------------------------------------------- */
 
 /* The attention options and RoPE of layer l. */
@@ -124,49 +153,82 @@ static int qk_rows(const shs__llama_t *g, int heads) {
 }
 static int qk_cols(const shs__llama_t *g, int heads) { return g->cfg.qk_norm == SHS_QK_NORM_HEAD ? g->HD : heads * g->HD; }
 
-/* The attention core of layer l from its stored q, k, v into `out`. */
-static void attention_core_forward(shs__llama_t *g, int l, float *out) {
-    const shs_llama_config_t *c = &g->cfg;
-    shs__llama_acts_t *a = &g->layer[l];
-    shs_attention_opts_t o = layer_opts(g, l);
-    if (g->ex.attention == SHS_ATTENTION_FLASH)
-        shs_attention_gqa_forward_flash(g->dev, out, a->lse, a->q, a->k, a->v, doc_arg(g), &o, g->B, g->T,
-                                        c->num_heads, c->num_kv_heads, g->HD);
-    else
-        shs_attention_gqa_forward(g->dev, out, a->att, a->q, a->k, a->v, doc_arg(g), &o, g->B, g->T, c->num_heads,
-                                  c->num_kv_heads, g->HD);
+/* What the projections of the attention (MLP) input read, copy i: the A
+ * copies when stored, else the layer input (res2) itself (then A is R). */
+static const void *branch_input(const shs__llama_t *g, void *copies, const void *x, int i) {
+    return copies ? shs__llama_copy(g, copies, i) : x;
 }
 
-/* q, k, v of layer l from its attention input xin: projected, q and k
- * normed (qk_norm) and rotated, then the core into a->atty. */
-static void attention_forward(shs__llama_t *g, int l, const float *xin, const float *const p[SHS__LP_COUNT]) {
-    const shs_llama_config_t *c = &g->cfg;
-    int B = g->B, T = g->T, BT = B * T, C = c->hidden, NH = c->num_heads, NKV = c->num_kv_heads;
-    shs_device_t *d = g->dev;
-    shs__llama_acts_t *a = &g->layer[l];
-    qkv_t w = qkv_weights(g, p);
-    int qkn = c->qk_norm != SHS_QK_NORM_NONE;
-    shs_matmul_forward(d, qkn ? a->qraw : a->q, xin, w.w[0], w.b[0], BT, C, g->QD);
-    shs_matmul_forward(d, qkn ? a->kraw : a->k, xin, w.w[1], w.b[1], BT, C, g->KVD);
-    shs_matmul_forward(d, a->v, xin, w.w[2], w.b[2], BT, C, g->KVD);
-    if (qkn) {
-        shs__llama_norm_forward(g, a->q, a->rstdq, a->qraw, p[SHS__LP_QN], qk_rows(g, NH), qk_cols(g, NH));
-        shs__llama_norm_forward(g, a->k, a->rstdk, a->kraw, p[SHS__LP_KN], qk_rows(g, NKV), qk_cols(g, NKV));
+/* q (k) of `heads` heads into `out` (A): from `raw` through the q (k) norm
+ * when the config has one (raw holds the projection), else rotated in
+ * place; RoPE in f32 and the result rounded to A once. */
+static void qk_forward(shs__llama_t *g, int l, void *out, const void *raw, float *rstd, const float *w, int heads) {
+    size_t n = (size_t)g->B * g->T * heads * g->HD;
+    shs__amp_t *amp = &g->amp;
+    float *o;
+    if (g->cfg.qk_norm != SHS_QK_NORM_NONE) {
+        o = shs__amp_target(out, amp->A, g->wb);
+        shs__llama_norm_forward(g, o, rstd, shs__amp_view(amp, raw, amp->A, g->wa, n), w, qk_rows(g, heads),
+                                qk_cols(g, heads));
+    } else {
+        o = (float *)shs__amp_view(amp, out, amp->A, g->wb, n);
     }
     shs_rope_t rope = layer_rope(g, l);
-    shs_rope_forward(d, a->q, a->q, pos_arg(g), &rope, B, T, NH, g->HD);
-    shs_rope_forward(d, a->k, a->k, pos_arg(g), &rope, B, T, NKV, g->HD);
-    attention_core_forward(g, l, a->atty);
+    shs_rope_forward(g->dev, o, o, pos_arg(g), &rope, g->B, g->T, heads, g->HD);
+    shs__amp_commit(amp, out, amp->A, o, n);
+}
+
+/* The attention core of layer l from its stored q, k, v into `out` (f32);
+ * eager's probabilities stored in A. */
+static void attention_core_forward(shs__llama_t *g, int l, float *out) {
+    const shs_llama_config_t *c = &g->cfg;
+    shs__amp_t *amp = &g->amp;
+    shs__llama_acts_t *a = &g->layer[l];
+    size_t btq = (size_t)g->B * g->T * g->QD, btk = (size_t)g->B * g->T * g->KVD;
+    size_t tt = (size_t)g->B * c->num_heads * g->T * g->T;
+    shs_attention_opts_t o = layer_opts(g, l);
+    const float *q = shs__amp_view(amp, a->q, amp->A, g->wa, btq);
+    const float *k = shs__amp_view(amp, a->k, amp->A, g->wk, btk);
+    const float *v = shs__amp_view(amp, a->v, amp->A, g->wv, btk);
+    if (g->ex.attention == SHS_ATTENTION_FLASH) {
+        shs_attention_gqa_forward_flash(g->dev, out, a->lse, q, k, v, doc_arg(g), &o, g->B, g->T, c->num_heads,
+                                        c->num_kv_heads, g->HD);
+        return;
+    }
+    float *att = shs__amp_target(a->att, amp->A, g->wt);
+    shs_attention_gqa_forward(g->dev, out, att, q, k, v, doc_arg(g), &o, g->B, g->T, c->num_heads, c->num_kv_heads,
+                              g->HD);
+    shs__amp_commit(amp, a->att, amp->A, att, tt);
+}
+
+/* q, k, v of layer l from its attention input (x: the layer input): projected,
+ * q and k normed (qk_norm) and rotated, then the core into a->atty. */
+static void attention_forward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT]) {
+    const shs_llama_config_t *c = &g->cfg;
+    int C = c->hidden, qkn = c->qk_norm != SHS_QK_NORM_NONE;
+    shs__llama_acts_t *a = &g->layer[l];
+    qkv_t w = qkv_weights(g, p);
+    linear_forward(g, qkn ? a->qraw : a->q, branch_input(g, a->ln1, x, 0), w.w[0], w.b[0], C, g->QD);
+    linear_forward(g, qkn ? a->kraw : a->k, branch_input(g, a->ln1, x, g->n1 > 1 ? 1 : 0), w.w[1], w.b[1], C, g->KVD);
+    linear_forward(g, a->v, branch_input(g, a->ln1, x, g->n1 > 2 ? 2 : 0), w.w[2], w.b[2], C, g->KVD);
+    qk_forward(g, l, a->q, a->qraw, a->rstdq, p[SHS__LP_QN], c->num_heads);
+    qk_forward(g, l, a->k, a->kraw, a->rstdk, p[SHS__LP_KN], c->num_kv_heads);
+    float *o = shs__amp_target(a->atty, g->amp.A, g->wb);
+    attention_core_forward(g, l, o);
+    shs__amp_commit(&g->amp, a->atty, g->amp.A, o, (size_t)g->B * g->T * g->QD);
 }
 
 /* d(loss)/d(atty) in g->datty on entry; the gradients of q, k, v's
- * projections accumulate into gw and d(loss)/d(xin) is written to g->dbtc. */
-static void attention_backward(shs__llama_t *g, int l, const float *xin, const float *const p[SHS__LP_COUNT],
+ * projections accumulate into gw and d(loss)/d(attention input) is written
+ * to g->dbtc. */
+static void attention_backward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT],
                                const float *const gw[SHS__LP_COUNT]) {
     const shs_llama_config_t *c = &g->cfg;
     int B = g->B, T = g->T, BT = B * T, C = c->hidden, NH = c->num_heads, NKV = c->num_kv_heads, HD = g->HD;
-    size_t btq = (size_t)BT * g->QD, btk = (size_t)BT * g->KVD;
+    size_t btq = (size_t)BT * g->QD, btk = (size_t)BT * g->KVD, tt = (size_t)B * NH * T * T;
     shs_device_t *d = g->dev;
+    shs__amp_t *amp = &g->amp;
+    shs_dtype_t A = amp->A;
     shs__llama_acts_t *a = &g->layer[l];
     shs_attention_opts_t o = layer_opts(g, l);
     /* selective recompute: the probabilities again (same bits) */
@@ -175,12 +237,15 @@ static void attention_backward(shs__llama_t *g, int l, const float *xin, const f
     shs_memset(d, g->dqr, 0, btq * sizeof(float));
     shs_memset(d, g->dkr, 0, btk * sizeof(float));
     shs_memset(d, g->dv, 0, btk * sizeof(float));
+    const float *q = shs__amp_view(amp, a->q, A, g->wa, btq), *k = shs__amp_view(amp, a->k, A, g->wk, btk);
+    const float *v = shs__amp_view(amp, a->v, A, g->wv, btk);
     if (g->ex.attention == SHS_ATTENTION_FLASH)
-        shs_attention_gqa_backward_flash(d, g->dqr, g->dkr, g->dv, g->datty, a->q, a->k, a->v, a->atty, a->lse,
-                                         doc_arg(g), &o, B, T, NH, NKV, HD);
+        shs_attention_gqa_backward_flash(d, g->dqr, g->dkr, g->dv, g->datty, q, k, v,
+                                         shs__amp_view(amp, a->atty, A, g->wc, btq), a->lse, doc_arg(g), &o, B, T, NH,
+                                         NKV, HD);
     else
-        shs_attention_gqa_backward(d, g->dqr, g->dkr, g->dv, g->datt, g->datty, a->q, a->k, a->v, a->att, &o, B, T,
-                                   NH, NKV, HD);
+        shs_attention_gqa_backward(d, g->dqr, g->dkr, g->dv, g->datt, g->datty, q, k, v,
+                                   shs__amp_view(amp, a->att, A, g->wt, tt), &o, B, T, NH, NKV, HD);
     shs_memset(d, g->dq, 0, btq * sizeof(float));
     shs_memset(d, g->dk, 0, btk * sizeof(float));
     shs_rope_t rope = layer_rope(g, l);
@@ -190,10 +255,10 @@ static void attention_backward(shs__llama_t *g, int l, const float *xin, const f
     if (c->qk_norm != SHS_QK_NORM_NONE) {
         shs_memset(d, g->dqn, 0, btq * sizeof(float));
         shs_memset(d, g->dkn, 0, btk * sizeof(float));
-        shs__llama_norm_backward(g, g->dqn, (float *)gw[SHS__LP_QN], g->dq, a->qraw, p[SHS__LP_QN], a->rstdq,
-                                 qk_rows(g, NH), qk_cols(g, NH));
-        shs__llama_norm_backward(g, g->dkn, (float *)gw[SHS__LP_KN], g->dk, a->kraw, p[SHS__LP_KN], a->rstdk,
-                                 qk_rows(g, NKV), qk_cols(g, NKV));
+        shs__llama_norm_backward(g, g->dqn, (float *)gw[SHS__LP_QN], g->dq, shs__amp_view(amp, a->qraw, A, g->wa, btq),
+                                 p[SHS__LP_QN], a->rstdq, qk_rows(g, NH), qk_cols(g, NH));
+        shs__llama_norm_backward(g, g->dkn, (float *)gw[SHS__LP_KN], g->dk, shs__amp_view(amp, a->kraw, A, g->wk, btk),
+                                 p[SHS__LP_KN], a->rstdk, qk_rows(g, NKV), qk_cols(g, NKV));
         dq = g->dqn, dk = g->dkn;
     }
     qkv_t w = qkv_weights(g, p);
@@ -211,115 +276,150 @@ static void attention_backward(shs__llama_t *g, int l, const float *xin, const f
     shs_memset(d, g->dbtc, 0, (size_t)BT * C * sizeof(float));
     const float *dy[3] = {dq, dk, g->dv};
     int oc[3] = {g->QD, g->KVD, g->KVD};
-    for (int i = 0; i < 3; i++)
-        shs_matmul_backward(d, g->dbtc, (float *)dw.w[i], (float *)dw.b[i], dy[i], xin, w.w[i], BT, C, oc[i]);
+    for (int i = 0; i < 3; i++) {
+        const void *in = branch_input(g, a->ln1, x, i < g->n1 ? i : 0);
+        shs__amp_matmul_backward(amp, g->dbtc, (float *)dw.w[i], (float *)dw.b[i], dy[i],
+                                 shs__amp_view(amp, in, A, g->wa, (size_t)BT * C), w.w[i], BT, C, oc[i]);
+    }
     if (grouped) scatter_dwqkv(g, (float *)gw[SHS__LP_QKV_GROUPED], (float *)gw[SHS__LP_QKVB_GROUPED]);
 }
 
 /* ---- the gated MLP ---------------------------------------------------------------------- */
 
-static void mlp_forward(shs__llama_t *g, int l, const float *xin, const float *const p[SHS__LP_COUNT], float *out) {
-    const shs_llama_config_t *c = &g->cfg;
-    int BT = g->B * g->T, C = c->hidden, I = c->intermediate;
-    shs_device_t *d = g->dev;
-    shs__llama_acts_t *a = &g->layer[l];
-    shs_matmul_forward(d, a->gate, xin, p[SHS__LP_GATE], NULL, BT, C, I);
-    shs_matmul_forward(d, a->up, xin, p[SHS__LP_UP], NULL, BT, C, I);
-    if (c->act == SHS_LLAMA_ACT_GELU_TANH) shs_geglu_forward(d, a->act, a->gate, a->up, (size_t)BT * I);
-    else shs_swiglu_forward(d, a->act, a->gate, a->up, (size_t)BT * I);
-    shs_matmul_forward(d, out, a->act, p[SHS__LP_DOWN], NULL, BT, I, C);
-}
-
-/* d(loss)/d(out) in dout; d(loss)/d(xin) written to g->dbtc. */
-static void mlp_backward(shs__llama_t *g, int l, const float *xin, const float *dout, const float *const p[SHS__LP_COUNT],
-                         const float *const gw[SHS__LP_COUNT]) {
+/* gate, up and act (A) of layer l from the MLP input (res2: the attention
+ * residual); down_proj's output into mo (A) when a norm follows it, else
+ * into g->proj rounded to A. */
+static void mlp_forward(shs__llama_t *g, int l, const void *res2, const float *const p[SHS__LP_COUNT]) {
     const shs_llama_config_t *c = &g->cfg;
     int BT = g->B * g->T, C = c->hidden, I = c->intermediate;
     size_t bti = (size_t)BT * I;
+    shs__amp_t *amp = &g->amp;
+    shs__llama_acts_t *a = &g->layer[l];
+    linear_forward(g, a->gate, branch_input(g, a->ln2, res2, 0), p[SHS__LP_GATE], NULL, C, I);
+    linear_forward(g, a->up, branch_input(g, a->ln2, res2, g->n2 > 1 ? 1 : 0), p[SHS__LP_UP], NULL, C, I);
+    float *o = shs__amp_target(a->act, amp->A, g->wc);
+    const float *gt = shs__amp_view(amp, a->gate, amp->A, g->wa, bti), *up = shs__amp_view(amp, a->up, amp->A, g->wb, bti);
+    if (c->act == SHS_LLAMA_ACT_GELU_TANH) shs_geglu_forward(g->dev, o, gt, up, bti);
+    else shs_swiglu_forward(g->dev, o, gt, up, bti);
+    shs__amp_commit(amp, a->act, amp->A, o, bti);
+    if (a->mo) linear_forward(g, a->mo, a->act, p[SHS__LP_DOWN], NULL, I, C);
+    else shs__amp_matmul(amp, g->proj, shs__amp_view(amp, a->act, amp->A, g->wa, bti), p[SHS__LP_DOWN], NULL, BT, I, C, 1);
+}
+
+/* d(loss)/d(down_proj's output) in dout; d(loss)/d(MLP input) written to g->dbtc. */
+static void mlp_backward(shs__llama_t *g, int l, const void *res2, const float *dout,
+                         const float *const p[SHS__LP_COUNT], const float *const gw[SHS__LP_COUNT]) {
+    const shs_llama_config_t *c = &g->cfg;
+    int BT = g->B * g->T, C = c->hidden, I = c->intermediate;
+    size_t bti = (size_t)BT * I, btc = (size_t)BT * C;
     shs_device_t *d = g->dev;
+    shs__amp_t *amp = &g->amp;
+    shs_dtype_t A = amp->A;
     shs__llama_acts_t *a = &g->layer[l];
 #define W(k) ((float *)gw[k])
     shs_memset(d, g->dact, 0, bti * sizeof(float));
-    shs_matmul_backward(d, g->dact, W(SHS__LP_DOWN), NULL, dout, a->act, p[SHS__LP_DOWN], BT, I, C);
+    shs__amp_matmul_backward(amp, g->dact, W(SHS__LP_DOWN), NULL, dout, shs__amp_view(amp, a->act, A, g->wa, bti),
+                             p[SHS__LP_DOWN], BT, I, C);
     shs_memset(d, g->dgate, 0, bti * sizeof(float));
     shs_memset(d, g->dup, 0, bti * sizeof(float));
-    if (c->act == SHS_LLAMA_ACT_GELU_TANH) shs_geglu_backward(d, g->dgate, g->dup, g->dact, a->gate, a->up, bti);
-    else shs_swiglu_backward(d, g->dgate, g->dup, g->dact, a->gate, a->up, bti);
-    shs_memset(d, g->dbtc, 0, (size_t)BT * C * sizeof(float));
-    shs_matmul_backward(d, g->dbtc, W(SHS__LP_GATE), NULL, g->dgate, xin, p[SHS__LP_GATE], BT, C, I);
-    shs_matmul_backward(d, g->dbtc, W(SHS__LP_UP), NULL, g->dup, xin, p[SHS__LP_UP], BT, C, I);
+    const float *gt = shs__amp_view(amp, a->gate, A, g->wa, bti), *up = shs__amp_view(amp, a->up, A, g->wb, bti);
+    if (c->act == SHS_LLAMA_ACT_GELU_TANH) shs_geglu_backward(d, g->dgate, g->dup, g->dact, gt, up, bti);
+    else shs_swiglu_backward(d, g->dgate, g->dup, g->dact, gt, up, bti);
+    shs_memset(d, g->dbtc, 0, btc * sizeof(float));
+    shs__amp_matmul_backward(amp, g->dbtc, W(SHS__LP_GATE), NULL, g->dgate,
+                             shs__amp_view(amp, branch_input(g, a->ln2, res2, 0), A, g->wa, btc), p[SHS__LP_GATE], BT,
+                             C, I);
+    shs__amp_matmul_backward(amp, g->dbtc, W(SHS__LP_UP), NULL, g->dup,
+                             shs__amp_view(amp, branch_input(g, a->ln2, res2, g->n2 > 1 ? 1 : 0), A, g->wa, btc),
+                             p[SHS__LP_UP], BT, C, I);
 #undef W
 }
 
 /* ---- the layer ------------------------------------------------------------------------------
  * res2 = x + [ATTN_OUT norm] o(attention([ATTN_IN norm] x))
- * res3 = res2 + [MLP_OUT norm] down(act(gate(m)) * up(m)), m = [MLP_IN norm] res2 */
+ * res3 = res2 + [MLP_OUT norm] down(act(gate(m)) * up(m)), m = [MLP_IN norm] res2
+ * A branch's output norm reads the projection as stored (A) and its output
+ * is rounded to A (HF: .to(input_dtype) / type_as) before the residual add. */
 
-void shs__llama_layer_forward(shs__llama_t *g, int l, const float *x, const float *const p[SHS__LP_COUNT]) {
+/* The branch's output into g->proj: the output norm of y (A) when the
+ * layer has one there (slot), else g->proj holds it already. */
+static void branch_output_forward(shs__llama_t *g, const void *y, float *rstd, const float *w) {
+    if (!y) return;
     int BT = g->B * g->T, C = g->cfg.hidden;
-    size_t btc = (size_t)BT * C;
-    unsigned norms = g->norms;
-    shs_device_t *d = g->dev;
-    shs__llama_acts_t *a = &g->layer[l];
-    const float *xin = x;
-    if (norms & SHS_LLAMA_NORM_ATTN_IN) {
-        shs__llama_norm_forward(g, a->ln1, a->rstd1, x, p[SHS__LP_ATTN_IN], BT, C);
-        xin = a->ln1;
-    }
-    attention_forward(g, l, xin, p);
-    int post = norms & SHS_LLAMA_NORM_ATTN_OUT;
-    shs_matmul_forward(d, post ? a->ao : g->proj, a->atty, p[SHS__LP_O], p[SHS__LP_OB], BT, g->QD, C);
-    if (post) shs__llama_norm_forward(g, g->proj, a->rstdao, a->ao, p[SHS__LP_ATTN_OUT], BT, C);
-    shs_residual_forward(d, a->res2, x, g->proj, btc);
-    const float *min = a->res2;
-    if (norms & SHS_LLAMA_NORM_MLP_IN) {
-        shs__llama_norm_forward(g, a->ln2, a->rstd2, a->res2, p[SHS__LP_MLP_IN], BT, C);
-        min = a->ln2;
-    }
-    post = norms & SHS_LLAMA_NORM_MLP_OUT;
-    mlp_forward(g, l, min, p, post ? a->mo : g->proj);
-    if (post) shs__llama_norm_forward(g, g->proj, a->rstdmo, a->mo, p[SHS__LP_MLP_OUT], BT, C);
-    shs_residual_forward(d, a->res3, a->res2, g->proj, btc);
+    shs__llama_norm_forward(g, g->proj, rstd, shs__amp_view(&g->amp, y, g->amp.A, g->wa, (size_t)BT * C), w, BT, C);
+    if (g->amp.A != SHS_F32) shs_round(g->dev, g->proj, g->amp.A, (size_t)BT * C);
 }
 
-/* d(loss)/d(input of an input norm) from g->dbtc into g->dres: through the
- * norm (accumulating), or added when the layer has none there. */
-static void branch_input_backward(shs__llama_t *g, int has_norm, int slot, const float *x, const float *rstd,
+/* out (R) = in32 + g->proj. */
+static void residual_forward(shs__llama_t *g, void *out, const float *in32) {
+    size_t btc = (size_t)g->B * g->T * g->cfg.hidden;
+    float *o = shs__amp_target(out, g->amp.R, g->wr); /* may alias in32's view: residual_forward allows it */
+    shs_residual_forward(g->dev, o, in32, g->proj, btc);
+    shs__amp_commit(&g->amp, out, g->amp.R, o, btc);
+}
+
+void shs__llama_layer_forward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT]) {
+    int BT = g->B * g->T, C = g->cfg.hidden;
+    size_t btc = (size_t)BT * C;
+    shs__amp_t *amp = &g->amp;
+    shs__llama_acts_t *a = &g->layer[l];
+    const float *x32 = shs__amp_view(amp, x, amp->R, g->wx, btc);
+    if (a->ln1) shs__llama_norm_to_copies(g, a->ln1, g->n1, a->rstd1, x32, p[SHS__LP_ATTN_IN]);
+    attention_forward(g, l, x, p);
+    if (a->ao)
+        linear_forward(g, a->ao, a->atty, p[SHS__LP_O], p[SHS__LP_OB], g->QD, C);
+    else
+        shs__amp_matmul(amp, g->proj, shs__amp_view(amp, a->atty, amp->A, g->wa, (size_t)BT * g->QD), p[SHS__LP_O],
+                        p[SHS__LP_OB], BT, g->QD, C, 1);
+    branch_output_forward(g, a->ao, a->rstdao, p[SHS__LP_ATTN_OUT]);
+    residual_forward(g, a->res2, x32);
+    const float *res2 = shs__amp_view(amp, a->res2, amp->R, g->wr, btc);
+    if (a->ln2) shs__llama_norm_to_copies(g, a->ln2, g->n2, a->rstd2, res2, p[SHS__LP_MLP_IN]);
+    mlp_forward(g, l, a->res2, p);
+    branch_output_forward(g, a->mo, a->rstdmo, p[SHS__LP_MLP_OUT]);
+    residual_forward(g, a->res3, res2);
+}
+
+/* d(loss)/d(a branch's input) from g->dbtc into g->dres: through its input
+ * norm of x (R; accumulating), or added when the layer has none there. */
+static void branch_input_backward(shs__llama_t *g, int slot, const void *x, const float *rstd,
                                   const float *const p[SHS__LP_COUNT], const float *const gw[SHS__LP_COUNT]) {
     int BT = g->B * g->T, C = g->cfg.hidden;
-    if (has_norm) shs__llama_norm_backward(g, g->dres, (float *)gw[slot], g->dbtc, x, p[slot], rstd, BT, C);
-    else shs_accumulate(g->dev, g->dres, g->dbtc, (size_t)BT * C);
+    if (!p[slot]) {
+        shs_accumulate(g->dev, g->dres, g->dbtc, (size_t)BT * C);
+        return;
+    }
+    shs__llama_norm_backward(g, g->dres, (float *)gw[slot], g->dbtc, shs__amp_view(&g->amp, x, g->amp.R, g->wx,
+                             (size_t)BT * C), p[slot], rstd, BT, C);
 }
 
 /* d(loss)/d(a branch's output before its output norm): g->dres itself, or
- * through the norm into g->dpost. */
-static const float *branch_output_backward(shs__llama_t *g, int has_norm, int slot, const float *y, const float *rstd,
+ * through the norm of y (A) into g->dpost. */
+static const float *branch_output_backward(shs__llama_t *g, int slot, const void *y, const float *rstd,
                                            const float *const p[SHS__LP_COUNT], const float *const gw[SHS__LP_COUNT]) {
     int BT = g->B * g->T, C = g->cfg.hidden;
-    if (!has_norm) return g->dres;
+    if (!y) return g->dres;
     shs_memset(g->dev, g->dpost, 0, (size_t)BT * C * sizeof(float));
-    shs__llama_norm_backward(g, g->dpost, (float *)gw[slot], g->dres, y, p[slot], rstd, BT, C);
+    shs__llama_norm_backward(g, g->dpost, (float *)gw[slot], g->dres,
+                             shs__amp_view(&g->amp, y, g->amp.A, g->wa, (size_t)BT * C), p[slot], rstd, BT, C);
     return g->dpost;
 }
 
-void shs__llama_layer_backward(shs__llama_t *g, int l, const float *x, const float *const p[SHS__LP_COUNT],
+void shs__llama_layer_backward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT],
                                const float *const gw[SHS__LP_COUNT]) {
     int BT = g->B * g->T, C = g->cfg.hidden;
-    unsigned norms = g->norms;
+    shs__amp_t *amp = &g->amp;
     shs__llama_acts_t *a = &g->layer[l];
-    shs_device_t *d = g->dev;
     /* the MLP branch */
-    int mlp_in = norms & SHS_LLAMA_NORM_MLP_IN;
-    const float *dm = branch_output_backward(g, norms & SHS_LLAMA_NORM_MLP_OUT, SHS__LP_MLP_OUT, a->mo, a->rstdmo, p, gw);
-    mlp_backward(g, l, mlp_in ? a->ln2 : a->res2, dm, p, gw);
-    branch_input_backward(g, mlp_in, SHS__LP_MLP_IN, a->res2, a->rstd2, p, gw);
+    const float *dm = branch_output_backward(g, SHS__LP_MLP_OUT, a->mo, a->rstdmo, p, gw);
+    mlp_backward(g, l, a->res2, dm, p, gw);
+    branch_input_backward(g, SHS__LP_MLP_IN, a->res2, a->rstd2, p, gw);
     /* the attention branch */
-    int attn_in = norms & SHS_LLAMA_NORM_ATTN_IN;
-    const float *da = branch_output_backward(g, norms & SHS_LLAMA_NORM_ATTN_OUT, SHS__LP_ATTN_OUT, a->ao, a->rstdao, p,
-                                             gw);
-    shs_memset(d, g->datty, 0, (size_t)BT * g->QD * sizeof(float));
-    shs_matmul_backward(d, g->datty, (float *)gw[SHS__LP_O], (float *)gw[SHS__LP_OB], da, a->atty, p[SHS__LP_O], BT,
-                        g->QD, C);
-    attention_backward(g, l, attn_in ? a->ln1 : x, p, gw);
-    branch_input_backward(g, attn_in, SHS__LP_ATTN_IN, x, a->rstd1, p, gw);
+    const float *da = branch_output_backward(g, SHS__LP_ATTN_OUT, a->ao, a->rstdao, p, gw);
+    shs_memset(g->dev, g->datty, 0, (size_t)BT * g->QD * sizeof(float));
+    shs__amp_matmul_backward(amp, g->datty, (float *)gw[SHS__LP_O], (float *)gw[SHS__LP_OB], da,
+                             shs__amp_view(amp, a->atty, amp->A, g->wc, (size_t)BT * g->QD), p[SHS__LP_O], BT, g->QD,
+                             C);
+    attention_backward(g, l, x, p, gw);
+    branch_input_backward(g, SHS__LP_ATTN_IN, x, a->rstd1, p, gw);
 }

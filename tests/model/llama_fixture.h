@@ -18,6 +18,7 @@ typedef struct {
     shs_device_t *dev;
     shs_model_t *m;
     plain_source_t ps;
+    shs_gpt_exec_t ex;
     int B, T;
     int32_t *tok, *tgt, *pos, *doc;
 } fx_t;
@@ -32,13 +33,30 @@ float fx_step(fx_t *f);
 double fx_loss_cb(void *f);
 /* The gradients of every unit, concatenated (host, malloc'd). */
 float *fx_grads(fx_t *f);
-/* Model vs reference: loss within 1e-5 relative; per tensor, the largest
- * gradient error within `gtol` of the tensor's largest reference gradient,
- * every tensor with a nonzero gradient; prints the figures. */
-void check_against_reference(fx_t *f, const char *what, double gtol);
-/* The same step compared with the reference of `ref_cfg` (which may differ
- * from the model's, to plant a fault); fails on a tensor only when gtol > 0.
- * Returns the worst tensor's relative gradient error; *loss_rel the loss's. */
+
+/* How far the model's loss and gradients are from the reference's: per
+ * tensor the largest gradient error over the tensor's largest reference
+ * gradient, the worst of them reported. */
+typedef struct {
+    double ref_loss, loss_rel, worst;
+    const char *worst_name;
+    int tensor_failed;                  /* the first tensor above gtol, or -1 */
+} ref_diff_t;
+
+/* The model's last step (its loss `loss` and gradients) against the
+ * reference of `ref_cfg` (which may differ from the model's, to plant a
+ * fault) with autocast dtypes A and R (A = SHS_DTYPE_DEFAULT: none; the
+ * weights rounded when A is 16-bit and the exec's parameters are not A);
+ * every tensor must get a nonzero gradient. */
+ref_diff_t diff_from_reference(fx_t *f, const shs_llama_config_t *ref_cfg, float loss, shs_dtype_t A, shs_dtype_t R,
+                               double gtol);
+/* One step against the reference with the model's own autocast rounding:
+ * loss within `ltol` relative, per tensor the largest gradient error within
+ * `gtol` of its largest reference gradient; prints the figures. */
+ref_diff_t check_against_reference(fx_t *f, const char *what, double ltol, double gtol);
+/* One step against the reference of `ref_cfg`; fails on a tensor only when
+ * gtol > 0. Returns the worst tensor's relative gradient error; *loss_rel
+ * the loss's. */
 double compare_with_reference(fx_t *f, const shs_llama_config_t *ref_cfg, double gtol, const char *what,
                               double *loss_rel);
 

@@ -14,11 +14,24 @@ static double *dz(size_t n) {
     return p;
 }
 
-static int tensor_index(const shs_layout_t *lo, const char *name) {
+int llama_ref_tensor(const shs_layout_t *lo, const char *name) {
     for (int i = 0; i < lo->num_tensors; i++)
         if (strcmp(lo->tensors[i].name, name) == 0) return i;
+    return -1;
+}
+static int tensor_index(const shs_layout_t *lo, const char *name) {
+    int i = llama_ref_tensor(lo, name);
+    if (i >= 0) return i;
     fprintf(stderr, "llama_ref: no tensor named %s\n", name);
     abort();
+}
+
+/* x (n) rounded to dt (bf16 or f16) from its f32 value; other dtypes: unchanged. */
+static void rnd(double *x, size_t n, shs_dtype_t dt) {
+    for (size_t i = 0; i < n && (dt == SHS_BF16 || dt == SHS_F16); i++) {
+        float f = (float)x[i];
+        x[i] = dt == SHS_BF16 ? shs_bf16_to_f32(shs_f32_to_bf16(f)) : shs_f16_to_f32(shs_f32_to_f16(f));
+    }
 }
 
 /* ---- the pieces --------------------------------------------------------------------- */
@@ -118,11 +131,16 @@ typedef struct {
     double *grouped_w, *grouped_g, *grouped_b, *grouped_bg; /* InternLM2's wqkv (and bias) to scatter back */
 } layer_w_t;
 
-static pv_t pv(const llama_ref_t *R, int idx, size_t off) { return (pv_t){R->p[idx] + off, R->g[idx] + off}; }
-static pv_t named(const llama_ref_t *R, int l, const char *suffix, size_t off) {
+/* A layer tensor's values from `src` (R->p, or its copy with the matmul
+ * weights rounded) and its gradient, from element off. */
+static pv_t named_from(const llama_ref_t *R, double **src, int l, const char *suffix, size_t off) {
     char n[96];
     snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);
-    return pv(R, tensor_index(R->lo, n), off);
+    int idx = tensor_index(R->lo, n);
+    return (pv_t){src[idx] + off, R->g[idx] + off};
+}
+static pv_t named(const llama_ref_t *R, int l, const char *suffix, size_t off) {
+    return named_from(R, R->p, l, suffix, off);
 }
 
 /* InternLM2's wqkv rows, 'b q (h gs d) -> b q h gs d' with gs = G + 2: for
@@ -145,7 +163,8 @@ static void internlm2_rows(const shs_llama_config_t *c, int HD, int cols, double
             }
 }
 
-static void layer_weights(const llama_ref_t *R, int l, int HD, layer_w_t *w) {
+/* Norm weights from R->p, the matmuls' from pw. */
+static void layer_weights(const llama_ref_t *R, double **pw, int l, int HD, layer_w_t *w) {
     const shs_llama_config_t *c = R->c;
     int C = c->hidden, QD = c->num_heads * HD, KVD = c->num_kv_heads * HD, I = c->intermediate;
     unsigned nb = c->norms ? c->norms : SHS_LLAMA_NORMS_PRE;
@@ -160,41 +179,41 @@ static void layer_weights(const llama_ref_t *R, int l, int HD, layer_w_t *w) {
     if (nb & SHS_LLAMA_NORM_MLP_OUT) w->n_mo = named(R, l, "post_feedforward_layernorm.weight", 0);
     if (c->qk_norm) w->qn = named(R, l, "self_attn.q_norm.weight", 0), w->kn = named(R, l, "self_attn.k_norm.weight", 0);
     if (intern) {
-        pv_t g = named(R, l, "attention.wqkv.weight", 0);
+        pv_t g = named_from(R, pw, l, "attention.wqkv.weight", 0);
         w->grouped_w = g.w, w->grouped_g = g.g;
         w->q = (pv_t){dz((size_t)QD * C), dz((size_t)QD * C)}, w->k = (pv_t){dz((size_t)KVD * C), dz((size_t)KVD * C)};
         w->v = (pv_t){dz((size_t)KVD * C), dz((size_t)KVD * C)};
         internlm2_rows(c, HD, C, g.w, w->q.w, w->k.w, w->v.w, 0);
         if (bias) {
-            pv_t b = named(R, l, "attention.wqkv.bias", 0);
+            pv_t b = named_from(R, pw, l, "attention.wqkv.bias", 0);
             w->grouped_b = b.w, w->grouped_bg = b.g;
             w->bq = (pv_t){dz(QD), dz(QD)}, w->bk = (pv_t){dz(KVD), dz(KVD)}, w->bv = (pv_t){dz(KVD), dz(KVD)};
             internlm2_rows(c, HD, 1, b.w, w->bq.w, w->bk.w, w->bv.w, 0);
-            w->bo = named(R, l, "attention.wo.bias", 0);
+            w->bo = named_from(R, pw, l, "attention.wo.bias", 0);
         }
-        w->o = named(R, l, "attention.wo.weight", 0);
-        w->gate = named(R, l, "feed_forward.w1.weight", 0), w->up = named(R, l, "feed_forward.w3.weight", 0);
-        w->down = named(R, l, "feed_forward.w2.weight", 0);
+        w->o = named_from(R, pw, l, "attention.wo.weight", 0);
+        w->gate = named_from(R, pw, l, "feed_forward.w1.weight", 0), w->up = named_from(R, pw, l, "feed_forward.w3.weight", 0);
+        w->down = named_from(R, pw, l, "feed_forward.w2.weight", 0);
         return;
     }
     if (phi) { /* Phi3Attention: qkv[..., :QD], then KVD, then KVD; Phi3MLP: gate_up.chunk(2) */
-        w->q = named(R, l, "self_attn.qkv_proj.weight", 0);
-        w->k = named(R, l, "self_attn.qkv_proj.weight", (size_t)QD * C);
-        w->v = named(R, l, "self_attn.qkv_proj.weight", (size_t)(QD + KVD) * C);
-        w->gate = named(R, l, "mlp.gate_up_proj.weight", 0);
-        w->up = named(R, l, "mlp.gate_up_proj.weight", (size_t)I * C);
+        w->q = named_from(R, pw, l, "self_attn.qkv_proj.weight", 0);
+        w->k = named_from(R, pw, l, "self_attn.qkv_proj.weight", (size_t)QD * C);
+        w->v = named_from(R, pw, l, "self_attn.qkv_proj.weight", (size_t)(QD + KVD) * C);
+        w->gate = named_from(R, pw, l, "mlp.gate_up_proj.weight", 0);
+        w->up = named_from(R, pw, l, "mlp.gate_up_proj.weight", (size_t)I * C);
     } else {
-        w->q = named(R, l, "self_attn.q_proj.weight", 0), w->k = named(R, l, "self_attn.k_proj.weight", 0);
-        w->v = named(R, l, "self_attn.v_proj.weight", 0);
-        w->gate = named(R, l, "mlp.gate_proj.weight", 0), w->up = named(R, l, "mlp.up_proj.weight", 0);
+        w->q = named_from(R, pw, l, "self_attn.q_proj.weight", 0), w->k = named_from(R, pw, l, "self_attn.k_proj.weight", 0);
+        w->v = named_from(R, pw, l, "self_attn.v_proj.weight", 0);
+        w->gate = named_from(R, pw, l, "mlp.gate_proj.weight", 0), w->up = named_from(R, pw, l, "mlp.up_proj.weight", 0);
     }
     if (bias) {
-        w->bq = named(R, l, "self_attn.q_proj.bias", 0), w->bk = named(R, l, "self_attn.k_proj.bias", 0);
-        w->bv = named(R, l, "self_attn.v_proj.bias", 0);
+        w->bq = named_from(R, pw, l, "self_attn.q_proj.bias", 0), w->bk = named_from(R, pw, l, "self_attn.k_proj.bias", 0);
+        w->bv = named_from(R, pw, l, "self_attn.v_proj.bias", 0);
     }
-    w->o = named(R, l, "self_attn.o_proj.weight", 0);
-    if (c->attention_bias) w->bo = named(R, l, "self_attn.o_proj.bias", 0);
-    w->down = named(R, l, "mlp.down_proj.weight", 0);
+    w->o = named_from(R, pw, l, "self_attn.o_proj.weight", 0);
+    if (c->attention_bias) w->bo = named_from(R, pw, l, "self_attn.o_proj.bias", 0);
+    w->down = named_from(R, pw, l, "mlp.down_proj.weight", 0);
 }
 
 /* InternLM2: the separate gradients added back into wqkv's, the temporaries freed. */
@@ -210,7 +229,7 @@ static void layer_weights_done(const llama_ref_t *R, int HD, layer_w_t *w) {
 /* ---- the model -------------------------------------------------------------------------- */
 
 typedef struct {
-    double *x, *r1, *n1, *qraw, *kraw, *rq, *rk, *q, *k, *v, *S, *P, *y, *oraw, *ro, *h, *r2, *n2, *g, *u, *a;
+    double *x, *r1, *n1, *qraw, *kraw, *rq, *rk, *q, *k, *v, *S, *P, *Pr, *y, *oraw, *ro, *h, *r2, *n2, *g, *u, *a;
     double *mraw, *rm;
     const float *inv;
     double mscale;
@@ -232,6 +251,20 @@ double llama_ref_run(llama_ref_t *R) {
     int te = tensor_index(lo, intern ? "model.tok_embeddings.weight" : "model.embed_tokens.weight");
     int tn = tensor_index(lo, "model.norm.weight");
     int th = c->tie_word_embeddings ? te : tensor_index(lo, intern ? "output.weight" : "lm_head.weight");
+    shs_dtype_t A = R->A, RD = R->R;
+    /* what the matmuls read: the weights and biases, rounded to A with round_weights */
+    double **pw = R->p;
+    if (R->round_weights) {
+        pw = calloc((size_t)lo->num_tensors, sizeof *pw);
+        for (int i = 0; i < lo->num_tensors; i++) {
+            pw[i] = dz(lo->tensors[i].numel);
+            memcpy(pw[i], R->p[i], lo->tensors[i].numel * sizeof(double));
+            rnd(pw[i], lo->tensors[i].numel, A);
+        }
+    }
+    size_t NC = (size_t)N * C, NQ = (size_t)N * QD, NK = (size_t)N * KVD, NI = (size_t)N * I;
+    size_t TT = (size_t)B * NH * T * T;
+    rnd(&es, 1, RD); /* HF Gemma: the normalizer a tensor of the hidden states' dtype */
     /* LongRoPE: the long factors once the batch's positions pass the original context */
     const float *inv_global = R->inv_global;
     double mscale = 1.0;
@@ -250,25 +283,29 @@ double llama_ref_run(llama_ref_t *R) {
     double *x = dz((size_t)N * C);
     for (int i = 0; i < N; i++)
         for (int ch = 0; ch < C; ch++) x[(size_t)i * C + ch] = R->p[te][(size_t)R->tok[i] * C + ch] * es;
+    rnd(x, NC, RD);
     for (int l = 0; l < L; l++) {
         ref_layer_t *s = &S[l];
         layer_w_t w;
-        layer_weights(R, l, HD, &w);
+        layer_weights(R, pw, l, HD, &w);
         s->W = window_of(c, l);
         int local = s->W && c->rope_local_theta > 0;
         s->inv = local ? R->inv_local : inv_global, s->mscale = local ? 1.0 : mscale;
         s->x = x;
         s->r1 = dz(N), s->n1 = dz((size_t)N * C), s->q = dz((size_t)N * QD), s->k = dz((size_t)N * KVD);
         s->qraw = dz((size_t)N * QD), s->kraw = dz((size_t)N * KVD), s->rq = dz((size_t)qrows), s->rk = dz((size_t)krows);
-        s->v = dz((size_t)N * KVD), s->S = dz((size_t)B * NH * T * T), s->P = dz((size_t)B * NH * T * T);
+        s->v = dz((size_t)N * KVD), s->S = dz(TT), s->P = dz(TT), s->Pr = dz(TT);
         s->y = dz((size_t)N * QD), s->oraw = dz((size_t)N * C), s->ro = dz(N), s->h = dz((size_t)N * C);
         s->r2 = dz(N), s->n2 = dz((size_t)N * C), s->g = dz((size_t)N * I), s->u = dz((size_t)N * I);
         s->a = dz((size_t)N * I), s->mraw = dz((size_t)N * C), s->rm = dz(N);
-        const double *xin = x;
-        if (w.n_ai.w) rms(s->n1, s->r1, x, w.n_ai.w, p1, N, C, eps), xin = s->n1;
-        lin(s->qraw, xin, w.q.w, w.bq.w, N, C, QD);
-        lin(s->kraw, xin, w.k.w, w.bk.w, N, C, KVD);
-        lin(s->v, xin, w.v.w, w.bv.w, N, C, KVD);
+        /* n1: what the projections read, the input norm's output or the input, in A */
+        if (w.n_ai.w) rms(s->n1, s->r1, x, w.n_ai.w, p1, N, C, eps);
+        else memcpy(s->n1, x, NC * sizeof(double));
+        rnd(s->n1, NC, A);
+        lin(s->qraw, s->n1, w.q.w, w.bq.w, N, C, QD);
+        lin(s->kraw, s->n1, w.k.w, w.bk.w, N, C, KVD);
+        lin(s->v, s->n1, w.v.w, w.bv.w, N, C, KVD);
+        rnd(s->qraw, NQ, A), rnd(s->kraw, NK, A), rnd(s->v, NK, A);
         if (c->qk_norm) {
             rms(s->q, s->rq, s->qraw, w.qn.w, p1, qrows, qcols, eps);
             rms(s->k, s->rk, s->kraw, w.kn.w, p1, krows, kcols, eps);
@@ -278,6 +315,7 @@ double llama_ref_run(llama_ref_t *R) {
         }
         rope(s->q, R, s->inv, s->mscale, NH, HD, Rd, 1);
         rope(s->k, R, s->inv, s->mscale, NKV, HD, Rd, 1);
+        rnd(s->q, NQ, A), rnd(s->k, NK, A);
         for (int b = 0; b < B; b++)
             for (int hh = 0; hh < NH; hh++)
                 for (int t = 0; t < T; t++) {
@@ -301,28 +339,43 @@ double llama_ref_run(llama_ref_t *R) {
                         for (int i = 0; i < HD; i++) y[i] += P[t2] * v[i];
                     }
                 }
+        /* the output from the f32 probabilities; eager stores them rounded (backward reads those),
+         * flash recomputes them unrounded */
+        memcpy(s->Pr, s->P, TT * sizeof(double));
+        rnd(s->Pr, TT, A);
+        rnd(s->y, NQ, A);
         lin(s->oraw, s->y, w.o.w, w.bo.w, N, QD, C);
-        double *o = s->oraw, *on = dz((size_t)N * C);
-        if (w.n_ao.w) rms(on, s->ro, s->oraw, w.n_ao.w, p1, N, C, eps), o = on;
-        for (size_t i = 0; i < (size_t)N * C; i++) s->h[i] = x[i] + o[i];
-        const double *min = s->h;
-        if (w.n_mi.w) rms(s->n2, s->r2, s->h, w.n_mi.w, p1, N, C, eps), min = s->n2;
-        lin(s->g, min, w.gate.w, NULL, N, C, I);
-        lin(s->u, min, w.up.w, NULL, N, C, I);
-        for (size_t i = 0; i < (size_t)N * I; i++)
+        rnd(s->oraw, NC, A);
+        double *o = s->oraw, *on = dz(NC);
+        if (w.n_ao.w) rms(on, s->ro, s->oraw, w.n_ao.w, p1, N, C, eps), rnd(on, NC, A), o = on;
+        for (size_t i = 0; i < NC; i++) s->h[i] = x[i] + o[i];
+        rnd(s->h, NC, RD);
+        if (w.n_mi.w) rms(s->n2, s->r2, s->h, w.n_mi.w, p1, N, C, eps);
+        else memcpy(s->n2, s->h, NC * sizeof(double));
+        rnd(s->n2, NC, A);
+        lin(s->g, s->n2, w.gate.w, NULL, N, C, I);
+        lin(s->u, s->n2, w.up.w, NULL, N, C, I);
+        rnd(s->g, NI, A), rnd(s->u, NI, A);
+        for (size_t i = 0; i < NI; i++)
             s->a[i] = (c->act == SHS_LLAMA_ACT_GELU_TANH ? gelu(s->g[i]) : s->g[i] / (1 + exp(-s->g[i]))) * s->u[i];
+        rnd(s->a, NI, A);
         lin(s->mraw, s->a, w.down.w, NULL, N, I, C);
-        double *m = s->mraw, *mn = dz((size_t)N * C), *xn = dz((size_t)N * C);
-        if (w.n_mo.w) rms(mn, s->rm, s->mraw, w.n_mo.w, p1, N, C, eps), m = mn;
-        for (size_t i = 0; i < (size_t)N * C; i++) xn[i] = s->h[i] + m[i];
+        rnd(s->mraw, NC, A);
+        double *m = s->mraw, *mn = dz(NC), *xn = dz(NC);
+        if (w.n_mo.w) rms(mn, s->rm, s->mraw, w.n_mo.w, p1, N, C, eps), rnd(mn, NC, A), m = mn;
+        for (size_t i = 0; i < NC; i++) xn[i] = s->h[i] + m[i];
+        rnd(xn, NC, RD);
         free(on), free(mn);
         layer_weights_done(R, HD, &w); /* forward only: no gradient yet (adds zeros) */
         x = xn;
     }
     double *rf = dz(N), *nf = dz((size_t)N * C), *logits = dz((size_t)N * V), *raw = dz((size_t)N * V);
     rms(nf, rf, x, R->p[tn], p1, N, C, eps);
-    lin(raw, nf, R->p[th], NULL, N, C, V);
+    rnd(nf, NC, A);
+    lin(raw, nf, pw[th], NULL, N, C, V);
+    rnd(raw, (size_t)N * V, A);
     for (size_t i = 0; i < (size_t)N * V; i++) logits[i] = fcap > 0 ? fcap * tanh(raw[i] / fcap) : raw[i];
+    if (fcap > 0) rnd(logits, (size_t)N * V, A);
     int count = 0;
     for (int i = 0; i < N; i++) count += R->tgt[i] != SHS_IGNORE_INDEX;
     double loss = 0;
@@ -335,19 +388,19 @@ double llama_ref_run(llama_ref_t *R) {
         loss += m + log(z) - lg[R->tgt[i]];
         for (int v = 0; v < V; v++) {
             double d = (exp(lg[v] - m) / z - (v == R->tgt[i])) / count;
-            double t = fcap > 0 ? tanh(raw[(size_t)i * V + v] / fcap) : 0;
+            double t = fcap > 0 ? lg[v] / fcap : 0; /* tanh as stored (autograd saves tanh's output) */
             dlog[(size_t)i * V + v] = fcap > 0 ? d * (1 - t * t) : d;
         }
     }
     loss = count ? loss / count : 0;
     /* backward */
     double *dnf = dz((size_t)N * C), *dx = dz((size_t)N * C);
-    lin_back(dnf, R->g[th], NULL, dlog, nf, R->p[th], N, C, V);
+    lin_back(dnf, R->g[th], NULL, dlog, nf, pw[th], N, C, V);
     rms_back(dx, R->g[tn], dnf, x, rf, R->p[tn], p1, N, C);
     for (int l = L - 1; l >= 0; l--) {
         ref_layer_t *s = &S[l];
         layer_w_t w;
-        layer_weights(R, l, HD, &w);
+        layer_weights(R, pw, l, HD, &w);
         double *da = dz((size_t)N * I), *dg = dz((size_t)N * I), *du = dz((size_t)N * I), *dn2 = dz((size_t)N * C);
         double *dh = dz((size_t)N * C), *dy = dz((size_t)N * QD), *dq = dz((size_t)N * QD), *dk = dz((size_t)N * KVD);
         double *dv = dz((size_t)N * KVD), *dn1 = dz((size_t)N * C), *dmr = dz((size_t)N * C), *dor = dz((size_t)N * C);
@@ -362,9 +415,8 @@ double llama_ref_run(llama_ref_t *R) {
             dg[i] = da[i] * s->u[i] * (gl ? gelu_grad(s->g[i]) : silu_grad(s->g[i]));
             du[i] = da[i] * act;
         }
-        const double *min = w.n_mi.w ? s->n2 : s->h;
-        lin_back(dn2, w.gate.g, NULL, dg, min, w.gate.w, N, C, I);
-        lin_back(dn2, w.up.g, NULL, du, min, w.up.w, N, C, I);
+        lin_back(dn2, w.gate.g, NULL, dg, s->n2, w.gate.w, N, C, I);
+        lin_back(dn2, w.up.g, NULL, du, s->n2, w.up.w, N, C, I);
         memcpy(dh, dx, (size_t)N * C * sizeof(double));
         if (w.n_mi.w) rms_back(dh, w.n_mi.g, dn2, s->h, s->r2, w.n_mi.w, p1, N, C);
         else for (size_t i = 0; i < (size_t)N * C; i++) dh[i] += dn2[i];
@@ -376,7 +428,8 @@ double llama_ref_run(llama_ref_t *R) {
             for (int hh = 0; hh < NH; hh++)
                 for (int t = 0; t < T; t++) {
                     size_t row = (((size_t)b * NH + hh) * T + t) * T;
-                    const double *P = s->P + row, *Sr = s->S + row;
+                    const double *P = (R->flash ? s->P : s->Pr) + row, *Sr = s->S + row;
+                    const double *yr = s->y + ((size_t)(b * T + t) * NH + hh) * HD;
                     const double *dyr = dy + ((size_t)(b * T + t) * NH + hh) * HD;
                     const double *q = s->q + ((size_t)(b * T + t) * NH + hh) * HD;
                     double *dqr_ = dq + ((size_t)(b * T + t) * NH + hh) * HD;
@@ -389,6 +442,10 @@ double llama_ref_run(llama_ref_t *R) {
                             dvr[i] += P[t2] * dyr[i];
                         }
                         sum += P[t2] * dP[t2];
+                    }
+                    if (R->flash) { /* FlashAttention's D = dout . out, with the output as stored */
+                        sum = 0;
+                        for (int i = 0; i < HD; i++) sum += dyr[i] * yr[i];
                     }
                     for (int t2 = 0; t2 < T; t2++) {
                         if (!allowed(R, s->W, b, t, t2)) continue;
@@ -412,10 +469,9 @@ double llama_ref_run(llama_ref_t *R) {
             memcpy(dqr, dq, (size_t)N * QD * sizeof(double));
             memcpy(dkr, dk, (size_t)N * KVD * sizeof(double));
         }
-        const double *xin = w.n_ai.w ? s->n1 : s->x;
-        lin_back(dn1, w.q.g, w.bq.g, dqr, xin, w.q.w, N, C, QD);
-        lin_back(dn1, w.k.g, w.bk.g, dkr, xin, w.k.w, N, C, KVD);
-        lin_back(dn1, w.v.g, w.bv.g, dv, xin, w.v.w, N, C, KVD);
+        lin_back(dn1, w.q.g, w.bq.g, dqr, s->n1, w.q.w, N, C, QD);
+        lin_back(dn1, w.k.g, w.bk.g, dkr, s->n1, w.k.w, N, C, KVD);
+        lin_back(dn1, w.v.g, w.bv.g, dv, s->n1, w.v.w, N, C, KVD);
         memcpy(dx, dh, (size_t)N * C * sizeof(double));
         if (w.n_ai.w) rms_back(dx, w.n_ai.g, dn1, s->x, s->r1, w.n_ai.w, p1, N, C);
         else for (size_t i = 0; i < (size_t)N * C; i++) dx[i] += dn1[i];
@@ -427,9 +483,13 @@ double llama_ref_run(llama_ref_t *R) {
         for (int ch = 0; ch < C; ch++) R->g[te][(size_t)R->tok[i] * C + ch] += dx[(size_t)i * C + ch] * es;
     for (int l = 0; l < L; l++) {
         ref_layer_t *s = &S[l];
-        double *bufs[] = {s->x, s->r1, s->n1, s->qraw, s->kraw, s->rq, s->rk, s->q, s->k, s->v, s->S, s->P, s->y,
+        double *bufs[] = {s->x, s->r1, s->n1, s->qraw, s->kraw, s->rq, s->rk, s->q, s->k, s->v, s->S, s->P, s->Pr, s->y,
                           s->oraw, s->ro, s->h, s->r2, s->n2, s->g, s->u, s->a, s->mraw, s->rm};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    }
+    if (pw != R->p) {
+        for (int i = 0; i < lo->num_tensors; i++) free(pw[i]);
+        free(pw);
     }
     free(x), free(rf), free(nf), free(logits), free(raw), free(dlog), free(dnf), free(dx), free(S);
     return loss;

@@ -7,7 +7,8 @@
  * with per-document masks, per-layer sliding windows, soft-capped scores
  * and an explicit scale, SwiGLU or GeGLU (GELU's tanh form), embeddings
  * times sqrt(C), a soft-capped head, mean cross-entropy over counted
- * targets. The weights are read by their Hugging Face names from the
+ * targets; optionally with torch.autocast's rounding at the points
+ * llama.h lists. The weights are read by their Hugging Face names from the
  * layout, fused and grouped projections decoded here by HF's own rules
  * (Phi-3's qkv rows q|k|v and gate_up rows gate|up; InternLM2's wqkv
  * rearranged 'b q (h gs d)' with gs = NH/NKV + 2).
@@ -17,6 +18,8 @@
 
 #include <stdint.h>
 
+#include "shardsim/dtype.h"
+#include "shardsim/layout.h"
 #include "shardsim/llama.h"
 
 typedef struct {
@@ -27,8 +30,21 @@ typedef struct {
     const float *inv_global, *inv_local, *inv_long; /* (R/2) the frequencies (checked on their own) */
     double **p;                           /* per layout tensor, by index */
     double **g;                           /* their gradients (out, accumulated) */
+    /* autocast emulation, off when A is SHS_DTYPE_DEFAULT or f32: every value the
+     * model stores in A (the projections' inputs, q/k/v and the q/k norms' inputs,
+     * RoPE outputs, attention probabilities and output, the output norms' inputs and
+     * outputs, the activation and its inputs, the final norm, logits before and
+     * after the soft cap) and in R (the embedding and its scale, the residual stream)
+     * is rounded to that dtype (from its f32 value) where it is made;
+     * round_weights: every weight and bias a matmul reads is rounded to A too */
+    shs_dtype_t A, R;
+    int round_weights;
+    int flash;                            /* backward recomputes unrounded probabilities (flash) instead of
+                                           * reading the stored rounded ones (eager); only matters with A */
 } llama_ref_t;
 
+/* The layout index of a tensor by name, -1 when absent. */
+int llama_ref_tensor(const shs_layout_t *lo, const char *name);
 /* Forward and backward of the mean loss; gradients into R->g. Returns the loss. */
 double llama_ref_run(llama_ref_t *R);
 
