@@ -181,7 +181,7 @@ static const struct {
      "\"torch_dtype\": \"float32\"}", ", q/k head norms"},
     {"phi3", "{\"model_type\": \"phi3\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "
      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"intermediate_size\": 96, \"vocab_size\": 256, "
-     "\"max_position_embeddings\": 128, \"original_max_position_embeddings\": 16, \"partial_rotary_factor\": 0.5, "
+     "\"max_position_embeddings\": 128, \"original_max_position_embeddings\": 8, \"partial_rotary_factor\": 0.5, "
      "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1.0, 1.5, 2.0, 3.0], "
      "\"long_factor\": [2.0, 3.0, 5.0, 9.0]}, \"sliding_window\": 9, \"embd_pdrop\": 0.0, \"torch_dtype\": \"float32\"}",
      ", partial rotary, longrope"},
@@ -201,7 +201,7 @@ static void test_train_families_zero3_check(void **state) {
     for (size_t i = 0; i < sizeof family_files / sizeof family_files[0]; i++) {
         const char *f = test_tmp_write("family.json", family_files[i].json, strlen(family_files[i].json));
         const test_proc_t *p = run_args("train", "--hf-config", f, "--world", "4", "--strategy", "zero3", "--check",
-                                        "ddp", "--steps", "2", "--context", "32", NULL);
+                                        "ddp", "--steps", "2", "--context", "16", NULL);
         char mt[64];
         snprintf(mt, sizeof mt, "model_type %s", family_files[i].family);
         expect(p, 0, "matched DDP bit for bit", NULL);
