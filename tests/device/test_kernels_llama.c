@@ -66,6 +66,17 @@ static double fd_loss(void *p) {
     return L;
 }
 
+/* The output (n floats on the device), its loss weights in [-1, 1) (host,
+ * returned) and a first forward. */
+static float *fd_output(fd_ctx_t *c, size_t n) {
+    float *lw = hf(n);
+    c->nout = n, c->d_out = dnew(c->d, n);
+    fill(lw, n, -1, 1);
+    c->lw = lw;
+    fd_loss(c);
+    return lw;
+}
+
 /* Adds host input i (n floats, filled in [lo, hi)) to c. */
 static float *fd_input(fd_ctx_t *c, size_t n, float lo, float hi) {
     int i = c->nin++;
@@ -179,11 +190,7 @@ static void test_rope(void **state) {
     for (int i = 0; i < 10; i++) post[i] = i % c.T;
     c.d_aux = dput(c.d, inv, 4), c.d_pos = dput_i32(c.d, pos, bt);
     c.rope = (shs_rope_t){c.d_aux, 0, 0};
-    c.nout = n, c.d_out = dnew(c.d, n);
-    float *lw = hf(n);
-    fill(lw, n, -1, 1);
-    c.lw = lw;
-    fd_loss(&c);
+    fd_output(&c, n);
     double *ref = hd(n);
     rope_oracle(x, pos, inv, c.HD, 1.0, c.B, c.T, c.NH, c.HD, ref);
     float *out = fetch(c.d, c.d_out, n);
@@ -240,11 +247,7 @@ static void test_rope_partial_scaled(void **state) {
     float *x = fd_input(&c, n, -2, 2), inv[R / 2] = {1.0f, 0.1f, 0.01f};
     c.d_aux = dput(c.d, inv, R / 2);
     c.rope = (shs_rope_t){c.d_aux, R, 1.19f};
-    c.nout = n, c.d_out = dnew(c.d, n);
-    float *lw = hf(n);
-    fill(lw, n, -1, 1);
-    c.lw = lw;
-    fd_loss(&c);
+    float *lw = fd_output(&c, n);
     double *ref = hd(n);
     rope_oracle(x, NULL, inv, R, (double)1.19f, c.B, c.T, c.NH, c.HD, ref);
     float *out = fetch(c.d, c.d_out, n);
@@ -259,88 +262,82 @@ static void test_rope_partial_scaled(void **state) {
     for (size_t r = 0; r < rows; r++) check_bits("partial rope dpass", g[0] + r * c.HD + R, lw + r * c.HD + R, c.HD - R);
 }
 
-/* ---- SwiGLU -------------------------------------------------------------------------- */
+/* ---- SwiGLU and GeGLU ---------------------------------------------------------------- */
 
 static double silu64(double g) { return g / (1.0 + exp(-g)); }
+static double dsilu64(double g) { /* d silu = sig + g sig (1 - sig) */
+    double sig = 1.0 / (1.0 + exp(-g));
+    return sig + g * sig * (1.0 - sig);
+}
+static double gelu64(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+static double dgelu64(double x) { return (gelu64(x + 1e-6) - gelu64(x - 1e-6)) / 2e-6; } /* central, step 1e-6 */
 
 static void swiglu_fwd(fd_ctx_t *c) { shs_swiglu_forward(c->d, c->d_out, c->dv[0], c->dv[1], c->nout); }
 static void swiglu_bwd(fd_ctx_t *c, float **g) {
     shs_swiglu_backward(c->d, g[0], g[1], dput(c->d, c->lw, c->nout), c->dv[0], c->dv[1], c->nout);
 }
-
-static void test_swiglu(void **state) {
-    seed(23);
-    fd_ctx_t c = {.d = new_dev(1), .nout = 300, .fwd = swiglu_fwd};
-    size_t n = c.nout;
-    float *gate = fd_input(&c, n, -6, 6), *up = fd_input(&c, n, -2, 2);
-    gate[0] = -100.0f, gate[1] = 100.0f, gate[2] = 0.0f; /* exp overflow/underflow ends and 0 */
-    c.d_out = dnew(c.d, n);
-    float *lw = hf(n);
-    fill(lw, n, -1, 1);
-    c.lw = lw;
-    fd_loss(&c);
-    double *ref = hd(n), *rg = hd(n), *ru = hd(n);
-    for (size_t i = 0; i < n; i++) {
-        double g = gate[i], sig = 1.0 / (1.0 + exp(-g));
-        ref[i] = silu64(g) * up[i];
-        rg[i] = (double)lw[i] * up[i] * (sig + g * sig * (1.0 - sig)); /* d silu = sig + g sig (1 - sig) */
-        ru[i] = (double)lw[i] * silu64(g);
-    }
-    check_close("swiglu out", fetch(c.d, c.d_out, n), ref, NULL, n, FWD_TOL);
-    size_t ns[2] = {n, n};
-    float *d_g[2] = {dnew(c.d, n), dnew(c.d, n)}, *g[2];
-    backward_twice(&c, swiglu_bwd, 2, d_g, ns, g);
-    check_close("swiglu dgate vs f64", g[0], rg, NULL, n, FWD_TOL);
-    check_close("swiglu dup vs f64", g[1], ru, NULL, n, FWD_TOL);
-    gate[0] = -3.0f, gate[1] = 3.0f; /* finite differences away from the saturated ends */
-    put(c.d, c.dv[0], gate, n * sizeof(float));
-    backward_twice(&c, swiglu_bwd, 2, d_g, ns, g);
-    check_fd("swiglu dgate", fd_loss, &c, gate, n, g[0]);
-    check_fd("swiglu dup", fd_loss, &c, up, n, g[1]);
-}
-
-/* ---- GeGLU and soft capping -------------------------------------------------------- */
-
-static double gelu64(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
-
 static void geglu_fwd(fd_ctx_t *c) { shs_geglu_forward(c->d, c->d_out, c->dv[0], c->dv[1], c->nout); }
 static void geglu_bwd(fd_ctx_t *c, float **g) {
     shs_geglu_backward(c->d, g[0], g[1], dput(c->d, c->lw, c->nout), c->dv[0], c->dv[1], c->nout);
 }
 
-/* GeGLU against f64 (torch's gelu approximate='tanh' times up) and its
- * analytic derivative (by central differences of gelu64 with step 1e-6),
- * then the kernel's gradients by finite differences of its own forward. */
-static void test_geglu(void **state) {
-    seed(25);
-    fd_ctx_t c = {.d = new_dev(1), .nout = 300, .fwd = geglu_fwd};
+typedef struct {
+    const char *name;
+    unsigned seed;
+    float gate_range, saturated;       /* gates uniform in +-range; gate[0], gate[1] = -+saturated */
+    double (*act)(double), (*dact)(double);
+    void (*fwd)(fd_ctx_t *);
+    void (*bwd)(fd_ctx_t *, float **);
+    double dgate_tol;                  /* against dact (GeGLU's by differences: 1e-5) */
+} glu_case_t;
+
+/* out = act(gate) * up against f64 (saturated ends and 0 included), the
+ * gradients against f64's and, away from the saturated ends, by finite
+ * differences of the kernel's own forward. */
+static void check_glu(const glu_case_t *k) {
+    seed(k->seed);
+    fd_ctx_t c = {.d = new_dev(1), .nout = 300, .fwd = k->fwd};
     size_t n = c.nout;
-    float *gate = fd_input(&c, n, -5, 5), *up = fd_input(&c, n, -2, 2);
-    gate[0] = -30.0f, gate[1] = 30.0f, gate[2] = 0.0f; /* saturated ends and 0 */
-    c.d_out = dnew(c.d, n);
-    float *lw = hf(n);
-    fill(lw, n, -1, 1);
-    c.lw = lw;
-    fd_loss(&c);
+    float *gate = fd_input(&c, n, -k->gate_range, k->gate_range), *up = fd_input(&c, n, -2, 2);
+    gate[0] = -k->saturated, gate[1] = k->saturated, gate[2] = 0.0f;
+    float *lw = fd_output(&c, n);
     double *ref = hd(n), *rg = hd(n), *ru = hd(n);
     for (size_t i = 0; i < n; i++) {
-        double gg = gate[i], d = (gelu64(gg + 1e-6) - gelu64(gg - 1e-6)) / 2e-6;
-        ref[i] = gelu64(gg) * up[i];
-        rg[i] = (double)lw[i] * up[i] * d;
-        ru[i] = (double)lw[i] * gelu64(gg);
+        double g = gate[i];
+        ref[i] = k->act(g) * up[i];
+        rg[i] = (double)lw[i] * up[i] * k->dact(g);
+        ru[i] = (double)lw[i] * k->act(g);
     }
-    check_close("geglu out", fetch(c.d, c.d_out, n), ref, NULL, n, FWD_TOL);
+    char what[64];
+    snprintf(what, sizeof what, "%s out", k->name);
+    check_close(what, fetch(c.d, c.d_out, n), ref, NULL, n, FWD_TOL);
     size_t ns[2] = {n, n};
     float *d_g[2] = {dnew(c.d, n), dnew(c.d, n)}, *g[2];
-    backward_twice(&c, geglu_bwd, 2, d_g, ns, g);
-    check_close("geglu dgate vs f64", g[0], rg, NULL, n, 1e-5);
-    check_close("geglu dup vs f64", g[1], ru, NULL, n, FWD_TOL);
-    gate[0] = -3.0f, gate[1] = 3.0f;
+    backward_twice(&c, k->bwd, 2, d_g, ns, g);
+    snprintf(what, sizeof what, "%s dgate vs f64", k->name);
+    check_close(what, g[0], rg, NULL, n, k->dgate_tol);
+    snprintf(what, sizeof what, "%s dup vs f64", k->name);
+    check_close(what, g[1], ru, NULL, n, FWD_TOL);
+    gate[0] = -3.0f, gate[1] = 3.0f; /* finite differences away from the saturated ends */
     put(c.d, c.dv[0], gate, n * sizeof(float));
-    backward_twice(&c, geglu_bwd, 2, d_g, ns, g);
-    check_fd("geglu dgate", fd_loss, &c, gate, n, g[0]);
-    check_fd("geglu dup", fd_loss, &c, up, n, g[1]);
+    backward_twice(&c, k->bwd, 2, d_g, ns, g);
+    snprintf(what, sizeof what, "%s dgate", k->name);
+    check_fd(what, fd_loss, &c, gate, n, g[0]);
+    snprintf(what, sizeof what, "%s dup", k->name);
+    check_fd(what, fd_loss, &c, up, n, g[1]);
 }
+
+/* SwiGLU: exp overflow and underflow at gates -+100. */
+static void test_swiglu(void **state) {
+    check_glu(&(glu_case_t){"swiglu", 23, 6.0f, 100.0f, silu64, dsilu64, swiglu_fwd, swiglu_bwd, FWD_TOL});
+}
+
+/* GeGLU: torch's gelu approximate='tanh' times up, tanh saturated at -+30. */
+static void test_geglu(void **state) {
+    check_glu(&(glu_case_t){"geglu", 25, 5.0f, 30.0f, gelu64, dgelu64, geglu_fwd, geglu_bwd, 1e-5});
+}
+
+/* ---- soft capping ---------------------------------------------------------------------- */
 
 static void softcap_fwd(fd_ctx_t *c) { shs_softcap_forward(c->d, c->d_out, c->dv[0], c->eps, c->nout); }
 
@@ -354,11 +351,7 @@ static void test_softcap(void **state) {
     size_t n = c.nout;
     float *x = fd_input(&c, n, -60, 60);
     x[0] = 1e4f, x[1] = -1e4f, x[2] = 0.0f;
-    c.d_out = dnew(c.d, n);
-    float *lw = hf(n);
-    fill(lw, n, -1, 1);
-    c.lw = lw;
-    fd_loss(&c);
+    float *lw = fd_output(&c, n);
     float *out = fetch(c.d, c.d_out, n);
     double *ref = hd(n), *rd = hd(n);
     for (size_t i = 0; i < n; i++) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "finite_diff.h"
 #include "model/llama_fixture.h"
 #include "model/llama_ref.h"
 
@@ -77,6 +78,27 @@ float *fx_grads(fx_t *f) {
     return g;
 }
 
+int fx_check_finite_differences(fx_t *f, const char *what) {
+    fx_step(f);
+    float *g = fx_grads(f);
+    size_t *base = calloc((size_t)f->lo.num_units, sizeof(size_t));
+    for (int u = 1; u < f->lo.num_units; u++) base[u] = base[u - 1] + f->lo.units[u - 1].numel;
+    int checked = 0;
+    for (int ti = 0; ti < f->lo.num_tensors; ti++) {
+        const shs_tensor_info_t *t = &f->lo.tensors[ti];
+        for (size_t k = 0; k < 3 && k < t->numel; k++) {
+            size_t e = t->offset + (k * 7919 + 5) % t->numel;
+            double num = fd_derivative(f->dev, f->ps.params[t->unit] + e, fx_loss_cb, f);
+            double ana = g[base[t->unit] + e], tol = 2e-3 * fmax(fabs(num), 1e-2) + 2e-4;
+            if (fabs(ana - num) > tol)
+                fail_msg("%s %s[%zu]: analytic %.6g vs numeric %.6g", what, t->name, e - t->offset, ana, num);
+            checked++;
+        }
+    }
+    free(g), free(base);
+    return checked;
+}
+
 /* The step's invariants of the plain source: nothing held, every unit ready once. */
 static float checked_step(fx_t *f) {
     float loss = fx_step(f);
@@ -137,6 +159,15 @@ ref_diff_t check_against_reference(fx_t *f, const char *what, double ltol, doubl
         fail_msg("%s: %s gradient error above %g of its largest", what, f->lo.tensors[d.tensor_failed].name, gtol);
     if (!(d.loss_rel <= ltol)) fail_msg("%s: loss relative error %.3g above %g", what, d.loss_rel, ltol);
     return d;
+}
+
+ref_diff_t check_autocast_against_reference(fx_t *f, const char *what, double ltol, double gtol) {
+    check_against_reference(f, what, ltol, gtol);
+    float loss = fx_step(f);
+    ref_diff_t plain = diff_from_reference(f, &f->cfg, loss, SHS_DTYPE_DEFAULT, SHS_DTYPE_DEFAULT, 1.0);
+    printf("  without the rounding: loss rel %.2e, worst gradient %.2e (%s)\n", plain.loss_rel, plain.worst,
+           plain.worst_name);
+    return plain;
 }
 
 double compare_with_reference(fx_t *f, const shs_llama_config_t *ref_cfg, double gtol, const char *what,

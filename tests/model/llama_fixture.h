@@ -33,6 +33,12 @@ float fx_step(fx_t *f);
 double fx_loss_cb(void *f);
 /* The gradients of every unit, concatenated (host, malloc'd). */
 float *fx_grads(fx_t *f);
+/* One step's analytic gradient against central differences of the model's
+ * own f32 loss (tests/finite_diff.h) for 3 elements of every tensor,
+ * within 2e-3 relative + 2e-4 (test_model.c's tolerance, set by the f32
+ * loss's rounding over steps of 5e-3); fails naming `what` and the
+ * element. Returns the number of elements checked. */
+int fx_check_finite_differences(fx_t *f, const char *what);
 
 /* How far the model's loss and gradients are from the reference's: per
  * tensor the largest gradient error over the tensor's largest reference
@@ -54,6 +60,10 @@ ref_diff_t diff_from_reference(fx_t *f, const shs_llama_config_t *ref_cfg, float
  * loss within `ltol` relative, per tensor the largest gradient error within
  * `gtol` of its largest reference gradient; prints the figures. */
 ref_diff_t check_against_reference(fx_t *f, const char *what, double ltol, double gtol);
+/* check_against_reference under the model's autocast, then the same
+ * step against the reference without the rounding: returns that
+ * comparison (printed) for the caller to require it off by more. */
+ref_diff_t check_autocast_against_reference(fx_t *f, const char *what, double ltol, double gtol);
 /* One step against the reference of `ref_cfg`; fails on a tensor only when
  * gtol > 0. Returns the worst tensor's relative gradient error; *loss_rel
  * the loss's. */

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "finite_diff.h"
 #include "model/llama_fixture.h"
 #include "model/llama_ref.h"
 #include "plain_source.h"
@@ -86,15 +85,7 @@ static void test_autocast_matches_rounding_reference(void **state) {
         fx_t f;
         shs_gpt_exec_t ex = {.autocast = cases[k].A, .param_dtype = cases[k].param, .attention = cases[k].att};
         fx_init(&f, tiny(cases[k].tied, cases[k].bias, 2), 2, 8, ex, cases[k].packed);
-        check_against_reference(&f, cases[k].what, 1e-6, 1e-5);
-        float loss;
-        shs_batch_t b = fx_batch(&f);
-        assert_int_equal(shs_model_forward(f.m, &f.ps.src, &b, &loss), SHS_OK);
-        plain_source_zero_grads(&f.ps);
-        assert_int_equal(shs_model_backward(f.m, &f.ps.src, 1.0f), SHS_OK);
-        ref_diff_t plain = diff_from_reference(&f, &f.cfg, loss, SHS_DTYPE_DEFAULT, SHS_DTYPE_DEFAULT, 1.0);
-        printf("  without the rounding: loss rel %.2e, worst gradient %.2e (%s)\n", plain.loss_rel, plain.worst,
-               plain.worst_name);
+        ref_diff_t plain = check_autocast_against_reference(&f, cases[k].what, 1e-6, 1e-5);
         assert_true(plain.loss_rel > 1e-6);
         assert_true(plain.worst > 1e-4);
         fx_free(&f);
@@ -126,29 +117,12 @@ static void test_recompute_is_bit_identical(void **state) {
 }
 
 /* The analytic gradient against central differences of the model's own
- * f32 loss, for a few elements of every tensor. Tolerance as test_model.c's:
- * 2e-3 relative + 2e-4, set by the f32 loss's rounding over steps of 5e-3. */
+ * f32 loss, for a few elements of every tensor (llama_fixture.h). */
 static void test_gradient_matches_finite_differences(void **state) {
     (void)state;
     fx_t f;
     fx_init(&f, tiny(0, 1, 2), 2, 6, (shs_gpt_exec_t){0}, 1);
-    fx_step(&f);
-    float *g = fx_grads(&f);
-    size_t *base = calloc((size_t)f.lo.num_units, sizeof(size_t));
-    for (int u = 1; u < f.lo.num_units; u++) base[u] = base[u - 1] + f.lo.units[u - 1].numel;
-    int checked = 0;
-    for (int ti = 0; ti < f.lo.num_tensors; ti++) {
-        const shs_tensor_info_t *t = &f.lo.tensors[ti];
-        for (size_t k = 0; k < 3 && k < t->numel; k++) {
-            size_t e = t->offset + (k * 7919 + 5) % t->numel;
-            double num = fd_derivative(f.dev, f.ps.params[t->unit] + e, fx_loss_cb, &f);
-            double ana = g[base[t->unit] + e], tol = 2e-3 * fmax(fabs(num), 1e-2) + 2e-4;
-            if (fabs(ana - num) > tol) fail_msg("%s[%zu]: analytic %.6g vs numeric %.6g", t->name, e - t->offset, ana, num);
-            checked++;
-        }
-    }
-    assert_true(checked > 40);
-    free(g), free(base);
+    assert_true(fx_check_finite_differences(&f, "llama") > 40);
     fx_free(&f);
 }
 

@@ -19,7 +19,6 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "finite_diff.h"
 #include "model/llama_fixture.h"
 #include "shardsim/llama.h"
 
@@ -140,11 +139,7 @@ static void test_families_autocast_match_rounding_reference(void **state) {
             char what[224];
             fx_init(&f, fc.cfg, 2, 8, ex, k);
             snprintf(what, sizeof what, "%s %s", fc.name, k ? "f16 f16-params flash packed" : "bf16 eager");
-            check_against_reference(&f, what, 1e-6, 2e-4);
-            float loss = fx_step(&f);
-            ref_diff_t plain = diff_from_reference(&f, &f.cfg, loss, SHS_DTYPE_DEFAULT, SHS_DTYPE_DEFAULT, 1.0);
-            printf("  without the rounding: loss rel %.2e, worst gradient %.2e (%s)\n", plain.loss_rel, plain.worst,
-                   plain.worst_name);
+            ref_diff_t plain = check_autocast_against_reference(&f, what, 1e-6, 2e-4);
             assert_true(plain.loss_rel > 1e-6 || plain.worst > 2e-4);
             fx_free(&f);
         }
@@ -178,25 +173,7 @@ static void test_gradients_match_finite_differences(void **state) {
     for (int w = 0; w < 2; w++) {
         fx_t f;
         fx_init(&f, family(which[w]).cfg, 2, 6, (shs_gpt_exec_t){0}, 1);
-        fx_step(&f);
-        float *g = fx_grads(&f);
-        size_t *base = calloc((size_t)f.lo.num_units, sizeof(size_t));
-        for (int u = 1; u < f.lo.num_units; u++) base[u] = base[u - 1] + f.lo.units[u - 1].numel;
-        int checked = 0;
-        for (int ti = 0; ti < f.lo.num_tensors; ti++) {
-            const shs_tensor_info_t *t = &f.lo.tensors[ti];
-            for (size_t k = 0; k < 3 && k < t->numel; k++) {
-                size_t e = t->offset + (k * 7919 + 5) % t->numel;
-                double num = fd_derivative(f.dev, f.ps.params[t->unit] + e, fx_loss_cb, &f);
-                double ana = g[base[t->unit] + e], tol = 2e-3 * fmax(fabs(num), 1e-2) + 2e-4;
-                if (fabs(ana - num) > tol)
-                    fail_msg("%s %s[%zu]: analytic %.6g vs numeric %.6g", family(which[w]).name, t->name,
-                             e - t->offset, ana, num);
-                checked++;
-            }
-        }
-        assert_true(checked > 40);
-        free(g), free(base);
+        assert_true(fx_check_finite_differences(&f, family(which[w]).name) > 40);
         fx_free(&f);
     }
 }
