@@ -202,6 +202,13 @@ shs_status_t shs_llama_layout_create(shs_layout_t *layout, const shs_llama_confi
  * activation buffers (category ACTIVATIONS). `ex` as for the GPT (gpt.h):
  * recompute, attention eager / flash, autocast and param_dtype are
  * honoured; dropout is refused (SHS_UNSUPPORTED, naming it) unless zero.
+ * Recompute: full keeps each layer's output; Megatron's selective drops
+ * the eager probabilities; op-level SAC keeps the layer output, the
+ * outputs of the 1st, 3rd, 5th and 7th bias-free projection (q before
+ * RoPE, v, gate, down_proj; with q/k/v biases, which are not counted:
+ * o_proj and up) and with flash the attention output and log-sum-exp, and
+ * recomputes the rest from the layer input (not the saved projections, nor
+ * down_proj and the residual after them); EVERY_N as the GPT.
  *
  * Autocast (ex->autocast bf16 or f16 = A; torch.autocast over Hugging
  * Face's LlamaForCausalLM, as gpt.h's emulation and its op lists: linear
@@ -231,7 +238,10 @@ shs_status_t shs_llama_layout_create(shs_layout_t *layout, const shs_llama_confi
  *     casts of the R input, stored as the norm outputs above (none when R
  *     is A: they read the input itself);
  *   q/k norms (Qwen3, Gemma 3, OLMo 2): their input, the A projection, and
- *     rstd (f32); the norm and RoPE run in f32 and round to A once;
+ *     rstd (f32); the norm and RoPE run in f32 and round to A once, Gemma
+ *     3's and OLMo 2's norm output rounded to A before RoPE too (their
+ *     modules return the input's dtype; Qwen3's LlamaRMSNorm returns f32
+ *     w times its rounded normalized input, not emulated);
  *   output norms (Gemma 2/3, OLMo 2: .to(input_dtype) / type_as): their
  *     input, o_proj's / down_proj's A output, and rstd; their output
  *     rounded to A before the residual add;

@@ -23,6 +23,10 @@ enum {
 
 #define SHS__LLAMA_MAX_LAYER_TENSORS 20
 
+/* The projections a layer computes, in forward order; fused or grouped ones
+ * (Phi-3's qkv_proj and gate_up_proj, InternLM2's wqkv) are one linear. */
+enum { SHS__LIN_Q, SHS__LIN_K, SHS__LIN_V, SHS__LIN_O, SHS__LIN_GATE, SHS__LIN_UP, SHS__LIN_DOWN, SHS__LIN_COUNT };
+
 typedef struct {
     char suffix[40];       /* the name after "model.layers.N." */
     int rows, cols;
@@ -51,19 +55,22 @@ typedef struct {
     void *ln1;              /* (n1,BT,C) A: the attention input as its projections read it (ATTN_IN's
                              * output, or without that norm the layer input's A casts; NULL when
                              * they read the layer input itself) */
-    void *qraw, *kraw;      /* (BT,QD), (BT,KVD) A: q and k before their norms (qk_norm) */
+    void *qp, *kp;          /* (BT,QD), (BT,KVD) A: the q and k projections before their norms and
+                             * RoPE: kept with qk_norm (the norms read them); without, only when
+                             * op-level SAC saves them, else NULL (q and k hold them) */
     float *rstdq, *rstdk;   /* their rstd: (BT*NH), (BT*NKV) per head, (BT), (BT) whole */
     void *q, *k, *v;        /* (BT,QD), (BT,KVD), (BT,KVD) A: q and k normed and rotated */
     void *att;              /* eager: (B,NH,T,T) A */
     float *lse;             /* flash: (B,NH,T) */
     void *atty;             /* (BT,QD) A: the attention output */
-    void *ao;               /* (BT,C) A: o_proj's output before ATTN_OUT */
+    void *ao;               /* (BT,C) A: o_proj's output: kept with ATTN_OUT (its norm reads it), else
+                             * only when op-level SAC saves it, else NULL (it goes through proj) */
     float *rstdao;          /* (BT) */
     void *res2;             /* (BT,C) R: after the attention residual */
     float *rstd2;           /* (BT) MLP_IN's rstd */
     void *ln2;              /* (n2,BT,C) A: the MLP input as ln1 */
     void *gate, *up, *act;  /* (BT,I) A */
-    void *mo;               /* (BT,C) A: down_proj's output before MLP_OUT */
+    void *mo;               /* (BT,C) A: down_proj's output, as ao with MLP_OUT */
     float *rstdmo;          /* (BT) */
     void *res3;             /* (BT,C) R: the layer output */
 } shs__llama_acts_t;
@@ -81,6 +88,8 @@ typedef struct {
     int slot_tensor[SHS__LP_COUNT];     /* the unit tensor serving each slot, -1 none */
     size_t slot_off[SHS__LP_COUNT];     /* the slot's element offset in it */
     shs__amp_t amp;                     /* A, R, weight rounding (amp.ww in work_mem) */
+    int lin_of[SHS__LIN_COUNT];         /* each projection's linear, counted in forward order */
+    unsigned op_saved;                  /* op-level SAC: bit i set when it saves linear i's output */
     int n1, n2;                         /* copies in ln1 / ln2: when A is not R, one per projection that
                                          * reads them (autocast casts once per op: q, k, v separate 3,
                                          * fused or grouped 1; gate, up 2, fused 1), else 1 */
@@ -100,7 +109,7 @@ typedef struct {
     float *dlogits;                     /* (BT,V) */
     float *proj;                        /* (BT,C) a branch's output before its residual add */
     float *wa, *wb, *wc;                /* 16-bit A: (BT,max(C,QD,I)) f32 views */
-    float *wk, *wv;                     /* 16-bit A: (BT,KVD) f32 views of k and v (and kraw) */
+    float *wk, *wv;                     /* 16-bit A: (BT,KVD) f32 views of k and v (and kp) */
     float *wt;                          /* 16-bit A, eager: (B,NH,T,T) f32 view of att */
     float *wx, *wr;                     /* 16-bit R: (BT,C) f32 views of a layer's input and res2 */
     float *wplus, *ones;                /* norm_plus_one: (max(C, QD)) the (1 + w) weight, and ones */
@@ -120,8 +129,15 @@ typedef struct {
  * or gradients: same layout); NULL for slots the config lacks. */
 void shs__llama_layer_views(const shs__llama_t *g, const float *base, const float *p[SHS__LP_COUNT]);
 /* Layer l's forward from its input x (BT,C) stored as R into g->layer[l]
- * (res3 its output). */
-void shs__llama_layer_forward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT]);
+ * (res3 its output). op_recompute: op-level SAC's recompute before the
+ * layer's backward: the ops whose outputs the layer kept do not run again,
+ * nor what follows the last value backward reads (torch's checkpoint stops
+ * early there). */
+void shs__llama_layer_forward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT],
+                              int op_recompute);
+/* Whether layer l keeps a buffer of `role` (model/recompute.h) that is the
+ * output of projection `lin` (SHS__LIN_*, or -1). */
+int shs__llama_kept(const shs__llama_t *g, int l, int role, int lin);
 /* Its backward: g->dres holds d(loss)/d(output) on entry and d(loss)/d(x)
  * on exit; parameter gradients accumulate into gw (f32). */
 void shs__llama_layer_backward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT],

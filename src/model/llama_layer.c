@@ -16,6 +16,7 @@
  * buffer holds which view is chosen so that no view is overwritten while
  * a kernel still reads it. */
 #include "model/llama_impl.h"
+#include "model/recompute.h"
 
 #include <math.h>
 #include <string.h>
@@ -159,22 +160,26 @@ static const void *branch_input(const shs__llama_t *g, void *copies, const void 
     return copies ? shs__llama_copy(g, copies, i) : x;
 }
 
-/* q (k) of `heads` heads into `out` (A): from `raw` through the q (k) norm
- * when the config has one (raw holds the projection), else rotated in
- * place; RoPE in f32 and the result rounded to A once. */
-static void qk_forward(shs__llama_t *g, int l, void *out, const void *raw, float *rstd, const float *w, int heads) {
+/* q (k) of `heads` heads into `out` (A) from the projection in `proj`
+ * (out itself when not kept apart): through the q (k) norm when the config
+ * has one, then RoPE; in f32, the result rounded to A (and the norm's
+ * output too where HF's norm returns its input's dtype: Gemma's (1 + w)
+ * norms, OLMo 2's; Qwen3's LlamaRMSNorm returns f32 w times its rounded
+ * normalized input, which is not emulated). */
+static void qk_forward(shs__llama_t *g, int l, void *out, const void *proj, float *rstd, const float *w, int heads) {
     size_t n = (size_t)g->B * g->T * heads * g->HD;
     shs__amp_t *amp = &g->amp;
-    float *o;
+    const float *x32 = shs__amp_view(amp, proj, amp->A, g->wa, n);
+    float *o = shs__amp_target(out, amp->A, g->wb);
     if (g->cfg.qk_norm != SHS_QK_NORM_NONE) {
-        o = shs__amp_target(out, amp->A, g->wb);
-        shs__llama_norm_forward(g, o, rstd, shs__amp_view(amp, raw, amp->A, g->wa, n), w, qk_rows(g, heads),
-                                qk_cols(g, heads));
-    } else {
-        o = (float *)shs__amp_view(amp, out, amp->A, g->wb, n);
+        shs__llama_norm_forward(g, o, rstd, x32, w, qk_rows(g, heads), qk_cols(g, heads));
+        /* Gemma's and OLMo 2's norms return their input's dtype (A): rounded before RoPE */
+        if (amp->A != SHS_F32 && (g->cfg.norm_plus_one || g->cfg.qk_norm == SHS_QK_NORM_ALL))
+            shs_round(g->dev, o, amp->A, n);
+        x32 = o;
     }
     shs_rope_t rope = layer_rope(g, l);
-    shs_rope_forward(g->dev, o, o, pos_arg(g), &rope, g->B, g->T, heads, g->HD);
+    shs_rope_forward(g->dev, o, x32, pos_arg(g), &rope, g->B, g->T, heads, g->HD);
     shs__amp_commit(amp, out, amp->A, o, n);
 }
 
@@ -201,18 +206,31 @@ static void attention_core_forward(shs__llama_t *g, int l, float *out) {
     shs__amp_commit(amp, a->att, amp->A, att, tt);
 }
 
+/* With op_recompute: whether layer l runs again the op whose output is a
+ * buffer of `role` (model/recompute.h) from projection lin (or -1): it did
+ * not keep it. Without: always. */
+static int rerun(const shs__llama_t *g, int l, int op_recompute, int role, int lin) {
+    return !(op_recompute && shs__llama_kept(g, l, role, lin));
+}
+
 /* q, k, v of layer l from its attention input (x: the layer input): projected,
  * q and k normed (qk_norm) and rotated, then the core into a->atty. */
-static void attention_forward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT]) {
+static void attention_forward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT],
+                              int op_recompute) {
     const shs_llama_config_t *c = &g->cfg;
-    int C = c->hidden, qkn = c->qk_norm != SHS_QK_NORM_NONE;
+    int C = c->hidden, role = c->qk_norm != SHS_QK_NORM_NONE ? R_SAVED : R_MM;
     shs__llama_acts_t *a = &g->layer[l];
     qkv_t w = qkv_weights(g, p);
-    linear_forward(g, qkn ? a->qraw : a->q, branch_input(g, a->ln1, x, 0), w.w[0], w.b[0], C, g->QD);
-    linear_forward(g, qkn ? a->kraw : a->k, branch_input(g, a->ln1, x, g->n1 > 1 ? 1 : 0), w.w[1], w.b[1], C, g->KVD);
-    linear_forward(g, a->v, branch_input(g, a->ln1, x, g->n1 > 2 ? 2 : 0), w.w[2], w.b[2], C, g->KVD);
-    qk_forward(g, l, a->q, a->qraw, a->rstdq, p[SHS__LP_QN], c->num_heads);
-    qk_forward(g, l, a->k, a->kraw, a->rstdk, p[SHS__LP_KN], c->num_kv_heads);
+    void *qp = a->qp ? a->qp : a->q, *kp = a->kp ? a->kp : a->k;
+    if (rerun(g, l, op_recompute, role, SHS__LIN_Q))
+        linear_forward(g, qp, branch_input(g, a->ln1, x, 0), w.w[0], w.b[0], C, g->QD);
+    if (rerun(g, l, op_recompute, role, SHS__LIN_K))
+        linear_forward(g, kp, branch_input(g, a->ln1, x, g->n1 > 1 ? 1 : 0), w.w[1], w.b[1], C, g->KVD);
+    if (rerun(g, l, op_recompute, R_SAVED, SHS__LIN_V))
+        linear_forward(g, a->v, branch_input(g, a->ln1, x, g->n1 > 2 ? 2 : 0), w.w[2], w.b[2], C, g->KVD);
+    qk_forward(g, l, a->q, qp, a->rstdq, p[SHS__LP_QN], c->num_heads);
+    qk_forward(g, l, a->k, kp, a->rstdk, p[SHS__LP_KN], c->num_kv_heads);
+    if (!rerun(g, l, op_recompute, R_ATTN, -1)) return;
     float *o = shs__amp_target(a->atty, g->amp.A, g->wb);
     attention_core_forward(g, l, o);
     shs__amp_commit(&g->amp, a->atty, g->amp.A, o, (size_t)g->B * g->T * g->QD);
@@ -255,9 +273,9 @@ static void attention_backward(shs__llama_t *g, int l, const void *x, const floa
     if (c->qk_norm != SHS_QK_NORM_NONE) {
         shs_memset(d, g->dqn, 0, btq * sizeof(float));
         shs_memset(d, g->dkn, 0, btk * sizeof(float));
-        shs__llama_norm_backward(g, g->dqn, (float *)gw[SHS__LP_QN], g->dq, shs__amp_view(amp, a->qraw, A, g->wa, btq),
+        shs__llama_norm_backward(g, g->dqn, (float *)gw[SHS__LP_QN], g->dq, shs__amp_view(amp, a->qp, A, g->wa, btq),
                                  p[SHS__LP_QN], a->rstdq, qk_rows(g, NH), qk_cols(g, NH));
-        shs__llama_norm_backward(g, g->dkn, (float *)gw[SHS__LP_KN], g->dk, shs__amp_view(amp, a->kraw, A, g->wk, btk),
+        shs__llama_norm_backward(g, g->dkn, (float *)gw[SHS__LP_KN], g->dk, shs__amp_view(amp, a->kp, A, g->wk, btk),
                                  p[SHS__LP_KN], a->rstdk, qk_rows(g, NKV), qk_cols(g, NKV));
         dq = g->dqn, dk = g->dkn;
     }
@@ -287,23 +305,23 @@ static void attention_backward(shs__llama_t *g, int l, const void *x, const floa
 /* ---- the gated MLP ---------------------------------------------------------------------- */
 
 /* gate, up and act (A) of layer l from the MLP input (res2: the attention
- * residual); down_proj's output into mo (A) when a norm follows it, else
- * into g->proj rounded to A. */
-static void mlp_forward(shs__llama_t *g, int l, const void *res2, const float *const p[SHS__LP_COUNT]) {
+ * residual). */
+static void mlp_forward(shs__llama_t *g, int l, const void *res2, const float *const p[SHS__LP_COUNT],
+                        int op_recompute) {
     const shs_llama_config_t *c = &g->cfg;
-    int BT = g->B * g->T, C = c->hidden, I = c->intermediate;
-    size_t bti = (size_t)BT * I;
+    int C = c->hidden, I = c->intermediate;
+    size_t bti = (size_t)g->B * g->T * I;
     shs__amp_t *amp = &g->amp;
     shs__llama_acts_t *a = &g->layer[l];
-    linear_forward(g, a->gate, branch_input(g, a->ln2, res2, 0), p[SHS__LP_GATE], NULL, C, I);
-    linear_forward(g, a->up, branch_input(g, a->ln2, res2, g->n2 > 1 ? 1 : 0), p[SHS__LP_UP], NULL, C, I);
+    if (rerun(g, l, op_recompute, R_SAVED, SHS__LIN_GATE))
+        linear_forward(g, a->gate, branch_input(g, a->ln2, res2, 0), p[SHS__LP_GATE], NULL, C, I);
+    if (rerun(g, l, op_recompute, R_SAVED, SHS__LIN_UP))
+        linear_forward(g, a->up, branch_input(g, a->ln2, res2, g->n2 > 1 ? 1 : 0), p[SHS__LP_UP], NULL, C, I);
     float *o = shs__amp_target(a->act, amp->A, g->wc);
     const float *gt = shs__amp_view(amp, a->gate, amp->A, g->wa, bti), *up = shs__amp_view(amp, a->up, amp->A, g->wb, bti);
     if (c->act == SHS_LLAMA_ACT_GELU_TANH) shs_geglu_forward(g->dev, o, gt, up, bti);
     else shs_swiglu_forward(g->dev, o, gt, up, bti);
     shs__amp_commit(amp, a->act, amp->A, o, bti);
-    if (a->mo) linear_forward(g, a->mo, a->act, p[SHS__LP_DOWN], NULL, I, C);
-    else shs__amp_matmul(amp, g->proj, shs__amp_view(amp, a->act, amp->A, g->wa, bti), p[SHS__LP_DOWN], NULL, BT, I, C, 1);
 }
 
 /* d(loss)/d(down_proj's output) in dout; d(loss)/d(MLP input) written to g->dbtc. */
@@ -341,43 +359,55 @@ static void mlp_backward(shs__llama_t *g, int l, const void *res2, const float *
  * A branch's output norm reads the projection as stored (A) and its output
  * is rounded to A (HF: .to(input_dtype) / type_as) before the residual add. */
 
-/* The branch's output into g->proj: the output norm of y (A) when the
- * layer has one there (slot), else g->proj holds it already. */
-static void branch_output_forward(shs__llama_t *g, const void *y, float *rstd, const float *w) {
-    if (!y) return;
+/* A branch's output as its residual add reads it (f32, A-rounded): the
+ * projection (w, bias; input inp (BT,K) A) stored in y when the layer
+ * keeps it (computed into it, or with op_recompute read back when kept),
+ * then its output norm (nw, rstd) when the layer has one there; else the
+ * projection computed into g->proj. */
+static const float *branch_forward(shs__llama_t *g, int l, int op_recompute, void *y, int lin, const void *inp,
+                                   const float *w, const float *bias, int K, const float *nw, float *rstd) {
     int BT = g->B * g->T, C = g->cfg.hidden;
-    shs__llama_norm_forward(g, g->proj, rstd, shs__amp_view(&g->amp, y, g->amp.A, g->wa, (size_t)BT * C), w, BT, C);
-    if (g->amp.A != SHS_F32) shs_round(g->dev, g->proj, g->amp.A, (size_t)BT * C);
+    size_t n = (size_t)BT * C;
+    shs__amp_t *amp = &g->amp;
+    if (!y) {
+        shs__amp_matmul(amp, g->proj, shs__amp_view(amp, inp, amp->A, g->wa, (size_t)BT * K), w, bias, BT, K, C, 1);
+        return g->proj;
+    }
+    if (rerun(g, l, op_recompute, nw ? R_SAVED : R_MM, lin)) linear_forward(g, y, inp, w, bias, K, C);
+    if (!nw) return shs__amp_view(amp, y, amp->A, g->proj, n);
+    shs__llama_norm_forward(g, g->proj, rstd, shs__amp_view(amp, y, amp->A, g->wa, n), nw, BT, C);
+    if (amp->A != SHS_F32) shs_round(g->dev, g->proj, amp->A, n);
+    return g->proj;
 }
 
-/* out (R) = in32 + g->proj. */
-static void residual_forward(shs__llama_t *g, void *out, const float *in32) {
+/* out (R) = in32 + add (f32). */
+static void residual_forward(shs__llama_t *g, void *out, const float *in32, const float *add) {
     size_t btc = (size_t)g->B * g->T * g->cfg.hidden;
     float *o = shs__amp_target(out, g->amp.R, g->wr); /* may alias in32's view: residual_forward allows it */
-    shs_residual_forward(g->dev, o, in32, g->proj, btc);
+    shs_residual_forward(g->dev, o, in32, add, btc);
     shs__amp_commit(&g->amp, out, g->amp.R, o, btc);
 }
 
-void shs__llama_layer_forward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT]) {
+void shs__llama_layer_forward(shs__llama_t *g, int l, const void *x, const float *const p[SHS__LP_COUNT],
+                              int op_recompute) {
     int BT = g->B * g->T, C = g->cfg.hidden;
     size_t btc = (size_t)BT * C;
     shs__amp_t *amp = &g->amp;
     shs__llama_acts_t *a = &g->layer[l];
     const float *x32 = shs__amp_view(amp, x, amp->R, g->wx, btc);
     if (a->ln1) shs__llama_norm_to_copies(g, a->ln1, g->n1, a->rstd1, x32, p[SHS__LP_ATTN_IN]);
-    attention_forward(g, l, x, p);
-    if (a->ao)
-        linear_forward(g, a->ao, a->atty, p[SHS__LP_O], p[SHS__LP_OB], g->QD, C);
-    else
-        shs__amp_matmul(amp, g->proj, shs__amp_view(amp, a->atty, amp->A, g->wa, (size_t)BT * g->QD), p[SHS__LP_O],
-                        p[SHS__LP_OB], BT, g->QD, C, 1);
-    branch_output_forward(g, a->ao, a->rstdao, p[SHS__LP_ATTN_OUT]);
-    residual_forward(g, a->res2, x32);
+    attention_forward(g, l, x, p, op_recompute);
+    const float *o = branch_forward(g, l, op_recompute, a->ao, SHS__LIN_O, a->atty, p[SHS__LP_O], p[SHS__LP_OB], g->QD,
+                                    p[SHS__LP_ATTN_OUT], a->rstdao);
+    residual_forward(g, a->res2, x32, o);
     const float *res2 = shs__amp_view(amp, a->res2, amp->R, g->wr, btc);
     if (a->ln2) shs__llama_norm_to_copies(g, a->ln2, g->n2, a->rstd2, res2, p[SHS__LP_MLP_IN]);
-    mlp_forward(g, l, a->res2, p);
-    branch_output_forward(g, a->mo, a->rstdmo, p[SHS__LP_MLP_OUT]);
-    residual_forward(g, a->res3, res2);
+    mlp_forward(g, l, a->res2, p, op_recompute);
+    if (op_recompute && !p[SHS__LP_MLP_OUT]) return; /* backward reads nothing after act */
+    o = branch_forward(g, l, op_recompute, a->mo, SHS__LIN_DOWN, a->act, p[SHS__LP_DOWN], NULL, g->cfg.intermediate,
+                       p[SHS__LP_MLP_OUT], a->rstdmo);
+    if (op_recompute) return;
+    residual_forward(g, a->res3, res2, o);
 }
 
 /* d(loss)/d(a branch's input) from g->dbtc into g->dres: through its input
@@ -394,11 +424,11 @@ static void branch_input_backward(shs__llama_t *g, int slot, const void *x, cons
 }
 
 /* d(loss)/d(a branch's output before its output norm): g->dres itself, or
- * through the norm of y (A) into g->dpost. */
+ * through the norm (slot) of y (A) into g->dpost. */
 static const float *branch_output_backward(shs__llama_t *g, int slot, const void *y, const float *rstd,
                                            const float *const p[SHS__LP_COUNT], const float *const gw[SHS__LP_COUNT]) {
     int BT = g->B * g->T, C = g->cfg.hidden;
-    if (!y) return g->dres;
+    if (!p[slot]) return g->dres;
     shs_memset(g->dev, g->dpost, 0, (size_t)BT * C * sizeof(float));
     shs__llama_norm_backward(g, g->dpost, (float *)gw[slot], g->dres,
                              shs__amp_view(&g->amp, y, g->amp.A, g->wa, (size_t)BT * C), p[slot], rstd, BT, C);

@@ -22,43 +22,34 @@
 #include <string.h>
 
 #include "model/carver.h"
+#include "model/recompute.h"
 
 /* ---- activations ------------------------------------------------------------ */
 
-/* Buffer roles: what keeps each one per layer. */
-enum { KEEP_INTERNAL, KEEP_PROBS, KEEP_OUTPUT };
+/* Whether op-level SAC saves the output of projection lin (-1: none). */
+static int mm_saved(const shs__llama_t *g, int lin) { return lin >= 0 && (g->op_saved >> g->lin_of[lin] & 1); }
 
-/* Whether layer l keeps a buffer of `role` for backward: every layer keeps
- * its output (the next layer's input); full recompute keeps nothing else;
- * selective (Megatron) drops eager attention's probabilities. */
-static int kept(const shs__llama_t *g, int l, int role) {
-    (void)l;
-    shs_recompute_t r = g->ex.recompute;
-    return role == KEEP_OUTPUT || (role == KEEP_INTERNAL && r != SHS_RECOMPUTE_FULL) ||
-           (role == KEEP_PROBS && r == SHS_RECOMPUTE_NONE);
+int shs__llama_kept(const shs__llama_t *g, int l, int role, int lin) {
+    return shs__ac_keeps(&g->ex, l, (shs__act_role_t)role, mm_saved(g, lin));
 }
 
-/* Whether some layer does not keep a buffer of `role` (it then needs the shared one). */
-static int shared_needed(const shs__llama_t *g, int role) {
-    for (int l = 0; l < g->cfg.num_layers; l++)
-        if (!kept(g, l, role)) return 1;
-    return 0;
-}
-
-/* ln1 / ln2 exist when the branch has an input norm, or when the
- * projections read A casts of an R input (XIN1, XIN2). */
+/* Per-layer buffers: name, elements, element size, role (recompute.h), the
+ * projection whose output it is (or -1). ln1 / ln2 exist when the branch
+ * has an input norm, or when the projections read A casts of an R input
+ * (XIN1, XIN2); qp, kp, ao and mo are read by backward (saved) when a norm
+ * follows them, else only op-level SAC keeps them. */
 #define LAYER_BUFS(X)                                                                                           \
-    X(rstd1, NIN ? BT : 0, 4, KEEP_INTERNAL) X(ln1, XIN1 ? g->n1 * BTC : 0, a, KEEP_INTERNAL)                   \
-    X(qraw, QKN ? BTQ : 0, a, KEEP_INTERNAL) X(kraw, QKN ? BTK : 0, a, KEEP_INTERNAL)                            \
-    X(rstdq, QKN ? BT * QKH : 0, 4, KEEP_INTERNAL) X(rstdk, QKN ? BT * KKH : 0, 4, KEEP_INTERNAL)                \
-    X(q, BTQ, a, KEEP_INTERNAL) X(k, BTK, a, KEEP_INTERNAL) X(v, BTK, a, KEEP_INTERNAL)                          \
-    X(att, eager ? TT : 0, a, KEEP_PROBS) X(lse, eager ? 0 : B * NH * T, 4, KEEP_INTERNAL)                       \
-    X(atty, BTQ, a, KEEP_INTERNAL) X(ao, AOUT ? BTC : 0, a, KEEP_INTERNAL)                                      \
-    X(rstdao, AOUT ? BT : 0, 4, KEEP_INTERNAL) X(res2, BTC, r, KEEP_INTERNAL)                                    \
-    X(rstd2, MIN ? BT : 0, 4, KEEP_INTERNAL) X(ln2, XIN2 ? g->n2 * BTC : 0, a, KEEP_INTERNAL)                   \
-    X(gate, BTI, a, KEEP_INTERNAL) X(up, BTI, a, KEEP_INTERNAL) X(act, BTI, a, KEEP_INTERNAL)                    \
-    X(mo, MOUT ? BTC : 0, a, KEEP_INTERNAL) X(rstdmo, MOUT ? BT : 0, 4, KEEP_INTERNAL)                           \
-    X(res3, BTC, r, KEEP_OUTPUT)
+    X(rstd1, NIN ? BT : 0, 4, R_SAVED, -1) X(ln1, XIN1 ? g->n1 * BTC : 0, a, R_SAVED, -1)                       \
+    X(qp, BTQ, a, QKN ? R_SAVED : R_MM, SHS__LIN_Q) X(kp, BTK, a, QKN ? R_SAVED : R_MM, SHS__LIN_K)              \
+    X(rstdq, QKN ? BT * QKH : 0, 4, R_SAVED, -1) X(rstdk, QKN ? BT * KKH : 0, 4, R_SAVED, -1)                    \
+    X(q, BTQ, a, R_SAVED, -1) X(k, BTK, a, R_SAVED, -1) X(v, BTK, a, R_SAVED, SHS__LIN_V)                        \
+    X(att, eager ? TT : 0, a, R_PROBS, -1) X(lse, eager ? 0 : B * NH * T, 4, R_ATTN, -1)                         \
+    X(atty, BTQ, a, R_ATTN, -1) X(ao, BTC, a, AOUT ? R_SAVED : R_MM, SHS__LIN_O)                                 \
+    X(rstdao, AOUT ? BT : 0, 4, R_SAVED, -1) X(res2, BTC, r, R_SAVED, -1)                                        \
+    X(rstd2, MIN ? BT : 0, 4, R_SAVED, -1) X(ln2, XIN2 ? g->n2 * BTC : 0, a, R_SAVED, -1)                        \
+    X(gate, BTI, a, R_SAVED, SHS__LIN_GATE) X(up, BTI, a, R_SAVED, SHS__LIN_UP) X(act, BTI, a, R_SAVED, -1)      \
+    X(mo, BTC, a, MOUT ? R_SAVED : R_MM, SHS__LIN_DOWN) X(rstdmo, MOUT ? BT : 0, 4, R_SAVED, -1)                 \
+    X(res3, BTC, r, R_OUT, -1)
 
 #define DIMS(g)                                                                                                  \
     const shs_llama_config_t *c = &(g)->cfg;                                                                     \
@@ -88,11 +79,12 @@ static void layout_acts(shs__llama_t *g, void *base, size_t *total) {
         shs__carve(&k, &g->encoded, BTC, r);
         for (int l = 0; l < L; l++) {
             shs__llama_acts_t *la = &g->layer[l];
-#define CARVE(f, n, es, role) if (kept(g, l, role)) shs__carve(&k, &la->f, n, es);
+#define CARVE(f, n, es, role, lin) if (shs__llama_kept(g, l, role, lin)) shs__carve(&k, &la->f, n, es);
             LAYER_BUFS(CARVE)
 #undef CARVE
         }
-#define CARVE_SHARED(f, n, es, role) if (shared_needed(g, role)) shs__carve(&k, &g->shared.f, n, es);
+#define CARVE_SHARED(f, n, es, role, lin)                                                                      \
+        if (shs__ac_shared_needed(&g->ex, L, role, mm_saved(g, lin))) shs__carve(&k, &g->shared.f, n, es);
         LAYER_BUFS(CARVE_SHARED)
 #undef CARVE_SHARED
         shs__carve(&k, &g->lnf, BTC, a);
@@ -106,7 +98,7 @@ static void layout_acts(shs__llama_t *g, void *base, size_t *total) {
         shs__carve(&k, &g->inv_long, c->rope_scaling.kind == SHS_ROPE_SCALING_LONGROPE ? half : 0, 4);
     }
     for (int l = 0; l < L; l++) {
-#define SHARE(f, n, es, role) if (!kept(g, l, role)) g->layer[l].f = g->shared.f;
+#define SHARE(f, n, es, role, lin) if (!shs__llama_kept(g, l, role, lin)) g->layer[l].f = g->shared.f;
         LAYER_BUFS(SHARE)
 #undef SHARE
     }
@@ -174,7 +166,9 @@ static const shs_model_ops_t llama_ops;
 static void llama_destroy(shs_model_t *m);
 
 /* The slots of a layer unit: which tensor serves each, at what offset;
- * n1, n2 from which projections share a tensor. */
+ * from which projections share a tensor, the linears in forward order
+ * (op-level SAC counts them: a linear with a bias runs as addmm, which it
+ * neither counts nor saves), n1 and n2. */
 static void map_slots(shs__llama_t *g) {
     shs__llama_tensor_t lt[SHS__LLAMA_MAX_LAYER_TENSORS];
     g->ntensors = shs__llama_layer_tensors(&g->cfg, lt);
@@ -187,6 +181,26 @@ static void map_slots(shs__llama_t *g) {
         }
     int one_qkv = g->slot_tensor[SHS__LP_QKV_GROUPED] >= 0 || g->slot_tensor[SHS__LP_Q] == g->slot_tensor[SHS__LP_K];
     int one_gate_up = g->slot_tensor[SHS__LP_GATE] == g->slot_tensor[SHS__LP_UP];
+    int n = 0, has_bias[SHS__LIN_COUNT];
+    g->lin_of[SHS__LIN_Q] = n;
+    has_bias[n++] = g->slot_tensor[SHS__LP_QB] >= 0 || g->slot_tensor[SHS__LP_QKVB_GROUPED] >= 0;
+    for (int j = SHS__LIN_K; j <= SHS__LIN_V; j++) {
+        if (one_qkv) {
+            g->lin_of[j] = g->lin_of[SHS__LIN_Q];
+            continue;
+        }
+        g->lin_of[j] = n;
+        has_bias[n++] = g->slot_tensor[j == SHS__LIN_K ? SHS__LP_KB : SHS__LP_VB] >= 0;
+    }
+    g->lin_of[SHS__LIN_O] = n;
+    has_bias[n++] = g->slot_tensor[SHS__LP_OB] >= 0;
+    g->lin_of[SHS__LIN_GATE] = n;
+    has_bias[n++] = 0;
+    if (one_gate_up) g->lin_of[SHS__LIN_UP] = g->lin_of[SHS__LIN_GATE];
+    else g->lin_of[SHS__LIN_UP] = n, has_bias[n++] = 0;
+    g->lin_of[SHS__LIN_DOWN] = n;
+    has_bias[n++] = 0;
+    g->op_saved = shs__ac_op_saved_linears(has_bias, n);
     int casts = g->amp.A != g->amp.R;
     g->n1 = casts && !one_qkv ? 3 : 1;
     g->n2 = casts && !one_gate_up ? 2 : 1;
@@ -384,7 +398,7 @@ static shs_status_t llama_forward(shs_model_t *m, shs_param_source_t *src, const
         const float *w, *p[SHS__LP_COUNT];
         SHS_CHECK(src->acquire_params(src->self, 1 + l, &w));
         shs__llama_layer_views(g, w, p);
-        shs__llama_layer_forward(g, l, x, p);
+        shs__llama_layer_forward(g, l, x, p, 0);
         SHS_CHECK(src->release_params(src->self, 1 + l));
         x = g->layer[l].res3;
     }
@@ -462,8 +476,9 @@ static shs_status_t llama_backward(shs_model_t *m, shs_param_source_t *src, floa
         shs__llama_layer_views(g, w, p);
         shs__llama_layer_views(g, gw, pg);
         const void *x = l > 0 ? g->layer[l - 1].res3 : g->encoded;
-        /* full recompute: deterministic, the same bits as the forward's */
-        if (g->ex.recompute == SHS_RECOMPUTE_FULL) shs__llama_layer_forward(g, l, x, p);
+        /* recompute (deterministic: the same bits as the forward's): the whole layer, or op-level SAC's part */
+        if (shs__ac_block_recomputes(&g->ex, l)) shs__llama_layer_forward(g, l, x, p, 0);
+        else if (g->ex.recompute == SHS_RECOMPUTE_SELECTIVE_OP) shs__llama_layer_forward(g, l, x, p, 1);
         shs__llama_layer_backward(g, l, x, p, pg);
         SHS_CHECK(src->release_params(src->self, 1 + l));
         SHS_CHECK(src->grads_ready(src->self, 1 + l));

@@ -132,6 +132,7 @@ ref_diff_t diff_from_reference(fx_t *f, const shs_llama_config_t *ref_cfg, float
     }
     ref_diff_t d = {.ref_loss = llama_ref_run(&ref), .worst_name = "", .tensor_failed = -1};
     d.loss_rel = fabs(loss - d.ref_loss) / fabs(d.ref_loss);
+    double num = 0, den = 0;
     for (int i = 0; i < NT; i++) {
         const shs_tensor_info_t *t = &f->lo.tensors[i];
         shs_memcpy_d2h(f->dev, host, f->ps.grads[t->unit] + t->offset, t->numel * 4);
@@ -139,12 +140,14 @@ ref_diff_t diff_from_reference(fx_t *f, const shs_llama_config_t *ref_cfg, float
         for (size_t k = 0; k < t->numel; k++) {
             gmax = fmax(gmax, fabs(ref.g[i][k]));
             emax = fmax(emax, fabs(host[k] - ref.g[i][k]));
+            num += (host[k] - ref.g[i][k]) * (host[k] - ref.g[i][k]), den += ref.g[i][k] * ref.g[i][k];
         }
         if (!(gmax > 0)) fail_msg("%s: no gradient in the reference", t->name); /* every parameter gets one */
         if (emax / gmax > d.worst) d.worst = emax / gmax, d.worst_name = t->name;
         if (emax > gtol * gmax && d.tensor_failed < 0) d.tensor_failed = i;
         free(ref.p[i]), free(ref.g[i]);
     }
+    d.all_rel = sqrt(num / den);
     free(ref.p), free(ref.g), free(host), free(inv);
     return d;
 }

@@ -45,6 +45,7 @@ int fx_check_finite_differences(fx_t *f, const char *what);
  * gradient, the worst of them reported. */
 typedef struct {
     double ref_loss, loss_rel, worst;
+    double all_rel;                     /* every gradient at once: |g - ref| / |ref|, Frobenius */
     const char *worst_name;
     int tensor_failed;                  /* the first tensor above gtol, or -1 */
 } ref_diff_t;

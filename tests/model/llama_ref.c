@@ -309,6 +309,7 @@ double llama_ref_run(llama_ref_t *R) {
         if (c->qk_norm) {
             rms(s->q, s->rq, s->qraw, w.qn.w, p1, qrows, qcols, eps);
             rms(s->k, s->rk, s->kraw, w.kn.w, p1, krows, kcols, eps);
+            if (p1 || c->qk_norm == SHS_QK_NORM_ALL) rnd(s->q, NQ, A), rnd(s->k, NK, A); /* Gemma's, OLMo 2's: type_as */
         } else {
             memcpy(s->q, s->qraw, (size_t)N * QD * sizeof(double));
             memcpy(s->k, s->kraw, (size_t)N * KVD * sizeof(double));

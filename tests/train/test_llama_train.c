@@ -47,6 +47,7 @@ typedef struct {
     shs_attention_kind_t attention;
     size_t wrap;
     shs_dtype_t autocast, param;
+    int every;
 } lcase_t;
 
 static void check_equivalence(const lcase_t *c) {
@@ -54,6 +55,7 @@ static void check_equivalence(const lcase_t *c) {
     cfg.llama.tie_word_embeddings = c->tied;
     cfg.llama.qkv_bias = c->bias;
     cfg.recompute = c->recompute;
+    cfg.recompute_every = c->every;
     cfg.attention = c->attention;
     cfg.wrap_min_params = c->wrap;
     cfg.autocast = c->autocast;
@@ -92,6 +94,11 @@ static void test_zero_stages_equal_ddp(void **state) {
          .param = SHS_BF16, .attention = SHS_ATTENTION_FLASH, .recompute = SHS_RECOMPUTE_FULL},
         {.what = "autocast f16 f16 params (loss scaling) tied qkv_bias selective N=2", .world = 2, .tied = 1,
          .bias = 1, .autocast = SHS_F16, .param = SHS_F16, .recompute = SHS_RECOMPUTE_SELECTIVE},
+        {.what = "autocast bf16 op-level SAC flash N=4", .world = 4, .autocast = SHS_BF16,
+         .recompute = SHS_RECOMPUTE_SELECTIVE_OP, .attention = SHS_ATTENTION_FLASH},
+        {.what = "op-level SAC eager qkv_bias N=3", .world = 3, .bias = 1, .recompute = SHS_RECOMPUTE_SELECTIVE_OP},
+        {.what = "autocast bf16 bf16 params every 2nd layer N=4", .world = 4, .autocast = SHS_BF16,
+         .param = SHS_BF16, .recompute = SHS_RECOMPUTE_EVERY_N, .every = 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_equivalence(&cases[i]);
 }
@@ -99,8 +106,9 @@ static void test_zero_stages_equal_ddp(void **state) {
 /* The families beyond Llama (llama.h), each with its features on: ZeRO-1,
  * ZeRO-2 and ZeRO-3 on 3 ranks bit-identical to DDP (eager; flash with
  * full recompute for the windowed ones, whose flash blocks start inside
- * the window; every other family under autocast bf16). Units pad
- * differently on 3 ranks for each. */
+ * the window; every other family under autocast bf16; OLMo 2 and
+ * InternLM2 under op-level SAC). Units pad differently on 3 ranks for
+ * each. */
 static void test_families_zero_stages_equal_ddp(void **state) {
     (void)state;
     const unsigned all4 = SHS_LLAMA_NORM_ATTN_IN | SHS_LLAMA_NORM_ATTN_OUT | SHS_LLAMA_NORM_MLP_IN | SHS_LLAMA_NORM_MLP_OUT;
@@ -136,6 +144,7 @@ static void test_families_zero_stages_equal_ddp(void **state) {
         }
         if (c->sliding_window) cfg.attention = SHS_ATTENTION_FLASH, cfg.recompute = SHS_RECOMPUTE_FULL;
         if (f % 2) cfg.autocast = SHS_BF16;
+        if (f >= 6) cfg.attention = SHS_ATTENTION_FLASH, cfg.recompute = SHS_RECOMPUTE_SELECTIVE_OP;
         run_record_t ddp = {0};
         record_run(&cfg, &test_corpus, STEPS, &ddp);
         shs_strategy_kind_t kinds[] = {SHS_ZERO1, SHS_ZERO2, SHS_ZERO3};
