@@ -351,7 +351,7 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
         }
         static shs_ds_config_t ds_store; /* one command per process; large for the stack */
         ds = &ds_store;
-        if ((rc_ = sim_ds_config_apply("compare", o.str[C_DS_CONFIG], given, 0, ds, tc, ds_src)) >= 0) return rc_;
+        if ((rc_ = sim_ds_config_apply("compare", o.str[C_DS_CONFIG], SHS_DS_FOR_COMPARE, given, 0, ds, tc, ds_src)) >= 0) return rc_;
         if (o.given[C_VARIANTS]) ds_src[SHS_DS_OFFLOAD] = SHS_DS_FROM_PER_ROW;
         if (o.given[C_MOMENTUM] && tc->strategy.optim.kind != SHS_OPTIM_SGD)
             return usage_error("--momentum applies to sgd, not %s (the optimizer of --ds-config)",
