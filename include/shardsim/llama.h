@@ -208,7 +208,14 @@ shs_status_t shs_llama_layout_create(shs_layout_t *layout, const shs_llama_confi
  * RoPE, v, gate, down_proj; with q/k/v biases, which are not counted:
  * o_proj and up) and with flash the attention output and log-sum-exp, and
  * recomputes the rest from the layer input (not the saved projections, nor
- * down_proj and the residual after them); EVERY_N as the GPT.
+ * down_proj and the residual after them, unless an output norm follows
+ * down_proj: then it and the norm run again); EVERY_N as the GPT. The
+ * families count their own linears in forward order: Phi-3's qkv_proj and
+ * gate_up_proj and InternLM2's wqkv are one each, a biased one (Qwen2's
+ * q/k/v, attention_bias's q/k/v/o, InternLM2's bias) is not counted; a
+ * saved projection that a norm reads (q/k before Qwen3's, Gemma 3's, OLMo
+ * 2's q/k norms; o_proj and down_proj before Gemma 2/3's and OLMo 2's
+ * output norms) is the norm's input, kept instead of recomputed.
  *
  * Autocast (ex->autocast bf16 or f16 = A; torch.autocast over Hugging
  * Face's LlamaForCausalLM, as gpt.h's emulation and its op lists: linear
