@@ -18,7 +18,7 @@
 /* What the command line asked for. */
 typedef struct {
     shs_meta_config_t base;      /* the job every row varies (strategy, recompute, offload) */
-    char model_name[320];        /* for the header */
+    char model_name[768];        /* for the header */
     shs_hw_t hw;                 /* the GPU and its network */
     size_t device_mem;           /* bytes per GPU for the "fits" column */
     double eff;                  /* --efficiency; 0: the GPU's */

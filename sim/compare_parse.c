@@ -36,10 +36,13 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_MODEL] = {"--model", NULL, SIM_OPT_STR, 0, 0, 0, 0, "NAME",
                  "preset: gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b gpt3-6.7b gpt3-13b\n"
                  "gpt3-175b; --layers/--channels/--heads/--context/--vocab override\n"
-                 "its fields (a custom GPT). Llama family: llama2-7b llama2-13b\n"
-                 "llama2-70b llama3-8b llama3-70b llama3.1-405b mistral-7b (their\n"
-                 "config.json shapes; --context only, default max_position_embeddings,\n"
-                 "llama3.1-405b 8192 (pre-training's), mistral-7b its window 4096)"},
+                 "its fields (a custom GPT). Llama family (their config.json shapes;\n"
+                 "--context only): llama2-7b llama2-13b llama2-70b llama3-8b llama3-70b\n"
+                 "llama3.1-8b llama3.1-70b llama3.1-405b llama3.2-1b llama3.2-3b\n"
+                 "mistral-7b qwen2.5-7b qwen3-0.6b gemma-2b gemma2-9b gemma2-27b\n"
+                 "gemma3-1b phi3-mini olmo2-7b olmo2-13b internlm2.5-7b smollm2-360m;\n"
+                 "default context the pre-training one (llama3.1: 8192, mistral-7b:\n"
+                 "8192 with its window of 4096), else max_position_embeddings"},
     [C_HF_CONFIG] = SIM_ROW_HF_CONFIG,
     [C_LAYERS] = SIM_ROW_LAYERS,
     [C_CHANNELS] = SIM_ROW_CHANNELS,
@@ -270,7 +273,7 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
             return SIM_EXIT_ERROR;
         }
     }
-    char model_name[320];
+    char model_name[768];
     shs_hf_config_t hf;
     const shs_model_preset_t *preset = hf_path ? NULL : shs_model_preset_find(model);
     if (hf_path) {
@@ -294,14 +297,16 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
         if (!context && default_T < model_T)
             snprintf(model_name + len, sizeof model_name - len, " (T: %s %d capped at compare's %d; --context sets it)",
                      shs_hf_config_context_key(&hf), model_T, default_T);
+        len = strlen(model_name);
+        if (hf.notes[0]) snprintf(model_name + len, sizeof model_name - len, " (notes: %s)", hf.notes);
     } else if (!preset) {
         return usage_error("--model: unknown model preset '%s' (%s)", model, "compare --help lists them");
     } else if (preset->arch == SHS_ARCH_LLAMA) {
         if (layers || channels || heads || vocab >= 0)
             return usage_error("--layers/--channels/--heads/--vocab shape a GPT, not the Llama-family preset %s "
                                "(--hf-config takes any Llama shape)", preset->name);
-        if ((rc_ = sim_model_set_llama("compare", preset->name, &preset->llama, preset->sliding_window, (int)context,
-                                       preset->cfg.context, tc)) >= 0)
+        if ((rc_ = sim_model_set_llama("compare", preset->name, &preset->llama, (int)context, preset->cfg.context,
+                                       tc)) >= 0)
             return rc_;
         sim_model_describe(model_name, sizeof model_name, preset->name, tc, 0);
     }

@@ -100,8 +100,8 @@ static void print_table(FILE *out, const sim_compare_row_t *rows, int nrows, con
            "  the %s peak with tile and wave quantization, FlashAttention-2's efficiency, the rest at HBM bandwidth);\n"
            "  collectives as NCCL 2.20.3's tuning model prices them (%s, %s); overlap+ = compute slowed while NCCL holds\n"
            "  SMs; exposed = communication the compute did not hide (prefetch per unit); + offload.\n"
-           "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); HFU adds the recompute's FLOPs (measured against the\n"
-           "  same run keeping every activation)\n"
+           "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak), C = heads x head dim, T min(T, window) on windowed\n"
+           "  layers; HFU adds the recompute's FLOPs (measured against the same run keeping every activation)\n"
            "activations: attention %s, autocast %s, dropout %g, %s recompute %s (%s)\n",
            base->steps, eff_text, env.matmul_dtype == SHS_F32 ? "TF32" : shs_dtype_name(env.matmul_dtype), algo_name,
            proto_name, shs_attention_name(tc->attention),

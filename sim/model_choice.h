@@ -18,20 +18,22 @@
 #define SIM_ROW_HF_CONFIG                                                                                          \
     {"--hf-config", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE",                                                         \
      "the model of a Hugging Face config.json: model_type llama, mistral,\n"                                     \
-     "qwen2 (Llama architecture) or gpt2; keys it does not model are refused\n"                                  \
-     "by name; --context is the only shape option beside it. The model's\n"                                      \
-     "context: max_position_embeddings (gpt2 n_positions), or when present\n"                                    \
-     "rope_scaling.original_max_position_embeddings (Llama-3.1: 8192, the\n"                                     \
-     "pre-training context), or mistral's sliding_window when shorter.\n"                                        \
+     "qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, internlm2\n"                                        \
+     "(Llama architecture) or gpt2; keys it does not model are refused by\n"                                     \
+     "name, mixtures of experts too; --context is the only shape option\n"                                      \
+     "beside it. The model's context: max_position_embeddings (gpt2\n"                                          \
+     "n_positions), or when shorter the pre-training context of a long-\n"                                       \
+     "context model: rope_scaling.original_max_position_embeddings\n"                                            \
+     "(Llama-3.1: 8192) or Phi-3's original_max_position_embeddings.\n"                                          \
      "Default --context: train 64, compare the model's context; both at most\n"                                  \
      "65536 and the model's limit"}
 
 /* Put a Llama shape into c (arch SHS_ARCH_LLAMA, c->llama) with context T:
- * the given one (T > 0) or default_T capped at max_position and the
- * sliding window (0: none). A T above either is a usage error (exit 2)
- * naming the key (`what` names the model in the message); -1 when fine. */
-int sim_model_set_llama(const char *cmd, const char *what, const shs_llama_config_t *llama, int sliding_window, int T,
-                        int default_T, shs_train_config_t *c);
+ * the given one (T > 0) or default_T, capped at max_position. A T above it
+ * is a usage error (exit 2) naming the key (`what` names the model in the
+ * message); -1 when fine. */
+int sim_model_set_llama(const char *cmd, const char *what, const shs_llama_config_t *llama, int T, int default_T,
+                        shs_train_config_t *c);
 
 /* Put a parsed config.json into c: a Llama as sim_model_set_llama, gpt2 as
  * the GPT shape (c->model, arch SHS_ARCH_GPT) with its context chosen the

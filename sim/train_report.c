@@ -46,6 +46,7 @@ void sim_train_print_header(const sim_train_run_t *r) {
                o->hf.model_type, o->hf.torch_dtype ? shs_dtype_name(o->hf.torch_dtype) : "not given",
                shs_dtype_name(cfg->strategy.param_dtype ? cfg->strategy.param_dtype : SHS_F32),
                o->hf.not_applied[0] ? "; not applied: " : "", o->hf.not_applied);
+    if (o->hf_config && o->hf.notes[0]) printf("  hf config notes: %s\n", o->hf.notes);
     char optim_desc[128];
     const shs_optim_config_t *opt = &cfg->strategy.optim;
     if (opt->kind == SHS_OPTIM_ADAMW)

@@ -281,8 +281,9 @@ typedef enum {
     SHS_KERNELS_FLASH_ATTENTION = 1, /* shs_attention_{forward,backward}_flash */
     SHS_KERNELS_DROPOUT = 2,         /* shs_dropout_*, shs_attention_*_dropout */
     SHS_KERNELS_ROUND = 4,           /* shs_round */
-    SHS_KERNELS_LLAMA = 8,           /* shs_rmsnorm_*, shs_rope_*, shs_swiglu_*, shs_attention_gqa_*
-                                      * (eager and flash), shs_encoder_* without positions */
+    SHS_KERNELS_LLAMA = 8,           /* shs_rmsnorm_*, shs_rope_*, shs_swiglu_*, shs_geglu_*,
+                                      * shs_softcap_*, shs_attention_gqa_* (eager and flash),
+                                      * shs_encoder_* without positions */
     SHS_KERNELS_IGNORE_INDEX = 16,   /* shs_softmax_xent_* with SHS_IGNORE_INDEX targets */
 } shs_kernel_set_t;
 /* 1 if the backend has every kernel of the sets in the mask `sets` (0: 1). */
@@ -306,8 +307,9 @@ void shs_relu_backward(shs_device_t *dev, float *dinp, const float *inp, const f
 
 /* ---- Llama-family kernels (SHS_KERNELS_LLAMA) -------------------------
  * Sources: Touvron et al. 2023 (Llama), and Hugging Face transformers'
- * modeling_llama.py for the exact conventions (RMSNorm computed in f32,
- * rotate_half RoPE, repeat_kv grouping). HD = head dim, NKV = key/value
+ * modeling_llama.py / modeling_gemma2.py / modeling_phi3.py for the exact
+ * conventions (RMSNorm computed in f32, rotate_half RoPE, repeat_kv
+ * grouping, soft capping, sliding windows). HD = head dim, NKV = key/value
  * heads (NH % NKV == 0; NKV == NH is MHA, NKV == 1 is MQA). */
 
 /* RMSNorm (Zhang & Sennrich 2019; HF LlamaRMSNorm) over the last dim:
@@ -319,18 +321,25 @@ void shs_rmsnorm_forward(shs_device_t *dev, float *out, float *rstd, const float
 void shs_rmsnorm_backward(shs_device_t *dev, float *dinp, float *dweight, const float *dout, const float *inp,
                           const float *weight, const float *rstd, int N, int C);
 
-/* Rotary position embedding (Su et al. 2021) in HF's rotate_half layout:
- * x (B,T,NH,HD), for i < HD/2 the pair (x[i], x[i + HD/2]) is rotated by
- * the angle a = (float)pos * inv_freq[i] (f32 product, cosf/sinf):
- * out[i] = x[i] cos a - x[i+HD/2] sin a, out[i+HD/2] = x[i+HD/2] cos a +
- * x[i] sin a. positions (B,T) int32 device array, or NULL for t.
- * inv_freq (HD/2) f32 device array (the caller applies rope_theta and any
- * rope_scaling). HD even. out may alias inp. */
-void shs_rope_forward(shs_device_t *dev, float *out, const float *inp, const int32_t *positions,
-                      const float *inv_freq, int B, int T, int NH, int HD);
-/* Accumulates dinp (B,T,NH,HD) += R(-a) dout (the transposed rotation). */
+/* Rotary position embedding (Su et al. 2021) in HF's rotate_half layout.
+ * x (B,T,NH,HD); channels [0, R) rotate, R = rope->rot_dim (HF
+ * partial_rotary_factor: R < HD; the channels [R, HD) pass unchanged): for
+ * i < R/2 the pair (x[i], x[i + R/2]) is rotated by the angle a =
+ * (float)pos * inv_freq[i] (f32 product, cosf/sinf), with c = cos a * m and
+ * s = sin a * m (f32; m = rope->mscale, LongRoPE's attention factor):
+ * out[i] = x[i] c - x[i+R/2] s, out[i+R/2] = x[i+R/2] c + x[i] s.
+ * positions (B,T) int32 device array, or NULL for t. out may alias inp. */
+typedef struct {
+    const float *inv_freq; /* (R/2) f32 device array (the caller applies rope_theta and any rope scaling) */
+    int rot_dim;           /* R, even, 2..HD; 0: HD */
+    float mscale;          /* m; 0: 1 */
+} shs_rope_t;
+void shs_rope_forward(shs_device_t *dev, float *out, const float *inp, const int32_t *positions, const shs_rope_t *rope,
+                      int B, int T, int NH, int HD);
+/* Accumulates dinp (B,T,NH,HD) += R(-a) m dout on [0, R) (the transposed
+ * rotation) and dout on [R, HD). */
 void shs_rope_backward(shs_device_t *dev, float *dinp, const float *dout, const int32_t *positions,
-                       const float *inv_freq, int B, int T, int NH, int HD);
+                       const shs_rope_t *rope, int B, int T, int NH, int HD);
 
 /* SwiGLU (Shazeer 2020; Llama's MLP): out (n) = silu(gate) * up with
  * silu(x) = x / (1 + expf(-x)). */
@@ -338,32 +347,62 @@ void shs_swiglu_forward(shs_device_t *dev, float *out, const float *gate, const 
 /* Accumulates dgate (n) += dout * up * silu'(gate) and dup (n) += dout * silu(gate). */
 void shs_swiglu_backward(shs_device_t *dev, float *dgate, float *dup, const float *dout, const float *gate,
                          const float *up, size_t n);
+/* GeGLU (Shazeer 2020; Gemma's MLP with hidden_activation gelu_pytorch_tanh):
+ * out (n) = gelu(gate) * up, gelu the tanh form of shs_gelu_forward. */
+void shs_geglu_forward(shs_device_t *dev, float *out, const float *gate, const float *up, size_t n);
+/* Accumulates dgate (n) += dout * up * gelu'(gate) and dup (n) += dout * gelu(gate). */
+void shs_geglu_backward(shs_device_t *dev, float *dgate, float *dup, const float *dout, const float *gate,
+                        const float *up, size_t n);
+
+/* Soft capping (Gemma 2's final_logit_softcapping): out (n) = tanh(inp /
+ * cap) * cap in that order, cap > 0. out may alias inp. */
+void shs_softcap_forward(shs_device_t *dev, float *out, const float *inp, float cap, size_t n);
+/* Its backward from the forward's output: with t = out / cap, dinp (n) =
+ * ((dout * cap) * (1 - t t)) / cap, autograd's chain through multiply,
+ * tanh and divide. Overwrites dinp (as shs_softmax_xent_backward does),
+ * which may alias dout or out. */
+void shs_softcap_backward(shs_device_t *dev, float *dinp, const float *dout, const float *out, float cap, size_t n);
+
+/* What the GQA kernels below take beyond the causal mask; NULL or the zero
+ * value: HF's Llama attention. */
+typedef struct {
+    float scale;   /* scores (q . k) * scale; 0: 1/sqrt(HD). Gemma 2/3: query_pre_attn_scalar^-1/2 */
+    float softcap; /* > 0: each scaled score s becomes tanh(s / softcap) * softcap (that order)
+                    * before the mask (Gemma 2's attn_logit_softcapping); 0: none */
+    int window;    /* > 0: query t attends keys t2 > t - window only (HF sliding_window: Mistral,
+                    * Gemma 2/3's sliding layers, Qwen2's use_sliding_window); 0: every t2 <= t */
+} shs_attention_opts_t;
 
 /* Grouped-query causal attention (Ainslie et al. 2023), eager: q (B,T,NH*HD),
  * k and v (B,T,NKV*HD); query head h reads key/value head h / (NH/NKV)
- * (HF repeat_kv). Scores scaled by 1/sqrt(HD). Position t attends to t2
- * iff t2 <= t and, when doc_ids (B,T int32 device array) is not NULL,
+ * (HF repeat_kv). Position t attends to t2 iff t2 <= t, t2 is inside
+ * opt's window and, when doc_ids (B,T int32 device array) is not NULL,
  * doc_ids[b,t2] == doc_ids[b,t] (packed documents). Writes att (B,NH,T,T)
  * (the softmax; masked entries 0) and out (B,T,NH*HD). */
 void shs_attention_gqa_forward(shs_device_t *dev, float *out, float *att, const float *q, const float *k,
-                               const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD);
+                               const float *v, const int32_t *doc_ids, const shs_attention_opts_t *opt, int B, int T,
+                               int NH, int NKV, int HD);
 /* Its backward: accumulates dq (B,T,NH*HD), dk and dv (B,T,NKV*HD) (a
  * shared key/value head sums its query heads in increasing h). The mask is
  * read from att: its 0 entries are skipped (a probability that underflowed
- * to 0 has a zero gradient too). datt (B,NH,T,T) is scratch, overwritten. */
+ * to 0 has a zero gradient too). With a softcap the capped score's
+ * derivative 1 - tanh^2 is recomputed from q and k. datt (B,NH,T,T) is
+ * scratch, overwritten. opt: the forward's. */
 void shs_attention_gqa_backward(shs_device_t *dev, float *dq, float *dk, float *dv, float *datt, const float *dout,
-                                const float *q, const float *k, const float *v, const float *att, int B, int T,
-                                int NH, int NKV, int HD);
+                                const float *q, const float *k, const float *v, const float *att,
+                                const shs_attention_opts_t *opt, int B, int T, int NH, int NKV, int HD);
 /* The same attention as FlashAttention (Dao et al. 2022; keys in blocks of
- * SHS_FLASH_BLOCK, online softmax): writes out and lse (B,NH,T) only. */
+ * SHS_FLASH_BLOCK from the row's first allowed key, online softmax):
+ * writes out and lse (B,NH,T) only. */
 void shs_attention_gqa_forward_flash(shs_device_t *dev, float *out, float *lse, const float *q, const float *k,
-                                     const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD);
+                                     const float *v, const int32_t *doc_ids, const shs_attention_opts_t *opt, int B,
+                                     int T, int NH, int NKV, int HD);
 /* Its backward (recomputes the probabilities from lse): accumulates dq,
- * dk, dv as shs_attention_gqa_backward. out, lse: the forward's. */
+ * dk, dv as shs_attention_gqa_backward. out, lse, opt: the forward's. */
 void shs_attention_gqa_backward_flash(shs_device_t *dev, float *dq, float *dk, float *dv, const float *dout,
                                       const float *q, const float *k, const float *v, const float *out,
-                                      const float *lse, const int32_t *doc_ids, int B, int T, int NH, int NKV,
-                                      int HD);
+                                      const float *lse, const int32_t *doc_ids, const shs_attention_opts_t *opt, int B,
+                                      int T, int NH, int NKV, int HD);
 
 /* Token + position embedding: out (B,T,C) = wte[tokens[b,t]] + wpe[t].
  * tokens (B,T) int32 in [0,V) (device memory); wte (V,C); wpe (>=T,C), or

@@ -23,17 +23,15 @@
 typedef struct {
     const char *name;            /* "gpt2-124m", ..., "gpt3-175b", "llama2-7b", ..., "mistral-7b" */
     shs_gpt_config_t cfg;        /* SHS_ARCH_GPT: the shape. SHS_ARCH_LLAMA: only cfg.context is set,
-                                  * the context a run takes by default (shs_hf_config_context's rule:
-                                  * max_position_embeddings, or when shorter Llama 3.1's pre-training
-                                  * context or Mistral's sliding window) */
+                                  * the context a run takes by default: the pre-training context (Llama
+                                  * 3.1's original_max_position_embeddings, Mistral 7B's 8192, ...; the
+                                  * row's comment in model_preset.c cites it) */
     uint64_t published_params;   /* the count published for it (exact where one is published, else as rounded
                                   * in the source: see `source`) */
     uint64_t published_unit;     /* the rounding of published_params: 1 exact, 1e6 "774M", 1e8 "1.5B", ... */
     const char *source;
     shs_model_arch_t arch;       /* SHS_ARCH_GPT (0) or SHS_ARCH_LLAMA */
     shs_llama_config_t llama;    /* SHS_ARCH_LLAMA: the shape (HF config.json names) */
-    int sliding_window;          /* Mistral's attention window (not modelled: a run's context must not
-                                  * exceed it); 0: none */
 } shs_model_preset_t;
 
 /* The presets: the GPTs in size order, then the Llama family in size order

@@ -41,8 +41,10 @@
  *    element at host bandwidth), after the step's compute.
  *  - MFU = model FLOPs / (step x peak), the model FLOPs 6 Psi' + 12 L C T
  *    per token (PaLM, Chowdhery et al. 2022, App. B; Psi' the parameters a
- *    matmul reads: an untied Llama's input embedding excluded;
- *    recomputation not counted).
+ *    matmul reads: an untied Llama's input embedding excluded; C the
+ *    attention width NH x HD, T a windowed layer's min(T, window);
+ *    recomputation not counted). A windowed layer's flash attention is
+ *    priced by its window's FLOPs with the causal blocks' quantization.
  * What it is not: a measurement; no kernel launch or framework (Python)
  * overheads, no congestion between concurrent collectives, no HBM
  * contention between NCCL and compute.

@@ -8,6 +8,7 @@
 #include "shardsim/units.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,7 +305,8 @@ int shs_device_supports(const shs_device_t *dev, unsigned sets) {
     if ((sets & SHS_KERNELS_ROUND) && !f->round) return 0;
     if ((sets & SHS_KERNELS_LLAMA) &&
         !(f->rmsnorm_forward && f->rmsnorm_backward && f->rope_forward && f->rope_backward && f->swiglu_forward &&
-          f->swiglu_backward && f->attention_gqa_forward && f->attention_gqa_backward &&
+          f->swiglu_backward && f->geglu_forward && f->geglu_backward && f->softcap_forward &&
+          f->softcap_backward && f->attention_gqa_forward && f->attention_gqa_backward &&
           f->attention_gqa_forward_flash && f->attention_gqa_backward_flash))
         return 0;
     if ((sets & SHS_KERNELS_IGNORE_INDEX) && !f->xent_ignore_index) return 0;
@@ -389,95 +391,140 @@ void shs_rmsnorm_backward(shs_device_t *dev, float *dinp, float *dweight, const 
     KRANGE("rmsnorm_backward", weight, (size_t)C), KRANGE("rmsnorm_backward", rstd, (size_t)N);
     dev->iface->rmsnorm_backward(dev, dinp, dweight, dout, inp, weight, rstd, N, C);
 }
-/* out/dinp and inp/dout (B,T,NH,HD), positions (B,T) or NULL, inv_freq (HD/2). */
-static void rope_checks(shs_device_t *dev, const char *op, const float *out, const float *inp,
-                        const int32_t *positions, const float *inv_freq, int B, int T, int NH, int HD) {
-    SHS_ASSERT(out && inp && inv_freq && B >= 0 && T >= 0 && NH > 0 && HD > 0 && HD % 2 == 0);
+/* out/dinp and inp/dout (B,T,NH,HD), positions (B,T) or NULL, inv_freq (R/2);
+ * the rope with its defaults filled in. */
+static shs_rope_t rope_checks(shs_device_t *dev, const char *op, const float *out, const float *inp,
+                              const int32_t *positions, const shs_rope_t *rope, int B, int T, int NH, int HD) {
+    SHS_ASSERT(out && inp && rope && rope->inv_freq && B >= 0 && T >= 0 && NH > 0 && HD > 0 && HD % 2 == 0);
+    shs_rope_t r = *rope;
+    if (!r.rot_dim) r.rot_dim = HD;
+    if (r.mscale == 0.0f) r.mscale = 1.0f;
+    SHS_ASSERT(r.rot_dim >= 2 && r.rot_dim <= HD && r.rot_dim % 2 == 0 && isfinite(r.mscale));
     size_t n = (size_t)B * T * NH * HD;
-    KRANGE(op, out, n), KRANGE(op, inp, n), KRANGE(op, inv_freq, (size_t)HD / 2);
+    KRANGE(op, out, n), KRANGE(op, inp, n), KRANGE(op, r.inv_freq, (size_t)r.rot_dim / 2);
     KRANGE(op, positions, (size_t)B * T);
+    return r;
 }
-void shs_rope_forward(shs_device_t *dev, float *out, const float *inp, const int32_t *positions,
-                      const float *inv_freq, int B, int T, int NH, int HD) {
+void shs_rope_forward(shs_device_t *dev, float *out, const float *inp, const int32_t *positions, const shs_rope_t *rope,
+                      int B, int T, int NH, int HD) {
     KNEED(rope_forward);
-    rope_checks(dev, "rope_forward", out, inp, positions, inv_freq, B, T, NH, HD);
-    dev->iface->rope_forward(dev, out, inp, positions, inv_freq, B, T, NH, HD);
+    shs_rope_t r = rope_checks(dev, "rope_forward", out, inp, positions, rope, B, T, NH, HD);
+    dev->iface->rope_forward(dev, out, inp, positions, &r, B, T, NH, HD);
 }
 void shs_rope_backward(shs_device_t *dev, float *dinp, const float *dout, const int32_t *positions,
-                       const float *inv_freq, int B, int T, int NH, int HD) {
+                       const shs_rope_t *rope, int B, int T, int NH, int HD) {
     KNEED(rope_backward);
-    rope_checks(dev, "rope_backward", dinp, dout, positions, inv_freq, B, T, NH, HD);
-    dev->iface->rope_backward(dev, dinp, dout, positions, inv_freq, B, T, NH, HD);
+    shs_rope_t r = rope_checks(dev, "rope_backward", dinp, dout, positions, rope, B, T, NH, HD);
+    dev->iface->rope_backward(dev, dinp, dout, positions, &r, B, T, NH, HD);
+}
+/* The gated MLP activations: out (n) = act(gate) * up, and the backward. */
+static void glu_forward_checks(shs_device_t *dev, const char *op, float *out, const float *gate, const float *up,
+                               size_t n) {
+    SHS_ASSERT(out && gate && up);
+    KRANGE(op, out, n), KRANGE(op, gate, n), KRANGE(op, up, n);
+}
+static void glu_backward_checks(shs_device_t *dev, const char *op, float *dgate, float *dup, const float *dout,
+                                const float *gate, const float *up, size_t n) {
+    SHS_ASSERT(dgate && dup && dout && gate && up);
+    KRANGE(op, dgate, n), KRANGE(op, dup, n), KRANGE(op, dout, n), KRANGE(op, gate, n), KRANGE(op, up, n);
 }
 void shs_swiglu_forward(shs_device_t *dev, float *out, const float *gate, const float *up, size_t n) {
-    SHS_ASSERT(out && gate && up);
     KNEED(swiglu_forward);
-    KRANGE("swiglu_forward", out, n), KRANGE("swiglu_forward", gate, n), KRANGE("swiglu_forward", up, n);
+    glu_forward_checks(dev, "swiglu_forward", out, gate, up, n);
     dev->iface->swiglu_forward(dev, out, gate, up, n);
 }
 void shs_swiglu_backward(shs_device_t *dev, float *dgate, float *dup, const float *dout, const float *gate,
                          const float *up, size_t n) {
-    SHS_ASSERT(dgate && dup && dout && gate && up);
     KNEED(swiglu_backward);
-    KRANGE("swiglu_backward", dgate, n), KRANGE("swiglu_backward", dup, n), KRANGE("swiglu_backward", dout, n);
-    KRANGE("swiglu_backward", gate, n), KRANGE("swiglu_backward", up, n);
+    glu_backward_checks(dev, "swiglu_backward", dgate, dup, dout, gate, up, n);
     dev->iface->swiglu_backward(dev, dgate, dup, dout, gate, up, n);
 }
-/* The shape checks every GQA kernel shares; NH % NKV != 0 is named on stderr. */
-static void gqa_checks(shs_device_t *dev, const char *op, int B, int T, int NH, int NKV, int HD) {
+void shs_geglu_forward(shs_device_t *dev, float *out, const float *gate, const float *up, size_t n) {
+    KNEED(geglu_forward);
+    glu_forward_checks(dev, "geglu_forward", out, gate, up, n);
+    dev->iface->geglu_forward(dev, out, gate, up, n);
+}
+void shs_geglu_backward(shs_device_t *dev, float *dgate, float *dup, const float *dout, const float *gate,
+                        const float *up, size_t n) {
+    KNEED(geglu_backward);
+    glu_backward_checks(dev, "geglu_backward", dgate, dup, dout, gate, up, n);
+    dev->iface->geglu_backward(dev, dgate, dup, dout, gate, up, n);
+}
+void shs_softcap_forward(shs_device_t *dev, float *out, const float *inp, float cap, size_t n) {
+    SHS_ASSERT(out && inp && cap > 0.0f && isfinite(cap));
+    KNEED(softcap_forward);
+    KRANGE("softcap_forward", out, n), KRANGE("softcap_forward", inp, n);
+    dev->iface->softcap_forward(dev, out, inp, cap, n);
+}
+void shs_softcap_backward(shs_device_t *dev, float *dinp, const float *dout, const float *out, float cap, size_t n) {
+    SHS_ASSERT(dinp && dout && out && cap > 0.0f && isfinite(cap));
+    KNEED(softcap_backward);
+    KRANGE("softcap_backward", dinp, n), KRANGE("softcap_backward", dout, n), KRANGE("softcap_backward", out, n);
+    dev->iface->softcap_backward(dev, dinp, dout, out, cap, n);
+}
+/* The shape checks every GQA kernel shares (NH % NKV != 0 is named on
+ * stderr), and opt with its defaults filled in. */
+static shs_attention_opts_t gqa_checks(shs_device_t *dev, const char *op, const shs_attention_opts_t *opt, int B, int T,
+                                       int NH, int NKV, int HD) {
     SHS_ASSERT(B >= 0 && T > 0 && NH > 0 && NKV > 0 && HD > 0);
     if (NH % NKV != 0) {
         fprintf(stderr, "shardsim: %s: %d query heads are not a multiple of %d key/value heads\n", op, NH, NKV);
         SHS_ASSERT(!"attention_gqa: NH % NKV != 0");
     }
+    shs_attention_opts_t o = opt ? *opt : (shs_attention_opts_t){0};
+    SHS_ASSERT(o.scale >= 0.0f && isfinite(o.scale) && o.softcap >= 0.0f && isfinite(o.softcap) && o.window >= 0);
+    if (o.scale == 0.0f) o.scale = shs__attention_scale(HD);
+    return o;
 }
 void shs_attention_gqa_forward(shs_device_t *dev, float *out, float *att, const float *q, const float *k,
-                               const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD) {
+                               const float *v, const int32_t *doc_ids, const shs_attention_opts_t *opt, int B, int T,
+                               int NH, int NKV, int HD) {
     SHS_ASSERT(out && att && q && k && v);
     KNEED(attention_gqa_forward);
     const char *op = "attention_gqa_forward";
-    gqa_checks(dev, op, B, T, NH, NKV, HD);
+    shs_attention_opts_t o = gqa_checks(dev, op, opt, B, T, NH, NKV, HD);
     size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
     KRANGE(op, out, nq), KRANGE(op, att, (size_t)B * NH * T * T), KRANGE(op, q, nq), KRANGE(op, k, nkv);
     KRANGE(op, v, nkv), KRANGE(op, doc_ids, (size_t)B * T);
-    dev->iface->attention_gqa_forward(dev, out, att, q, k, v, doc_ids, B, T, NH, NKV, HD);
+    dev->iface->attention_gqa_forward(dev, out, att, q, k, v, doc_ids, &o, B, T, NH, NKV, HD);
 }
 void shs_attention_gqa_backward(shs_device_t *dev, float *dq, float *dk, float *dv, float *datt, const float *dout,
-                                const float *q, const float *k, const float *v, const float *att, int B, int T,
-                                int NH, int NKV, int HD) {
+                                const float *q, const float *k, const float *v, const float *att,
+                                const shs_attention_opts_t *opt, int B, int T, int NH, int NKV, int HD) {
     SHS_ASSERT(dq && dk && dv && datt && dout && q && k && v && att);
     KNEED(attention_gqa_backward);
     const char *op = "attention_gqa_backward";
-    gqa_checks(dev, op, B, T, NH, NKV, HD);
+    shs_attention_opts_t o = gqa_checks(dev, op, opt, B, T, NH, NKV, HD);
     size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, ntt = (size_t)B * NH * T * T;
     KRANGE(op, dq, nq), KRANGE(op, dk, nkv), KRANGE(op, dv, nkv), KRANGE(op, datt, ntt), KRANGE(op, dout, nq);
     KRANGE(op, q, nq), KRANGE(op, k, nkv), KRANGE(op, v, nkv), KRANGE(op, att, ntt);
-    dev->iface->attention_gqa_backward(dev, dq, dk, dv, datt, dout, q, k, v, att, B, T, NH, NKV, HD);
+    dev->iface->attention_gqa_backward(dev, dq, dk, dv, datt, dout, q, k, v, att, &o, B, T, NH, NKV, HD);
 }
 void shs_attention_gqa_forward_flash(shs_device_t *dev, float *out, float *lse, const float *q, const float *k,
-                                     const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD) {
+                                     const float *v, const int32_t *doc_ids, const shs_attention_opts_t *opt, int B,
+                                     int T, int NH, int NKV, int HD) {
     SHS_ASSERT(out && lse && q && k && v);
     KNEED(attention_gqa_forward_flash);
     const char *op = "attention_gqa_forward_flash";
-    gqa_checks(dev, op, B, T, NH, NKV, HD);
+    shs_attention_opts_t o = gqa_checks(dev, op, opt, B, T, NH, NKV, HD);
     size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
     KRANGE(op, out, nq), KRANGE(op, lse, (size_t)B * NH * T), KRANGE(op, q, nq), KRANGE(op, k, nkv);
     KRANGE(op, v, nkv), KRANGE(op, doc_ids, (size_t)B * T);
-    dev->iface->attention_gqa_forward_flash(dev, out, lse, q, k, v, doc_ids, B, T, NH, NKV, HD);
+    dev->iface->attention_gqa_forward_flash(dev, out, lse, q, k, v, doc_ids, &o, B, T, NH, NKV, HD);
 }
 void shs_attention_gqa_backward_flash(shs_device_t *dev, float *dq, float *dk, float *dv, const float *dout,
                                       const float *q, const float *k, const float *v, const float *out,
-                                      const float *lse, const int32_t *doc_ids, int B, int T, int NH, int NKV,
-                                      int HD) {
+                                      const float *lse, const int32_t *doc_ids, const shs_attention_opts_t *opt, int B,
+                                      int T, int NH, int NKV, int HD) {
     SHS_ASSERT(dq && dk && dv && dout && q && k && v && out && lse);
     KNEED(attention_gqa_backward_flash);
     const char *op = "attention_gqa_backward_flash";
-    gqa_checks(dev, op, B, T, NH, NKV, HD);
+    shs_attention_opts_t o = gqa_checks(dev, op, opt, B, T, NH, NKV, HD);
     size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
     KRANGE(op, dq, nq), KRANGE(op, dk, nkv), KRANGE(op, dv, nkv), KRANGE(op, dout, nq), KRANGE(op, q, nq);
     KRANGE(op, k, nkv), KRANGE(op, v, nkv), KRANGE(op, out, nq), KRANGE(op, lse, (size_t)B * NH * T);
     KRANGE(op, doc_ids, (size_t)B * T);
-    dev->iface->attention_gqa_backward_flash(dev, dq, dk, dv, dout, q, k, v, out, lse, doc_ids, B, T, NH, NKV, HD);
+    dev->iface->attention_gqa_backward_flash(dev, dq, dk, dv, dout, q, k, v, out, lse, doc_ids, &o, B, T, NH, NKV, HD);
 }
 #undef KNEED
 /* The checks every activation's forward (out = f(inp)) and backward

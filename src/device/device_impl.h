@@ -71,19 +71,31 @@ typedef struct shs_device_iface {
     void (*rmsnorm_forward)(shs_device_t *, float *, float *, const float *, const float *, int, int, float);
     void (*rmsnorm_backward)(shs_device_t *, float *, float *, const float *, const float *, const float *,
                              const float *, int, int);
-    void (*rope_forward)(shs_device_t *, float *, const float *, const int32_t *, const float *, int, int, int, int);
-    void (*rope_backward)(shs_device_t *, float *, const float *, const int32_t *, const float *, int, int, int, int);
+    void (*rope_forward)(shs_device_t *, float *out, const float *inp, const int32_t *positions, const shs_rope_t *,
+                         int B, int T, int NH, int HD);
+    void (*rope_backward)(shs_device_t *, float *dinp, const float *dout, const int32_t *positions,
+                          const shs_rope_t *, int B, int T, int NH, int HD);
     void (*swiglu_forward)(shs_device_t *, float *, const float *, const float *, size_t);
     void (*swiglu_backward)(shs_device_t *, float *, float *, const float *, const float *, const float *, size_t);
-    void (*attention_gqa_forward)(shs_device_t *, float *, float *, const float *, const float *, const float *,
-                                  const int32_t *, int, int, int, int, int);
-    void (*attention_gqa_backward)(shs_device_t *, float *, float *, float *, float *, const float *, const float *,
-                                   const float *, const float *, const float *, int, int, int, int, int);
-    void (*attention_gqa_forward_flash)(shs_device_t *, float *, float *, const float *, const float *,
-                                        const float *, const int32_t *, int, int, int, int, int);
-    void (*attention_gqa_backward_flash)(shs_device_t *, float *, float *, float *, const float *, const float *,
-                                         const float *, const float *, const float *, const float *,
-                                         const int32_t *, int, int, int, int, int);
+    void (*geglu_forward)(shs_device_t *, float *out, const float *gate, const float *up, size_t n);
+    void (*geglu_backward)(shs_device_t *, float *dgate, float *dup, const float *dout, const float *gate,
+                           const float *up, size_t n);
+    void (*softcap_forward)(shs_device_t *, float *out, const float *inp, float cap, size_t n);
+    void (*softcap_backward)(shs_device_t *, float *dinp, const float *dout, const float *out, float cap, size_t n);
+    /* the GQA kernels get opt filled in (never NULL) */
+    void (*attention_gqa_forward)(shs_device_t *, float *out, float *att, const float *q, const float *k,
+                                  const float *v, const int32_t *doc_ids, const shs_attention_opts_t *opt, int B,
+                                  int T, int NH, int NKV, int HD);
+    void (*attention_gqa_backward)(shs_device_t *, float *dq, float *dk, float *dv, float *datt, const float *dout,
+                                   const float *q, const float *k, const float *v, const float *att,
+                                   const shs_attention_opts_t *opt, int B, int T, int NH, int NKV, int HD);
+    void (*attention_gqa_forward_flash)(shs_device_t *, float *out, float *lse, const float *q, const float *k,
+                                        const float *v, const int32_t *doc_ids, const shs_attention_opts_t *opt,
+                                        int B, int T, int NH, int NKV, int HD);
+    void (*attention_gqa_backward_flash)(shs_device_t *, float *dq, float *dk, float *dv, const float *dout,
+                                         const float *q, const float *k, const float *v, const float *out,
+                                         const float *lse, const int32_t *doc_ids, const shs_attention_opts_t *opt,
+                                         int B, int T, int NH, int NKV, int HD);
     /* (optional) kernel work counters; NULL: shs_device_kernel_stats says unsupported */
     void (*kernel_stats)(const shs_device_t *, shs_kernel_stats_t *);
 } shs_device_iface_t;

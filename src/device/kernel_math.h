@@ -86,6 +86,10 @@ static inline SHS_HD void shs__layernorm_dinp_row(float *dx, const float *x, con
 
 static inline SHS_HD float shs__attention_scale(int hs) { return 1.0f / sqrtf((float)hs); }
 
+/* Gemma 2's soft cap of an attention score or a logit, in Hugging Face's
+ * order: (s / cap), tanh, times cap; cap 0: s unchanged. */
+static inline SHS_HD float shs__softcap(float s, float cap) { return cap > 0.0f ? tanhf(s / cap) * cap : s; }
+
 /* pre[t2] = (q . k_t2) * scale and att = softmax over t2 <= t (max
  * subtracted); both 0 above the diagonal (t2 > t). */
 static inline SHS_HD void shs__attention_scores_row(float *pre, float *a, const float *q, const float *kv0, int t,
@@ -174,13 +178,16 @@ static inline float shs__dropout_scale(float p) { return 1.0f / (1.0f - p); }
  * the document ids of the row's sequence (T): key t2 is skipped unless
  * doc[t2] == doc[t] (a block with no key left changes nothing).
  * drop: 0 (no dropout), else key t2 is kept iff shs__dropout_keep(key,
- * ctr0 + t2, thr), ctr0 the counter of (t, t2 = 0), and scaled by drop_scale. */
+ * ctr0 + t2, thr), ctr0 the counter of (t, t2 = 0), and scaled by drop_scale.
+ * j_first: the first key (0, or a sliding window's t - W + 1; the blocks
+ * start there); softcap: 0, or each score s becomes shs__softcap(s, softcap). */
 static inline void shs__flash_forward_row(float *o, float *lse, const float *q, const float *k0, const float *v0,
-                                          size_t stride, const int32_t *doc, int t, int hs, float scale, int drop,
-                                          uint64_t key, uint64_t ctr0, uint32_t thr, float drop_scale, float *s) {
+                                          size_t stride, const int32_t *doc, int t, int j_first, int hs, float scale,
+                                          float softcap, int drop, uint64_t key, uint64_t ctr0, uint32_t thr,
+                                          float drop_scale, float *s) {
     float m = -INFINITY, l = 0.0f;
     for (int i = 0; i < hs; i++) o[i] = 0.0f;
-    for (int j0 = 0; j0 <= t; j0 += SHS_FLASH_BLOCK) {
+    for (int j0 = j_first; j0 <= t; j0 += SHS_FLASH_BLOCK) {
         int j1 = j0 + SHS_FLASH_BLOCK <= t + 1 ? j0 + SHS_FLASH_BLOCK : t + 1;
         float mb = m;
         for (int j = j0; j < j1; j++) {
@@ -188,7 +195,7 @@ static inline void shs__flash_forward_row(float *o, float *lse, const float *q, 
             const float *k = k0 + j * stride;
             float dot = 0.0f;
             for (int i = 0; i < hs; i++) dot += q[i] * k[i];
-            s[j - j0] = dot * scale;
+            s[j - j0] = shs__softcap(dot * scale, softcap);
             if (s[j - j0] > mb) mb = s[j - j0];
         }
         if (mb == -INFINITY) continue; /* every key of the block masked */
@@ -212,16 +219,24 @@ static inline void shs__flash_forward_row(float *o, float *lse, const float *q, 
 /* Backward of one (query t, key t2) pair of the flash backward, given the
  * row's q, dout dy, lse and D = dy . o: recomputes s and P = exp(s - lse),
  * then (dropout: Pd = keep ? P * drop_scale : 0, and dP likewise masked)
- *   dv += Pd dy;  dS = P (dP - D) with dP = dy . v;  dq += scale dS k;  dk += scale dS q. */
+ *   dv += Pd dy;  dS = P (dP - D) with dP = dy . v;  dq += scale dS k;  dk += scale dS q.
+ * softcap > 0: s = softcap tanh(s0 / softcap), and dS is multiplied by its
+ * derivative 1 - tanh^2 (the tanh recomputed). */
 static inline void shs__flash_backward_pair(float *dq, float *dk, float *dv, const float *q, const float *k,
                                             const float *v, const float *dy, float lse, float D, int hs, float scale,
-                                            int kept, float drop_scale) {
+                                            float softcap, int kept, float drop_scale) {
     float dot = 0.0f, dpd = 0.0f;
     for (int i = 0; i < hs; i++) dot += q[i] * k[i];
-    float p = expf(dot * scale - lse);
+    float s = dot * scale, th = 0.0f;
+    if (softcap > 0.0f) {
+        th = tanhf(s / softcap);
+        s = th * softcap;
+    }
+    float p = expf(s - lse);
     float pd = kept ? p * drop_scale : 0.0f;
     for (int i = 0; i < hs; i++) dpd += dy[i] * v[i];
     float ds = p * ((kept ? dpd * drop_scale : 0.0f) - D);
+    if (softcap > 0.0f) ds *= 1.0f - th * th;
     for (int i = 0; i < hs; i++) {
         dv[i] += pd * dy[i];
         dq[i] += scale * ds * k[i];

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "shardsim/optim.h"
-#include "train/step.h" /* shs__job_decoder_shape */
+#include "train/step.h" /* shs__job_attention_per_token */
 
 /* Nodes that rank 0's communicator of the call sits on. World and shard
  * groups are consecutive ranks from 0; a replica group (hybrid) is the
@@ -182,9 +182,8 @@ void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *re
     if (!tc->model_file && tc->arch == SHS_ARCH_LLAMA && !tc->llama.tie_word_embeddings)
         matmul_params -= (double)tc->llama.vocab * (double)tc->llama.hidden;
     double per_token = 6.0 * matmul_params;
-    int layers, hidden; /* the attention term 12 L C T, C = NH * HD for either decoder */
-    shs__job_decoder_shape(tc, &layers, &hidden);
-    per_token += 12.0 * layers * (double)hidden * tc->model.context;
+    /* the attention term 12 L C T, C = NH * HD, a windowed layer's T min(T, window) */
+    per_token += 12.0 * shs__job_attention_per_token(tc);
     out->model_flops = per_token * out->tokens;
     out->mfu = out->step_s > 0 ? out->model_flops / (out->step_s * peak) : 0;
 }

@@ -19,9 +19,10 @@ shs_status_t shs__job_model_validate(const shs_train_config_t *cfg) {
     return SHS_OK;
 }
 
-void shs__job_decoder_shape(const shs_train_config_t *cfg, int *layers, int *hidden) {
-    *layers = cfg->model_file ? 0 : cfg->arch == SHS_ARCH_LLAMA ? cfg->llama.num_layers : cfg->model.num_layers;
-    *hidden = cfg->model_file ? 0 : cfg->arch == SHS_ARCH_LLAMA ? cfg->llama.hidden : cfg->model.channels;
+double shs__job_attention_per_token(const shs_train_config_t *cfg) {
+    if (cfg->model_file) return 0;
+    if (cfg->arch == SHS_ARCH_LLAMA) return shs_llama_attention_width(&cfg->llama, cfg->model.context);
+    return (double)cfg->model.num_layers * cfg->model.channels * cfg->model.context;
 }
 
 shs_status_t shs__job_layouts(const shs_train_config_t *cfg, shs_layout_t *model, shs_layout_t *grouped,

@@ -49,9 +49,11 @@ typedef struct {
  * context within its max_position_embeddings), or a model file's context
  * (1..65536). Errors: SHS_INVALID_ARG naming the field. */
 shs_status_t shs__job_model_validate(const shs_train_config_t *cfg);
-/* The decoder's layers and hidden width (GPT channels, Llama hidden_size;
- * 0 and 0 for a model file), e.g. for the attention FLOPs. */
-void shs__job_decoder_shape(const shs_train_config_t *cfg, int *layers, int *hidden);
+/* The attention term's width per token: the sum over layers of the
+ * attention width (GPT C, the Llama family's NH*HD) times the keys a query
+ * reads (T, or min(T, window) on a windowed layer): L C T for the GPT.
+ * 12 x it is PaLM's attention FLOPs per token. 0 for a model file. */
+double shs__job_attention_per_token(const shs_train_config_t *cfg);
 
 /* The layouts of the job `cfg`: the model's (the GPT's, the Llama's or cfg->model_file's),
  * its units below cfg->replicate_below marked replicated (not under DDP);

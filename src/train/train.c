@@ -228,9 +228,11 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
     size_t heads = (size_t)cfg->model.num_heads;
     if (llama) {
         size_t I = (size_t)cfg->llama.intermediate, V = (size_t)cfg->llama.vocab;
+        size_t QD = (size_t)cfg->llama.num_heads * (size_t)shs_llama_head_dim(&cfg->llama);
         C = (size_t)cfg->llama.hidden;
         widest = I > V ? I : V;
         widest = C > widest ? C : widest;
+        widest = QD > widest ? QD : widest;
         heads = (size_t)cfg->llama.num_heads;
     }
     if (!cfg->model_file && (B * T * widest > INT_MAX || B * heads * T * T > INT_MAX))

@@ -1,10 +1,11 @@
 /* test_kernels_llama.c - the Llama-family kernels of device.h (RMSNorm,
- * RoPE, SwiGLU, grouped-query attention eager and flash with document masks,
- * the encoder without position embedding) on the CPU backend, against
- * float64 oracles written here (plain loops from the papers' / Hugging
- * Face's formulas, independent of the kernels), by finite differences, and
- * their meta-device counts against the closed forms of device_meta.c's
- * header, recomputed here by hand.
+ * RoPE full and partial with an mscale, SwiGLU, GeGLU, soft capping,
+ * grouped-query attention eager and flash with document masks, sliding
+ * windows, soft caps and scales, the encoder without position embedding) on
+ * the CPU backend, against float64 oracles written here (plain loops from
+ * the papers' / Hugging Face's formulas, independent of the kernels) and by
+ * finite differences. Their backend contract, thread-count invariance and
+ * meta counts: test_kernels_llama_meta.c.
  *
  * Tolerances: forward outputs within FWD_TOL (1e-5) x max(1, |ref|) of the
  * f64 oracle; RoPE at a known angle within 1e-6 of the closed form (cosf of
@@ -48,6 +49,8 @@ typedef struct fd_ctx {
     const int32_t *d_pos, *d_doc;
     int B, T, NH, NKV, HD, N, C;
     float eps;
+    shs_attention_opts_t opt;     /* the GQA kernels' */
+    shs_rope_t rope;              /* the RoPE kernels' (inv_freq: d_aux) */
     void (*fwd)(struct fd_ctx *);
 } fd_ctx_t;
 
@@ -61,6 +64,17 @@ static double fd_loss(void *p) {
     double L = weighted_sum(out, c->lw, c->nout);
     free(out);
     return L;
+}
+
+/* The output (n floats on the device), its loss weights in [-1, 1) (host,
+ * returned) and a first forward. */
+static float *fd_output(fd_ctx_t *c, size_t n) {
+    float *lw = hf(n);
+    c->nout = n, c->d_out = dnew(c->d, n);
+    fill(lw, n, -1, 1);
+    c->lw = lw;
+    fd_loss(c);
+    return lw;
 }
 
 /* Adds host input i (n floats, filled in [lo, hi)) to c. */
@@ -141,27 +155,28 @@ static void test_rmsnorm(void **state) {
 
 /* ---- RoPE -------------------------------------------------------------------------- */
 
-/* The rotation with the angle (float)pos * inv_freq[i] formed in f32 (the
- * contract), cos and sin in f64. */
-static void rope_oracle(const float *x, const int32_t *pos, const float *inv_freq, int B, int T, int NH, int HD,
-                        double *out) {
-    int half = HD / 2;
+/* The rotation of the first R channels with the angle (float)pos *
+ * inv_freq[i] formed in f32 (the contract), cos and sin in f64 times m; the
+ * channels [R, HD) copied. */
+static void rope_oracle(const float *x, const int32_t *pos, const float *inv_freq, int R, double m, int B, int T, int NH,
+                        int HD, double *out) {
+    int half = R / 2;
     for (int bt = 0; bt < B * T; bt++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
             for (int i = 0; i < half; i++) {
                 float p = (float)(pos ? pos[bt] : bt % T);
                 double a = (double)(p * inv_freq[i]);
                 size_t o = ((size_t)bt * NH + h) * HD + i;
-                out[o] = x[o] * cos(a) - x[o + half] * sin(a);
-                out[o + half] = x[o + half] * cos(a) + x[o] * sin(a);
+                out[o] = (x[o] * cos(a) - x[o + half] * sin(a)) * m;
+                out[o + half] = (x[o + half] * cos(a) + x[o] * sin(a)) * m;
             }
+            for (int j = R; j < HD; j++) out[((size_t)bt * NH + h) * HD + j] = x[((size_t)bt * NH + h) * HD + j];
+        }
 }
 
-static void rope_fwd(fd_ctx_t *c) {
-    shs_rope_forward(c->d, c->d_out, c->dv[0], c->d_pos, c->d_aux, c->B, c->T, c->NH, c->HD);
-}
+static void rope_fwd(fd_ctx_t *c) { shs_rope_forward(c->d, c->d_out, c->dv[0], c->d_pos, &c->rope, c->B, c->T, c->NH, c->HD); }
 static void rope_bwd(fd_ctx_t *c, float **g) {
-    shs_rope_backward(c->d, g[0], dput(c->d, c->lw, c->nout), c->d_pos, c->d_aux, c->B, c->T, c->NH, c->HD);
+    shs_rope_backward(c->d, g[0], dput(c->d, c->lw, c->nout), c->d_pos, &c->rope, c->B, c->T, c->NH, c->HD);
 }
 
 static void test_rope(void **state) {
@@ -174,23 +189,20 @@ static void test_rope(void **state) {
     int32_t pos[10] = {0, 3, 1, 700, 2, 9, 9, 0, 41, 5}, post[10];
     for (int i = 0; i < 10; i++) post[i] = i % c.T;
     c.d_aux = dput(c.d, inv, 4), c.d_pos = dput_i32(c.d, pos, bt);
-    c.nout = n, c.d_out = dnew(c.d, n);
-    float *lw = hf(n);
-    fill(lw, n, -1, 1);
-    c.lw = lw;
-    fd_loss(&c);
+    c.rope = (shs_rope_t){c.d_aux, 0, 0};
+    fd_output(&c, n);
     double *ref = hd(n);
-    rope_oracle(x, pos, inv, c.B, c.T, c.NH, c.HD, ref);
+    rope_oracle(x, pos, inv, c.HD, 1.0, c.B, c.T, c.NH, c.HD, ref);
     float *out = fetch(c.d, c.d_out, n);
     check_close("rope out", out, ref, NULL, n, FWD_TOL);
     /* in place: the same bits */
     float *d_x = dput(c.d, x, n);
-    shs_rope_forward(c.d, d_x, d_x, c.d_pos, c.d_aux, c.B, c.T, c.NH, c.HD);
+    shs_rope_forward(c.d, d_x, d_x, c.d_pos, &c.rope, c.B, c.T, c.NH, c.HD);
     assert_memory_equal(fetch(c.d, d_x, n), out, n * sizeof(float));
     /* positions NULL == positions t, bit for bit */
     float *d_o1 = dnew(c.d, n), *d_o2 = dnew(c.d, n);
-    shs_rope_forward(c.d, d_o1, c.dv[0], NULL, c.d_aux, c.B, c.T, c.NH, c.HD);
-    shs_rope_forward(c.d, d_o2, c.dv[0], dput_i32(c.d, post, bt), c.d_aux, c.B, c.T, c.NH, c.HD);
+    shs_rope_forward(c.d, d_o1, c.dv[0], NULL, &c.rope, c.B, c.T, c.NH, c.HD);
+    shs_rope_forward(c.d, d_o2, c.dv[0], dput_i32(c.d, post, bt), &c.rope, c.B, c.T, c.NH, c.HD);
     float *o1 = fetch(c.d, d_o1, n);
     assert_memory_equal(o1, fetch(c.d, d_o2, n), n * sizeof(float));
     assert_memory_not_equal(o1, out, n * sizeof(float)); /* and positions matter */
@@ -201,14 +213,14 @@ static void test_rope(void **state) {
     for (int i = 0; i < 10; i++) p1[i] = 1, p2[i] = 2;
     float *d_q = dput(c.d, quarter, 4);
     double *want = hd(n);
-    shs_rope_forward(c.d, d_o1, c.dv[0], dput_i32(c.d, p1, bt), d_q, c.B, c.T, c.NH, c.HD);
+    shs_rope_forward(c.d, d_o1, c.dv[0], dput_i32(c.d, p1, bt), &(shs_rope_t){d_q, 0, 0}, c.B, c.T, c.NH, c.HD);
     for (size_t r = 0; r < n / c.HD; r++)
         for (int i = 0; i < 4; i++) {
             want[r * 8 + i] = -x[r * 8 + i + 4];
             want[r * 8 + i + 4] = x[r * 8 + i];
         }
     check_close("rope pi/2", fetch(c.d, d_o1, n), want, NULL, n, 1e-6);
-    shs_rope_forward(c.d, d_o1, c.dv[0], dput_i32(c.d, p2, bt), d_q, c.B, c.T, c.NH, c.HD);
+    shs_rope_forward(c.d, d_o1, c.dv[0], dput_i32(c.d, p2, bt), &(shs_rope_t){d_q, 0, 0}, c.B, c.T, c.NH, c.HD);
     for (size_t i = 0; i < n; i++) want[i] = -x[i];
     check_close("rope pi", fetch(c.d, d_o1, n), want, NULL, n, 1e-6);
     /* backward: finite differences, accumulate, and R^T R = 1 */
@@ -217,59 +229,165 @@ static void test_rope(void **state) {
     check_fd("rope dinp", fd_loss, &c, x, n, g[0]);
     fd_loss(&c); /* the forward of x itself (check_fd left the last perturbation's) */
     zero(c.d, d_g[0], n * sizeof(float));
-    shs_rope_backward(c.d, d_g[0], c.d_out, c.d_pos, c.d_aux, c.B, c.T, c.NH, c.HD);
+    shs_rope_backward(c.d, d_g[0], c.d_out, c.d_pos, &c.rope, c.B, c.T, c.NH, c.HD);
     double *xd = hd(n);
     for (size_t i = 0; i < n; i++) xd[i] = x[i];
     check_close("rope backward(forward(x))", fetch(c.d, d_g[0], n), xd, NULL, n, 1e-6);
 }
 
-/* ---- SwiGLU -------------------------------------------------------------------------- */
+/* Partial rotation (Phi-4-mini's partial_rotary_factor: R = 6 of HD = 10)
+ * with LongRoPE's attention factor m = 1.19: forward against the oracle,
+ * the pass-through channels copied bit for bit (in place too), backward by
+ * finite differences with dout passed through exactly on [R, HD). */
+static void test_rope_partial_scaled(void **state) {
+    seed(24);
+    fd_ctx_t c = {.d = new_dev(1), .B = 2, .T = 4, .NH = 2, .HD = 10, .fwd = rope_fwd};
+    enum { R = 6 };
+    size_t n = (size_t)c.B * c.T * c.NH * c.HD, rows = n / c.HD;
+    float *x = fd_input(&c, n, -2, 2), inv[R / 2] = {1.0f, 0.1f, 0.01f};
+    c.d_aux = dput(c.d, inv, R / 2);
+    c.rope = (shs_rope_t){c.d_aux, R, 1.19f};
+    float *lw = fd_output(&c, n);
+    double *ref = hd(n);
+    rope_oracle(x, NULL, inv, R, (double)1.19f, c.B, c.T, c.NH, c.HD, ref);
+    float *out = fetch(c.d, c.d_out, n);
+    check_close("partial rope out", out, ref, NULL, n, FWD_TOL);
+    for (size_t r = 0; r < rows; r++) check_bits("partial rope pass", out + r * c.HD + R, x + r * c.HD + R, c.HD - R);
+    float *d_x = dput(c.d, x, n);
+    shs_rope_forward(c.d, d_x, d_x, NULL, &c.rope, c.B, c.T, c.NH, c.HD);
+    check_bits("partial rope in place", fetch(c.d, d_x, n), out, n);
+    float *d_g[1] = {dnew(c.d, n)}, *g[1];
+    backward_twice(&c, rope_bwd, 1, d_g, &n, g);
+    check_fd("partial rope dinp", fd_loss, &c, x, n, g[0]);
+    for (size_t r = 0; r < rows; r++) check_bits("partial rope dpass", g[0] + r * c.HD + R, lw + r * c.HD + R, c.HD - R);
+}
+
+/* ---- SwiGLU and GeGLU ---------------------------------------------------------------- */
 
 static double silu64(double g) { return g / (1.0 + exp(-g)); }
+static double dsilu64(double g) { /* d silu = sig + g sig (1 - sig) */
+    double sig = 1.0 / (1.0 + exp(-g));
+    return sig + g * sig * (1.0 - sig);
+}
+static double gelu64(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+static double dgelu64(double x) { return (gelu64(x + 1e-6) - gelu64(x - 1e-6)) / 2e-6; } /* central, step 1e-6 */
 
 static void swiglu_fwd(fd_ctx_t *c) { shs_swiglu_forward(c->d, c->d_out, c->dv[0], c->dv[1], c->nout); }
 static void swiglu_bwd(fd_ctx_t *c, float **g) {
     shs_swiglu_backward(c->d, g[0], g[1], dput(c->d, c->lw, c->nout), c->dv[0], c->dv[1], c->nout);
 }
+static void geglu_fwd(fd_ctx_t *c) { shs_geglu_forward(c->d, c->d_out, c->dv[0], c->dv[1], c->nout); }
+static void geglu_bwd(fd_ctx_t *c, float **g) {
+    shs_geglu_backward(c->d, g[0], g[1], dput(c->d, c->lw, c->nout), c->dv[0], c->dv[1], c->nout);
+}
 
-static void test_swiglu(void **state) {
-    seed(23);
-    fd_ctx_t c = {.d = new_dev(1), .nout = 300, .fwd = swiglu_fwd};
+typedef struct {
+    const char *name;
+    unsigned seed;
+    float gate_range, saturated;       /* gates uniform in +-range; gate[0], gate[1] = -+saturated */
+    double (*act)(double), (*dact)(double);
+    void (*fwd)(fd_ctx_t *);
+    void (*bwd)(fd_ctx_t *, float **);
+    double dgate_tol;                  /* against dact (GeGLU's by differences: 1e-5) */
+} glu_case_t;
+
+/* out = act(gate) * up against f64 (saturated ends and 0 included), the
+ * gradients against f64's and, away from the saturated ends, by finite
+ * differences of the kernel's own forward. */
+static void check_glu(const glu_case_t *k) {
+    seed(k->seed);
+    fd_ctx_t c = {.d = new_dev(1), .nout = 300, .fwd = k->fwd};
     size_t n = c.nout;
-    float *gate = fd_input(&c, n, -6, 6), *up = fd_input(&c, n, -2, 2);
-    gate[0] = -100.0f, gate[1] = 100.0f, gate[2] = 0.0f; /* exp overflow/underflow ends and 0 */
-    c.d_out = dnew(c.d, n);
-    float *lw = hf(n);
-    fill(lw, n, -1, 1);
-    c.lw = lw;
-    fd_loss(&c);
+    float *gate = fd_input(&c, n, -k->gate_range, k->gate_range), *up = fd_input(&c, n, -2, 2);
+    gate[0] = -k->saturated, gate[1] = k->saturated, gate[2] = 0.0f;
+    float *lw = fd_output(&c, n);
     double *ref = hd(n), *rg = hd(n), *ru = hd(n);
     for (size_t i = 0; i < n; i++) {
-        double g = gate[i], sig = 1.0 / (1.0 + exp(-g));
-        ref[i] = silu64(g) * up[i];
-        rg[i] = (double)lw[i] * up[i] * (sig + g * sig * (1.0 - sig)); /* d silu = sig + g sig (1 - sig) */
-        ru[i] = (double)lw[i] * silu64(g);
+        double g = gate[i];
+        ref[i] = k->act(g) * up[i];
+        rg[i] = (double)lw[i] * up[i] * k->dact(g);
+        ru[i] = (double)lw[i] * k->act(g);
     }
-    check_close("swiglu out", fetch(c.d, c.d_out, n), ref, NULL, n, FWD_TOL);
+    char what[64];
+    snprintf(what, sizeof what, "%s out", k->name);
+    check_close(what, fetch(c.d, c.d_out, n), ref, NULL, n, FWD_TOL);
     size_t ns[2] = {n, n};
     float *d_g[2] = {dnew(c.d, n), dnew(c.d, n)}, *g[2];
-    backward_twice(&c, swiglu_bwd, 2, d_g, ns, g);
-    check_close("swiglu dgate vs f64", g[0], rg, NULL, n, FWD_TOL);
-    check_close("swiglu dup vs f64", g[1], ru, NULL, n, FWD_TOL);
+    backward_twice(&c, k->bwd, 2, d_g, ns, g);
+    snprintf(what, sizeof what, "%s dgate vs f64", k->name);
+    check_close(what, g[0], rg, NULL, n, k->dgate_tol);
+    snprintf(what, sizeof what, "%s dup vs f64", k->name);
+    check_close(what, g[1], ru, NULL, n, FWD_TOL);
     gate[0] = -3.0f, gate[1] = 3.0f; /* finite differences away from the saturated ends */
     put(c.d, c.dv[0], gate, n * sizeof(float));
-    backward_twice(&c, swiglu_bwd, 2, d_g, ns, g);
-    check_fd("swiglu dgate", fd_loss, &c, gate, n, g[0]);
-    check_fd("swiglu dup", fd_loss, &c, up, n, g[1]);
+    backward_twice(&c, k->bwd, 2, d_g, ns, g);
+    snprintf(what, sizeof what, "%s dgate", k->name);
+    check_fd(what, fd_loss, &c, gate, n, g[0]);
+    snprintf(what, sizeof what, "%s dup", k->name);
+    check_fd(what, fd_loss, &c, up, n, g[1]);
+}
+
+/* SwiGLU: exp overflow and underflow at gates -+100. */
+static void test_swiglu(void **state) {
+    check_glu(&(glu_case_t){"swiglu", 23, 6.0f, 100.0f, silu64, dsilu64, swiglu_fwd, swiglu_bwd, FWD_TOL});
+}
+
+/* GeGLU: torch's gelu approximate='tanh' times up, tanh saturated at -+30. */
+static void test_geglu(void **state) {
+    check_glu(&(glu_case_t){"geglu", 25, 5.0f, 30.0f, gelu64, dgelu64, geglu_fwd, geglu_bwd, 1e-5});
+}
+
+/* ---- soft capping ---------------------------------------------------------------------- */
+
+static void softcap_fwd(fd_ctx_t *c) { shs_softcap_forward(c->d, c->d_out, c->dv[0], c->eps, c->nout); }
+
+/* Soft capping at 30 (Gemma 2's final_logit_softcapping): out = 30 tanh(x /
+ * 30) against f64, bounded by the cap, in place the same bits; its backward
+ * (from the output, overwriting) against f64's 1 - tanh^2 and by finite
+ * differences, in place on dout too. */
+static void test_softcap(void **state) {
+    seed(26);
+    fd_ctx_t c = {.d = new_dev(1), .nout = 200, .eps = 30.0f, .fwd = softcap_fwd};
+    size_t n = c.nout;
+    float *x = fd_input(&c, n, -60, 60);
+    x[0] = 1e4f, x[1] = -1e4f, x[2] = 0.0f;
+    float *lw = fd_output(&c, n);
+    float *out = fetch(c.d, c.d_out, n);
+    double *ref = hd(n), *rd = hd(n);
+    for (size_t i = 0; i < n; i++) {
+        double t = tanh((double)x[i] / 30.0);
+        ref[i] = 30.0 * t, rd[i] = (double)lw[i] * (1.0 - t * t);
+        assert_true(fabsf(out[i]) <= 30.0f);
+    }
+    check_close("softcap out", out, ref, NULL, n, FWD_TOL);
+    float *d_x = dput(c.d, x, n);
+    shs_softcap_forward(c.d, d_x, d_x, 30.0f, n);
+    check_bits("softcap in place", fetch(c.d, d_x, n), out, n);
+    float *d_dy = dput(c.d, lw, n), *d_dx = dnew(c.d, n);
+    shs_softcap_backward(c.d, d_dx, d_dy, c.d_out, 30.0f, n);
+    float *g = fetch(c.d, d_dx, n);
+    check_close("softcap dinp vs f64", g, rd, NULL, n, 1e-5);
+    shs_softcap_backward(c.d, d_dy, d_dy, c.d_out, 30.0f, n); /* in place on dout */
+    check_bits("softcap backward in place", fetch(c.d, d_dy, n), g, n);
+    x[0] = 50.0f, x[1] = -50.0f;
+    fd_loss(&c);
+    shs_softcap_backward(c.d, d_dx, dput(c.d, lw, n), c.d_out, 30.0f, n);
+    check_fd("softcap dinp", fd_loss, &c, x, n, fetch(c.d, d_dx, n));
 }
 
 /* ---- grouped-query attention ----------------------------------------------------------- */
 
-/* f64 causal GQA with document masks (HF: repeat_kv, then softmax(q k^T /
- * sqrt(HD) + mask) v). out (B,T,NH*HD), att (B,NH,T,T), lse (B,NH,T). */
-static void gqa_oracle(const float *q, const float *k, const float *v, const int32_t *doc, int B, int T, int NH,
-                       int NKV, int HD, double *out, double *att, double *lse) {
-    double scale = 1.0 / sqrt((double)HD), *s = malloc(sizeof(double) * T);
+/* f64 causal GQA with document masks, sliding windows and soft caps (HF:
+ * repeat_kv, then softmax(cap(q k^T scale) + mask) v; a key t2 is masked
+ * unless t2 <= t, t - t2 < W when W > 0, and of t's document).
+ * out (B,T,NH*HD), att (B,NH,T,T), lse (B,NH,T). o: scale 0 means
+ * 1/sqrt(HD) computed here in f64. */
+static void gqa_oracle(const float *q, const float *k, const float *v, const int32_t *doc,
+                       const shs_attention_opts_t *o, int B, int T, int NH, int NKV, int HD, double *out, double *att,
+                       double *lse) {
+    double scale = o && o->scale ? (double)o->scale : 1.0 / sqrt((double)HD), *s = malloc(sizeof(double) * T);
+    double cap = o ? o->softcap : 0;
+    int W = o ? o->window : 0;
     assert_non_null(s);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
@@ -277,14 +395,14 @@ static void gqa_oracle(const float *q, const float *k, const float *v, const int
             for (int t = 0; t < T; t++) {
                 double mx = -INFINITY, sum = 0;
                 for (int t2 = 0; t2 < T; t2++) {
-                    int ok = t2 <= t && (!doc || doc[b * T + t2] == doc[b * T + t]);
+                    int ok = t2 <= t && (!doc || doc[b * T + t2] == doc[b * T + t]) && (!W || t - t2 < W);
                     s[t2] = -INFINITY;
                     if (!ok) continue;
                     double dot = 0;
                     for (int i = 0; i < HD; i++)
                         dot += (double)q[((size_t)(b * T + t) * NH + h) * HD + i] *
                                k[((size_t)(b * T + t2) * NKV + kvh) * HD + i];
-                    s[t2] = dot * scale;
+                    s[t2] = cap > 0 ? cap * tanh(dot * scale / cap) : dot * scale;
                     mx = fmax(mx, s[t2]);
                 }
                 for (int t2 = 0; t2 < T; t2++) sum += exp(s[t2] - mx);
@@ -293,10 +411,10 @@ static void gqa_oracle(const float *q, const float *k, const float *v, const int
                 if (att)
                     for (int t2 = 0; t2 < T; t2++) att[row * T + t2] = exp(s[t2] - mx) / sum;
                 for (int i = 0; i < HD; i++) {
-                    double o = 0;
+                    double acc = 0;
                     for (int t2 = 0; t2 < T; t2++)
-                        o += exp(s[t2] - mx) / sum * v[((size_t)(b * T + t2) * NKV + kvh) * HD + i];
-                    out[((size_t)(b * T + t) * NH + h) * HD + i] = o;
+                        acc += exp(s[t2] - mx) / sum * v[((size_t)(b * T + t2) * NKV + kvh) * HD + i];
+                    out[((size_t)(b * T + t) * NH + h) * HD + i] = acc;
                 }
             }
         }
@@ -304,28 +422,30 @@ static void gqa_oracle(const float *q, const float *k, const float *v, const int
 }
 
 static void gqa_fwd(fd_ctx_t *c) {
-    shs_attention_gqa_forward(c->d, c->d_out, c->d_aux, c->dv[0], c->dv[1], c->dv[2], c->d_doc, c->B, c->T, c->NH,
-                              c->NKV, c->HD);
+    shs_attention_gqa_forward(c->d, c->d_out, c->d_aux, c->dv[0], c->dv[1], c->dv[2], c->d_doc, &c->opt, c->B, c->T,
+                              c->NH, c->NKV, c->HD);
 }
 static void gqa_bwd(fd_ctx_t *c, float **g) {
     size_t natt = (size_t)c->B * c->NH * c->T * c->T;
     shs_attention_gqa_backward(c->d, g[0], g[1], g[2], dnew(c->d, natt), dput(c->d, c->lw, c->nout), c->dv[0],
-                               c->dv[1], c->dv[2], c->d_aux, c->B, c->T, c->NH, c->NKV, c->HD);
+                               c->dv[1], c->dv[2], c->d_aux, &c->opt, c->B, c->T, c->NH, c->NKV, c->HD);
 }
 static void gqa_fwd_flash(fd_ctx_t *c) {
-    shs_attention_gqa_forward_flash(c->d, c->d_out, c->d_aux, c->dv[0], c->dv[1], c->dv[2], c->d_doc, c->B, c->T,
-                                    c->NH, c->NKV, c->HD);
+    shs_attention_gqa_forward_flash(c->d, c->d_out, c->d_aux, c->dv[0], c->dv[1], c->dv[2], c->d_doc, &c->opt, c->B,
+                                    c->T, c->NH, c->NKV, c->HD);
 }
 static void gqa_bwd_flash(fd_ctx_t *c, float **g) {
     shs_attention_gqa_backward_flash(c->d, g[0], g[1], g[2], dput(c->d, c->lw, c->nout), c->dv[0], c->dv[1],
-                                     c->dv[2], c->d_out, c->d_aux, c->d_doc, c->B, c->T, c->NH, c->NKV, c->HD);
+                                     c->dv[2], c->d_out, c->d_aux, c->d_doc, &c->opt, c->B, c->T, c->NH, c->NKV, c->HD);
 }
 
-/* One GQA shape, eager or flash: forward against the oracle, backward by
- * finite differences and the accumulate contract. */
-static void gqa_case(int NH, int NKV, int with_doc, int flash) {
-    seed(30 + NH * 7 + NKV * 3 + with_doc + 11 * flash);
+/* One GQA shape, eager or flash, with attention options o (NULL: none):
+ * forward against the oracle, backward by finite differences and the
+ * accumulate contract. */
+static void gqa_case(int NH, int NKV, int with_doc, int flash, const shs_attention_opts_t *o) {
+    seed(30 + NH * 7 + NKV * 3 + with_doc + 11 * flash + (o ? 5 * o->window : 0));
     fd_ctx_t c = {.d = new_dev(1), .B = 2, .T = 7, .NH = NH, .NKV = NKV, .HD = 4};
+    if (o) c.opt = *o;
     c.fwd = flash ? gqa_fwd_flash : gqa_fwd;
     size_t nq = (size_t)c.B * c.T * NH * c.HD, nkv = (size_t)c.B * c.T * NKV * c.HD;
     size_t natt = (size_t)c.B * NH * c.T * c.T, nrow = (size_t)c.B * NH * c.T;
@@ -338,7 +458,7 @@ static void gqa_case(int NH, int NKV, int with_doc, int flash) {
     c.lw = lw;
     fd_loss(&c);
     double *rout = hd(nq), *ratt = hd(natt), *rlse = hd(nrow);
-    gqa_oracle(q, k, v, with_doc ? doc : NULL, c.B, c.T, NH, NKV, c.HD, rout, ratt, rlse);
+    gqa_oracle(q, k, v, with_doc ? doc : NULL, o, c.B, c.T, NH, NKV, c.HD, rout, ratt, rlse);
     check_close("gqa out", fetch(c.d, c.d_out, nq), rout, NULL, nq, FWD_TOL);
     if (flash)
         check_close("gqa lse", fetch(c.d, c.d_aux, nrow), rlse, NULL, nrow, FWD_TOL);
@@ -352,19 +472,36 @@ static void gqa_case(int NH, int NKV, int with_doc, int flash) {
     check_fd("gqa dv", fd_loss, &c, v, nkv, g[2]);
 }
 
-static void test_gqa_eager_mha(void **state) { gqa_case(4, 4, 0, 0); }
-static void test_gqa_eager_gqa_docs(void **state) { gqa_case(4, 2, 1, 0); }
-static void test_gqa_eager_mqa_docs(void **state) { gqa_case(6, 1, 1, 0); }
-static void test_gqa_flash_mha_docs(void **state) { gqa_case(4, 4, 1, 1); }
-static void test_gqa_flash_gqa(void **state) { gqa_case(4, 2, 0, 1); }
-static void test_gqa_flash_mqa_docs(void **state) { gqa_case(6, 1, 1, 1); }
+/* Window 3 (keys t-2..t), a soft cap of 1.5 on scores up to ~2.7 (scale
+ * 0.3: the cap bends them), both, and Gemma's explicit scale alone. */
+static const shs_attention_opts_t WIN = {.window = 3}, CAP = {.scale = 0.3f, .softcap = 1.5f},
+                                  WINCAP = {.scale = 0.3f, .softcap = 1.5f, .window = 3}, SCALE = {.scale = 0.7f};
 
-/* Flash against eager at T = 150 > 2 blocks of SHS_FLASH_BLOCK, with a
- * document starting at 70 so that the first block is wholly masked for the
- * second document's queries; then a key and value of the first document
- * perturbed change nothing of the second document, bit for bit, in either
- * kernel's outputs and input gradients. */
-static void test_gqa_flash_vs_eager_docs(void **state) {
+static void test_gqa_eager_mha(void **state) { gqa_case(4, 4, 0, 0, NULL); }
+static void test_gqa_eager_gqa_docs(void **state) { gqa_case(4, 2, 1, 0, NULL); }
+static void test_gqa_eager_mqa_docs(void **state) { gqa_case(6, 1, 1, 0, NULL); }
+static void test_gqa_flash_mha_docs(void **state) { gqa_case(4, 4, 1, 1, NULL); }
+static void test_gqa_flash_gqa(void **state) { gqa_case(4, 2, 0, 1, NULL); }
+static void test_gqa_flash_mqa_docs(void **state) { gqa_case(6, 1, 1, 1, NULL); }
+static void test_gqa_eager_window_docs(void **state) { gqa_case(4, 2, 1, 0, &WIN); }
+static void test_gqa_flash_window(void **state) { gqa_case(4, 2, 0, 1, &WIN); }
+static void test_gqa_eager_softcap(void **state) { gqa_case(4, 2, 0, 0, &CAP); }
+static void test_gqa_flash_softcap_docs(void **state) { gqa_case(6, 1, 1, 1, &CAP); }
+static void test_gqa_eager_window_softcap(void **state) { gqa_case(4, 4, 1, 0, &WINCAP); }
+static void test_gqa_flash_window_softcap(void **state) { gqa_case(4, 2, 1, 1, &WINCAP); }
+static void test_gqa_scale(void **state) {
+    gqa_case(4, 2, 0, 0, &SCALE);
+    gqa_case(4, 2, 0, 1, &SCALE);
+}
+
+/* Flash against eager at T = 150 > 2 blocks of SHS_FLASH_BLOCK, split at 70
+ * so that key 5 is invisible to the queries from 70 on: by a document
+ * starting at 70 (the first block wholly masked for the second document's
+ * queries), or by a window of 65 (with a soft cap: the flash blocks then
+ * start at t - 64, off the 64-grid). A key and value 5 perturbed change
+ * nothing from row 70 on, bit for bit, in either kernel's outputs and input
+ * gradients, and change rows before it. */
+static void flash_vs_eager(const shs_attention_opts_t *o, int use_doc) {
     shs_device_t *d = new_dev(1);
     seed(40);
     enum { B = 1, T = 150, NH = 4, NKV = 2, HD = 8, SPLIT = 70 };
@@ -375,28 +512,29 @@ static void test_gqa_flash_vs_eager_docs(void **state) {
     int32_t doc[T];
     for (int t = 0; t < T; t++) doc[t] = t < SPLIT ? 3 : 8;
     float *d_q = dput(d, q, nq), *d_k = dput(d, k, nkv), *d_v = dput(d, v, nkv), *d_dy = dput(d, dy, nq);
-    int32_t *d_doc = dput_i32(d, doc, T);
+    int32_t *d_doc = use_doc ? dput_i32(d, doc, T) : NULL;
     float *d_eo = dnew(d, nq), *d_att = dnew(d, natt), *d_datt = dnew(d, natt), *d_fo = dnew(d, nq);
     float *d_lse = dnew(d, nrow), *d_g[6];
     for (int i = 0; i < 6; i++) d_g[i] = dnew(d, i % 3 ? nkv : nq);
     float *res[2][8];
     for (int pass = 0; pass < 2; pass++) {
-        if (pass) { /* perturb key and value 5 (first document) */
+        if (pass) { /* perturb key and value 5 */
             for (int i = 0; i < NKV * HD; i++) k[5 * NKV * HD + i] += 0.75f, v[5 * NKV * HD + i] -= 0.5f;
             put(d, d_k, k, nkv * sizeof(float)), put(d, d_v, v, nkv * sizeof(float));
         }
         for (int i = 0; i < 6; i++) zero(d, d_g[i], (i % 3 ? nkv : nq) * sizeof(float));
-        shs_attention_gqa_forward(d, d_eo, d_att, d_q, d_k, d_v, d_doc, B, T, NH, NKV, HD);
-        shs_attention_gqa_backward(d, d_g[0], d_g[1], d_g[2], d_datt, d_dy, d_q, d_k, d_v, d_att, B, T, NH, NKV, HD);
-        shs_attention_gqa_forward_flash(d, d_fo, d_lse, d_q, d_k, d_v, d_doc, B, T, NH, NKV, HD);
-        shs_attention_gqa_backward_flash(d, d_g[3], d_g[4], d_g[5], d_dy, d_q, d_k, d_v, d_fo, d_lse, d_doc, B, T, NH,
-                                         NKV, HD);
+        shs_attention_gqa_forward(d, d_eo, d_att, d_q, d_k, d_v, d_doc, o, B, T, NH, NKV, HD);
+        shs_attention_gqa_backward(d, d_g[0], d_g[1], d_g[2], d_datt, d_dy, d_q, d_k, d_v, d_att, o, B, T, NH, NKV,
+                                   HD);
+        shs_attention_gqa_forward_flash(d, d_fo, d_lse, d_q, d_k, d_v, d_doc, o, B, T, NH, NKV, HD);
+        shs_attention_gqa_backward_flash(d, d_g[3], d_g[4], d_g[5], d_dy, d_q, d_k, d_v, d_fo, d_lse, d_doc, o, B, T,
+                                         NH, NKV, HD);
         res[pass][0] = fetch(d, d_eo, nq), res[pass][1] = fetch(d, d_fo, nq);
         for (int i = 0; i < 6; i++) res[pass][2 + i] = fetch(d, d_g[i], i % 3 ? nkv : nq);
     }
     /* pass 1 (perturbed) against the oracle and across kernels */
     double *rout = hd(nq), *e = hd(nkv > nq ? nkv : nq);
-    gqa_oracle(q, k, v, doc, B, T, NH, NKV, HD, rout, NULL, NULL);
+    gqa_oracle(q, k, v, use_doc ? doc : NULL, o, B, T, NH, NKV, HD, rout, NULL, NULL);
     check_close("eager out vs f64", res[1][0], rout, NULL, nq, FWD_TOL);
     check_close("flash out vs f64", res[1][1], rout, NULL, nq, FWD_TOL);
     for (size_t i = 0; i < nq; i++) e[i] = res[1][0][i];
@@ -406,7 +544,7 @@ static void test_gqa_flash_vs_eager_docs(void **state) {
         for (size_t i = 0; i < n; i++) e[i] = res[1][2 + g][i];
         check_close("flash grad vs eager", res[1][5 + g], e, NULL, n, FWD_TOL);
     }
-    /* the second document: unchanged bits; the first: changed */
+    /* from row SPLIT on: unchanged bits; before it: changed */
     size_t q2 = (size_t)SPLIT * NH * HD, kv2 = (size_t)SPLIT * NKV * HD;
     for (int r = 0; r < 8; r++) {
         int is_kv = r >= 2 && (r - 2) % 3 != 0;
@@ -416,46 +554,37 @@ static void test_gqa_flash_vs_eager_docs(void **state) {
     }
 }
 
-/* Every kernel gives the same bits at 1 and 3 threads (T = 150: flash's
- * blocks; several rows and column blocks everywhere). */
-static void test_thread_count_bits(void **state) {
-    seed(41);
-    enum { B = 2, T = 150, NH = 4, NKV = 2, HD = 8, NR = 40, C = 40 };
+static void test_gqa_flash_vs_eager_docs(void **state) { flash_vs_eager(NULL, 1); }
+static void test_gqa_flash_vs_eager_window(void **state) {
+    flash_vs_eager(&(shs_attention_opts_t){.softcap = 5.0f, .window = 65}, 0);
+}
+
+/* A window as long as the context (Qwen2.5's sliding_window 131072 with a
+ * shorter run) is no window: the same bits as none, eager and flash. */
+static void test_gqa_window_at_least_context(void **state) {
+    shs_device_t *d = new_dev(2);
+    seed(43);
+    enum { B = 2, T = 9, NH = 4, NKV = 2, HD = 4 };
     size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, natt = (size_t)B * NH * T * T;
-    size_t nrow = (size_t)B * NH * T, nrms = (size_t)NR * C;
-    float *q = hf(nq), *k = hf(nkv), *v = hf(nkv), *dy = hf(nq), *inv = hf(HD / 2), *w = hf(C);
-    fill_wide(q, nq), fill_wide(k, nkv), fill_wide(v, nkv), fill_wide(dy, nq), fill(inv, HD / 2, 0, 1), fill(w, C, 0, 2);
-    int32_t doc[B * T];
-    for (int i = 0; i < B * T; i++) doc[i] = i / 37;
-    enum { NRES = 15 };
-    float *res[2][NRES];
-    size_t len[NRES];
-    for (int kk = 0; kk < 2; kk++) {
-        shs_device_t *d = new_dev(kk ? 3 : 1);
-        float *d_q = dput(d, q, nq), *d_k = dput(d, k, nkv), *d_v = dput(d, v, nkv), *d_dy = dput(d, dy, nq);
-        int32_t *d_doc = dput_i32(d, doc, (size_t)B * T), *d_pos = d_doc; /* positions: any int32 */
-        float *d_inv = dput(d, inv, HD / 2), *d_w = dput(d, w, C);
-        float *o[NRES];
-        size_t sz[NRES] = {nq, natt, nq, nkv, nkv, nq, nrow, nq, nkv, nkv, nrms, NR, nrms, C, nq};
-        for (int i = 0; i < NRES; i++) o[i] = dnew(d, sz[i]), zero(d, o[i], sz[i] * sizeof(float)), len[i] = sz[i];
-        shs_attention_gqa_forward(d, o[0], o[1], d_q, d_k, d_v, d_doc, B, T, NH, NKV, HD);
-        shs_attention_gqa_backward(d, o[2], o[3], o[4], dnew(d, natt), d_dy, d_q, d_k, d_v, o[1], B, T, NH, NKV, HD);
-        shs_attention_gqa_forward_flash(d, o[5], o[6], d_q, d_k, d_v, d_doc, B, T, NH, NKV, HD);
-        shs_attention_gqa_backward_flash(d, o[7], o[8], o[9], d_dy, d_q, d_k, d_v, o[5], o[6], d_doc, B, T, NH, NKV,
-                                         HD);
-        shs_rmsnorm_forward(d, o[10], o[11], d_q, d_w, NR, C, 1e-5f);
-        shs_rmsnorm_backward(d, o[12], o[13], d_dy, d_q, d_w, o[11], NR, C);
-        shs_rope_forward(d, o[14], d_q, d_pos, d_inv, B, T, NH, HD);
-        shs_rope_backward(d, o[14], d_dy, NULL, d_inv, B, T, NH, HD);
-        shs_swiglu_forward(d, o[0], d_q, d_dy, nq);          /* over the attention output, rechecked below */
-        shs_swiglu_backward(d, o[2], o[5], d_dy, d_q, d_k, nkv);
-        for (int i = 0; i < NRES; i++) res[kk][i] = fetch(d, o[i], sz[i]);
+    float *q = hf(nq), *k = hf(nkv), *v = hf(nkv);
+    fill(q, nq, -2, 2), fill(k, nkv, -2, 2), fill(v, nkv, -1, 1);
+    float *d_q = dput(d, q, nq), *d_k = dput(d, k, nkv), *d_v = dput(d, v, nkv), *d_o = dnew(d, nq);
+    float *d_a = dnew(d, natt);
+    const shs_attention_opts_t none = {0}, full = {.window = T}, big = {.window = 1 << 20};
+    const shs_attention_opts_t *os[3] = {&none, &full, &big};
+    float *got[2][3];
+    for (int i = 0; i < 3; i++) {
+        shs_attention_gqa_forward(d, d_o, d_a, d_q, d_k, d_v, NULL, os[i], B, T, NH, NKV, HD);
+        got[0][i] = fetch(d, d_o, nq);
+        shs_attention_gqa_forward_flash(d, d_o, d_a, d_q, d_k, d_v, NULL, os[i], B, T, NH, NKV, HD);
+        got[1][i] = fetch(d, d_o, nq);
     }
-    for (int i = 0; i < NRES; i++) {
-        char what[32];
-        snprintf(what, sizeof what, "output %d", i);
-        check_bits(what, res[1][i], res[0][i], len[i]);
-    }
+    for (int f = 0; f < 2; f++) check_bits("window >= T", got[f][1], got[f][0], nq), check_bits("huge window", got[f][2], got[f][0], nq);
+    const shs_attention_opts_t w1 = {.window = 1}; /* a window of 1: each query sees itself, out = v */
+    shs_attention_gqa_forward(d, d_o, d_a, d_q, d_k, d_v, NULL, &w1, B, T, NH, NKV, HD);
+    float *o = fetch(d, d_o, nq);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int h = 0; h < NH; h++) check_bits("window 1", o + ((size_t)bt * NH + h) * HD, v + ((size_t)bt * NKV + h / 2) * HD, HD);
 }
 
 /* ---- encoder without position embedding ---------------------------------------------- */
@@ -485,169 +614,31 @@ static void test_encoder_no_wpe(void **state) {
     assert_memory_equal(fetch(d, d_dwte, V * C), want, sizeof want);
 }
 
-/* ---- which backends have the kernels; argument errors abort ---------------------------- */
-
-static void test_supports(void **state) {
-    assert_true(shs_device_supports(new_dev(1), SHS_KERNELS_LLAMA));
-    shs_device_t *m = NULL;
-    assert_int_equal(shs_device_create_meta(&m, 0, SIZE_MAX), SHS_OK);
-    assert_true(shs_device_supports(m, SHS_KERNELS_LLAMA));
-    shs_device_destroy(m);
-    /* a backend missing any one of them (as the CUDA backend's vtable) does not */
-    static shs_device_iface_t bare;
-    bare = shs__cpu_iface;
-    bare.name = "bare";
-    bare.attention_gqa_backward_flash = NULL;
-    shs_device_t *d = NULL;
-    assert_int_equal(shs__device_new(&d, &bare, NULL, 0, SIZE_MAX, 1), SHS_OK);
-    assert_false(shs_device_supports(d, SHS_KERNELS_LLAMA));
-    assert_true(shs_device_supports(d, SHS_KERNELS_FLASH_ATTENTION));
-    shs_device_destroy(d);
-}
-
-/* Runs f in a child process with stderr discarded; asserts it aborted. */
-static void expect_abort(const char *what, void (*f)(void)) {
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stderr)) _exit(3);
-        f();
-        _exit(0); /* did not abort */
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)) fail_msg("%s: did not abort (status %d)", what, status);
-}
-
-static shs_device_t *abort_dev(void) {
-    shs_device_t *d = NULL;
-    SHS_ASSERT(shs_device_create_cpu(&d, 0, SIZE_MAX, 1) == SHS_OK);
-    return d;
-}
-static float *abort_buf(shs_device_t *d, size_t n) {
-    void *p = NULL;
-    SHS_ASSERT(shs_device_alloc(d, &p, n * sizeof(float), SHS_MEM_OTHER, "t") == SHS_OK);
-    memset(p, 0, n * sizeof(float));
-    return p;
-}
-static void rope_odd_hd(void) {
-    shs_device_t *d = abort_dev();
-    float *x = abort_buf(d, 64);
-    shs_rope_forward(d, x, x, NULL, x, 1, 2, 2, 5);
-}
-static void gqa_bad_groups(void) {
-    shs_device_t *d = abort_dev();
-    float *x = abort_buf(d, 1024);
-    shs_attention_gqa_forward(d, x, x + 512, x, x, x, NULL, 1, 2, 4, 3, 4);
-}
-static void gqa_flash_bad_groups(void) {
-    shs_device_t *d = abort_dev();
-    float *x = abort_buf(d, 1024);
-    shs_attention_gqa_backward_flash(d, x, x, x, x, x, x, x, x, x, NULL, 1, 2, 3, 2, 4);
-}
-static void rmsnorm_short_weight(void) {
-    shs_device_t *d = abort_dev();
-    float *x = abort_buf(d, 64), *w = abort_buf(d, 4);
-    shs_rmsnorm_forward(d, x, x, x, w, 2, 8, 1e-5f); /* weight has 4 of C = 8 */
-}
-static void encoder_no_wpe_on_bare(void) {
-    static shs_device_iface_t bare;
-    bare = shs__cpu_iface;
-    bare.rmsnorm_forward = NULL;
-    shs_device_t *d = NULL;
-    SHS_ASSERT(shs__device_new(&d, &bare, NULL, 0, SIZE_MAX, 1) == SHS_OK);
-    float *x = abort_buf(d, 64);
-    int32_t *tok = (int32_t *)abort_buf(d, 4);
-    shs_encoder_forward(d, x, tok, x, NULL, 1, 2, 4);
-}
-
-static void test_argument_errors_abort(void **state) {
-    expect_abort("rope HD odd", rope_odd_hd);
-    expect_abort("gqa NH % NKV", gqa_bad_groups);
-    expect_abort("gqa flash NH % NKV", gqa_flash_bad_groups);
-    expect_abort("rmsnorm weight too short", rmsnorm_short_weight);
-    expect_abort("encoder without wpe on a backend without SHS_KERNELS_LLAMA", encoder_no_wpe_on_bare);
-}
-
-/* ---- meta counts: device_meta.c's closed forms, by hand ------------------------------- */
-
-static void meta_expect(shs_device_t *m, shs_kernel_stats_t *prev, const char *what, double flops, double bytes,
-                        int matmul) {
-    shs_kernel_stats_t k;
-    assert_int_equal(shs_device_kernel_stats(m, &k), SHS_OK);
-    if (k.kernels != prev->kernels + 1) fail_msg("%s: %llu kernels", what, (unsigned long long)(k.kernels - prev->kernels));
-    if (k.flops - prev->flops != (uint64_t)flops)
-        fail_msg("%s: flops %llu, want %.0f", what, (unsigned long long)(k.flops - prev->flops), flops);
-    if (k.bytes - prev->bytes != (uint64_t)bytes)
-        fail_msg("%s: bytes %llu, want %.0f", what, (unsigned long long)(k.bytes - prev->bytes), bytes);
-    uint64_t mm = k.matmul_flops - prev->matmul_flops;
-    if (mm != (matmul ? (uint64_t)flops : 0)) fail_msg("%s: matmul flops %llu", what, (unsigned long long)mm);
-    *prev = k;
-}
-
-static void test_meta_counts(void **state) {
-    shs_device_t *m = NULL;
-    assert_int_equal(shs_device_create_meta(&m, 0, SIZE_MAX), SHS_OK);
-    shs_kernel_stats_t s = {0};
-    enum { B = 2, T = 6, NH = 4, NKV = 2, HD = 8, N = 12, C = 32 };
-    float *x = dalloc(m, 1 << 16), *y = dalloc(m, 1 << 16), *z = dalloc(m, 1 << 16), *w = dalloc(m, 1 << 16);
-    int32_t *ip = dalloc(m, 1 << 10);
-    /* rmsnorm: n = 384 */
-    shs_rmsnorm_forward(m, y, z, x, w, N, C, 1e-5f);
-    meta_expect(m, &s, "rmsnorm_forward", 4 * 384 + 3 * 12, 4 * (2 * 384 + 32 + 12), 0);
-    shs_rmsnorm_backward(m, y, z, x, x, w, z, N, C);
-    meta_expect(m, &s, "rmsnorm_backward", 11 * 384, 4 * (4 * 384 + 3 * 32 + 12), 0);
-    /* rope: n = B T NH HD = 384, pairs 192 */
-    shs_rope_forward(m, y, x, NULL, w, B, T, NH, HD);
-    meta_expect(m, &s, "rope_forward", 192 * 9, 4 * (2 * 384 + 4), 0);
-    shs_rope_forward(m, y, x, ip, w, B, T, NH, HD);
-    meta_expect(m, &s, "rope_forward positions", 192 * 9, 4 * (2 * 384 + 4 + 12), 0);
-    shs_rope_backward(m, y, x, ip, w, B, T, NH, HD);
-    meta_expect(m, &s, "rope_backward", 192 * 11, 4 * (3 * 384 + 4 + 12), 0);
-    shs_swiglu_forward(m, y, x, z, 1000);
-    meta_expect(m, &s, "swiglu_forward", 4000, 12000, 0);
-    shs_swiglu_backward(m, y, z, x, x, w, 1000);
-    meta_expect(m, &s, "swiglu_backward", 13000, 28000, 0);
-    /* attention: causal pairs B NH T (T+1) / 2 = 2*4*21 = 168; nq = 384, nkv = 192,
-     * B NH T T = 288, B NH T = 48, B T = 12 */
-    shs_attention_gqa_forward(m, y, z, x, x, x, NULL, B, T, NH, NKV, HD);
-    meta_expect(m, &s, "gqa_forward", 168 * (4 * 8 + 5), 4 * (2 * 384 + 2 * 192 + 288), 1);
-    shs_attention_gqa_forward(m, y, z, x, x, x, ip, B, T, NH, NKV, HD);
-    meta_expect(m, &s, "gqa_forward docs", 168 * (4 * 8 + 5), 4 * (2 * 384 + 2 * 192 + 288 + 12), 1);
-    shs_attention_gqa_backward(m, y, y, y, z, x, x, x, x, x, B, T, NH, NKV, HD);
-    meta_expect(m, &s, "gqa_backward", 168 * (8 * 8 + 4), 4 * (4 * 384 + 6 * 192 + 3 * 288), 1);
-    shs_attention_gqa_forward_flash(m, y, z, x, x, x, ip, B, T, NH, NKV, HD);
-    meta_expect(m, &s, "gqa_forward_flash", 168 * (4 * 8 + 5), 4 * (2 * 384 + 2 * 192 + 48 + 12), 1);
-    shs_attention_gqa_backward_flash(m, y, y, y, x, x, x, x, x, x, NULL, B, T, NH, NKV, HD);
-    meta_expect(m, &s, "gqa_backward_flash", 168 * (10 * 8 + 4) + 48 * 2 * 8, 4 * (5 * 384 + 6 * 192 + 48), 1);
-    /* encoder: B T C = 12 * 32 = 384 */
-    shs_encoder_forward(m, y, ip, x, NULL, 2, 6, 32);
-    meta_expect(m, &s, "encoder_forward no wpe", 0, 4 * (2 * 384 + 12), 0);
-    shs_encoder_forward(m, y, ip, x, w, 2, 6, 32);
-    meta_expect(m, &s, "encoder_forward", 384, 4 * (3 * 384 + 12), 0);
-    shs_encoder_backward(m, y, NULL, x, ip, 2, 6, 32);
-    meta_expect(m, &s, "encoder_backward no dwpe", 384, 4 * (3 * 384 + 12), 0);
-    shs_device_destroy(m);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_rmsnorm, teardown),
         cmocka_unit_test_teardown(test_rope, teardown),
+        cmocka_unit_test_teardown(test_rope_partial_scaled, teardown),
         cmocka_unit_test_teardown(test_swiglu, teardown),
+        cmocka_unit_test_teardown(test_geglu, teardown),
+        cmocka_unit_test_teardown(test_softcap, teardown),
         cmocka_unit_test_teardown(test_gqa_eager_mha, teardown),
         cmocka_unit_test_teardown(test_gqa_eager_gqa_docs, teardown),
         cmocka_unit_test_teardown(test_gqa_eager_mqa_docs, teardown),
         cmocka_unit_test_teardown(test_gqa_flash_mha_docs, teardown),
         cmocka_unit_test_teardown(test_gqa_flash_gqa, teardown),
         cmocka_unit_test_teardown(test_gqa_flash_mqa_docs, teardown),
+        cmocka_unit_test_teardown(test_gqa_eager_window_docs, teardown),
+        cmocka_unit_test_teardown(test_gqa_flash_window, teardown),
+        cmocka_unit_test_teardown(test_gqa_eager_softcap, teardown),
+        cmocka_unit_test_teardown(test_gqa_flash_softcap_docs, teardown),
+        cmocka_unit_test_teardown(test_gqa_eager_window_softcap, teardown),
+        cmocka_unit_test_teardown(test_gqa_flash_window_softcap, teardown),
+        cmocka_unit_test_teardown(test_gqa_scale, teardown),
         cmocka_unit_test_teardown(test_gqa_flash_vs_eager_docs, teardown),
-        cmocka_unit_test_teardown(test_thread_count_bits, teardown),
+        cmocka_unit_test_teardown(test_gqa_flash_vs_eager_window, teardown),
+        cmocka_unit_test_teardown(test_gqa_window_at_least_context, teardown),
         cmocka_unit_test_teardown(test_encoder_no_wpe, teardown),
-        cmocka_unit_test_teardown(test_supports, teardown),
-        cmocka_unit_test_teardown(test_argument_errors_abort, teardown),
-        cmocka_unit_test_teardown(test_meta_counts, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,17 +1,26 @@
 #!/usr/bin/python3
-"""torch_llama_check.py - shardsim's Llama against PyTorch, loss and one AdamW step.
+"""torch_llama_check.py - shardsim's Llama family against PyTorch, loss and one AdamW step.
 
 What it is: an optional fidelity check (`make torch-check`). It writes
-tiny config.json files (GQA with an untied head; MQA with a tied head and
-Llama 3.1's rope_scaling; Qwen2's q/k/v biases) and a corpus of
-exactly T+1 bytes (so every sequence the sampler draws is that text), runs
-`shardsim train --hf-config` for 0 and 1 steps (AdamW, and SGD with lr 1000
-to read the gradient) with --export-safetensors, and recomputes the same
-model in PyTorch from the exported initial weights: the loss of the first
-batch, its gradient, and one torch.optim.AdamW step. The PyTorch
-model below is written here from the Hugging Face LlamaForCausalLM
-definition (RMSNorm in f32, rotate_half RoPE, repeat_kv, SwiGLU); it runs in
-float64, so it is an oracle for shardsim's f32 arithmetic.
+tiny config.json files - Llama (GQA with an untied head; MQA with a tied
+head and Llama 3.1's rope_scaling), Qwen2's q/k/v biases, and one per
+decoder family shardsim reads beyond them (Mistral's window, Qwen2's
+use_sliding_window, Qwen3, Gemma, Gemma 2, Gemma 3, Phi-3 with partial
+rotary and LongRoPE, OLMo 2, InternLM2) - and a corpus of exactly T+1
+bytes (so every sequence the sampler draws is that text), runs `shardsim
+train --hf-config` for 0 and 1 steps (AdamW, and SGD with lr 1000 to read
+the gradient) with --export-safetensors, and recomputes the same model in
+PyTorch from the exported initial weights: the loss of the first batch, its
+gradient, and one torch.optim.AdamW step. The PyTorch model below is
+written here from the Hugging Face definitions (modeling_llama.py,
+modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py,
+modeling_gemma.py, modeling_gemma2.py, modeling_gemma3.py,
+modeling_phi3.py, modeling_olmo2.py, modeling_rope_utils.py and InternLM2's
+modeling_internlm2.py): RMSNorm in f32 (w, or 1 + w for Gemma), rotate_half
+RoPE on the rotary channels, repeat_kv, the window mask t - t2 < W, tanh soft
+caps, SwiGLU / GeGLU (gelu approximate='tanh'), Phi-3's fused projections
+and InternLM2's grouped wqkv; it runs in float64, so it is an oracle for
+shardsim's f32 arithmetic.
 Autocast: the same batch with `--autocast bf16` (f32 parameters) against
 the model run under torch.autocast("cpu", dtype=torch.bfloat16) as Hugging
 Face's LlamaForCausalLM runs it (RMSNorm upcast to f32, q*cos +
@@ -29,7 +38,16 @@ gradients), so the comparison is at bf16's resolution, u = 2^-8:
   - the gradient of all weights within 2u (7.8e-3) relative (Frobenius):
     every gradient element torch computes is rounded to bf16 at least once
     (the weight-gradient matmul writes bf16) on top of the forward's
-    roundings, which shardsim shares: about one rounding apart;
+    roundings, which shardsim shares: about one rounding apart. Where
+    the family has more bf16 tensors on the gradient's path than Llama
+    (Qwen3's and Gemma 3's q/k norms, OLMo 2's, Gemma 2/3's and OLMo 2's
+    output norms, Gemma 2's bf16 soft caps), torch's backward rounds the
+    gradient once more at each (a norm's x.float() casts its gradient back
+    to bf16), which shardsim does not (f32 gradients): there the gradients
+    must instead be closer than two independent errors of their sizes
+    would be, |shs - torch| < 0.85 sqrt(e_torch^2 + e_shs^2) (they share the
+    forward's roundings; measured 0.48 .. 0.73; an unrounded f32 run gives
+    1.0);
   - and the emulation is real: shardsim-bf16's gradient error against the
     exact model is between 1/4 and 4 times torch-bf16's (an f32 run would
     be near 1e-4 of it).
@@ -45,6 +63,7 @@ tensor after AdamW, and any element whose AdamW update differs by more than
 gradient is below eps follows the f32 rounding of g, not the model.
 """
 import json
+import math
 import os
 import re
 import struct
@@ -80,9 +99,20 @@ def read_safetensors(path):
     return out
 
 
-def rms_norm(x, w, eps):
-    var = x.pow(2).mean(-1, keepdim=True)
-    return x * torch.rsqrt(var + eps) * w
+def rms_norm(x, w, eps, style="llama"):
+    """RMSNorm as the family's module writes it, the statistics in the
+    parameters' dtype (f64, or f32 under autocast): LlamaRMSNorm (and
+    Mistral's, Qwen2/3's, Phi-3's, InternLM2's) w * normed.to(input dtype);
+    GemmaRMSNorm (normed * (1 + w)).type_as(x); Olmo2RMSNorm
+    (w * normed).to(input dtype). In float64 the casts are no-ops."""
+    dt, up = x.dtype, w.dtype
+    h = x.to(up)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    if style == "gemma":
+        return (h * (1.0 + w)).to(dt)
+    if style == "olmo2":
+        return (w * h).to(dt)
+    return w * h.to(dt)
 
 
 def rotate_half(x):
@@ -90,119 +120,186 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def inv_freq_of(cfg, HD):
-    """RoPE inverse frequencies, with Llama 3.1's rope_scaling (type llama3)
-    as transformers' _compute_llama3_parameters defines it."""
-    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, HD, 2, dtype=torch.float64) / HD))
+FAMILY = {  # transformers' defaults: eps, theta, tied, head_dim (0: C // NH), window
+    "llama": (1e-6, 10000.0, False, 0, None), "mistral": (1e-6, 10000.0, False, 0, 4096),
+    "qwen2": (1e-6, 10000.0, False, 0, 4096), "qwen3": (1e-6, 10000.0, False, 128, 4096),
+    "gemma": (1e-6, 10000.0, True, 256, None), "gemma2": (1e-6, 10000.0, True, 256, 4096),
+    "gemma3_text": (1e-6, 1000000.0, True, 256, 4096), "phi3": (1e-5, 10000.0, False, 0, None),
+    "olmo2": (1e-5, 10000.0, False, 0, None), "internlm2": (1e-6, 10000.0, False, 0, None),
+}
+
+
+def inv_freq_of(cfg, R, theta, scaled=True, seq_len=0):
+    """RoPE inverse frequencies over R rotary channels with the rope_scaling
+    types of transformers' modeling_rope_utils.py: llama3
+    (_compute_llama3_parameters), linear, longrope (short or long factors by
+    the sequence length against original_max_position_embeddings)."""
+    inv = 1.0 / (theta ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
     rs = cfg.get("rope_scaling")
-    if not rs:
+    if not rs or not scaled:
         return inv
-    assert rs["rope_type"] == "llama3"
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind == "linear":
+        return inv / rs["factor"]
+    if kind in ("longrope", "su"):
+        orig = cfg["original_max_position_embeddings"]
+        ext = torch.tensor(rs["long_factor"] if seq_len > orig else rs["short_factor"], dtype=torch.float64)
+        return 1.0 / (ext * theta ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
+    if kind == "dynamic":
+        return inv
+    assert kind == "llama3"
     factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
     old = rs["original_max_position_embeddings"]
     lo_wavelen, hi_wavelen = old / lo, old / hi
     wavelen = 2 * torch.pi / inv
-    scaled = torch.where(wavelen > lo_wavelen, inv / factor, inv)
+    scaled_inv = torch.where(wavelen > lo_wavelen, inv / factor, inv)
     smooth = (old / wavelen - lo) / (hi - lo)
-    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    smoothed = (1 - smooth) * scaled_inv / factor + smooth * scaled_inv
     medium = ~(wavelen < hi_wavelen) & ~(wavelen > lo_wavelen)
-    return torch.where(medium, smoothed, scaled)
+    return torch.where(medium, smoothed, scaled_inv)
+
+
+def windows(cfg, L):
+    """Each layer's window (0: full): Mistral and Phi-3 on every layer,
+    Qwen2/3 from max_window_layers on (use_sliding_window), Gemma 2 on even
+    layers, Gemma 3 on all but every sliding_window_pattern-th."""
+    mt = cfg["model_type"]
+    W = cfg.get("sliding_window", FAMILY[mt][4])
+    if not W:
+        return [0] * L
+    if mt in ("qwen2", "qwen3"):
+        if not cfg.get("use_sliding_window"):
+            return [0] * L
+        return [W if l >= cfg.get("max_window_layers", 28) else 0 for l in range(L)]
+    if mt == "gemma2":
+        return [W if l % 2 == 0 else 0 for l in range(L)]
+    if mt == "gemma3_text":
+        P = cfg.get("sliding_window_pattern", 6)
+        return [W if (l + 1) % P else 0 for l in range(L)]
+    return [W] * L
 
 
 def llama_loss(p, cfg, tokens, targets):
-    C = cfg["hidden_size"]
-    NH = cfg["num_attention_heads"]
-    NKV = cfg["num_key_value_heads"]
-    HD = C // NH
-    L = cfg["num_hidden_layers"]
-    eps = cfg["rms_norm_eps"]
+    """The mean loss of parameters p: float64 (an oracle of shardsim's f32
+    arithmetic), or float32 run inside torch.autocast(bf16) with Hugging
+    Face's dtype handling (RoPE tables in f32 made with autocast off, the
+    norms as rms_norm says, q*cos + rotate_half(q)*sin promoted to f32,
+    eager attention's softmax in f32 cast back to the query's dtype, the
+    embedding's normalizer a tensor of its dtype, logits upcast for the loss)."""
+    mt = cfg["model_type"]
+    eps0, theta0, tied0, hd0, _ = FAMILY[mt]
+    C, NH, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    NKV = cfg.get("num_key_value_heads", NH)
+    HD = cfg.get("head_dim") or hd0 or C // NH
+    R = int(HD * cfg.get("partial_rotary_factor", 1.0))
+    eps, theta = cfg.get("rms_norm_eps", eps0), cfg.get("rope_theta", theta0)
+    tied = cfg.get("tie_word_embeddings", tied0)
+    gemma = mt.startswith("gemma")
+    post = mt in ("gemma2", "gemma3_text")
+    qpas = cfg.get("query_pre_attn_scalar", 256) if post else HD
+    acap = cfg.get("attn_logit_softcapping", 50.0 if mt == "gemma2" else None)
+    fcap = cfg.get("final_logit_softcapping", 30.0 if mt == "gemma2" else None)
     B, T = tokens.shape
-    inv_freq = inv_freq_of(cfg, HD)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    emb = torch.cat((ang, ang), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
-    x = p["model.embed_tokens.weight"][tokens]
-    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    fdt = next(iter(p.values())).dtype  # float64, or float32 under autocast
+    F = torch.nn.functional
+    style = "gemma" if mt.startswith("gemma") else "olmo2" if mt == "olmo2" else "llama"
+    mscale = 1.0
+    rs = cfg.get("rope_scaling") or {}
+    if rs.get("rope_type", rs.get("type")) in ("longrope", "su"):
+        f = cfg["max_position_embeddings"] / cfg["original_max_position_embeddings"]
+        mscale = rs.get("attention_factor") or (math.sqrt(1 + math.log(f) / math.log(cfg["original_max_position_embeddings"])) if f > 1 else 1.0)
+
+    def cos_sin(inv, m):
+        with torch.autocast("cpu", enabled=False):
+            ang = torch.arange(T, dtype=fdt)[:, None] * inv.to(fdt)[None, :]
+            emb = torch.cat((ang, ang), dim=-1)
+            return emb.cos() * m, emb.sin() * m
+
+    cs_global = cos_sin(inv_freq_of(cfg, R, theta, True, T), mscale)
+    cs_local = cos_sin(inv_freq_of(cfg, R, cfg.get("rope_local_base_freq", 10000.0), False), 1.0)
+    names = "internlm2" if mt == "internlm2" else "phi3" if mt == "phi3" else "hf"
+    emb_name = "model.tok_embeddings.weight" if names == "internlm2" else "model.embed_tokens.weight"
+    x = p[emb_name][tokens]
+    if gemma:
+        x = x * torch.tensor(math.sqrt(C), dtype=x.dtype)
+    win = windows(cfg, L)
+    t = torch.arange(T)
+    diff = t[:, None] - t[None, :]
+    act = (lambda g: F.gelu(g, approximate="tanh")) if gemma else F.silu
     for l in range(L):
         pre = f"model.layers.{l}."
-        h = rms_norm(x, p[pre + "input_layernorm.weight"], eps)
-        def proj(name, heads):
-            y = h @ p[pre + f"self_attn.{name}.weight"].T
-            if pre + f"self_attn.{name}.bias" in p:  # Qwen2's q/k/v biases
-                y = y + p[pre + f"self_attn.{name}.bias"]
-            return y.view(B, T, heads, HD).transpose(1, 2)
-
-        q, k, v = proj("q_proj", NH), proj("k_proj", NKV), proj("v_proj", NKV)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        w = lambda n: p[pre + n]
+        h = x
+        if mt != "olmo2":
+            h = rms_norm(x, w("attention_norm.weight" if names == "internlm2" else "input_layernorm.weight"), eps, style)
+        if names == "internlm2":  # 'b q (h gs d) -> b q h gs d', gs = NH/NKV + 2
+            G = NH // NKV
+            qkv = F.linear(h, w("attention.wqkv.weight"), p.get(pre + "attention.wqkv.bias"))
+            qkv = qkv.view(B, T, NKV, G + 2, HD)
+            q = qkv[..., :G, :].reshape(B, T, NH * HD)
+            k, v = qkv[..., -2, :].reshape(B, T, NKV * HD), qkv[..., -1, :].reshape(B, T, NKV * HD)
+        elif names == "phi3":
+            qkv = F.linear(h, w("self_attn.qkv_proj.weight"))
+            q, k, v = qkv[..., :NH * HD], qkv[..., NH * HD:(NH + NKV) * HD], qkv[..., (NH + NKV) * HD:]
+        else:
+            def proj(name):
+                # Qwen2's q/k/v biases, attention_bias's
+                return F.linear(h, w(f"self_attn.{name}.weight"), p.get(pre + f"self_attn.{name}.bias"))
+            q, k, v = proj("q_proj"), proj("k_proj"), proj("v_proj")
+        if mt == "olmo2":  # q_norm / k_norm over the whole projections
+            q, k = rms_norm(q, w("self_attn.q_norm.weight"), eps, style), rms_norm(k, w("self_attn.k_norm.weight"), eps, style)
+        q = q.view(B, T, NH, HD).transpose(1, 2)
+        k = k.view(B, T, NKV, HD).transpose(1, 2)
+        v = v.view(B, T, NKV, HD).transpose(1, 2)
+        if mt in ("qwen3", "gemma3_text"):  # per head, before RoPE
+            q, k = rms_norm(q, w("self_attn.q_norm.weight"), eps, style), rms_norm(k, w("self_attn.k_norm.weight"), eps, style)
+        cos, sin = cs_local if (mt == "gemma3_text" and win[l]) else cs_global
+        qr = q[..., :R] * cos + rotate_half(q[..., :R]) * sin  # f32 under autocast (cos, sin f32)
+        kr = k[..., :R] * cos + rotate_half(k[..., :R]) * sin
+        q, k = torch.cat((qr, q[..., R:].to(qr.dtype)), dim=-1), torch.cat((kr, k[..., R:].to(kr.dtype)), dim=-1)
         k = k.repeat_interleave(NH // NKV, dim=1)
         v = v.repeat_interleave(NH // NKV, dim=1)
-        att = torch.softmax(q @ k.transpose(-1, -2) / HD**0.5 + mask, dim=-1)
-        o = (att @ v).transpose(1, 2).reshape(B, T, C)
-        x = x + o @ p[pre + "self_attn.o_proj.weight"].T
-        h = rms_norm(x, p[pre + "post_attention_layernorm.weight"], eps)
-        g = h @ p[pre + "mlp.gate_proj.weight"].T
-        u = h @ p[pre + "mlp.up_proj.weight"].T
-        x = x + (torch.nn.functional.silu(g) * u) @ p[pre + "mlp.down_proj.weight"].T
-    x = rms_norm(x, p["model.norm.weight"], eps)
-    head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
-    logits = x @ head.T
-    return torch.nn.functional.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1), ignore_index=-100)
-
-
-def rms_norm_autocast(x, w, eps):
-    """Hugging Face LlamaRMSNorm: the statistics in f32, weight times the
-    normalized input cast back to the input's dtype."""
-    dt = x.dtype
-    h = x.to(torch.float32)
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return w * h.to(dt)
-
-
-def llama_loss_autocast(p, cfg, tokens, targets):
-    """The loss of the f32 parameters p under torch.autocast(bf16) on the
-    CPU, with Hugging Face's dtype handling (the RoPE tables in f32 with
-    autocast off, the causal mask in the embeddings' f32, eager attention's
-    softmax in f32 cast back to the query's dtype, logits upcast for the loss)."""
-    F = torch.nn.functional
-    C, NH, NKV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    HD, L, eps = C // NH, cfg["num_hidden_layers"], cfg["rms_norm_eps"]
-    B, T = tokens.shape
-    with torch.autocast("cpu", enabled=False):
-        ang = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq_of(cfg, HD).to(torch.float32)[None, :]
-        emb = torch.cat((ang, ang), dim=-1)
-        cos, sin = emb.cos(), emb.sin()
-    mask = torch.full((T, T), float("-inf"), dtype=torch.float32).triu(1)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        x = p["model.embed_tokens.weight"][tokens]
-        for l in range(L):
-            pre = f"model.layers.{l}."
-            h = rms_norm_autocast(x, p[pre + "input_layernorm.weight"], eps)
-
-            def proj(name, heads):
-                y = F.linear(h, p[pre + f"self_attn.{name}.weight"], p.get(pre + f"self_attn.{name}.bias"))
-                return y.view(B, T, heads, HD).transpose(1, 2)
-
-            q, k, v = proj("q_proj", NH), proj("k_proj", NKV), proj("v_proj", NKV)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-            k = k.repeat_interleave(NH // NKV, dim=1)
-            v = v.repeat_interleave(NH // NKV, dim=1)
-            att = torch.matmul(q, k.transpose(2, 3)) * HD**-0.5 + mask
-            att = torch.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype)
-            o = torch.matmul(att, v).transpose(1, 2).reshape(B, T, C)
-            x = x + F.linear(o, p[pre + "self_attn.o_proj.weight"])
-            h = rms_norm_autocast(x, p[pre + "post_attention_layernorm.weight"], eps)
-            gate = F.linear(h, p[pre + "mlp.gate_proj.weight"])
-            up = F.linear(h, p[pre + "mlp.up_proj.weight"])
-            x = x + F.linear(F.silu(gate) * up, p[pre + "mlp.down_proj.weight"])
-        x = rms_norm_autocast(x, p["model.norm.weight"], eps)
-        head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
-        logits = F.linear(x, head)
-    return F.cross_entropy(logits.float().reshape(B * T, -1), targets.reshape(-1))
+        s = q @ k.transpose(-1, -2) * qpas ** -0.5
+        if acap:
+            s = torch.tanh(s / acap) * acap
+        allowed = (diff >= 0) & ((diff < win[l]) if win[l] else True)
+        s = s.masked_fill(~allowed, float("-inf"))
+        o = (torch.softmax(s, dim=-1, dtype=fdt).to(q.dtype) @ v).transpose(1, 2).reshape(B, T, NH * HD)
+        if names == "internlm2":
+            o = F.linear(o, w("attention.wo.weight"), p.get(pre + "attention.wo.bias"))
+        else:
+            o = F.linear(o, w("self_attn.o_proj.weight"), p.get(pre + "self_attn.o_proj.bias"))
+        if post or mt == "olmo2":
+            o = rms_norm(o, w("post_attention_layernorm.weight"), eps, style)
+        x = x + o
+        h = x
+        if mt != "olmo2":
+            h = rms_norm(x, w("ffn_norm.weight" if names == "internlm2" else "pre_feedforward_layernorm.weight" if post
+                              else "post_attention_layernorm.weight"), eps, style)
+        if names == "internlm2":
+            m = F.linear(act(F.linear(h, w("feed_forward.w1.weight"))) * F.linear(h, w("feed_forward.w3.weight")),
+                         w("feed_forward.w2.weight"))
+        elif names == "phi3":
+            gate, up = F.linear(h, w("mlp.gate_up_proj.weight")).chunk(2, dim=-1)
+            m = F.linear(up * act(gate), w("mlp.down_proj.weight"))
+        else:
+            m = F.linear(act(F.linear(h, w("mlp.gate_proj.weight"))) * F.linear(h, w("mlp.up_proj.weight")),
+                         w("mlp.down_proj.weight"))
+        if post or mt == "olmo2":
+            m = rms_norm(m, w("post_feedforward_layernorm.weight"), eps, style)
+        x = x + m
+    x = rms_norm(x, p["model.norm.weight"], eps, style)
+    head = p[emb_name] if tied else p["output.weight" if names == "internlm2" else "lm_head.weight"]
+    logits = F.linear(x, head)
+    if fcap:
+        logits = torch.tanh(logits / fcap) * fcap
+    return F.cross_entropy(logits.to(fdt).reshape(B * T, -1), targets.reshape(-1), ignore_index=-100)
 
 
 U = 2.0**-8  # bf16's unit in the last place, relative
+
+
+EXTRA_BWD_ROUNDING = ("qwen3", "gemma2", "gemma3_text", "olmo2")  # see the docstring
 
 
 def check_autocast(cfg, p0, pa, shs_loss, tok, tgt):
@@ -213,7 +310,8 @@ def check_autocast(cfg, p0, pa, shs_loss, tok, tgt):
     l64 = llama_loss(exact, cfg, tok, tgt)
     l64.backward()
     p32 = {k: v.to(torch.float32).clone().requires_grad_(True) for k, v in p0.items()}
-    lbf = llama_loss_autocast(p32, cfg, tok, tgt)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        lbf = llama_loss(p32, cfg, tok, tgt)
     lbf.backward()
     rel_loss = abs(shs_loss - lbf.item()) / abs(lbf.item())
     d = e_torch = e_shs = n = 0.0
@@ -226,10 +324,14 @@ def check_autocast(cfg, p0, pa, shs_loss, tok, tgt):
     d, e_torch, e_shs = (d / n) ** 0.5, (e_torch / n) ** 0.5, (e_shs / n) ** 0.5
     print(f"autocast bf16: loss shardsim {shs_loss:.6f}, torch.autocast {lbf.item():.7f} (relative difference "
           f"{rel_loss:.2e}, tolerance {U / 16:.2e}), float64 {l64.item():.7f}")
-    print(f"  gradient of all weights: shardsim vs torch.autocast {d:.2e} (tolerance {2 * U:.2e}); against "
-          f"float64: torch.autocast {e_torch:.2e}, shardsim {e_shs:.2e} (ratio {e_shs / e_torch:.2f}, "
+    indep = (e_torch**2 + e_shs**2) ** 0.5
+    extra = cfg["model_type"] in EXTRA_BWD_ROUNDING
+    ok_d = d <= 0.85 * indep if extra else d <= 2 * U
+    print(f"  gradient of all weights: shardsim vs torch.autocast {d:.2e} ("
+          + (f"{d / indep:.2f} of independent errors' {indep:.2e}, below 0.85" if extra else f"tolerance {2 * U:.2e}")
+          + f"); against float64: torch.autocast {e_torch:.2e}, shardsim {e_shs:.2e} (ratio {e_shs / e_torch:.2f}, "
           f"within 1/4..4)")
-    return rel_loss <= U / 16 and d <= 2 * U and 0.25 <= e_shs / e_torch <= 4
+    return rel_loss <= U / 16 and ok_d and 0.25 <= e_shs / e_torch <= 4
 
 
 def run(args):
@@ -256,6 +358,56 @@ CASES = [
         "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64,
         "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": True, "torch_dtype": "float32",
+    }),
+    ("mistral, a window of 5 keys on every layer", {
+        "model_type": "mistral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64,
+        "rms_norm_eps": 1e-5, "sliding_window": 5, "torch_dtype": "float32",
+    }),
+    ("qwen2, use_sliding_window from layer 1", {
+        "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64,
+        "use_sliding_window": True, "sliding_window": 6, "max_window_layers": 1, "torch_dtype": "float32",
+    }),
+    ("qwen3, head_dim 32 (QD 128 > C), q/k head norms, attention bias", {
+        "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 256,
+        "max_position_embeddings": 64, "attention_bias": True, "tie_word_embeddings": True, "torch_dtype": "float32",
+    }),
+    ("gemma, GeGLU, (1 + w) norms, scaled embedding, MQA, tied", {
+        "model_type": "gemma", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 256,
+        "max_position_embeddings": 64, "hidden_act": "gelu", "torch_dtype": "float32",
+    }),
+    ("gemma2, four norms, soft caps, query_pre_attn_scalar, windows on even layers", {
+        "model_type": "gemma2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+        "max_position_embeddings": 64, "sliding_window": 6, "query_pre_attn_scalar": 24,
+        "attn_logit_softcapping": 1.5, "final_logit_softcapping": 2.0, "torch_dtype": "float32",
+    }),
+    ("gemma3_text, q/k head norms, local theta, linear rope_scaling, windows but every 3rd layer", {
+        "model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 256,
+        "max_position_embeddings": 64, "sliding_window": 6, "sliding_window_pattern": 3,
+        "rope_local_base_freq": 100.0, "rope_scaling": {"rope_type": "linear", "factor": 4.0},
+        "query_pre_attn_scalar": 16, "torch_dtype": "float32",
+    }),
+    ("phi3, fused qkv/gate_up, partial rotary 0.5, longrope (long factors: T 16 > 8), window 7", {
+        "model_type": "phi3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64,
+        "original_max_position_embeddings": 8, "partial_rotary_factor": 0.5, "sliding_window": 7,
+        "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [2.0, 3.0, 5.0, 9.0]},
+        "torch_dtype": "float32",
+    }),
+    ("olmo2, post-norms, q/k norms over the whole projections", {
+        "model_type": "olmo2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64,
+        "rms_norm_eps": 1e-6, "rope_theta": 500000.0, "torch_dtype": "float32",
+    }),
+    ("internlm2, wqkv grouped per key/value head, bias", {
+        "model_type": "internlm2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64,
+        "bias": True, "torch_dtype": "float32",
     }),
 ]
 

@@ -238,7 +238,7 @@ static void test_meta_wrap_size(void **state) {
 static void test_presets(void **state) {
     int n;
     const shs_model_preset_t *p = shs_model_presets(&n);
-    assert_int_equal(n, 14); /* 7 GPTs, then the 7 Llama-family presets (tests/model/test_hf_config.c) */
+    assert_int_equal(n, 29); /* 7 GPTs, then the 22 Llama-family presets (tests/model/test_hf_config.c) */
     n = 7;
     static const char *names[] = {"gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b"};
     /* hand-computed from the closed form */

@@ -77,8 +77,10 @@ static void test_llama_presets(void **state) {
     assert_int_equal(p->llama.max_position, 131072);
     assert_int_equal(p->cfg.context, 8192); /* pre-training's context, original_max_position_embeddings */
     p = shs_model_preset_find("mistral-7b");
-    assert_int_equal(p->sliding_window, 4096);
-    assert_int_equal(p->cfg.context, 4096); /* the window, shorter than max_position_embeddings 32768 */
+    assert_int_equal(p->llama.sliding_window, 4096); /* on every layer */
+    assert_int_equal(shs_llama_layer_window(&p->llama, 0), 4096);
+    assert_int_equal(shs_llama_layer_window(&p->llama, 31), 4096);
+    assert_int_equal(p->cfg.context, 8192); /* Jiang et al. 2023, Table 1: context_len 8192 */
     assert_int_equal(p->llama.max_position, 32768);
     assert_null(shs_model_preset_find("llama4"));
 }
@@ -168,21 +170,28 @@ static void test_rope_scaling_llama3(void **state) {
     assert_int_equal(shs_hf_config_context(&h), 8192); /* Llama 3.1: pre-training's context */
 }
 
-/* Mistral's sliding window is kept and caps the default context; Qwen2
- * has q/k/v biases (the count grows by NH*HD + 2*NKV*HD per layer). */
+/* Mistral's sliding window is modelled on every layer and no longer caps
+ * the default context (MistralConfig's default window 4096 when the key is
+ * absent); Qwen2 has q/k/v biases (the count grows by NH*HD + 2*NKV*HD per
+ * layer). */
 static void test_mistral_qwen2(void **state) {
     (void)state;
     shs_hf_config_t h;
     parse_ok("{\"model_type\": \"mistral\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
              " \"num_key_value_heads\": 2, \"intermediate_size\": 96, \"vocab_size\": 300,"
              " \"max_position_embeddings\": 1024, \"sliding_window\": 256}", &h);
-    assert_int_equal(h.sliding_window, 256);
-    assert_int_equal(shs_hf_config_context(&h), 256);
+    assert_int_equal(h.llama.sliding_window, 256);
+    assert_int_equal(h.llama.window_pattern, 0);
+    assert_int_equal(h.llama.window_first_layer, 0);
+    assert_int_equal(shs_hf_config_context(&h), 1024);
     parse_ok("{\"model_type\": \"mistral\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
              " \"intermediate_size\": 96, \"vocab_size\": 300, \"max_position_embeddings\": 1024, \"sliding_window\": null}",
              &h);
-    assert_int_equal(h.sliding_window, 0);
+    assert_int_equal(h.llama.sliding_window, 0);
     assert_int_equal(shs_hf_config_context(&h), 1024);
+    parse_ok("{\"model_type\": \"mistral\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+             " \"intermediate_size\": 96, \"vocab_size\": 300, \"max_position_embeddings\": 8192}", &h);
+    assert_int_equal(h.llama.sliding_window, 4096); /* MistralConfig(sliding_window=4096) */
     /* Qwen2.5-0.5B's config.json (Qwen/Qwen2.5-0.5B): 494,032,768 parameters, tied */
     parse_ok("{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643,"
              " \"eos_token_id\": 151643, \"hidden_act\": \"silu\", \"hidden_size\": 896, \"initializer_range\": 0.02,"
@@ -192,7 +201,7 @@ static void test_mistral_qwen2(void **state) {
              " \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.40.1\","
              " \"use_cache\": true, \"use_mrope\": false, \"use_sliding_window\": false, \"vocab_size\": 151936}", &h);
     assert_int_equal(h.llama.qkv_bias, 1);
-    assert_int_equal(h.sliding_window, 0); /* use_sliding_window false: no window */
+    assert_int_equal(h.llama.sliding_window, 0); /* use_sliding_window false: no window */
     assert_int_equal(count_cfg(&h.llama), 494032768ull);
     assert_int_equal(count_llama(24, 896, 14, 2, 4864, 151936, 1, 0) + 24ull * (896 + 2 * 128), 494032768ull);
 }
@@ -235,24 +244,27 @@ static void test_refusals(void **state) {
         {"{\"model_type\": \"llama\", \"hidden_size\": 64}", "missing key \"num_hidden_layers\"", ""},
         {"{\"model_type\": \"llama\", \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"intermediate_size\": 96, "
          "\"vocab_size\": 300, \"max_position_embeddings\": 128}", "missing key \"hidden_size\"", ""},
-        {"{\"model_type\": \"llama\", " LL ", \"attention_bias\": true}", "\"attention_bias\"", "not modelled"},
+        {"{\"model_type\": \"llama\", " LL ", \"attention_bias\": 1}", "\"attention_bias\"", "true or false"},
         {"{\"model_type\": \"llama\", " LL ", \"mlp_bias\": true}", "\"mlp_bias\"", "not modelled"},
         {"{\"model_type\": \"llama\", " LL ", \"hidden_act\": \"gelu\"}", "\"hidden_act\"", "'gelu' is not modelled"},
-        {"{\"model_type\": \"llama\", " LL ", \"head_dim\": 32}", "\"head_dim\"", "= 16"},
-        {"{\"model_type\": \"llama\", " LL ", \"pretraining_tp\": 2}", "\"pretraining_tp\"", "not modelled"},
+        {"{\"model_type\": \"llama\", " LL ", \"head_dim\": 7}", "head_dim 7", "even"},
+        {"{\"model_type\": \"llama\", " LL ", \"pretraining_tp\": 0}", "\"pretraining_tp\"", "positive integer"},
         {"{\"model_type\": \"llama\", " LL ", \"attention_dropout\": 0.1}", "\"attention_dropout\"", "not modelled"},
         {"{\"model_type\": \"llama\", " LL ", \"num_key_value_heads\": 3}", "\"num_key_value_heads\"", "does not divide"},
-        {"{\"model_type\": \"llama\", " LL ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}",
-         "\"rope_scaling\"", "'linear' is not modelled"},
+        {"{\"model_type\": \"llama\", " LL ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2.0}}",
+         "\"rope_scaling\"", "'yarn' is not modelled"},
         {"{\"model_type\": \"llama\", " LL ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}}",
          "\"rope_scaling\"", "missing \"low_freq_factor\""},
         {"{\"model_type\": \"llama\", " LL ", \"quantization_config\": {}}", "\"quantization_config\"", "not modelled"},
-        {"{\"model_type\": \"llama\", " LL ", \"sliding_window\": 64}", "\"sliding_window\"", "not a llama key"},
+        {"{\"model_type\": \"llama\", " LL ", \"sliding_window\": 64}", "\"sliding_window\"",
+         "not modelled for model_type llama"},
         {"{\"model_type\": \"llama\", " LL ", \"torch_dtype\": \"float64\"}", "\"torch_dtype\"", "'float64'"},
         {"{\"model_type\": \"llama\", " LL ", \"num_key_value_heads\": 0}", "\"num_key_value_heads\"", "positive integer"},
         {"{\"model_type\": \"llama\", " LL ", \"model_type\": \"llama\"}", "c.json:1:", "duplicate object key"},
-        {"{\"model_type\": \"qwen2\", " LL ", \"use_sliding_window\": true}", "\"use_sliding_window\"", "not modelled"},
-        {"{\"model_type\": \"qwen2\", " LL ", \"attention_bias\": true}", "\"attention_bias\"", "not a qwen2 key"},
+        {"{\"model_type\": \"qwen2\", " LL ", \"use_sliding_window\": true, \"sliding_window\": null}",
+         "\"use_sliding_window\"", "sliding_window is null"},
+        {"{\"model_type\": \"qwen2\", " LL ", \"attention_bias\": true}", "\"attention_bias\"",
+         "not modelled for model_type qwen2"},
         {"{" G2 ", \"activation_function\": \"relu\"}", "\"activation_function\"", "'relu' is not modelled"},
         {"{" G2 ", \"tie_word_embeddings\": false}", "\"tie_word_embeddings\"", "not modelled"},
         {"{" G2 ", \"layer_norm_epsilon\": 1e-6}", "\"layer_norm_epsilon\"", "not modelled"},
@@ -354,7 +366,7 @@ static void test_published_keys_refusals(void **state) {
         {"{" G2 ", \"n_special\": 2}", "\"n_special\"", "0 only"},
         {"{" G2 ", \"predict_special_tokens\": 1}", "\"predict_special_tokens\"", "true or false"},
         {"{\"model_type\": \"qwen2\", " LL ", \"vocab_size\": 300, \"layer_types\": [\"full_attention\", "
-         "\"sliding_attention\"]}", "\"layer_types\"", "layer 1 is 'sliding_attention'"},
+         "\"sliding_attention\"]}", "\"layer_types\"", "use_sliding_window gives no window"},
         {"{\"model_type\": \"qwen2\", " LL ", \"vocab_size\": 300, \"layer_types\": [\"full_attention\"]}",
          "\"layer_types\"", "has 1 entries, num_hidden_layers is 2"},
         {"{\"model_type\": \"llama\", " LL ", \"vocab_size\": 300, \"rope_parameters\": {}}", "\"rope_parameters\"",

@@ -2,8 +2,9 @@
  * Hugging Face LlamaForCausalLM's forward and backward written in plain
  * loops (llama_ref.h), with and without autocast's rounding, against
  * finite differences, and its config functions against hand-computed
- * values. The model runs on the CPU device with a plain parameter source
- * (tests/plain_source.h). */
+ * values; the other decoder families: test_llama_families.c. The model
+ * runs on the CPU device with a plain parameter source
+ * (tests/plain_source.h, through tests/model/llama_fixture.h). */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,157 +15,15 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "finite_diff.h"
-#include "llama_ref.h"
+#include "model/llama_fixture.h"
+#include "model/llama_ref.h"
 #include "plain_source.h"
 #include "shardsim/llama.h"
-
-/* ---- fixture ------------------------------------------------------------------------ */
-
-typedef struct {
-    shs_llama_config_t cfg;
-    shs_layout_t lo;
-    shs_device_t *dev;
-    shs_model_t *m;
-    plain_source_t ps;
-    shs_gpt_exec_t ex;
-    int B, T;
-    int32_t *tok, *tgt, *pos, *doc;
-} fx_t;
 
 static shs_llama_config_t tiny(int tied, int bias, int nkv) {
     return (shs_llama_config_t){.num_layers = 2, .hidden = 16, .num_heads = 4, .num_kv_heads = nkv,
                                 .intermediate = 24, .vocab = 40, .max_position = 64, .rms_norm_eps = 1e-5f,
                                 .rope_theta = 10000.0, .tie_word_embeddings = tied, .qkv_bias = bias};
-}
-
-/* packed: two documents per row, every 5th target ignored. Positions
- * restart at the cut, the second document's with stride 3: RoPE scores
- * depend only on position differences, so restarting alone would not tell
- * whether the position ids reach the kernels. */
-static void fx_init(fx_t *f, shs_llama_config_t cfg, int B, int T, shs_gpt_exec_t ex, int packed) {
-    memset(f, 0, sizeof *f);
-    f->cfg = cfg;
-    f->ex = ex;
-    f->B = B;
-    f->T = T;
-    assert_int_equal(shs_llama_layout_create(&f->lo, &f->cfg), SHS_OK);
-    assert_int_equal(shs_device_create_cpu(&f->dev, 0, SIZE_MAX, 1), SHS_OK);
-    assert_int_equal(shs_llama_create(&f->m, &f->lo, &f->cfg, f->dev, B, T, &ex), SHS_OK);
-    plain_source_init(&f->ps, f->dev, &f->lo, 42, 0.05f);
-    size_t bt = (size_t)B * T;
-    f->tok = malloc(bt * 4), f->tgt = malloc(bt * 4);
-    for (size_t i = 0; i < bt; i++) {
-        f->tok[i] = (int32_t)((i * 37 + 11) % (size_t)cfg.vocab);
-        f->tgt[i] = (int32_t)((i * 53 + 7) % (size_t)cfg.vocab);
-    }
-    if (packed) {
-        f->pos = malloc(bt * 4), f->doc = malloc(bt * 4);
-        for (int b = 0; b < B; b++) {
-            int cut = 2 + b; /* document 0 is [0, cut), document 1 the rest */
-            for (int t = 0; t < T; t++) {
-                f->doc[b * T + t] = t < cut ? 0 : 1;
-                f->pos[b * T + t] = t < cut ? t : 3 * (t - cut);
-            }
-        }
-        for (size_t i = 0; i < bt; i += 5) f->tgt[i] = SHS_IGNORE_INDEX;
-    }
-}
-static void fx_free(fx_t *f) {
-    shs_model_destroy(f->m);
-    plain_source_free(&f->ps);
-    shs_device_destroy(f->dev);
-    shs_layout_free(&f->lo);
-    free(f->tok), free(f->tgt), free(f->pos), free(f->doc);
-}
-static shs_batch_t fx_batch(const fx_t *f) {
-    return (shs_batch_t){.tokens = f->tok, .targets = f->tgt, .positions = f->pos, .doc_ids = f->doc};
-}
-static float fx_step(fx_t *f) {
-    float loss;
-    shs_batch_t b = fx_batch(f);
-    assert_int_equal(shs_model_forward(f->m, &f->ps.src, &b, &loss), SHS_OK);
-    plain_source_zero_grads(&f->ps);
-    assert_int_equal(shs_model_backward(f->m, &f->ps.src, 1.0f), SHS_OK);
-    return loss;
-}
-static double fx_loss_cb(void *f) { return fx_step(f); }
-
-/* The model's gradients of every unit, concatenated (host). */
-static float *fx_grads(fx_t *f) {
-    float *g = malloc(f->lo.num_params * 4);
-    size_t off = 0;
-    for (int u = 0; u < f->lo.num_units; u++) {
-        shs_memcpy_d2h(f->dev, g + off, f->ps.grads[u], f->lo.units[u].numel * 4);
-        off += f->lo.units[u].numel;
-    }
-    return g;
-}
-
-/* How far the model's loss and gradients (its last fx_step) are from the
- * reference with autocast dtypes A and R (A = SHS_DTYPE_DEFAULT: none);
- * per tensor the largest gradient error over the tensor's largest
- * reference gradient, the worst of them reported. */
-typedef struct {
-    double ref_loss, loss_rel, worst;
-    const char *worst_name;
-    int tensor_failed;                  /* the first tensor above gtol, or -1 */
-} ref_diff_t;
-
-static ref_diff_t diff_from_reference(fx_t *f, float loss, shs_dtype_t A, shs_dtype_t R, double gtol) {
-    float *inv = malloc((size_t)(f->cfg.hidden / f->cfg.num_heads / 2) * 4);
-    shs_llama_inv_freq(&f->cfg, inv);
-    int on = A == SHS_BF16 || A == SHS_F16;
-    llama_ref_t ref = {.c = &f->cfg, .B = f->B, .T = f->T, .tok = f->tok, .tgt = f->tgt, .pos = f->pos,
-                       .doc = f->doc, .inv_freq = inv, .lo = &f->lo, .A = A, .R = R,
-                       .round_weights = on && f->ex.param_dtype != A,
-                       .flash = f->ex.attention == SHS_ATTENTION_FLASH};
-    int NT = f->lo.num_tensors;
-    ref.p = calloc((size_t)NT, sizeof(double *));
-    ref.g = calloc((size_t)NT, sizeof(double *));
-    float *host = malloc(f->lo.num_params * 4);
-    for (int i = 0; i < NT; i++) {
-        const shs_tensor_info_t *t = &f->lo.tensors[i];
-        ref.p[i] = calloc(t->numel, sizeof(double));
-        ref.g[i] = calloc(t->numel, sizeof(double));
-        shs_memcpy_d2h(f->dev, host, f->ps.params[t->unit] + t->offset, t->numel * 4);
-        for (size_t k = 0; k < t->numel; k++) ref.p[i][k] = host[k];
-    }
-    ref_diff_t d = {.ref_loss = llama_ref_run(&ref), .worst_name = "", .tensor_failed = -1};
-    d.loss_rel = fabs(loss - d.ref_loss) / fabs(d.ref_loss);
-    for (int i = 0; i < NT; i++) {
-        const shs_tensor_info_t *t = &f->lo.tensors[i];
-        shs_memcpy_d2h(f->dev, host, f->ps.grads[t->unit] + t->offset, t->numel * 4);
-        double gmax = 0, emax = 0;
-        for (size_t k = 0; k < t->numel; k++) {
-            gmax = fmax(gmax, fabs(ref.g[i][k]));
-            emax = fmax(emax, fabs(host[k] - ref.g[i][k]));
-        }
-        assert_true(gmax > 0); /* every parameter gets a gradient */
-        if (emax / gmax > d.worst) d.worst = emax / gmax, d.worst_name = t->name;
-        if (emax > gtol * gmax && d.tensor_failed < 0) d.tensor_failed = i;
-        free(ref.p[i]), free(ref.g[i]);
-    }
-    free(ref.p), free(ref.g), free(host), free(inv);
-    return d;
-}
-
-/* Model vs reference (with the model's own autocast rounding): loss within
- * `ltol` relative; per tensor, the largest gradient error within `gtol` of
- * the tensor's largest reference gradient. Prints the measured figures. */
-static ref_diff_t check_against_reference(fx_t *f, const char *what, double ltol, double gtol) {
-    float loss = fx_step(f);
-    assert_int_equal(f->ps.acquired, 0);
-    assert_int_equal(f->ps.grads_after_ready, 0);
-    for (int u = 0; u < f->lo.num_units; u++) assert_int_equal(f->ps.ready[u], 1);
-    shs_dtype_t A = f->ex.autocast, R = A && f->ex.param_dtype == A ? A : SHS_DTYPE_DEFAULT;
-    ref_diff_t d = diff_from_reference(f, loss, A, R, gtol);
-    printf("%s: loss %.9g vs f64 %.9g (rel %.2e); worst gradient rel err %.2e (%s)\n", what, (double)loss, d.ref_loss,
-           d.loss_rel, d.worst, d.worst_name);
-    if (d.tensor_failed >= 0) fail_msg("%s: %s gradient error above %g of its largest", what,
-                                       f->lo.tensors[d.tensor_failed].name, gtol);
-    if (!(d.loss_rel <= ltol)) fail_msg("%s: loss relative error %.3g above %g", what, d.loss_rel, ltol);
-    return d;
 }
 
 static void test_matches_f64_reference_untied_gqa(void **state) {
@@ -182,7 +41,8 @@ static void test_matches_f64_reference_tied_bias_mqa_scaled_rope(void **state) {
     (void)state;
     fx_t f;
     shs_llama_config_t c = tiny(1, 1, 1);
-    c.rope_scaling = (shs_rope_scaling_t){SHS_ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 32};
+    c.rope_scaling = (shs_rope_scaling_t){.kind = SHS_ROPE_SCALING_LLAMA3, .factor = 8.0, .low_freq_factor = 1.0,
+                                          .high_freq_factor = 4.0, .original_max_position_embeddings = 32};
     c.rope_theta = 500.0;
     fx_init(&f, c, 2, 8, (shs_gpt_exec_t){0}, 0);
     check_against_reference(&f, "tied qkv_bias MQA llama3-rope eager", 1e-5, 1e-5);
@@ -225,15 +85,7 @@ static void test_autocast_matches_rounding_reference(void **state) {
         fx_t f;
         shs_gpt_exec_t ex = {.autocast = cases[k].A, .param_dtype = cases[k].param, .attention = cases[k].att};
         fx_init(&f, tiny(cases[k].tied, cases[k].bias, 2), 2, 8, ex, cases[k].packed);
-        check_against_reference(&f, cases[k].what, 1e-6, 1e-5);
-        float loss;
-        shs_batch_t b = fx_batch(&f);
-        assert_int_equal(shs_model_forward(f.m, &f.ps.src, &b, &loss), SHS_OK);
-        plain_source_zero_grads(&f.ps);
-        assert_int_equal(shs_model_backward(f.m, &f.ps.src, 1.0f), SHS_OK);
-        ref_diff_t plain = diff_from_reference(&f, loss, SHS_DTYPE_DEFAULT, SHS_DTYPE_DEFAULT, 1.0);
-        printf("  without the rounding: loss rel %.2e, worst gradient %.2e (%s)\n", plain.loss_rel, plain.worst,
-               plain.worst_name);
+        ref_diff_t plain = check_autocast_against_reference(&f, cases[k].what, 1e-6, 1e-5);
         assert_true(plain.loss_rel > 1e-6);
         assert_true(plain.worst > 1e-4);
         fx_free(&f);
@@ -272,29 +124,12 @@ static void test_recompute_is_bit_identical(void **state) {
 }
 
 /* The analytic gradient against central differences of the model's own
- * f32 loss, for a few elements of every tensor. Tolerance as test_model.c's:
- * 2e-3 relative + 2e-4, set by the f32 loss's rounding over steps of 5e-3. */
+ * f32 loss, for a few elements of every tensor (llama_fixture.h). */
 static void test_gradient_matches_finite_differences(void **state) {
     (void)state;
     fx_t f;
     fx_init(&f, tiny(0, 1, 2), 2, 6, (shs_gpt_exec_t){0}, 1);
-    fx_step(&f);
-    float *g = fx_grads(&f);
-    size_t *base = calloc((size_t)f.lo.num_units, sizeof(size_t));
-    for (int u = 1; u < f.lo.num_units; u++) base[u] = base[u - 1] + f.lo.units[u - 1].numel;
-    int checked = 0;
-    for (int ti = 0; ti < f.lo.num_tensors; ti++) {
-        const shs_tensor_info_t *t = &f.lo.tensors[ti];
-        for (size_t k = 0; k < 3 && k < t->numel; k++) {
-            size_t e = t->offset + (k * 7919 + 5) % t->numel;
-            double num = fd_derivative(f.dev, f.ps.params[t->unit] + e, fx_loss_cb, &f);
-            double ana = g[base[t->unit] + e], tol = 2e-3 * fmax(fabs(num), 1e-2) + 2e-4;
-            if (fabs(ana - num) > tol) fail_msg("%s[%zu]: analytic %.6g vs numeric %.6g", t->name, e - t->offset, ana, num);
-            checked++;
-        }
-    }
-    assert_true(checked > 40);
-    free(g), free(base);
+    assert_true(fx_check_finite_differences(&f, "llama") > 40);
     fx_free(&f);
 }
 
@@ -393,11 +228,12 @@ static void test_inv_freq_llama3(void **state) {
     shs_llama_config_t c = tiny(0, 0, 2);
     c.hidden = 8, c.num_heads = 1, c.num_kv_heads = 1, c.rope_theta = 1e6;
     float f[4];
-    shs_llama_inv_freq(&c, f);
+    shs_llama_inv_freq(&c, SHS_ROPE_FREQ_GLOBAL, f);
     assert_true(f[0] == 1.0f && f[1] == (float)0.031622776601683794 && f[2] == (float)0.001 &&
                 f[3] == (float)3.1622776601683795e-05);
-    c.rope_scaling = (shs_rope_scaling_t){SHS_ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 8192};
-    shs_llama_inv_freq(&c, f);
+    c.rope_scaling = (shs_rope_scaling_t){.kind = SHS_ROPE_SCALING_LLAMA3, .factor = 8.0, .low_freq_factor = 1.0,
+                                          .high_freq_factor = 4.0, .original_max_position_embeddings = 8192};
+    shs_llama_inv_freq(&c, SHS_ROPE_FREQ_GLOBAL, f);
     assert_true(f[0] == 1.0f && f[1] == (float)0.031622776601683794);
     /* (1 - s)/8 * 0.001f + s * 0.001f with s = 0.10126579 (0.001f as f64): 2.1360757e-4 */
     assert_float_equal(f[2], 2.1360757e-4, 2e-10);
@@ -424,7 +260,8 @@ static void test_config_and_exec_refusals(void **state) {
     assert_int_equal(shs_llama_config_validate(&c), SHS_INVALID_ARG);
     assert_non_null(strstr(shs_last_error(), "rms_norm_eps"));
     c = tiny(0, 0, 2);
-    c.rope_scaling = (shs_rope_scaling_t){SHS_ROPE_SCALING_LLAMA3, 8.0, 4.0, 1.0, 8192};
+    c.rope_scaling = (shs_rope_scaling_t){.kind = SHS_ROPE_SCALING_LLAMA3, .factor = 8.0, .low_freq_factor = 4.0,
+                                          .high_freq_factor = 1.0, .original_max_position_embeddings = 8192};
     assert_int_equal(shs_llama_config_validate(&c), SHS_INVALID_ARG);
     assert_non_null(strstr(shs_last_error(), "low_freq_factor"));
     /* dropout, an autocast dtype that is not 16-bit and a too-long context are refused by name */

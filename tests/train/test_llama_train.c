@@ -3,7 +3,8 @@
  * (with several replicas hybrid sums in another order, as for the GPT) (eager, flash,
  * full and selective recompute, tied head with q/k/v biases, size-based
  * wrapping of decoder layers, autocast bf16 and f16 with f32 or 16-bit
- * parameters), autocast changing the run, the safetensors export's Hugging
+ * parameters; and each decoder family beyond Llama, with and without
+ * autocast), autocast changing the run, the safetensors export's Hugging
  * Face names, and the refusals of what the Llama does not do. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,6 +101,64 @@ static void test_zero_stages_equal_ddp(void **state) {
          .param = SHS_BF16, .recompute = SHS_RECOMPUTE_EVERY_N, .every = 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_equivalence(&cases[i]);
+}
+
+/* The families beyond Llama (llama.h), each with its features on: ZeRO-1,
+ * ZeRO-2 and ZeRO-3 on 3 ranks bit-identical to DDP (eager; flash with
+ * full recompute for the windowed ones, whose flash blocks start inside
+ * the window; every other family under autocast bf16; OLMo 2 and
+ * InternLM2 under op-level SAC). Units pad differently on 3 ranks for
+ * each. */
+static void test_families_zero_stages_equal_ddp(void **state) {
+    (void)state;
+    const unsigned all4 = SHS_LLAMA_NORM_ATTN_IN | SHS_LLAMA_NORM_ATTN_OUT | SHS_LLAMA_NORM_MLP_IN | SHS_LLAMA_NORM_MLP_OUT;
+    for (int f = 0; f < 8; f++) {
+        shs_train_config_t cfg = llama_config(3, SHS_DDP);
+        shs_llama_config_t *c = &cfg.llama;
+        const char *what = "";
+        switch (f) {
+        case 0: what = "mistral window 5", c->sliding_window = 5; break;
+        case 1: what = "qwen2 window from layer 1", c->qkv_bias = 1, c->sliding_window = 5, c->window_first_layer = 1; break;
+        case 2: what = "qwen3", c->head_dim = 12, c->qk_norm = SHS_QK_NORM_HEAD, c->attention_bias = 1; break;
+        case 3:
+            what = "gemma2";
+            c->num_layers = 3, c->head_dim = 8, c->act = SHS_LLAMA_ACT_GELU_TANH, c->norms = all4, c->norm_plus_one = 1;
+            c->embed_scale = 1, c->tie_word_embeddings = 1, c->query_pre_attn_scalar = 8, c->attn_softcap = 2.0f;
+            c->final_softcap = 3.0f, c->sliding_window = 5, c->window_pattern = 2;
+            break;
+        case 4:
+            what = "gemma3";
+            c->num_layers = 3, c->num_kv_heads = 1, c->head_dim = 8, c->act = SHS_LLAMA_ACT_GELU_TANH, c->norms = all4;
+            c->qk_norm = SHS_QK_NORM_HEAD, c->norm_plus_one = 1, c->embed_scale = 1, c->tie_word_embeddings = 1;
+            c->sliding_window = 5, c->window_pattern = 3, c->rope_local_theta = 100.0;
+            break;
+        case 5:
+            what = "phi3";
+            c->names = SHS_LLAMA_NAMES_PHI3, c->rotary_dim = 4, c->sliding_window = 7;
+            c->rope_scaling = (shs_rope_scaling_t){.kind = SHS_ROPE_SCALING_LONGROPE,
+                                                   .original_max_position_embeddings = 8, .num_factors = 2,
+                                                   .short_factor = {1.0f, 2.0f}, .long_factor = {3.0f, 5.0f}};
+            break;
+        case 6: what = "olmo2", c->norms = SHS_LLAMA_NORM_ATTN_OUT | SHS_LLAMA_NORM_MLP_OUT, c->qk_norm = SHS_QK_NORM_ALL; break;
+        default: what = "internlm2", c->names = SHS_LLAMA_NAMES_INTERNLM2, c->attention_bias = 1; break;
+        }
+        if (c->sliding_window) cfg.attention = SHS_ATTENTION_FLASH, cfg.recompute = SHS_RECOMPUTE_FULL;
+        if (f % 2) cfg.autocast = SHS_BF16;
+        if (f >= 6) cfg.attention = SHS_ATTENTION_FLASH, cfg.recompute = SHS_RECOMPUTE_SELECTIVE_OP;
+        run_record_t ddp = {0};
+        record_run(&cfg, &test_corpus, STEPS, &ddp);
+        shs_strategy_kind_t kinds[] = {SHS_ZERO1, SHS_ZERO2, SHS_ZERO3};
+        for (size_t k = 0; k < 3; k++) {
+            cfg.strategy.kind = kinds[k];
+            run_record_t z = {0};
+            record_run(&cfg, &test_corpus, STEPS, &z);
+            assert_int_equal(z.len, ddp.len);
+            assert_same_run(&ddp, &z);
+            free_record(&z);
+        }
+        if (!memcmp(ddp.snap[0], ddp.snap[STEPS - 1], ddp.len * sizeof(float))) fail_msg("%s: did not train", what);
+        free_record(&ddp);
+    }
 }
 
 /* Autocast is not ignored: bf16 autocast moves the losses away from the
@@ -199,6 +258,7 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zero_stages_equal_ddp),
+        cmocka_unit_test(test_families_zero_stages_equal_ddp),
         cmocka_unit_test(test_autocast_changes_the_run),
         cmocka_unit_test(test_wrap_groups_decoder_layers),
         cmocka_unit_test(test_safetensors_hf_names),

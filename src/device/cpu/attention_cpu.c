@@ -120,7 +120,7 @@ void shs__cpu_attention_forward_flash(shs_device_t *dev, float *out, float *lse,
         float s[SHS_FLASH_BLOCK];
         uint64_t ctr0 = d ? d->offset + (size_t)bht * T : 0;
         shs__flash_forward_row(out + ((size_t)b * T + t) * C + h * hs, lse + bht, q, kv0 + C, kv0 + 2 * (size_t)C, C3,
-                               NULL, t, hs, scale, d != NULL, d ? d->key : 0, ctr0, thr, drop_scale, s);
+                               NULL, t, 0, hs, scale, 0.0f, d != NULL, d ? d->key : 0, ctr0, thr, drop_scale, s);
     }
 }
 
@@ -155,7 +155,7 @@ void shs__cpu_attention_backward_flash(shs_device_t *dev, float *dqkv, const flo
                 int kept = !d || shs__dropout_keep(d->key, ctr0 + (uint64_t)t2, thr);
                 shs__flash_backward_pair(dq + (size_t)t * hs, dk + (size_t)t2 * hs, dv + (size_t)t2 * hs, q,
                                          base + t2 * C3 + C, base + t2 * C3 + 2 * (size_t)C, dy, L, D[t], hs, scale,
-                                         kept, drop_scale);
+                                         0.0f, kept, drop_scale);
             }
         }
         for (int t = 0; t < T; t++) {

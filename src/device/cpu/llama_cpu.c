@@ -1,12 +1,15 @@
 /* llama_cpu.c - the CPU backend's Llama-family kernels (SHS_KERNELS_LLAMA):
- * RMSNorm, rotary position embedding, SwiGLU, and grouped-query causal
- * attention with optional per-document masks, eager and FlashAttention.
- * Contracts in device.h; the flash row is kernel_math.h's, shared with the
- * GPT flash kernel (attention_cpu.c). Sources: Zhang & Sennrich 2019
- * (RMSNorm), Su et al. 2021 (RoPE), Shazeer 2020 (SwiGLU), Ainslie et al.
- * 2023 (GQA), Dao et al. 2022 (FlashAttention), and Hugging Face
- * transformers' modeling_llama.py for the conventions (LlamaRMSNorm in f32,
- * rotate_half, repeat_kv).
+ * RMSNorm, rotary position embedding (partial, scaled), SwiGLU and GeGLU,
+ * soft capping, and grouped-query causal attention with optional
+ * per-document masks, sliding windows and score soft caps, eager and
+ * FlashAttention. Contracts in device.h; the flash row is kernel_math.h's,
+ * shared with the GPT flash kernel (attention_cpu.c). Sources: Zhang &
+ * Sennrich 2019 (RMSNorm), Su et al. 2021 (RoPE), Shazeer 2020 (SwiGLU,
+ * GeGLU), Ainslie et al. 2023 (GQA), Dao et al. 2022 (FlashAttention),
+ * Gemma Team 2024 (soft capping), and Hugging Face transformers'
+ * modeling_llama.py, modeling_gemma2.py and modeling_phi3.py for the
+ * conventions (LlamaRMSNorm in f32, rotate_half on the rotary part,
+ * repeat_kv, tanh capping order, the window t - t2 < W).
  * What it is: OpenMP loops over independent outputs, each output summed in
  * one fixed order from zero and (for "accumulates") added once, so the bits
  * do not depend on the thread count and backward into a pre-filled buffer P
@@ -17,7 +20,8 @@
  * Legend: B batch, T time, NH query heads, NKV key/value heads, G = NH/NKV
  * query heads per key/value head, HD head dim, N rows, C channels, n element
  * count; q rows (b,t,h) at ((b*T + t)*NH + h)*HD, k and v rows (b,t,kvh) at
- * ((b*T + t)*NKV + kvh)*HD, att/datt rows (b,h,t) at ((b*NH + h)*T + t)*T.
+ * ((b*T + t)*NKV + kvh)*HD, att/datt rows (b,h,t) at ((b*NH + h)*T + t)*T;
+ * R rotary channels, W window, cap soft cap.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -80,20 +84,23 @@ void shs__cpu_rmsnorm_backward(shs_device_t *dev, float *dinp, float *dweight, c
     }
 }
 
-/* ---- RoPE (rotate_half layout) --------------------------------------------------
- * Per (b, t) row and pair i < HD/2 (the same angle for every head):
- * a = (float)pos * inv_freq[i]; forward R(a), backward R(-a) = R(a)^T. */
+/* ---- RoPE (rotate_half layout on the first R channels) -----------------------------
+ * Per (b, t) row and pair i < R/2 (the same angle for every head):
+ * a = (float)pos * inv_freq[i], c = cosf(a) m, s = sinf(a) m; forward
+ * R(a), backward R(-a) = R(a)^T; channels [R, HD) pass through. */
 
 static int rope_pos(const int32_t *positions, int bt, int T) { return positions ? positions[bt] : bt % T; }
 
 void shs__cpu_rope_forward(shs_device_t *dev, float *out, const float *inp, const int32_t *positions,
-                           const float *inv_freq, int B, int T, int NH, int HD) {
-    int nth = threads(dev), half = HD / 2;
+                           const shs_rope_t *rope, int B, int T, int NH, int HD) {
+    int nth = threads(dev), half = rope->rot_dim / 2, R = rope->rot_dim;
+    const float *inv_freq = rope->inv_freq;
+    float m = rope->mscale;
     PARALLEL_FOR
     for (int bt = 0; bt < B * T; bt++) {
         float pos = (float)rope_pos(positions, bt, T);
         for (int i = 0; i < half; i++) {
-            float a = pos * inv_freq[i], c = cosf(a), s = sinf(a);
+            float a = pos * inv_freq[i], c = cosf(a) * m, s = sinf(a) * m;
             for (int h = 0; h < NH; h++) {
                 size_t o = ((size_t)bt * NH + h) * HD + i;
                 float x0 = inp[o], x1 = inp[o + half]; /* both read first: out may alias inp */
@@ -101,17 +108,22 @@ void shs__cpu_rope_forward(shs_device_t *dev, float *out, const float *inp, cons
                 out[o + half] = x1 * c + x0 * s;
             }
         }
+        if (out != inp)
+            for (int h = 0; h < NH; h++)
+                for (int j = R; j < HD; j++) out[((size_t)bt * NH + h) * HD + j] = inp[((size_t)bt * NH + h) * HD + j];
     }
 }
 
 void shs__cpu_rope_backward(shs_device_t *dev, float *dinp, const float *dout, const int32_t *positions,
-                            const float *inv_freq, int B, int T, int NH, int HD) {
-    int nth = threads(dev), half = HD / 2;
+                            const shs_rope_t *rope, int B, int T, int NH, int HD) {
+    int nth = threads(dev), half = rope->rot_dim / 2, R = rope->rot_dim;
+    const float *inv_freq = rope->inv_freq;
+    float m = rope->mscale;
     PARALLEL_FOR
     for (int bt = 0; bt < B * T; bt++) {
         float pos = (float)rope_pos(positions, bt, T);
         for (int i = 0; i < half; i++) {
-            float a = pos * inv_freq[i], c = cosf(a), s = sinf(a);
+            float a = pos * inv_freq[i], c = cosf(a) * m, s = sinf(a) * m;
             for (int h = 0; h < NH; h++) {
                 size_t o = ((size_t)bt * NH + h) * HD + i;
                 float g0 = dout[o], g1 = dout[o + half];
@@ -119,12 +131,15 @@ void shs__cpu_rope_backward(shs_device_t *dev, float *dinp, const float *dout, c
                 dinp[o + half] += g1 * c - g0 * s;
             }
         }
+        for (int h = 0; h < NH; h++)
+            for (int j = R; j < HD; j++) dinp[((size_t)bt * NH + h) * HD + j] += dout[((size_t)bt * NH + h) * HD + j];
     }
 }
 
-/* ---- SwiGLU ------------------------------------------------------------------------
+/* ---- SwiGLU and GeGLU -----------------------------------------------------------------
  * silu(g) = g / (1 + exp(-g)); with sig = 1 / (1 + exp(-g)):
- * silu'(g) = sig (1 + g (1 - sig)). */
+ * silu'(g) = sig (1 + g (1 - sig)). GeGLU: gelu and gelu' of kernel_math.h
+ * (the tanh form, torch's approximate='tanh'). */
 
 void shs__cpu_swiglu_forward(shs_device_t *dev, float *out, const float *gate, const float *up, size_t n) {
     int nth = threads(dev);
@@ -143,21 +158,65 @@ void shs__cpu_swiglu_backward(shs_device_t *dev, float *dgate, float *dup, const
     }
 }
 
-/* ---- grouped-query attention, eager ----------------------------------------------
- * Row (b, h, t) of att: s[t2] = (q_t . k_t2) / sqrt(HD) over the keys t2 <= t
- * of t's document, softmax over them (max subtracted), 0 elsewhere;
- * out_t = sum of att[t2] v_t2 over the same keys in increasing t2. Key/value
- * head kvh = h / G. A masked entry is exactly 0 in att, and the backward
- * (which takes no doc_ids) skips the entries where att is 0: those whose
- * probability underflowed have a zero gradient anyway. */
+void shs__cpu_geglu_forward(shs_device_t *dev, float *out, const float *gate, const float *up, size_t n) {
+    int nth = threads(dev);
+    PARALLEL_FOR
+    for (size_t i = 0; i < n; i++) out[i] = shs__gelu(gate[i]) * up[i];
+}
 
-static int allowed(const int32_t *doc, int t, int t2) { return !doc || doc[t2] == doc[t]; }
+void shs__cpu_geglu_backward(shs_device_t *dev, float *dgate, float *dup, const float *dout, const float *gate,
+                             const float *up, size_t n) {
+    int nth = threads(dev);
+    PARALLEL_FOR
+    for (size_t i = 0; i < n; i++) {
+        dgate[i] += dout[i] * up[i] * shs__gelu_grad(gate[i]);
+        dup[i] += dout[i] * shs__gelu(gate[i]);
+    }
+}
+
+/* ---- soft capping ------------------------------------------------------------------------ */
+
+void shs__cpu_softcap_forward(shs_device_t *dev, float *out, const float *inp, float cap, size_t n) {
+    int nth = threads(dev);
+    PARALLEL_FOR
+    for (size_t i = 0; i < n; i++) out[i] = shs__softcap(inp[i], cap);
+}
+
+void shs__cpu_softcap_backward(shs_device_t *dev, float *dinp, const float *dout, const float *out, float cap,
+                               size_t n) {
+    int nth = threads(dev);
+    PARALLEL_FOR
+    for (size_t i = 0; i < n; i++) {
+        float t = out[i] / cap;
+        dinp[i] = ((dout[i] * cap) * (1.0f - t * t)) / cap;
+    }
+}
+
+/* ---- grouped-query attention, eager ----------------------------------------------
+ * Row (b, h, t) of att: s[t2] = cap((q_t . k_t2) scale) over the allowed
+ * keys t2 of t (t2 <= t, inside the window, of t's document), softmax over
+ * them (max subtracted), 0 elsewhere; out_t = sum of att[t2] v_t2 over the
+ * same keys in increasing t2. Key/value head kvh = h / G. A masked entry
+ * is exactly 0 in att, and the backward (which takes no doc_ids) skips the
+ * entries where att is 0: those whose probability underflowed have a zero
+ * gradient anyway. */
+
+static int allowed(const int32_t *doc, int W, int t, int t2) {
+    return (!doc || doc[t2] == doc[t]) && (!W || t - t2 < W);
+}
+
+static float dot_hd(const float *a, const float *b, int HD) {
+    float d = 0.0f;
+    for (int i = 0; i < HD; i++) d += a[i] * b[i];
+    return d;
+}
 
 void shs__cpu_attention_gqa_forward(shs_device_t *dev, float *out, float *att, const float *q, const float *k,
-                                    const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV, int HD) {
-    int nth = threads(dev), G = NH / NKV;
+                                    const float *v, const int32_t *doc_ids, const shs_attention_opts_t *opt, int B,
+                                    int T, int NH, int NKV, int HD) {
+    int nth = threads(dev), G = NH / NKV, W = opt->window;
     size_t kvs = (size_t)NKV * HD; /* k and v row stride over t */
-    float scale = shs__attention_scale(HD);
+    float scale = opt->scale, cap = opt->softcap;
     PARALLEL_FOR
     for (int bht = 0; bht < B * NH * T; bht++) {
         int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
@@ -167,26 +226,23 @@ void shs__cpu_attention_gqa_forward(shs_device_t *dev, float *out, float *att, c
         float *a = att + (size_t)bht * T, maxv = -INFINITY, sum = 0.0f;
         for (int t2 = 0; t2 <= t; t2++) {
             a[t2] = 0.0f;
-            if (!allowed(doc, t, t2)) continue;
-            const float *kt = k0 + t2 * kvs;
-            float dot = 0.0f;
-            for (int i = 0; i < HD; i++) dot += qt[i] * kt[i];
-            a[t2] = dot * scale;
+            if (!allowed(doc, W, t, t2)) continue;
+            a[t2] = shs__softcap(dot_hd(qt, k0 + t2 * kvs, HD) * scale, cap);
             if (a[t2] > maxv) maxv = a[t2];
         }
         for (int t2 = 0; t2 <= t; t2++) {
-            if (!allowed(doc, t, t2)) continue;
+            if (!allowed(doc, W, t, t2)) continue;
             a[t2] = expf(a[t2] - maxv);
             sum += a[t2];
         }
         for (int t2 = 0; t2 <= t; t2++)
-            if (allowed(doc, t, t2)) a[t2] /= sum;
+            if (allowed(doc, W, t, t2)) a[t2] /= sum;
         for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
         float *o = out + ((size_t)b * T + t) * NH * HD + (size_t)h * HD;
         for (int i = 0; i < HD; i++) {
             float acc = 0.0f;
             for (int t2 = 0; t2 <= t; t2++)
-                if (allowed(doc, t, t2)) acc += a[t2] * v0[t2 * kvs + i];
+                if (allowed(doc, W, t, t2)) acc += a[t2] * v0[t2 * kvs + i];
             o[i] = acc;
         }
     }
@@ -194,34 +250,41 @@ void shs__cpu_attention_gqa_forward(shs_device_t *dev, float *out, float *att, c
 
 /* Three passes over disjoint outputs:
  *   1. datt row (b,h,t): dP[t2] = dout_t . v_t2, then in place
- *      dS[t2] = att[t2] (dP[t2] - sum_t3 att[t3] dP[t3])   (0 where att is 0)
+ *      dS[t2] = att[t2] (dP[t2] - sum_t3 att[t3] dP[t3])   (0 where att is 0),
+ *      times 1 - tanh^2 of the uncapped score / cap with a soft cap
  *   2. dq_t  += scale * sum_{t2<=t} dS[t][t2] k_t2
  *   3. dk_t  += scale * sum_{h in group} sum_{t3>=t} dS_h[t3][t] q_{t3,h}
  *      dv_t  +=         sum_{h in group} sum_{t3>=t} att_h[t3][t] dout_{t3,h}
  *      (h outer, t3 inner, one accumulator per element). */
 void shs__cpu_attention_gqa_backward(shs_device_t *dev, float *dq, float *dk, float *dv, float *datt,
                                      const float *dout, const float *q, const float *k, const float *v,
-                                     const float *att, int B, int T, int NH, int NKV, int HD) {
+                                     const float *att, const shs_attention_opts_t *opt, int B, int T, int NH, int NKV,
+                                     int HD) {
     int nth = threads(dev), G = NH / NKV;
     size_t kvs = (size_t)NKV * HD, qs = (size_t)NH * HD, TT = (size_t)T * T;
-    float scale = shs__attention_scale(HD);
+    float scale = opt->scale, cap = opt->softcap;
     PARALLEL_FOR
     for (int bht = 0; bht < B * NH * T; bht++) {
         int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
         const float *dy = dout + ((size_t)b * T + t) * qs + (size_t)h * HD;
-        const float *v0 = v + (size_t)b * T * kvs + (size_t)(h / G) * HD;
+        const float *k0 = k + (size_t)b * T * kvs + (size_t)(h / G) * HD, *v0 = v + (k0 - k);
         const float *a = att + (size_t)bht * T;
         float *d = datt + (size_t)bht * T, dot = 0.0f;
         for (int t2 = 0; t2 <= t; t2++) {
             d[t2] = 0.0f;
             if (a[t2] == 0.0f) continue;
-            const float *vt = v0 + t2 * kvs;
-            float s = 0.0f;
-            for (int i = 0; i < HD; i++) s += dy[i] * vt[i];
-            d[t2] = s;
-            dot += a[t2] * s;
+            d[t2] = dot_hd(dy, v0 + t2 * kvs, HD);
+            dot += a[t2] * d[t2];
         }
         for (int t2 = 0; t2 <= t; t2++) d[t2] = a[t2] == 0.0f ? 0.0f : a[t2] * (d[t2] - dot);
+        if (cap > 0.0f) {
+            const float *qt = q + ((size_t)b * T + t) * qs + (size_t)h * HD;
+            for (int t2 = 0; t2 <= t; t2++) {
+                if (a[t2] == 0.0f) continue;
+                float th = tanhf(dot_hd(qt, k0 + t2 * kvs, HD) * scale / cap);
+                d[t2] *= 1.0f - th * th;
+            }
+        }
         for (int t2 = t + 1; t2 < T; t2++) d[t2] = 0.0f;
     }
     PARALLEL_FOR
@@ -261,19 +324,22 @@ void shs__cpu_attention_gqa_backward(shs_device_t *dev, float *dq, float *dk, fl
 
 /* ---- grouped-query attention, FlashAttention ----------------------------------------- */
 
+/* The first key query t may attend: 0, or the window's t - W + 1. */
+static int first_key(int W, int t) { return W && t - W + 1 > 0 ? t - W + 1 : 0; }
+
 void shs__cpu_attention_gqa_forward_flash(shs_device_t *dev, float *out, float *lse, const float *q, const float *k,
-                                          const float *v, const int32_t *doc_ids, int B, int T, int NH, int NKV,
-                                          int HD) {
+                                          const float *v, const int32_t *doc_ids, const shs_attention_opts_t *opt,
+                                          int B, int T, int NH, int NKV, int HD) {
     int nth = threads(dev), G = NH / NKV;
     size_t kvs = (size_t)NKV * HD, qs = (size_t)NH * HD;
-    float scale = shs__attention_scale(HD);
     PARALLEL_FOR
     for (int bht = 0; bht < B * NH * T; bht++) {
         int b = bht / (NH * T), h = bht / T % NH, t = bht % T;
         size_t kv0 = (size_t)b * T * kvs + (size_t)(h / G) * HD, qo = ((size_t)b * T + t) * qs + (size_t)h * HD;
         float s[SHS_FLASH_BLOCK];
         shs__flash_forward_row(out + qo, lse + bht, q + qo, k + kv0, v + kv0, kvs,
-                               doc_ids ? doc_ids + (size_t)b * T : NULL, t, HD, scale, 0, 0, 0, 0, 1.0f, s);
+                               doc_ids ? doc_ids + (size_t)b * T : NULL, t, first_key(opt->window, t), HD, opt->scale,
+                               opt->softcap, 0, 0, 0, 0, 1.0f, s);
     }
 }
 
@@ -283,11 +349,11 @@ void shs__cpu_attention_gqa_forward_flash(shs_device_t *dev, float *out, float *
  * dk, dv (T,HD) that are added to the outputs once at the end. */
 void shs__cpu_attention_gqa_backward_flash(shs_device_t *dev, float *dq, float *dk, float *dv, const float *dout,
                                            const float *q, const float *k, const float *v, const float *out,
-                                           const float *lse, const int32_t *doc_ids, int B, int T, int NH, int NKV,
-                                           int HD) {
-    int nth = threads(dev), G = NH / NKV;
+                                           const float *lse, const int32_t *doc_ids, const shs_attention_opts_t *opt,
+                                           int B, int T, int NH, int NKV, int HD) {
+    int nth = threads(dev), G = NH / NKV, W = opt->window;
     size_t kvs = (size_t)NKV * HD, qs = (size_t)NH * HD, ths = (size_t)T * HD;
-    float scale = shs__attention_scale(HD);
+    float scale = opt->scale, cap = opt->softcap;
     PARALLEL_FOR
     for (int bk = 0; bk < B * NKV; bk++) {
         int b = bk / NKV, kvh = bk % NKV;
@@ -299,19 +365,14 @@ void shs__cpu_attention_gqa_backward_flash(shs_device_t *dev, float *dq, float *
         for (int j = 0; j < G; j++) {
             int h = kvh * G + j;
             size_t q0 = (size_t)b * T * qs + (size_t)h * HD;
-            for (int t = 0; t < T; t++) {
-                const float *dy = dout + q0 + t * qs, *o = out + q0 + t * qs;
-                float sum = 0.0f;
-                for (int i = 0; i < HD; i++) sum += dy[i] * o[i];
-                D[t] = sum;
-            }
+            for (int t = 0; t < T; t++) D[t] = dot_hd(dout + q0 + t * qs, out + q0 + t * qs, HD);
             for (int t = 0; t < T; t++) {
                 float L = lse[((size_t)b * NH + h) * T + t];
-                for (int t2 = 0; t2 <= t; t2++) {
-                    if (!allowed(doc, t, t2)) continue;
+                for (int t2 = first_key(W, t); t2 <= t; t2++) {
+                    if (!allowed(doc, W, t, t2)) continue;
                     shs__flash_backward_pair(g + (size_t)j * ths + (size_t)t * HD, gk + (size_t)t2 * HD,
                                              gv + (size_t)t2 * HD, q + q0 + t * qs, k + kv0 + t2 * kvs,
-                                             v + kv0 + t2 * kvs, dout + q0 + t * qs, L, D[t], HD, scale, 1, 1.0f);
+                                             v + kv0 + t2 * kvs, dout + q0 + t * qs, L, D[t], HD, scale, cap, 1, 1.0f);
                 }
             }
             for (int t = 0; t < T; t++)

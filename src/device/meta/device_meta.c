@@ -17,9 +17,12 @@
  *          kernel, the usual roofline lower bound.
  * Each launch is also reported to the device's kernel recorder (device.h),
  * with its shape for GEMMs (a matmul backward as its two GEMMs and the bias
- * sum) and the attention core, so a time model can price kernel by kernel.
- * The Llama-family kernels' formulas (RMSNorm, RoPE, SwiGLU, GQA eager and
- * flash, the encoder without positions) are stated beside each below;
+ * sum) and the attention core, so a time model can price kernel by kernel
+ * (a windowed layer's attention record counts its window's pairs; its
+ * shape stays the causal one).
+ * The Llama-family kernels' formulas (RMSNorm, RoPE, SwiGLU, GeGLU, soft
+ * capping, GQA eager and flash with windows and soft caps, the encoder
+ * without positions) are stated beside each below;
  * attention counts the causal pairs even under a document mask (the meta
  * device cannot read doc_ids), so packed batches are counted as an upper bound.
  * What it is not: a cost model of a particular GPU (compare's time model
@@ -288,26 +291,34 @@ static void meta_rmsnorm_backward(shs_device_t *d, float *dinp, float *dw, const
     double n = (double)N * C;
     count(d, 11 * n, 4 * (4 * n + 3.0 * C + N), SHS_KERNEL_ELEMENTWISE);
 }
-/* RoPE: per pair (n/2 of them) the angle 1, cos 1, sin 1, the rotation 6
- * (4 multiplies, 2 adds): 9; backward 2 more for the accumulation. Reads inp
- * (dout), inv_freq and positions (int32; none when NULL); writes out (dinp
+/* RoPE: per rotated pair (nr/2 of them, nr = B T NH R) the angle 1, cos 1,
+ * sin 1, the rotation 6 (4 multiplies, 2 adds): 9, plus 2 (cos and sin
+ * times mscale) when mscale != 1; backward 2 more for the accumulation, and
+ * 1 (an add) per pass-through channel (n - nr). Reads inp (dout), inv_freq
+ * (R/2) and positions (int32; none when NULL); writes out (dinp
  * read+written).
- *   forward  flops = 4.5n, bytes = 4 (2n + HD/2 + [positions] B T)
- *   backward flops = 5.5n, bytes = 4 (3n + HD/2 + [positions] B T) */
-static void meta_rope_forward(shs_device_t *d, float *out, const float *inp, const int32_t *pos, const float *inv_freq,
+ *   forward  flops = 4.5nr [+ nr],          bytes = 4 (2n + R/2 + [positions] B T)
+ *   backward flops = 5.5nr [+ nr] + n - nr, bytes = 4 (3n + R/2 + [positions] B T) */
+static double rope_flops(const shs_rope_t *r, double nr, double per_pair) {
+    return per_pair / 2 * nr + (r->mscale != 1.0f ? nr : 0);
+}
+static void meta_rope_forward(shs_device_t *d, float *out, const float *inp, const int32_t *pos, const shs_rope_t *r,
                               int B, int T, int NH, int HD) {
-    double n = (double)B * T * NH * HD;
-    count(d, 4.5 * n, 4 * (2 * n + HD / 2 + (pos ? (double)B * T : 0)), SHS_KERNEL_ELEMENTWISE);
+    double n = (double)B * T * NH * HD, nr = (double)B * T * NH * r->rot_dim;
+    count(d, rope_flops(r, nr, 9), 4 * (2 * n + r->rot_dim / 2 + (pos ? (double)B * T : 0)), SHS_KERNEL_ELEMENTWISE);
 }
 static void meta_rope_backward(shs_device_t *d, float *dinp, const float *dout, const int32_t *pos,
-                               const float *inv_freq, int B, int T, int NH, int HD) {
-    double n = (double)B * T * NH * HD;
-    count(d, 5.5 * n, 4 * (3 * n + HD / 2 + (pos ? (double)B * T : 0)), SHS_KERNEL_ELEMENTWISE);
+                               const shs_rope_t *r, int B, int T, int NH, int HD) {
+    double n = (double)B * T * NH * HD, nr = (double)B * T * NH * r->rot_dim;
+    count(d, rope_flops(r, nr, 11) + (n - nr), 4 * (3 * n + r->rot_dim / 2 + (pos ? (double)B * T : 0)), SHS_KERNEL_ELEMENTWISE);
 }
 /* SwiGLU forward: exp, add, divide (silu) and the multiply by up: 4 per
  * element; reads gate, up, writes out. Backward: sigmoid 3, silu 1, silu' 4,
  * dgate 3, dup 2: 13; reads dout, gate, up, dgate and dup read+written.
- *   forward flops = 4n, bytes = 12n;  backward flops = 13n, bytes = 28n */
+ *   forward flops = 4n, bytes = 12n;  backward flops = 13n, bytes = 28n
+ * GeGLU: GELU (tanh form) 10 as shs_gelu_forward's count, times up 1: 11;
+ * backward GELU 10 and its derivative 16, dgate 3, dup 2: 31. Bytes as SwiGLU's.
+ *   forward flops = 11n, bytes = 12n; backward flops = 31n, bytes = 28n */
 static void meta_swiglu_forward(shs_device_t *d, float *out, const float *gate, const float *up, size_t n) {
     count(d, 4.0 * n, 12.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
@@ -315,45 +326,76 @@ static void meta_swiglu_backward(shs_device_t *d, float *dgate, float *dup, cons
                                  const float *up, size_t n) {
     count(d, 13.0 * n, 28.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
-/* GQA attention: the causal pairs B NH T(T+1)/2 (the meta device cannot read
- * doc_ids, so a document mask is not subtracted: an upper bound), with the
- * per-pair FLOPs of the GPT kernels above (head size HD). doc_ids (int32,
- * when given) read once.
- *   eager forward  flops = pairs (4 HD + 5),  bytes = 4 (2nq + 2nkv + B NH T T + [doc] B T)
+static void meta_geglu_forward(shs_device_t *d, float *out, const float *gate, const float *up, size_t n) {
+    count(d, 11.0 * n, 12.0 * n, SHS_KERNEL_ELEMENTWISE);
+}
+static void meta_geglu_backward(shs_device_t *d, float *dgate, float *dup, const float *dout, const float *gate,
+                                const float *up, size_t n) {
+    count(d, 31.0 * n, 28.0 * n, SHS_KERNEL_ELEMENTWISE);
+}
+/* Soft cap: divide, tanh, multiply: 3 per element, reads inp, writes out.
+ * Backward: t = out/cap, t t, 1 - t t, dout cap, the product, / cap: 6;
+ * reads dout and out, writes dinp.
+ *   forward flops = 3n, bytes = 8n;  backward flops = 6n, bytes = 12n */
+static void meta_softcap_forward(shs_device_t *d, float *out, const float *inp, float cap, size_t n) {
+    count(d, 3.0 * n, 8.0 * n, SHS_KERNEL_ELEMENTWISE);
+}
+static void meta_softcap_backward(shs_device_t *d, float *dinp, const float *dout, const float *out, float cap,
+                                  size_t n) {
+    count(d, 6.0 * n, 12.0 * n, SHS_KERNEL_ELEMENTWISE);
+}
+/* GQA attention: the attended pairs P = B NH sum_t min(t + 1, W) (W the
+ * window; none: the causal B NH T(T+1)/2; for W < T: B NH (W(W+1)/2 +
+ * (T - W) W)); the meta device cannot read doc_ids, so a document mask is
+ * not subtracted: an upper bound. Per-pair FLOPs those of the GPT kernels
+ * above (head size HD), plus with a soft cap 3 per pair forward (divide,
+ * tanh, multiply), 6 in the flash backward (the same 3 recomputed, then
+ * 1 - t^2 and its product) and 2 HD + 6 in the eager backward (which also
+ * recomputes the score's dot). doc_ids (int32, when given) read once.
+ *   eager forward  flops = P (4 HD + 5 [+ 3]),  bytes = 4 (2nq + 2nkv + B NH T T + [doc] B T)
  *                  (reads q, k, v; writes out, att)
- *   eager backward flops = pairs (8 HD + 4),  bytes = 4 (4nq + 6nkv + 3 B NH T T)
+ *   eager backward flops = P (8 HD + 4 [+ 2 HD + 6]),  bytes = 4 (4nq + 6nkv + 3 B NH T T)
  *                  (reads dout, q, k, v, att; dq, dk, dv read+written; datt written and read)
- *   flash forward  flops = pairs (4 HD + 5),  bytes = 4 (2nq + 2nkv + B NH T + [doc] B T)
- *   flash backward flops = pairs (10 HD + 4) + B NH T 2 HD,
+ *   flash forward  flops = P (4 HD + 5 [+ 3]),  bytes = 4 (2nq + 2nkv + B NH T + [doc] B T)
+ *   flash backward flops = P (10 HD + 4 [+ 6]) + B NH T 2 HD,
  *                  bytes = 4 (5nq + 6nkv + B NH T + [doc] B T)
  *                  (reads dout, q, k, v, out, lse; dq, dk, dv read+written) */
+static double attended_pairs(int B, int T, int NH, int W) {
+    if (!W || W >= T) return causal_pairs(B, T, NH);
+    return (double)B * NH * ((double)W * (W + 1.0) / 2.0 + (double)(T - W) * W);
+}
 static void meta_attention_gqa_forward(shs_device_t *d, float *out, float *att, const float *q, const float *k,
-                                       const float *v, const int32_t *doc, int B, int T, int NH, int NKV, int HD) {
+                                       const float *v, const int32_t *doc, const shs_attention_opts_t *o, int B, int T,
+                                       int NH, int NKV, int HD) {
     double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, tt = (double)B * NH * T * T;
     count_attention(d, "attention_gqa_forward", 0, 0, B, NH, T, HD,
-                    causal_pairs(B, T, NH) * (4.0 * HD + 5), 4 * (2 * nq + 2 * nkv + tt + (doc ? (double)B * T : 0)));
+                    attended_pairs(B, T, NH, o->window) * (4.0 * HD + 5 + (o->softcap > 0 ? 3 : 0)),
+                    4 * (2 * nq + 2 * nkv + tt + (doc ? (double)B * T : 0)));
 }
 static void meta_attention_gqa_backward(shs_device_t *d, float *dq, float *dk, float *dv, float *datt,
                                         const float *dout, const float *q, const float *k, const float *v,
-                                        const float *att, int B, int T, int NH, int NKV, int HD) {
+                                        const float *att, const shs_attention_opts_t *o, int B, int T, int NH, int NKV,
+                                        int HD) {
     double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, tt = (double)B * NH * T * T;
     count_attention(d, "attention_gqa_backward", 1, 0, B, NH, T, HD,
-                    causal_pairs(B, T, NH) * (8.0 * HD + 4), 4 * (4 * nq + 6 * nkv + 3 * tt));
+                    attended_pairs(B, T, NH, o->window) * (8.0 * HD + 4 + (o->softcap > 0 ? 2.0 * HD + 6 : 0)),
+                    4 * (4 * nq + 6 * nkv + 3 * tt));
 }
 static void meta_attention_gqa_forward_flash(shs_device_t *d, float *out, float *lse, const float *q, const float *k,
-                                             const float *v, const int32_t *doc, int B, int T, int NH, int NKV,
-                                             int HD) {
+                                             const float *v, const int32_t *doc, const shs_attention_opts_t *o, int B,
+                                             int T, int NH, int NKV, int HD) {
     double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, rows = (double)B * NH * T;
     count_attention(d, "attention_gqa_forward_flash", 0, 1, B, NH, T, HD,
-                    causal_pairs(B, T, NH) * (4.0 * HD + 5), 4 * (2 * nq + 2 * nkv + rows + (doc ? (double)B * T : 0)));
+                    attended_pairs(B, T, NH, o->window) * (4.0 * HD + 5 + (o->softcap > 0 ? 3 : 0)),
+                    4 * (2 * nq + 2 * nkv + rows + (doc ? (double)B * T : 0)));
 }
 static void meta_attention_gqa_backward_flash(shs_device_t *d, float *dq, float *dk, float *dv, const float *dout,
                                               const float *q, const float *k, const float *v, const float *out,
-                                              const float *lse, const int32_t *doc, int B, int T, int NH, int NKV,
-                                              int HD) {
+                                              const float *lse, const int32_t *doc, const shs_attention_opts_t *o,
+                                              int B, int T, int NH, int NKV, int HD) {
     double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, rows = (double)B * NH * T;
     count_attention(d, "attention_gqa_backward_flash", 1, 1, B, NH, T, HD,
-                    causal_pairs(B, T, NH) * (10.0 * HD + 4) + rows * 2 * HD,
+                    attended_pairs(B, T, NH, o->window) * (10.0 * HD + 4 + (o->softcap > 0 ? 6 : 0)) + rows * 2 * HD,
                     4 * (5 * nq + 6 * nkv + rows + (doc ? (double)B * T : 0)));
 }
 
@@ -404,6 +446,10 @@ const shs_device_iface_t shs__meta_iface = {
     .rope_backward = meta_rope_backward,
     .swiglu_forward = meta_swiglu_forward,
     .swiglu_backward = meta_swiglu_backward,
+    .geglu_forward = meta_geglu_forward,
+    .geglu_backward = meta_geglu_backward,
+    .softcap_forward = meta_softcap_forward,
+    .softcap_backward = meta_softcap_backward,
     .attention_gqa_forward = meta_attention_gqa_forward,
     .attention_gqa_backward = meta_attention_gqa_backward,
     .attention_gqa_forward_flash = meta_attention_gqa_forward_flash,
