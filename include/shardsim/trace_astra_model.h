@@ -95,9 +95,11 @@ void shs_astra_sys_default(shs_astra_sys_t *out);
 shs_status_t shs_astra_sys_load(const char *path, shs_astra_sys_t *out);
 
 /* Nanoseconds of one collective `c` over the dimensions flagged in
- * `involved` (NULL: all), `bytes` being ASTRA-sim's collective size: the
- * buffer for all-reduce, the input for reduce-scatter (whole buffer), the
- * per-rank input for all-gather and all-to-all. Errors: SHS_INVALID_ARG
+ * `involved` (NULL: all), `bytes` being ASTRA-sim's collective size, one
+ * rank's input buffer: the buffer for all-reduce, the input for
+ * reduce-scatter (whole buffer), one rank's part for all-gather, and a
+ * rank's whole send buffer for all-to-all (size / n goes to each peer).
+ * Errors: SHS_INVALID_ARG
  * (halvingDoubling or doubleBinaryTree on a dimension whose size is not a
  * power of 2, an implementation list shorter than the network's
  * dimensions). */

@@ -252,6 +252,49 @@ static void test_real_files_micro_all_reduce(void **state) {
     assert_true(ns_of(&net.anet, &net.asys, SHS_ASTRA_AR, MiB) == 55222);
 }
 
+/* All-to-all from a file to the model. ASTRA-sim hands a Chakra node's
+ * comm_size (and a 1.0 text workload's size) to Sys::generate_all_to_all
+ * unchanged: a rank's whole send buffer, of which the ring sends size / n
+ * per step (astra-sim/system/Sys.cc generate_collective, collective_algorithm/
+ * Ring.cc). all_to_all_4npus_1MB (comm_size 1048576) on Ring_4npus.yml,
+ * default system: msg 262144 -> floor(500 + 4882.8125) = 5382, K = 4*3/2 =
+ * 6 steps: 10 + 6*5392 = 32362 ns. With Ring_4chunks.json (4 splits, 1
+ * active, all-to-all not reduced): chunk 262144, msg 65536 -> floor(500 +
+ * 1220.703125) = 1720, 10 + 6*1730 = 10390 a chunk, 4 in a row 41560 ns.
+ * The same size from an ASTRA-sim 1.0 text workload (MICRO, one ALLTOALL
+ * weight-gradient comm, written in microAllReduce.txt's layout) on 4 ranks
+ * times the same. */
+static void test_real_files_all_to_all(void **state) {
+    (void)state;
+    char net_path[1024], sys_path[1024], dir[1024];
+    snprintf(net_path, sizeof net_path, "%s/traces/astra-sim/network/Ring_4npus.yml", test_shared_dir());
+    snprintf(sys_path, sizeof sys_path, "%s/traces/astra-sim/system/Ring_4chunks.json", test_shared_dir());
+    snprintf(dir, sizeof dir, "%s/traces/chakra-et/microbench/all_to_all_4npus_1MB", test_shared_dir());
+    static const char wl[] = "MICRO\n1\nconv1 -1 5 NONE 0 5 NONE 0 5  ALLTOALL 1048576 5\n";
+    const char *paths[2] = {dir, NULL};
+    char wl_path[1024];
+    snprintf(wl_path, sizeof wl_path, "%s", test_tmp_write("microAllToAll.txt", wl, strlen(wl)));
+    paths[1] = wl_path;
+    for (int k = 0; k < 2; k++) {
+        shs_net_t net;
+        assert_int_equal(shs_net_load(net_path, &net), SHS_OK);
+        shs_trace_t *t;
+        shs_trace_load_opts_t lo = {.world = 4};
+        if (shs_trace_load(&t, paths[k], &lo) != SHS_OK) fail_msg("%s", shs_last_error());
+        assert_int_equal(t->world, 4);
+        assert_int_equal(t->ranks[2].n, 1);
+        const shs_trace_rec_t *r = &t->ranks[2].recs[0];
+        assert_int_equal(r->op, SHS_OP_ALL_TO_ALL);
+        assert_int_equal(shs_astra_check_trace(&net.anet, &net.asys, t), SHS_OK);
+        double s = shs_net_rec_time(&net, SHS_ALGO_RING, t, r);
+        if (fabs(s - 32362e-9) > 1e-15) fail_msg("%s: %.0f ns, want 32362", paths[k], s * 1e9);
+        assert_int_equal(shs_net_set_system(&net, sys_path), SHS_OK);
+        s = shs_net_rec_time(&net, SHS_ALGO_RING, t, r);
+        if (fabs(s - 41560e-9) > 1e-15) fail_msg("%s with 4 chunks: %.0f ns, want 41560", paths[k], s * 1e9);
+        shs_trace_free(t);
+    }
+}
+
 /* refusals: a 16-rank trace on 8 NPUs names both; bad system keys and
  * values name file and key; halvingDoubling on 6 NPUs; a bad network line */
 static void test_refusals(void **state) {
@@ -347,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_local_reduction),
         cmocka_unit_test(test_all_reduce_implementations),
         cmocka_unit_test(test_real_files_micro_all_reduce),
+        cmocka_unit_test(test_real_files_all_to_all),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_out_of_range_and_duplicate_keys),
     };

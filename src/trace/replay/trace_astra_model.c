@@ -586,8 +586,12 @@ static int comm_dims(const shs_astra_net_t *net, const shs_trace_comm_t *cm, int
     return p == cm->size ? 0 : -1;
 }
 
+/* The size ASTRA-sim's Sys::generate_<collective> takes: one rank's input
+ * buffer (shs_trace_input_scope: the whole input of a reduce-scatter, a
+ * rank's whole send buffer of an all-to-all, of which the algorithm sends
+ * size / n to each peer; one rank's part of an all-gather). */
 static uint64_t astra_bytes(const shs_trace_t *t, const shs_trace_rec_t *r) {
-    return shs_trace_rec_bytes(t, r, r->op == SHS_OP_REDUCE_SCATTER ? SHS_BYTES_TOTAL : SHS_BYTES_PER_RANK);
+    return shs_trace_rec_bytes(t, r, shs_trace_input_scope(r->op));
 }
 
 shs_status_t shs_astra_check_trace(const shs_astra_net_t *net, const shs_astra_sys_t *sys, const shs_trace_t *t) {
