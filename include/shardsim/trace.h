@@ -104,6 +104,8 @@ typedef struct {
 typedef struct {
     shs_trace_rec_t *recs;
     size_t n, cap;
+    int mapped;            /* recs is a mapping of its own that shs_trace_append grows (a large
+                            * array: no copy as it grows), not malloc'd; 0 for a caller's array */
 } shs_trace_rank_t;
 
 typedef struct {
@@ -117,6 +119,9 @@ typedef struct {
     int views;             /* 1: each rank's records are that process's own view (PyTorch ET, one
                             * file per process); a rank without records was not traced, and the
                             * analysis leaves it out. 0: every rank was traced. */
+    char note[192];        /* what a reader assumed where its input was silent, for reports
+                            * ("ranks are the cudaDev numbers: the log has no 'Init COMPLETE'
+                            * lines ..."); "" none */
 } shs_trace_t;
 
 /* An empty trace of `world` ranks (0 allowed: importers grow it).

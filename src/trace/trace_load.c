@@ -8,6 +8,8 @@
 
 #include "shardsim/trace_import.h"
 #include "core/names.h"
+#include "trace/import/trace_nccl.h"
+#include "trace/trace_stream.h"
 #include "trace/trace_util.h"
 
 #define FORMAT_NAME(id, name) name,
@@ -54,9 +56,9 @@ shs_trace_format_t shs_trace_detect(const char *b, size_t len) {
         /* Horovod: a bare array; negotiation phases, or the later writer's first event */
         if (c == '[' && (has(b, len, "\"NEGOTIATE_") || has(b, len, "\"start_time_since_epoch_in_micros\"")))
             return SHS_TFMT_HOROVOD;
-        return SHS_TFMT_UNKNOWN;
+        if (c == '{') return SHS_TFMT_UNKNOWN; /* '[' may be torchrun's "[default0]:" before a log line */
     }
-    if (has(b, len < 65536 ? len : 65536, " NCCL INFO ")) return SHS_TFMT_NCCL;
+    if (has(b, len, " NCCL INFO ")) return SHS_TFMT_NCCL;
     /* ASTRA-sim 1.0: a parallelism keyword line, then a layer count */
     static const char *const kinds[] = {"DATA", "MODEL", "HYBRID", "MICRO", "TRANSFORMER", "DISTRIBUTED"};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -120,33 +122,53 @@ typedef struct {
     int more;
 } dir_format_t;
 
+/* Bytes of a file detection looks at (and a streamed format reads again). */
+#define PEEK ((size_t)1 << 20)
+
+/* Read PATH: its first PEEK bytes (inflated) tell the format; an NCCL log
+ * is then streamed from its start (trace_nccl.h), any other format read
+ * whole (at most SHS__TRACE_MAX_FILE bytes) and handed to its reader. */
 static shs_status_t load_one(shs_trace_t *t, const char *path, shs_trace_format_t want, shs_trace_format_t *got,
                              int world, int first_dim, int in_dir, const dir_format_t *same) {
-    char *buf;
-    size_t len;
-    SHS_CHECK(shs__read_file(path, &buf, &len));
-    SHS_CHECK(shs__gunzip(path, &buf, &len)); /* a .gz is read as what it holds */
+    shs__stream_t *s;
+    SHS_CHECK(shs__stream_open(&s, path));
+    char *buf = malloc(PEEK + 1);
+    size_t len = 0, n = 1;
+    shs_status_t st = buf ? SHS_OK : shs_set_error(SHS_HOST_OOM, "%s: out of memory", path);
+    while (st == SHS_OK && len < PEEK && n > 0) st = shs__stream_read(s, buf + len, PEEK - len, &n), len += n;
+    if (st != SHS_OK) {
+        free(buf);
+        shs__stream_close(s);
+        return st;
+    }
+    buf[len] = 0;
     shs_trace_format_t f = want != SHS_TFMT_UNKNOWN ? want : shs_trace_detect(buf, len);
     *got = f;
-    shs_status_t st = SHS_OK;
     reader_fn rd = reader_of(f);
-    if (rd && same && same->fmt != SHS_TFMT_UNKNOWN && f != same->fmt) { /* before reading it into the trace */
+    if (rd && same && same->fmt != SHS_TFMT_UNKNOWN && f != same->fmt) /* before reading it into the trace */
+        st = shs_set_error(SHS_PARSE, "%s: is %s, but %s%s is %s: the files of trace directory %s must all be one "
+                           "format", path, shs_trace_format_name(f), same->first,
+                           same->more ? " (and every file read before it)" : "", shs_trace_format_name(same->fmt),
+                           same->dir);
+    else if (!rd && !in_dir) /* in a directory: skipped */
+        st = shs_set_error(SHS_PARSE, "%s: unrecognized trace format (give --format: shardsim, nccl, pytorch-et, "
+                                      "chakra, astra, kineto, flight, horovod)", path);
+    else if (rd && f == SHS_TFMT_NCCL) { /* streamed: never held whole */
         free(buf);
-        return shs_set_error(SHS_PARSE, "%s: is %s, but %s%s is %s: the files of trace directory %s must all be one "
-                             "format", path, shs_trace_format_name(f), same->first,
-                             same->more ? " (and every file read before it)" : "", shs_trace_format_name(same->fmt),
-                             same->dir);
+        buf = NULL;
+        shs__lines_t l;
+        st = shs__lines_init(&l, s);
+        if (st == SHS_OK) st = shs__lines_rewind(&l);
+        if (st == SHS_OK) st = shs__trace_import_nccl_lines(t, &l, path);
+        shs__lines_free(&l);
+    } else if (rd) {
+        if (len == PEEK) st = shs__stream_read_all(s, &buf, &len, len, SHS__TRACE_MAX_FILE);
+        shs_trace_input_t in = {.name = path, .buf = buf, .len = len, .rank = shs__rank_from_name(path),
+                                .world = world, .first_dim = first_dim};
+        if (st == SHS_OK) st = rd(t, &in);
     }
-    if (!rd) {
-        free(buf);
-        if (in_dir) return SHS_OK; /* skipped */
-        return shs_set_error(SHS_PARSE, "%s: unrecognized trace format (give --format: shardsim, nccl, pytorch-et, "
-                                        "chakra, astra, kineto, flight, horovod)", path);
-    }
-    shs_trace_input_t in = {.name = path, .buf = buf, .len = len, .rank = shs__rank_from_name(path), .world = world,
-                            .first_dim = first_dim};
-    st = rd(t, &in);
     free(buf);
+    shs__stream_close(s);
     return st;
 }
 
