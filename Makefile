@@ -125,8 +125,8 @@ ifneq ($(MPI),yes)
   TESTS_LEFT_OUT += "test_mpi: built without MPI ($(if $(filter thread,$(SAN)),SAN=thread: OpenMPI is not TSan-instrumented,mpicc/mpirun not found; make deps installs OpenMPI))"
 endif
 ifneq ($(JANSSON),yes)
-  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_astra_timing,$(TEST_BINS))
-  TESTS_LEFT_OUT += "test_astra_timing: built without jansson (ASTRA-sim system JSON; make deps installs it)"
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_astra_timing $(BUILD)/tests/trace/test_trace_kineto,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_astra_timing, test_trace_kineto: built without jansson (ASTRA-sim system JSON, PyTorch ET; make deps installs it)"
 endif
 ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
   TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import% $(BUILD)/tests/trace/test_trace_mutations,$(TEST_BINS))

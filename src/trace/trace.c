@@ -250,7 +250,7 @@ shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
     if (r->marker >= t->nstrs) return shs_set_error(SHS_INVALID_ARG, "rank %d: unknown marker id", r->rank);
     uint64_t es = r->dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r->dtype) : 1;
     uint64_t n = scales_with_n(r->op) ? (uint64_t)cm->size : 1;
-    if (r->count > SHS_TRACE_MAX_BYTES / es || r->bytes > SHS_TRACE_MAX_BYTES ||
+    if (r->count > SHS_TRACE_MAX_BYTES / es || r->bytes > SHS_TRACE_MAX_BYTES || r->v_bytes > SHS_TRACE_MAX_BYTES ||
         (r->scope == SHS_BYTES_PER_RANK && r->bytes > SHS_TRACE_MAX_BYTES / n))
         return shs_set_error(SHS_INVALID_ARG, "rank %d: %s of %llu elements, %llu bytes (%s) on %d ranks is above the "
                              "%llu-byte limit for one call", r->rank, shs_coll_op_name(r->op),
