@@ -140,6 +140,10 @@ ifneq ($(and $(JANSSON),$(ZLIB)),yes)
   TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_gzip,$(TEST_BINS))
   TESTS_LEFT_OUT += "test_trace_gzip: built without jansson or zlib (make deps installs them)"
 endif
+ifneq ($(and $(JANSSON),$(PROTOBUF_C),$(ZLIB)),yes)
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_published,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_trace_published: built without jansson, protobuf-c or zlib (make deps installs them)"
+endif
 TEST_HELPERS := $(shell find tests -name '*.c' -not -name 'test_*' -not -path 'tests/gpu/*' | sort)
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_HELPERS))
 # test objects and helpers are kept, not removed as intermediates (make test ended on an "rm" line)
