@@ -126,6 +126,9 @@ typedef struct {
     int views;             /* 1: each rank's records are that process's own view (PyTorch ET, one
                             * file per process); a rank without records was not traced, and the
                             * analysis leaves it out. 0: every rank was traced. */
+    int astra_mp_group;    /* an ASTRA-sim HYBRID_TRANSFORMER workload's model_parallel_NPU_group M:
+                            * ASTRA-sim splits the network dimension M falls in (Sys::
+                            * break_dimension, trace_astra_model.h); 0 for any other trace */
     char note[192];        /* what a reader assumed where its input was silent, for reports
                             * ("ranks are the cudaDev numbers: the log has no 'Init COMPLETE'
                             * lines ..."); "" none */
