@@ -358,11 +358,46 @@ static void test_single_view_timing_table(void **state) {
     if (!row || sscanf(row, " all_gather %u", &calls) != 1 || calls != 10) fail_msg("no all_gather row of 10 calls in:\n%s", r->out);
 }
 
+/* A rank file saved under another rank's name: ASTRA-sim's custom ring
+ * all-reduce, rank 0's file (its sends go to comm_dst 1) named
+ * custom_allreduce.1.et. Rank 1 then sends to itself: the diagnosis says
+ * so, where, and why it may be, not only that a send went unreceived. */
+static void test_self_send_named(void **state) {
+    (void)state;
+    char src[1024], dir[600], dst[700];
+    snprintf(src, sizeof src, "%s/traces/chakra-et/custom_ring_allreduce_8npus_1MB/custom_allreduce.0.et",
+             test_shared_dir());
+    snprintf(dir, sizeof dir, "%s/misnamed", test_tmpdir);
+    snprintf(dst, sizeof dst, "%s/custom_allreduce.1.et", dir);
+    size_t n;
+    char *b = slurp(src, &n);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    FILE *f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+    free(b);
+    shs_trace_t *t = load_ok(dir);
+    shs_trace_report_t rep;
+    assert_int_equal(shs_trace_check(t, &rep, 8), SHS_OK);
+    int found = 0;
+    for (size_t i = 0; i < rep.n; i++)
+        found |= rep.issues[i].kind == SHS_ISSUE_UNMATCHED_SEND &&
+                 strstr(rep.issues[i].text, "rank 1 sends to itself (record 1)") != NULL &&
+                 strstr(rep.issues[i].text, "misnumbered") != NULL;
+    if (!found) fail_msg("no self-send issue among %zu: %s", rep.n, rep.n ? rep.issues[rep.n - 1].text : "");
+    shs_trace_report_free(&rep);
+    shs_trace_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tar_gz_of_rank_files),
         cmocka_unit_test(test_chakra_converter_rank),
         cmocka_unit_test(test_single_view_timing_table),
+        cmocka_unit_test(test_self_send_named),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -265,6 +265,7 @@ static shs_status_t check_sequences(const lists_t *L, shs_trace_report_t *rep, s
 typedef struct {
     shs_trace_report_t *rep;
     size_t max;
+    const shs_trace_t *t;
 } exec_ctx_t;
 
 static void count_recv(void *ctx, int rank, size_t idx, int src, size_t send_idx) {
@@ -279,13 +280,27 @@ static void count_collective(void *ctx, int comm, const int *ranks, const size_t
 
 static void report_unreceived(void *ctx, int src, int dst, int tag, uint64_t n) {
     exec_ctx_t *x = ctx;
+    if (src == dst) { /* a send whose peer is its own rank: a misnumbered rank file, or a peer read wrong */
+        const shs_trace_rank_t *rk = &x->t->ranks[src];
+        char ln[48] = "";
+        for (size_t i = 0; i < rk->n; i++)
+            if (rk->recs[i].op == SHS_OP_SEND && rk->recs[i].peer == src && rk->recs[i].tag == tag) {
+                at_line(x->t, &rk->recs[i], ln, sizeof ln);
+                break;
+            }
+        add_issue(x->rep, x->max, SHS_ISSUE_UNMATCHED_SEND, -1, -1, src, dst,
+                  "rank %d sends to itself%s: %llu send(s) with tag %d whose peer is the sending rank, never received "
+                  "(is the rank file misnumbered? A file's rank is its content's or its name's number)", src, ln,
+                  (unsigned long long)n, tag);
+        return;
+    }
     add_issue(x->rep, x->max, SHS_ISSUE_UNMATCHED_SEND, -1, -1, src, dst,
               "%llu send(s) from rank %d to rank %d with tag %d are never received", (unsigned long long)n, src, dst,
               tag);
 }
 
 static shs_status_t execute(const shs_trace_t *t, shs_trace_report_t *rep, size_t max) {
-    exec_ctx_t cx = {rep, max};
+    exec_ctx_t cx = {rep, max, t};
     shs__exec_hooks_t hooks = {.ctx = &cx, .recv = count_recv, .collective = count_collective};
     shs__trace_exec_t *e;
     SHS_CHECK(shs__trace_exec_run(t, &hooks, &e));
