@@ -297,6 +297,11 @@ shs_status_t shs__gunzip(const char *name, char **buf, size_t *len) {
 
 shs_status_t shs__lines_init(shs__lines_t *l, shs__stream_t *s) {
     *l = (shs__lines_t){.s = s, .cap = LINES_WINDOW, .max_line = (size_t)64 << 20};
+    if (s->fd < 0 && !s->gz) { /* a plain buffer: its lines in place, no window */
+        l->mem = (const char *)s->mem;
+        l->mem_len = s->mem_len;
+        return SHS_OK;
+    }
     if (!(l->buf = malloc(l->cap + 1))) return shs_set_error(SHS_HOST_OOM, "out of memory for a read buffer");
     return SHS_OK;
 }
@@ -315,6 +320,15 @@ shs_status_t shs__lines_rewind(shs__lines_t *l) {
 
 int shs__lines_next(shs__lines_t *l, const char **line, size_t *len, shs_status_t *st) {
     *st = SHS_OK;
+    if (l->mem) {
+        if (l->beg >= l->mem_len) return 0;
+        const char *p = l->mem + l->beg, *nl = memchr(p, '\n', l->mem_len - l->beg);
+        *line = p;
+        *len = nl ? (size_t)(nl - p) : l->mem_len - l->beg;
+        l->beg += *len + 1;
+        l->line++;
+        return 1;
+    }
     size_t scan = l->beg; /* bytes before it hold no '\n' */
     for (;;) {
         char *nl = scan < l->end ? memchr(l->buf + scan, '\n', l->end - scan) : NULL;

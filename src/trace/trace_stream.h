@@ -53,6 +53,8 @@ shs_status_t shs__stream_read_all(shs__stream_t *s, char **buf, size_t *len, siz
 /* A stream's lines. The pointers returned stay valid until the next call. */
 typedef struct {
     shs__stream_t *s;
+    const char *mem;      /* a plain buffer's bytes, read in place (mem_len); NULL: the window */
+    size_t mem_len;
     char *buf;            /* window: buf[beg..end) not yet returned */
     size_t cap, beg, end;
     int eof;
