@@ -62,6 +62,13 @@ typedef struct {
 } coll_kv_t;
 
 static void coll_kvs(const shs__tok_t *tk, int nt, coll_kv_t *kv) {
+    /* NCCL's layout (enqueue.cc, 2.4 to 2.27): every key at its place */
+    if (nt >= 18 && shs__tok_is(tk[1], "opCount") && shs__tok_is(tk[7], "count") && shs__tok_is(tk[9], "datatype") &&
+        shs__tok_is(tk[11], "op") && shs__tok_is(tk[13], "root") && shs__tok_is(tk[15], "comm")) {
+        *kv = (coll_kv_t){&tk[2], &tk[8], &tk[10], &tk[12], &tk[14], &tk[16], NULL};
+        if (tk[17].n > 9 && memcmp(tk[17].s, "[nranks=", 8) == 0) kv->nranks = &tk[17];
+        return;
+    }
     *kv = (coll_kv_t){0};
 #define KV(field, key) if (!kv->field && shs__tok_is(tk[i], key)) kv->field = &tk[i + 1]
     for (int i = 0; i < nt; i++) {
