@@ -31,25 +31,7 @@
 #include "shardsim/trace_comm_timeline.h"
 #include "shardsim/trace_import.h"
 #include "shardsim/trace_net.h"
-
-static shs_trace_t *load_path(const char *path) {
-    shs_trace_t *t = NULL;
-    shs_trace_load_opts_t o = {0};
-    if (shs_trace_load(&t, path, &o) != SHS_OK) fail_msg("%s: %s", path, shs_last_error());
-    return t;
-}
-
-static void expect_refused(const char *name, const char *text, const char *needle) {
-    const char *p = test_tmp_write(name, text, strlen(text));
-    shs_trace_t *t = NULL;
-    shs_trace_load_opts_t o = {0};
-    if (shs_trace_load(&t, p, &o) == SHS_OK) {
-        shs_trace_free(t);
-        fail_msg("%s loaded; want an error with '%s'", name, needle);
-    }
-    if (!strstr(shs_last_error(), needle) || !strstr(shs_last_error(), p))
-        fail_msg("want '%s' and the path in: %s", needle, shs_last_error());
-}
+#include "trace/trace_files.h"
 
 /* One NCCL kernel event as HTA's nccl_data.json carries it. */
 #define HTA_KERNEL(name, ts, dur, coll, nel, dtype)                                                             \
@@ -107,7 +89,7 @@ static void test_memory_without_a_tree(void **state) {
     assert_int_equal(fclose(f), 0);
     struct rusage a, b;
     getrusage(RUSAGE_SELF, &a);
-    shs_trace_t *t = load_path(path);
+    shs_trace_t *t = trace_load_ok(path);
     getrusage(RUSAGE_SELF, &b);
     assert_true(t->ranks[0].n > 100);
     long grew_kib = b.ru_maxrss - a.ru_maxrss, file_kib = (long)(bytes >> 10);
@@ -125,7 +107,7 @@ static void test_memory_without_a_tree(void **state) {
 static void test_one_rank_file_is_a_view(void **state) {
     (void)state;
     const char *p = test_tmp_write("nccl_data.json", hta_rank0, strlen(hta_rank0));
-    shs_trace_t *t = load_path(p);
+    shs_trace_t *t = trace_load_ok(p);
     assert_int_equal(t->world, 2);
     assert_int_equal(t->ranks[0].n, 3); /* the kernels (the preferred kind), in time order */
     assert_int_equal(t->ranks[0].recs[0].op, SHS_OP_BROADCAST);
@@ -144,12 +126,12 @@ static void test_one_rank_file_is_a_view(void **state) {
 /* A call the file gives no size for is refused, naming the event. */
 static void test_size_required(void **state) {
     (void)state;
-    expect_refused("nonel.json",
+    trace_expect_refused("nonel.json",
                    "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclDevKernel_Generic\", \"ts\": 5, "
                    "\"dur\": 2, \"args\": {\"Collective name\": \"allreduce\", \"dtype\": \"Float\"}}]}",
                    "traceEvents[0]: all_reduce without 'In msg nelems': the call's size is unknown");
     /* HTA df_index_resolver.json.gz: record_param_comms without args, nccl:all_reduce annotations without Input Dims */
-    expect_refused("annot.json",
+    trace_expect_refused("annot.json",
                    "{\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 1, \"world_size\": 2}, \"traceEvents\": [\n"
                    "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": 783658, \"tid\": 785244, "
                    "\"ts\": 1669783687570204, \"dur\": 134, \"args\": {\"External id\": 7048, \"Ev Idx\": 3975}},\n"
@@ -158,7 +140,7 @@ static void test_size_required(void **state) {
                    "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)\", "
                    "\"pid\": 1, \"tid\": 14, \"ts\": 1669783687929439, \"dur\": 15, \"args\": {\"External id\": 153197}}]}",
                    "traceEvents[1]: nccl:all_reduce without 'Input Dims'");
-    expect_refused("kname.json",
+    trace_expect_refused("kname.json",
                    "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": "
                    "\"ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)\", \"ts\": 5, \"dur\": 2, \"args\": {}}]}",
                    "traceEvents[0]: kernel 'ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)' carries no 'In msg "
@@ -166,11 +148,11 @@ static void test_size_required(void **state) {
     /* a barrier moves nothing: no size needed */
     const char *bar = "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"ts\": 5, "
                       "\"dur\": 2, \"args\": {\"Collective name\": \"barrier\"}}]}";
-    shs_trace_t *t = load_path(test_tmp_write("barrier.json", bar, strlen(bar)));
+    shs_trace_t *t = trace_load_ok(test_tmp_write("barrier.json", bar, strlen(bar)));
     assert_int_equal(t->ranks[0].recs[0].op, SHS_OP_BARRIER);
     shs_trace_free(t);
     /* garbage that used to be read as the world: a group list that is no list */
-    expect_refused("pgr.json",
+    trace_expect_refused("pgr.json",
                    "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 5, \"dur\": 2, \"args\": "
                    "{\"Collective name\": \"allreduce\", \"In msg nelems\": 4, \"Process Group Ranks\": \"[0, x]\"}}]}",
                    "traceEvents[0]: 'Process Group Ranks' is not a list of ranks");
@@ -190,7 +172,7 @@ static void test_all_to_allv_splits(void **state) {
     static const uint64_t want[8] = {13184, 12672, 12416, 46592, 16576, 13184, 12800, 12608};
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/traces/pytorch-et/dlrm-8rank", test_shared_dir());
-    shs_trace_t *t = load_path(dir), *one;
+    shs_trace_t *t = trace_load_ok(dir), *one;
     assert_int_equal(shs_trace_create(&one, 8), SHS_OK);
     int wc;
     assert_int_equal(shs_trace_add_comm(one, "world", 8, NULL, &wc), SHS_OK);
@@ -224,7 +206,7 @@ static void test_all_to_allv_splits(void **state) {
     FILE *f = fopen(p, "w");
     assert_int_equal(shs_trace_write_text(one, f, -1), SHS_OK);
     fclose(f);
-    shs_trace_t *back = load_path(p);
+    shs_trace_t *back = trace_load_ok(p);
     for (int r = 0; r < 8; r++) assert_true(back->ranks[r].recs[0].v_bytes == want[r]);
     shs_trace_free(back);
     shs_trace_free(one);
@@ -245,18 +227,18 @@ static void test_kineto_split_strings(void **state) {
     /* rank 1 sends [3 rows, 1 row] of 4 floats (16 elements), receives [5, 1] rows (24): to / from rank 0: 12 and 20
      * elements, so v_bytes = 20 x 4 = 80 */
     const char *a = A2AV("[3, 1]", "[5, 1]", "16", "24");
-    shs_trace_t *t = load_path(test_tmp_write("a2av.json", a, strlen(a)));
+    shs_trace_t *t = trace_load_ok(test_tmp_write("a2av.json", a, strlen(a)));
     assert_true(t->ranks[1].recs[0].v_bytes == 80);
     assert_string_equal(t->note, "");
     shs_trace_free(t);
     const char *cut = A2AV("[3, ...]", "[5, 1]", "16", "24");
-    t = load_path(test_tmp_write("cut.json", cut, strlen(cut)));
+    t = trace_load_ok(test_tmp_write("cut.json", cut, strlen(cut)));
     assert_true(t->ranks[1].recs[0].v_bytes == 0);
     if (!strstr(t->note, "truncated by the profiler")) fail_msg("note: '%s'", t->note);
     shs_trace_free(t);
-    expect_refused("three.json", A2AV("[3, 1, 2]", "[5, 1]", "16", "24"),
+    trace_expect_refused("three.json", A2AV("[3, 1, 2]", "[5, 1]", "16", "24"),
                    "traceEvents[0]: all_to_allv split sizes: input split sizes name 3 ranks, the group has 2");
-    expect_refused("rows.json", A2AV("[3, 2]", "[5, 1]", "16", "24"),
+    trace_expect_refused("rows.json", A2AV("[3, 2]", "[5, 1]", "16", "24"),
                    "traceEvents[0]: all_to_allv split sizes: input split sizes sum to 5 rows, which do not divide its "
                    "16 elements");
 #undef A2AV

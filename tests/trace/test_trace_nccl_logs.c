@@ -27,26 +27,7 @@
 
 #include "harness.h"
 #include "shardsim/trace_import.h"
-
-static shs_trace_t *load_ok(const char *path) {
-    shs_trace_t *t = NULL;
-    shs_trace_load_opts_t o = {0};
-    if (shs_trace_load(&t, path, &o) != SHS_OK) fail_msg("%s: %s", path, shs_last_error());
-    return t;
-}
-
-static void expect_refused(const char *name, const char *text, const char *needle) {
-    const char *p = test_tmp_write(name, text, strlen(text));
-    shs_trace_t *t = NULL;
-    shs_trace_load_opts_t o = {0};
-    shs_status_t st = shs_trace_load(&t, p, &o);
-    if (st == SHS_OK) {
-        shs_trace_free(t);
-        fail_msg("%s loaded; want an error with '%s'", name, needle);
-    }
-    if (!strstr(shs_last_error(), needle) || !strstr(shs_last_error(), p))
-        fail_msg("want '%s' and the path in: %s", needle, shs_last_error());
-}
+#include "trace/trace_files.h"
 
 /* Two processes, NCCL 2.21's Init line, two all-reduces each, every line
  * behind `hdr0` / `hdr1` (the header of process 0 / 1). */
@@ -103,7 +84,7 @@ static void test_launcher_headers(void **state) {
         const char *text = two_rank_log(v[i].h0, v[i].h1);
         const char *p = test_tmp_write(v[i].name, text, strlen(text));
         assert_int_equal(shs_trace_detect(text, strlen(text)), SHS_TFMT_NCCL);
-        shs_trace_t *t = load_ok(p);
+        shs_trace_t *t = trace_load_ok(p);
         assert_string_equal(t->format, "nccl");
         check_two_ranks(t, v[i].name);
         shs_trace_free(t);
@@ -134,7 +115,7 @@ static void test_split_without_comm_id(void **state) {
                               "node:%d:%d [%d] NCCL INFO AllGather: opCount 0 sendbuff 0x1 recvbuff 0x2 count 1024 "
                               "datatype 7 op 0 root 0 comm 0x66%02d000 [nranks=2] stream 0x9\n",
                               100 + r, 100 + r, r, r);
-    shs_trace_t *t = load_ok(test_tmp_write("split.log", text, k));
+    shs_trace_t *t = trace_load_ok(test_tmp_write("split.log", text, k));
     assert_int_equal(t->world, 4);
     for (int r = 0; r < 4; r++) {
         assert_int_equal(t->ranks[r].n, 1);
@@ -169,7 +150,7 @@ static void test_reused_pointer(void **state) {
     CALL(1, 1, "0");
 #undef INIT
 #undef CALL
-    shs_trace_t *t = load_ok(test_tmp_write("reuse.log", text, k));
+    shs_trace_t *t = trace_load_ok(test_tmp_write("reuse.log", text, k));
     for (int r = 0; r < 2; r++) {
         assert_int_equal(t->ranks[r].n, 2);
         assert_int_equal(t->comms[t->ranks[r].recs[0].comm].size, 2);
@@ -194,34 +175,34 @@ static void test_garbage_refused(void **state) {
     size_t base = k;
     k += (size_t)snprintf(text + k, sizeof text - k, "h:2:2 [2] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 "
                           "count 8 datatype 7 op 0 root 0 comm 0x9999 [nranks=4] stream 0x9\n");
-    expect_refused("unknown-comm.log", text, ":5: unknown communicator: process h:2 calls on comm 0x9999");
+    trace_expect_refused("unknown-comm.log", text, ":5: unknown communicator: process h:2 calls on comm 0x9999");
     k = base;
     for (int r = 0; r < 4; r++)
         k += (size_t)snprintf(text + k, sizeof text - k, "h:%d:%d [%d] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 "
                               "recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x%d000 [nranks=%d] stream 0x9\n",
                               r, r, r, r + 1, r == 2 ? 3 : 4);
-    expect_refused("nranks.log", text, ":7: nranks disagrees with the communicator: [nranks=3], but communicator "
+    trace_expect_refused("nranks.log", text, ":7: nranks disagrees with the communicator: [nranks=3], but communicator "
                    "world of comm 0x3000 has 4 ranks");
     const char *two = "h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 "
                       "root 0 comm 0x5 [nranks=2] stream 0x6\n"
                       "h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 "
                       "root 0 comm 0x8 [nranks=2] stream 0x6\n";
-    expect_refused("two-comms.log", two, ":2: two communicators without Init lines: process h:1 calls on comm 0x5 and "
+    trace_expect_refused("two-comms.log", two, ":2: two communicators without Init lines: process h:1 calls on comm 0x5 and "
                    "on comm 0x8");
-    expect_refused("two-comms2.log", two, "NCCL_DEBUG_SUBSYS=INIT,COLL");
+    trace_expect_refused("two-comms2.log", two, "NCCL_DEBUG_SUBSYS=INIT,COLL");
     const char *ray = "(RayTrainWorker pid=615, ip=10.72.7.6) w1:615:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 "
                       "recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x5 [nranks=2] stream 0x6\n"
                       "(RayTrainWorker pid=619, ip=10.72.2.6) w2:619:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 "
                       "recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x9 [nranks=2] stream 0x6\n";
-    expect_refused("ray-noinit.log", ray, ":2: duplicate rank: processes w1:615 and w2:619 both print cudaDev [0]");
-    expect_refused("ray-noinit2.log", ray, "NCCL_DEBUG_SUBSYS=INIT,COLL");
+    trace_expect_refused("ray-noinit.log", ray, ":2: duplicate rank: processes w1:615 and w2:619 both print cudaDev [0]");
+    trace_expect_refused("ray-noinit2.log", ray, "NCCL_DEBUG_SUBSYS=INIT,COLL");
     const char *nonr = "h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 "
                        "root 0 comm 0x5 stream 0x6\n";
-    expect_refused("no-nranks.log", nonr, ":1: communicator size unknown");
+    trace_expect_refused("no-nranks.log", nonr, ":1: communicator size unknown");
     /* a split whose parent has no Init line in its process */
     const char *orphan = "h:1:1 [0] NCCL INFO ncclCommSplit comm 0x66000 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId "
                          "18000 parent 0x55000 splitCount 1 color 0 key 0 - Init COMPLETE\n";
-    expect_refused("orphan.log", orphan, ":1: ncclCommSplit of parent comm 0x55000, which process h:1 initialized on no "
+    trace_expect_refused("orphan.log", orphan, ":1: ncclCommSplit of parent comm 0x55000, which process h:1 initialized on no "
                    "earlier 'Init COMPLETE' line");
 }
 
@@ -232,7 +213,7 @@ static void test_note_without_init_lines(void **state) {
                        "root 0 comm 0x5 [nranks=2] stream 0x6\n"
                        "h:2:1 [1] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 "
                        "root 0 comm 0x7 [nranks=2] stream 0x6\n";
-    shs_trace_t *t = load_ok(test_tmp_write("noinit.log", text, strlen(text)));
+    shs_trace_t *t = trace_load_ok(test_tmp_write("noinit.log", text, strlen(text)));
     assert_int_equal(t->world, 2);
     if (!strstr(t->note, "cudaDev") || !strstr(t->note, "NCCL_DEBUG_SUBSYS=INIT,COLL")) fail_msg("note: '%s'", t->note);
     shs_trace_free(t);
@@ -268,7 +249,7 @@ static void test_beyond_two_gib(void **state) {
     size_t tail = strlen(second);
     assert_true(pwrite(fd, second, tail, end + 1) == (ssize_t)tail);
     close(fd);
-    shs_trace_t *t = load_ok(path);
+    shs_trace_t *t = trace_load_ok(path);
     check_two_ranks(t, "big.log");
     /* 5 lines, the hole's NUL lines, gpu-b's call, then gpu-a's */
     assert_int_equal(t->ranks[0].recs[1].src_line, 5 + newlines + 2);

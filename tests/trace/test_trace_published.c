@@ -34,20 +34,7 @@
 #include "shardsim/trace_comm_timeline.h"
 #include "shardsim/trace_import.h"
 #include "shardsim/trace_net.h"
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
+#include "trace/trace_files.h"
 
 /* ---- a tar writer (POSIX.1-2001 ustar header, pax 'x' records) ---------- */
 
@@ -108,21 +95,6 @@ static const char *gz_file(const char *name, const tarbuf_t *t) {
     return path;
 }
 
-static char *as_text(const shs_trace_t *t, size_t *n) {
-    char *b = NULL;
-    FILE *f = open_memstream(&b, n);
-    assert_non_null(f);
-    assert_int_equal(shs_trace_write_text(t, f, -1), SHS_OK);
-    fclose(f);
-    return b;
-}
-
-static shs_trace_t *load_ok(const char *path) {
-    shs_trace_t *t = NULL;
-    if (shs_trace_load(&t, path, NULL) != SHS_OK) fail_msg("%s: %s", path, shs_last_error());
-    return t;
-}
-
 /* PARAM's layout: a directory entry, then the 8 rank files; and Chakra's:
  * pax headers and a "._" file before the member. Each reads as the
  * directory of the same files. */
@@ -135,7 +107,7 @@ static void test_tar_gz_of_rank_files(void **state) {
     for (int r = 0; r < 8; r++) {
         size_t n;
         snprintf(path, sizeof path, "%s/dlrm_eg_%d.json", dir, (r + 2) % 8); /* archive order is not rank order */
-        char *b = slurp(path, &n);
+        char *b = trace_slurp(path, &n);
         char pax[600], rec[300];
         snprintf(rec, sizeof rec, "LIBARCHIVE.xattr.com.apple.quarantine=MDA4MztnaXQ7ODg7");
         pax_record(pax, sizeof pax, rec);
@@ -148,9 +120,9 @@ static void test_tar_gz_of_rank_files(void **state) {
     }
     static const char end[1024];
     put(&a, end, sizeof end);
-    shs_trace_t *td = load_ok(dir), *ta = load_ok(gz_file("dlrm_pytorch_et.tar.gz", &a));
+    shs_trace_t *td = trace_load_ok(dir), *ta = trace_load_ok(gz_file("dlrm_pytorch_et.tar.gz", &a));
     size_t nd, na;
-    char *xd = as_text(td, &nd), *xa = as_text(ta, &na);
+    char *xd = trace_as_text(td, &nd), *xa = trace_as_text(ta, &na);
     assert_int_equal(nd, na);
     assert_memory_equal(xd, xa, nd);
     assert_int_equal(ta->world, 8);
@@ -167,12 +139,12 @@ static void test_tar_gz_of_rank_files(void **state) {
     pax_record(pax, sizeof pax, rec);
     size_t n;
     snprintf(path, sizeof path, "%s/traces/cases/kineto-2rank/rank0.json", SHS_SOURCE_DIR);
-    char *b = slurp(path, &n);
+    char *b = trace_slurp(path, &n);
     tar_entry(&l, "PaxHeader/rank0", 'x', pax, strlen(pax));
     tar_entry(&l, "truncated-name", '0', b, n);
     free(b);
     put(&l, end, sizeof end);
-    shs_trace_t *tl = load_ok(gz_file("long.tgz", &l)), *plain = load_ok(path);
+    shs_trace_t *tl = trace_load_ok(gz_file("long.tgz", &l)), *plain = trace_load_ok(path);
     assert_int_equal(tl->ranks[0].n, plain->ranks[0].n); /* rank 0, from the pax path's file name */
     assert_true(tl->ranks[0].n > 0);
     shs_trace_free(plain);
@@ -306,7 +278,7 @@ static void test_chakra_converter_rank(void **state) {
         {40, "void at::native::vectorized_elementwise_kernel", COMP, 0, -1, -1, NULL, 8, NULL},
         {45, "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", COLL, 0, 2, 4, "0", 10, NULL},
     };
-    shs_trace_t *t = load_ok(converter_file("chakra.0.et", nodes, 7));
+    shs_trace_t *t = trace_load_ok(converter_file("chakra.0.et", nodes, 7));
     assert_int_equal(t->world, 2);
     assert_int_equal(t->views, 1);
     assert_false(shs_trace_rank_traced(t, 1));
@@ -344,7 +316,7 @@ static void test_single_view_timing_table(void **state) {
     char path[1024];
     snprintf(path, sizeof path, "%s/traces/pytorch-et/chakra-1.0.2/1.0.2-chakra.0.0.4.json", test_shared_dir());
     size_t n;
-    char *b = slurp(path, &n);
+    char *b = trace_slurp(path, &n);
     const char *from = "82149104,0,\"all_gather\"", *to = "82149104,1,\"all_gather\"";
     int k = 0;
     for (char *p = b; (p = strstr(p, from)) != NULL; p += strlen(from), k++) memcpy(p, to, strlen(to));
@@ -370,7 +342,7 @@ static void test_self_send_named(void **state) {
     snprintf(dir, sizeof dir, "%s/misnamed", test_tmpdir);
     snprintf(dst, sizeof dst, "%s/custom_allreduce.1.et", dir);
     size_t n;
-    char *b = slurp(src, &n);
+    char *b = trace_slurp(src, &n);
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
     assert_int_equal(system(cmd), 0);
@@ -379,7 +351,7 @@ static void test_self_send_named(void **state) {
     assert_int_equal(fwrite(b, 1, n, f), n);
     fclose(f);
     free(b);
-    shs_trace_t *t = load_ok(dir);
+    shs_trace_t *t = trace_load_ok(dir);
     shs_trace_report_t rep;
     assert_int_equal(shs_trace_check(t, &rep, 8), SHS_OK);
     int found = 0;

@@ -256,8 +256,11 @@ static shs_status_t call_line(reader_t *R, int64_t line, const shs__nccl_line_t 
     return SHS_OK;
 }
 
-/* Pass 1: the Init lines, then the communicators. */
-static shs_status_t read_inits(reader_t *R, shs__lines_t *l) {
+/* One pass over the log. Pass 1 reads the Init lines (no other line is
+ * split: only one ending in COMPLETE can be one); pass 2 the calls, each
+ * Init line updating the live map as it comes (the handle pass 1 made of
+ * it is the next one). */
+static shs_status_t read_pass(reader_t *R, shs__lines_t *l, int pass) {
     const char *s;
     size_t n;
     shs_status_t st = SHS_OK;
@@ -265,20 +268,40 @@ static shs_status_t read_inits(reader_t *R, shs__lines_t *l) {
     char why[160];
     int k;
     while ((k = shs__lines_next(l, &s, &n, &st)) == 1) {
-        /* only a line whose last token is COMPLETE can be an Init line: no other is split */
-        size_t e = n;
-        while (e > 0 && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) e--;
-        if (e < 8 || memcmp(s + e - 8, "COMPLETE", 8) != 0) continue;
+        if (pass == 1) {
+            size_t e = n;
+            while (e > 0 && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) e--;
+            if (e < 8 || memcmp(s + e - 8, "COMPLETE", 8) != 0) continue;
+        }
         int sl = shs__nccl_split_line(s, n, &x, why, sizeof why);
-        if (sl == 0 || !shs__nccl_is_init(x.tk, x.nt)) continue;
-        if (sl < 0) return perr(R->name, l->line, "malformed 'Init COMPLETE' line", why);
-        shs__nccl_init_t f;
-        if (shs__nccl_parse_init(x.tk, x.nt, &f, why, sizeof why)) return perr(R->name, l->line, "malformed 'Init COMPLETE' line", why);
-        int proc = shs__nccl_proc_id(&R->procs, x.proc, x.proc_n);
-        if (proc < 0) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", R->name);
-        SHS_CHECK(shs__nccl_comms_add(&R->comms, proc, x.dev, l->line, &f, R->name));
+        if (sl == 0) continue;
+        if (shs__nccl_is_init(x.tk, x.nt)) {
+            if (pass == 2) {
+                if (R->next_inst >= R->comms.ninst) /* the stream changed between the passes */
+                    return perr(R->name, l->line, "an 'Init COMPLETE' line the first reading did not see (the file "
+                                "changed while it was read?)", NULL);
+                const shs__nccl_inst_t *h = &R->comms.inst[R->next_inst++];
+                *live_slot(&R->live, h->proc, h->f.ptr) = (live_t){.ptr = h->f.ptr, .proc = h->proc,
+                                                                   .inst = (int)(h - R->comms.inst)};
+                continue;
+            }
+            shs__nccl_init_t f;
+            if (sl < 0 || shs__nccl_parse_init(x.tk, x.nt, &f, why, sizeof why))
+                return perr(R->name, l->line, "malformed 'Init COMPLETE' line", why);
+            int proc = shs__nccl_proc_id(&R->procs, x.proc, x.proc_n);
+            if (proc < 0) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", R->name);
+            SHS_CHECK(shs__nccl_comms_add(&R->comms, proc, x.dev, l->line, &f, R->name));
+            continue;
+        }
+        if (pass == 1 || x.nt < 2 || !shs__tok_is(x.tk[1], "opCount")) continue;
+        if (sl < 0) return perr(R->name, l->line, "malformed collective line", why);
+        SHS_CHECK(call_line(R, l->line, &x));
     }
-    if (k < 0) return st;
+    return k < 0 ? st : SHS_OK;
+}
+
+/* After pass 1: the communicators, and pass 2's live map. */
+static shs_status_t build_comms(reader_t *R) {
     SHS_CHECK(shs__nccl_comms_build(&R->comms, &R->procs, R->t, R->name));
     size_t cap = 16;
     while (cap < 2 * R->comms.ninst) cap *= 2;
@@ -288,39 +311,13 @@ static shs_status_t read_inits(reader_t *R, shs__lines_t *l) {
     return SHS_OK;
 }
 
-/* Pass 2: the calls, Init lines updating the live map as they come. */
-static shs_status_t read_calls(reader_t *R, shs__lines_t *l) {
-    const char *s;
-    size_t n;
-    shs_status_t st = SHS_OK;
-    shs__nccl_line_t x;
-    char why[160];
-    int k;
-    while ((k = shs__lines_next(l, &s, &n, &st)) == 1) {
-        int sl = shs__nccl_split_line(s, n, &x, why, sizeof why);
-        if (sl == 0) continue;
-        if (shs__nccl_is_init(x.tk, x.nt)) { /* pass 1 took it: the handle it made is the next one */
-            if (R->next_inst >= R->comms.ninst) /* the stream changed between the passes */
-                return perr(R->name, l->line, "an 'Init COMPLETE' line the first reading did not see (the file "
-                            "changed while it was read?)", NULL);
-            const shs__nccl_inst_t *h = &R->comms.inst[R->next_inst++];
-            live_t *e = live_slot(&R->live, h->proc, h->f.ptr);
-            *e = (live_t){.ptr = h->f.ptr, .proc = h->proc, .inst = (int)(h - R->comms.inst)};
-            continue;
-        }
-        if (x.nt < 2 || !shs__tok_is(x.tk[1], "opCount")) continue;
-        if (sl < 0) return perr(R->name, l->line, "malformed collective line", why);
-        SHS_CHECK(call_line(R, l->line, &x));
-    }
-    return k < 0 ? st : SHS_OK;
-}
-
 shs_status_t shs__trace_import_nccl_lines(shs_trace_t *t, shs__lines_t *l, const char *name) {
     snprintf(t->format, sizeof t->format, "nccl");
     reader_t R = {.t = t, .name = name, .world_comm = -1};
-    shs_status_t st = read_inits(&R, l);
+    shs_status_t st = read_pass(&R, l, 1);
+    if (st == SHS_OK) st = build_comms(&R);
     if (st == SHS_OK) st = shs__lines_rewind(l);
-    if (st == SHS_OK) st = read_calls(&R, l);
+    if (st == SHS_OK) st = read_pass(&R, l, 2);
     if (st == SHS_OK && !R.comms.ninst && R.world_comm >= 0)
         snprintf(t->note, sizeof t->note, "ranks are the cudaDev numbers: the log has no 'Init COMPLETE' lines (%s)",
                  SHS__NCCL_INIT_HINT);
