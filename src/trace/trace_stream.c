@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shardsim/features.h"
@@ -98,25 +97,9 @@ shs_status_t shs__stream_open_mem(shs__stream_t **out, const char *name, const c
 
 shs_status_t shs__stream_open(shs__stream_t **out, const char *path) {
     *out = NULL;
-    /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return shs_set_error(SHS_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return shs_set_error(SHS_IO, "%s: is %s, not a regular file", path, shs__file_kind((unsigned)sb.st_mode));
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-        int e = errno;
-        close(fd);
-        return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(e));
-    }
+    int fd;
+    uint64_t size;
+    SHS_CHECK(shs__open_regular(path, &fd, &size));
 #ifdef POSIX_FADV_SEQUENTIAL
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
@@ -127,7 +110,7 @@ shs_status_t shs__stream_open(shs__stream_t **out, const char *path) {
         return shs_set_error(SHS_HOST_OOM, "%s: out of memory", path);
     }
     s->fd = fd;
-    s->raw_size = (uint64_t)sb.st_size;
+    s->raw_size = size;
     unsigned char head[2];
     ssize_t n = pread(fd, head, 2, 0);
     shs_status_t st = n < 0 ? shs_set_error(SHS_IO, "%s: read error: %s", path, strerror(errno))

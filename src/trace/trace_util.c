@@ -28,9 +28,8 @@ const char *shs__file_kind(unsigned mode) {
     return "not a regular file";
 }
 
-shs_status_t shs__read_file(const char *path, char **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
+shs_status_t shs__open_regular(const char *path, int *fd_out, uint64_t *size) {
+    *fd_out = -1;
     /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -45,18 +44,34 @@ shs_status_t shs__read_file(const char *path, char **buf, size_t *len) {
         return shs_set_error(SHS_IO, "%s: is %s, not a regular file", path, shs__file_kind((unsigned)st.st_mode));
     }
     int fl = fcntl(fd, F_GETFL);
-    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    *fd_out = fd;
+    *size = (uint64_t)st.st_size;
+    return SHS_OK;
+}
+
+shs_status_t shs__read_file(const char *path, char **buf, size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    int fd;
+    uint64_t size;
+    SHS_CHECK(shs__open_regular(path, &fd, &size));
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         int e = errno;
         close(fd);
         return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(e));
     }
-    if ((uint64_t)st.st_size > SHS__TRACE_MAX_FILE) {
+    if (size > SHS__TRACE_MAX_FILE) {
         fclose(f);
         return shs_set_error(SHS_IO, "%s: %lld bytes is larger than the %zu-byte limit for a trace file", path,
-                             (long long)st.st_size, SHS__TRACE_MAX_FILE);
+                             (long long)size, SHS__TRACE_MAX_FILE);
     }
-    size_t n = (size_t)st.st_size;
+    size_t n = (size_t)size;
     char *b = malloc(n + 1);
     if (!b) {
         fclose(f);

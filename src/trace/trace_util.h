@@ -20,6 +20,9 @@
  * instead of waiting for a writer forever.
  * Errors: SHS_IO (naming the path), SHS_HOST_OOM. */
 shs_status_t shs__read_file(const char *path, char **buf, size_t *len);
+/* Open `path` for blocking reads after checking, without blocking, that it
+ * is a regular file; *fd and its *size in bytes. Errors: as shs__read_file. */
+shs_status_t shs__open_regular(const char *path, int *fd, uint64_t *size);
 /* What a st_mode is, for messages: "a named pipe (FIFO)", "a character
  * device", "a block device", "a socket", "a directory", "a regular file",
  * or "not a regular file". */
