@@ -106,7 +106,8 @@ typedef struct {
 /* Load PATH: a regular file, a directory of per-rank files (sorted by
  * name; a file's rank comes from its content or else the last number in its
  * name; subdirectories and names starting with '.' are not read), or a tar
- * archive of them (.tar, .tar.gz: read as that directory, trace_tar.h). A
+ * archive of them (.tar, .tar.gz, read whole, up to 2 GiB inflated: as that
+ * directory, trace_tar.h). A
  * file that starts with gzip's magic bytes (1f 8b) is inflated as it is read
  * (zlib) and its content detected and read as usual; without zlib it is
  * refused with SHS_UNSUPPORTED naming zlib1g-dev. An NCCL log is streamed

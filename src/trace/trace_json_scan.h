@@ -4,7 +4,8 @@
  * value is skipped, checked but never built. A reader of a large trace
  * (Kineto's millions of events) so keeps the file and what it takes from
  * it, not a tree of the whole document (jansson's DOM took 9x the file).
- * Errors name the input, its line and column.
+ * Errors name the input, its line and column. Strings' bytes are not
+ * checked as UTF-8 (the readers compare them with ASCII names).
  * What it is not: a JSON writer, or a DOM (jansson is, for small files). */
 #ifndef SHARDSIM_TRACE_JSON_SCAN_H
 #define SHARDSIM_TRACE_JSON_SCAN_H
