@@ -85,8 +85,10 @@ typedef struct {
     int memory_timeline;         /* record rank 0's memory per step phase (memory_timeline.h) */
     int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
-    shs_recompute_t recompute;   /* --recompute-granularity (GPT and Llama): NONE, FULL, SELECTIVE (gpt.h);
-                                  * checkpoint_activations != 0 means FULL */
+    shs_recompute_t recompute;   /* --recompute-granularity, --ac-mode (GPT and Llama): NONE, FULL,
+                                  * SELECTIVE, SELECTIVE_OP, EVERY_N (gpt.h); checkpoint_activations != 0
+                                  * means FULL */
+    int recompute_every;         /* --selective-ac-option N: with EVERY_N, N >= 1 */
     shs_attention_kind_t attention; /* --attention eager | flash (GPT and Llama) */
     shs_dtype_t autocast;        /* --autocast bf16 | f16 (GPT and Llama; gpt.h, llama.h); DEFAULT: off */
     float dropout;               /* --dropout P (GPT only), masks seeded by strategy.seed */
@@ -164,6 +166,14 @@ void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done);
  * Get reads rank 0 (all ranks agree); set writes every rank. */
 shs_loss_scale_state_t shs_trainer_loss_scale(const shs_trainer_t *t);
 shs_status_t shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t st);
+
+/* The lr schedule's position (strategy.h shs_strategy_lr_steps: optimizer
+ * steps applied, overflow-skipped steps not counted) and the lr the last
+ * applied step used. Part of a checkpoint. Get reads rank 0 (all ranks
+ * agree); set writes every rank. */
+long shs_trainer_lr_steps(const shs_trainer_t *t);
+double shs_trainer_last_lr(const shs_trainer_t *t);
+shs_status_t shs_trainer_set_lr_steps(shs_trainer_t *t, long applied);
 
 /* All parameters, unit after unit, each unit as its padded flat buffer
  * (N * S floats; see shard.h), gathered from the ranks' shards without any

@@ -235,6 +235,12 @@ shs_status_t shs_device_sync(shs_device_t *dev) { return dev->iface->sync ? dev-
 
 void shs_device_mem_stats(const shs_device_t *dev, shs_mem_stats_t *out) { *out = dev->stats; }
 
+void shs_device_set_kernel_recorder(shs_device_t *dev, shs_kernel_recorder_fn fn, void *user) {
+    if (!dev) return;
+    dev->kernel_recorder = fn;
+    dev->kernel_recorder_user = user;
+}
+
 shs_status_t shs_device_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t *out) {
     memset(out, 0, sizeof *out);
     if (!dev->iface->kernel_stats)

@@ -106,6 +106,8 @@ struct shs_device {
     size_t table_used;   /* live + tombstones */
     int poison_freed;    /* shs_device_set_poison_freed: category mask */
     size_t window_peak;  /* max total bytes since the last shs_device_window_peak() */
+    shs_kernel_recorder_fn kernel_recorder; /* shs_device_set_kernel_recorder (counting backends call it) */
+    void *kernel_recorder_user;
 };
 
 /* Wrap a filled vtable into a device (used by backend constructors). */

@@ -30,6 +30,8 @@ typedef struct {
     shs__step_seg_list_t segs;
     shs_meta_call_t *calls;
     size_t ncalls, cap_calls;
+    shs_meta_kernel_t *kern;
+    size_t nkern, cap_kern;
     shs_status_t oom;        /* host allocation failure inside a callback */
 } run_t;
 
@@ -82,7 +84,40 @@ static void recorder(void *user, const shs_comm_t *comm, const shs_comm_call_inf
     if (info->op == SHS_OP_ALL_GATHER || info->op == SHS_OP_REDUCE_SCATTER) bytes *= (uint64_t)n;
     r->calls[r->ncalls++] = (shs_meta_call_t){.op = info->op, .bytes = bytes, .comm_size = n,
                                               .group = 1 + shs_comm_meta_split_index(comm),
-                                              .segment = r->segs.n - 1};
+                                              .segment = r->segs.n - 1,
+                                              .ahead = info->marker && strchr(info->marker, '/') != NULL};
+}
+
+static int same_kernel(const shs_kernel_info_t *a, const shs_kernel_info_t *b) {
+    if (a->cls != b->cls || strcmp(a->name, b->name) != 0) return 0;
+    if (a->cls == SHS_KERNEL_ELEMENTWISE || a->cls == SHS_KERNEL_OPTIMIZER) return 1;
+    return a->backward == b->backward && a->flash == b->flash && a->m == b->m && a->n == b->n && a->k == b->k;
+}
+
+/* The device's kernel recorder: the open segment's kernels, merged. */
+static void on_kernel(void *user, const shs_kernel_info_t *k) {
+    run_t *r = user;
+    if (!r->recording || !r->segs.n) return;
+    int seg = r->segs.n - 1;
+    for (size_t i = r->nkern; i-- > 0 && r->kern[i].segment == seg;)
+        if (same_kernel(&r->kern[i].info, k)) {
+            r->kern[i].info.flops += k->flops;
+            r->kern[i].info.bytes += k->bytes;
+            r->kern[i].count++;
+            return;
+        }
+    if (r->nkern == r->cap_kern) {
+        size_t cap = r->cap_kern ? 2 * r->cap_kern : 256;
+        shs_meta_kernel_t *p = realloc(r->kern, cap * sizeof *p);
+        if (!p) {
+            r->oom = SHS_HOST_OOM;
+            r->recording = 0;
+            return;
+        }
+        r->kern = p;
+        r->cap_kern = cap;
+    }
+    r->kern[r->nkern++] = (shs_meta_kernel_t){.info = *k, .count = 1, .segment = seg};
 }
 
 static int hybrid_color(void *user, int split_index, int rank, int *key) {
@@ -114,6 +149,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
                                         shs_strategy_is_hybrid(tc->strategy.kind) ? hybrid_color : NULL, &G),
                    st, done);
     shs_comm_set_recorder(comm, recorder, &r);
+    shs_device_set_kernel_recorder(dev, on_kernel, &r);
     SHS_CHECK_GOTO(shs__rank_setup(&r.run, tc, logical, phys, dev, comm), st, done);
     shs_param_source_t *src = r.run.src;
     if (w) SHS_CHECK_GOTO(shs__wrap_source(&ws, src, w, &r.run.phase, &src), st, done);
@@ -147,8 +183,11 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
     res->num_segments = r.segs.n;
     res->calls = r.calls;
     res->num_calls = r.ncalls;
+    res->kernel_log = r.kern;
+    res->num_kernel_log = r.nkern;
     r.segs.segs = NULL;
     r.calls = NULL;
+    r.kern = NULL;
 done:
     shs__rank_teardown(&r.run);
     shs__wrap_source_free(&ws);
@@ -156,6 +195,7 @@ done:
     shs_device_destroy(dev);
     free(r.segs.segs);
     free(r.calls);
+    free(r.kern);
     return st;
 }
 
@@ -202,8 +242,10 @@ void shs_meta_result_free(shs_meta_result_t *r) {
     for (int k = 0; k < 2; k++) {
         free(r->ranks[k].segments);
         free(r->ranks[k].calls);
+        free(r->ranks[k].kernel_log);
         r->ranks[k].segments = NULL;
         r->ranks[k].calls = NULL;
+        r->ranks[k].kernel_log = NULL;
     }
 }
 
