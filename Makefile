@@ -126,8 +126,8 @@ ifneq ($(MPI),yes)
   TESTS_LEFT_OUT += "test_mpi: built without MPI ($(if $(filter thread,$(SAN)),SAN=thread: OpenMPI is not TSan-instrumented,mpicc/mpirun not found; make deps installs OpenMPI))"
 endif
 ifneq ($(JANSSON),yes)
-  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_astra_timing,$(TEST_BINS))
-  TESTS_LEFT_OUT += "test_astra_timing: built without jansson (ASTRA-sim system JSON; make deps installs it)"
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_astra_timing $(BUILD)/tests/trace/test_trace_kineto,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_astra_timing, test_trace_kineto: built without jansson (ASTRA-sim system JSON, PyTorch ET; make deps installs it)"
 endif
 ifneq ($(and $(JANSSON),$(PROTOBUF_C)),yes)
   TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_import% $(BUILD)/tests/trace/test_trace_mutations,$(TEST_BINS))
@@ -140,6 +140,10 @@ endif
 ifneq ($(and $(JANSSON),$(ZLIB)),yes)
   TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_gzip,$(TEST_BINS))
   TESTS_LEFT_OUT += "test_trace_gzip: built without jansson or zlib (make deps installs them)"
+endif
+ifneq ($(and $(JANSSON),$(PROTOBUF_C),$(ZLIB)),yes)
+  TEST_BINS := $(filter-out $(BUILD)/tests/trace/test_trace_published,$(TEST_BINS))
+  TESTS_LEFT_OUT += "test_trace_published: built without jansson, protobuf-c or zlib (make deps installs them)"
 endif
 TEST_HELPERS := $(shell find tests -name '*.c' -not -name 'test_*' -not -path 'tests/gpu/*' | sort)
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_HELPERS))

@@ -42,6 +42,7 @@ seed() {
     kineto)   copy_small "$c" traces/cases/kineto-*/*.json ;;
     flight)   copy_small "$c" traces/cases/flight-*/*.json ;;
     pytorch_et) ;;  # the real ETs are 200 KiB - 850 KiB: hand-written seeds only
+    archive)  ;;    # hand-written tar seeds (fuzz/seeds/archive)
     esac
 }
 

@@ -265,6 +265,7 @@ int sim_cmd_replay(int argc, char **argv) {
     if (lo.files_read > 1 || lo.files_skipped) printf(" from %d files", lo.files_read);
     if (lo.files_skipped) printf(" (%d files of no known format skipped)", lo.files_skipped);
     printf("\n");
+    if (t->note[0]) printf("  note: %s\n", t->note);
     for (int c = 0; c < t->ncomms; c++) {
         const shs_trace_comm_t *cm = &t->comms[c];
         printf("  comm %s: %d ranks [", cm->name, cm->size);

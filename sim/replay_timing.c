@@ -23,12 +23,25 @@ static int cmp_inst(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* A record counted once per instance: the collective on its comm's local
- * rank 0, or the send of a p2p pair. */
-static int is_instance(const shs_trace_t *t, const shs_trace_rec_t *r) {
+/* A record counted once per instance: the collective on its comm's first
+ * traced member (`first`, per comm: local rank 0 unless the trace holds
+ * single processes' views), or the send of a p2p pair. */
+static int is_instance(const shs_trace_t *t, const int *first, const shs_trace_rec_t *r) {
     if (r->op == SHS_OP_WAIT || r->op == SHS_OP_RECV) return 0;
     if (r->op == SHS_OP_SEND) return 1;
-    return t->comms[r->comm].ranks[0] == r->rank;
+    return first[r->comm] == r->rank;
+}
+
+/* Per comm: its first member whose calls are in the trace (malloc'd). */
+static int *first_traced(const shs_trace_t *t) {
+    int *f = malloc((size_t)(t->ncomms ? t->ncomms : 1) * sizeof *f);
+    for (int c = 0; f && c < t->ncomms; c++) {
+        const shs_trace_comm_t *cm = &t->comms[c];
+        f[c] = cm->ranks[0];
+        for (int k = 0; k < cm->size; k++)
+            if (shs_trace_rank_traced(t, cm->ranks[k])) { f[c] = cm->ranks[k]; break; }
+    }
+    return f;
 }
 
 /* What an ASTRA-sim network and system say, units included. */
@@ -106,20 +119,32 @@ void sim_print_timing(const shs_trace_t *t, const shs_net_t *net, shs_net_algo_t
     uint64_t calls[SHS_NUM_OPS] = {0};
     int nr_op[SHS_NUM_OPS] = {0};
     size_t ninst = 0;
-    for (int r = 0; r < t->world; r++)
-        for (size_t i = 0; i < t->ranks[r].n; i++) ninst += is_instance(t, &t->ranks[r].recs[i]);
+    int *first = first_traced(t);
+    /* an uneven all_to_allv lasts as long as its busiest member's part: the calls' times, per algorithm */
+    double *call_s[SHS_NUM_ALGOS] = {NULL};
+    for (int a = 0; a < SHS_NUM_ALGOS && shs_trace_has_uneven_calls(t); a++)
+        if (shs_net_call_times(net, (shs_net_algo_t)a, t, &call_s[a]) != SHS_OK) call_s[a] = NULL;
+    for (int r = 0; r < t->world && first; r++)
+        for (size_t i = 0; i < t->ranks[r].n; i++) ninst += is_instance(t, first, &t->ranks[r].recs[i]);
     inst_t *inst = malloc((ninst ? ninst : 1) * sizeof *inst);
-    size_t k = 0;
-    for (int r = 0; r < t->world; r++)
-        for (size_t i = 0; i < t->ranks[r].n; i++) {
+    size_t k = 0, flat = 0;
+    for (int r = 0; r < t->world && first; r++)
+        for (size_t i = 0; i < t->ranks[r].n; i++, flat++) {
             const shs_trace_rec_t *x = &t->ranks[r].recs[i];
-            if (!is_instance(t, x)) continue;
-            for (int a = 0; a < SHS_NUM_ALGOS; a++) time_op[a][x->op] += shs_net_rec_time(net, (shs_net_algo_t)a, t, x);
+            if (!is_instance(t, first, x)) continue;
+            double s_algo = 0;
+            for (int a = 0; a < SHS_NUM_ALGOS; a++) {
+                double s = call_s[a] ? call_s[a][flat] : shs_net_rec_time(net, (shs_net_algo_t)a, t, x);
+                time_op[a][x->op] += s;
+                if (a == (int)algo) s_algo = s;
+            }
             bytes_op[x->op] += (double)shs_trace_rec_bytes(t, x, shs_coll_op_is_p2p(x->op) ? SHS_BYTES_PER_RANK : SHS_BYTES_TOTAL);
             calls[x->op]++;
             nr_op[x->op] = t->comms[x->comm].size;
-            if (inst) inst[k++] = (inst_t){shs_net_rec_time(net, algo, t, x), r, i};
+            if (inst) inst[k++] = (inst_t){s_algo, r, i};
         }
+    for (int a = 0; a < SHS_NUM_ALGOS; a++) free(call_s[a]);
+    free(first);
     printf("\n  %-15s %8s %12s %12s %10s %10s   (per collective: each counted once)\n", "op", "calls", "bytes", "time ms",
            "algbw GB/s", "busbw GB/s");
     for (int op = 0; op < SHS_NUM_OPS; op++) {

@@ -25,7 +25,9 @@
  * comm-local root or '-'; peer: global rank of the send destination / recv
  * source or '-'; tag: p2p tag or '-'; bytes: see shs_bytes_scope_t; scope:
  * 'rank' or 'total'; times: microseconds since the trace's origin, or '-';
- * marker: phase/unit without blanks, or '-'. Once `world N` is read,
+ * marker: phase/unit without blanks, or '-'. An all_to_allv line may end
+ * with a 16th field `vbytes=<N>`, the record's v_bytes (uneven split
+ * sizes). Once `world N` is read,
  * every rank the file names (communicator members, record ranks, peers)
  * must be below N; without it the communicators define the world. A file
  * may hold any subset of ranks; `shardsim train --trace DIR` writes
@@ -74,7 +76,6 @@ typedef enum { SHS_BYTES_PER_RANK = 0, SHS_BYTES_TOTAL = 1 } shs_bytes_scope_t;
 typedef struct {
     int32_t rank;          /* global rank that issued the call */
     int32_t comm;          /* index into shs_trace_t.comms */
-    int64_t seq;           /* per-communicator sequence number of this rank, from 0 */
     shs_coll_op_t op;      /* any op of comm.h's tables but SHS_OP_SPLIT */
     int32_t dtype;         /* shs_dtype_t, or SHS_TRACE_NONE when the source does not say */
     int32_t redop;         /* shs_redop_t, or SHS_TRACE_NONE */
@@ -82,10 +83,16 @@ typedef struct {
     int32_t peer;          /* send: destination, recv: source (global ranks), or NONE */
     int32_t tag;           /* p2p tag, or NONE */
     shs_bytes_scope_t scope;
+    uint32_t marker;       /* string id (shs_trace_str); 0 = none */
+    int64_t seq;           /* per-communicator sequence number of this rank, from 0 */
     uint64_t count;        /* elements (NCCL's convention, see the file header); 0 if unknown */
     uint64_t bytes;        /* bytes, meaning per `scope` */
+    uint64_t v_bytes;      /* all_to_allv: the larger of the bytes this rank sends to the other
+                            * members and the bytes it receives from them (its split sizes, its
+                            * own block left out), what its part of the exchange moves; 0 when
+                            * the source gave no split sizes (then it is timed as an even
+                            * all_to_all of `bytes`), and for every other op */
     double t_start, t_end; /* seconds since the trace's origin; < 0 unknown */
-    uint32_t marker;       /* string id (shs_trace_str); 0 = none */
     int64_t src_line;      /* where the call was read, in the file that holds the rank's calls:
                             * the 1-based line of a text input (NCCL log, shardsim trace, an
                             * ASTRA-sim workload's layer line), a Chakra record number (1 =
@@ -104,6 +111,8 @@ typedef struct {
 typedef struct {
     shs_trace_rec_t *recs;
     size_t n, cap;
+    int mapped;            /* recs is a mapping of its own that shs_trace_append grows (a large
+                            * array: no copy as it grows), not malloc'd; 0 for a caller's array */
 } shs_trace_rank_t;
 
 typedef struct {
@@ -117,6 +126,12 @@ typedef struct {
     int views;             /* 1: each rank's records are that process's own view (PyTorch ET, one
                             * file per process); a rank without records was not traced, and the
                             * analysis leaves it out. 0: every rank was traced. */
+    int astra_mp_group;    /* an ASTRA-sim HYBRID_TRANSFORMER workload's model_parallel_NPU_group M:
+                            * ASTRA-sim splits the network dimension M falls in (Sys::
+                            * break_dimension, trace_astra_model.h); 0 for any other trace */
+    char note[192];        /* what a reader assumed where its input was silent, for reports
+                            * ("ranks are the cudaDev numbers: the log has no 'Init COMPLETE'
+                            * lines ..."); "" none */
 } shs_trace_t;
 
 /* An empty trace of `world` ranks (0 allowed: importers grow it).

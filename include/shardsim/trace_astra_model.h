@@ -34,6 +34,11 @@ typedef struct {
     int npus[SHS_ASTRA_MAX_DIMS];        /* >= 2 each */
     double bw_gbps[SHS_ASTRA_MAX_DIMS];  /* GB/s, 1 GB = 2^30 bytes (ASTRA-sim's bw_GBps_to_Bpns) */
     double lat_ns[SHS_ASTRA_MAX_DIMS];   /* ns per hop */
+    /* A dimension split in two (shs_astra_break_dimension) lies inside a
+     * physical one: phys[d] is that one's index in the file, span[d] its
+     * NPUs, stride[d] the positions in it between neighbours of d.
+     * shs_astra_net_load sets phys[d] = d, span[d] = npus[d], stride[d] = 1. */
+    int phys[SHS_ASTRA_MAX_DIMS], span[SHS_ASTRA_MAX_DIMS], stride[SHS_ASTRA_MAX_DIMS];
 } shs_astra_net_t;
 
 typedef struct {
@@ -95,9 +100,11 @@ void shs_astra_sys_default(shs_astra_sys_t *out);
 shs_status_t shs_astra_sys_load(const char *path, shs_astra_sys_t *out);
 
 /* Nanoseconds of one collective `c` over the dimensions flagged in
- * `involved` (NULL: all), `bytes` being ASTRA-sim's collective size: the
- * buffer for all-reduce, the input for reduce-scatter (whole buffer), the
- * per-rank input for all-gather and all-to-all. Errors: SHS_INVALID_ARG
+ * `involved` (NULL: all), `bytes` being ASTRA-sim's collective size, one
+ * rank's input buffer: the buffer for all-reduce, the input for
+ * reduce-scatter (whole buffer), one rank's part for all-gather, and a
+ * rank's whole send buffer for all-to-all (size / n goes to each peer).
+ * Errors: SHS_INVALID_ARG
  * (halvingDoubling or doubleBinaryTree on a dimension whose size is not a
  * power of 2, an implementation list shorter than the network's
  * dimensions). */
@@ -108,12 +115,28 @@ shs_status_t shs_astra_coll_ns(const shs_astra_net_t *net, const shs_astra_sys_t
  * bytes / bandwidth, truncated to whole ns as ASTRA-sim's EventTime). */
 double shs_astra_p2p_ns(const shs_astra_net_t *net, int src, int dst, uint64_t bytes);
 
+/* ASTRA-sim's Sys::break_dimension (astra-sim/system/Sys.cc of the 1.0
+ * workloads' era, called by Workload::decode_involved_dimensions for
+ * HYBRID_TRANSFORMER): the first dimension d whose NPUs, times those of
+ * the dimensions before it (P), exceed the model-parallel group M is split
+ * into two logical dimensions, M / P consecutive positions and the rest
+ * M / P apart, each with d's topology, bandwidth, latency and collective
+ * implementation (sys's lists gain a copy of d's entry); a group that
+ * ends exactly at a dimension's edge splits nothing. Messages still cross
+ * the physical dimension: hops count physical positions (stride).
+ * Errors: SHS_INVALID_ARG (M beyond the NPUs, M / P or its complement not
+ * whole, already SHS_ASTRA_MAX_DIMS dimensions). */
+shs_status_t shs_astra_break_dimension(shs_astra_net_t *net, shs_astra_sys_t *sys, int group);
+
 /* Check that trace t can be timed on net: world <= NPUs, every
  * communicator spans whole dimensions, every op is one ASTRA-sim times
  * (all_reduce, all_gather, reduce_scatter, all_to_all, send, recv, wait),
  * every collective's implementation applies. Errors: SHS_INVALID_ARG
  * naming the numbers, comm, rank, op and seq. */
 shs_status_t shs_astra_check_trace(const shs_astra_net_t *net, const shs_astra_sys_t *sys, const shs_trace_t *t);
+/* With t->astra_mp_group (a HYBRID_TRANSFORMER workload), both time t on
+ * net and sys with that group's dimension broken
+ * (shs_astra_break_dimension), as ASTRA-sim runs the workload. */
 /* Seconds of record r (after shs_astra_check_trace; NaN if it would fail). */
 double shs_astra_rec_time(const shs_astra_net_t *net, const shs_astra_sys_t *sys, const shs_trace_t *t,
                           const shs_trace_rec_t *r);

@@ -11,7 +11,8 @@
  *   - a collective starts when the last member of its communicator arrives
  *     (every member's clock after its compute gap) and ends, on every
  *     member, the call's alpha-beta time later (trace_net.h,
- *     shs_net_rec_time: the same time replay --network prints);
+ *     shs_net_rec_time: the same time replay --network prints; an uneven
+ *     all_to_allv lasts as long as its busiest member's part);
  *   - a send is eager: it takes its alpha-beta time on the sender; the
  *     matching recv (the k-th send from a to b with tag t meets the k-th
  *     recv on b from a with tag t, MPI's non-overtaking order) ends when

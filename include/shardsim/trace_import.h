@@ -6,9 +6,10 @@
  * ranks, per-communicator sequence numbers (from the source when it has
  * them, else by position). Formats and their sources:
  *   shardsim     this project's text format (trace.h)
- *   nccl         NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL logs (NCCL's
+ *   nccl         NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL logs (NCCL's
  *                enqueue.cc log line; "Init COMPLETE" lines map comms to
- *                ranks); one combined file or one file per rank
+ *                ranks), behind a launcher's header or not; one combined
+ *                file or one file per rank; streamed (trace_nccl.c)
  *   pytorch-et   PyTorch Execution Trace JSON (schema 1.0.x, as read by
  *                PARAM's et_replay): record_param_comms nodes (named attrs
  *                or positional inputs), "## process_group:init ##", wait
@@ -18,16 +19,20 @@
  *   astra        ASTRA-sim 1.0 text workloads (DATA, MICRO, MODEL,
  *                HYBRID_*: each pass's comms on the model or data groups
  *                the workload type implies)
- *   kineto       PyTorch profiler (Kineto) Chrome-trace JSON:
- *                record_param_comms args, or older nccl:<op> annotations
- *                with "Input Dims" and ncclKernel_* kernels
+ *   kineto       PyTorch profiler (Kineto) Chrome-trace JSON, scanned
+ *                without a DOM: NCCL kernels or record_param_comms with
+ *                the collective's args, or older nccl:<op> annotations
+ *                with "Input Dims"
  *   flight       PyTorch Flight Recorder JSON dumps (entries with
  *                collective_seq_id, profiling_name, input_sizes, state)
  *   horovod      Horovod timeline (HOROVOD_TIMELINE): rank 0's Chrome-trace
  *                array, one pid per tensor, B/E phases, readiness ticks;
  *                every operation a call on all ranks (trace_horovod.c)
- * JSON formats need jansson and chakra needs protobuf-c at build time;
- * without them those readers return SHS_UNSUPPORTED saying so.
+ * The JSON formats but kineto need jansson and chakra needs protobuf-c at
+ * build time; without them those readers return SHS_UNSUPPORTED saying so.
+ * A file that is one process's view (PyTorch ET, Kineto, a Chakra
+ * converter file) sets t->views; what a reader assumed where the file is
+ * silent is in t->note.
  * Every reader refuses malformed input with SHS_PARSE and a message naming
  * the file and the line or record; sizes above SHS_TRACE_MAX_BYTES per
  * call and ranks beyond SHS_TRACE_MAX_WORLD are refused too, and so are
@@ -98,12 +103,15 @@ typedef struct {
     int files_read, files_skipped;  /* in a directory, files of no known format are skipped */
 } shs_trace_load_opts_t;
 
-/* Load PATH: a regular file, or a directory of per-rank files (sorted by
+/* Load PATH: a regular file, a directory of per-rank files (sorted by
  * name; a file's rank comes from its content or else the last number in its
- * name; subdirectories and names starting with '.' are not read). A file
- * that starts with gzip's magic bytes (1f 8b) is inflated in memory (zlib)
- * and its content detected and read as usual; without zlib it is refused
- * with SHS_UNSUPPORTED naming zlib1g-dev. A PATH,
+ * name; subdirectories and names starting with '.' are not read), or a tar
+ * archive of them (.tar, .tar.gz, read whole, up to 2 GiB inflated: as that
+ * directory, trace_tar.h). A
+ * file that starts with gzip's magic bytes (1f 8b) is inflated as it is read
+ * (zlib) and its content detected and read as usual; without zlib it is
+ * refused with SHS_UNSUPPORTED naming zlib1g-dev. An NCCL log is streamed
+ * (any size); any other file is read whole, up to 2 GiB. A PATH,
  * or a directory entry, that is a FIFO, device or socket is refused at once
  * with SHS_IO naming the path and its kind: nothing waits on a writer.
  * Errors: SHS_IO, SHS_PARSE, SHS_UNSUPPORTED, SHS_INVALID_ARG, SHS_HOST_OOM. */
@@ -112,7 +120,9 @@ shs_status_t shs_trace_load(shs_trace_t **out, const char *path, shs_trace_load_
 /* Load one file already in memory: in->buf (in->len bytes, NUL at
  * in->buf[in->len]) read as `format`, or as detected from its content when
  * SHS_TFMT_UNKNOWN; in->name names it in messages, in->rank and in->world
- * as for a file; gzip data is inflated first, into a copy. Then as shs_trace_load: the world grows to in->world and
+ * as for a file; gzip data is inflated first, into a copy; a tar archive
+ * (format SHS_TFMT_UNKNOWN) is read as its members. Then as
+ * shs_trace_load: the world grows to in->world and
  * formats without sequence numbers are numbered by position. The entry
  * point of the fuzz targets (fuzz/). Errors: as shs_trace_load. */
 shs_status_t shs_trace_load_buffer(shs_trace_t **out, const shs_trace_input_t *in, shs_trace_format_t format);

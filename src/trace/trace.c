@@ -6,6 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+static void free_records(shs_trace_rank_t *rk);
 
 shs_status_t shs_trace_create(shs_trace_t **out, int world) {
     *out = NULL;
@@ -24,7 +27,7 @@ shs_status_t shs_trace_create(shs_trace_t **out, int world) {
 
 void shs_trace_free(shs_trace_t *t) {
     if (!t) return;
-    for (int r = 0; r < t->world; r++) free(t->ranks[r].recs);
+    for (int r = 0; r < t->world; r++) free_records(&t->ranks[r]);
     free(t->ranks);
     for (int c = 0; c < t->ncomms; c++) {
         free(t->comms[c].name);
@@ -172,6 +175,50 @@ static int scales_with_n(shs_coll_op_t op) {
            op == SHS_OP_ALL_TO_ALLV || op == SHS_OP_GATHER || op == SHS_OP_SCATTER;
 }
 
+/* Arrays of at least this many bytes live in a mapping of their own. */
+#define MAP_FROM ((size_t)4 << 20)
+
+/* Double a rank's record array. A large one is a mapping of its own that
+ * mremap grows without copying, advised into huge pages where the kernel
+ * offers them on request: a trace of millions of calls then takes far
+ * fewer page faults as it fills (advice only). */
+static shs_status_t grow_records(shs_trace_rank_t *rk) {
+    size_t cap = rk->cap ? 2 * rk->cap : 64, bytes = cap * sizeof *rk->recs;
+#if defined(MREMAP_MAYMOVE) && defined(MAP_ANONYMOUS)
+    if (bytes >= MAP_FROM) {
+        void *p = rk->mapped ? mremap(rk->recs, rk->cap * sizeof *rk->recs, bytes, MREMAP_MAYMOVE)
+                             : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return SHS_HOST_OOM;
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+        if (!rk->mapped) {
+            if (rk->n) memcpy(p, rk->recs, rk->n * sizeof *rk->recs);
+            free(rk->recs);
+        }
+        rk->recs = p;
+        rk->cap = cap;
+        rk->mapped = 1;
+        return SHS_OK;
+    }
+#endif
+    shs_trace_rec_t *nr = realloc(rk->recs, bytes);
+    if (!nr) return SHS_HOST_OOM;
+    rk->recs = nr;
+    rk->cap = cap;
+    return SHS_OK;
+}
+
+static void free_records(shs_trace_rank_t *rk) {
+#if defined(MREMAP_MAYMOVE) && defined(MAP_ANONYMOUS)
+    if (rk->mapped) {
+        munmap(rk->recs, rk->cap * sizeof *rk->recs);
+        return;
+    }
+#endif
+    free(rk->recs);
+}
+
 int shs_trace_rank_traced(const shs_trace_t *t, int g) { return !t->views || t->ranks[g].n > 0; }
 
 shs_bytes_scope_t shs_trace_input_scope(shs_coll_op_t op) {
@@ -203,7 +250,7 @@ shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
     if (r->marker >= t->nstrs) return shs_set_error(SHS_INVALID_ARG, "rank %d: unknown marker id", r->rank);
     uint64_t es = r->dtype != SHS_TRACE_NONE ? shs_dtype_size((shs_dtype_t)r->dtype) : 1;
     uint64_t n = scales_with_n(r->op) ? (uint64_t)cm->size : 1;
-    if (r->count > SHS_TRACE_MAX_BYTES / es || r->bytes > SHS_TRACE_MAX_BYTES ||
+    if (r->count > SHS_TRACE_MAX_BYTES / es || r->bytes > SHS_TRACE_MAX_BYTES || r->v_bytes > SHS_TRACE_MAX_BYTES ||
         (r->scope == SHS_BYTES_PER_RANK && r->bytes > SHS_TRACE_MAX_BYTES / n))
         return shs_set_error(SHS_INVALID_ARG, "rank %d: %s of %llu elements, %llu bytes (%s) on %d ranks is above the "
                              "%llu-byte limit for one call", r->rank, shs_coll_op_name(r->op),
@@ -216,13 +263,8 @@ shs_status_t shs_trace_append(shs_trace_t *t, const shs_trace_rec_t *r) {
         return shs_set_error(SHS_INVALID_ARG, "rank %d: %s times %g .. %g s are not a start and an end in 0..%.0f s "
                              "(2^63 ns)", r->rank, shs_coll_op_name(r->op), r->t_start, r->t_end, SHS_TRACE_MAX_TIME_S);
     shs_trace_rank_t *rk = &t->ranks[r->rank];
-    if (rk->n == rk->cap) {
-        size_t cap = rk->cap ? 2 * rk->cap : 64;
-        shs_trace_rec_t *nr = realloc(rk->recs, cap * sizeof *nr);
-        if (!nr) return shs_set_error(SHS_HOST_OOM, "cannot grow rank %d's trace", r->rank);
-        rk->recs = nr;
-        rk->cap = cap;
-    }
+    if (rk->n == rk->cap && grow_records(rk) != SHS_OK)
+        return shs_set_error(SHS_HOST_OOM, "cannot grow rank %d's trace", r->rank);
     rk->recs[rk->n++] = *r;
     return SHS_OK;
 }

@@ -2,6 +2,7 @@
 #include "trace/trace_json.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,93 @@ int shs__torch_dtype(const char *name, int32_t *dtype, size_t *size) {
             return 0;
         }
     return -1;
+}
+
+int shs__int_list(const char *s, int64_t **v, int *n, int *truncated) {
+    *v = NULL;
+    *n = 0;
+    *truncated = 0;
+    while (isspace((unsigned char)*s)) s++;
+    if (*s++ != '[') return -1;
+    size_t cap = 0;
+    int64_t *a = NULL;
+    for (int first = 1;; first = 0) {
+        while (isspace((unsigned char)*s)) s++;
+        if (*s == ']' && first) { s++; break; }
+        if (strncmp(s, "...", 3) == 0 && !first) { /* the profiler's truncation */
+            s += 3;
+            while (isspace((unsigned char)*s)) s++;
+            if (*s++ != ']') goto bad;
+            *truncated = 1;
+            break;
+        }
+        char *end;
+        errno = 0;
+        long long x = strtoll(s, &end, 10);
+        if (end == s || errno || x < 0 || (uint64_t)x > SHS_TRACE_MAX_BYTES || *n >= SHS_TRACE_MAX_WORLD) goto bad;
+        if ((size_t)*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *na = realloc(a, cap * sizeof *na);
+            if (!na) goto bad;
+            a = na;
+        }
+        a[(*n)++] = x;
+        s = end;
+        while (isspace((unsigned char)*s)) s++;
+        if (*s == ',') { s++; continue; }
+        if (*s++ != ']') goto bad;
+        break;
+    }
+    while (isspace((unsigned char)*s)) s++;
+    if (*s) goto bad;
+    *v = a;
+    return 0;
+bad:
+    free(a);
+    *n = 0;
+    return -1;
+}
+
+/* One side of an exchange: the elements this rank keeps (its own block)
+ * of `elems`, split in rows list[n] (empty: g even blocks). */
+static int own_block(const int64_t *list, int n, int g, int self, uint64_t elems, uint64_t *own, const char *side,
+                     char *why, size_t cap) {
+    if (n == 0) {
+        if (elems % (uint64_t)g) {
+            snprintf(why, cap, "%s: %llu elements do not split evenly among %d ranks", side, (unsigned long long)elems, g);
+            return -1;
+        }
+        *own = elems / (uint64_t)g;
+        return 0;
+    }
+    if (n != g) {
+        snprintf(why, cap, "%s split sizes name %d ranks, the group has %d", side, n, g);
+        return -1;
+    }
+    uint64_t rows = 0;
+    for (int k = 0; k < n; k++) rows += (uint64_t)list[k];
+    if (rows == 0 ? elems != 0 : elems % rows) {
+        snprintf(why, cap, "%s split sizes sum to %llu rows, which do not divide its %llu elements", side,
+                 (unsigned long long)rows, (unsigned long long)elems);
+        return -1;
+    }
+    *own = rows ? (uint64_t)list[self] * (elems / rows) : 0;
+    return 0;
+}
+
+int shs__a2av_bytes(const int64_t *in, int nin, const int64_t *out, int nout, int g, int self, uint64_t in_elems,
+                    uint64_t out_elems, size_t es, uint64_t *v_bytes, char *why, size_t cap) {
+    uint64_t own_in, own_out;
+    if (g < 1 || self < 0 || self >= g) {
+        snprintf(why, cap, "rank position %d outside a group of %d", self, g);
+        return -1;
+    }
+    if (own_block(in, nin, g, self, in_elems, &own_in, "input", why, cap) ||
+        own_block(out, nout, g, self, out_elems, &own_out, "output", why, cap))
+        return -1;
+    uint64_t sent = in_elems - own_in, recv = out_elems - own_out;
+    *v_bytes = (sent > recv ? sent : recv) * (uint64_t)es;
+    return 0;
 }
 
 #ifdef SHS_HAVE_JANSSON

@@ -17,9 +17,6 @@
 #include "shardsim/features.h"
 #include "shardsim/trace.h"
 
-#ifdef SHS_HAVE_ZLIB
-#include <zlib.h>
-#endif
 
 const char *shs__file_kind(unsigned mode) {
     if (S_ISREG(mode)) return "a regular file";
@@ -31,9 +28,8 @@ const char *shs__file_kind(unsigned mode) {
     return "not a regular file";
 }
 
-shs_status_t shs__read_file(const char *path, char **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
+shs_status_t shs__open_regular(const char *path, int *fd_out, uint64_t *size) {
+    *fd_out = -1;
     /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -48,18 +44,34 @@ shs_status_t shs__read_file(const char *path, char **buf, size_t *len) {
         return shs_set_error(SHS_IO, "%s: is %s, not a regular file", path, shs__file_kind((unsigned)st.st_mode));
     }
     int fl = fcntl(fd, F_GETFL);
-    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    *fd_out = fd;
+    *size = (uint64_t)st.st_size;
+    return SHS_OK;
+}
+
+shs_status_t shs__read_file(const char *path, char **buf, size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    int fd;
+    uint64_t size;
+    SHS_CHECK(shs__open_regular(path, &fd, &size));
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         int e = errno;
         close(fd);
         return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(e));
     }
-    if ((uint64_t)st.st_size > SHS__TRACE_MAX_FILE) {
+    if (size > SHS__TRACE_MAX_FILE) {
         fclose(f);
         return shs_set_error(SHS_IO, "%s: %lld bytes is larger than the %zu-byte limit for a trace file", path,
-                             (long long)st.st_size, SHS__TRACE_MAX_FILE);
+                             (long long)size, SHS__TRACE_MAX_FILE);
     }
-    size_t n = (size_t)st.st_size;
+    size_t n = (size_t)size;
     char *b = malloc(n + 1);
     if (!b) {
         fclose(f);
@@ -93,97 +105,6 @@ static const unsigned char hex_digit1[256] = {
     ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16};
 
 static int hexval(char c) { return (int)hex_digit1[(unsigned char)c] - 1; }
-
-int shs__is_gzip(const char *b, size_t len) {
-    return len >= 2 && (unsigned char)b[0] == 0x1f && (unsigned char)b[1] == 0x8b;
-}
-
-#ifdef SHS_HAVE_ZLIB
-/* zlib counts in uInt: input and output are handed to it in pieces of at most this */
-#define GZ_PIECE ((size_t)1 << 30)
-
-shs_status_t shs__gunzip(const char *name, char **buf, size_t *len) {
-    if (!shs__is_gzip(*buf, *len)) return SHS_OK;
-    const unsigned char *in = (const unsigned char *)*buf;
-    size_t n = *len, pos = 0, used = 0;
-    size_t cap = n < GZ_PIECE / 4 ? (n * 4 > 65536 ? n * 4 : 65536) : SHS__TRACE_MAX_FILE;
-    if (cap > SHS__TRACE_MAX_FILE) cap = SHS__TRACE_MAX_FILE;
-    char *out = malloc(cap + 1);
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    shs_status_t st = SHS_OK;
-    if (!out) st = shs_set_error(SHS_HOST_OOM, "%s: cannot allocate %zu bytes to inflate into", name, cap + 1);
-    else if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) /* 16 +: gzip wrapper only */
-        st = shs_set_error(SHS_HOST_OOM, "%s: zlib cannot start inflating", name);
-    else {
-        for (;;) {
-            if (zs.avail_in == 0 && pos < n) {
-                size_t c = n - pos < GZ_PIECE ? n - pos : GZ_PIECE;
-                zs.next_in = (Bytef *)(uintptr_t)(in + pos);
-                zs.avail_in = (uInt)c;
-                pos += c;
-            }
-            if (used == cap) {
-                if (cap == SHS__TRACE_MAX_FILE) {
-                    st = shs_set_error(SHS_IO, "%s: inflates to more than the %zu-byte limit for a trace file", name,
-                                       SHS__TRACE_MAX_FILE);
-                    break;
-                }
-                size_t nc = cap < SHS__TRACE_MAX_FILE / 2 ? 2 * cap : SHS__TRACE_MAX_FILE;
-                char *no = realloc(out, nc + 1);
-                if (!no) { st = shs_set_error(SHS_HOST_OOM, "%s: cannot allocate %zu bytes to inflate into", name, nc + 1); break; }
-                out = no;
-                cap = nc;
-            }
-            size_t room = cap - used < GZ_PIECE ? cap - used : GZ_PIECE;
-            zs.next_out = (Bytef *)out + used;
-            zs.avail_out = (uInt)room;
-            int rc = inflate(&zs, Z_NO_FLUSH);
-            used += room - zs.avail_out;
-            size_t at = pos - zs.avail_in; /* compressed bytes consumed */
-            if (rc == Z_STREAM_END) {
-                if (at == n) break;
-                if (shs__is_gzip((const char *)in + at, n - at) && inflateReset(&zs) == Z_OK) continue; /* next member */
-                st = shs_set_error(SHS_PARSE, "%s: %zu bytes that are not gzip data after the end of the compressed "
-                                   "data (compressed byte %zu)", name, n - at, at);
-                break;
-            }
-            if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT || rc == Z_STREAM_ERROR) {
-                st = shs_set_error(SHS_PARSE, "%s: corrupt gzip data near compressed byte %zu of %zu: %s", name, at, n,
-                                   zs.msg ? zs.msg : "invalid data");
-                break;
-            }
-            if (rc == Z_MEM_ERROR) { st = shs_set_error(SHS_HOST_OOM, "%s: zlib out of memory while inflating", name); break; }
-            if (zs.avail_in == 0 && pos == n && zs.avail_out > 0) { /* all input read, no end of stream */
-                st = shs_set_error(SHS_PARSE, "%s: gzip data truncated: it ends at compressed byte %zu before the end "
-                                   "of the compressed stream", name, n);
-                break;
-            }
-        }
-        inflateEnd(&zs);
-    }
-    free(*buf);
-    *buf = NULL;
-    *len = 0;
-    if (st != SHS_OK) {
-        free(out);
-        return st;
-    }
-    out[used] = 0;
-    *buf = out;
-    *len = used;
-    return SHS_OK;
-}
-#else
-shs_status_t shs__gunzip(const char *name, char **buf, size_t *len) {
-    if (!shs__is_gzip(*buf, *len)) return SHS_OK;
-    free(*buf);
-    *buf = NULL;
-    *len = 0;
-    return shs_set_error(SHS_UNSUPPORTED, "%s: is gzip-compressed: reading it %s", name,
-                         shs_feature_missing(SHS_FEATURE_ZLIB));
-}
-#endif
 
 int shs__parse_u64(const char *s, size_t n, int hex_ok, uint64_t *out) {
     unsigned base = 10;

@@ -1,5 +1,6 @@
 /* trace_util.h - private helpers shared by the trace readers: whole-file
- * reading with a size cap, gzip inflation, strict number parsing, blank-separated tokens.
+ * reading with a size cap (gzip: trace_stream.h), strict number parsing,
+ * blank-separated tokens.
  * What it is not: a format. */
 #ifndef SHARDSIM_TRACE_UTIL_H
 #define SHARDSIM_TRACE_UTIL_H
@@ -19,17 +20,9 @@
  * instead of waiting for a writer forever.
  * Errors: SHS_IO (naming the path), SHS_HOST_OOM. */
 shs_status_t shs__read_file(const char *path, char **buf, size_t *len);
-/* A gzip-compressed buffer (first bytes 1f 8b) is inflated in memory:
- * *buf and *len (malloc'd, NUL-terminated, as shs__read_file returns them) are
- * replaced by the inflated bytes, and *buf freed; any other buffer is left
- * as it is. Concatenated gzip members are read one after another (as gzip
- * -d does). The inflated size is capped at SHS__TRACE_MAX_FILE. On error
- * *buf is freed and NULL. Errors: SHS_PARSE naming `name` and the
- * compressed byte offset (corrupt or truncated data, bytes after the last
- * member), SHS_UNSUPPORTED without zlib (naming its package),
- * SHS_IO (inflated size above the cap), SHS_HOST_OOM. */
-int shs__is_gzip(const char *buf, size_t len);
-shs_status_t shs__gunzip(const char *name, char **buf, size_t *len);
+/* Open `path` for blocking reads after checking, without blocking, that it
+ * is a regular file; *fd and its *size in bytes. Errors: as shs__read_file. */
+shs_status_t shs__open_regular(const char *path, int *fd, uint64_t *size);
 /* What a st_mode is, for messages: "a named pipe (FIFO)", "a character
  * device", "a block device", "a socket", "a directory", "a regular file",
  * or "not a regular file". */

@@ -252,6 +252,136 @@ static void test_real_files_micro_all_reduce(void **state) {
     assert_true(ns_of(&net.anet, &net.asys, SHS_ASTRA_AR, MiB) == 55222);
 }
 
+/* All-to-all from a file to the model. ASTRA-sim hands a Chakra node's
+ * comm_size (and a 1.0 text workload's size) to Sys::generate_all_to_all
+ * unchanged: a rank's whole send buffer, of which the ring sends size / n
+ * per step (astra-sim/system/Sys.cc generate_collective, collective_algorithm/
+ * Ring.cc). all_to_all_4npus_1MB (comm_size 1048576) on Ring_4npus.yml,
+ * default system: msg 262144 -> floor(500 + 4882.8125) = 5382, K = 4*3/2 =
+ * 6 steps: 10 + 6*5392 = 32362 ns. With Ring_4chunks.json (4 splits, 1
+ * active, all-to-all not reduced): chunk 262144, msg 65536 -> floor(500 +
+ * 1220.703125) = 1720, 10 + 6*1730 = 10390 a chunk, 4 in a row 41560 ns.
+ * The same size from ASTRA-sim 1.0's own microAllToAll.txt (astra-sim/
+ * astra-sim @c94c746 inputs/workload/ASTRA-sim-1.0/microAllToAll.txt,
+ * typed here byte for byte, CRLF line ends included) on 4 ranks times the
+ * same. */
+static void test_real_files_all_to_all(void **state) {
+    (void)state;
+    char net_path[1024], sys_path[1024], dir[1024];
+    snprintf(net_path, sizeof net_path, "%s/traces/astra-sim/network/Ring_4npus.yml", test_shared_dir());
+    snprintf(sys_path, sizeof sys_path, "%s/traces/astra-sim/system/Ring_4chunks.json", test_shared_dir());
+    snprintf(dir, sizeof dir, "%s/traces/chakra-et/microbench/all_to_all_4npus_1MB", test_shared_dir());
+    static const char wl[] = "MICRO\r\n1\r\nconv1 -1 5 NONE 0 5 NONE 0 5  ALLTOALL 1048576 5\r\n";
+    const char *paths[2] = {dir, NULL};
+    char wl_path[1024];
+    snprintf(wl_path, sizeof wl_path, "%s", test_tmp_write("microAllToAll.txt", wl, strlen(wl)));
+    paths[1] = wl_path;
+    for (int k = 0; k < 2; k++) {
+        shs_net_t net;
+        assert_int_equal(shs_net_load(net_path, &net), SHS_OK);
+        shs_trace_t *t;
+        shs_trace_load_opts_t lo = {.world = 4};
+        if (shs_trace_load(&t, paths[k], &lo) != SHS_OK) fail_msg("%s", shs_last_error());
+        assert_int_equal(t->world, 4);
+        assert_int_equal(t->ranks[2].n, 1);
+        const shs_trace_rec_t *r = &t->ranks[2].recs[0];
+        assert_int_equal(r->op, SHS_OP_ALL_TO_ALL);
+        assert_int_equal(shs_astra_check_trace(&net.anet, &net.asys, t), SHS_OK);
+        double s = shs_net_rec_time(&net, SHS_ALGO_RING, t, r);
+        if (fabs(s - 32362e-9) > 1e-15) fail_msg("%s: %.0f ns, want 32362", paths[k], s * 1e9);
+        assert_int_equal(shs_net_set_system(&net, sys_path), SHS_OK);
+        s = shs_net_rec_time(&net, SHS_ALGO_RING, t, r);
+        if (fabs(s - 41560e-9) > 1e-15) fail_msg("%s with 4 chunks: %.0f ns, want 41560", paths[k], s * 1e9);
+        shs_trace_free(t);
+    }
+}
+
+/* ASTRA-sim 1.0's Transformer_HybridParallel.txt (astra-sim/astra-sim
+ * @c94c746 inputs/workload/ASTRA-sim-1.0/: its header, tab-separated with
+ * CRLF, and its first two layers typed here; the count cut to 2) on the
+ * 1-D Ring_8npus.yml. model_parallel_NPU_group 4 ends inside the one
+ * dimension: ASTRA-sim splits it (Sys::break_dimension) into logical
+ * dimensions of 4 (neighbours 1 position apart) and 2 (4 positions apart:
+ * 4 hops the shorter way round 8). Default system, E = 10 ns, 50 GB/s =
+ * 53.6870912 B/ns, 500 ns a hop:
+ *   Embedding fwd ALLGATHER 8388608 on the model group (n 4): msg 8388608
+ *     -> floor(500 + 156250) = 156750, K 3: 10 + 3*156760 = 470290 ns;
+ *   Q1 ig ALLREDUCE 8388608 on the model group: msg 2097152 -> floor(500 +
+ *     39062.5) = 39562, K 6: 10 + 6*39572 = 237442 ns;
+ *   Q1 wg ALLREDUCE 33554432 on the data group (n 2): msg 16777216 ->
+ *     floor(4*500 + 312500) = 314500, K 2: 10 + 2*314510 = 629030 ns. */
+static void test_transformer_on_one_dimension(void **state) {
+    (void)state;
+    static const char wl[] =
+        "HYBRID_TRANSFORMER\tmodel_parallel_NPU_group: 4\t\t\t\t\t\t\t\t\t\t\r\n2\t\t\t\t\t\t\t\t\t\t\t\r\n"
+        "Embedding\t-1\t300\tALLGATHER\t8388608\t1\tNONE\t0\t1\tNONE\t0\t10\r\n"
+        "Q1\t-1\t3145728\tNONE\t0\t2162688\tALLREDUCE\t8388608\t2228224\tALLREDUCE\t33554432\t10\r\n";
+    char net_path[1024];
+    snprintf(net_path, sizeof net_path, "%s/traces/astra-sim/network/Ring_8npus.yml", test_shared_dir());
+    shs_net_t net;
+    assert_int_equal(shs_net_load(net_path, &net), SHS_OK);
+    shs_trace_t *t;
+    shs_trace_load_opts_t lo = {.world = 8};
+    if (shs_trace_load(&t, test_tmp_write("transformer.txt", wl, strlen(wl)), &lo) != SHS_OK) fail_msg("%s", shs_last_error());
+    assert_int_equal(t->astra_mp_group, 4);
+    if (shs_astra_check_trace(&net.anet, &net.asys, t) != SHS_OK) fail_msg("%s", shs_last_error());
+    /* rank 5: model group {4..7}, data group {1, 5}; order fwd Embedding, then Q1 ig, Q1 wg, Embedding ig (none) */
+    static const double want_ns[] = {470290, 237442, 629030};
+    assert_int_equal(t->ranks[5].n, 3);
+    for (int i = 0; i < 3; i++) {
+        double s = shs_net_rec_time(&net, SHS_ALGO_RING, t, &t->ranks[5].recs[i]);
+        if (fabs(s - want_ns[i] * 1e-9) > 1e-15) fail_msg("call %d: %.0f ns, want %.0f", i, s * 1e9, want_ns[i]);
+    }
+    assert_int_equal(t->comms[t->ranks[5].recs[2].comm].size, 2);
+    shs_trace_free(t);
+    /* the split as ASTRA-sim makes it, with the system's list grown by a copy */
+    shs_astra_net_t n = ring_net(8);
+    shs_astra_sys_t s = sys_json("hd2.json", "{\"all-reduce-implementation\": [\"direct\"]}");
+    assert_int_equal(shs_astra_break_dimension(&n, &s, 2), SHS_OK);
+    assert_int_equal(n.dims, 2);
+    assert_true(n.npus[0] == 2 && n.npus[1] == 4 && n.stride[1] == 2 && n.span[1] == 8 && n.phys[1] == 0);
+    assert_true(s.nimpl[SHS_ASTRA_AR] == 2 && s.impl[SHS_ASTRA_AR][1] == SHS_ASTRA_DIRECT);
+    shs_astra_net_t m = ring_net(8);
+    shs_astra_sys_t d = defaults();
+    assert_int_equal(shs_astra_break_dimension(&m, &d, 3), SHS_INVALID_ARG); /* 3 does not split 8 */
+    assert_non_null(strstr(shs_last_error(), "model_parallel_NPU_group 3"));
+}
+
+/* ASTRA-sim 1.0's DLRM_HybridParallel.txt (@c94c746, typed here; "HYBRID_
+ * DLRM 4": layer 0's input-gradient all-to-all goes after layer 5's weight
+ * gradient): read whole, each rank issues 2 all-to-alls (fwd, layer 0's
+ * ig). Cut to its first 5 layers, layer 5 is gone and the ig would be lost:
+ * refused at line 1. */
+static void test_dlrm_last_bottom_layer(void **state) {
+    (void)state;
+    static const char layers[] =
+        "Embedding\t-1\t300\tALLTOALL\t98304\t300\tALLTOALL\t98304\t300\tNONE\t0\t98\r\n"
+        "MLP_Bottom_0\t-1\t1280\tNONE\t0\t794\tNONE\t0\t896\tALLREDUCE\t13312\t13\r\n"
+        "MLP_Bottom_1\t-1\t2560\tNONE\t0\t2560\tNONE\t0\t1792\tALLREDUCE\t524288\t524\r\n"
+        "MLP_Bottom_2\t-1\t2560\tNONE\t0\t2560\tNONE\t0\t1792\tALLREDUCE\t524288\t524\r\n"
+        "MLP_Bottom_3\t-1\t800\tNONE\t0\t1280\tNONE\t0\t800\tALLREDUCE\t16384\t16\r\n"
+        "MLP_Top_0\t-1\t6400\tNONE\t0\t6400\tNONE\t0\t4480\tALLREDUCE\t1064960\t1065\r\n"
+        "MLP_Top_1\t-1\t2560\tNONE\t0\t2560\tNONE\t0\t1792\tALLREDUCE\t524288\t524\r\n"
+        "MLP_Top_2\t-1\t2560\tNONE\t0\t2560\tNONE\t0\t1792\tALLREDUCE\t524288\t524\r\n";
+    char text[2048];
+    snprintf(text, sizeof text, "HYBRID_DLRM\t4\t\t\t\t\t\t\t\t\t\t\t\r\n8\t\t\t\t\t\t\t\t\t\t\t\r\n%s", layers);
+    shs_trace_t *t;
+    shs_trace_load_opts_t lo = {.world = 8};
+    if (shs_trace_load(&t, test_tmp_write("DLRM_HybridParallel.txt", text, strlen(text)), &lo) != SHS_OK)
+        fail_msg("%s", shs_last_error());
+    int a2a = 0;
+    for (size_t i = 0; i < t->ranks[3].n; i++) a2a += t->ranks[3].recs[i].op == SHS_OP_ALL_TO_ALL;
+    assert_int_equal(a2a, 2);
+    shs_trace_free(t);
+    const char *five = strstr(layers, "MLP_Top_0");
+    snprintf(text, sizeof text, "HYBRID_DLRM\t4\t\t\t\t\t\t\t\t\t\t\t\r\n5\t\t\t\t\t\t\t\t\t\t\t\r\n%.*s",
+             (int)(five - layers), layers);
+    const char *p = test_tmp_write("cut.txt", text, strlen(text));
+    assert_int_equal(shs_trace_load(&t, p, &lo), SHS_PARSE);
+    if (!strstr(shs_last_error(), "cut.txt:1: HYBRID_DLRM's last bottom layer 4 needs a layer after it"))
+        fail_msg("%s", shs_last_error());
+}
+
 /* refusals: a 16-rank trace on 8 NPUs names both; bad system keys and
  * values name file and key; halvingDoubling on 6 NPUs; a bad network line */
 static void test_refusals(void **state) {
@@ -347,6 +477,9 @@ int main(void) {
         cmocka_unit_test(test_local_reduction),
         cmocka_unit_test(test_all_reduce_implementations),
         cmocka_unit_test(test_real_files_micro_all_reduce),
+        cmocka_unit_test(test_real_files_all_to_all),
+        cmocka_unit_test(test_transformer_on_one_dimension),
+        cmocka_unit_test(test_dlrm_last_bottom_layer),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_out_of_range_and_duplicate_keys),
     };

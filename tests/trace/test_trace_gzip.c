@@ -16,24 +16,11 @@
 
 #include "harness.h"
 #include "shardsim/trace_import.h"
+#include "trace/trace_files.h"
 #if !defined(SHS_HAVE_JANSSON) || !defined(SHS_HAVE_ZLIB)
 #error "test_trace_gzip needs jansson and zlib (make deps); make test leaves it out otherwise"
 #endif
 #include <zlib.h>
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
 
 /* Write `parts` gzip members (zlib's gzopen/gzwrite, one per part of
  * buf) to test_tmpdir/name; returns the path (static buffer). */
@@ -53,26 +40,10 @@ static const char *gz_write(const char *name, const char *buf, size_t n, int par
     return path;
 }
 
-static shs_trace_t *load_ok(const char *path) {
-    shs_trace_t *t = NULL;
-    if (shs_trace_load(&t, path, NULL) != SHS_OK) fail_msg("%s: %s", path, shs_last_error());
-    return t;
-}
-
-/* The trace in shardsim's text format, all ranks (malloc'd). */
-static char *as_text(const shs_trace_t *t, size_t *n) {
-    char *b = NULL;
-    FILE *f = open_memstream(&b, n);
-    assert_non_null(f);
-    assert_int_equal(shs_trace_write_text(t, f, -1), SHS_OK);
-    fclose(f);
-    return b;
-}
-
 static void assert_same_trace(const shs_trace_t *a, const shs_trace_t *b) {
     assert_string_equal(a->format, b->format);
     size_t na, nb;
-    char *ta = as_text(a, &na), *tb = as_text(b, &nb);
+    char *ta = trace_as_text(a, &na), *tb = trace_as_text(b, &nb);
     assert_int_equal(na, nb);
     assert_memory_equal(ta, tb, na);
     free(ta);
@@ -95,13 +66,13 @@ static void test_gzip_pytorch_et_reads_as_the_plain_file(void **state) {
     char src[1024];
     snprintf(src, sizeof src, "%s/traces/pytorch-et/dlrm-8rank/dlrm_eg_0.json", test_shared_dir());
     size_t n;
-    char *plain = slurp(src, &n);
-    shs_trace_t *want = load_ok(src);
+    char *plain = trace_slurp(src, &n);
+    shs_trace_t *want = trace_load_ok(src);
     assert_string_equal(want->format, "pytorch-et");
     assert_int_equal(want->ranks[0].n, 13);
-    shs_trace_t *one = load_ok(gz_write("dlrm_eg_0.json.gz", plain, n, 1));
+    shs_trace_t *one = trace_load_ok(gz_write("dlrm_eg_0.json.gz", plain, n, 1));
     assert_same_trace(want, one);
-    shs_trace_t *three = load_ok(gz_write("dlrm_eg_0.3members.json.gz", plain, n, 3));
+    shs_trace_t *three = trace_load_ok(gz_write("dlrm_eg_0.3members.json.gz", plain, n, 3));
     assert_same_trace(want, three);
     /* the program too: detected through the compression, exit 0 */
     const test_proc_t *p = test_shardsim(60, "replay", gz_write("dlrm_eg_0.json.gz", plain, n, 1), "--check-only", NULL);
@@ -124,13 +95,13 @@ static void test_gzip_directory(void **state) {
         snprintf(src, sizeof src, "%s/traces/cases/kineto-2rank/rank%d.json", SHS_SOURCE_DIR, r);
         snprintf(name, sizeof name, "kgz/rank%d.json.gz", r);
         size_t n;
-        char *b = slurp(src, &n);
+        char *b = trace_slurp(src, &n);
         gz_write(name, b, n, 1);
         free(b);
     }
     char plain[1024];
     snprintf(plain, sizeof plain, "%s/traces/cases/kineto-2rank", SHS_SOURCE_DIR);
-    shs_trace_t *want = load_ok(plain), *got = load_ok(dir);
+    shs_trace_t *want = trace_load_ok(plain), *got = trace_load_ok(dir);
     assert_int_equal(got->world, 2);
     assert_same_trace(want, got);
     shs_trace_free(want);
@@ -144,10 +115,10 @@ static void test_damaged_gzip_refused(void **state) {
     char src[1024];
     snprintf(src, sizeof src, "%s/traces/pytorch-et/dlrm-8rank/dlrm_eg_0.json", test_shared_dir());
     size_t n;
-    char *plain = slurp(src, &n);
+    char *plain = trace_slurp(src, &n);
     const char *path = gz_write("whole.json.gz", plain, n, 1);
     size_t gn;
-    char *gz = slurp(path, &gn);
+    char *gz = trace_slurp(path, &gn);
     assert_true(gn > 4096);
     /* the CRC-32 of the trailer (bytes gn-8 .. gn-5) flipped: zlib's check fails */
     char *bad = malloc(gn);

@@ -141,6 +141,37 @@ static void test_closed_array_allreduce_and_allgather(void **state) {
     shs_trace_free(t);
 }
 
+/* Horovod's DataType enum names its types HOROVOD_FLOAT32, HOROVOD_INT64
+ * (horovod/common/message.h); a timeline that spells them so reads as the
+ * one spelling DataType_Name's float32, int64. A spelling of neither kind
+ * is refused. */
+static void test_enum_dtype_spelling(void **state) {
+    (void)state;
+    char text[sizeof closed + 64];
+    snprintf(text, sizeof text, "%s", closed);
+    char *p = strstr(text, "\"float32\""), *q;
+    assert_non_null(p);
+    memmove(p + 16, p + 8, strlen(p + 8) + 1); /* "float32" -> "HOROVOD_FLOAT32" */
+    memcpy(p, "\"HOROVOD_FLOAT32\"", 17);
+    assert_non_null(q = strstr(text, "\"int64\""));
+    memmove(q + 14, q + 6, strlen(q + 6) + 1);
+    memcpy(q, "\"HOROVOD_INT64\"", 15);
+    shs_trace_t *a = NULL, *b = NULL;
+    if (load_text(&a, "enum.json", text, 0, SHS_TFMT_UNKNOWN) != SHS_OK) fail_msg("%s", shs_last_error());
+    if (load_text(&b, "timeline.json", closed, 0, SHS_TFMT_UNKNOWN) != SHS_OK) fail_msg("%s", shs_last_error());
+    for (int r = 0; r < 4; r++)
+        for (size_t i = 0; i < 2; i++) {
+            assert_int_equal(a->ranks[r].recs[i].dtype, b->ranks[r].recs[i].dtype);
+            assert_int_equal(a->ranks[r].recs[i].bytes, b->ranks[r].recs[i].bytes);
+        }
+    assert_int_equal(a->ranks[0].recs[0].dtype, SHS_F32);
+    shs_trace_free(a);
+    shs_trace_free(b);
+    memcpy(strstr(text, "HOROVOD_FLOAT32"), "HOROVOD_Float32", 15);
+    assert_int_equal(load_text(&a, "mixed.json", text, 0, SHS_TFMT_UNKNOWN), SHS_PARSE);
+    if (!strstr(shs_last_error(), "unknown dtype 'HOROVOD_Float32'")) fail_msg("%s", shs_last_error());
+}
+
 static void test_open_ended_array_broadcasts(void **state) {
     (void)state;
     shs_trace_t *t = NULL;
@@ -258,6 +289,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
 #ifdef SHS_HAVE_JANSSON
         cmocka_unit_test(test_closed_array_allreduce_and_allgather),
+        cmocka_unit_test(test_enum_dtype_spelling),
         cmocka_unit_test(test_open_ended_array_broadcasts),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_world_without_ticks),

@@ -24,11 +24,14 @@
  *   HYBRID_MODEL_DATA  the other way round: data group = the first
  *                      dimension, model group = ranks D0 apart
  *   HYBRID_TRANSFORMER line 1 "model_parallel_NPU_group: M": model group
- *                      M consecutive ranks, data group ranks M apart
+ *                      M consecutive ranks, data group ranks M apart;
+ *                      t->astra_mp_group = M (the network dimension M
+ *                      falls in is split there, Sys::break_dimension)
  *   HYBRID_DLRM[_ENHANCED]  line 1 names the last bottom layer B: layer
  *                      0's comms on all ranks, the others' weight gradients
  *                      on all ranks; layer 0's input gradient is issued
- *                      after layer B+1's weight gradient
+ *                      after layer B+1's weight gradient (a B without a
+ *                      layer after it is refused: the comm would be lost)
  * Order: forward comms layer 0..L-1 (marker fwd/<layer>), then for layers
  * L-1..0 the input-gradient comm (not layer 0's, but for
  * HYBRID_TRANSFORMER) and the weight-gradient comm (bwd-ig/<layer>,
@@ -52,7 +55,7 @@
 #define ASTRA_MAX_RECORDS ((uint64_t)100000000)
 
 static shs_status_t perr(const shs_trace_input_t *in, long line, const char *fmt, const char *arg) {
-    char msg[256];
+    char msg[400];
     snprintf(msg, sizeof msg, fmt, arg ? arg : "");
     return shs_set_error(SHS_PARSE, "%s:%ld: %s", in->name, line, msg);
 }
@@ -243,6 +246,13 @@ shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in)
         snprintf(m, sizeof m, "truncated: %ld of %ld layer lines", got, want);
         st = perr(in, lineno, "%s", m);
     }
+    if (st == SHS_OK && pol.dlrm && pol.dlrm_bottom + 1 >= want) { /* Workload.cc: index == DLRM_LAST_BOTTOM_LAYER + 1 */
+        char m[300];
+        snprintf(m, sizeof m, "HYBRID_DLRM's last bottom layer %ld needs a layer after it, and the workload has %ld "
+                 "(0..%ld): layer 0's input-gradient comm, issued after layer %ld's weight gradient, would never be "
+                 "issued", pol.dlrm_bottom, want, want - 1, pol.dlrm_bottom + 1);
+        st = perr(in, 1, "%s", m);
+    }
     if (st == SHS_OK && (uint64_t)world * (uint64_t)want * 3 > ASTRA_MAX_RECORDS)
         st = shs_set_error(SHS_INVALID_ARG, "%s: %d ranks x %ld layers is too large to expand", in->name, world, want);
     step_t *sched = NULL;
@@ -252,6 +262,7 @@ shs_status_t shs_trace_import_astra(shs_trace_t *t, const shs_trace_input_t *in)
     if (st == SHS_OK) nsched = schedule(&pol, want, sched);
     int block = 0; /* size of the consecutive groups */
     if (st == SHS_OK) st = decide_block(in, &pol, world, &block);
+    if (st == SHS_OK && pol.block_from == 2) t->astra_mp_group = block; /* its network dimension is split there */
     int cw = -1, cm = -1, cd = -1;
     if (st == SHS_OK) st = group_comm(t, "world", world, 0, 1, &cw); /* once: a lookup per rank would cost world^2 */
     for (int r = 0; r < world && st == SHS_OK; r++) {

@@ -34,7 +34,8 @@
  *     closes a failed operation (End(name, nullptr)). Responses served
  *     from Horovod's response cache skip the negotiation.
  *   - dtype names (DataType_Name): uint8 int8 uint16 int16 int32 int64
- *     float16 float32 float64 bool, with sizes 1 1 2 2 4 8 2 4 8 1.
+ *     float16 float32 float64 bool (byte), with sizes 1 1 2 2 4 8 2 4 8 1
+ *     (1); or the DataType enum's names, HOROVOD_UINT8 ... HOROVOD_BOOL.
  *   - shape: TensorShape::DebugString, "[2, 3]" ("[]" a scalar).
  *   - cycle markers ("ph": "i", "CYCLE_START", no pid) are not tensors.
  *
@@ -175,13 +176,24 @@ static void tensors_free(hvd_t *h) {
     free(h->ts);
 }
 
-/* Horovod's DataType_Name to a dtype and element size; dtype NONE for the
+/* Horovod's DataType_Name ("float32") or its enum's name (HOROVOD_FLOAT32,
+ * horovod/common/message.h) to a dtype and element size; dtype NONE for the
  * 16-bit integers (no shardsim dtype, size still known). 0 ok, -1 unknown. */
 static int hvd_dtype(const char *s, int *dtype, uint64_t *size) {
     static const struct { const char *n; int d; unsigned sz; } m[] = {
         {"uint8", SHS_U8, 1}, {"int8", SHS_I8, 1}, {"uint16", SHS_TRACE_NONE, 2}, {"int16", SHS_TRACE_NONE, 2},
         {"int32", SHS_I32, 4}, {"int64", SHS_I64, 8}, {"float16", SHS_F16, 2}, {"float32", SHS_F32, 4},
-        {"float64", SHS_F64, 8}, {"bool", SHS_U8, 1}};
+        {"float64", SHS_F64, 8}, {"bool", SHS_U8, 1}, {"byte", SHS_U8, 1}};
+    char low[32];
+    if (strncmp(s, "HOROVOD_", 8) == 0) { /* the enum's spelling: upper case after the prefix */
+        size_t k = 0;
+        for (const char *p = s + 8; *p && k + 1 < sizeof low; p++) {
+            if (*p >= 'a' && *p <= 'z') return -1;
+            low[k++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+        }
+        low[k] = 0;
+        s = low;
+    }
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (strcmp(s, m[i].n) == 0) { *dtype = m[i].d; *size = m[i].sz; return 0; }
     return -1;
@@ -265,7 +277,7 @@ static shs_status_t close_op(hvd_t *h, tensor_t *x, json_t *ev, size_t at, const
             char m[96];
             snprintf(m, sizeof m, "%s", json_is_string(dt) ? json_string_value(dt) : "(not a string)");
             return ev_err(h, at, x, "unknown dtype '%s' (uint8, int8, uint16, int16, int32, int64, float16, "
-                          "float32, float64, bool)", m);
+                          "float32, float64, bool, byte, or the enum's HOROVOD_FLOAT32, ...)", m);
         }
         if (hvd_shape(sh, &o.count)) return ev_err(h, at, x, "shape is not \"[d0, d1, ...]\" of sizes up to 2^50%s", "");
         if (o.count > SHS_TRACE_MAX_BYTES / es) return ev_err(h, at, x, "shape x dtype size is above 2^50 bytes%s", "");

@@ -1,95 +1,47 @@
-/* trace_nccl.c - import NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL logs.
+/* trace_nccl.c - import NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL logs,
+ * streamed: a file is read twice, a window at a time, never held whole.
  *
- * Lines read (NCCL's own log format, "host:pid:tid [cudaDev] NCCL INFO ..."):
- *   ... comm <ptr> rank <r> nranks <n> ... commId <id> - Init COMPLETE
+ * Lines read (NCCL's own log format, "host:pid:tid [cudaDev] NCCL INFO ...",
+ * behind any launcher header: srun --label's "0: ", Ray's "(RayTrainWorker
+ * pid=..., ip=...) ", torchrun's "[rank0]:" / "[default0]:"):
+ *   ... [ncclCommInitRank|ncclCommSplit|...] comm <ptr> rank <r> nranks <n>
+ *       ... [commId <id> | parent <ptr> [splitCount <k>] color <c> key <k>]
+ *       - Init COMPLETE
  *   ... <Op>: opCount <hex> sendbuff <p> recvbuff <p> count <n> datatype <id>
  *       op <id> root <r> comm <ptr> [nranks=<n>] stream <p>
- * Other lines are ignored. A process is "host:pid"; its global rank is its
- * rank in the largest communicator; each commId becomes a communicator
- * ("world" for the largest, else "comm-<commId>"). Without Init lines the
- * rank is the [cudaDev] field and there is one communicator of [nranks=N]
- * (or the highest rank + 1). opCount (hex) is the per-communicator
- * sequence number. count is per rank for AllGather (send count) and
- * ReduceScatter (receive count), per peer for AllToAll (the sendcount of
- * MSCCL's / RCCL's ncclAllToAll, nccl-tests' paramcount: stock NCCL has no
- * all-to-all and logs it as one Send and Recv per peer), the whole buffer
- * otherwise, so bytes = count x the datatype's size are PER_RANK; datatype and
- * op ids are ncclDataType_t / ncclRedOp_t. Send/Recv name their peer in
- * `root` (comm-local). A collective or Init line whose prefix is garbage
- * (a [cudaDev] of [-1], no host:pid:tid) is refused, not skipped, and so
- * is a rank two processes claim: the same commId rank in two processes'
- * Init lines, or, without Init lines, the same [cudaDev] printed by two
- * processes.
- * What it is not: a reader of NCCL's other subsystems (INIT, NET, ...).
+ * Other lines are ignored. Pass 1 reads the Init lines: the communicators
+ * and each process's ("host:pid") global rank, its rank in the largest
+ * (trace_nccl_init.c). Pass 2 reads the calls: a call's communicator is
+ * the one its process last initialized with that pointer before the line
+ * (a pointer freed and reused names the new communicator from its Init
+ * line on); a pointer no Init line of the process named is refused when the
+ * log has Init lines, and so is a [nranks=N] other than the communicator's
+ * size. Without Init lines the rank is the [cudaDev] field and there is one
+ * communicator of [nranks=N] (required on every line), and one comm pointer
+ * per process (a second one is refused: which ranks it holds is unknown);
+ * the trace's note says so, with the NCCL_DEBUG_SUBSYS=INIT,COLL hint.
+ * opCount (hex) is the per-communicator sequence number. count is per rank
+ * for AllGather (send count) and ReduceScatter (receive count), per peer
+ * for AllToAll (the sendcount of MSCCL's / RCCL's ncclAllToAll, nccl-tests'
+ * paramcount: stock NCCL has no all-to-all and logs it as one Send and Recv
+ * per peer), the whole buffer otherwise, so bytes = count x the datatype's
+ * size are PER_RANK; datatype and op ids are ncclDataType_t / ncclRedOp_t.
+ * Send/Recv name their peer in `root` (comm-local). A collective or Init
+ * line whose prefix is garbage (a [cudaDev] of [-1], no host:pid:tid) is
+ * refused, not skipped, and so is a rank two processes claim: the same
+ * communicator rank in two processes' Init lines, or, without Init lines,
+ * the same [cudaDev] printed by two processes.
+ * What it is not: a reader of NCCL's other subsystems (NET, TUNING, ...).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "shardsim/trace_import.h"
-#include "trace/trace_util.h"
+#include "trace/import/trace_nccl.h"
 
-typedef struct {
-    uint64_t ptr;          /* the comm pointer this process printed */
-    char proc[96];         /* host:pid */
-    int rank, nranks;
-    uint64_t comm_id;
-    int tcomm;             /* trace comm index, after setup */
-} ncomm_t;
-
-typedef struct {
-    ncomm_t *v;
-    size_t n, cap;
-} ncomms_t;
-
-static shs_status_t perr(const shs_trace_input_t *in, long line, const char *what, const char *detail) {
-    return shs_set_error(SHS_PARSE, "%s:%ld: %s%s%s", in->name, line, what, detail ? ": " : "", detail ? detail : "");
-}
-
-/* Largest [cudaDev] read: a bound on the devices of one node, far above any. */
-#define NCCL_MAX_DEV 65535
-
-/* Splits one line into the process key, cudaDev and the token list after
- * "NCCL INFO". Returns 0 for a NCCL INFO line; -1 for any other line; -2
- * for a NCCL INFO line whose prefix is garbage (no host:pid:tid, or a
- * [cudaDev] that is not a device number such as [-1]), with tk / nt set
- * and the reason in why[0..why_cap), so that the caller refuses the lines
- * it reads instead of dropping them. */
-static int split_line(const char *line, size_t n, char *proc, size_t proc_cap, long *dev, shs__tok_t **tk, int *nt,
-                      char *why, size_t why_cap, shs__tok_t all[40]) {
-    int k = shs__tokens(line, n, all, 39);
-    if (k < 5 || k > 39 || !shs__tok_is(all[2], "NCCL") || !shs__tok_is(all[3], "INFO")) return -1;
-    *nt = k - 4;
-    *tk = all + 4;
-    /* host:pid:tid -> host:pid */
-    const char *s = all[0].s;
-    size_t len = all[0].n, colon = len;
-    while (colon > 0 && s[colon - 1] != ':') colon--;
-    if (colon < 2) {
-        snprintf(why, why_cap, "'%.*s' is not host:pid:tid", (int)(len < 60 ? len : 60), s);
-        return -2;
-    }
-    shs__tok_t p = {s, colon - 1};
-    shs__tok_copy(p, proc, proc_cap);
-    uint64_t d;
-    if (all[1].n < 3 || all[1].s[0] != '[' || all[1].s[all[1].n - 1] != ']' ||
-        shs__parse_u64(all[1].s + 1, all[1].n - 2, 0, &d) || d > NCCL_MAX_DEV) {
-        snprintf(why, why_cap, "cudaDev '%.*s' is not a device number [0..%d]", (int)(all[1].n < 40 ? all[1].n : 40),
-                 all[1].s, NCCL_MAX_DEV);
-        return -2;
-    }
-    *dev = (long)d;
-    return 0;
-}
-
-static int is_init_line(const shs__tok_t *tk, int nt) {
-    return nt >= 4 && shs__tok_is(tk[0], "comm") && shs__tok_is(tk[nt - 1], "COMPLETE") && shs__tok_is(tk[nt - 2], "Init");
-}
-
-/* Value after key `key` in tk (key value pairs), or NULL. */
-static const shs__tok_t *find_kv(const shs__tok_t *tk, int nt, const char *key) {
-    for (int i = 0; i + 1 < nt; i++)
-        if (shs__tok_is(tk[i], key)) return &tk[i + 1];
-    return NULL;
+static shs_status_t perr(const char *name, int64_t line, const char *what, const char *detail) {
+    return shs_set_error(SHS_PARSE, "%s:%lld: %s%s%s", name, (long long)line, what, detail ? ": " : "",
+                         detail ? detail : "");
 }
 
 static int op_from_name(shs__tok_t t, shs_coll_op_t *op) {
@@ -104,15 +56,27 @@ static int op_from_name(shs__tok_t t, shs_coll_op_t *op) {
 }
 
 /* The values of a collective line's keys: each the token after the first
- * occurrence of its key (as find_kv), found in one pass over the tokens. */
+ * occurrence of its key, found in one pass over the tokens. */
 typedef struct {
-    const shs__tok_t *opcount, *count, *datatype, *op, *root, *comm;
+    const shs__tok_t *opcount, *count, *datatype, *op, *root, *comm, *nranks;
 } coll_kv_t;
 
 static void coll_kvs(const shs__tok_t *tk, int nt, coll_kv_t *kv) {
+    /* NCCL's layout (enqueue.cc, 2.4 to 2.27): every key at its place */
+    if (nt >= 18 && shs__tok_is(tk[1], "opCount") && shs__tok_is(tk[7], "count") && shs__tok_is(tk[9], "datatype") &&
+        shs__tok_is(tk[11], "op") && shs__tok_is(tk[13], "root") && shs__tok_is(tk[15], "comm")) {
+        *kv = (coll_kv_t){&tk[2], &tk[8], &tk[10], &tk[12], &tk[14], &tk[16], NULL};
+        if (tk[17].n > 9 && memcmp(tk[17].s, "[nranks=", 8) == 0) kv->nranks = &tk[17];
+        return;
+    }
     *kv = (coll_kv_t){0};
 #define KV(field, key) if (!kv->field && shs__tok_is(tk[i], key)) kv->field = &tk[i + 1]
-    for (int i = 0; i + 1 < nt; i++) {
+    for (int i = 0; i < nt; i++) {
+        if (tk[i].n > 9 && memcmp(tk[i].s, "[nranks=", 8) == 0) {
+            if (!kv->nranks) kv->nranks = &tk[i];
+            continue;
+        }
+        if (i + 1 == nt) break;
         switch (tk[i].n) {
         case 2: KV(op, "op"); break;
         case 4: KV(root, "root"); else KV(comm, "comm"); break;
@@ -125,245 +89,253 @@ static void coll_kvs(const shs__tok_t *tk, int nt, coll_kv_t *kv) {
 #undef KV
 }
 
-/* The communicators by comm pointer: a hash of the pointers whose chains
- * run from the latest Init line to the earliest, so that find_comm returns
- * the latest (host:pid, pointer) match, as a backward scan would. */
+/* Pass 2's live map: (process, comm pointer) -> the Init line (handle)
+ * that process last printed for it; open addressing, overwritten on reuse. */
 typedef struct {
-    size_t *head;          /* bucket -> index + 1 of its latest comm, 0 none */
-    size_t *prev;          /* comm -> index + 1 of the previous comm in its bucket */
+    uint64_t ptr;
+    int proc;      /* -1: empty */
+    int inst;
+} live_t;
+
+typedef struct {
+    live_t *v;
     size_t mask;
-} comm_index_t;
+} live_map_t;
 
-static size_t ptr_hash(uint64_t p) { return (size_t)((p >> 4) * 0x9E3779B97F4A7C15ull >> 20); }
+static size_t live_hash(int proc, uint64_t ptr) {
+    return (size_t)(((ptr >> 4) ^ ((uint64_t)proc * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull >> 17);
+}
 
-static shs_status_t index_comms(const ncomms_t *c, comm_index_t *ix, const char *name) {
-    size_t nb = 16;
-    while (nb < 2 * c->n) nb *= 2;
-    ix->mask = nb - 1;
-    ix->head = calloc(nb, sizeof *ix->head);
-    ix->prev = calloc(c->n ? c->n : 1, sizeof *ix->prev);
-    if (!ix->head || !ix->prev) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", name);
-    for (size_t i = 0; i < c->n; i++) {
-        size_t b = ptr_hash(c->v[i].ptr) & ix->mask;
-        ix->prev[i] = ix->head[b];
-        ix->head[b] = i + 1;
+static live_t *live_slot(live_map_t *m, int proc, uint64_t ptr) {
+    for (size_t i = live_hash(proc, ptr) & m->mask;; i = (i + 1) & m->mask)
+        if (m->v[i].proc < 0 || (m->v[i].proc == proc && m->v[i].ptr == ptr)) return &m->v[i];
+}
+
+/* Everything pass 2 keeps. */
+typedef struct {
+    shs_trace_t *t;
+    const char *name;
+    shs__nccl_procs_t procs;
+    shs__nccl_comms_t comms;
+    live_map_t live;
+    size_t next_inst;             /* Init lines seen so far in pass 2 */
+    /* without Init lines */
+    int *dev_proc;                /* per cudaDev: the process that printed it, -1 none */
+    uint64_t *proc_ptr;           /* per process: its one comm pointer */
+    size_t nproc_ptr;
+    int world_comm;
+} reader_t;
+
+/* The communicator, global rank and size of a call without Init lines. */
+static shs_status_t no_init_call(reader_t *R, int64_t line, const shs__nccl_line_t *x, int proc, uint64_t ptr,
+                                 const shs__tok_t *nranks, shs_trace_rec_t *r, int *size) {
+    char m[400];
+    uint64_t v;
+    if (!nranks) {
+        snprintf(m, sizeof m, "the log has no 'Init COMPLETE' lines and this line no [nranks=N]: the communicator's "
+                 "size is unknown (" SHS__NCCL_INIT_HINT ")");
+        return perr(R->name, line, "communicator size unknown", m);
     }
+    if (shs__parse_u64(nranks->s + 8, nranks->n - 9, 0, &v) || v < 1 || v > SHS_TRACE_MAX_WORLD ||
+        nranks->s[nranks->n - 1] != ']')
+        return perr(R->name, line, "bad [nranks=N]", NULL);
+    int nr = (int)v;
+    if (x->dev >= nr) {
+        snprintf(m, sizeof m, "cudaDev [%ld] of a communicator of %d ranks: without 'Init COMPLETE' lines the rank "
+                 "is the cudaDev (" SHS__NCCL_INIT_HINT ")", x->dev, nr);
+        return perr(R->name, line, "rank (cudaDev) beyond nranks", m);
+    }
+    if (R->world_comm >= 0 && R->t->comms[R->world_comm].size != nr) {
+        snprintf(m, sizeof m, "[nranks=%d] here, %d before", nr, R->t->comms[R->world_comm].size);
+        return perr(R->name, line, "nranks differs from earlier lines", m);
+    }
+    if (R->world_comm < 0) {
+        if (shs_trace_add_comm(R->t, "world", nr, NULL, &R->world_comm) != SHS_OK)
+            return perr(R->name, line, "bad world", shs_last_error());
+        if (!(R->dev_proc = malloc((size_t)nr * sizeof *R->dev_proc)))
+            return shs_set_error(SHS_HOST_OOM, "%s: out of memory", R->name);
+        for (int d = 0; d < nr; d++) R->dev_proc[d] = -1;
+    }
+    /* one comm pointer per process: a second communicator's members are unknown */
+    if ((size_t)proc >= R->nproc_ptr) {
+        size_t n = (size_t)proc + 64;
+        uint64_t *np = realloc(R->proc_ptr, n * sizeof *np);
+        if (!np) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", R->name);
+        memset(np + R->nproc_ptr, 0, (n - R->nproc_ptr) * sizeof *np);
+        R->proc_ptr = np;
+        R->nproc_ptr = n;
+    }
+    if (!R->proc_ptr[proc]) R->proc_ptr[proc] = ptr;
+    if (R->proc_ptr[proc] != ptr) {
+        snprintf(m, sizeof m, "process %s calls on comm 0x%llx and on comm 0x%llx: without 'Init COMPLETE' lines which "
+                 "ranks a second communicator holds is unknown (" SHS__NCCL_INIT_HINT ")", R->procs.keys[proc],
+                 (unsigned long long)R->proc_ptr[proc], (unsigned long long)ptr);
+        return perr(R->name, line, "two communicators without Init lines", m);
+    }
+    /* the rank is the cudaDev: two processes printing one cudaDev (two nodes' logs) cannot be one rank */
+    if (R->dev_proc[x->dev] < 0) R->dev_proc[x->dev] = proc;
+    if (R->dev_proc[x->dev] != proc) {
+        snprintf(m, sizeof m, "processes %s and %s both print cudaDev [%ld]; without 'Init COMPLETE' lines "
+                 "the rank is the cudaDev, so two processes cannot share one (" SHS__NCCL_INIT_HINT ")",
+                 R->procs.keys[R->dev_proc[x->dev]], R->procs.keys[proc], x->dev);
+        return perr(R->name, line, "duplicate rank", m);
+    }
+    r->rank = (int)x->dev;
+    r->comm = R->world_comm;
+    *size = nr;
     return SHS_OK;
 }
 
-static ncomm_t *find_comm(const ncomms_t *c, const comm_index_t *ix, const char *proc, uint64_t ptr) {
-    for (size_t k = ix->head[ptr_hash(ptr) & ix->mask]; k; k = ix->prev[k - 1])
-        if (c->v[k - 1].ptr == ptr && strcmp(c->v[k - 1].proc, proc) == 0) return &c->v[k - 1];
-    return NULL;
+/* One collective (or p2p) line of pass 2. */
+static shs_status_t call_line(reader_t *R, int64_t line, const shs__nccl_line_t *x) {
+    const shs__tok_t *tk = x->tk;
+    int nt = x->nt;
+    char buf[64], m[300];
+    shs_trace_rec_t r = shs_trace_rec_init();
+    if (op_from_name(tk[0], &r.op)) return perr(R->name, line, "unknown NCCL operation", shs__tok_copy(tk[0], buf, sizeof buf));
+    coll_kv_t kv;
+    coll_kvs(tk, nt, &kv);
+    uint64_t seq, count, dtv, opv = 0, rootv = 0, ptr = 0;
+    if (!kv.opcount || shs__parse_u64(kv.opcount->s, kv.opcount->n, 2, &seq) || seq > (uint64_t)INT64_MAX)
+        return perr(R->name, line, "bad opCount (hexadecimal)", NULL);
+    if (!kv.count || shs__parse_u64(kv.count->s, kv.count->n, 0, &count))
+        return perr(R->name, line, "bad count", "want a non-negative integer");
+    if (!kv.datatype || shs__parse_u64(kv.datatype->s, kv.datatype->n, 0, &dtv) ||
+        shs_dtype_from_nccl((long long)dtv) == SHS_DTYPE_DEFAULT)
+        return perr(R->name, line, "unknown datatype id", kv.datatype ? shs__tok_copy(*kv.datatype, buf, sizeof buf) : "missing");
+    if (kv.op && (shs__parse_u64(kv.op->s, kv.op->n, 0, &opv) || opv >= SHS_NUM_REDOPS))
+        return perr(R->name, line, "unknown reduction op id", shs__tok_copy(*kv.op, buf, sizeof buf));
+    if (kv.root && shs__parse_u64(kv.root->s, kv.root->n, 0, &rootv)) return perr(R->name, line, "bad root", NULL);
+    if (!kv.comm || shs__parse_u64(kv.comm->s, kv.comm->n, 2, &ptr))
+        return perr(R->name, line, "bad or missing comm pointer", NULL);
+    shs_dtype_t dtype = shs_dtype_from_nccl((long long)dtv); /* NCCL's numbering */
+    size_t es = shs_dtype_size(dtype);
+    if (count > SHS_TRACE_MAX_BYTES / es) return perr(R->name, line, "absurd size", shs__tok_copy(*kv.count, buf, sizeof buf));
+    int proc = shs__nccl_proc_id(&R->procs, x->proc, x->proc_n), size = 0;
+    if (proc < 0) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", R->name);
+    if (R->comms.ninst) {
+        live_t *e = live_slot(&R->live, proc, ptr);
+        if (e->proc < 0) {
+            snprintf(m, sizeof m, "process %s calls on comm 0x%llx, which it initialized on no earlier 'Init COMPLETE' "
+                     "line (the log has them for other communicators: cut, or lines lost?)", R->procs.keys[proc],
+                     (unsigned long long)ptr);
+            return perr(R->name, line, "unknown communicator", m);
+        }
+        const shs__nccl_inst_t *h = &R->comms.inst[e->inst];
+        const shs__nccl_group_t *g = &R->comms.groups[h->group];
+        r.comm = g->tcomm;
+        r.rank = R->t->comms[g->tcomm].ranks[h->f.rank];
+        size = g->nranks;
+        uint64_t v;
+        if (kv.nranks && (shs__parse_u64(kv.nranks->s + 8, kv.nranks->n - 9, 0, &v) || v != (uint64_t)size)) {
+            snprintf(m, sizeof m, "%.*s, but communicator %s of comm 0x%llx has %d ranks (Init COMPLETE at line %lld)",
+                     (int)(kv.nranks->n < 40 ? kv.nranks->n : 40), kv.nranks->s, g->name, (unsigned long long)ptr,
+                     size, (long long)h->line);
+            return perr(R->name, line, "nranks disagrees with the communicator", m);
+        }
+    } else {
+        SHS_CHECK(no_init_call(R, line, x, proc, ptr, kv.nranks, &r, &size));
+    }
+    r.seq = (int64_t)seq;
+    r.src_line = line;
+    r.count = count;
+    r.dtype = (int32_t)dtype;
+    r.bytes = count * es;
+    r.scope = SHS_BYTES_PER_RANK;
+    if (r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE) r.redop = (int32_t)opv;
+    if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE) {
+        if (rootv >= (uint64_t)size) return perr(R->name, line, "root outside the communicator", NULL);
+        r.root = (int32_t)rootv;
+    }
+    if (shs_coll_op_is_p2p(r.op)) {
+        if (rootv >= (uint64_t)size) return perr(R->name, line, "peer outside the communicator", NULL);
+        r.peer = R->t->comms[r.comm].ranks[rootv];
+        r.tag = 0;
+    }
+    if (shs_trace_append(R->t, &r) != SHS_OK) return perr(R->name, line, "bad record", shs_last_error());
+    return SHS_OK;
 }
 
-/* The end of the line that starts at buf[i]: its '\n', or len. */
-static size_t line_end(const char *buf, size_t i, size_t len) {
-    const char *nl = memchr(buf + i, '\n', len - i);
-    return nl ? (size_t)(nl - buf) : len;
+/* One pass over the log. Pass 1 reads the Init lines (no other line is
+ * split: only one ending in COMPLETE can be one); pass 2 the calls, each
+ * Init line updating the live map as it comes (the handle pass 1 made of
+ * it is the next one). */
+static shs_status_t read_pass(reader_t *R, shs__lines_t *l, int pass) {
+    const char *s;
+    size_t n;
+    shs_status_t st = SHS_OK;
+    shs__nccl_line_t x;
+    char why[160];
+    int k;
+    while ((k = shs__lines_next(l, &s, &n, &st)) == 1) {
+        if (pass == 1) {
+            size_t e = n;
+            while (e > 0 && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) e--;
+            if (e < 8 || memcmp(s + e - 8, "COMPLETE", 8) != 0) continue;
+        }
+        int sl = shs__nccl_split_line(s, n, &x, why, sizeof why);
+        if (sl == 0) continue;
+        if (shs__nccl_is_init(x.tk, x.nt)) {
+            if (pass == 2) {
+                if (R->next_inst >= R->comms.ninst) /* the stream changed between the passes */
+                    return perr(R->name, l->line, "an 'Init COMPLETE' line the first reading did not see (the file "
+                                "changed while it was read?)", NULL);
+                const shs__nccl_inst_t *h = &R->comms.inst[R->next_inst++];
+                *live_slot(&R->live, h->proc, h->f.ptr) = (live_t){.ptr = h->f.ptr, .proc = h->proc,
+                                                                   .inst = (int)(h - R->comms.inst)};
+                continue;
+            }
+            shs__nccl_init_t f;
+            if (sl < 0 || shs__nccl_parse_init(x.tk, x.nt, &f, why, sizeof why))
+                return perr(R->name, l->line, "malformed 'Init COMPLETE' line", why);
+            int proc = shs__nccl_proc_id(&R->procs, x.proc, x.proc_n);
+            if (proc < 0) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", R->name);
+            SHS_CHECK(shs__nccl_comms_add(&R->comms, proc, x.dev, l->line, &f, R->name));
+            continue;
+        }
+        if (pass == 1 || x.nt < 2 || !shs__tok_is(x.tk[1], "opCount")) continue;
+        if (sl < 0) return perr(R->name, l->line, "malformed collective line", why);
+        SHS_CHECK(call_line(R, l->line, &x));
+    }
+    return k < 0 ? st : SHS_OK;
 }
 
-/* Whether line[0..n)'s last blank-separated token is "COMPLETE": no other
- * line can be an Init line, so pass 1 splits no other. */
-static int ends_complete(const char *line, size_t n) {
-    while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r')) n--;
-    return n >= 8 && memcmp(line + n - 8, "COMPLETE", 8) == 0;
+/* After pass 1: the communicators, and pass 2's live map. */
+static shs_status_t build_comms(reader_t *R) {
+    SHS_CHECK(shs__nccl_comms_build(&R->comms, &R->procs, R->t, R->name));
+    size_t cap = 16;
+    while (cap < 2 * R->comms.ninst) cap *= 2;
+    if (!(R->live.v = malloc(cap * sizeof *R->live.v))) return shs_set_error(SHS_HOST_OOM, "%s: out of memory", R->name);
+    for (size_t i = 0; i < cap; i++) R->live.v[i].proc = -1;
+    R->live.mask = cap - 1;
+    return SHS_OK;
+}
+
+shs_status_t shs__trace_import_nccl_lines(shs_trace_t *t, shs__lines_t *l, const char *name) {
+    snprintf(t->format, sizeof t->format, "nccl");
+    reader_t R = {.t = t, .name = name, .world_comm = -1};
+    shs_status_t st = read_pass(&R, l, 1);
+    if (st == SHS_OK) st = build_comms(&R);
+    if (st == SHS_OK) st = shs__lines_rewind(l);
+    if (st == SHS_OK) st = read_pass(&R, l, 2);
+    if (st == SHS_OK && !R.comms.ninst && R.world_comm >= 0)
+        snprintf(t->note, sizeof t->note, "ranks are the cudaDev numbers: the log has no 'Init COMPLETE' lines (%s)",
+                 SHS__NCCL_INIT_HINT);
+    shs__nccl_comms_free(&R.comms);
+    shs__nccl_procs_free(&R.procs);
+    free(R.live.v);
+    free(R.dev_proc);
+    free(R.proc_ptr);
+    return st;
 }
 
 shs_status_t shs_trace_import_nccl(shs_trace_t *t, const shs_trace_input_t *in) {
-    snprintf(t->format, sizeof t->format, "nccl");
-    ncomms_t cs = {0};
-    shs_status_t st = SHS_OK;
-    char proc[96], buf[64], why[96];
-    shs__tok_t all[40], *tk = all;
-    comm_index_t ix = {0};
-    int nt = 0;
-    long dev, lineno = 0;
-    char **dev_proc = NULL; /* without Init lines: the process that printed each cudaDev */
-    int ndev_proc = 0;
-    /* pass 1: Init lines */
-    for (size_t i = 0; i < in->len && st == SHS_OK;) {
-        size_t j = line_end(in->buf, i, in->len);
-        lineno++;
-        if (!ends_complete(in->buf + i, j - i)) {
-            i = j + 1;
-            continue;
-        }
-        int sl = split_line(in->buf + i, j - i, proc, sizeof proc, &dev, &tk, &nt, why, sizeof why, all);
-        if (sl == -2 && is_init_line(tk, nt)) {
-            st = perr(in, lineno, "malformed 'Init COMPLETE' line", why);
-            break;
-        }
-        if (sl == 0 && is_init_line(tk, nt)) {
-            const shs__tok_t *r = find_kv(tk, nt, "rank"), *n = find_kv(tk, nt, "nranks"), *id = find_kv(tk, nt, "commId");
-            uint64_t ptr, rv, nv, idv = 0;
-            if (!r || !n || shs__parse_u64(tk[1].s, tk[1].n, 2, &ptr) || shs__parse_u64(r->s, r->n, 0, &rv) ||
-                shs__parse_u64(n->s, n->n, 0, &nv) || nv < 1 || nv > SHS_TRACE_MAX_WORLD || rv >= nv ||
-                (id && shs__parse_u64(id->s, id->n, 1, &idv))) {
-                st = perr(in, lineno, "malformed 'Init COMPLETE' line", "want comm <ptr> rank <r> nranks <n> ... commId <id>");
-                break;
-            }
-            if (cs.n == cs.cap) {
-                size_t cap = cs.cap ? 2 * cs.cap : 16;
-                ncomm_t *nv2 = realloc(cs.v, cap * sizeof *nv2);
-                if (!nv2) { st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name); break; }
-                cs.v = nv2;
-                cs.cap = cap;
-            }
-            /* one process per rank of a communicator: a second Init line for the
-             * same commId and rank from another process is not a second rank */
-            for (size_t q = 0; q < cs.n && st == SHS_OK; q++)
-                if (id && cs.v[q].comm_id == idv && cs.v[q].rank == (int)rv && strcmp(cs.v[q].proc, proc) != 0) {
-                    char m[256];
-                    snprintf(m, sizeof m, "rank %d of commId %llx is claimed by process %s and, earlier, by %s", (int)rv,
-                             (unsigned long long)idv, proc, cs.v[q].proc);
-                    st = perr(in, lineno, "duplicate rank", m);
-                }
-            if (st != SHS_OK) break;
-            ncomm_t *c = &cs.v[cs.n++];
-            *c = (ncomm_t){.ptr = ptr, .rank = (int)rv, .nranks = (int)nv, .comm_id = id ? idv : ptr, .tcomm = -1};
-            snprintf(c->proc, sizeof c->proc, "%s", proc);
-        }
-        i = j + 1;
-    }
-    /* communicators: the largest commId is the world; a process's global rank is its rank there */
-    int world_size = 0;
-    uint64_t world_id = 0;
-    for (size_t k = 0; k < cs.n; k++)
-        if (cs.v[k].nranks > world_size) { world_size = cs.v[k].nranks; world_id = cs.v[k].comm_id; }
-    for (size_t k = 0; k < cs.n && st == SHS_OK; k++) {
-        if (cs.v[k].tcomm >= 0) continue;
-        uint64_t id = cs.v[k].comm_id;
-        int size = cs.v[k].nranks;
-        int *members = malloc((size_t)size * sizeof(int));
-        if (!members) { st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name); break; }
-        /* the world is the identity (a per-rank file shows one member only) */
-        for (int m = 0; m < size; m++) members[m] = id == world_id ? m : -1;
-        for (size_t q = 0; q < cs.n; q++) {
-            if (cs.v[q].comm_id != id) continue;
-            if (cs.v[q].nranks != size) { st = perr(in, 0, "communicator with two sizes", NULL); break; }
-            int global = -1;
-            for (size_t w = 0; w < cs.n && global < 0; w++)
-                if (cs.v[w].comm_id == world_id && strcmp(cs.v[w].proc, cs.v[q].proc) == 0) global = cs.v[w].rank;
-            if (global < 0) global = cs.v[q].rank;
-            members[cs.v[q].rank] = global;
-        }
-        char name[64];
-        if (id == world_id) snprintf(name, sizeof name, "world");
-        else snprintf(name, sizeof name, "comm-%llx", (unsigned long long)id);
-        for (int m = 0; m < size && st == SHS_OK; m++)
-            if (members[m] < 0) {
-                snprintf(buf, sizeof buf, "rank %d of commId %llx has no Init line", m, (unsigned long long)id);
-                st = perr(in, 0, "incomplete communicator", buf);
-            }
-        int tc = -1;
-        if (st == SHS_OK && shs_trace_add_comm(t, name, size, members, &tc) != SHS_OK)
-            st = perr(in, 0, "bad communicator", shs_last_error());
-        free(members);
-        for (size_t q = 0; q < cs.n; q++)
-            if (cs.v[q].comm_id == id) cs.v[q].tcomm = tc;
-    }
-    if (st == SHS_OK) st = index_comms(&cs, &ix, in->name);
-    /* pass 2: collectives */
-    lineno = 0;
-    for (size_t i = 0; i < in->len && st == SHS_OK;) {
-        size_t j = line_end(in->buf, i, in->len);
-        lineno++;
-        const char *line = in->buf + i;
-        size_t len = j - i;
-        i = j + 1;
-        int sl = split_line(line, len, proc, sizeof proc, &dev, &tk, &nt, why, sizeof why, all);
-        if (sl == -1 || nt < 2 || !shs__tok_is(tk[1], "opCount")) continue;
-        if (sl == -2) { st = perr(in, lineno, "malformed collective line", why); break; }
-        shs_trace_rec_t r = shs_trace_rec_init();
-        if (op_from_name(tk[0], &r.op)) {
-            st = perr(in, lineno, "unknown NCCL operation", shs__tok_copy(tk[0], buf, sizeof buf));
-            break;
-        }
-        coll_kv_t kv;
-        coll_kvs(tk, nt, &kv);
-        const shs__tok_t *oc = kv.opcount, *cnt = kv.count, *dt = kv.datatype, *op = kv.op, *root = kv.root,
-                         *cm = kv.comm;
-        uint64_t seq, count, dtv, opv = 0, rootv = 0, ptr = 0;
-        if (!oc || shs__parse_u64(oc->s, oc->n, 2, &seq) || seq > (uint64_t)INT64_MAX) { st = perr(in, lineno, "bad opCount (hexadecimal)", NULL); break; }
-        if (!cnt || shs__parse_u64(cnt->s, cnt->n, 0, &count)) { st = perr(in, lineno, "bad count", "want a non-negative integer"); break; }
-        if (!dt || shs__parse_u64(dt->s, dt->n, 0, &dtv) || shs_dtype_from_nccl((long long)dtv) == SHS_DTYPE_DEFAULT) { st = perr(in, lineno, "unknown datatype id", dt ? shs__tok_copy(*dt, buf, sizeof buf) : "missing"); break; }
-        if (op && (shs__parse_u64(op->s, op->n, 0, &opv) || opv >= SHS_NUM_REDOPS)) { st = perr(in, lineno, "unknown reduction op id", shs__tok_copy(*op, buf, sizeof buf)); break; }
-        if (root && shs__parse_u64(root->s, root->n, 0, &rootv)) { st = perr(in, lineno, "bad root", NULL); break; }
-        if (!cm || shs__parse_u64(cm->s, cm->n, 2, &ptr)) { st = perr(in, lineno, "bad or missing comm pointer", NULL); break; }
-        shs_dtype_t dtype = shs_dtype_from_nccl((long long)dtv); /* NCCL's numbering */
-        size_t es = shs_dtype_size(dtype);
-        if (count > SHS_TRACE_MAX_BYTES / es) { st = perr(in, lineno, "absurd size", shs__tok_copy(*cnt, buf, sizeof buf)); break; }
-        ncomm_t *c = cs.n ? find_comm(&cs, &ix, proc, ptr) : NULL;
-        int size;
-        if (c) {
-            r.rank = c->tcomm >= 0 ? t->comms[c->tcomm].ranks[c->rank] : c->rank;
-            r.comm = c->tcomm;
-            size = c->nranks;
-        } else {
-            /* no Init line: rank = cudaDev, one world of [nranks=N] */
-            int nr = (int)dev + 1;
-            for (int q = 0; q < nt; q++)
-                if (tk[q].n > 9 && memcmp(tk[q].s, "[nranks=", 8) == 0) {
-                    uint64_t v;
-                    if (shs__parse_u64(tk[q].s + 8, tk[q].n - 9, 0, &v) || v < 1 || v > SHS_TRACE_MAX_WORLD) {
-                        st = perr(in, lineno, "bad [nranks=N]", NULL);
-                        break;
-                    }
-                    nr = (int)v;
-                }
-            if (st != SHS_OK) break;
-            if (dev >= nr) { st = perr(in, lineno, "rank (cudaDev) beyond nranks", NULL); break; }
-            int wc = shs_trace_find_comm(t, "world");
-            if (wc >= 0 && t->comms[wc].size != nr) { st = perr(in, lineno, "nranks differs from earlier lines", NULL); break; }
-            if (wc < 0 && shs_trace_add_comm(t, "world", nr, NULL, &wc) != SHS_OK) { st = perr(in, lineno, "bad world", shs_last_error()); break; }
-            /* the rank is the cudaDev: two processes printing one cudaDev
-             * (two nodes' logs, say) would silently become one rank */
-            if (!dev_proc) {
-                if (!(dev_proc = calloc((size_t)nr, sizeof *dev_proc))) {
-                    st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
-                    break;
-                }
-                ndev_proc = nr; /* nr is the same on every line (checked above) */
-            }
-            if (!dev_proc[dev] && !(dev_proc[dev] = strdup(proc))) {
-                st = shs_set_error(SHS_HOST_OOM, "%s: out of memory", in->name);
-                break;
-            }
-            if (strcmp(dev_proc[dev], proc) != 0) {
-                char m[300];
-                snprintf(m, sizeof m, "processes %s and %s both print cudaDev [%ld]; without 'Init COMPLETE' lines "
-                         "(NCCL_DEBUG_SUBSYS=INIT,COLL) the rank is the cudaDev, so two processes cannot share one",
-                         dev_proc[dev], proc, dev);
-                st = perr(in, lineno, "duplicate rank", m);
-                break;
-            }
-            r.rank = (int)dev;
-            r.comm = wc;
-            size = nr;
-        }
-        r.seq = (int64_t)seq;
-        r.src_line = lineno;
-        r.count = count;
-        r.dtype = (int32_t)dtype;
-        r.bytes = count * es;
-        r.scope = SHS_BYTES_PER_RANK;
-        if (r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE) r.redop = (int32_t)opv;
-        if (r.op == SHS_OP_BROADCAST || r.op == SHS_OP_REDUCE) {
-            if (rootv >= (uint64_t)size) { st = perr(in, lineno, "root outside the communicator", NULL); break; }
-            r.root = (int32_t)rootv;
-        }
-        if (shs_coll_op_is_p2p(r.op)) {
-            if (rootv >= (uint64_t)size) { st = perr(in, lineno, "peer outside the communicator", NULL); break; }
-            r.peer = t->comms[r.comm].ranks[rootv];
-            r.tag = 0;
-        }
-        if (shs_trace_append(t, &r) != SHS_OK) st = perr(in, lineno, "bad record", shs_last_error());
-    }
-    for (int q = 0; q < ndev_proc; q++) free(dev_proc[q]);
-    free(dev_proc);
-    free(ix.head);
-    free(ix.prev);
-    free(cs.v);
+    shs__stream_t *s;
+    SHS_CHECK(shs__stream_open_mem(&s, in->name, in->buf, in->len));
+    shs__lines_t l;
+    shs_status_t st = shs__lines_init(&l, s);
+    if (st == SHS_OK) st = shs__trace_import_nccl_lines(t, &l, in->name);
+    shs__lines_free(&l);
+    shs__stream_close(s);
     return st;
 }

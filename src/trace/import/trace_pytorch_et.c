@@ -225,6 +225,63 @@ static int itemsize_dtype(int64_t is, shs_dtype_t *d) {
     }
 }
 
+/* A split-size list: a JSON array of integers (positional inputs) or a
+ * string "[a, b]" (attrs); 0 absent, 1 read, -1 malformed. */
+static int split_list(json_t *v, int64_t **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    if (!v) return 0;
+    int cut = 0;
+    if (json_is_string(v)) return shs__int_list(json_string_value(v), out, n, &cut) || cut ? -1 : 1;
+    if (!json_is_array(v) || json_array_size(v) > SHS_TRACE_MAX_WORLD) return -1;
+    size_t k = json_array_size(v);
+    if (!k) return 1;
+    if (!(*out = malloc(k * sizeof **out))) return -1;
+    for (size_t i = 0; i < k; i++) {
+        int64_t x;
+        if (shs__json_int(json_array_get(v, i), &x) || x < 0 || (uint64_t)x > SHS_TRACE_MAX_BYTES) {
+            free(*out);
+            *out = NULL;
+            return -1;
+        }
+        (*out)[i] = x;
+    }
+    *n = (int)k;
+    return 1;
+}
+
+/* An all_to_allv's v_bytes from its split sizes: attrs in_split_size /
+ * out_split_size, else the positional inputs after the name. */
+static int comm_is_world(const shs_trace_t *t, int comm) { return strcmp(t->comms[comm].name, "world") == 0; }
+
+static shs_status_t split_bytes(et_t *e, json_t *node, json_t *vals, int base, int64_t id, int comm, int self,
+                                uint64_t in_n, uint64_t out_n, size_t es, uint64_t *v) {
+    int g = e->t->comms[comm].size;
+    json_t *ai = attr(node, "in_split_size"), *ao = attr(node, "out_split_size");
+    if (!ai && !ao && json_is_array(vals) && json_array_size(vals) > (size_t)base + 5) {
+        ai = json_array_get(vals, (size_t)base + 4);
+        ao = json_array_get(vals, (size_t)base + 5);
+    }
+    int64_t *a, *b;
+    int na, nb;
+    int ka = split_list(ai, &a, &na), kb = split_list(ao, &b, &nb);
+    shs_status_t st = SHS_OK;
+    char why[160], m[220];
+    *v = 0;
+    int want = na > nb ? na : nb; /* the default group's size is learnt file by file: the lists give it */
+    if (ka < 0 || kb < 0) st = nerr(e, id, "all_to_allv split sizes are not lists of sizes");
+    else if (want > g && comm_is_world(e->t, comm) && shs_trace_grow_identity_comm(e->t, "world", want, NULL) == SHS_OK)
+        g = want;
+    if (st != SHS_OK) {
+    } else if ((na || nb) && shs__a2av_bytes(a, na, b, nb, g, self, in_n, out_n, es, v, why, sizeof why)) {
+        snprintf(m, sizeof m, "all_to_allv split sizes: %s", why);
+        st = nerr(e, id, m);
+    }
+    free(a);
+    free(b);
+    return st;
+}
+
 /* One record_param_comms node into *out. Its rank is left -1 where the node
  * does not say which rank issued it (rooted collectives carry the root
  * there); *dev gets the device index of its tensors, or -1. */
@@ -360,6 +417,8 @@ static shs_status_t comm_node(et_t *e, json_t *node, int64_t id, shs_trace_rec_t
         if (!es) es = 1; /* no dtype given: elements counted as bytes */
         r.count = r.op == SHS_OP_REDUCE_SCATTER && out_n ? out_n : in_n;
         r.bytes = in_n * es;
+        if (r.op == SHS_OP_ALL_TO_ALLV && has_rank)
+            SHS_CHECK(split_bytes(e, node, vals, base, id, r.comm, (int)local, in_n, out_n, es, &r.v_bytes));
         r.scope = shs_trace_input_scope(r.op);
         if (r.op == SHS_OP_ALL_REDUCE || r.op == SHS_OP_REDUCE_SCATTER || r.op == SHS_OP_REDUCE) r.redop = SHS_SUM;
     }

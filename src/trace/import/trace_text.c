@@ -51,7 +51,9 @@ static void write_rec(const shs_trace_t *t, FILE *f, const shs_trace_rec_t *r) {
     put_time(f, r->t_start);
     put_time(f, r->t_end);
     const char *m = shs_trace_str(t, r->marker);
-    fprintf(f, " %s\n", *m ? m : "-");
+    fprintf(f, " %s", *m ? m : "-");
+    if (r->op == SHS_OP_ALL_TO_ALLV && r->v_bytes) fprintf(f, " vbytes=%llu", (unsigned long long)r->v_bytes);
+    fputc('\n', f);
 }
 
 shs_status_t shs_trace_write_text(const shs_trace_t *t, FILE *f, int rank) {
@@ -269,7 +271,9 @@ static uint32_t intern_cached(shs_trace_t *t, cache_t *c, shs__tok_t tok, char *
 }
 
 static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, shs__tok_t *tk, int nt) {
-    if (nt != 15) return PERR(w, "a record has 15 fields, this line has %d", nt > 15 ? 16 : nt);
+    int vb = nt == 16 && tk[15].n > 7 && memcmp(tk[15].s, "vbytes=", 7) == 0; /* all_to_allv's split sizes */
+    if (nt != 15 && !vb) return PERR(w, "a record has 15 fields (an all_to_allv 16, the last vbytes=N), this line has %d",
+                                     nt > 16 ? 17 : nt);
     shs_trace_rec_t r = shs_trace_rec_init();
     r.src_line = w->line;
     char buf[256];
@@ -327,6 +331,9 @@ static shs_status_t parse_rec(shs_trace_t *t, cache_t *cache, const where_t *w, 
     if (opt_time(tk[12], &r.t_start) || opt_time(tk[13], &r.t_end)) return PERR(w, "bad time (microseconds in 0..2^63 ns, or '-')");
     if (r.t_start >= 0 && r.t_end >= 0 && r.t_end < r.t_start)
         return PERR(w, "the call ends (%.*s us) before it starts (%.*s us)", (int)tk[13].n, tk[13].s, (int)tk[12].n, tk[12].s);
+    if (vb && (r.op != SHS_OP_ALL_TO_ALLV || shs__parse_u64(tk[15].s + 7, tk[15].n - 7, 0, &r.v_bytes) ||
+               r.v_bytes > SHS_TRACE_MAX_BYTES))
+        return PERR(w, "'%s': vbytes=N (bytes, at most 2^50) is an all_to_allv's field", shs__tok_copy(tk[15], buf, sizeof buf));
     if (!shs__tok_is(tk[14], "-")) {
         r.marker = intern_cached(t, cache, tk[14], buf, sizeof buf);
         if (r.marker == UINT32_MAX) return shs_set_error(SHS_HOST_OOM, "%s:%ld: out of memory", w->name, w->line);
@@ -360,7 +367,7 @@ static shs_status_t read_lines(shs_trace_t *t, cache_t *cache, where_t *wp, cons
         i = j + 1;
         if (memchr(line, 0, n)) return PERR(&w, "NUL byte in a text trace");
         shs__tok_t tk[16];
-        int nt = shs__tokens(line, n, tk, 15);
+        int nt = shs__tokens(line, n, tk, 16);
         if (nt == 0 || tk[0].s[0] == '#') continue;
         if (!seen_magic) {
             if (nt != 2 || !shs__tok_is(tk[0], "shardsim-trace")) return PERR(&w, "not a shardsim trace (first line must be '" MAGIC "')");

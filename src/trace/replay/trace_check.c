@@ -301,6 +301,21 @@ static void count_collective(void *ctx, int comm, const int *ranks, const size_t
 
 static void report_unreceived(void *ctx, int comm, int src, int dst, int tag, uint64_t n) {
     exec_ctx_t *x = ctx;
+    if (src == dst) { /* a send whose peer is its own rank: a misnumbered rank file, or a peer read wrong */
+        const shs_trace_rank_t *rk = &x->t->ranks[src];
+        char ln[48] = "";
+        for (size_t i = 0; i < rk->n; i++)
+            if (rk->recs[i].op == SHS_OP_SEND && rk->recs[i].peer == src && rk->recs[i].tag == tag &&
+                rk->recs[i].comm == comm) {
+                at_line(x->t, &rk->recs[i], ln, sizeof ln);
+                break;
+            }
+        add_issue(x->rep, x->max, SHS_ISSUE_UNMATCHED_SEND, comm, -1, src, dst,
+                  "rank %d sends to itself%s on comm %s: %llu send(s) with tag %d whose peer is the sending rank, "
+                  "never received (is the rank file misnumbered? A file's rank is its content's or its name's number)",
+                  src, ln, x->t->comms[comm].name, (unsigned long long)n, tag);
+        return;
+    }
     add_issue(x->rep, x->max, SHS_ISSUE_UNMATCHED_SEND, comm, -1, src, dst,
               "%llu send(s) on comm %s from rank %d to rank %d with tag %d are never received", (unsigned long long)n,
               x->t->comms[comm].name, src, dst, tag);

@@ -66,7 +66,12 @@ static void on_collective(void *ctx, int comm, const int *ranks, const size_t *i
         arrive(m, ranks[k], idxs[k]);
         if (k == 0 || m->clock[ranks[k]] > start) start = m->clock[ranks[k]];
     }
-    double d = shs_net_rec_time(m->net, m->algo, m->t, &m->t->ranks[ranks[0]].recs[idxs[0]]);
+    const shs_trace_rec_t *first = &m->t->ranks[ranks[0]].recs[idxs[0]];
+    double d = shs_net_rec_time(m->net, m->algo, m->t, first);
+    for (int k = 1; k < n && first->op == SHS_OP_ALL_TO_ALLV; k++) { /* as long as its busiest member's part */
+        double dk = shs_net_rec_time(m->net, m->algo, m->t, &m->t->ranks[ranks[k]].recs[idxs[k]]);
+        if (dk > d) d = dk;
+    }
     for (int k = 0; k < n; k++) {
         shs_rank_comm_timeline_t *o = &m->out->ranks[ranks[k]];
         o->wait_s += start - m->clock[ranks[k]];
