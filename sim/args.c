@@ -143,9 +143,22 @@ static void put_shown(FILE *f, const char *msg) {
 static void vreport(const char *cmd, const char *kind, const char *fmt, va_list ap, const char *tail) {
     char *msg = NULL;
     if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
-    fprintf(stderr, "shardsim%s%s: %s: ", cmd ? " " : "", cmd ? cmd : "", kind);
-    put_shown(stderr, msg ? msg : fmt);
-    fprintf(stderr, "%s\n", tail);
+    /* the whole line built first, then written at once: processes of one
+     * MPI job share stderr, and unbuffered pieces would interleave (a line
+     * is at most SIM_SHOWN_MAX plus its prefix and tail, under PIPE_BUF) */
+    char *line = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&line, &len);
+    FILE *out = f ? f : stderr;
+    fprintf(out, "shardsim%s%s: %s: ", cmd ? " " : "", cmd ? cmd : "", kind);
+    put_shown(out, msg ? msg : fmt);
+    fprintf(out, "%s\n", tail);
+    if (f) {
+        fclose(f);
+        fwrite(line, 1, len, stderr);
+        fflush(stderr);
+        free(line);
+    }
     free(msg);
 }
 
