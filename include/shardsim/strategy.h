@@ -200,6 +200,41 @@ int shs_strategy_is_hybrid(shs_strategy_kind_t k);
  * rank mod G); the key is the rank. Returns `rank`'s color, *key its key. */
 int shs_strategy_hybrid_color(int G, int split_index, int rank, int *key);
 
+/* The framework whose GPU run a strategy models, for the device's GPU ledger
+ * (device.h: what the modelled GPU holds, beside what this process holds).
+ * It changes no value, no collective and no byte of the device's own ledger:
+ * only how many bytes the GPU ledger counts for a buffer:
+ *   TORCH      PyTorch: DDP under autocast (its weight cache holds the
+ *              param-dtype copies of a whole unit from its forward to its
+ *              backward), FSDP2 fully_shard (the f32 shard is cast for each
+ *              all-gather: no persistent param-dtype shard).
+ *   DEEPSPEED  DeepSpeed's engine: ZeRO-1/2/3 keep 16-bit parameters (a
+ *              replica, a partition), the optimizer reads an f32 copy of
+ *              the gradient partition made for the whole step
+ *              (single_partition_of_fp32_groups / fp32_partitioned_groups_flat
+ *              .grad), stage 0 (BF16_Optimizer) keeps 16-bit parameters
+ *              beside the f32 master.
+ * In every framework an f32 view of a 16-bit tensor, an f32 working copy of
+ * a 16-bit gradient and a rounding temporary count 0 (the GPU computes in
+ * the 16-bit dtype), and a gathered unit counts at the param dtype's width. */
+#define SHS_FRAMEWORK_MAP(X)                                                                   \
+    X(DEFAULT, "default") /* the stage's row (stages.c): ddp torch, zero1/2 deepspeed, zero3 torch */ \
+    X(TORCH, "torch")                                                                          \
+    X(DEEPSPEED, "deepspeed")
+
+typedef enum {
+#define SHS_FRAMEWORK_ENUM(id, name) SHS_FRAMEWORK_##id,
+    SHS_FRAMEWORK_MAP(SHS_FRAMEWORK_ENUM)
+#undef SHS_FRAMEWORK_ENUM
+    SHS_NUM_FRAMEWORKS
+} shs_framework_t;
+
+/* "default", "torch", "deepspeed"; "invalid" otherwise. */
+const char *shs_framework_name(shs_framework_t f);
+/* A sentence naming what the framework `f` (DEFAULT: the stage's) keeps
+ * for stage `k`, e.g. "PyTorch FSDP2 fully_shard (MixedPrecisionPolicy)". */
+const char *shs_framework_describe(shs_framework_t f, shs_strategy_kind_t k);
+
 /* How a stage reduces a sharded or whole unit's gradient. */
 typedef enum {
     SHS_GRAD_ALL_REDUCE,              /* AVG all-reduce of the full gradient (in buckets) */
@@ -220,6 +255,7 @@ typedef struct {
     int regathers_params_after_step;  /* full parameters kept, each rank updates its shard and the
                                        * shards are all-gathered after the optimizer step */
     shs_grad_reduce_t reduce;         /* for units this stage shards; whole units are all-reduced */
+    shs_framework_t framework;        /* the framework whose GPU run it models by default (TORCH or DEEPSPEED) */
 } shs_stage_t;
 
 /* The row of stage `k`, or NULL for a kind out of range. */
@@ -250,6 +286,7 @@ typedef struct {
     shs_dtype_t grad_accum_dtype; /* gradients stored and accumulated in: param_dtype or SHS_F32;
                                    * SHS_DTYPE_DEFAULT (0): param_dtype */
     shs_loss_scaler_config_t scaler; /* with param_dtype f16; zeros mean GradScaler's defaults */
+    shs_framework_t framework;   /* the GPU ledger's framework; DEFAULT: the stage's row */
 } shs_strategy_config_t;
 
 typedef struct shs_strategy shs_strategy_t;

@@ -110,6 +110,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
     shs_comm_t *comm = NULL;
     shs_status_t st = SHS_OK;
     SHS_CHECK_GOTO(shs_device_create_meta(&dev, rank, tc->device_mem), st, done);
+    if (mc->gpu_reserve_limit) shs_device_set_gpu_reserve_limit(dev, mc->gpu_reserve_limit);
     SHS_CHECK_GOTO(shs_comm_create_meta(&comm, N, rank, "world",
                                         shs_strategy_is_hybrid(tc->strategy.kind) ? hybrid_color : NULL, &G),
                    st, done);
@@ -137,6 +138,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
     }
     res->rank = rank;
     shs_device_mem_stats(dev, &res->mem);
+    shs_device_gpu_mem_stats(dev, &res->gpu);
     shs__rank_comm_stats(&r.run, &res->comm);
     res->last_step_comm = res->comm;
     add_stats(&res->last_step_comm, &before, -1);
@@ -210,6 +212,6 @@ void shs_meta_result_free(shs_meta_result_t *r) {
 const shs_meta_rank_result_t *shs_meta_worst_rank(const shs_meta_result_t *r) {
     const shs_meta_rank_result_t *w = &r->ranks[0];
     for (int k = 1; k < r->num_ranks; k++)
-        if (r->ranks[k].mem.total_peak > w->mem.total_peak) w = &r->ranks[k];
+        if (r->ranks[k].gpu.alloc.total_peak > w->gpu.alloc.total_peak) w = &r->ranks[k];
     return w;
 }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/loss_gpu_memory.h"
+
 /* ---- config ----------------------------------------------------------------- */
 
 shs_status_t shs_llama_config_validate(const shs_llama_config_t *c) {
@@ -298,9 +300,14 @@ shs_status_t shs_llama_create(shs_model_t **out, const shs_layout_t *layout, con
     size_t n_acts, n_scratch, BT = (size_t)B * (size_t)T;
     layout_acts(g, NULL, &n_acts);
     layout_scratch(g, NULL, &n_scratch);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->acts_mem, n_acts, SHS_MEM_ACTIVATIONS, "forward activations"), st, fail);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->scratch_mem, n_scratch, SHS_MEM_ACTIVATIONS, "backward scratch"), st,
-                   fail);
+    /* the GPU ledger (device.h): the f32 logits and probabilities are the loss's, which the GPU holds at
+     * its own peak (loss_gpu_memory.h), before the layers' backward needs the rest of the scratch */
+    size_t V = (size_t)cfg->vocab, grads = n_scratch - 4 * BT * V;
+    size_t loss = shs__loss_gpu_bytes(BT, V, sizeof(float), ex->loss_kernel);
+    SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &g->acts_mem, n_acts, n_acts - 8 * BT * V, SHS_MEM_ACTIVATIONS,
+                                            "forward activations"), st, fail);
+    SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &g->scratch_mem, n_scratch, loss > grads ? loss : grads,
+                                            SHS_MEM_ACTIVATIONS, "backward scratch"), st, fail);
     SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&g->tokens, 4 * BT * sizeof(int32_t), SHS_MEM_ACTIVATIONS,
                                     "tokens"), st, fail);
     g->targets = g->tokens + BT;

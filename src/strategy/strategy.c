@@ -69,14 +69,20 @@ static shs_status_t alloc_unit(shs_strategy_t *s, int i) {
     if (u->full_params) SHS_CHECK(alloc_floats(s, &u->params, u->full_len, SHS_MEM_PARAMS, "parameters"));
     else SHS_CHECK(shs_device_alloc(params_dev(s, u), (void **)&u->params, u->shard.size * sizeof(float),
                                     SHS_MEM_PARAMS, u->params_on_host ? "offloaded parameter shard" : "parameter shard"));
+    if (u->full_params && low_precision(s) && s->cfg.framework == SHS_FRAMEWORK_DEEPSPEED)
+        SHS_CHECK(shs_device_alloc_modeled(s->dev, &u->gpu_lp_params, 0, (u->numel ? u->numel : 1) *
+                                           shs_dtype_size(s->cfg.param_dtype), SHS_MEM_PARAMS,
+                                           "16-bit parameters (DeepSpeed)"));
     if (u->keeps_lp_replica) {
         SHS_CHECK(shs_device_alloc(s->dev, &u->lp_replica, (u->full_len ? u->full_len : 1) * shs_dtype_size(s->cfg.param_dtype),
                                    SHS_MEM_PARAMS, "parameters (param-dtype replica)"));
         u->lp_stale = 1; /* gathered at first use, once the shards hold their values */
     }
-    if (u->keeps_lp_shard)
-        SHS_CHECK(shs_device_alloc(s->dev, &u->lp_shard, (u->shard.size ? u->shard.size : 1) * shs_dtype_size(s->cfg.param_dtype),
-                                   SHS_MEM_PARAMS, "parameter shard (param dtype)"));
+    if (u->keeps_lp_shard) { /* FSDP2 keeps none: it casts the f32 shard for each all-gather */
+        size_t b = (u->shard.size ? u->shard.size : 1) * shs_dtype_size(s->cfg.param_dtype);
+        SHS_CHECK(shs_device_alloc_modeled(s->dev, &u->lp_shard, b, s->cfg.framework == SHS_FRAMEWORK_TORCH ? 0 : b,
+                                           SHS_MEM_PARAMS, "parameter shard (param dtype)"));
+    }
     if (!u->grads_in_block)
         SHS_CHECK(shs_device_alloc(s->dev, &u->grad_shard, (u->shard.size ? u->shard.size : 1) * grad_es(s), SHS_MEM_GRADS,
                                    "gradient shard"));
@@ -128,6 +134,8 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
             return shs_set_error(SHS_INVALID_ARG, "%s dtype must be f32, bf16 or f16 (got %s)", k ? "reduce" : "param",
                                  shs_dtype_name(t));
     }
+    if ((int)cfg->framework < 0 || cfg->framework >= SHS_NUM_FRAMEWORKS)
+        return shs_set_error(SHS_INVALID_ARG, "invalid framework %d", (int)cfg->framework);
     shs_dtype_t pd = cfg->param_dtype ? cfg->param_dtype : SHS_F32;
     if (cfg->grad_accum_dtype != SHS_DTYPE_DEFAULT && cfg->grad_accum_dtype != SHS_F32 && cfg->grad_accum_dtype != pd)
         return shs_set_error(SHS_INVALID_ARG, "gradient accumulation dtype must be f32 or the param dtype %s (got %s)",
@@ -157,6 +165,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     if (s->cfg.param_dtype == SHS_DTYPE_DEFAULT) s->cfg.param_dtype = SHS_F32;
     if (s->cfg.reduce_dtype == SHS_DTYPE_DEFAULT) s->cfg.reduce_dtype = s->cfg.param_dtype;
     if (s->cfg.grad_accum_dtype == SHS_DTYPE_DEFAULT) s->cfg.grad_accum_dtype = s->cfg.param_dtype;
+    if (s->cfg.framework == SHS_FRAMEWORK_DEFAULT) s->cfg.framework = stage->framework;
     shs_loss_scaler_fill_defaults(&s->cfg.scaler);
     s->scaling = s->cfg.param_dtype == SHS_F16;
     s->scaler = shs_loss_scale_initial(&s->cfg.scaler);
@@ -240,6 +249,8 @@ void shs_strategy_destroy(shs_strategy_t *s) {
         shs_device_free(params_dev(s, u), u->params);
         shs_device_free(s->dev, u->lp_replica);
         shs_device_free(s->dev, u->lp_shard);
+        shs_device_free(s->dev, u->gpu_cache);
+        shs_device_free(s->dev, u->gpu_lp_params);
         if (u->bwd != u->grad_full) shs_device_free(s->dev, u->bwd);
         shs_device_free(s->dev, u->gathered);
         if (!u->grads_in_block) shs_device_free(s->dev, u->grad_full);

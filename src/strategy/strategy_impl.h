@@ -49,6 +49,9 @@ typedef struct {
 
     /* compute parameters while acquired: the parameter source (strategy_source.c, strategy_unit.c) */
     float *gathered;       /* gathers: f32 compute params (COMM) */
+    void *gpu_cache;       /* the GPU ledger only (device.h): PyTorch autocast's weight cache, the unit's
+                            * param-dtype copy from its forward to its backward (TORCH, full units below f32) */
+    void *gpu_lp_params;   /* the GPU ledger only: DeepSpeed's persistent 16-bit parameters of a whole unit */
     int gather_refs;       /* outstanding acquires of `gathered` (a hold's reference included) */
     unit_hold_t held;      /* one reference held for the next acquire, and why */
 
@@ -160,6 +163,13 @@ static inline void device_range(const shs_strategy_t *s, const unit_state_t *u, 
 }
 
 static inline int unit_index(const shs_strategy_t *s, const unit_state_t *u) { return (int)(u - s->units); }
+
+/* Whether the modelled GPU run (TORCH: DDP under autocast) keeps the unit's
+ * param-dtype weights from its forward to its backward: autocast's cast
+ * cache, and autograd's saved inputs of each matmul. */
+static inline int autocast_cached(const shs_strategy_t *s, const unit_state_t *u) {
+    return s->cfg.framework == SHS_FRAMEWORK_TORCH && u->full_params && low_precision(s);
+}
 
 /* `c` with the tag of this rank's next call set: `kind` for `unit` (-1:
  * none) at the current micro-batch and step. Every call the strategy makes

@@ -70,6 +70,10 @@ static shs_status_t acquire_params(void *self, int unit, const float **params) {
     } else {
         SHS_CHECK(shs__strategy_take_gathered(s, u));
     }
+    if (u->gpu_cache && s->phase == SHS_PHASE_BACKWARD) { /* the cast copy is in use again: it is `gathered` now */
+        shs_device_free(s->dev, u->gpu_cache);
+        u->gpu_cache = NULL;
+    }
     *params = u->gathered;
     /* prefetch what follows this use; a second use of a unit (the tied
      * embedding as the LM head) has no place of its own in the recorded
@@ -92,6 +96,9 @@ static shs_status_t release_params(void *self, int unit) {
         return SHS_OK;
     }
     SHS_LOG(TRACE, STRATEGY, "unit %d: release parameters", unit);
+    if (s->phase == SHS_PHASE_FORWARD && autocast_cached(s, u) && !u->gpu_cache) /* kept on the GPU until backward */
+        SHS_CHECK(shs_device_alloc_modeled(s->dev, &u->gpu_cache, 0, shs__strategy_gathered_gpu_bytes(s, u),
+                                           SHS_MEM_COMM, "autocast weight cache"));
     shs__strategy_drop_gathered(s, u);
     return SHS_OK;
 }
@@ -130,8 +137,12 @@ static shs_status_t acquire_grads(void *self, int unit, float **grads) {
         if (bwd_in_place(s)) {
             u->bwd = u->grad_full;
         } else {
-            SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->bwd, (u->full_len ? u->full_len : 1) * sizeof(float),
-                                       SHS_MEM_COMM, "gradient (f32 working copy)"));
+            /* the GPU computes the gradient in param_dtype: into the stored gradient when that is param_dtype
+             * (nothing here), else into a param-dtype buffer added to the f32 accumulation buffer */
+            size_t n = u->full_len ? u->full_len : 1;
+            size_t gpu = grad_dtype(s) == SHS_F32 ? n * shs_dtype_size(s->cfg.param_dtype) : 0;
+            SHS_CHECK(shs_device_alloc_modeled(s->dev, (void **)&u->bwd, n * sizeof(float), gpu, SHS_MEM_COMM,
+                                               "gradient (f32 working copy)"));
             if (grad_dtype(s) == SHS_F32) SHS_CHECK(shs_memset(s->dev, u->bwd, 0, u->full_len * sizeof(float)));
             else shs_cast(s->dev, u->bwd, SHS_F32, u->grad_full, grad_dtype(s), u->full_len);
         }

@@ -45,8 +45,10 @@ static shs_status_t step_grads(shs_strategy_t *s, const unit_state_t *u, float *
         *grad = g;
         return SHS_OK;
     }
-    SHS_CHECK(shs_device_alloc(s->dev, (void **)grad, (*n ? *n : 1) * sizeof(float), SHS_MEM_COMM,
-                               "gradient (f32 for the optimizer)"));
+    /* DeepSpeed's copy is one for the whole step (deepspeed_grad_copy), not one per unit */
+    size_t b = (*n ? *n : 1) * sizeof(float);
+    SHS_CHECK(shs_device_alloc_modeled(s->dev, (void **)grad, b, s->cfg.framework == SHS_FRAMEWORK_DEEPSPEED ? 0 : b,
+                                       SHS_MEM_COMM, "gradient (f32 for the optimizer)"));
     if (*n) shs_cast(s->dev, *grad, SHS_F32, g, grad_dtype(s), *n);
     for (int k = 0; k < s->num_grad_coef && *n; k++) shs_scale(s->dev, *grad, s->grad_coef[k], *n);
     return SHS_OK;
@@ -54,6 +56,27 @@ static shs_status_t step_grads(shs_strategy_t *s, const unit_state_t *u, float *
 
 static void put_step_grads(shs_strategy_t *s, float *grad) {
     if (!grads_in_place(s)) shs_device_free(s->dev, grad);
+}
+
+/* The GPU ledger's f32 gradient of DeepSpeed's optimizer step: the 16-bit
+ * gradient partition widened at once for the step (stage 0 FP16_Optimizer's
+ * fp32_groups_flat grad, ZeRO-1/2's single_partition_of_fp32_groups[i].grad,
+ * ZeRO-3's fp32_partitioned_groups_flat grad, with one optimizer group and
+ * sub-group), every unit's update range in f32 (GRADS); NULL in *out when
+ * the gradients are f32 already or the framework is another. */
+static shs_status_t deepspeed_grad_copy(shs_strategy_t *s, void **out) {
+    *out = NULL;
+    if (s->cfg.framework != SHS_FRAMEWORK_DEEPSPEED || grads_in_place(s)) return SHS_OK;
+    size_t elems = 0;
+    for (int i = 0; i < s->layout->num_units; i++) {
+        float *param;
+        void *grad;
+        size_t n;
+        update_range(s, &s->units[i], &param, &grad, &n);
+        elems += n;
+    }
+    return shs_device_alloc_modeled(s->dev, out, 0, (elems ? elems : 1) * sizeof(float), SHS_MEM_GRADS,
+                                    "f32 gradient partition (DeepSpeed's optimizer step)");
 }
 
 /* The total gradient norm (strategy.h): each element counted once. Under
@@ -212,14 +235,21 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
         scale_grads(s, 1.0f / scale); /* unscale before clipping, as GradScaler.unscale_ */
     }
     if (s->cfg.clip_norm > 0) SHS_CHECK(clip_grads(s));
+    void *ds_copy;
+    SHS_CHECK(deepspeed_grad_copy(s, &ds_copy));
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
         float *param, *grad;
         size_t n;
-        SHS_CHECK(step_grads(s, u, &param, &grad, &n));
+        shs_status_t st = step_grads(s, u, &param, &grad, &n);
+        if (st != SHS_OK) {
+            shs_device_free(s->dev, ds_copy);
+            return st;
+        }
         shs_optim_step(s->opt_dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
         put_step_grads(s, grad);
     }
+    shs_device_free(s->dev, ds_copy);
     if (s->host) SHS_CHECK(upload_params(s));
     for (int i = 0; i < s->layout->num_units; i++) shs__strategy_refresh_lp_shard(s, &s->units[i]);
     if (s->stage->regathers_params_after_step) {

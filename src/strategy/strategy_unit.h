@@ -24,6 +24,12 @@ shs_status_t shs__strategy_round_to(shs_strategy_t *s, float *dst, const float *
  * round their copy. A collective over the shard group when the unit's
  * parameters are sharded. */
 shs_status_t shs__strategy_take_gathered(shs_strategy_t *s, unit_state_t *u);
+/* The bytes the modelled GPU run holds for the unit's compute parameters
+ * while they are acquired (device.h's GPU ledger): the param-dtype buffer
+ * (the all-gather's output; PyTorch autocast's cast of a whole unit's
+ * weights), or 0 where the GPU computes with a buffer it keeps anyway (the
+ * ZeRO-1/2 replica, DeepSpeed stage 0's 16-bit parameters). */
+size_t shs__strategy_gathered_gpu_bytes(const shs_strategy_t *s, const unit_state_t *u);
 /* Free the unit's compute parameters and forget every reference on them. */
 void shs__strategy_drop_gathered(shs_strategy_t *s, unit_state_t *u);
 /* Free whatever a hold still keeps (a prefetch never used, a unit kept from

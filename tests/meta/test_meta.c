@@ -97,6 +97,19 @@ static void check_case(const mcase_t *c) {
         }
         assert_int_equal(m->mem.total_peak, cm.total_peak);
         assert_int_equal(m->mem.num_allocs, cm.num_allocs);
+        /* the modelled GPU's ledger and its caching allocator model: the same sequence, the same books */
+        shs_gpu_mem_stats_t cg;
+        shs_trainer_gpu_mem_stats(t, rank, &cg);
+        for (int cat = 0; cat < SHS_MEM_NUM_CATEGORIES; cat++) {
+            if (m->gpu.alloc.peak[cat] != cg.alloc.peak[cat] || m->gpu.alloc.current[cat] != cg.alloc.current[cat])
+                fail_msg("%s N=%d rank %d GPU ledger %s: meta peak %zu current %zu, cpu peak %zu current %zu", c->what,
+                         c->N, rank, shs_mem_category_name((shs_mem_category_t)cat), m->gpu.alloc.peak[cat],
+                         m->gpu.alloc.current[cat], cg.alloc.peak[cat], cg.alloc.current[cat]);
+        }
+        assert_int_equal(m->gpu.alloc.total_peak, cg.alloc.total_peak);
+        assert_int_equal(m->gpu.alloc.num_allocs, cg.alloc.num_allocs);
+        assert_int_equal(m->gpu.reserved_peak, cg.reserved_peak);
+        assert_int_equal(m->gpu.emulation_peak, cg.emulation_peak);
         for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
             if (m->comm.calls[op] != cc.calls[op] || m->comm.bytes[op] != cc.bytes[op] ||
                 m->comm.bytes_sent[op] != cc.bytes_sent[op])
