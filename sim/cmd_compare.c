@@ -18,6 +18,7 @@
 #include "shardsim/durable.h"
 #include "shardsim/estimate.h"
 #include "shardsim/features.h"
+#include "shardsim/gpu_memory.h"
 #include "shardsim/meta_run.h"
 #include "shardsim/model_preset.h"
 #include "shardsim/optim.h"
@@ -36,7 +37,7 @@ typedef enum {
     C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
     C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
     C_PCIE_GBS, C_HOST_GBS, C_NICS_PER_NODE, C_NIC_GBPS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
-    C_DS_CONFIG, C_NUM_OPTIONS
+    C_DS_CONFIG, C_FRAMEWORK, C_LOSS_KERNEL, C_CUDA_CONTEXT_MIB, C_NCCL_BUFFSIZE, C_NCCL_CHANNELS, C_NUM_OPTIONS
 } compare_opt_t;
 
 #define HW_ROW(name, help) {name, NULL, SIM_OPT_FLOAT, 1e-6, 1e9, 0, 0, "X", help}
@@ -102,6 +103,22 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_AUTOCAST] = SIM_ROW_AUTOCAST,
     [C_DROPOUT] = SIM_ROW_DROPOUT,
     [C_DS_CONFIG] = SIM_ROW_DS_CONFIG,
+    [C_FRAMEWORK] = {"--framework", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F",
+                     "whose GPU run each row's memory models: torch (DDP under autocast,\n"
+                     "FSDP2) | deepspeed (stage 0-3); default each row's (ddp, zero3,\n"
+                     "hybrid_shard torch; zero1, zero2, hybrid_shard_zero2 deepspeed; all\n"
+                     "deepspeed under --ds-config)"},
+    [C_LOSS_KERNEL] = {"--loss-kernel", NULL, SIM_OPT_STR, 0, 0, 0, 0, "K",
+                       "the GPU run's cross-entropy: torch (F.cross_entropy on f32 logits, up\n"
+                       "to 12 B per logit) | fused (flash-attn's xentropy on the logits' dtype,\n"
+                       "llm-foundry's default)"},
+    [C_CUDA_CONTEXT_MIB] = {"--cuda-context-mib", NULL, SIM_OPT_FLOAT, 0, 1e6, 0, 0, "M",
+                            "the CUDA context of one GPU process, MiB (preset: 273.75, PyTorch with\n"
+                            "lazy module loading)"},
+    [C_NCCL_BUFFSIZE] = {"--nccl-buffsize", NULL, SIM_OPT_FLOAT, 1, 1e12, 0, 0, "B",
+                         "NCCL_BUFFSIZE, bytes (NCCL's default 4194304)"},
+    [C_NCCL_CHANNELS] = {"--nccl-channels", NULL, SIM_OPT_INT, 1, 1024, 0, 0, "C",
+                         "NCCL ring channels per communicator (presets: h100-sxm/h200 16, a100 24)"},
 };
 #undef HW_ROW
 
@@ -112,6 +129,8 @@ static const char *const compare_defaults[C_NUM_OPTIONS] = {
     [C_WRAP] = "block", [C_SHARD_GROUP_SIZE] = "8 when it divides N, else N", [C_STRATEGIES] = "all",
     [C_VARIANTS] = "all", [C_GPU] = "h100-sxm", [C_EFFICIENCY] = "0.5", [C_ALGO] = "auto", [C_FORMAT] = "table",
     [C_RECOMPUTE] = "full", [C_ATTENTION] = "eager", [C_AUTOCAST] = "off", [C_DROPOUT] = "0",
+    [C_FRAMEWORK] = "each row's", [C_LOSS_KERNEL] = "torch", [C_CUDA_CONTEXT_MIB] = "the GPU preset's",
+    [C_NCCL_BUFFSIZE] = "4194304", [C_NCCL_CHANNELS] = "the GPU preset's",
 };
 
 static const char compare_usage_head[] =
@@ -132,11 +151,13 @@ typedef struct {
     shs_meta_config_t cfg;
     shs_meta_result_t res;
     const shs_meta_rank_result_t *worst;
-    shs_zero_states_t form;
+    shs_gpu_states_t form;       /* the framework's model states, closed form (gpu_memory.h) */
     shs_zero_states_t paper, paper_measured; /* the ZeRO paper's categories: its forms, and measured */
     double paper_total, paper_sent;
     uint64_t sent[SHS_NUM_COLL_OPS], sent_total, calls;
     shs_step_estimate_t est;
+    shs_framework_t framework;   /* whose GPU run the row's memory models (resolved) */
+    shs_gpu_mem_report_t gm;     /* allocated, reserved, fixed and total on the board */
     double recompute_flops, hfu; /* FLOPs the recompute adds (measured: against the same run keeping
                                   * every activation) and hardware FLOP utilisation counting them */
     char notes[640];
@@ -148,7 +169,7 @@ static void add_note(char *notes, size_t n, const char *text) {
     snprintf(notes + len, n - len, "%s%s", len ? "; " : "", text);
 }
 
-static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff, shs_net_algo_t algo) {
+static void fill_row(row_t *r, const shs_gpu_mem_preset_t *gmp, const shs_hw_t *hw, double eff, shs_net_algo_t algo) {
     const shs_train_config_t *tc = &r->cfg.train;
     const shs_meta_rank_result_t *w = r->worst = shs_meta_worst_rank(&r->res);
     int N = tc->world_size;
@@ -159,15 +180,16 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     shs_dtype_t pd = tc->strategy.param_dtype ? tc->strategy.param_dtype : SHS_F32;
     double width = (double)shs_dtype_size(pd);
     int grad_width = (int)shs_dtype_size(tc->strategy.grad_accum_dtype ? tc->strategy.grad_accum_dtype : pd);
-    r->form = shs_zero_states(r->kind, psi, n, spp, r->offload, (int)width, grad_width);
+    r->form = shs_gpu_states(r->kind, r->framework, psi, n, spp, r->offload, (int)width, grad_width);
     r->paper = shs_zero_paper_states(r->kind, psi, n);
     r->paper_total = shs_zero_paper_total(r->kind, psi, n);
     /* measured in the paper's categories: the f32 master moves from the
      * parameters to the optimizer states (its K) */
+    const shs_mem_stats_t *m = &w->gpu.alloc; /* what the framework's GPU run holds */
     r->paper_measured = (shs_zero_states_t){
-        .params = (double)(w->mem.peak[SHS_MEM_PARAMS] - w->master_bytes),
-        .grads = (double)w->mem.peak[SHS_MEM_GRADS],
-        .optim = (double)(w->mem.peak[SHS_MEM_OPTIM] + w->master_bytes)};
+        .params = (double)(m->peak[SHS_MEM_PARAMS] - w->master_bytes),
+        .grads = (double)m->peak[SHS_MEM_GRADS],
+        .optim = (double)(m->peak[SHS_MEM_OPTIM] + w->master_bytes)};
     r->paper_sent = shs_zero_paper_sent(r->kind, psi, N, n, width);
     r->sent_total = r->calls = 0;
     for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
@@ -176,11 +198,12 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
         r->sent_total += r->sent[op];
         r->calls += w->last_step_comm.calls[op];
     }
-    r->fits = w->mem.total_peak <= device_mem;
+    shs_gpu_mem_report(gmp, w, r->kind, N, n, &r->gm);
+    r->fits = r->gm.fits;
     shs_estimate_step(&r->cfg, &r->res, w, hw, eff, algo, &r->est);
     /* why measured differs from the closed forms */
     char b[64], t[160];
-    double states = (double)(w->mem.peak[SHS_MEM_PARAMS] + w->mem.peak[SHS_MEM_GRADS] + w->mem.peak[SHS_MEM_OPTIM]);
+    double states = (double)(m->peak[SHS_MEM_PARAMS] + m->peak[SHS_MEM_GRADS] + m->peak[SHS_MEM_OPTIM]);
     double form = r->form.params + r->form.grads + r->form.optim;
     r->notes[0] = 0;
     if (states != form) {
@@ -195,9 +218,10 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
     if (r->offload == SHS_OFFLOAD_NONE && fabs(form - r->paper_total) > 0.005 * r->paper_total) {
         snprintf(t, sizeof t, "model states %+.3g%% vs the paper's 2+2+12 total: %s", 100.0 * (form - r->paper_total) / r->paper_total,
                  width == 4 ? "f32 params/grads where it holds 2-byte ones"
-                 : grad_width == 4 ? "an f32 gradient buffer (--grad-accum-dtype f32)"
                  : spp != 2 ? "optimizer state other than Adam's"
-                 : "no persistent 2-byte parameter copy (rounded at each use)");
+                 : r->framework == SHS_FRAMEWORK_DEEPSPEED && grad_width < 4 ? "DeepSpeed's f32 gradient copy for the optimizer step"
+                 : grad_width == 4 ? "an f32 gradient buffer (--grad-accum-dtype f32)"
+                 : "no persistent 2-byte parameter copy (cast at each use)");
         add_note(r->notes, sizeof r->notes, t);
     }
     if (r->offload != SHS_OFFLOAD_NONE) {
@@ -205,8 +229,8 @@ static void fill_row(row_t *r, size_t device_mem, const shs_hw_t *hw, double eff
         add_note(r->notes, sizeof r->notes, t);
     }
     snprintf(t, sizeof t, "+activations %s, buffers %s not in the formula",
-             shs_format_bytes(b, sizeof b, (double)w->mem.peak[SHS_MEM_ACTIVATIONS]),
-             shs_format_bytes(b + 32, 32, (double)w->mem.peak[SHS_MEM_COMM]));
+             shs_format_bytes(b, sizeof b, (double)m->peak[SHS_MEM_ACTIVATIONS]),
+             shs_format_bytes(b + 32, 32, (double)m->peak[SHS_MEM_COMM]));
     add_note(r->notes, sizeof r->notes, t);
     if ((double)r->sent_total != r->paper_sent) {
         snprintf(t, sizeof t, "comm %+.4g%% vs paper", 100.0 * ((double)r->sent_total - r->paper_sent) / r->paper_sent);
@@ -282,10 +306,11 @@ static void print_zero_paper(FILE *out, const row_t *rows, int nrows, int w) {
 }
 
 static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
-                        size_t device_mem, const shs_hw_t *hw, double eff, const char *algo_name, int zero_paper) {
-    size_t maxb = 0;
+                        const shs_gpu_mem_preset_t *gmp, const shs_hw_t *hw, double eff, const char *algo_name,
+                        int zero_paper) {
+    size_t maxb = 0, device_mem = (size_t)gmp->board_bytes;
     for (int i = 0; i < nrows; i++)
-        if (rows[i].worst->mem.total_peak > maxb) maxb = rows[i].worst->mem.total_peak;
+        if ((size_t)rows[i].gm.total > maxb) maxb = (size_t)rows[i].gm.total;
     const char *u;
     double d = unit_div(maxb, &u);
     char b1[32];
@@ -294,32 +319,51 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
            model_name, rows[0].res.num_params, tc->world_size, tc->micro_batch, tc->model.context,
            shs_dtype_name(tc->strategy.param_dtype), shs_optim_name(tc->strategy.optim.kind));
     shs_dtype_t pd = tc->strategy.param_dtype ? tc->strategy.param_dtype : SHS_F32;
-    fprintf(out, "  %d wrap units; device memory %s (%s); per-rank %s; measured | closed form (ZeRO paper §5 partitioning, "
-           "shardsim widths: params %s%s, grads %s, optimizer %d B)\n",
-           rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), hw->name, u, shs_dtype_name(pd),
-           pd == SHS_F32 ? "" : " + f32 master",
-           shs_dtype_name(tc->strategy.grad_accum_dtype ? tc->strategy.grad_accum_dtype : pd),
-           4 * shs_optim_state_per_param(&tc->strategy.optim));
+    char b2[32], b3[32];
+    fprintf(out, "  %d wrap units; board memory %s (%s, nvidia-smi's total); per-rank %s; memory: what each row's framework "
+           "holds on the GPU, measured | closed form (ZeRO paper §5 partitioning, the framework's widths)\n",
+           rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), gmp->name, u);
+    fprintf(out, "  fixed per rank: CUDA context %s + NCCL %s per communicator (NCCL_BUFFSIZE %s x %d channels x 2 ring "
+           "peers%s); reserved: PyTorch's caching allocator (modelled); total = reserved + fixed; fits: total <= board\n",
+           shs_format_bytes(b1, sizeof b1, gmp->cuda_context_bytes),
+           shs_format_bytes(b2, sizeof b2, shs_gpu_nccl_comm_bytes(gmp, 3)), shs_format_bytes(b3, sizeof b3, gmp->nccl_buffsize),
+           gmp->nccl_channels, gmp->nvls_bytes > 0 ? " + NVLink SHARP buffers" : "");
+    (void)pd;
     int w = 8; /* the name column fits the longest row name */
     for (int i = 0; i < nrows; i++)
         if ((int)strlen(rows[i].name) > w) w = (int)strlen(rows[i].name);
-    fprintf(out, "%-*s %17s %17s %17s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s %5s\n", w, "strategy", "params",
-           "grads", "optimizer", "activ.", "comm buf", "peak", "fits", "AG sent", "RS sent", "AR sent", "paper", "calls",
-           "step s", "exposed", "MFU", "HFU");
+    fprintf(out, "%-*s %17s %17s %17s %9s %9s %9s %9s %9s %4s | %9s %9s %9s %9s %6s | %9s %8s %5s %5s\n", w, "strategy",
+           "params", "grads", "optimizer", "activ.", "comm buf", "alloc", "reserved", "total", "fits", "AG sent", "RS sent",
+           "AR sent", "paper", "calls", "step s", "exposed", "MFU", "HFU");
     for (int i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
-        const shs_mem_stats_t *m = &r->worst->mem;
-        fprintf(out, "%-*s %8.3f|%-8.3f %8.3f|%-8.3f %8.3f|%-8.3f %9.3f %9.3f %9.3f %4s | %9.3f %9.3f %9.3f %9.3f %6llu | "
-               "%9.4g %8.3g %4.1f%% %4.1f%%\n",
+        const shs_mem_stats_t *m = &r->worst->gpu.alloc;
+        fprintf(out, "%-*s %8.3f|%-8.3f %8.3f|%-8.3f %8.3f|%-8.3f %9.3f %9.3f %9.3f %9.3f %9.3f %4s | %9.3f %9.3f %9.3f %9.3f "
+               "%6llu | %9.4g %8.3g %4.1f%% %4.1f%%\n",
                w, r->name, m->peak[SHS_MEM_PARAMS] / d, r->form.params / d, m->peak[SHS_MEM_GRADS] / d, r->form.grads / d,
                m->peak[SHS_MEM_OPTIM] / d, r->form.optim / d, m->peak[SHS_MEM_ACTIVATIONS] / d,
-               m->peak[SHS_MEM_COMM] / d, m->total_peak / d, r->fits ? "yes" : "NO", r->sent[SHS_OP_ALL_GATHER] / d,
+               m->peak[SHS_MEM_COMM] / d, m->total_peak / d, r->gm.reserved / d, r->gm.total / d, r->fits ? "yes" : "NO",
+               r->sent[SHS_OP_ALL_GATHER] / d,
                r->sent[SHS_OP_REDUCE_SCATTER] / d, r->sent[SHS_OP_ALL_REDUCE] / d, r->paper_sent / d,
                (unsigned long long)r->calls, r->est.step_s, r->est.exposed_comm_s, 100 * r->est.mfu, 100 * r->hfu);
     }
     if (zero_paper) print_zero_paper(out, rows, nrows, w);
     fprintf(out, "notes (where measured differs from the closed forms):\n");
     for (int i = 0; i < nrows; i++) fprintf(out, "  %-*s %s\n", w, rows[i].name, rows[i].notes);
+    fprintf(out, "frameworks (whose GPU run each row's memory is; this CPU emulation holds more: its f32 views and working "
+                 "copies, train's report):\n");
+    for (int i = 0; i < nrows; i++) {
+        const row_t *r = &rows[i];
+        const shs_strategy_config_t *sc = &r->cfg.train.strategy;
+        shs_dtype_t rpd = sc->param_dtype ? sc->param_dtype : SHS_F32, gd = sc->grad_accum_dtype ? sc->grad_accum_dtype : rpd;
+        char e[32], pk[32];
+        fprintf(out, "  %-*s %s: params %s, grads %s reduced in %s; loss %s; emulation +%s (process peak %s)\n", w, r->name,
+                shs_framework_describe(r->framework, r->kind), shs_dtype_name(rpd), shs_dtype_name(gd),
+                shs_dtype_name(sc->reduce_dtype ? sc->reduce_dtype : rpd),
+                r->cfg.train.loss_kernel == SHS_LOSS_FUSED ? "fused cross-entropy" : "torch cross_entropy on f32 logits",
+                shs_format_bytes(e, sizeof e, (double)r->worst->gpu.emulation_peak),
+                shs_format_bytes(pk, sizeof pk, (double)r->worst->mem.total_peak));
+    }
     fprintf(out, "closed forms: Rajbhandari et al. 2020 §5: DDP (2+2+K)Psi, ZeRO-1 2Psi+2Psi+K Psi/N, ZeRO-2 2Psi+(2+K)Psi/N,\n"
            "  ZeRO-3 (2+2+K)Psi/N (hybrid: N -> shard group G); paper volume per rank: 2Psi (DDP, ZeRO-1/2), 3Psi (ZeRO-3)\n"
            "  x (N-1)/N x param-dtype bytes; sent = ring algorithm, nccl-tests busbw convention.\n"
@@ -336,12 +380,13 @@ static void print_csv(FILE *out, const row_t *rows, int nrows, int zero_paper) {
     fprintf(out, "name,strategy,checkpointing,offload,params_bytes,params_formula,grads_bytes,grads_formula,optimizer_bytes,"
            "optimizer_formula,paper_total,activations_bytes,comm_buffers_bytes,other_bytes,peak_bytes,fits,"
            "all_gather_sent,reduce_scatter_sent,all_reduce_sent,comm_bytes_per_step,paper_comm_bytes,collectives,"
-           "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu,recompute_flops,hfu%s\n",
+           "compute_s,comm_s,exposed_comm_s,offload_s,step_time_s,mfu,recompute_flops,hfu,framework,reserved_bytes,"
+           "fixed_bytes,total_bytes,process_peak_bytes%s\n",
             zero_paper ? ",paper_params_measured,paper_params,paper_grads_measured,paper_grads,paper_optimizer_measured,"
                          "paper_optimizer" : "");
     for (int i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
-        const shs_mem_stats_t *m = &r->worst->mem;
+        const shs_mem_stats_t *m = &r->worst->gpu.alloc;
         fprintf(out, "%s,%s,%d,%s,%zu,%.0f,%zu,%.0f,%zu,%.0f,%.0f,%zu,%zu,%zu,%zu,%d,%llu,%llu,%llu,%llu,%.0f,%llu,%.6g,%.6g,"
                "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g",
                r->name, shs_strategy_name(r->kind), r->ckpt,
@@ -352,6 +397,8 @@ static void print_csv(FILE *out, const row_t *rows, int nrows, int zero_paper) {
                (unsigned long long)r->sent[SHS_OP_REDUCE_SCATTER], (unsigned long long)r->sent[SHS_OP_ALL_REDUCE],
                (unsigned long long)r->sent_total, r->paper_sent, (unsigned long long)r->calls, r->est.compute_s,
                r->est.comm_s, r->est.exposed_comm_s, r->est.offload_s, r->est.step_s, r->est.mfu, r->recompute_flops, r->hfu);
+        fprintf(out, ",%s,%.0f,%.0f,%.0f,%zu", shs_framework_name(r->framework), r->gm.reserved, r->gm.context + r->gm.nccl,
+                r->gm.total, r->worst->mem.total_peak);
         if (zero_paper)
             fprintf(out, ",%.0f,%.0f,%.0f,%.0f,%.0f,%.0f", r->paper_measured.params, r->paper.params,
                     r->paper_measured.grads, r->paper.grads, r->paper_measured.optim, r->paper.optim);
@@ -361,7 +408,8 @@ static void print_csv(FILE *out, const row_t *rows, int nrows, int zero_paper) {
 
 #ifdef SHS_HAVE_JANSSON
 static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
-                      size_t device_mem, const shs_hw_t *hw, int zero_paper) {
+                      const shs_gpu_mem_preset_t *gmp, const shs_hw_t *hw, int zero_paper) {
+    size_t device_mem = (size_t)gmp->board_bytes;
     const shs_train_config_t *tc = &base->train;
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "model", json_string(model_name));
@@ -372,9 +420,12 @@ static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_co
     json_object_set_new(root, "device_mem", json_integer((json_int_t)device_mem));
     json_object_set_new(root, "gpu", json_string(hw->name));
     json_object_set_new(root, "num_units", json_integer(rows[0].res.num_units));
+    json_object_set_new(root, "gpu_memory", json_pack("{s:f,s:f,s:i,s:f}", "cuda_context", gmp->cuda_context_bytes,
+                                                      "nccl_buffsize", gmp->nccl_buffsize, "nccl_channels",
+                                                      gmp->nccl_channels, "nvls_per_communicator", gmp->nvls_bytes));
     for (int i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
-        const shs_mem_stats_t *m = &r->worst->mem;
+        const shs_mem_stats_t *m = &r->worst->gpu.alloc; /* what the framework's GPU run holds */
         json_t *o = json_object(), *pr = json_object(), *cf = json_object(), *cm = json_object();
         json_object_set_new(o, "name", json_string(r->name));
         json_object_set_new(o, "strategy", json_string(shs_strategy_name(r->kind)));
@@ -388,7 +439,14 @@ static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_co
         json_object_set_new(pr, "comm_buffers", json_integer((json_int_t)m->peak[SHS_MEM_COMM]));
         json_object_set_new(pr, "other", json_integer((json_int_t)m->peak[SHS_MEM_OTHER]));
         json_object_set_new(pr, "peak", json_integer((json_int_t)m->total_peak));
+        json_object_set_new(pr, "reserved", json_integer((json_int_t)r->gm.reserved));
+        json_object_set_new(pr, "cuda_context", json_integer((json_int_t)r->gm.context));
+        json_object_set_new(pr, "nccl", json_integer((json_int_t)r->gm.nccl));
+        json_object_set_new(pr, "total", json_integer((json_int_t)r->gm.total));
         json_object_set_new(o, "per_rank_bytes", pr);
+        json_object_set_new(o, "framework", json_string(shs_framework_name(r->framework)));
+        json_object_set_new(o, "process_bytes", json_pack("{s:I,s:I}", "peak", (json_int_t)r->worst->mem.total_peak,
+                                                          "emulation_peak", (json_int_t)r->worst->gpu.emulation_peak));
         json_object_set_new(cf, "params", json_real(r->form.params));
         json_object_set_new(cf, "grads", json_real(r->form.grads));
         json_object_set_new(cf, "optimizer", json_real(r->form.optim));
@@ -433,9 +491,9 @@ static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_co
             json_object_set_new(seg, "phase", json_string(kinds[g->kind]));
             json_object_set_new(seg, "unit", json_integer(g->unit));
             for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++)
-                json_object_set_new(mem, shs_mem_category_name((shs_mem_category_t)c), json_integer((json_int_t)g->mem_end[c]));
+                json_object_set_new(mem, shs_mem_category_name((shs_mem_category_t)c), json_integer((json_int_t)g->gpu_mem_end[c]));
             json_object_set_new(seg, "mem_end", mem);
-            json_object_set_new(seg, "peak_total", json_integer((json_int_t)g->peak_total));
+            json_object_set_new(seg, "peak_total", json_integer((json_int_t)g->gpu_peak_total));
             json_object_set_new(seg, "flops", json_integer((json_int_t)g->flops));
             json_object_set_new(seg, "collectives", json_integer((json_int_t)(g->calls_end - g->calls_begin)));
             json_array_append_new(tl, seg);
@@ -687,7 +745,28 @@ int sim_cmd_compare(int argc, char **argv) {
             snprintf(hw.name + len, sizeof hw.name - len, "+custom");
             break;
         }
-    if (!device_mem) device_mem = (size_t)hw.mem_bytes;
+    /* the board's memory and a run's fixed costs (gpu_memory.h), each preset constant replaceable */
+    shs_gpu_mem_preset_t gmp;
+    if (shs_gpu_mem_preset(gpu, &gmp) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
+    if (device_mem) gmp.board_bytes = (double)device_mem;
+    if (o.given[C_CUDA_CONTEXT_MIB]) gmp.cuda_context_bytes = o.num[C_CUDA_CONTEXT_MIB] * 1048576.0;
+    if (o.given[C_NCCL_BUFFSIZE]) gmp.nccl_buffsize = o.num[C_NCCL_BUFFSIZE];
+    if (o.given[C_NCCL_CHANNELS]) gmp.nccl_channels = (int)o.num[C_NCCL_CHANNELS];
+    if (shs_gpu_mem_check(&gmp) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
+    device_mem = (size_t)gmp.board_bytes;
+    shs_framework_t framework = SHS_FRAMEWORK_DEFAULT;
+    if (o.given[C_FRAMEWORK]) {
+        if (!strcmp(o.str[C_FRAMEWORK], "torch")) framework = SHS_FRAMEWORK_TORCH;
+        else if (!strcmp(o.str[C_FRAMEWORK], "deepspeed")) framework = SHS_FRAMEWORK_DEEPSPEED;
+        else return usage_error("--framework must be torch or deepspeed, not %s", o.str[C_FRAMEWORK]);
+    } else if (ds) {
+        framework = SHS_FRAMEWORK_DEEPSPEED; /* a DeepSpeed config describes DeepSpeed's engine */
+    }
+    if (o.given[C_LOSS_KERNEL]) {
+        if (!strcmp(o.str[C_LOSS_KERNEL], "fused")) tc->loss_kernel = SHS_LOSS_FUSED;
+        else if (strcmp(o.str[C_LOSS_KERNEL], "torch")) return usage_error("--loss-kernel must be torch or fused, not %s",
+                                                                           o.str[C_LOSS_KERNEL]);
+    }
     int N = tc->world_size;
     if (N > hw.net.gpus_per_node && N % hw.net.gpus_per_node)
         return usage_error("--world %d spans more than one node but is not a multiple of --gpus-per-node %d (%s); "
@@ -724,6 +803,17 @@ int sim_cmd_compare(int argc, char **argv) {
             r->cfg.train.strategy.kind = r->kind;
             r->cfg.train.recompute = r->ckpt ? recompute : SHS_RECOMPUTE_NONE;
             r->cfg.train.strategy.offload = r->offload;
+            /* the framework the row's memory models, and the dtypes its gradients take there unless given:
+             * PyTorch's DDP and FSDP2 keep f32 gradients of their f32 parameters and reduce them in f32
+             * (torchtitan's FSDP2 default, reduce_dtype float32) */
+            shs_strategy_config_t *sc = &r->cfg.train.strategy;
+            sc->framework = framework ? framework : shs_strategy_stage(r->kind)->framework;
+            r->framework = sc->framework;
+            int torch_f32_grads = sc->framework == SHS_FRAMEWORK_TORCH && !ds &&
+                                  (r->kind == SHS_DDP || shs_strategy_stage(r->kind)->shards_params);
+            if (torch_f32_grads && !o.given[C_GRAD_ACCUM_DTYPE]) sc->grad_accum_dtype = SHS_F32;
+            if (torch_f32_grads && !o.given[C_REDUCE_DTYPE]) sc->reduce_dtype = SHS_F32;
+            r->cfg.gpu_reserve_limit = (size_t)(gmp.board_bytes - shs_gpu_fixed_bytes(&gmp, r->kind, N, (int)G));
             if (ds && !shs_strategy_stage(r->kind)->shards_params) { /* the stage-3 keys: stage 3 only */
                 r->cfg.train.replicate_below = shs_train_default_config().replicate_below;
                 r->cfg.train.strategy.backward_prefetch = shs_train_default_config().strategy.backward_prefetch;
@@ -734,7 +824,7 @@ int sim_cmd_compare(int argc, char **argv) {
                 goto out;
             }
             nrows++;
-            fill_row(r, device_mem, &hw, eff, algo);
+            fill_row(r, &gmp, &hw, eff, algo);
             if ((rc = row_hfu(r, &hw)) != SIM_EXIT_OK) goto out;
         }
     }
@@ -752,7 +842,7 @@ int sim_cmd_compare(int argc, char **argv) {
     FILE *dst = output ? af.fp : stdout;
     if (!strcmp(format, "csv")) print_csv(dst, rows, nrows, zero_paper);
 #ifdef SHS_HAVE_JANSSON
-    else if (!strcmp(format, "json")) rc = print_json(dst, rows, nrows, &base, model_name, device_mem, &hw, zero_paper);
+    else if (!strcmp(format, "json")) rc = print_json(dst, rows, nrows, &base, model_name, &gmp, &hw, zero_paper);
 #endif
     else {
         if (ds) {
@@ -760,7 +850,7 @@ int sim_cmd_compare(int argc, char **argv) {
             shs_ds_config_describe(ds, tc, ds_src, "", desc, sizeof desc);
             fprintf(dst, "%s", desc);
         }
-        print_table(dst, rows, nrows, &base, model_name, device_mem, &hw, eff,
+        print_table(dst, rows, nrows, &base, model_name, &gmp, &hw, eff,
                     algo == SHS_NUM_ALGOS ? "auto: faster of ring and tree" : shs_net_algo_name(algo), zero_paper);
     }
     if (output) {
@@ -773,7 +863,7 @@ int sim_cmd_compare(int argc, char **argv) {
     }
     if (plot) {
         sim_plot_row_t *pr = calloc(nrows > 0 ? (size_t)nrows : 1, sizeof *pr);
-        for (int i = 0; pr && i < nrows; i++) pr[i] = (sim_plot_row_t){rows[i].name, rows[i].worst, device_mem};
+        for (int i = 0; pr && i < nrows; i++) pr[i] = (sim_plot_row_t){rows[i].name, rows[i].worst, (size_t)gmp.board_bytes, 1};
         if (!pr || sim_compare_plot(plot, model_name, pr, nrows) != 0) {
             if (pr) sim_error("compare", "%s", shs_last_error()); /* it names the file */
             else sim_error("compare", "%s: out of memory", plot);
