@@ -55,8 +55,9 @@
 #define SIM_ROW_AUTOCAST                                                                                           \
     {"--autocast", NULL, SIM_OPT_STR, 0, 0, 0, 0, "D",                                                             \
      "bf16 | f16 | off: emulate torch.autocast: matmuls read D-rounded inputs\n"                                 \
-     "and write D, LayerNorm/softmax/loss in f32; activations stored in D\n"                                     \
-     "(2 bytes) where torch keeps them so (gpt.h); the GPT only"}
+     "and write D, norms/softmax/loss in f32; activations stored in D\n"                                         \
+     "(2 bytes) where torch keeps them so (gpt.h, llama.h); the GPT and the\n"                                 \
+     "Llama, not --model-file"}
 #define SIM_ROW_DROPOUT                                                                                            \
     {"--dropout", NULL, SIM_OPT_FLOAT, 0, 1, 1, 0, "P",                                                            \
      "dropout probability, 0 <= P < 1, on attention probabilities and both\n"                                   \

@@ -24,7 +24,7 @@
  *    width under the ring algorithm (nccl-tests' busbw convention).
  *  - A step-time estimate: per timeline segment, compute = max(FLOPs /
  *    (peak x efficiency), kernel bytes / HBM bandwidth) (a roofline); each
- *    collective priced by trace_net.h's alpha-beta model on a cluster of
+ *    collective priced by net.h's alpha-beta model on a cluster of
  *    nodes of GPUs (intra-node NVLink, NICs between nodes: a call that
  *    spans nodes is priced per level, hierarchical all-gather /
  *    reduce-scatter, see shs_net_time); collectives
@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 #include "shardsim/meta_run.h"
-#include "shardsim/trace_net.h"
+#include "shardsim/net.h"
 
 /* Per-rank model-state bytes in shardsim's widths with the paper's
  * partitioning (see above). `psi` parameters, `n` the sharding degree (N,

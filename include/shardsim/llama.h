@@ -87,11 +87,45 @@ void shs_llama_inv_freq(const shs_llama_config_t *cfg, float *inv_freq);
 shs_status_t shs_llama_layout_create(shs_layout_t *layout, const shs_llama_config_t *cfg);
 
 /* A Llama on `dev` for B sequences of T positions per rank, with its
- * activation buffers. `ex` as for the GPT (gpt.h): recompute none / full /
- * selective and attention eager / flash are honoured; autocast and dropout
- * are refused (SHS_UNSUPPORTED, naming them) unless zero. Errors:
- * SHS_OUT_OF_MEMORY, SHS_INVALID_ARG, SHS_UNSUPPORTED (the device lacks
- * SHS_KERNELS_LLAMA: the CUDA backend). */
+ * activation buffers (category ACTIVATIONS). `ex` as for the GPT (gpt.h):
+ * recompute, attention eager / flash, autocast and param_dtype are
+ * honoured; dropout is refused (SHS_UNSUPPORTED, naming it) unless zero.
+ *
+ * Autocast (ex->autocast bf16 or f16 = A; torch.autocast over Hugging
+ * Face's LlamaForCausalLM, as gpt.h's emulation and its op lists: linear
+ * in A from A-cast inputs with f32 accumulation; RMSNorm, softmax and the
+ * loss in f32; SiLU and products of A tensors in A). R, the residual
+ * stream's dtype: A when ex->param_dtype is A (the whole model in A, as
+ * FSDP MixedPrecision runs it), else f32 (torch's promotion of f32 + A).
+ * What each layer stores for backward, as the op that saved it does:
+ *   RMSNorm (a fused kernel, f32 inside): its input (the layer input or
+ *     res2, R) and rstd (f32); its output is stored as the A cast the
+ *     following linears read, one copy per linear when R is f32 (autocast
+ *     casts an activation anew for each op: 3 for q/k/v, 2 for gate/up),
+ *     one shared copy when R is A;
+ *   q and k after RoPE, and v (A: the attention inputs). RoPE is computed
+ *     in f32 from the A projection and rounded to A once (HF with an f32
+ *     model: q*cos + rotate_half(q)*sin in f32, then the attention's cast;
+ *     torchtitan: complex product in f32, type_as once);
+ *   eager: the probabilities, computed in f32 and stored in A (a fused
+ *     scale-mask-softmax, as the GPT; the output comes from the f32 ones);
+ *     flash: the log-sum-exp per row (f32);
+ *   the attention output (A, the o_proj input);
+ *   res2 and the layer output (R);
+ *   gate and up projections and SwiGLU's output (A; a fused SwiGLU, as
+ *     the f32 model: silu(gate)*up in f32 rounded once).
+ * The final norm's output (A), f32 logits holding A-rounded values, f32
+ * softmax and losses. Matmul outputs that are not stored (o_proj,
+ * down_proj) are rounded to A before their residual add. Weights and
+ * biases are rounded to A at each use when the parameters are not A.
+ * Gradients are not rounded (f32 throughout backward), as for the GPT.
+ * Known differences from torch eager: unfused SiLU-then-mul keeps
+ * silu(gate) too (+A sbI per layer) and rounds it before the product; HF's
+ * eager softmax keeps f32 probabilities besides their A cast; torchtitan
+ * repeats k and v to NH heads before SDPA (its saved k, v are A sbh each,
+ * not A sb kv).
+ * Errors: SHS_OUT_OF_MEMORY, SHS_INVALID_ARG, SHS_UNSUPPORTED (the device
+ * lacks SHS_KERNELS_LLAMA: the CUDA backend). */
 shs_status_t shs_llama_create(shs_model_t **out, const shs_layout_t *layout, const shs_llama_config_t *cfg,
                               shs_device_t *dev, int B, int T, const shs_gpt_exec_t *ex);
 

@@ -88,7 +88,7 @@ typedef struct {
     shs_recompute_t recompute;   /* --recompute-granularity (GPT and Llama): NONE, FULL, SELECTIVE (gpt.h);
                                   * checkpoint_activations != 0 means FULL */
     shs_attention_kind_t attention; /* --attention eager | flash (GPT and Llama) */
-    shs_dtype_t autocast;        /* --autocast bf16 | f16 (GPT only; gpt.h); DEFAULT: off */
+    shs_dtype_t autocast;        /* --autocast bf16 | f16 (GPT and Llama; gpt.h, llama.h); DEFAULT: off */
     shs_loss_kernel_t loss_kernel; /* the GPU ledger's loss kernel (gpt.h; compare --loss-kernel) */
     float dropout;               /* --dropout P (GPT only), masks seeded by strategy.seed */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */

@@ -10,7 +10,7 @@
 
 #include "shardsim/device.h"
 #include "shardsim/clock.h"
-#include "shardsim/trace_net.h"
+#include "shardsim/net.h"
 #include "comm/comm_impl.h"
 
 double shs_bench_min_traffic(shs_coll_op_t op, int n, size_t bytes) {

@@ -8,7 +8,7 @@
  *            reduce_scatter: the send buffer (N * recvcount * size)
  *   algbw    size / time
  *   busbw    algbw * 2(N-1)/N (all_reduce), * (N-1)/N (all_gather,
- *            reduce_scatter), * 1 (broadcast): shs_net_busbw_factor (trace_net.h)
+ *            reduce_scatter), * 1 (broadcast): shs_net_busbw_factor (net.h)
  * Memory traffic: the bytes any algorithm must move through memory
  * (shs_bench_min_traffic). memcpy moves 2 bytes (read + write) per byte
  * copied; both are counted the same way, so their ratio says how close a

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "model/autocast.h"
+#include "model/carver.h"
 #include "model/loss_gpu_memory.h"
 
 
@@ -110,8 +112,8 @@ typedef struct {
     const shs_layout_t *layout;
     shs_device_t *dev;
     int B;
-    shs_dtype_t A, R;                   /* activation and residual dtypes (see above) */
-    int round_weights;                  /* autocast with parameters not already in A */
+    shs__amp_t amp;                     /* activation and residual dtypes (see above); amp.ww:
+                                         * round_weights: max(4C*C + 4C, V*C) rounded weights */
     uint64_t micro_step, first_seq;     /* dropout positions (shs_gpt_set_position) */
     void *acts_mem;                     /* the whole forward activation block */
     void *encoded;                      /* (BT,C) R */
@@ -133,26 +135,10 @@ typedef struct {
     float *w1, *w2;                     /* 16-bit A: (BT,4C) f32 work */
     float *wx, *wr;                     /* 16-bit R: (BT,C) f32 work */
     float *wt1, *wt2;                   /* 16-bit A, eager: (B,NH,T,T) f32 work */
-    float *ww;                          /* round_weights: max(4C*C + 4C, V*C) rounded weights */
     int32_t *tokens, *targets;          /* (BT) device */
     int64_t num_targets;                /* the last forward's counted targets (the mean's divisor) */
     const float *head_params;           /* unit 0 as kept resident from forward to backward */
 } shs_gpt_t;
-
-/* Layout passes: buffers of one element size at a time (4, 2, then 1
- * byte), so every buffer is aligned to its element without padding. */
-typedef struct {
-    char *base;                         /* NULL: count only */
-    size_t cur;                         /* bytes so far */
-    size_t es;                          /* this pass's element size */
-} carver_t;
-
-static void carve(carver_t *k, void *ptr, size_t n, size_t es) {
-    if (es != k->es) return;
-    void **p = ptr;
-    *p = n && k->base ? k->base + k->cur : NULL;
-    k->cur += n * es;
-}
 
 /* What a block keeps: 0 intermediates (dropped by full recompute), 1 the
  * attention core (dropped by full and selective recompute), 2 the output. */
@@ -173,24 +159,24 @@ static void layout_acts(shs_gpt_t *g, void *base, size_t *total) {
     const shs_gpt_config_t *c = &g->cfg;
     size_t B = (size_t)g->B, T = (size_t)c->context, C = (size_t)c->channels, NH = (size_t)c->num_heads;
     size_t BT = B * T, BTC = BT * C, TT = B * NH * T * T, V = (size_t)shs_gpt_vocab(c);
-    size_t a = shs_dtype_size(g->A), r = shs_dtype_size(g->R);
+    size_t a = shs_dtype_size(g->amp.A), r = shs_dtype_size(g->amp.R);
     int eager = g->ex.attention == SHS_ATTENTION_EAGER, drop = g->ex.dropout > 0.0f, L = c->num_layers;
-    carver_t k = {base, 0, 0};
+    shs__carver_t k = {base, 0, 0};
     for (k.es = 4; k.es >= 1; k.es /= 2) {
-        carve(&k, &g->encoded, BTC, r);
+        shs__carve(&k, &g->encoded, BTC, r);
         for (int l = 0; l < L; l++) {
             layer_acts_t *la = &g->layer[l];
-#define CARVE(f, n, es, kind) if (l == 0 || kept_per_layer(g, kind)) carve(&k, &la->f, n, es);
+#define CARVE(f, n, es, kind) if (l == 0 || kept_per_layer(g, kind)) shs__carve(&k, &la->f, n, es);
             LAYER_BUFS(CARVE)
 #undef CARVE
         }
-        carve(&k, &g->lnf, BTC, a);
-        carve(&k, &g->lnf_mean, BT, 4);
-        carve(&k, &g->lnf_rstd, BT, 4);
-        carve(&k, &g->logits, BT * V, 4);
-        carve(&k, &g->probs, BT * V, 4);
-        carve(&k, &g->losses, BT, 4);
-        carve(&k, &g->loss_sum, 1, 4);
+        shs__carve(&k, &g->lnf, BTC, a);
+        shs__carve(&k, &g->lnf_mean, BT, 4);
+        shs__carve(&k, &g->lnf_rstd, BT, 4);
+        shs__carve(&k, &g->logits, BT * V, 4);
+        shs__carve(&k, &g->probs, BT * V, 4);
+        shs__carve(&k, &g->losses, BT, 4);
+        shs__carve(&k, &g->loss_sum, 1, 4);
     }
     for (int l = 1; l < L; l++) {
 #define SHARE(f, n, es, kind) if (!kept_per_layer(g, kind)) g->layer[l].f = g->layer[0].f;
@@ -205,28 +191,28 @@ static void layout_scratch(shs_gpt_t *g, void *base, size_t *total) {
     size_t B = (size_t)g->B, T = (size_t)c->context, C = (size_t)c->channels, NH = (size_t)c->num_heads;
     size_t BT = B * T, BTC = BT * C, TT = B * NH * T * T, V = (size_t)shs_gpt_vocab(c);
     int eager = g->ex.attention == SHS_ATTENTION_EAGER, drop = g->ex.dropout > 0.0f;
-    int a16 = g->A != SHS_F32, r16 = g->R != SHS_F32;
-    carver_t k = {base, 0, 4};
-    carve(&k, &g->dres, BTC, 4);
-    carve(&k, &g->dbtc, BTC, 4);
-    carve(&k, &g->dproj, drop ? BTC : 0, 4);
-    carve(&k, &g->dfch, 4 * BTC, 4);
-    carve(&k, &g->dfch_gelu, 4 * BTC, 4);
-    carve(&k, &g->dqkv, 3 * BTC, 4);
-    carve(&k, &g->dpreatt, eager ? TT : 0, 4);
-    carve(&k, &g->datt, eager ? TT : 0, 4);
-    carve(&k, &g->dlogits, BT * V, 4);
-    carve(&k, &g->preatt, eager ? TT : 0, 4);
-    carve(&k, &g->proj, BTC, 4);
+    int a16 = g->amp.A != SHS_F32, r16 = g->amp.R != SHS_F32;
+    shs__carver_t k = {base, 0, 4};
+    shs__carve(&k, &g->dres, BTC, 4);
+    shs__carve(&k, &g->dbtc, BTC, 4);
+    shs__carve(&k, &g->dproj, drop ? BTC : 0, 4);
+    shs__carve(&k, &g->dfch, 4 * BTC, 4);
+    shs__carve(&k, &g->dfch_gelu, 4 * BTC, 4);
+    shs__carve(&k, &g->dqkv, 3 * BTC, 4);
+    shs__carve(&k, &g->dpreatt, eager ? TT : 0, 4);
+    shs__carve(&k, &g->datt, eager ? TT : 0, 4);
+    shs__carve(&k, &g->dlogits, BT * V, 4);
+    shs__carve(&k, &g->preatt, eager ? TT : 0, 4);
+    shs__carve(&k, &g->proj, BTC, 4);
     g->scratch_grads = k.cur - BT * V * 4;
-    carve(&k, &g->w1, a16 ? 4 * BTC : 0, 4);
-    carve(&k, &g->w2, a16 ? 4 * BTC : 0, 4);
-    carve(&k, &g->wx, r16 ? BTC : 0, 4);
-    carve(&k, &g->wr, r16 ? BTC : 0, 4);
-    carve(&k, &g->wt1, a16 && eager ? TT : 0, 4);
-    carve(&k, &g->wt2, a16 && eager && drop ? TT : 0, 4);
+    shs__carve(&k, &g->w1, a16 ? 4 * BTC : 0, 4);
+    shs__carve(&k, &g->w2, a16 ? 4 * BTC : 0, 4);
+    shs__carve(&k, &g->wx, r16 ? BTC : 0, 4);
+    shs__carve(&k, &g->wr, r16 ? BTC : 0, 4);
+    shs__carve(&k, &g->wt1, a16 && eager ? TT : 0, 4);
+    shs__carve(&k, &g->wt2, a16 && eager && drop ? TT : 0, 4);
     size_t ww = 4 * C * C + 4 * C > V * C ? 4 * C * C + 4 * C : V * C;
-    carve(&k, &g->ww, g->round_weights ? ww : 0, 4);
+    shs__carve(&k, &g->amp.ww, g->amp.round_weights ? ww : 0, 4);
     *total = k.cur;
 }
 
@@ -268,7 +254,8 @@ shs_status_t shs_gpt_create_ex(shs_model_t **out, const shs_layout_t *layout, co
     if (!shs_device_supports(dev, flash ? SHS_KERNELS_FLASH_ATTENTION : 0) ||
         !shs_device_supports(dev, drop ? SHS_KERNELS_DROPOUT : 0) ||
         !shs_device_supports(dev, autocast ? SHS_KERNELS_ROUND : 0))
-        return shs_set_error(SHS_UNSUPPORTED, "the %s backend has no kernels for %s (the cpu and meta backends have them)",
+        return shs_set_error(SHS_UNSUPPORTED,
+                             "the %s backend has no kernels for %s (the cpu and meta backends have them)",
                              shs_device_backend(dev),
                              flash && !shs_device_supports(dev, SHS_KERNELS_FLASH_ATTENTION) ? "attention flash"
                              : drop && !shs_device_supports(dev, SHS_KERNELS_DROPOUT)         ? "dropout"
@@ -281,9 +268,7 @@ shs_status_t shs_gpt_create_ex(shs_model_t **out, const shs_layout_t *layout, co
     g->layout = layout;
     g->dev = dev;
     g->B = B;
-    g->A = autocast ? ex->autocast : SHS_F32;
-    g->R = autocast && ex->param_dtype == ex->autocast ? ex->autocast : SHS_F32;
-    g->round_weights = autocast && ex->param_dtype != ex->autocast;
+    shs__amp_setup(&g->amp, dev, ex);
     g->layer = calloc((size_t)cfg->num_layers, sizeof *g->layer);
     shs_status_t st = SHS_OK;
     if (!g->layer) {
@@ -295,7 +280,7 @@ shs_status_t shs_gpt_create_ex(shs_model_t **out, const shs_layout_t *layout, co
     layout_scratch(g, NULL, &n_scratch);
     /* the GPU ledger (device.h): the f32 logits and probabilities are the loss's, which the GPU holds at
      * its own peak (loss_gpu_memory.h), before the blocks' backward needs its gradients, in dtype A */
-    size_t V = (size_t)shs_gpt_vocab(cfg), a = shs_dtype_size(g->A), grads = g->scratch_grads / 4 * a;
+    size_t V = (size_t)shs_gpt_vocab(cfg), a = shs_dtype_size(g->amp.A), grads = g->scratch_grads / 4 * a;
     size_t loss = shs__loss_gpu_bytes(BT, V, a, ex->loss_kernel);
     SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &g->acts_mem, n_acts, n_acts - 8 * BT * V, SHS_MEM_ACTIVATIONS,
                                             "forward activations"), st, fail);
@@ -336,39 +321,6 @@ static void gpt_destroy(shs_model_t *m) {
     free(g);
 }
 
-/* ---- dtype views ------------------------------------------------------------ */
-
-/* An f32 view of n elements stored as dt: the tensor itself, or its
- * conversion into `work`. */
-static const float *view(shs_gpt_t *g, const void *stored, shs_dtype_t dt, float *work, size_t n) {
-    if (dt == SHS_F32) return stored;
-    shs_cast(g->dev, work, SHS_F32, stored, dt, n);
-    return work;
-}
-/* Where a kernel writes a tensor stored as dt: the tensor, or `work`. */
-static float *target(void *stored, shs_dtype_t dt, float *work) { return dt == SHS_F32 ? stored : work; }
-/* After the kernel: round `work` into the tensor's storage. */
-static void commit(shs_gpt_t *g, void *stored, shs_dtype_t dt, const float *work, size_t n) {
-    if (dt != SHS_F32) shs_cast(g->dev, stored, dt, work, SHS_F32, n);
-}
-/* A matmul's weight (and bias) as autocast reads them: rounded to A when
- * the parameters are not A already (into the shared ww). */
-static const float *weights(shs_gpt_t *g, const float *w, size_t n, size_t off) {
-    if (!g->round_weights || !w) return w;
-    shs_memcpy_d2d(g->dev, g->ww + off, w, n * sizeof(float));
-    shs_round(g->dev, g->ww + off, g->A, n);
-    return g->ww + off;
-}
-/* An autocast matmul: inputs as stored (already A) or rounded weights, f32
- * accumulation, the output rounded to A (stored by the caller's commit, or
- * in place here when it is not stored: round_out). */
-static void matmul(shs_gpt_t *g, float *out, const float *inp, const float *w, const float *bias, int BT, int C,
-                   int OC, int round_out) {
-    const float *wr = weights(g, w, (size_t)OC * C, 0), *br = weights(g, bias, (size_t)OC, (size_t)OC * C);
-    shs_matmul_forward(g->dev, out, inp, wr, br, BT, C, OC);
-    if (round_out && g->A != SHS_F32) shs_round(g->dev, out, g->A, (size_t)BT * OC);
-}
-
 /* The dropout stream of (micro-step, layer, site), positions counted from
  * this rank's first sequence in the global batch (`per_seq` elements each). */
 enum { SITE_ATTN = 0, SITE_PROJ = 1, SITE_MLP = 2 };
@@ -407,19 +359,20 @@ static void attention_core_forward(shs_gpt_t *g, int l, float *out) {
     size_t BT = (size_t)B * T, TT = (size_t)B * NH * T * T;
     shs_device_t *d = g->dev;
     layer_acts_t *a = &g->layer[l];
-    const float *qkv = view(g, a->qkv, g->A, g->w2, 3 * BT * C);
+    const float *qkv = shs__amp_view(&g->amp, a->qkv, g->amp.A, g->w2, 3 * BT * C);
     shs_dropout_t drop = dropout_at(g, l, SITE_ATTN, (size_t)NH * T * T);
     if (g->ex.attention == SHS_ATTENTION_FLASH) {
         shs_attention_forward_flash(d, out, a->lse, qkv, B, T, C, NH, &drop);
     } else if (drop.p > 0.0f) {
-        float *att = target(a->att, g->A, g->wt1), *att_drop = target(a->att_drop, g->A, g->wt2);
+        float *att = shs__amp_target(a->att, g->amp.A, g->wt1);
+        float *att_drop = shs__amp_target(a->att_drop, g->amp.A, g->wt2);
         shs_attention_forward_dropout(d, out, g->preatt, att, att_drop, a->att_mask, qkv, B, T, C, NH, &drop);
-        commit(g, a->att, g->A, att, TT);
-        commit(g, a->att_drop, g->A, att_drop, TT);
+        shs__amp_commit(&g->amp, a->att, g->amp.A, att, TT);
+        shs__amp_commit(&g->amp, a->att_drop, g->amp.A, att_drop, TT);
     } else {
-        float *att = target(a->att, g->A, g->wt1);
+        float *att = shs__amp_target(a->att, g->amp.A, g->wt1);
         shs_attention_forward(d, out, g->preatt, att, qkv, B, T, C, NH);
-        commit(g, a->att, g->A, att, TT);
+        shs__amp_commit(&g->amp, a->att, g->amp.A, att, TT);
     }
 }
 
@@ -430,44 +383,46 @@ static void block_forward(shs_gpt_t *g, int l, const void *x, const block_params
     size_t btc = (size_t)BT * C;
     shs_device_t *d = g->dev;
     layer_acts_t *a = &g->layer[l];
-    shs_dtype_t A = g->A, R = g->R;
-    const float *x32 = view(g, x, R, g->wx, btc);
-    float *o = target(a->ln1, A, g->w1);
+    shs_dtype_t A = g->amp.A, R = g->amp.R;
+    const float *x32 = shs__amp_view(&g->amp, x, R, g->wx, btc);
+    float *o = shs__amp_target(a->ln1, A, g->w1);
     shs_layernorm_forward(d, o, a->ln1_mean, a->ln1_rstd, x32, p->ln1w, p->ln1b, BT, C);
-    commit(g, a->ln1, A, o, btc);
-    o = target(a->qkv, A, g->w2);
-    matmul(g, o, view(g, a->ln1, A, g->w1, btc), p->qkvw, p->qkvb, BT, C, 3 * C, 0);
-    commit(g, a->qkv, A, o, 3 * btc);
-    o = target(a->atty, A, g->w1);
+    shs__amp_commit(&g->amp, a->ln1, A, o, btc);
+    o = shs__amp_target(a->qkv, A, g->w2);
+    shs__amp_matmul(&g->amp, o, shs__amp_view(&g->amp, a->ln1, A, g->w1, btc), p->qkvw, p->qkvb, BT, C, 3 * C, 0);
+    shs__amp_commit(&g->amp, a->qkv, A, o, 3 * btc);
+    o = shs__amp_target(a->atty, A, g->w1);
     attention_core_forward(g, l, o);
     if (A != SHS_F32) shs_round(d, o, A, btc); /* the attention output, as stored */
-    commit(g, a->atty, A, o, btc);
-    matmul(g, g->proj, view(g, a->atty, A, g->w1, btc), p->attprojw, p->attprojb, BT, C, C, 1);
+    shs__amp_commit(&g->amp, a->atty, A, o, btc);
+    shs__amp_matmul(&g->amp, g->proj, shs__amp_view(&g->amp, a->atty, A, g->w1, btc), p->attprojw, p->attprojb, BT, C,
+                    C, 1);
     if (a->proj_mask) {
         shs_dropout_t drop = dropout_at(g, l, SITE_PROJ, (size_t)T * C);
         shs_dropout_forward(d, g->proj, a->proj_mask, g->proj, btc, &drop);
     }
-    o = target(a->res2, R, g->wr);
+    o = shs__amp_target(a->res2, R, g->wr);
     shs_residual_forward(d, o, x32, g->proj, btc);
-    commit(g, a->res2, R, o, btc);
-    const float *res2 = view(g, a->res2, R, g->wr, btc);
-    o = target(a->ln2, A, g->w1);
+    shs__amp_commit(&g->amp, a->res2, R, o, btc);
+    const float *res2 = shs__amp_view(&g->amp, a->res2, R, g->wr, btc);
+    o = shs__amp_target(a->ln2, A, g->w1);
     shs_layernorm_forward(d, o, a->ln2_mean, a->ln2_rstd, res2, p->ln2w, p->ln2b, BT, C);
-    commit(g, a->ln2, A, o, btc);
-    o = target(a->fch, A, g->w2);
-    matmul(g, o, view(g, a->ln2, A, g->w1, btc), p->fcw, p->fcb, BT, C, 4 * C, 0);
-    commit(g, a->fch, A, o, 4 * btc);
-    o = target(a->fch_gelu, A, g->w1);
-    shs_gelu_forward(d, o, view(g, a->fch, A, g->w2, 4 * btc), 4 * btc);
-    commit(g, a->fch_gelu, A, o, 4 * btc);
-    matmul(g, g->proj, view(g, a->fch_gelu, A, g->w1, 4 * btc), p->fcprojw, p->fcprojb, BT, 4 * C, C, 1);
+    shs__amp_commit(&g->amp, a->ln2, A, o, btc);
+    o = shs__amp_target(a->fch, A, g->w2);
+    shs__amp_matmul(&g->amp, o, shs__amp_view(&g->amp, a->ln2, A, g->w1, btc), p->fcw, p->fcb, BT, C, 4 * C, 0);
+    shs__amp_commit(&g->amp, a->fch, A, o, 4 * btc);
+    o = shs__amp_target(a->fch_gelu, A, g->w1);
+    shs_gelu_forward(d, o, shs__amp_view(&g->amp, a->fch, A, g->w2, 4 * btc), 4 * btc);
+    shs__amp_commit(&g->amp, a->fch_gelu, A, o, 4 * btc);
+    shs__amp_matmul(&g->amp, g->proj, shs__amp_view(&g->amp, a->fch_gelu, A, g->w1, 4 * btc), p->fcprojw, p->fcprojb,
+                    BT, 4 * C, C, 1);
     if (a->mlp_mask) {
         shs_dropout_t drop = dropout_at(g, l, SITE_MLP, (size_t)T * C);
         shs_dropout_forward(d, g->proj, a->mlp_mask, g->proj, btc, &drop);
     }
-    o = target(a->res3, R, g->wr); /* may alias res2's view: residual_forward allows it */
+    o = shs__amp_target(a->res3, R, g->wr); /* may alias res2's view: residual_forward allows it */
     shs_residual_forward(d, o, res2, g->proj, btc);
-    commit(g, a->res3, R, o, btc);
+    shs__amp_commit(&g->amp, a->res3, R, o, btc);
 }
 
 static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const shs_batch_t *batch,
@@ -489,9 +444,9 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const s
     const float *emb;
     SHS_CHECK(src->acquire_params(src->self, 0, &emb));
     const shs_tensor_info_t *te = &lo->tensors[lo->units[0].first_tensor];
-    float *o = target(g->encoded, g->R, g->wx);
+    float *o = shs__amp_target(g->encoded, g->amp.R, g->wx);
     shs_encoder_forward(d, o, g->tokens, emb + te[0].offset, emb + te[1].offset, B, T, C);
-    commit(g, g->encoded, g->R, o, btc);
+    shs__amp_commit(&g->amp, g->encoded, g->amp.R, o, btc);
     SHS_CHECK(src->release_params(src->self, 0));
 
     const void *x = g->encoded;
@@ -507,17 +462,18 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const s
     const float *lnf;
     SHS_CHECK(src->acquire_params(src->self, L + 1, &lnf));
     const shs_tensor_info_t *tf = &lo->tensors[lo->units[L + 1].first_tensor];
-    o = target(g->lnf, g->A, g->w1);
-    shs_layernorm_forward(d, o, g->lnf_mean, g->lnf_rstd, view(g, x, g->R, g->wx, btc), lnf + tf[0].offset,
-                          lnf + tf[1].offset, BT, C);
-    commit(g, g->lnf, g->A, o, btc);
+    o = shs__amp_target(g->lnf, g->amp.A, g->w1);
+    shs_layernorm_forward(d, o, g->lnf_mean, g->lnf_rstd, shs__amp_view(&g->amp, x, g->amp.R, g->wx, btc),
+                          lnf + tf[0].offset, lnf + tf[1].offset, BT, C);
+    shs__amp_commit(&g->amp, g->lnf, g->amp.A, o, btc);
     SHS_CHECK(src->release_params(src->self, L + 1));
 
     /* LM head tied to wte: unit 0 again. It stays resident for the backward
      * pass, which starts with the head (FSDP keeps the last unit unsharded). */
     SHS_CHECK(src->acquire_params(src->self, 0, &emb));
     g->head_params = emb;
-    matmul(g, g->logits, view(g, g->lnf, g->A, g->w1, btc), emb + te[0].offset, NULL, BT, C, V, 1);
+    shs__amp_matmul(&g->amp, g->logits, shs__amp_view(&g->amp, g->lnf, g->amp.A, g->w1, btc), emb + te[0].offset,
+                    NULL, BT, C, V, 1);
     shs_softmax_xent_forward(d, g->losses, g->probs, g->logits, g->targets, BT, V);
     shs_sum(d, g->loss_sum, g->losses, (size_t)BT);
     float sum;
@@ -528,12 +484,6 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const s
 
 /* ---- backward -------------------------------------------------------------- */
 
-/* A matmul backward with the weight as the forward read it. */
-static void matmul_backward(shs_gpt_t *g, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                            const float *w, int BT, int C, int OC) {
-    shs_matmul_backward(g->dev, dinp, dw, db, dout, inp, weights(g, w, (size_t)OC * C, 0), BT, C, OC);
-}
-
 /* dres (BT,C) holds d(loss)/d(block output) on entry and d(loss)/d(block
  * input) on exit; parameter gradients accumulate into gw. Gradients stay
  * f32 (the autocast emulation rounds what the forward stores, not them). */
@@ -543,7 +493,7 @@ static void block_backward(shs_gpt_t *g, int l, const void *x, const block_param
     shs_device_t *d = g->dev;
     layer_acts_t *a = &g->layer[l];
     size_t btc = (size_t)BT * C, bt4c = 4 * btc, TT = (size_t)B * NH * T * T;
-    shs_dtype_t A = g->A, R = g->R;
+    shs_dtype_t A = g->amp.A, R = g->amp.R;
     float drop_p = g->ex.dropout;
 #define W(f) ((float *)gw->f)
     /* res3 = res2 + dropout(fcproj): both get dres */
@@ -554,14 +504,15 @@ static void block_backward(shs_gpt_t *g, int l, const void *x, const block_param
         dproj = g->dproj;
     }
     shs_memset(d, g->dfch_gelu, 0, bt4c * sizeof(float));
-    matmul_backward(g, g->dfch_gelu, W(fcprojw), W(fcprojb), dproj, view(g, a->fch_gelu, A, g->w1, bt4c), p->fcprojw,
-                    BT, 4 * C, C);
+    const float *fch_gelu = shs__amp_view(&g->amp, a->fch_gelu, A, g->w1, bt4c);
+    shs__amp_matmul_backward(&g->amp, g->dfch_gelu, W(fcprojw), W(fcprojb), dproj, fch_gelu, p->fcprojw, BT, 4 * C, C);
     shs_memset(d, g->dfch, 0, bt4c * sizeof(float));
-    shs_gelu_backward(d, g->dfch, view(g, a->fch, A, g->w2, bt4c), g->dfch_gelu, bt4c);
+    shs_gelu_backward(d, g->dfch, shs__amp_view(&g->amp, a->fch, A, g->w2, bt4c), g->dfch_gelu, bt4c);
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
-    matmul_backward(g, g->dbtc, W(fcw), W(fcb), g->dfch, view(g, a->ln2, A, g->w1, btc), p->fcw, BT, C, 4 * C);
-    shs_layernorm_backward(d, g->dres, W(ln2w), W(ln2b), g->dbtc, view(g, a->res2, R, g->wr, btc), p->ln2w,
-                           a->ln2_mean, a->ln2_rstd, BT, C);
+    shs__amp_matmul_backward(&g->amp, g->dbtc, W(fcw), W(fcb), g->dfch, shs__amp_view(&g->amp, a->ln2, A, g->w1, btc),
+                             p->fcw, BT, C, 4 * C);
+    shs_layernorm_backward(d, g->dres, W(ln2w), W(ln2b), g->dbtc, shs__amp_view(&g->amp, a->res2, R, g->wr, btc),
+                           p->ln2w, a->ln2_mean, a->ln2_rstd, BT, C);
     /* res2 = x + dropout(attproj): both get dres */
     dproj = g->dres;
     if (a->proj_mask) {
@@ -570,28 +521,30 @@ static void block_backward(shs_gpt_t *g, int l, const void *x, const block_param
         dproj = g->dproj;
     }
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
-    const float *atty = view(g, a->atty, A, g->w1, btc);
-    matmul_backward(g, g->dbtc, W(attprojw), W(attprojb), dproj, atty, p->attprojw, BT, C, C);
+    const float *atty = shs__amp_view(&g->amp, a->atty, A, g->w1, btc);
+    shs__amp_matmul_backward(&g->amp, g->dbtc, W(attprojw), W(attprojb), dproj, atty, p->attprojw, BT, C, C);
     /* selective recompute: the attention core again (same bits) */
     if (g->ex.recompute == SHS_RECOMPUTE_SELECTIVE && g->ex.attention == SHS_ATTENTION_EAGER)
         attention_core_forward(g, l, g->proj);
     shs_memset(d, g->dqkv, 0, 3 * btc * sizeof(float));
-    const float *qkv = view(g, a->qkv, A, g->w2, 3 * btc);
+    const float *qkv = shs__amp_view(&g->amp, a->qkv, A, g->w2, 3 * btc);
     if (g->ex.attention == SHS_ATTENTION_FLASH) {
         shs_dropout_t drop = dropout_at(g, l, SITE_ATTN, (size_t)NH * T * T);
         shs_attention_backward_flash(d, g->dqkv, g->dbtc, qkv, atty, a->lse, B, T, C, NH, &drop);
     } else if (a->att_mask) {
-        const float *att = view(g, a->att, A, g->wt1, TT), *att_drop = view(g, a->att_drop, A, g->wt2, TT);
+        const float *att = shs__amp_view(&g->amp, a->att, A, g->wt1, TT);
+        const float *att_drop = shs__amp_view(&g->amp, a->att_drop, A, g->wt2, TT);
         shs_attention_backward_dropout(d, g->dqkv, g->dpreatt, g->datt, g->dbtc, qkv, att, att_drop, a->att_mask, B,
                                        T, C, NH, drop_p);
     } else {
-        shs_attention_backward(d, g->dqkv, g->dpreatt, g->datt, g->dbtc, qkv, view(g, a->att, A, g->wt1, TT), B, T,
-                               C, NH);
+        const float *att = shs__amp_view(&g->amp, a->att, A, g->wt1, TT);
+        shs_attention_backward(d, g->dqkv, g->dpreatt, g->datt, g->dbtc, qkv, att, B, T, C, NH);
     }
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
-    matmul_backward(g, g->dbtc, W(qkvw), W(qkvb), g->dqkv, view(g, a->ln1, A, g->w1, btc), p->qkvw, BT, C, 3 * C);
-    shs_layernorm_backward(d, g->dres, W(ln1w), W(ln1b), g->dbtc, view(g, x, R, g->wx, btc), p->ln1w, a->ln1_mean,
-                           a->ln1_rstd, BT, C);
+    const float *ln1 = shs__amp_view(&g->amp, a->ln1, A, g->w1, btc);
+    shs__amp_matmul_backward(&g->amp, g->dbtc, W(qkvw), W(qkvb), g->dqkv, ln1, p->qkvw, BT, C, 3 * C);
+    shs_layernorm_backward(d, g->dres, W(ln1w), W(ln1b), g->dbtc, shs__amp_view(&g->amp, x, R, g->wx, btc), p->ln1w,
+                           a->ln1_mean, a->ln1_rstd, BT, C);
 #undef W
 }
 
@@ -615,8 +568,9 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
     shs_softmax_xent_backward(d, g->dlogits, g->probs, g->targets,
                               g->num_targets ? dloss / (float)g->num_targets : 0.0f, BT, V);
     shs_memset(d, g->dbtc, 0, btc * sizeof(float));
-    matmul_backward(g, g->dbtc, demb + te[0].offset, NULL, g->dlogits, view(g, g->lnf, g->A, g->w1, btc),
-                    emb + te[0].offset, BT, C, V);
+    const float *lnf_out = shs__amp_view(&g->amp, g->lnf, g->amp.A, g->w1, btc);
+    shs__amp_matmul_backward(&g->amp, g->dbtc, demb + te[0].offset, NULL, g->dlogits, lnf_out, emb + te[0].offset, BT,
+                             C, V);
     SHS_CHECK(src->release_params(src->self, 0));
 
     /* final LayerNorm */
@@ -626,7 +580,8 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
     SHS_CHECK(src->acquire_grads(src->self, L + 1, &dlnf));
     shs_memset(d, g->dres, 0, btc * sizeof(float));
     shs_layernorm_backward(d, g->dres, dlnf + tf[0].offset, dlnf + tf[1].offset, g->dbtc,
-                           view(g, x_last, g->R, g->wx, btc), lnf + tf[0].offset, g->lnf_mean, g->lnf_rstd, BT, C);
+                           shs__amp_view(&g->amp, x_last, g->amp.R, g->wx, btc), lnf + tf[0].offset, g->lnf_mean,
+                           g->lnf_rstd, BT, C);
     SHS_CHECK(src->release_params(src->self, L + 1));
     SHS_CHECK(src->grads_ready(src->self, L + 1));
 

@@ -14,7 +14,7 @@
 
 #include "harness.h"
 #include "bench/bench.h"
-#include "shardsim/trace_net.h"
+#include "shardsim/net.h"
 
 static void test_busbw_factors_and_traffic(void **state) {
     (void)state;

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "shardsim/estimate.h"
-#include "shardsim/trace_net.h"
+#include "shardsim/net.h"
 
 static void assert_close(double got, double want) {
     if (fabs(got - want) > 1e-12 * fabs(want)) fail_msg("got %.15g, want %.15g", got, want);

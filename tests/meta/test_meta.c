@@ -187,6 +187,13 @@ static void test_meta_equals_cpu_llama(void **state) {
          .attention = SHS_ATTENTION_FLASH, .recompute = SHS_RECOMPUTE_FULL, .prefetch_fwd = 1},
         {.what = "llama zero1 selective bf16", .kind = SHS_ZERO1, .N = 2, .llama = 1,
          .recompute = SHS_RECOMPUTE_SELECTIVE, .param_dtype = SHS_BF16},
+        {.what = "llama zero3 autocast bf16 f32 params", .kind = SHS_ZERO3, .N = 3, .llama = 1,
+         .autocast = SHS_BF16},
+        {.what = "llama zero2 autocast bf16 bf16 params flash full recompute", .kind = SHS_ZERO2, .N = 2,
+         .llama = 1, .autocast = SHS_BF16, .param_dtype = SHS_BF16, .attention = SHS_ATTENTION_FLASH,
+         .recompute = SHS_RECOMPUTE_FULL},
+        {.what = "llama ddp autocast f16 f16 params selective", .kind = SHS_DDP, .N = 2, .llama = 1,
+         .autocast = SHS_F16, .param_dtype = SHS_F16, .recompute = SHS_RECOMPUTE_SELECTIVE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }

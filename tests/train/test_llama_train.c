@@ -2,8 +2,9 @@
  * ZeRO-2, ZeRO-3 and hybrid sharding with one replica bit-identical to DDP
  * (with several replicas hybrid sums in another order, as for the GPT) (eager, flash,
  * full and selective recompute, tied head with q/k/v biases, size-based
- * wrapping of decoder layers), the safetensors export's Hugging Face names,
- * and the refusals of what the Llama does not do. */
+ * wrapping of decoder layers, autocast bf16 and f16 with f32 or 16-bit
+ * parameters), autocast changing the run, the safetensors export's Hugging
+ * Face names, and the refusals of what the Llama does not do. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,6 +45,7 @@ typedef struct {
     shs_recompute_t recompute;
     shs_attention_kind_t attention;
     size_t wrap;
+    shs_dtype_t autocast, param;
 } lcase_t;
 
 static void check_equivalence(const lcase_t *c) {
@@ -53,6 +55,8 @@ static void check_equivalence(const lcase_t *c) {
     cfg.recompute = c->recompute;
     cfg.attention = c->attention;
     cfg.wrap_min_params = c->wrap;
+    cfg.autocast = c->autocast;
+    cfg.strategy.param_dtype = c->param;
     run_record_t ddp = {0};
     record_run(&cfg, &test_corpus, STEPS, &ddp);
     shs_strategy_kind_t kinds[] = {SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_HYBRID_SHARD};
@@ -82,8 +86,32 @@ static void test_zero_stages_equal_ddp(void **state) {
         {.what = "tied qkv_bias selective N=2", .world = 2, .tied = 1, .bias = 1,
          .recompute = SHS_RECOMPUTE_SELECTIVE},
         {.what = "size-based wrap N=3", .world = 3, .wrap = 1},
+        {.what = "autocast bf16 f32 params eager N=3", .world = 3, .autocast = SHS_BF16},
+        {.what = "autocast bf16 bf16 params flash full recompute N=4", .world = 4, .autocast = SHS_BF16,
+         .param = SHS_BF16, .attention = SHS_ATTENTION_FLASH, .recompute = SHS_RECOMPUTE_FULL},
+        {.what = "autocast f16 f16 params (loss scaling) tied qkv_bias selective N=2", .world = 2, .tied = 1,
+         .bias = 1, .autocast = SHS_F16, .param = SHS_F16, .recompute = SHS_RECOMPUTE_SELECTIVE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_equivalence(&cases[i]);
+}
+
+/* Autocast is not ignored: bf16 autocast moves the losses away from the
+ * f32 run's, and f32 and bf16 parameters (f32 or bf16 residual stream)
+ * give different runs. */
+static void test_autocast_changes_the_run(void **state) {
+    (void)state;
+    shs_train_config_t cfg = llama_config(2, SHS_ZERO3);
+    run_record_t plain = {0}, f32p = {0}, bf16p = {0};
+    record_run(&cfg, &test_corpus, STEPS, &plain);
+    cfg.autocast = SHS_BF16;
+    record_run(&cfg, &test_corpus, STEPS, &f32p);
+    cfg.strategy.param_dtype = SHS_BF16;
+    record_run(&cfg, &test_corpus, STEPS, &bf16p);
+    assert_memory_not_equal(plain.loss, f32p.loss, sizeof plain.loss);
+    assert_memory_not_equal(f32p.loss, bf16p.loss, sizeof plain.loss);
+    free_record(&plain);
+    free_record(&f32p);
+    free_record(&bf16p);
 }
 
 /* Size-based wrapping groups consecutive decoder layers only: with 4
@@ -155,10 +183,6 @@ static void test_refusals(void **state) {
     assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_INVALID_ARG);
     assert_non_null(strstr(shs_last_error(), "num_key_value_heads"));
     cfg = llama_config(2, SHS_ZERO3);
-    cfg.autocast = SHS_BF16;
-    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_UNSUPPORTED);
-    assert_non_null(strstr(shs_last_error(), "autocast"));
-    cfg = llama_config(2, SHS_ZERO3);
     cfg.dropout = 0.1f;
     assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_UNSUPPORTED);
     assert_non_null(strstr(shs_last_error(), "dropout"));
@@ -168,6 +192,7 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zero_stages_equal_ddp),
+        cmocka_unit_test(test_autocast_changes_the_run),
         cmocka_unit_test(test_wrap_groups_decoder_layers),
         cmocka_unit_test(test_safetensors_hf_names),
         cmocka_unit_test(test_refusals),

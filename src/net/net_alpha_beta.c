@@ -1,5 +1,7 @@
-/* trace_net.c - alpha-beta time model of a trace's calls and ASTRA-sim
- * network files (see trace_net.h). What it is not: a report (sim/).
+/* net_alpha_beta.c - the alpha-beta time of one collective (net.h) and
+ * nccl-tests' bus-bandwidth factor. What it is not: the presets and
+ * ASTRA-sim files (net_preset.c), NCCL's protocol model (nccl_model.c), a
+ * report (sim/).
  *
  * Latency constants: NCCL 2.20.3 (NVIDIA/nccl commit b6475625,
  * makefiles/version.mk 2.20.3), src/graph/tuning.cc, ncclTopoTuneModel,
@@ -35,8 +37,8 @@
  * one hwLat when its rings share channels, else nsteps x the Tree/Simple
  * hwLat of 28 us as a stand-in for chunk latency).
  *
- * A cluster (nics_per_node > 0, set by estimate.c's GPU presets): a call
- * spanning nodes is priced per level (trace_net.h). The hierarchical
+ * A cluster (nics_per_node > 0): a call
+ * spanning nodes is priced per level (net.h). The hierarchical
  * all-gather / reduce-scatter is the two-level form of the literature
  * (an inter-node collective among the ranks with the same local index --
  * one per NIC rail -- then an intra-node collective: Jia et al. 2018,
@@ -50,77 +52,13 @@
  * left out: congestion in the fabric (a non-blocking fat tree is assumed),
  * NCCL's pipelining of the two levels, SHARP / CollNet.
  */
-#include "shardsim/trace_net.h"
+#include "shardsim/net.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/names.h"
-#include "trace/trace_util.h"
-
-/* NCCL 2.20.3 src/graph/tuning.cc, Simple protocol (see above), seconds */
-#define NCCL_BASE_RING 8.4e-6   /* baseLat[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
-#define NCCL_BASE_TREE 0.0      /* baseLat[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] */
-#define NCCL_HW_NVLINK_RING 3.4e-6 /* hwLat[NCCL_HW_NVLINK][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
-#define NCCL_HW_PCI_RING 5.7e-6    /* hwLat[NCCL_HW_PCI][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
-#define NCCL_HW_NET_RING 14.0e-6   /* hwLat[NCCL_HW_NET][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] */
-#define NCCL_HW_TREE 28e-6         /* hwLat[NVLINK, PCI and NET][NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] */
-
-#define ALGO_NAME(id, name) name,
-static const char *const algo_names[] = {SHS_NET_ALGO_MAP(ALGO_NAME)};
-#undef ALGO_NAME
-
-const char *shs_net_algo_name(shs_net_algo_t a) { return shs__name_of(algo_names, SHS_NUM_ALGOS, (int)a, "invalid"); }
-
-int shs_net_algo_parse(const char *name, shs_net_algo_t *out) {
-    int k = shs__name_find(algo_names, SHS_NUM_ALGOS, name);
-    if (k >= 0) *out = (shs_net_algo_t)k;
-    return k >= 0 ? 0 : -1;
-}
-
-shs_status_t shs_net_preset(const char *name, shs_net_t *out) {
-    /* bandwidths: ASTRA-sim's HGX-H100-validated.yml (400 GB/s per GPU in a
-     * node), 400 Gb/s NDR InfiniBand per GPU (50 GB/s), PCIe Gen4 x16 at
-     * ~25 GB/s with 100 Gb/s per GPU between nodes (12.5 GB/s); ring-50 is
-     * ASTRA-sim's Ring_*npus.yml (50 GB/s, 500 ns), kept as its link model */
-    static const shs_net_t presets[] = {
-        {"hgx-h100", 8, 400e9, 50e9, NCCL_HW_NVLINK_RING, NCCL_HW_NET_RING, NCCL_BASE_RING, NCCL_BASE_TREE,
-         NCCL_HW_TREE, NCCL_HW_TREE, SHS_NET_NOT_ASTRA},
-        {"ring-50", 1 << 30, 50e9, 50e9, 500e-9, 500e-9, 0, 0, 500e-9, 500e-9, SHS_NET_NOT_ASTRA},
-        {"pcie", 8, 25e9, 12.5e9, NCCL_HW_PCI_RING, NCCL_HW_NET_RING, NCCL_BASE_RING, NCCL_BASE_TREE, NCCL_HW_TREE,
-         NCCL_HW_TREE, SHS_NET_NOT_ASTRA},
-    };
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-        if (strcmp(name, presets[i].name) == 0) { *out = presets[i]; return SHS_OK; }
-    return shs_set_error(SHS_INVALID_ARG, "unknown network preset '%s' (hgx-h100, ring-50, pcie, or an ASTRA-sim .yml)", name);
-}
-
-shs_status_t shs_net_load(const char *path, shs_net_t *out) {
-    shs_astra_net_t an;
-    SHS_CHECK(shs_astra_net_load(path, &an));
-    int last = an.dims - 1;
-    *out = (shs_net_t){0};
-    snprintf(out->name, sizeof out->name, "%s", path);
-    out->astra = 1;
-    out->anet = an;
-    shs_astra_sys_default(&out->asys);
-    out->gpus_per_node = an.dims == 1 ? 1 << 30 : an.npus[0]; /* one dimension: everything on one "node" */
-    out->intra_bw = an.bw_gbps[0] * 1073741824.0; /* ASTRA-sim's GB: 2^30 bytes */
-    out->intra_lat = an.lat_ns[0] * 1e-9;
-    out->inter_bw = an.bw_gbps[last] * 1073741824.0;
-    out->inter_lat = an.lat_ns[last] * 1e-9;
-    out->tree_intra_lat = out->intra_lat; /* ASTRA-sim's link latency: per step and per level, */
-    out->tree_inter_lat = out->inter_lat; /* base latencies 0 */
-    return SHS_OK;
-}
-
-shs_status_t shs_net_set_system(shs_net_t *net, const char *path) {
-    if (!net->astra)
-        return shs_set_error(SHS_INVALID_ARG, "--system %s: network %s is a preset; an ASTRA-sim system JSON goes "
-                             "with an ASTRA-sim network .yml", path, net->name);
-    return shs_astra_sys_load(path, &net->asys);
-}
+#include "net/nccl_tables.h"
 
 double shs_net_busbw_factor(shs_coll_op_t op, int n) {
     if (n <= 1) return 1.0;
@@ -185,26 +123,3 @@ double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_coll_op_t op,
     return net->base_lat + (steps - net_steps) * net->intra_lat + net_steps * net->inter_lat + steps * S / (n * b);
 }
 
-/* Nodes that the sorted-or-not global ranks sit on (rank / gpus_per_node). */
-static int count_nodes(const int *ranks, int n, int gpus_per_node) {
-    int nodes = n > 0, sorted = 1;
-    for (int k = 1; k < n && sorted; k++) sorted = ranks[k] / gpus_per_node >= ranks[k - 1] / gpus_per_node;
-    for (int k = 1; k < n; k++) {
-        int node = ranks[k] / gpus_per_node, seen = 0;
-        if (sorted) seen = node == ranks[k - 1] / gpus_per_node;
-        else
-            for (int j = 0; j < k && !seen; j++) seen = ranks[j] / gpus_per_node == node;
-        nodes += !seen;
-    }
-    return nodes;
-}
-
-double shs_net_rec_time(const shs_net_t *net, shs_net_algo_t algo, const shs_trace_t *t, const shs_trace_rec_t *r) {
-    if (net->astra) return shs_astra_rec_time(&net->anet, &net->asys, t, r);
-    const shs_trace_comm_t *cm = &t->comms[r->comm];
-    int p2p = shs_coll_op_is_p2p(r->op);
-    int nodes = p2p ? 1 + (r->rank / net->gpus_per_node != r->peer / net->gpus_per_node)
-                    : count_nodes(cm->ranks, cm->size, net->gpus_per_node);
-    double S = (double)shs_trace_rec_bytes(t, r, p2p ? SHS_BYTES_PER_RANK : SHS_BYTES_TOTAL);
-    return shs_net_time(net, algo, r->op, S, cm->size, nodes);
-}

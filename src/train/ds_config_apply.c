@@ -1,0 +1,182 @@
+/* ds_config_apply.c - a read DeepSpeed config applied to a run's
+ * configuration (see ds_config.h, shs_ds_config_apply): the command line's
+ * precedence, the settings the effective strategy and dtype take, the
+ * Hugging Face Trainer's "auto" values, and DeepSpeed's batch-size rule
+ * (runtime/config.py, _set_batch_related_parameters and _batch_assertion).
+ * What it is not: reading the file (ds_config.c and its sections).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "shardsim/strategy.h"
+#include "train/ds_config_impl.h"
+
+/* Copy setting s from the file's values into cfg. */
+static void copy_setting(shs_ds_setting_t s, const shs_train_config_t *from, shs_train_config_t *cfg) {
+    shs_strategy_config_t *d = &cfg->strategy;
+    const shs_strategy_config_t *f = &from->strategy;
+    switch (s) {
+    case SHS_DS_STAGE: d->kind = f->kind; break;
+    case SHS_DS_SHARD_GROUP: d->shard_group_size = f->shard_group_size; break;
+    case SHS_DS_DTYPE: d->param_dtype = f->param_dtype; break;
+    case SHS_DS_REDUCE_DTYPE: d->reduce_dtype = f->reduce_dtype; break;
+    case SHS_DS_GRAD_ACCUM_DTYPE: d->grad_accum_dtype = f->grad_accum_dtype; break;
+    case SHS_DS_MICRO_BATCH: cfg->micro_batch = from->micro_batch; break;
+    case SHS_DS_GRAD_ACCUM: cfg->grad_accum = from->grad_accum; break;
+    case SHS_DS_WORLD: break; /* never from the file */
+    case SHS_DS_OFFLOAD: d->offload = f->offload; break;
+    case SHS_DS_CLIP: d->clip_norm = f->clip_norm; break;
+    case SHS_DS_OPTIMIZER: d->optim.kind = f->optim.kind; break;
+    case SHS_DS_LR: d->optim.lr = f->optim.lr; break;
+    case SHS_DS_BETA1: d->optim.beta1 = f->optim.beta1; break;
+    case SHS_DS_BETA2: d->optim.beta2 = f->optim.beta2; break;
+    case SHS_DS_EPS: d->optim.eps = f->optim.eps; break;
+    case SHS_DS_WEIGHT_DECAY: d->optim.weight_decay = f->optim.weight_decay; break;
+    case SHS_DS_MOMENTUM: d->optim.momentum = f->optim.momentum; break;
+    case SHS_DS_REPLICATE_BELOW: cfg->replicate_below = from->replicate_below; break;
+    case SHS_DS_PREFETCH: d->backward_prefetch = f->backward_prefetch; break;
+    case SHS_DS_INIT_SCALE: d->scaler.init_scale = f->scaler.init_scale; break;
+    case SHS_DS_GROWTH_INTERVAL: d->scaler.growth_interval = f->scaler.growth_interval; break;
+    case SHS_DS_LOSS_SCALER: d->scaler.kind = f->scaler.kind; break;
+    case SHS_DS_HYSTERESIS:
+        d->scaler.hysteresis = f->scaler.hysteresis;
+        d->scaler.consecutive_hysteresis = f->scaler.consecutive_hysteresis;
+        break;
+    case SHS_DS_MIN_LOSS_SCALE: d->scaler.min_scale = f->scaler.min_scale; break;
+    default: break;
+    }
+}
+
+/* Whether a setting is one of the scaler's (they act only with param dtype f16). */
+static int scaler_setting(int s) {
+    return s == SHS_DS_INIT_SCALE || s == SHS_DS_GROWTH_INTERVAL || s == SHS_DS_LOSS_SCALER || s == SHS_DS_HYSTERESIS ||
+           s == SHS_DS_MIN_LOSS_SCALE;
+}
+
+static int shards_params(shs_strategy_kind_t k) {
+    const shs_stage_t *st = shs_strategy_stage(k);
+    return st && st->shards_params;
+}
+
+shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_DS_NUM_SETTINGS], long hidden,
+                                 shs_train_config_t *cfg, shs_ds_source_t src_out[SHS_DS_NUM_SETTINGS]) {
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+#define GIVEN(x) (given && given[SHS_DS_##x])
+    /* the effective strategy and dtype decide which of the file's settings apply */
+    shs_strategy_kind_t kind = GIVEN(STAGE) ? cfg->strategy.kind : ds->vals.strategy.kind;
+    shs_dtype_t dtype = GIVEN(DTYPE) ? cfg->strategy.param_dtype : ds->vals.strategy.param_dtype;
+    if (ds->autos & (1u << SHS_DS_AUTO_REDUCE_BUCKET | 1u << SHS_DS_AUTO_PREFETCH | 1u << SHS_DS_AUTO_PERSISTENCE) &&
+        hidden <= 0) {
+        char keys[200] = "";
+        for (int a = SHS_DS_AUTO_REDUCE_BUCKET; a <= SHS_DS_AUTO_PERSISTENCE; a++)
+            if (shs__ds_has_auto(ds, (shs_ds_auto_t)a))
+                snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s", keys[0] ? ", " : "",
+                         a == SHS_DS_AUTO_REDUCE_BUCKET ? "zero_optimization.reduce_bucket_size"
+                         : a == SHS_DS_AUTO_PREFETCH    ? "zero_optimization.stage3_prefetch_bucket_size"
+                                                        : "zero_optimization.stage3_param_persistence_threshold");
+        return shs_set_error(SHS_INVALID_ARG, "%s: %s = \"auto\": the Hugging Face Trainer fills it from the model's "
+                             "hidden size, which this model (--model-file) does not have; give an integer", ds->path,
+                             keys);
+    }
+    for (int s = 0; s < SHS_DS_NUM_SETTINGS; s++) {
+        if (given && given[s]) src[s] = SHS_DS_FROM_COMMAND_LINE;
+        else if (ds->src[s] != SHS_DS_FROM_SHARDSIM) {
+            /* an optimizer chosen on the command line keeps its own parameters' defaults */
+            int other_optim = s >= SHS_DS_LR && s <= SHS_DS_MOMENTUM && GIVEN(OPTIMIZER);
+            /* settings the effective strategy or dtype does not take */
+            int not_taken = ((s == SHS_DS_REPLICATE_BELOW || s == SHS_DS_PREFETCH) && !shards_params(kind)) ||
+                            (s == SHS_DS_SHARD_GROUP && !shs_strategy_is_hybrid(kind)) ||
+                            (scaler_setting(s) && dtype != SHS_F16);
+            if (other_optim || not_taken) src[s] = SHS_DS_FROM_SHARDSIM;
+            else {
+                copy_setting((shs_ds_setting_t)s, &ds->vals, cfg);
+                src[s] = ds->src[s];
+            }
+        } else src[s] = SHS_DS_FROM_SHARDSIM;
+    }
+    /* "auto" stage-3 keys from the hidden size (trainer_config_finalize) */
+    if (src[SHS_DS_REPLICATE_BELOW] == SHS_DS_FROM_CONFIG && shs__ds_has_auto(ds, SHS_DS_AUTO_PERSISTENCE)) {
+        cfg->replicate_below = (size_t)(10 * hidden);
+        src[SHS_DS_REPLICATE_BELOW] = SHS_DS_FROM_AUTO;
+    }
+    if (src[SHS_DS_PREFETCH] == SHS_DS_FROM_CONFIG && shs__ds_has_auto(ds, SHS_DS_AUTO_PREFETCH)) {
+        cfg->strategy.backward_prefetch = (long)(0.9 * (double)hidden * (double)hidden) > 0 ? SHS_PREFETCH_PRE
+                                                                                             : SHS_PREFETCH_NONE;
+        src[SHS_DS_PREFETCH] = SHS_DS_FROM_AUTO;
+    }
+    /* the file's offload under a strategy that does not take it */
+    if (!GIVEN(OFFLOAD) && ds->vals.strategy.offload != SHS_OFFLOAD_NONE) {
+        if (kind == SHS_DDP)
+            return shs_set_error(SHS_INVALID_ARG, "%s: zero_optimization.offload_optimizer = cpu needs a ZeRO stage, and "
+                                 "the strategy is ddp (--strategy, over the file's %s); give --offload none beside it, "
+                                 "or a ZeRO strategy", ds->path, shs_strategy_name(ds->vals.strategy.kind));
+        if (ds->vals.strategy.offload == SHS_OFFLOAD_PARAMS && !shards_params(kind))
+            cfg->strategy.offload = SHS_OFFLOAD_OPTIMIZER; /* offload_param: no effect (a header shs__ds_note says so) */
+    }
+    /* a MiCS group must divide the world (DeepSpeed's MiCS_CommGroups asserts it) */
+    if (src[SHS_DS_SHARD_GROUP] == SHS_DS_FROM_CONFIG && cfg->world_size % ds->vals.strategy.shard_group_size)
+        return shs_set_error(SHS_INVALID_ARG, "%s: zero_optimization.mics_shard_size %d must divide the world %d (%s)",
+                             ds->path, ds->vals.strategy.shard_group_size, cfg->world_size,
+                             GIVEN(WORLD) ? "command line" : "shardsim default");
+    /* "auto" batch keys: the Trainer's arguments, i.e. the command line or shardsim's defaults */
+    int auto_tb = shs__ds_has_auto(ds, SHS_DS_AUTO_TRAIN_BATCH);
+    int auto_micro = (shs__ds_has_auto(ds, SHS_DS_AUTO_MICRO) || auto_tb) && !ds->has_micro;
+    int auto_accum = (shs__ds_has_auto(ds, SHS_DS_AUTO_ACCUM) || auto_tb) && !ds->has_accum;
+    if (auto_micro && !GIVEN(MICRO_BATCH)) src[SHS_DS_MICRO_BATCH] = SHS_DS_FROM_AUTO;
+    if (auto_accum && !GIVEN(GRAD_ACCUM)) src[SHS_DS_GRAD_ACCUM] = SHS_DS_FROM_AUTO;
+    /* the batch rule (runtime/config.py): "given" = in the file, on the command line, or "auto" */
+    int has_micro = ds->has_micro || GIVEN(MICRO_BATCH) || auto_micro;
+    int has_accum = ds->has_accum || GIVEN(GRAD_ACCUM) || auto_accum;
+    long tb = ds->train_batch, W = cfg->world_size;
+    long mb = cfg->micro_batch, ga = cfg->grad_accum > 0 ? cfg->grad_accum : 1;
+    const char *wsrc = GIVEN(WORLD) ? "command line" : "shardsim default";
+    if (tb && has_micro && has_accum) {
+        /* all three: only checked */
+    } else if (tb && has_micro) {
+        if (tb % (mb * W))
+            return shs_set_error(SHS_INVALID_ARG, "%s: train_batch_size %ld is not divisible by "
+                                 "train_micro_batch_size_per_gpu %ld (%s) x world %ld (%s): DeepSpeed derives "
+                                 "gradient_accumulation_steps as their quotient", ds->path, tb, mb,
+                                 shs_ds_source_name(src[SHS_DS_MICRO_BATCH]), W, wsrc);
+        ga = tb / mb / W;
+        src[SHS_DS_GRAD_ACCUM] = SHS_DS_FROM_DERIVED;
+    } else if (tb && has_accum) {
+        if (tb % (W * ga))
+            return shs_set_error(SHS_INVALID_ARG, "%s: train_batch_size %ld is not divisible by world %ld (%s) x "
+                                 "gradient_accumulation_steps %ld (%s): DeepSpeed derives the micro-batch as their "
+                                 "quotient", ds->path, tb, W, wsrc, ga, shs_ds_source_name(src[SHS_DS_GRAD_ACCUM]));
+        mb = tb / W / ga;
+        src[SHS_DS_MICRO_BATCH] = SHS_DS_FROM_DERIVED;
+    } else if (has_micro && has_accum) {
+        tb = mb * ga * W;
+    } else if (tb) {
+        if (tb % W)
+            return shs_set_error(SHS_INVALID_ARG, "%s: train_batch_size %ld is not divisible by world %ld (%s) x "
+                                 "accumulation 1 (DeepSpeed's, with neither train_micro_batch_size_per_gpu nor "
+                                 "gradient_accumulation_steps given)", ds->path, tb, W, wsrc);
+        ga = 1;
+        mb = tb / W;
+        src[SHS_DS_GRAD_ACCUM] = src[SHS_DS_MICRO_BATCH] = SHS_DS_FROM_DERIVED;
+    } else if (has_micro) {
+        ga = 1;
+        tb = mb * W;
+        if (src[SHS_DS_GRAD_ACCUM] == SHS_DS_FROM_SHARDSIM) src[SHS_DS_GRAD_ACCUM] = SHS_DS_FROM_DERIVED;
+    } else {
+        return shs_set_error(SHS_INVALID_ARG, "%s: neither train_batch_size nor train_micro_batch_size_per_gpu is given "
+                             "(nor --micro-batch): DeepSpeed needs one of them", ds->path);
+    }
+    if (mb < 1 || ga < 1 || tb != mb * ga * W)
+        return shs_set_error(SHS_INVALID_ARG, "%s: train_batch_size %ld != train_micro_batch_size_per_gpu %ld (%s) x "
+                             "gradient_accumulation_steps %ld (%s) x world %ld (%s): DeepSpeed requires them equal",
+                             ds->path, tb, mb, shs_ds_source_name(src[SHS_DS_MICRO_BATCH]), ga,
+                             shs_ds_source_name(src[SHS_DS_GRAD_ACCUM]), W, wsrc);
+    if (mb > 65536 || ga > 65536)
+        return shs_set_error(SHS_INVALID_ARG, "%s: derived micro-batch %ld or accumulation %ld is out of range", ds->path,
+                             mb, ga);
+    cfg->micro_batch = (int)mb;
+    cfg->grad_accum = (int)ga;
+    src[SHS_DS_WORLD] = GIVEN(WORLD) ? SHS_DS_FROM_COMMAND_LINE : SHS_DS_FROM_SHARDSIM;
+#undef GIVEN
+    if (src_out) memcpy(src_out, src, sizeof src);
+    return SHS_OK;
+}
