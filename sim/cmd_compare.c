@@ -128,7 +128,8 @@ static const char *const compare_defaults[C_NUM_OPTIONS] = {
     [C_OPTIMIZER] = "adamw", [C_MOMENTUM] = "0", [C_MICRO_BATCH] = "1", [C_DEVICE_MEM] = "the GPU preset's",
     [C_WRAP] = "block", [C_SHARD_GROUP_SIZE] = "8 when it divides N, else N", [C_STRATEGIES] = "all",
     [C_VARIANTS] = "all", [C_GPU] = "h100-sxm", [C_EFFICIENCY] = "0.5", [C_ALGO] = "auto", [C_FORMAT] = "table",
-    [C_RECOMPUTE] = "full", [C_ATTENTION] = "eager", [C_AUTOCAST] = "off", [C_DROPOUT] = "0",
+    [C_RECOMPUTE] = "full", [C_ATTENTION] = "eager; flash for the Llama family",
+    [C_AUTOCAST] = "off; bf16 for the Llama family", [C_DROPOUT] = "0",
     [C_FRAMEWORK] = "each row's", [C_LOSS_KERNEL] = "torch", [C_CUDA_CONTEXT_MIB] = "the GPU preset's",
     [C_NCCL_BUFFSIZE] = "4194304", [C_NCCL_CHANNELS] = "the GPU preset's",
 };
@@ -370,10 +371,12 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
            "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed comm (prefetch per unit; alpha-beta, %s, %s) + offload;\n"
            "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); see include/shardsim/estimate.h;\n"
            "  HFU adds the recompute's FLOPs (measured against the same run keeping every activation)\n"
-           "activations: attention %s, autocast %s, dropout %g, +ckpt/+sel recompute %s (gpt.h)\n",
+           "activations: attention %s, autocast %s, dropout %g, +ckpt/+sel recompute %s (gpt.h)%s\n",
            base->steps, 100 * eff, hw->net.name, algo_name, shs_attention_name(tc->attention),
            tc->autocast ? shs_dtype_name(tc->autocast) : "off", (double)tc->dropout,
-           shs_recompute_name(tc->recompute ? tc->recompute : SHS_RECOMPUTE_FULL));
+           shs_recompute_name(tc->recompute ? tc->recompute : SHS_RECOMPUTE_FULL),
+           tc->arch == SHS_ARCH_LLAMA ? "; the Llama family's defaults: flash, bf16 autocast (--attention eager, "
+                                        "--autocast off change them)" : "");
 }
 
 static void print_csv(FILE *out, const row_t *rows, int nrows, int zero_paper) {
@@ -717,6 +720,11 @@ int sim_cmd_compare(int argc, char **argv) {
         ds_rows = !o.given[C_VARIANTS];
         if (!o.given[C_STRATEGIES]) strategies = shs_strategy_name(tc->strategy.kind);
     }
+    /* the Llama family trains as its reference runs do (torchtitan, Hugging Face): under bf16
+     * autocast with flash attention (SDPA's flash kernel) */
+    int llama_defaults = tc->arch == SHS_ARCH_LLAMA && !tc->model_file;
+    if (llama_defaults && !o.given[C_ATTENTION]) tc->attention = SHS_ATTENTION_FLASH;
+    if (llama_defaults && !o.given[C_AUTOCAST]) tc->autocast = SHS_BF16;
     if (tc->arch == SHS_ARCH_GPT && shs_gpt_config_validate(&tc->model) != SHS_OK)
         return usage_error("%s", shs_last_error());
     shs_hw_t hw;
