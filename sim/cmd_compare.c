@@ -44,7 +44,8 @@ typedef enum {
 static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_MODEL] = {"--model", NULL, SIM_OPT_STR, 0, 0, 0, 0, "NAME",
                  "preset: gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b gpt3-6.7b gpt3-13b\n"
-                 "gpt3-175b; --layers/--channels/--heads/--context/--vocab override\n"
+                 "gpt3-175b mpt-1b mpt-3b mpt-7b mpt-13b mpt-30b mpt-70b (llm-foundry's\n"
+                 "benchmark shapes); --layers/--channels/--heads/--context/--vocab override\n"
                  "its fields (a custom GPT). Llama family: llama2-7b llama2-13b\n"
                  "llama2-70b llama3-8b llama3-70b llama3.1-405b mistral-7b (their\n"
                  "config.json shapes; --context only, default max_position_embeddings,\n"

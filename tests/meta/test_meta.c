@@ -240,12 +240,16 @@ static void test_meta_wrap_size(void **state) {
 static void test_presets(void **state) {
     int n;
     const shs_model_preset_t *p = shs_model_presets(&n);
-    assert_int_equal(n, 14); /* 7 GPTs, then the 7 Llama-family presets (tests/model/test_hf_config.c) */
-    n = 7;
-    static const char *names[] = {"gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b"};
-    /* hand-computed from the closed form */
+    assert_int_equal(n, 20); /* 13 GPTs, then the 7 Llama-family presets (tests/model/test_hf_config.c) */
+    n = 13;
+    static const char *names[] = {"gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
+                                  "mpt-1b", "mpt-3b", "mpt-7b", "mpt-13b", "mpt-30b", "mpt-70b"};
+    /* hand-computed from the closed form; the MPT rows are the NumParams column of mosaicml/llm-foundry
+     * scripts/train/benchmarking/README.md (its rows at SeqLen 2048), which the closed form meets exactly */
     static const uint64_t expect[] = {124439808ull, 354823168ull, 774030080ull, 1557611200ull,
-                                      6658404352ull, 12853386240ull, 174604259328ull};
+                                      6658404352ull, 12853386240ull, 174604259328ull,
+                                      1315950592ull, 2651837440ull, 6658859008ull, 12853954560ull, 29975214080ull,
+                                      64862437376ull};
     for (int i = 0; i < n; i++) {
         assert_string_equal(p[i].name, names[i]);
         assert_int_equal(p[i].arch, SHS_ARCH_GPT);
