@@ -37,7 +37,7 @@ typedef enum {
     C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
     C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
     C_PCIE_GBS, C_HOST_GBS, C_NICS_PER_NODE, C_NIC_GBPS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
-    C_DS_CONFIG, C_FRAMEWORK, C_LOSS_KERNEL, C_CUDA_CONTEXT_MIB, C_NCCL_BUFFSIZE, C_NCCL_CHANNELS, C_NUM_OPTIONS
+    C_DS_CONFIG, C_FRAMEWORK, C_LOSS_KERNEL, C_CUDA_CONTEXT_MIB, C_NCCL_BUFFSIZE, C_NCCL_CHANNELS, C_RESHARD, C_NUM_OPTIONS
 } compare_opt_t;
 
 #define HW_ROW(name, help) {name, NULL, SIM_OPT_FLOAT, 1e-6, 1e9, 0, 0, "X", help}
@@ -120,6 +120,11 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
                          "NCCL_BUFFSIZE, bytes (NCCL's default 4194304)"},
     [C_NCCL_CHANNELS] = {"--nccl-channels", NULL, SIM_OPT_INT, 1, 1024, 0, 0, "C",
                          "NCCL ring channels per communicator (presets: h100-sxm/h200 16, a100 24)"},
+    [C_RESHARD] = {"--reshard-after-forward", NULL, SIM_OPT_STR, 0, 0, 0, 0, "R",
+                   "zero3 / hybrid_shard rows, FSDP2's reshard_after_forward: true (free a\n"
+                   "gathered unit after its forward) | false (keep it for backward, FSDP's\n"
+                   "SHARD_GRAD_OP) | R (keep 1/R of it, re-gathered within R consecutive\n"
+                   "ranks in backward; R divides the shard group)"},
 };
 #undef HW_ROW
 
@@ -132,7 +137,7 @@ static const char *const compare_defaults[C_NUM_OPTIONS] = {
     [C_RECOMPUTE] = "full", [C_ATTENTION] = "eager; flash for the Llama family",
     [C_AUTOCAST] = "off; bf16 for the Llama family", [C_DROPOUT] = "0",
     [C_FRAMEWORK] = "each row's", [C_LOSS_KERNEL] = "torch", [C_CUDA_CONTEXT_MIB] = "the GPU preset's",
-    [C_NCCL_BUFFSIZE] = "4194304", [C_NCCL_CHANNELS] = "the GPU preset's",
+    [C_NCCL_BUFFSIZE] = "4194304", [C_NCCL_CHANNELS] = "the GPU preset's", [C_RESHARD] = "true",
 };
 
 static const char compare_usage_head[] =
@@ -776,6 +781,16 @@ int sim_cmd_compare(int argc, char **argv) {
         else if (strcmp(o.str[C_LOSS_KERNEL], "torch")) return usage_error("--loss-kernel must be torch or fused, not %s",
                                                                            o.str[C_LOSS_KERNEL]);
     }
+    if (o.given[C_RESHARD]) {
+        const char *v = o.str[C_RESHARD];
+        char *end;
+        long R = strtol(v, &end, 10);
+        if (!strcmp(v, "false")) tc->strategy.keep_after_forward = 1;
+        else if (!strcmp(v, "true")) tc->strategy.keep_after_forward = 0;
+        else if (*v && !*end && R >= 1 && R <= SHS_MAX_META_WORLD) tc->strategy.reshard_after_forward_size = (int)R;
+        else return usage_error("--reshard-after-forward must be true, false or a group size 1..%d, not '%s'",
+                                SHS_MAX_META_WORLD, v);
+    }
     int N = tc->world_size;
     if (N > hw.net.gpus_per_node && N % hw.net.gpus_per_node)
         return usage_error("--world %d spans more than one node but is not a multiple of --gpus-per-node %d (%s); "
@@ -783,6 +798,10 @@ int sim_cmd_compare(int argc, char **argv) {
     if (!G && ds && ds_src[SHS_DS_SHARD_GROUP] == SHS_DS_FROM_CONFIG) G = tc->strategy.shard_group_size;
     if (!G) G = N % 8 == 0 ? 8 : N;
     if (N % G) return usage_error("--shard-group-size %ld must divide --world %d", G, N);
+    int R = tc->strategy.reshard_after_forward_size;
+    if (R && (N % R || (strategies && strstr(strategies, "hybrid_shard") && G % R)))
+        return usage_error("--reshard-after-forward %d must divide the shard group (--world %d%s)", R, N,
+                           strategies && strstr(strategies, "hybrid_shard") ? ", --shard-group-size" : "");
     tc->strategy.shard_group_size = (int)G;
 
     static const shs_strategy_kind_t kinds[] = {SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_HYBRID_SHARD,

@@ -60,7 +60,8 @@ typedef struct {
     uint64_t bytes;          /* whole buffer (comm.h's stats convention: all_gather and
                               * reduce_scatter N x the per-rank part) */
     int comm_size;           /* ranks in its communicator */
-    int group;               /* 0 world, 1 shard group, 2 replica group (hybrid) */
+    int group;               /* 0 world, 1 shard group, 2 replica group (hybrid), 3 reshard group
+                             * (reshard_after_forward_size): shs_strategy_split's kinds */
     int segment;             /* index into the timeline */
 } shs_meta_call_t;
 

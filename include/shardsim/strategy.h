@@ -200,6 +200,7 @@ int shs_strategy_is_hybrid(shs_strategy_kind_t k);
  * rank mod G); the key is the rank. Returns `rank`'s color, *key its key. */
 int shs_strategy_hybrid_color(int G, int split_index, int rank, int *key);
 
+
 /* The framework whose GPU run a strategy models, for the device's GPU ledger
  * (device.h: what the modelled GPU holds, beside what this process holds).
  * It changes no value, no collective and no byte of the device's own ledger:
@@ -275,6 +276,12 @@ typedef struct {
      * the peak memory, never the results. */
     int keep_after_forward;      /* reshard_after_forward=False: keep gathered units from forward to
                                   * backward (FSDP SHARD_GRAD_OP); 0 frees after use (FULL_SHARD) */
+    int reshard_after_forward_size; /* FSDP2's reshard_after_forward=R (an int): after its forward use a
+                                  * gathered unit is resharded over groups of R consecutive ranks (each
+                                  * keeps 1/R of it in param_dtype: full_len / R elements) and backward
+                                  * all-gathers it within the group (R ranks, in node), not the shard
+                                  * group. 1 < R < shard group, R divides it; 0 off; 1 and the shard
+                                  * group's size are keep_after_forward and FULL_SHARD. Same values. */
     shs_prefetch_t backward_prefetch; /* default PRE (FSDP's default) */
     int forward_prefetch;        /* gather the next unit (previous forward's order) during forward */
     int limit_all_gathers;       /* at most this many units gathered ahead; 0: no limit */
@@ -288,6 +295,15 @@ typedef struct {
     shs_loss_scaler_config_t scaler; /* with param_dtype f16; zeros mean GradScaler's defaults */
     shs_framework_t framework;   /* the GPU ledger's framework; DEFAULT: the stage's row */
 } shs_strategy_config_t;
+
+/* The splits of the world communicator a strategy makes, in order (comm.h
+ * shs_comm_split): hybrid sharding's shard groups (color rank / G), its
+ * replica groups when there is more than one replica (rank mod G), then,
+ * with reshard_after_forward_size R, the reshard groups (R consecutive
+ * ranks: rank / R). Returns split `split_index`'s kind (1 shard group,
+ * 2 replica group, 3 reshard group; 0: no such split) for a world of
+ * `world` ranks, and `rank`'s color and key (the rank) in *color, *key. */
+int shs_strategy_split(const shs_strategy_config_t *cfg, int world, int split_index, int rank, int *color, int *key);
 
 typedef struct shs_strategy shs_strategy_t;
 
@@ -334,7 +350,7 @@ int shs_strategy_step_skipped(const shs_strategy_t *s);
  * when clipping is off. The same on every rank. */
 float shs_strategy_grad_norm(const shs_strategy_t *s);
 /* Add the traffic of the strategy's own sub-communicators (hybrid sharding's
- * shard and replica groups) to *acc; the world communicator's is not
+ * shard and replica groups, the reshard groups) to *acc; the world communicator's is not
  * included. */
 void shs_strategy_add_comm_stats(const shs_strategy_t *s, shs_comm_stats_t *acc);
 /* This rank's shard of unit `unit` within its shard group (offset, size,

@@ -25,6 +25,8 @@ typedef struct {
     shs__rank_t run;
     const shs_layout_t *units; /* the strategy's layout (timeline labels) */
     const shs__wrap_map_t *w;  /* size-based wrapping's map, or NULL */
+    const shs_strategy_config_t *strategy; /* its splits of the world (shs_strategy_split) */
+    int world;
     /* timeline of the current step */
     int recording;
     shs__step_seg_list_t segs;
@@ -80,13 +82,17 @@ static void recorder(void *user, const shs_comm_t *comm, const shs_comm_call_inf
     int n = shs_comm_size(comm);
     uint64_t bytes = info->bytes;
     if (info->op == SHS_OP_ALL_GATHER || info->op == SHS_OP_REDUCE_SCATTER) bytes *= (uint64_t)n;
+    int split = shs_comm_meta_split_index(comm), color, key;
+    int group = split < 0 ? 0 : shs_strategy_split(r->strategy, r->world, split, 0, &color, &key);
     r->calls[r->ncalls++] = (shs_meta_call_t){.op = info->op, .bytes = bytes, .comm_size = n,
-                                              .group = 1 + shs_comm_meta_split_index(comm),
-                                              .segment = r->segs.n - 1};
+                                              .group = group, .segment = r->segs.n - 1};
 }
 
-static int hybrid_color(void *user, int split_index, int rank, int *key) {
-    return shs_strategy_hybrid_color(*(const int *)user, split_index, rank, key);
+/* The color every rank passes in the strategy's split number split_index. */
+static int split_color(void *user, int split_index, int rank, int *key) {
+    const run_t *r = user;
+    int color;
+    return shs_strategy_split(r->strategy, r->world, split_index, rank, &color, key) ? color : SHS_SPLIT_NOCOLOR;
 }
 
 static void add_stats(shs_comm_stats_t *acc, const shs_comm_stats_t *a, int sign) {
@@ -103,17 +109,15 @@ static void add_stats(shs_comm_stats_t *acc, const shs_comm_stats_t *a, int sign
 static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *logical, const shs_layout_t *phys,
                              const shs__wrap_map_t *w, int rank, shs_meta_rank_result_t *res) {
     const shs_train_config_t *tc = &mc->train;
-    int N = tc->world_size, G = tc->strategy.shard_group_size ? tc->strategy.shard_group_size : N;
-    run_t r = {.units = phys, .w = w};
+    int N = tc->world_size;
+    run_t r = {.units = phys, .w = w, .strategy = &tc->strategy, .world = N};
     shs__wrap_source_t ws = {0};
     shs_device_t *dev = NULL;
     shs_comm_t *comm = NULL;
     shs_status_t st = SHS_OK;
     SHS_CHECK_GOTO(shs_device_create_meta(&dev, rank, tc->device_mem), st, done);
     if (mc->gpu_reserve_limit) shs_device_set_gpu_reserve_limit(dev, mc->gpu_reserve_limit);
-    SHS_CHECK_GOTO(shs_comm_create_meta(&comm, N, rank, "world",
-                                        shs_strategy_is_hybrid(tc->strategy.kind) ? hybrid_color : NULL, &G),
-                   st, done);
+    SHS_CHECK_GOTO(shs_comm_create_meta(&comm, N, rank, "world", split_color, &r), st, done);
     shs_comm_set_recorder(comm, recorder, &r);
     SHS_CHECK_GOTO(shs__rank_setup(&r.run, tc, logical, phys, dev, comm), st, done);
     shs_param_source_t *src = r.run.src;

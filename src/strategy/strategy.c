@@ -121,6 +121,27 @@ int shs_strategy_hybrid_color(int G, int split_index, int rank, int *key) {
     return split_index == 0 ? rank / G : rank % G;
 }
 
+/* reshard_after_forward_size as it acts: 0 (off) unless 1 < R < the shard group */
+static int reshard_groups(const shs_strategy_config_t *cfg, int shard_n) {
+    int R = cfg->reshard_after_forward_size;
+    return R > 1 && R < shard_n ? R : 0;
+}
+
+int shs_strategy_split(const shs_strategy_config_t *cfg, int world, int split_index, int rank, int *color, int *key) {
+    int hybrid = shs_strategy_is_hybrid(cfg->kind), G = cfg->shard_group_size ? cfg->shard_group_size : world;
+    int R = reshard_groups(cfg, hybrid ? G : world);
+    int kinds[3], n = 0;
+    if (hybrid) kinds[n++] = 1;
+    if (hybrid && world / G > 1) kinds[n++] = 2;
+    if (R) kinds[n++] = 3;
+    *key = rank;
+    *color = 0;
+    if (split_index < 0 || split_index >= n) return 0;
+    int k = kinds[split_index];
+    *color = k == 1 ? rank / G : k == 2 ? rank % G : rank / R;
+    return k;
+}
+
 shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config_t *cfg,
                                  const shs_layout_t *layout, shs_device_t *dev, shs_comm_t *comm) {
     *out = NULL;
@@ -207,6 +228,23 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         s->shard_rank = s->rank % G;
         s->replica = s->rank / G;
     }
+    if (cfg->reshard_after_forward_size < 0 || (cfg->reshard_after_forward_size > 0 &&
+                                                 s->shard_n % cfg->reshard_after_forward_size != 0)) {
+        st = shs_set_error(SHS_INVALID_ARG, "reshard_after_forward %d must be a positive divisor of the shard group's "
+                           "%d ranks (FSDP2 reshards to a smaller mesh that divides it)",
+                           cfg->reshard_after_forward_size, s->shard_n);
+        goto fail;
+    }
+    if (reshard_groups(&s->cfg, s->shard_n) && stage->shards_params) {
+        /* R consecutive world ranks, inside one shard group (R divides G) */
+        uint64_t caller_tag = shs_comm_tag(comm);
+        shs_comm_set_tag(comm, shs_comm_tag_pack(SHS_TAG_SPLIT, -1, 0, 0));
+        int R = reshard_groups(&s->cfg, s->shard_n);
+        st = shs_comm_split(comm, s->rank / R, s->rank, &s->reshard_comm);
+        shs_comm_set_tag(comm, caller_tag);
+        if (st != SHS_OK) goto fail;
+        s->reshard_n = R;
+    }
     if (cfg->offload != SHS_OFFLOAD_NONE) {
         if (cfg->offload == SHS_OFFLOAD_PARAMS && !stage->shards_params) {
             st = shs_set_error(SHS_INVALID_ARG, "offloading parameters needs sharded parameters (zero3 or "
@@ -251,6 +289,7 @@ void shs_strategy_destroy(shs_strategy_t *s) {
         shs_device_free(s->dev, u->lp_shard);
         shs_device_free(s->dev, u->gpu_cache);
         shs_device_free(s->dev, u->gpu_lp_params);
+        shs_device_free(s->dev, u->post_fwd);
         if (u->bwd != u->grad_full) shs_device_free(s->dev, u->bwd);
         shs_device_free(s->dev, u->gathered);
         if (!u->grads_in_block) shs_device_free(s->dev, u->grad_full);
@@ -264,6 +303,7 @@ void shs_strategy_destroy(shs_strategy_t *s) {
     for (int ph = 0; ph < 2; ph++) free(s->order[ph]), free(s->prev[ph]);
     if (s->shard_comm != s->comm) shs_comm_destroy(s->shard_comm);
     shs_comm_destroy(s->replica_comm);
+    shs_comm_destroy(s->reshard_comm);
     free(s->units);
     shs_device_destroy(s->host);
     free(s);

@@ -54,6 +54,8 @@ typedef struct {
     void *gpu_lp_params;   /* the GPU ledger only: DeepSpeed's persistent 16-bit parameters of a whole unit */
     int gather_refs;       /* outstanding acquires of `gathered` (a hold's reference included) */
     unit_hold_t held;      /* one reference held for the next acquire, and why */
+    void *post_fwd;        /* reshard_after_forward R: this rank's 1/R of the unit (param_dtype, full_len / R)
+                            * from its forward to its backward all-gather within the reshard group (COMM) */
 
     /* gradients: backward and reduction (strategy_source.c, strategy_reduce.c), in the
      * gradient dtype (grad_dtype) except bwd */
@@ -90,6 +92,8 @@ struct shs_strategy {
      * group of shard_group_size consecutive ranks, replicated across groups */
     shs_comm_t *shard_comm, *replica_comm; /* replica_comm: hybrid with more than one replica, else NULL */
     int shard_n, shard_rank, replica;
+    shs_comm_t *reshard_comm; /* reshard_after_forward_size R: this rank's group of R consecutive ranks, else NULL */
+    int reshard_n;         /* R, 0 without */
     unit_state_t *units;
 
     /* the parameter source (strategy_source.c) */

@@ -90,11 +90,14 @@ static shs_status_t release_params(void *self, int unit) {
     if (!u->gathers) return SHS_OK;
     SHS_ASSERT(u->gather_refs > 0);
     if (--u->gather_refs > 0) return SHS_OK;
-    if (s->phase == SHS_PHASE_FORWARD && s->cfg.keep_after_forward && !u->full_params && !u->lp_replica) {
+    int keep = s->cfg.keep_after_forward || s->cfg.reshard_after_forward_size == 1;
+    if (s->phase == SHS_PHASE_FORWARD && keep && !u->full_params && !u->lp_replica) {
         u->gather_refs = 1; /* keep it for backward (FSDP SHARD_GRAD_OP) */
         u->held = UNIT_KEPT_AFTER_FORWARD;
         return SHS_OK;
     }
+    if (s->phase == SHS_PHASE_FORWARD && s->reshard_comm && !u->full_params && !u->lp_replica && !u->post_fwd)
+        SHS_CHECK(shs__strategy_reshard(s, u)); /* FSDP2's reshard_after_forward=R: keep 1/R for backward */
     SHS_LOG(TRACE, STRATEGY, "unit %d: release parameters", unit);
     if (s->phase == SHS_PHASE_FORWARD && autocast_cached(s, u) && !u->gpu_cache) /* kept on the GPU until backward */
         SHS_CHECK(shs_device_alloc_modeled(s->dev, &u->gpu_cache, 0, shs__strategy_gathered_gpu_bytes(s, u),

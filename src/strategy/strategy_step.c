@@ -267,8 +267,8 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
 float shs_strategy_grad_norm(const shs_strategy_t *s) { return s->grad_norm; }
 
 void shs_strategy_add_comm_stats(const shs_strategy_t *s, shs_comm_stats_t *acc) {
-    const shs_comm_t *sub[2] = {s->shard_comm != s->comm ? s->shard_comm : NULL, s->replica_comm};
-    for (int k = 0; k < 2; k++) {
+    const shs_comm_t *sub[3] = {s->shard_comm != s->comm ? s->shard_comm : NULL, s->replica_comm, s->reshard_comm};
+    for (int k = 0; k < 3; k++) {
         if (!sub[k]) continue;
         shs_comm_stats_t cs;
         shs_comm_get_stats(sub[k], &cs);

@@ -52,6 +52,38 @@ size_t shs__strategy_gathered_gpu_bytes(const shs_strategy_t *s, const unit_stat
     return (len ? len : 1) * es; /* the all-gather's output, or autocast's cast of the weights */
 }
 
+shs_status_t shs__strategy_reshard(shs_strategy_t *s, unit_state_t *u) {
+    shs_dtype_t pd = s->cfg.param_dtype;
+    size_t n = u->full_len / (size_t)s->reshard_n, es = shs_dtype_size(pd);
+    SHS_CHECK(shs_device_alloc(s->dev, &u->post_fwd, (n ? n : 1) * es, SHS_MEM_COMM, "resharded params (after forward)"));
+    /* the gathered values are param_dtype values held in f32: the cast back is exact */
+    shs_cast(s->dev, u->post_fwd, pd, u->gathered + (size_t)(s->rank % s->reshard_n) * n, SHS_F32, n);
+    return SHS_OK;
+}
+
+/* Backward's gather of a unit resharded after forward: the reshard group's
+ * all-gather of its 1/R parts into u->gathered (f32, full_len), then the
+ * parts are freed. */
+static shs_status_t gather_resharded(shs_strategy_t *s, unit_state_t *u) {
+    shs_dtype_t pd = s->cfg.param_dtype;
+    size_t n = u->full_len / (size_t)s->reshard_n, es = shs_dtype_size(pd);
+    shs_comm_t *comm = tagged(s, s->reshard_comm, SHS_TAG_BWD_ALL_GATHER, unit_index(s, u));
+    shs_status_t st;
+    if (pd == SHS_F32) {
+        st = shs_all_gather(u->post_fwd, u->gathered, n, SHS_F32, comm);
+    } else {
+        void *lp_full = NULL; /* counted on the GPU as u->gathered */
+        st = shs_device_alloc_modeled(s->dev, &lp_full, (u->full_len ? u->full_len : 1) * es, 0, SHS_MEM_COMM,
+                                      "zero3 gathered params (low precision)");
+        if (st == SHS_OK) st = shs_all_gather(u->post_fwd, lp_full, n, pd, comm);
+        if (st == SHS_OK) shs_cast(s->dev, u->gathered, SHS_F32, lp_full, pd, u->full_len);
+        shs_device_free(s->dev, lp_full);
+    }
+    shs_device_free(s->dev, u->post_fwd);
+    u->post_fwd = NULL;
+    return st;
+}
+
 /* The unit's full parameters in compute precision into u->gathered (f32,
  * full_len): ZeRO-3 all-gathers its shards in param_dtype; ZeRO-1/2 widen
  * their param_dtype replica; full holders round their copy. On the GPU the
@@ -70,6 +102,7 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
         return SHS_OK;
     }
     if (u->full_params) return shs__strategy_round_to(s, u->gathered, u->params, u->numel, pd);
+    if (u->post_fwd) return gather_resharded(s, u);
     if (u->skip_gather) { /* a planted fault (strategy_testing.h) */
         u->skip_gather = 0;
         return shs_memset(s->dev, u->gathered, 0, len * sizeof(float));
@@ -141,6 +174,8 @@ void shs__strategy_drop_held(shs_strategy_t *s) {
         u->held = UNIT_NOT_HELD;
         shs_device_free(s->dev, u->gpu_cache); /* a forward whose backward did not come */
         u->gpu_cache = NULL;
+        shs_device_free(s->dev, u->post_fwd);
+        u->post_fwd = NULL;
     }
     s->held_prefetches = 0;
 }

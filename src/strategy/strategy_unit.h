@@ -30,6 +30,10 @@ shs_status_t shs__strategy_take_gathered(shs_strategy_t *s, unit_state_t *u);
  * weights), or 0 where the GPU computes with a buffer it keeps anyway (the
  * ZeRO-1/2 replica, DeepSpeed stage 0's 16-bit parameters). */
 size_t shs__strategy_gathered_gpu_bytes(const shs_strategy_t *s, const unit_state_t *u);
+/* reshard_after_forward R: keep this rank's 1/R of the gathered unit in
+ * param_dtype (u->post_fwd: slice rank mod R of the full buffer, the slice
+ * the reshard group's all-gather puts there) for the backward. Local. */
+shs_status_t shs__strategy_reshard(shs_strategy_t *s, unit_state_t *u);
 /* Free the unit's compute parameters and forget every reference on them. */
 void shs__strategy_drop_gathered(shs_strategy_t *s, unit_state_t *u);
 /* Free whatever a hold still keeps (a prefetch never used, a unit kept from

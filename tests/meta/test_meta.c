@@ -36,6 +36,8 @@ typedef struct {
     shs_dtype_t autocast;
     float dropout;
     int llama;          /* a tiny GQA Llama (untied) instead of the GPT */
+    int reshard;        /* reshard_after_forward_size */
+    shs_framework_t framework;
 } mcase_t;
 
 static shs_train_config_t small_config(const mcase_t *c) {
@@ -58,6 +60,8 @@ static shs_train_config_t small_config(const mcase_t *c) {
     cfg.grad_accum = c->accum;
     cfg.strategy.forward_prefetch = c->prefetch_fwd;
     cfg.strategy.clip_norm = c->clip;
+    cfg.strategy.reshard_after_forward_size = c->reshard;
+    cfg.strategy.framework = c->framework;
     cfg.strategy.bucket_bytes = 16 << 10; /* several DDP buckets */
     if (c->llama) {
         cfg.arch = SHS_ARCH_LLAMA;
@@ -174,6 +178,19 @@ static void test_meta_equals_cpu_features(void **state) {
          .recompute = SHS_RECOMPUTE_SELECTIVE, .autocast = SHS_BF16, .dropout = 0.1f},
         {.what = "ddp full recompute flash", .kind = SHS_DDP, .N = 2, .recompute = SHS_RECOMPUTE_FULL,
          .attention = SHS_ATTENTION_FLASH},
+        /* FSDP2's reshard_after_forward=2 (the reshard groups' all-gathers in backward) */
+        {.what = "zero3 reshard 2 of 4", .kind = SHS_ZERO3, .N = 4, .reshard = 2},
+        {.what = "zero3 bf16 reshard 2 of 4 accum 2", .kind = SHS_ZERO3, .N = 4, .reshard = 2, .param_dtype = SHS_BF16,
+         .accum = 2},
+        {.what = "hybrid_shard G=4 reshard 2 of 8", .kind = SHS_HYBRID_SHARD, .N = 8, .G = 4, .reshard = 2},
+        /* the GPU ledger of each framework (device.h): the CPU run keeps the same books */
+        {.what = "ddp bf16 deepspeed", .kind = SHS_DDP, .N = 2, .param_dtype = SHS_BF16,
+         .framework = SHS_FRAMEWORK_DEEPSPEED},
+        {.what = "zero3 bf16 deepspeed clip", .kind = SHS_ZERO3, .N = 3, .param_dtype = SHS_BF16, .clip = 1.0f,
+         .framework = SHS_FRAMEWORK_DEEPSPEED},
+        {.what = "zero2 bf16 torch", .kind = SHS_ZERO2, .N = 3, .param_dtype = SHS_BF16, .framework = SHS_FRAMEWORK_TORCH},
+        {.what = "ddp bf16 f32 grads torch accum 2", .kind = SHS_DDP, .N = 2, .param_dtype = SHS_BF16,
+         .grad_accum_dtype = SHS_F32, .accum = 2, .framework = SHS_FRAMEWORK_TORCH},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }
