@@ -264,6 +264,48 @@ const shs_stage_t *shs_strategy_stage(shs_strategy_kind_t k);
 
 #define SHS_DEFAULT_BUCKET_BYTES ((size_t)25 << 20) /* torch DDP bucket_cap_mb = 25 */
 
+/* DeepSpeed's ZeRO granularity (ds_config zero_optimization; read from
+ * DeepSpeed's runtime/zero/stage_1_and_2.py, stage3.py and
+ * partitioned_param_coordinator.py). Elements, not bytes, as DeepSpeed
+ * counts them; 0 leaves the strategy's own per-unit behaviour. They change
+ * which collectives carry the bytes and what is held when, never a value.
+ *   reduce_bucket    reduce_bucket_size: sharded gradients (ZeRO-2/3) are
+ *                    reduce-scattered together, units joining the pending
+ *                    bucket until the next would pass this many elements
+ *                    (that one starts a new bucket; a unit larger than the
+ *                    bucket goes alone), one call per bucket over a buffer
+ *                    laid out rank by rank (each rank's part of every unit
+ *                    in turn), as __avg_scatter_grads does: the same
+ *                    element-wise reductions, so the same bits.
+ *   contiguous_gradients  with reduce_bucket: a unit's gradient is copied
+ *                    into DeepSpeed's ipg buffer of reduce_bucket elements
+ *                    (grad dtype, held throughout; two of them for ZeRO-1/2
+ *                    with overlap_comm, stage_1_and_2's double buffer) and
+ *                    freed; without it the gradients wait in the bucket.
+ *                    (GPU ledger: what DeepSpeed holds.)
+ *   allgather_bucket allgather_bucket_size: ZeRO-1/2's re-gather of the
+ *                    param-dtype replica after the step runs over the
+ *                    rank's whole partition (every unit's shard in turn) in
+ *                    max(1, partition x N / allgather_bucket) all-gathers
+ *                    (all_gather_dp_groups).
+ *   prefetch_bucket  stage3_prefetch_bucket_size: ZeRO-3 gathers the units
+ *                    that follow in the recorded order ahead, in forward and
+ *                    backward, while the prefetched elements stay within it.
+ *   max_live         stage3_max_live_parameters: no prefetch would raise the
+ *                    gathered elements above it.
+ *   max_reuse        stage3_max_reuse_distance: a unit used again within
+ *                    this many gathered elements (its forward, then the same
+ *                    unit's backward) stays gathered instead of being freed. */
+typedef struct {
+    size_t reduce_bucket;
+    int contiguous_gradients;
+    int overlap_comm;
+    size_t allgather_bucket;
+    size_t prefetch_bucket;
+    size_t max_live;
+    size_t max_reuse;
+} shs_zero_knobs_t;
+
 typedef struct {
     shs_strategy_kind_t kind;
     size_t bucket_bytes;         /* DDP all-reduce bucket size; 0 = default */
@@ -294,6 +336,7 @@ typedef struct {
                                    * SHS_DTYPE_DEFAULT (0): param_dtype */
     shs_loss_scaler_config_t scaler; /* with param_dtype f16; zeros mean GradScaler's defaults */
     shs_framework_t framework;   /* the GPU ledger's framework; DEFAULT: the stage's row */
+    shs_zero_knobs_t zero;       /* DeepSpeed's ZeRO granularity (above); zeros: none */
 } shs_strategy_config_t;
 
 /* The splits of the world communicator a strategy makes, in order (comm.h

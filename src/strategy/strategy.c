@@ -268,6 +268,17 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         for (int i = 0; i < layout->num_units; i++)
             if (s->units[i].grads_in_block) s->units[i].grad_full = grad_at(s, s->grad_block, s->units[i].grad_offset);
     }
+    if (s->cfg.zero.reduce_bucket && stage->shards_grads) {
+        if (!(s->rs_units = calloc((size_t)layout->num_units + 1, sizeof *s->rs_units))) {
+            st = shs_set_error(SHS_HOST_OOM, "cannot allocate strategy state");
+            goto fail;
+        }
+        /* DeepSpeed's ipg buffer (two for ZeRO-1/2 with overlap_comm): the GPU's, held throughout */
+        size_t nbuf = s->cfg.zero.overlap_comm && !stage->shards_params ? 2 : 1;
+        if (s->cfg.zero.contiguous_gradients)
+            SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &s->ipg, 0, nbuf * s->cfg.zero.reduce_bucket * grad_es(s),
+                                                    SHS_MEM_COMM, "ipg buffer (DeepSpeed's reduce bucket)"), st, fail);
+    }
     if (cfg->clip_norm > 0 || s->scaling)
         SHS_CHECK_GOTO(shs_device_alloc(s->opt_dev, (void **)&s->norm_acc, SHS_NORM_ACC_WORDS * sizeof(int64_t),
                                         SHS_MEM_OTHER, "gradient norm"), st, fail);
@@ -290,6 +301,7 @@ void shs_strategy_destroy(shs_strategy_t *s) {
         shs_device_free(s->dev, u->gpu_cache);
         shs_device_free(s->dev, u->gpu_lp_params);
         shs_device_free(s->dev, u->post_fwd);
+        if (u->rs_grad != u->grad_full) shs_device_free(s->dev, u->rs_grad);
         if (u->bwd != u->grad_full) shs_device_free(s->dev, u->bwd);
         shs_device_free(s->dev, u->gathered);
         if (!u->grads_in_block) shs_device_free(s->dev, u->grad_full);
@@ -299,6 +311,8 @@ void shs_strategy_destroy(shs_strategy_t *s) {
         if (s->host) shs_device_free(s->host, u->master);
     }
     shs_device_free(s->dev, s->grad_block);
+    shs_device_free(s->dev, s->ipg);
+    free(s->rs_units);
     shs_device_free(s->opt_dev, s->norm_acc);
     for (int ph = 0; ph < 2; ph++) free(s->order[ph]), free(s->prev[ph]);
     if (s->shard_comm != s->comm) shs_comm_destroy(s->shard_comm);

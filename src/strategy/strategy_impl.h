@@ -54,6 +54,8 @@ typedef struct {
     void *gpu_lp_params;   /* the GPU ledger only: DeepSpeed's persistent 16-bit parameters of a whole unit */
     int gather_refs;       /* outstanding acquires of `gathered` (a hold's reference included) */
     unit_hold_t held;      /* one reference held for the next acquire, and why */
+    void *rs_grad;         /* zero.reduce_bucket: the unit's full gradient waiting in the bucket (with
+                            * contiguous_gradients a copy the GPU holds in the ipg buffer, else grad_full) */
     void *post_fwd;        /* reshard_after_forward R: this rank's 1/R of the unit (param_dtype, full_len / R)
                             * from its forward to its backward all-gather within the reshard group (COMM) */
 
@@ -112,6 +114,11 @@ struct shs_strategy {
     size_t grad_block_len;
     /* bucket: the pending ready range [bucket_lo, bucket_hi) of grad_block */
     size_t bucket_lo, bucket_hi;
+    /* zero.reduce_bucket: sharded units waiting for one reduce-scatter, their full_len summed */
+    unit_state_t **rs_units;
+    int rs_n;
+    size_t rs_elems;
+    void *ipg;             /* the GPU ledger only: DeepSpeed's ipg buffer(s) (contiguous_gradients) */
 
     /* the step (strategy_step.c) */
     float grad_norm;       /* last step's total norm, -1 without clipping */

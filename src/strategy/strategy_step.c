@@ -213,6 +213,54 @@ static shs_status_t upload_params(shs_strategy_t *s) {
     return SHS_OK;
 }
 
+/* DeepSpeed ZeRO-1/2's re-gather after the step (zero.allgather_bucket):
+ * DeepSpeed on a torch with all_gather_into_tensor (runtime/utils.py,
+ * all_gather_into_tensor_dp_groups) gathers the rank's whole partition, every
+ * sharded unit's shard in turn, in one all-gather whatever
+ * allgather_bucket_size says (the older path split it by that size), into
+ * the flat 16-bit buffer in place; here the partition is copied out, gathered
+ * rank by rank, and each rank's part copied back into every unit's replica
+ * (in param_dtype) or f32 parameters. Exact copies: the same bits as the
+ * per-unit gathers. */
+static shs_status_t regather_flat(shs_strategy_t *s) {
+    shs_dtype_t pd = s->cfg.param_dtype;
+    size_t P = 0, n = (size_t)s->shard_n;
+    int last = -1;
+    for (int i = 0; i < s->layout->num_units; i++)
+        if (!s->units[i].whole) P += s->units[i].shard.size, last = i;
+    if (last < 0) return SHS_OK;
+    int lp = s->units[last].lp_replica != NULL;
+    shs_dtype_t t = lp ? pd : SHS_F32;
+    size_t es = shs_dtype_size(t);
+    void *part = NULL, *all = NULL;
+    shs_status_t st = shs_device_alloc_modeled(s->dev, &part, (P ? P : 1) * es, 0, SHS_MEM_COMM, "partition (flat)");
+    if (st == SHS_OK)
+        st = shs_device_alloc_modeled(s->dev, &all, (P ? P * n : 1) * es, 0, SHS_MEM_COMM, "parameters (flat)");
+    size_t off = 0;
+    for (int i = 0; st == SHS_OK && i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        if (u->whole) continue;
+        if (lp) shs_cast(s->dev, (char *)part + off * es, pd, u->params, SHS_F32, u->shard.size);
+        else st = shs_memcpy_d2d(s->dev, (char *)part + off * es, owned_params(u), u->shard.size * es);
+        off += u->shard.size;
+    }
+    if (st == SHS_OK) st = shs_all_gather(part, all, P, t, tagged(s, s->shard_comm, SHS_TAG_PARAM_REGATHER, last));
+    for (size_t r = 0; st == SHS_OK && r < n; r++) {
+        off = 0;
+        for (int i = 0; st == SHS_OK && i < s->layout->num_units; i++) {
+            unit_state_t *u = &s->units[i];
+            if (u->whole) continue;
+            void *dst = lp ? (char *)u->lp_replica + r * u->shard.size * es : (void *)(u->params + r * u->shard.size);
+            st = shs_memcpy_d2d(s->dev, dst, (char *)all + (r * P + off) * es, u->shard.size * es);
+            off += u->shard.size;
+        }
+    }
+    for (int i = 0; st == SHS_OK && i < s->layout->num_units; i++) s->units[i].lp_stale = 0;
+    shs_device_free(s->dev, part);
+    shs_device_free(s->dev, all);
+    return st;
+}
+
 /* The end of finish_step: the next step's tags carry step + 1. */
 static shs_status_t step_done(shs_strategy_t *s, long step) {
     s->step = step + 1;
@@ -224,6 +272,7 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     s->step = step;
     shs__strategy_drop_held(s);
     SHS_CHECK(shs__strategy_flush_bucket(s));
+    SHS_CHECK(shs__strategy_flush_rs_bucket(s));
     if (s->host) SHS_CHECK(offload_grads(s));
     SHS_CHECK(plant_faults(s));
     s->skipped = 0;
@@ -252,7 +301,9 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     shs_device_free(s->dev, ds_copy);
     if (s->host) SHS_CHECK(upload_params(s));
     for (int i = 0; i < s->layout->num_units; i++) shs__strategy_refresh_lp_shard(s, &s->units[i]);
-    if (s->stage->regathers_params_after_step) {
+    if (s->stage->regathers_params_after_step && s->cfg.zero.allgather_bucket) {
+        SHS_CHECK(regather_flat(s));
+    } else if (s->stage->regathers_params_after_step) {
         for (int i = 0; i < s->layout->num_units; i++) {
             unit_state_t *u = &s->units[i];
             if (u->whole) continue;

@@ -57,6 +57,8 @@ shs_status_t shs__strategy_download_master(shs_strategy_t *s, unit_state_t *u);
 shs_status_t shs__strategy_reduce_unit(shs_strategy_t *s, unit_state_t *u);
 /* All-reduce the pending DDP/replicated-unit bucket. */
 shs_status_t shs__strategy_flush_bucket(shs_strategy_t *s);
+/* Reduce-scatter the pending reduce bucket of sharded units (zero.reduce_bucket). */
+shs_status_t shs__strategy_flush_rs_bucket(shs_strategy_t *s);
 
 /* ---- strategy_source.c: the parameter source ---- */
 

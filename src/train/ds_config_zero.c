@@ -15,14 +15,24 @@
  *       shardsim shards wrap units (flat parameters), so here a whole *unit*
  *       with fewer than T elements stays replicated and a small parameter
  *       inside a larger unit is sharded with it (a header note says so).
- *   stage3_prefetch_bucket_size (default 5e7; alias prefetch_bucket_size):
- *       0 -> no prefetch; > 0 -> shardsim's one-unit-ahead prefetch (the
- *       element budget is not modelled: a header note says so)
+ *   the ZeRO granularity (strategy.h shs_zero_knobs_t; DeepSpeed's defaults
+ *   from runtime/zero/config.py; every size an integer >= 0, as DeepSpeed's
+ *   Field(ge=0), "auto" as the HF Trainer fills it):
+ *     reduce_bucket_size (default 5e8)              -> zero.reduce_bucket (ZeRO-2/3)
+ *     contiguous_gradients (default true)           -> zero.contiguous_gradients
+ *     overlap_comm (default: true at stage 3)       -> zero.overlap_comm
+ *     allgather_bucket_size (default 5e8; even, as stage_1_and_2.py asserts a
+ *         multiple of its nccl_start_alignment_factor 2) -> zero.allgather_bucket
+ *         (ZeRO-1/2: DeepSpeed's one all-gather of the partition)
+ *     stage3_prefetch_bucket_size (default 5e7; alias prefetch_bucket_size)
+ *         -> zero.prefetch_bucket (0: no prefetch)
+ *     stage3_max_live_parameters (default 1e9; alias max_live_parameters)
+ *         -> zero.max_live (0: nothing prefetched)
+ *     stage3_max_reuse_distance (default 1e9; alias max_reuse_distance)
+ *         -> zero.max_reuse (0: nothing kept)
  *
  * Refused as not modelled (they change the numbers): reduce_scatter false,
- * zero++ (hpZ, quantized weights/gradients), stage3_max_live_parameters /
- * max_reuse_distance other than their 1e9 default, offload ratio/buffer
- * settings. Ignored (change nothing shardsim computes): `ignored_zero` and
+ * zero++ (hpZ, quantized weights/gradients), offload ratio/buffer settings. Ignored (change nothing shardsim computes): `ignored_zero` and
  * `ignored_offload` below, each with its reason.
  * What it is not: the other sections (ds_config.c lists them).
  */
@@ -35,11 +45,7 @@
 #ifdef SHS_HAVE_JANSSON
 
 static const shs__ds_ignored_key_t ignored_zero[] = {
-    {"contiguous_gradients", "a contiguous gradient buffer against fragmentation; shardsim's memory does not fragment"},
-    {"overlap_comm", "timing only"},
     {"allgather_partitions", "ZeRO-1/2 all-gather implementation; same bytes"},
-    {"allgather_bucket_size", "groups the same all-gathers into other calls; same results"},
-    {"reduce_bucket_size", "groups the same reductions into other calls; shardsim reduces per wrap unit"},
     {"round_robin_gradients", "gradient copy order under offload; same results"},
     {"sub_group_size", "optimizer step granularity; same results"},
     {"stage3_gather_16bit_weights_on_model_save", "checkpoint saving"},
@@ -114,9 +120,22 @@ shs_status_t shs__ds_read_zero(shs__ds_reader_t *r, const json_t *obj, shs__ds_z
             if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_PREFETCH;
             else SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->prefetch));
             z->has_prefetch = 1;
-        } else if (!strcmp(key, "reduce_bucket_size") && shs__ds_is_auto(v)) {
-            r->ds->autos |= 1u << SHS_DS_AUTO_REDUCE_BUCKET;
-            shs__ds_try_ignored(r, ignored_zero, sizeof ignored_zero / sizeof ignored_zero[0], "zero_optimization", key);
+        } else if (!strcmp(key, "reduce_bucket_size")) {
+            if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_REDUCE_BUCKET;
+            else SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->reduce_bucket));
+            z->has_reduce_bucket = 1;
+        } else if (!strcmp(key, "allgather_bucket_size")) {
+            SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->allgather_bucket));
+            if (z->allgather_bucket % 2)
+                return shs_set_error(SHS_INVALID_ARG, "%s: %s = %ld: DeepSpeed requires a multiple of its "
+                                     "nccl_start_alignment_factor 2 (stage_1_and_2.py)", r->path, kp, z->allgather_bucket);
+            z->has_allgather_bucket = 1;
+        } else if (!strcmp(key, "contiguous_gradients")) {
+            SHS_CHECK(shs__ds_get_bool(r, kp, v, &z->contiguous));
+            z->has_contiguous = 1;
+        } else if (!strcmp(key, "overlap_comm")) {
+            SHS_CHECK(shs__ds_get_bool(r, kp, v, &z->overlap));
+            z->has_overlap = 1;
         } else if (!strcmp(key, "mics_shard_size")) {
             SHS_CHECK(shs__ds_get_int(r, kp, v, -1, SHS_MAX_WORLD, &z->mics));
             if (z->mics == 0) return shs__ds_bad_type(r, kp, v, "-1 (off) or a group size >= 1");
@@ -126,9 +145,16 @@ shs_status_t shs__ds_read_zero(shs__ds_reader_t *r, const json_t *obj, shs__ds_z
             int b = 0;
             SHS_CHECK(shs__ds_get_bool(r, kp, v, &b));
             if (!b) SHS__DS_KEY(r, shs__ds_not_modelled(r, kp, v, "ZeRO gradients reduced by all-reduce instead of reduce-scatter"));
-        } else if (!strcmp(key, "stage3_max_live_parameters") || !strcmp(key, "max_live_parameters") ||
-                   !strcmp(key, "stage3_max_reuse_distance") || !strcmp(key, "max_reuse_distance")) {
-            SHS__DS_KEY(r, shs__ds_only_default(r, kp, v, 1e9, "a budget on gathered parameters"));
+        } else if (!strcmp(key, "stage3_max_live_parameters") || !strcmp(key, "max_live_parameters")) {
+            if (z->has_max_live) return shs_set_error(SHS_PARSE, "%s: %s: the live-parameter budget is given twice "
+                                                      "(it and its alias)", r->path, kp);
+            SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->max_live));
+            z->has_max_live = 1;
+        } else if (!strcmp(key, "stage3_max_reuse_distance") || !strcmp(key, "max_reuse_distance")) {
+            if (z->has_max_reuse) return shs_set_error(SHS_PARSE, "%s: %s: the reuse distance is given twice "
+                                                       "(it and its alias)", r->path, kp);
+            SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->max_reuse));
+            z->has_max_reuse = 1;
         } else if (!strcmp(key, "zero_hpz_partition_size")) {
             SHS__DS_KEY(r, shs__ds_only_default(r, kp, v, 1, "ZeRO++ hierarchical partitioning"));
         } else if (!strcmp(key, "zero_quantized_weights") || !strcmp(key, "zero_quantized_gradients") ||
@@ -179,6 +205,21 @@ shs_status_t shs__ds_zero_finish(shs__ds_reader_t *r, const shs__ds_zero_t *z) {
     long pf = z->has_prefetch ? z->prefetch : 50000000;
     ds->vals.strategy.backward_prefetch = pf > 0 ? SHS_PREFETCH_PRE : SHS_PREFETCH_NONE;
     shs__ds_set(ds, SHS_DS_PREFETCH, z->has_prefetch ? SHS_DS_FROM_CONFIG : SHS_DS_FROM_DS_DEFAULT);
+    /* the granularity, DeepSpeed's defaults where the file is silent ("auto" sizes: apply's) */
+    shs_zero_knobs_t *k = &ds->vals.strategy.zero;
+    k->reduce_bucket = (size_t)(z->has_reduce_bucket ? z->reduce_bucket : 500000000);
+    k->contiguous_gradients = z->has_contiguous ? z->contiguous : 1;
+    k->overlap_comm = z->has_overlap ? z->overlap : z->stage == 3;
+    /* any size: DeepSpeed on a torch with all_gather_into_tensor gathers the whole partition at once */
+    k->allgather_bucket = (size_t)(z->has_allgather_bucket && z->allgather_bucket ? z->allgather_bucket : 500000000);
+    k->prefetch_bucket = (size_t)(pf > 0 ? pf : 0);
+    long live = z->has_max_live ? z->max_live : 1000000000;
+    k->max_live = (size_t)(live > 0 ? live : 1); /* 0: nothing may be prefetched */
+    k->max_reuse = (size_t)(z->has_max_reuse ? z->max_reuse : 1000000000);
+    int any = z->has_reduce_bucket || z->has_contiguous || z->has_overlap || z->has_allgather_bucket ||
+              z->has_max_live || z->has_max_reuse;
+    shs__ds_set(ds, SHS_DS_ZERO_KNOBS, any ? SHS_DS_FROM_CONFIG : SHS_DS_FROM_DS_DEFAULT);
+    ds->stage3_keys = ds->stage3_keys || z->has_max_live || z->has_max_reuse;
     return SHS_OK;
 }
 

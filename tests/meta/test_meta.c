@@ -38,6 +38,7 @@ typedef struct {
     int llama;          /* a tiny GQA Llama (untied) instead of the GPT */
     int reshard;        /* reshard_after_forward_size */
     shs_framework_t framework;
+    shs_zero_knobs_t zero;
 } mcase_t;
 
 static shs_train_config_t small_config(const mcase_t *c) {
@@ -62,6 +63,7 @@ static shs_train_config_t small_config(const mcase_t *c) {
     cfg.strategy.clip_norm = c->clip;
     cfg.strategy.reshard_after_forward_size = c->reshard;
     cfg.strategy.framework = c->framework;
+    cfg.strategy.zero = c->zero;
     cfg.strategy.bucket_bytes = 16 << 10; /* several DDP buckets */
     if (c->llama) {
         cfg.arch = SHS_ARCH_LLAMA;
@@ -191,6 +193,14 @@ static void test_meta_equals_cpu_features(void **state) {
         {.what = "zero2 bf16 torch", .kind = SHS_ZERO2, .N = 3, .param_dtype = SHS_BF16, .framework = SHS_FRAMEWORK_TORCH},
         {.what = "ddp bf16 f32 grads torch accum 2", .kind = SHS_DDP, .N = 2, .param_dtype = SHS_BF16,
          .grad_accum_dtype = SHS_F32, .accum = 2, .framework = SHS_FRAMEWORK_TORCH},
+        /* DeepSpeed's ZeRO knobs: buckets, the ipg buffer, prefetch by budget, the reuse distance */
+        {.what = "zero3 bf16 deepspeed knobs", .kind = SHS_ZERO3, .N = 3, .param_dtype = SHS_BF16, .accum = 2,
+         .framework = SHS_FRAMEWORK_DEEPSPEED,
+         .zero = {.reduce_bucket = 20000, .contiguous_gradients = 1, .prefetch_bucket = 20000, .max_live = 40000,
+                  .max_reuse = 20000}},
+        {.what = "zero2 bf16 deepspeed buckets overlap", .kind = SHS_ZERO2, .N = 5, .param_dtype = SHS_BF16,
+         .framework = SHS_FRAMEWORK_DEEPSPEED,
+         .zero = {.reduce_bucket = 9000, .overlap_comm = 1, .contiguous_gradients = 1, .allgather_bucket = 500}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }
