@@ -36,7 +36,8 @@ typedef enum {
     C_OPTIMIZER,
     C_MOMENTUM, C_MICRO_BATCH, C_DEVICE_MEM, C_WRAP, C_SHARD_GROUP_SIZE, C_STRATEGIES, C_VARIANTS, C_GPU, C_EFFICIENCY,
     C_ALGO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_INTER_GBS, C_INTRA_LAT_US, C_INTER_LAT_US, C_GPUS_PER_NODE,
-    C_PCIE_GBS, C_HOST_GBS, C_NICS_PER_NODE, C_NIC_GBPS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
+    C_PCIE_GBS, C_HOST_GBS, C_NICS_PER_NODE, C_NIC_GBPS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE,
+    C_AC_MODE, C_SELECTIVE_AC_OPTION, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
     C_DS_CONFIG, C_FRAMEWORK, C_LOSS_KERNEL, C_CUDA_CONTEXT_MIB, C_NCCL_BUFFSIZE, C_NCCL_CHANNELS, C_RESHARD, C_NUM_OPTIONS
 } compare_opt_t;
 
@@ -100,6 +101,10 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_RECOMPUTE] = {"--recompute-granularity", NULL, SIM_OPT_STR, 0, 0, 0, 0, "G",
                      "what the checkpointing variants (+ckpt, +sel) recompute: full\n"
                      "(each block) | selective (the attention core, Korthikanti et al. 2022)"},
+    [C_AC_MODE] = {"--ac-mode", NULL, SIM_OPT_STR, 0, 0, 0, 0, "M",
+                   "the checkpointing variants' policy in torchtitan's terms: full (+ckpt)\n"
+                   "| selective (--selective-ac-option: +sac-op, +sac-N)"},
+    [C_SELECTIVE_AC_OPTION] = SIM_ROW_SELECTIVE_AC_OPTION,
     [C_ATTENTION] = SIM_ROW_ATTENTION,
     [C_AUTOCAST] = SIM_ROW_AUTOCAST,
     [C_DROPOUT] = SIM_ROW_DROPOUT,
@@ -134,7 +139,7 @@ static const char *const compare_defaults[C_NUM_OPTIONS] = {
     [C_OPTIMIZER] = "adamw", [C_MOMENTUM] = "0", [C_MICRO_BATCH] = "1", [C_DEVICE_MEM] = "the GPU preset's",
     [C_WRAP] = "block", [C_SHARD_GROUP_SIZE] = "8 when it divides N, else N", [C_STRATEGIES] = "all",
     [C_VARIANTS] = "all", [C_GPU] = "h100-sxm", [C_EFFICIENCY] = "0.5", [C_ALGO] = "auto", [C_FORMAT] = "table",
-    [C_RECOMPUTE] = "full", [C_ATTENTION] = "eager; flash for the Llama family",
+    [C_RECOMPUTE] = "full", [C_AC_MODE] = "full", [C_ATTENTION] = "eager; flash for the Llama family",
     [C_AUTOCAST] = "off; bf16 for the Llama family", [C_DROPOUT] = "0",
     [C_FRAMEWORK] = "each row's", [C_LOSS_KERNEL] = "torch", [C_CUDA_CONTEXT_MIB] = "the GPU preset's",
     [C_NCCL_BUFFSIZE] = "4194304", [C_NCCL_CHANNELS] = "the GPU preset's", [C_RESHARD] = "true",
@@ -281,6 +286,17 @@ static int row_hfu(row_t *r, const shs_hw_t *hw) {
     return SIM_EXIT_OK;
 }
 
+/* The name a checkpointing row carries: +ckpt (full), +sel (Megatron's
+ * selective), +sac-op, +sac-N (torchtitan's selective). */
+static void row_ckpt_suffix(char *buf, size_t n, const shs_train_config_t *tc) {
+    switch (tc->recompute) {
+    case SHS_RECOMPUTE_SELECTIVE: snprintf(buf, n, "+sel"); break;
+    case SHS_RECOMPUTE_SELECTIVE_OP: snprintf(buf, n, "+sac-op"); break;
+    case SHS_RECOMPUTE_EVERY_N: snprintf(buf, n, "+sac-%d", tc->recompute_every); break;
+    default: snprintf(buf, n, "+ckpt");
+    }
+}
+
 /* ---- output -------------------------------------------------------------------- */
 
 static double unit_div(size_t maxb, const char **name) {
@@ -320,6 +336,8 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
         if ((size_t)rows[i].gm.total > maxb) maxb = (size_t)rows[i].gm.total;
     const char *u;
     double d = unit_div(maxb, &u);
+    char suffix[24], label[48];
+    row_ckpt_suffix(suffix, sizeof suffix, &base->train);
     char b1[32];
     const shs_train_config_t *tc = &base->train;
     fprintf(out, "shardsim compare: %s, %zu parameters (Psi), world %d, micro-batch %d x %d tokens, param dtype %s, %s\n",
@@ -377,12 +395,14 @@ static void print_table(FILE *out, const row_t *rows, int nrows, const shs_meta_
            "step time (s, last of %d steps): roofline compute at %.0f%% of peak + exposed comm (prefetch per unit; alpha-beta, %s, %s) + offload;\n"
            "  MFU = (6 Psi + 12 L C T) x tokens / (step time x peak); see include/shardsim/estimate.h;\n"
            "  HFU adds the recompute's FLOPs (measured against the same run keeping every activation)\n"
-           "activations: attention %s, autocast %s, dropout %g, +ckpt/+sel recompute %s (gpt.h)%s\n",
+           "activations: attention %s, autocast %s, dropout %g, %s recompute %s (%s)%s\n",
            base->steps, 100 * eff, hw->net.name, algo_name, shs_attention_name(tc->attention),
-           tc->autocast ? shs_dtype_name(tc->autocast) : "off", (double)tc->dropout,
-           shs_recompute_name(tc->recompute ? tc->recompute : SHS_RECOMPUTE_FULL),
+           tc->autocast ? shs_dtype_name(tc->autocast) : "off", (double)tc->dropout, suffix,
+           shs_recompute_label(label, sizeof label, tc->recompute, tc->recompute_every),
+           tc->arch == SHS_ARCH_LLAMA ? "llama.h" : "gpt.h",
            tc->arch == SHS_ARCH_LLAMA ? "; the Llama family's defaults: flash, bf16 autocast (--attention eager, "
                                         "--autocast off change them)" : "");
+    if (sim_recompute_note(tc)) fprintf(out, "  note: %s\n", sim_recompute_note(tc));
 }
 
 static void print_csv(FILE *out, const row_t *rows, int nrows, int zero_paper) {
@@ -487,7 +507,9 @@ static int print_json(FILE *out, const row_t *rows, int nrows, const shs_meta_co
         json_object_set_new(o, "offload_s", json_real(r->est.offload_s));
         json_object_set_new(o, "step_time_s", json_real(r->est.step_s));
         json_object_set_new(o, "mfu", json_real(r->est.mfu));
-        json_object_set_new(o, "recompute", json_string(shs_recompute_name(r->cfg.train.recompute)));
+        char label[48];
+        json_object_set_new(o, "recompute", json_string(shs_recompute_label(label, sizeof label, r->cfg.train.recompute,
+                                                                            r->cfg.train.recompute_every)));
         json_object_set_new(o, "recompute_flops", json_real(r->recompute_flops));
         json_object_set_new(o, "hfu", json_real(r->hfu));
         json_object_set_new(o, "notes", json_string(r->notes));
@@ -617,16 +639,16 @@ int sim_cmd_compare(int argc, char **argv) {
         if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "csv"))
             return usage_error("--format must be table, json or csv, not %s", format);
     }
-    if ((rc_ = sim_opt_exec("compare", 0, GIVEN(C_RECOMPUTE) ? o.str[C_RECOMPUTE] : NULL,
-                            GIVEN(C_ATTENTION) ? o.str[C_ATTENTION] : NULL, GIVEN(C_AUTOCAST) ? o.str[C_AUTOCAST] : NULL,
-                            GIVEN(C_DROPOUT), o.num[C_DROPOUT], &recompute, &tc->attention, &tc->autocast,
-                            &tc->dropout)) >= 0)
-        return rc_;
-    if (!GIVEN(C_RECOMPUTE)) recompute = SHS_RECOMPUTE_FULL;
-    if (recompute == SHS_RECOMPUTE_NONE)
-        return usage_error("--recompute-granularity none: the checkpointing variants need full or selective "
-                           "(--variants plain runs none)");
-    tc->recompute = recompute; /* the table's legend; each row sets its own */
+#define STR(id) (GIVEN(id) ? o.str[id] : NULL)
+    const sim_exec_args_t ea = {0, STR(C_RECOMPUTE), STR(C_AC_MODE), STR(C_SELECTIVE_AC_OPTION), STR(C_ATTENTION),
+                                STR(C_AUTOCAST), GIVEN(C_DROPOUT), o.num[C_DROPOUT]};
+#undef STR
+    if ((rc_ = sim_opt_exec("compare", &ea, tc)) >= 0) return rc_;
+    if (!GIVEN(C_RECOMPUTE) && !GIVEN(C_AC_MODE) && !GIVEN(C_SELECTIVE_AC_OPTION)) tc->recompute = SHS_RECOMPUTE_FULL;
+    if (tc->recompute == SHS_RECOMPUTE_NONE)
+        return usage_error("%s none: the checkpointing variants need full or selective (--variants plain runs none)",
+                           GIVEN(C_AC_MODE) ? "--ac-mode" : "--recompute-granularity");
+    recompute = tc->recompute; /* the table's legend; each row sets its own */
     if (GIVEN(C_PLOT)) plot = o.str[C_PLOT];
     if (GIVEN(C_OUTPUT)) output = o.str[C_OUTPUT];
     long layers = GIVEN(C_LAYERS) ? (long)o.num[C_LAYERS] : 0, channels = GIVEN(C_CHANNELS) ? (long)o.num[C_CHANNELS] : 0,
@@ -733,6 +755,7 @@ int sim_cmd_compare(int argc, char **argv) {
     if (llama_defaults && !o.given[C_AUTOCAST]) tc->autocast = SHS_BF16;
     if (tc->arch == SHS_ARCH_GPT && shs_gpt_config_validate(&tc->model) != SHS_OK)
         return usage_error("%s", shs_last_error());
+    if ((rc_ = sim_opt_exec_check_model("compare", tc)) >= 0) return rc_;
     shs_hw_t hw;
     if (shs_hw_preset(gpu, &hw) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
     const double *hv = &o.num[C_PEAK_TFLOPS];
@@ -806,6 +829,8 @@ int sim_cmd_compare(int argc, char **argv) {
 
     static const shs_strategy_kind_t kinds[] = {SHS_DDP, SHS_ZERO1, SHS_ZERO2, SHS_ZERO3, SHS_HYBRID_SHARD,
                                                 SHS_HYBRID_SHARD_ZERO2};
+    char ckpt_suffix[24];
+    row_ckpt_suffix(ckpt_suffix, sizeof ckpt_suffix, tc);
     row_t *rows = calloc(4 * SHS_NUM_STRATEGIES, sizeof *rows);
     if (!rows) return SIM_EXIT_ERROR;
     int nrows = 0, rc = SIM_EXIT_OK;
@@ -825,8 +850,8 @@ int sim_cmd_compare(int argc, char **argv) {
             r->offload = ds_rows ? tc->strategy.offload
                          : !off ? SHS_OFFLOAD_NONE
                          : (kinds[k] == SHS_ZERO3 || kinds[k] == SHS_HYBRID_SHARD) ? SHS_OFFLOAD_PARAMS : SHS_OFFLOAD_OPTIMIZER;
-            snprintf(r->name, sizeof r->name, "%s%s%s", shs_strategy_name(r->kind),
-                     !r->ckpt ? "" : recompute == SHS_RECOMPUTE_SELECTIVE ? "+sel" : "+ckpt", off ? "+offload" : "");
+            snprintf(r->name, sizeof r->name, "%s%s%s", shs_strategy_name(r->kind), r->ckpt ? ckpt_suffix : "",
+                     off ? "+offload" : "");
             r->cfg = base;
             r->cfg.train.strategy.kind = r->kind;
             r->cfg.train.recompute = r->ckpt ? recompute : SHS_RECOMPUTE_NONE;

@@ -47,6 +47,17 @@
      "block's forward in backward (as --checkpoint-activations); selective\n"                                    \
      "only the attention core (Korthikanti et al. 2022); the GPT and the\n"                                     \
      "Llama, not --model-file"}
+#define SIM_ROW_AC_MODE                                                                                            \
+    {"--ac-mode", NULL, SIM_OPT_STR, 0, 0, 0, 0, "M",                                                              \
+     "none | full | selective (torchtitan's activation_checkpoint.mode): full\n"                                  \
+     "is --recompute-granularity full; selective is --selective-ac-option's\n"                                   \
+     "policy; one policy, several spellings: conflicting ones are refused"}
+#define SIM_ROW_SELECTIVE_AC_OPTION                                                                                \
+    {"--selective-ac-option", NULL, SIM_OPT_STR, 0, 0, 0, 0, "op|N",                                               \
+     "with --ac-mode selective (torchtitan's option, default 2): op keeps per\n"                                  \
+     "block the outputs of every other bias-free matmul (aten.mm) and of the\n"                                  \
+     "flash attention kernel, recomputes the rest; N recomputes every N-th\n"                                    \
+     "block in full (1 <= N <= layers)"}
 #define SIM_ROW_ATTENTION                                                                                          \
     {"--attention", NULL, SIM_OPT_STR, 0, 0, 0, 0, "K",                                                            \
      "eager | flash: flash keeps no TxT matrix, only a log-sum-exp per row,\n"                                   \
@@ -69,13 +80,31 @@
      "clipping, optimizer (include/shardsim/ds_config.h); options given beside\n"                               \
      "it win; keys shardsim does not model are refused by name"}
 
-/* --checkpoint-activations, --recompute-granularity, --attention,
- * --autocast, --dropout (each NULL / 0 when not given) into the train
- * config's fields. --checkpoint-activations with a granularity other than
- * full is refused. -1 to go on, else a usage error of cmd. */
-int sim_opt_exec(const char *cmd, int checkpoint, const char *recompute, const char *attention, const char *autocast,
-                 int dropout_given, double dropout, shs_recompute_t *out_recompute,
-                 shs_attention_kind_t *out_attention, shs_dtype_t *out_autocast, float *out_dropout);
+/* The execution options as given (NULL / 0 when absent). */
+typedef struct {
+    int checkpoint;             /* --checkpoint-activations given true */
+    const char *recompute;      /* --recompute-granularity */
+    const char *ac_mode;        /* --ac-mode */
+    const char *ac_option;      /* --selective-ac-option */
+    const char *attention;      /* --attention */
+    const char *autocast;       /* --autocast */
+    int dropout_given;
+    double dropout;             /* --dropout */
+} sim_exec_args_t;
+
+/* Into cfg's recompute, recompute_every, attention, autocast and dropout.
+ * The recompute policy's spellings (--checkpoint-activations,
+ * --recompute-granularity, --ac-mode with --selective-ac-option) must name
+ * one policy; each refused value or conflict names its options. -1 to go
+ * on, else a usage error of cmd. */
+int sim_opt_exec(const char *cmd, const sim_exec_args_t *in, shs_train_config_t *cfg);
+/* A note for a run's header when its recompute policy does something else
+ * than its name suggests (Megatron's selective with flash attention saves
+ * nothing), else NULL. */
+const char *sim_recompute_note(const shs_train_config_t *cfg);
+/* Once the model is known: --selective-ac-option N beyond its layer count
+ * (no block would recompute) is refused. -1 to go on, else a usage error. */
+int sim_opt_exec_check_model(const char *cmd, const shs_train_config_t *cfg);
 /* --param-dtype / --reduce-dtype / --grad-accum-dtype: f32, bf16 or f16 into *out. -1 to go on,
  * else a usage error of cmd naming opt. */
 int sim_opt_dtype(const char *cmd, const char *opt, const char *val, shs_dtype_t *out);

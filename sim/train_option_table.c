@@ -128,6 +128,8 @@ const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
                                   "each block's input, recompute its forward in backward (same results,\n"
                                   "less memory); the GPT and the Llama, not with --model-file"},
     [O_RECOMPUTE] = SIM_ROW_RECOMPUTE,
+    [O_AC_MODE] = SIM_ROW_AC_MODE,
+    [O_SELECTIVE_AC_OPTION] = SIM_ROW_SELECTIVE_AC_OPTION,
     [O_ATTENTION] = SIM_ROW_ATTENTION,
     [O_AUTOCAST] = SIM_ROW_AUTOCAST,
     [O_DROPOUT] = SIM_ROW_DROPOUT,
@@ -211,6 +213,7 @@ void sim_train_help_defaults(const char *defaults[O_NUM_OPTIONS]) {
     defaults[O_MIN_LOSS_SCALE] = "1";
     defaults[O_PROGRESS] = "5";
     defaults[O_RECOMPUTE] = "none";
+    defaults[O_AC_MODE] = "none";
     defaults[O_ATTENTION] = "eager";
     defaults[O_AUTOCAST] = "off";
     defaults[O_DROPOUT] = "0";

@@ -122,11 +122,12 @@ static int apply_activations(const sim_opts_t *p, train_opts_t *o) {
     shs_train_config_t *c = &o->cfg;
     int rc;
     c->checkpoint_activations = p->given[O_CHECKPOINT_ACTIVATIONS] && p->num[O_CHECKPOINT_ACTIVATIONS];
-    if ((rc = sim_opt_exec("train", c->checkpoint_activations, p->given[O_RECOMPUTE] ? p->str[O_RECOMPUTE] : NULL,
-                           p->given[O_ATTENTION] ? p->str[O_ATTENTION] : NULL,
-                           p->given[O_AUTOCAST] ? p->str[O_AUTOCAST] : NULL, p->given[O_DROPOUT], p->num[O_DROPOUT],
-                           &c->recompute, &c->attention, &c->autocast, &c->dropout)) >= 0)
-        return rc;
+#define STR(id) (p->given[id] ? p->str[id] : NULL)
+    const sim_exec_args_t ea = {c->checkpoint_activations, STR(O_RECOMPUTE), STR(O_AC_MODE),
+                                STR(O_SELECTIVE_AC_OPTION), STR(O_ATTENTION), STR(O_AUTOCAST),
+                                p->given[O_DROPOUT], p->num[O_DROPOUT]};
+#undef STR
+    if ((rc = sim_opt_exec("train", &ea, c)) >= 0) return rc;
     if (c->recompute == SHS_RECOMPUTE_FULL) c->checkpoint_activations = 0; /* one field says it */
     if (p->given[O_WRAP]) {
         char err[256];
@@ -362,9 +363,9 @@ static int apply_outputs(const sim_opts_t *p, train_opts_t *o) {
 /* what applies only to some models, strategies or runs */
 static int check_conflicts(const sim_opts_t *p, train_opts_t *o) {
     shs_train_config_t *c = &o->cfg;
-    static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS, O_CHANNELS, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE,
-                                        O_ATTENTION, O_AUTOCAST, O_DROPOUT};
-    for (int k = 0; k < 8 && o->model_file; k++)
+    static const opt_id_t gpt_only[] = {O_LAYERS, O_HEADS,   O_CHANNELS, O_CHECKPOINT_ACTIVATIONS, O_RECOMPUTE,
+                                        O_AC_MODE, O_SELECTIVE_AC_OPTION, O_ATTENTION, O_AUTOCAST, O_DROPOUT};
+    for (size_t k = 0; k < sizeof gpt_only / sizeof gpt_only[0] && o->model_file; k++)
         if (p->given[gpt_only[k]] && (sim_train_options[gpt_only[k]].type != SIM_OPT_BOOL || p->num[gpt_only[k]]))
             return usage("%s does not apply with --model-file", OPT(gpt_only[k]));
     if (p->given[O_REDUCE_ORDER] && shs_reduce_order_parse(p->str[O_REDUCE_ORDER], &c->reduce_order))
@@ -389,6 +390,7 @@ static int check_conflicts(const sim_opts_t *p, train_opts_t *o) {
         return usage("--memory-timeline %s needs a step to draw (--steps 0 runs none)", o->timeline_path);
     if (!o->model_file && !o->hf_config && c->model.channels % c->model.num_heads != 0)
         return usage("--heads %d must divide --channels %d", c->model.num_heads, c->model.channels);
+    if (!o->model_file && (sg = sim_opt_exec_check_model("train", c)) >= 0) return sg;
     return -1;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model_choice.h"
+#include "options.h"
 #include "shardsim/clock.h"
 #include "shardsim/shard.h"
 #include "shardsim/units.h"
@@ -53,10 +54,14 @@ void sim_train_print_header(const sim_train_run_t *r) {
            r->corpus.source, shs_format_bytes(b1, sizeof b1, (double)r->corpus.len), cfg->micro_batch,
            cfg->model.context, optim_desc, (unsigned long long)cfg->strategy.seed,
            cfg->device_mem == SIZE_MAX ? "unlimited" : shs_format_bytes(b2, sizeof b2, (double)cfg->device_mem));
-    if (cfg->attention != SHS_ATTENTION_EAGER || cfg->autocast || cfg->dropout > 0 || cfg->recompute)
-        printf("  activations: attention %s, autocast %s, dropout %g, recompute %s (gpt.h)\n",
+    if (cfg->attention != SHS_ATTENTION_EAGER || cfg->autocast || cfg->dropout > 0 || cfg->recompute) {
+        char rl[48];
+        printf("  activations: attention %s, autocast %s, dropout %g, recompute %s (%s)\n",
                shs_attention_name(cfg->attention), cfg->autocast ? shs_dtype_name(cfg->autocast) : "off",
-               (double)cfg->dropout, shs_recompute_name(cfg->recompute));
+               (double)cfg->dropout, shs_recompute_label(rl, sizeof rl, cfg->recompute, cfg->recompute_every),
+               cfg->arch == SHS_ARCH_LLAMA ? "llama.h" : "gpt.h");
+        if (sim_recompute_note(cfg)) printf("  note: %s\n", sim_recompute_note(cfg));
+    }
     if (o->ds_path) {
         char desc[8192];
         shs_ds_config_describe(&o->ds, cfg, o->ds_src, "  ", desc, sizeof desc);

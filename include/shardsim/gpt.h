@@ -60,12 +60,27 @@ shs_status_t shs_gpt_layout_create(shs_layout_t *layout, const shs_gpt_config_t 
 typedef enum {
     SHS_RECOMPUTE_NONE = 0,
     SHS_RECOMPUTE_FULL,      /* per block (torch.utils.checkpoint around each block; Megatron-LM
-                              * --recompute-granularity full): only each block's output is kept,
-                              * the block's forward runs again before its backward */
+                              * --recompute-granularity full; torchtitan activation_checkpoint.mode
+                              * full): only each block's output is kept, the block's whole forward
+                              * runs again before its backward (as Megatron's reentrant checkpoint;
+                              * torch's non-reentrant one stops early, after the last tensor
+                              * backward reads: the last projection and residual are not rerun) */
     SHS_RECOMPUTE_SELECTIVE, /* the attention core only (Korthikanti et al. 2022 §5; Megatron-LM
                               * --recompute-granularity selective): eager attention's probabilities
                               * (and dropout mask and output) are not kept but recomputed from
-                              * qkv in backward; with flash attention there is nothing to drop */
+                              * qkv in backward; with flash attention there is nothing to drop:
+                              * it keeps what NONE keeps */
+    SHS_RECOMPUTE_SELECTIVE_OP, /* torchtitan's op-level selective AC (selective_ac_option "op"):
+                              * per block, the outputs of the flash attention kernel (output and
+                              * log-sum-exp) and of every other bias-free projection (aten.mm; the
+                              * 1st, 3rd, ... of the block; a projection with a bias is aten.addmm,
+                              * neither saved nor counted) are kept, everything else is recomputed
+                              * from the block input before its backward (not the saved ops); the
+                              * Llama keeps q (before RoPE), v, gate and down_proj's outputs, the
+                              * GPT (biases everywhere) only the flash attention's */
+    SHS_RECOMPUTE_EVERY_N,   /* torchtitan's layer selective AC (selective_ac_option N): block l
+                              * (from 0) recomputes as FULL when (l + 1) % recompute_every == 0,
+                              * the others keep everything (as NONE) */
 } shs_recompute_t;
 typedef enum {
     SHS_ATTENTION_EAGER = 0, /* scores and softmax as (B,NH,T,T) matrices; backward reads them */
@@ -80,6 +95,7 @@ typedef enum {
 typedef enum { SHS_LOSS_TORCH = 0, SHS_LOSS_FUSED = 1 } shs_loss_kernel_t;
 typedef struct {
     shs_recompute_t recompute;
+    int recompute_every;     /* SHS_RECOMPUTE_EVERY_N: N >= 1 (1 is FULL); else unused */
     shs_attention_kind_t attention;
     shs_dtype_t autocast;    /* SHS_BF16 or SHS_F16: emulate torch.autocast (below); DEFAULT or
                               * F32: off, everything f32 */
@@ -111,9 +127,13 @@ typedef struct {
  * the losses stay f32. Gradients are not rounded (f32 throughout backward):
  * a difference from torch, where an A tensor's gradient is A. */
 shs_status_t shs_gpt_exec_validate(const shs_gpt_exec_t *ex);
-/* "eager", "flash"; "none", "full", "selective". */
+/* "eager", "flash"; "none", "full", "selective", "selective-op", "selective-N"
+ * (EVERY_N: "selective-" and a literal N; shs_recompute_label prints the number). */
 const char *shs_attention_name(shs_attention_kind_t k);
 const char *shs_recompute_name(shs_recompute_t r);
+/* The policy's name with EVERY_N's N filled in ("selective-2") into buf (n
+ * bytes); returns buf. */
+const char *shs_recompute_label(char *buf, size_t n, shs_recompute_t r, int every);
 
 /* A GPT on `dev` for B sequences per rank, with its activation buffers
  * (category ACTIVATIONS). `layout` must come from shs_gpt_layout_create(cfg)
@@ -141,7 +161,10 @@ shs_status_t shs_gpt_create(shs_model_t **out, const shs_layout_t *layout, const
  * sbh(34 + 5as/h) (Table 2, no parallelism) plus the 16 sb of statistics
  * it leaves out. Full recompute keeps the block outputs only (R sbh per
  * block) and one shared set; selective keeps all but the eager attention
- * core. Forward-only intermediates and f32 work buffers are one set for
+ * core; op-level SAC the block output and, with flash, the attention
+ * output and log-sum-exp (A sbh + 4 asb: GPT-2's projections have biases,
+ * none is saved); EVERY_N its recomputing blocks as full, the others as
+ * none. Forward-only intermediates and f32 work buffers are one set for
  * all blocks. Errors: as shs_gpt_create, and SHS_UNSUPPORTED when the
  * device lacks kernels for flash attention, dropout or autocast
  * (shs_device_supports; the CUDA backend), naming them. */

@@ -90,6 +90,13 @@ shs_status_t shs_llama_layout_create(shs_layout_t *layout, const shs_llama_confi
  * activation buffers (category ACTIVATIONS). `ex` as for the GPT (gpt.h):
  * recompute, attention eager / flash, autocast and param_dtype are
  * honoured; dropout is refused (SHS_UNSUPPORTED, naming it) unless zero.
+ * Recompute: full keeps each layer's output; Megatron's selective drops
+ * the eager probabilities; op-level SAC keeps the layer output, the
+ * outputs of the 1st, 3rd, 5th and 7th bias-free projection (q before
+ * RoPE, v, gate, down_proj; with q/k/v biases, which are not counted:
+ * o_proj and up) and with flash the attention output and log-sum-exp, and
+ * recomputes the rest from the layer input (not the saved projections, nor
+ * down_proj and the residual after them); EVERY_N as the GPT.
  *
  * Autocast (ex->autocast bf16 or f16 = A; torch.autocast over Hugging
  * Face's LlamaForCausalLM, as gpt.h's emulation and its op lists: linear

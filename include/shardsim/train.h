@@ -85,8 +85,10 @@ typedef struct {
     int memory_timeline;         /* record rank 0's memory per step phase (memory_timeline.h) */
     int poison_freed;            /* debugging: fill freed COMM buffers with NaN (device.h) */
     int checkpoint_activations;  /* --checkpoint-activations: recompute each block in backward */
-    shs_recompute_t recompute;   /* --recompute-granularity (GPT and Llama): NONE, FULL, SELECTIVE (gpt.h);
-                                  * checkpoint_activations != 0 means FULL */
+    shs_recompute_t recompute;   /* --recompute-granularity, --ac-mode (GPT and Llama): NONE, FULL,
+                                  * SELECTIVE, SELECTIVE_OP, EVERY_N (gpt.h); checkpoint_activations != 0
+                                  * means FULL */
+    int recompute_every;         /* --selective-ac-option N: with EVERY_N, N >= 1 */
     shs_attention_kind_t attention; /* --attention eager | flash (GPT and Llama) */
     shs_dtype_t autocast;        /* --autocast bf16 | f16 (GPT and Llama; gpt.h, llama.h); DEFAULT: off */
     shs_loss_kernel_t loss_kernel; /* the GPU ledger's loss kernel (gpt.h; compare --loss-kernel) */

@@ -13,6 +13,7 @@
 #include "model/autocast.h"
 #include "model/carver.h"
 #include "model/loss_gpu_memory.h"
+#include "model/recompute.h"
 
 
 /* ---- layout ------------------------------------------------------------ */
@@ -117,7 +118,10 @@ typedef struct {
     uint64_t micro_step, first_seq;     /* dropout positions (shs_gpt_set_position) */
     void *acts_mem;                     /* the whole forward activation block */
     void *encoded;                      /* (BT,C) R */
-    layer_acts_t *layer;                /* L; shared entries alias layer 0's (recompute) */
+    layer_acts_t *layer;                /* L; what a block does not keep points into `shared` */
+    layer_acts_t shared;                /* one block's worth, for the blocks that recompute */
+    unsigned op_saved;                  /* op-level SAC: the linears (qkv, attn c_proj, c_fc, mlp c_proj)
+                                         * whose outputs it saves (recompute.h): none, all have biases */
     void *lnf;                          /* (BT,C) A */
     float *lnf_mean, *lnf_rstd;         /* (BT), (BT) */
     float *logits, *probs, *losses;     /* (BT,V), (BT,V), (BT) */
@@ -140,20 +144,26 @@ typedef struct {
     const float *head_params;           /* unit 0 as kept resident from forward to backward */
 } shs_gpt_t;
 
-/* What a block keeps: 0 intermediates (dropped by full recompute), 1 the
- * attention core (dropped by full and selective recompute), 2 the output. */
-static int kept_per_layer(const shs_gpt_t *g, int kind) {
-    return kind == 2 || (kind == 0 && g->ex.recompute != SHS_RECOMPUTE_FULL) ||
-           (kind == 1 && g->ex.recompute == SHS_RECOMPUTE_NONE);
+/* The block's linears in forward order (op-level SAC counts them). */
+enum { LIN_QKV, LIN_ATTPROJ, LIN_FC, LIN_FCPROJ, LIN_COUNT };
+
+/* Whether the linear lin (-1: none) is one op-level SAC saves. */
+static int mm_saved(const shs_gpt_t *g, int lin) { return lin >= 0 && (g->op_saved >> lin & 1); }
+/* Whether block l keeps a buffer of `role` (recompute.h) that is the output of linear lin. */
+static int keeps(const shs_gpt_t *g, int l, shs__act_role_t role, int lin) {
+    return shs__ac_keeps(&g->ex, l, role, mm_saved(g, lin));
 }
 
-#define LAYER_BUFS(X)                                                                        \
-    X(ln1, BTC, a, 0) X(ln1_mean, BT, 4, 0) X(ln1_rstd, BT, 4, 0) X(qkv, 3 * BTC, a, 0)       \
-    X(atty, BTC, a, 0) X(att, eager ? TT : 0, a, 1) X(att_drop, eager && drop ? TT : 0, a, 1) \
-    X(att_mask, eager && drop ? TT : 0, 1, 1) X(lse, eager ? 0 : B * NH * T, 4, 0)            \
-    X(proj_mask, drop ? BTC : 0, 1, 0) X(res2, BTC, r, 0) X(ln2, BTC, a, 0)                   \
-    X(ln2_mean, BT, 4, 0) X(ln2_rstd, BT, 4, 0) X(fch, 4 * BTC, a, 0)                         \
-    X(fch_gelu, 4 * BTC, a, 0) X(mlp_mask, drop ? BTC : 0, 1, 0) X(res3, BTC, r, 2)
+/* Per-block buffers: name, elements, element size, role (recompute.h), the
+ * linear whose output it is (or -1). */
+#define LAYER_BUFS(X)                                                                                         \
+    X(ln1, BTC, a, R_SAVED, -1) X(ln1_mean, BT, 4, R_SAVED, -1) X(ln1_rstd, BT, 4, R_SAVED, -1)                 \
+    X(qkv, 3 * BTC, a, R_SAVED, LIN_QKV) X(atty, BTC, a, R_ATTN, -1) X(att, eager ? TT : 0, a, R_PROBS, -1)      \
+    X(att_drop, eager && drop ? TT : 0, a, R_PROBS, -1) X(att_mask, eager && drop ? TT : 0, 1, R_PROBS, -1)      \
+    X(lse, eager ? 0 : B * NH * T, 4, R_ATTN, -1) X(proj_mask, drop ? BTC : 0, 1, R_SAVED, -1)                   \
+    X(res2, BTC, r, R_SAVED, -1) X(ln2, BTC, a, R_SAVED, -1) X(ln2_mean, BT, 4, R_SAVED, -1)                     \
+    X(ln2_rstd, BT, 4, R_SAVED, -1) X(fch, 4 * BTC, a, R_SAVED, LIN_FC) X(fch_gelu, 4 * BTC, a, R_SAVED, -1)     \
+    X(mlp_mask, drop ? BTC : 0, 1, R_SAVED, -1) X(res3, BTC, r, R_OUT, -1)
 
 static void layout_acts(shs_gpt_t *g, void *base, size_t *total) {
     const shs_gpt_config_t *c = &g->cfg;
@@ -166,10 +176,14 @@ static void layout_acts(shs_gpt_t *g, void *base, size_t *total) {
         shs__carve(&k, &g->encoded, BTC, r);
         for (int l = 0; l < L; l++) {
             layer_acts_t *la = &g->layer[l];
-#define CARVE(f, n, es, kind) if (l == 0 || kept_per_layer(g, kind)) shs__carve(&k, &la->f, n, es);
+#define CARVE(f, n, es, role, lin) if (keeps(g, l, role, lin)) shs__carve(&k, &la->f, n, es);
             LAYER_BUFS(CARVE)
 #undef CARVE
         }
+#define CARVE_SHARED(f, n, es, role, lin)                                                                      \
+        if (shs__ac_shared_needed(&g->ex, L, role, mm_saved(g, lin))) shs__carve(&k, &g->shared.f, n, es);
+        LAYER_BUFS(CARVE_SHARED)
+#undef CARVE_SHARED
         shs__carve(&k, &g->lnf, BTC, a);
         shs__carve(&k, &g->lnf_mean, BT, 4);
         shs__carve(&k, &g->lnf_rstd, BT, 4);
@@ -178,8 +192,8 @@ static void layout_acts(shs_gpt_t *g, void *base, size_t *total) {
         shs__carve(&k, &g->losses, BT, 4);
         shs__carve(&k, &g->loss_sum, 1, 4);
     }
-    for (int l = 1; l < L; l++) {
-#define SHARE(f, n, es, kind) if (!kept_per_layer(g, kind)) g->layer[l].f = g->layer[0].f;
+    for (int l = 0; l < L; l++) {
+#define SHARE(f, n, es, role, lin) if (!keeps(g, l, role, lin)) g->layer[l].f = g->shared.f;
         LAYER_BUFS(SHARE)
 #undef SHARE
     }
@@ -219,13 +233,13 @@ static void layout_scratch(shs_gpt_t *g, void *base, size_t *total) {
 static const shs_model_ops_t gpt_ops;
 static void gpt_destroy(shs_model_t *m);
 
-static const char *recompute_name(shs_recompute_t r) {
-    return r == SHS_RECOMPUTE_FULL ? "full" : r == SHS_RECOMPUTE_SELECTIVE ? "selective" : "none";
-}
-
 shs_status_t shs_gpt_exec_validate(const shs_gpt_exec_t *ex) {
-    if ((int)ex->recompute < SHS_RECOMPUTE_NONE || ex->recompute > SHS_RECOMPUTE_SELECTIVE)
-        return shs_set_error(SHS_INVALID_ARG, "recompute must be none, full or selective (got %d)", (int)ex->recompute);
+    if ((int)ex->recompute < SHS_RECOMPUTE_NONE || ex->recompute > SHS_RECOMPUTE_EVERY_N)
+        return shs_set_error(SHS_INVALID_ARG, "recompute must be none, full, selective, selective-op or selective-N "
+                             "(got %d)", (int)ex->recompute);
+    if (ex->recompute == SHS_RECOMPUTE_EVERY_N && ex->recompute_every < 1)
+        return shs_set_error(SHS_INVALID_ARG, "recompute selective-N needs N >= 1 (every N-th block; got %d)",
+                             ex->recompute_every);
     if ((int)ex->attention < SHS_ATTENTION_EAGER || ex->attention > SHS_ATTENTION_FLASH)
         return shs_set_error(SHS_INVALID_ARG, "attention must be eager or flash (got %d)", (int)ex->attention);
     if (ex->autocast != SHS_DTYPE_DEFAULT && ex->autocast != SHS_F32 && ex->autocast != SHS_BF16 &&
@@ -238,7 +252,6 @@ shs_status_t shs_gpt_exec_validate(const shs_gpt_exec_t *ex) {
 }
 
 const char *shs_attention_name(shs_attention_kind_t k) { return k == SHS_ATTENTION_FLASH ? "flash" : "eager"; }
-const char *shs_recompute_name(shs_recompute_t r) { return recompute_name(r); }
 
 shs_status_t shs_gpt_create_ex(shs_model_t **out, const shs_layout_t *layout, const shs_gpt_config_t *cfg,
                                shs_device_t *dev, int B, const shs_gpt_exec_t *ex) {
@@ -269,6 +282,8 @@ shs_status_t shs_gpt_create_ex(shs_model_t **out, const shs_layout_t *layout, co
     g->dev = dev;
     g->B = B;
     shs__amp_setup(&g->amp, dev, ex);
+    static const int has_bias[LIN_COUNT] = {1, 1, 1, 1};
+    g->op_saved = shs__ac_op_saved_linears(has_bias, LIN_COUNT);
     g->layer = calloc((size_t)cfg->num_layers, sizeof *g->layer);
     shs_status_t st = SHS_OK;
     if (!g->layer) {
@@ -376,8 +391,12 @@ static void attention_core_forward(shs_gpt_t *g, int l, float *out) {
     }
 }
 
-/* x: the block input (stored as R). */
-static void block_forward(shs_gpt_t *g, int l, const void *x, const block_params_t *p) {
+/* x: the block input (stored as R). op_recompute: op-level SAC's recompute
+ * before the block's backward: the ops whose outputs the block kept do not
+ * run again, nor what follows the last value backward reads (mlp c_proj,
+ * unless its dropout mask is read, and the residual: torch's checkpoint
+ * stops early there). */
+static void block_forward(shs_gpt_t *g, int l, const void *x, const block_params_t *p, int op_recompute) {
     const shs_gpt_config_t *c = &g->cfg;
     int B = g->B, T = c->context, C = c->channels, BT = B * T;
     size_t btc = (size_t)BT * C;
@@ -388,13 +407,17 @@ static void block_forward(shs_gpt_t *g, int l, const void *x, const block_params
     float *o = shs__amp_target(a->ln1, A, g->w1);
     shs_layernorm_forward(d, o, a->ln1_mean, a->ln1_rstd, x32, p->ln1w, p->ln1b, BT, C);
     shs__amp_commit(&g->amp, a->ln1, A, o, btc);
-    o = shs__amp_target(a->qkv, A, g->w2);
-    shs__amp_matmul(&g->amp, o, shs__amp_view(&g->amp, a->ln1, A, g->w1, btc), p->qkvw, p->qkvb, BT, C, 3 * C, 0);
-    shs__amp_commit(&g->amp, a->qkv, A, o, 3 * btc);
-    o = shs__amp_target(a->atty, A, g->w1);
-    attention_core_forward(g, l, o);
-    if (A != SHS_F32) shs_round(d, o, A, btc); /* the attention output, as stored */
-    shs__amp_commit(&g->amp, a->atty, A, o, btc);
+    if (!(op_recompute && keeps(g, l, R_SAVED, LIN_QKV))) {
+        o = shs__amp_target(a->qkv, A, g->w2);
+        shs__amp_matmul(&g->amp, o, shs__amp_view(&g->amp, a->ln1, A, g->w1, btc), p->qkvw, p->qkvb, BT, C, 3 * C, 0);
+        shs__amp_commit(&g->amp, a->qkv, A, o, 3 * btc);
+    }
+    if (!(op_recompute && keeps(g, l, R_ATTN, -1))) {
+        o = shs__amp_target(a->atty, A, g->w1);
+        attention_core_forward(g, l, o);
+        if (A != SHS_F32) shs_round(d, o, A, btc); /* the attention output, as stored */
+        shs__amp_commit(&g->amp, a->atty, A, o, btc);
+    }
     shs__amp_matmul(&g->amp, g->proj, shs__amp_view(&g->amp, a->atty, A, g->w1, btc), p->attprojw, p->attprojb, BT, C,
                     C, 1);
     if (a->proj_mask) {
@@ -408,18 +431,22 @@ static void block_forward(shs_gpt_t *g, int l, const void *x, const block_params
     o = shs__amp_target(a->ln2, A, g->w1);
     shs_layernorm_forward(d, o, a->ln2_mean, a->ln2_rstd, res2, p->ln2w, p->ln2b, BT, C);
     shs__amp_commit(&g->amp, a->ln2, A, o, btc);
-    o = shs__amp_target(a->fch, A, g->w2);
-    shs__amp_matmul(&g->amp, o, shs__amp_view(&g->amp, a->ln2, A, g->w1, btc), p->fcw, p->fcb, BT, C, 4 * C, 0);
-    shs__amp_commit(&g->amp, a->fch, A, o, 4 * btc);
+    if (!(op_recompute && keeps(g, l, R_SAVED, LIN_FC))) {
+        o = shs__amp_target(a->fch, A, g->w2);
+        shs__amp_matmul(&g->amp, o, shs__amp_view(&g->amp, a->ln2, A, g->w1, btc), p->fcw, p->fcb, BT, C, 4 * C, 0);
+        shs__amp_commit(&g->amp, a->fch, A, o, 4 * btc);
+    }
     o = shs__amp_target(a->fch_gelu, A, g->w1);
     shs_gelu_forward(d, o, shs__amp_view(&g->amp, a->fch, A, g->w2, 4 * btc), 4 * btc);
     shs__amp_commit(&g->amp, a->fch_gelu, A, o, 4 * btc);
+    if (op_recompute && !a->mlp_mask) return;
     shs__amp_matmul(&g->amp, g->proj, shs__amp_view(&g->amp, a->fch_gelu, A, g->w1, 4 * btc), p->fcprojw, p->fcprojb,
                     BT, 4 * C, C, 1);
     if (a->mlp_mask) {
         shs_dropout_t drop = dropout_at(g, l, SITE_MLP, (size_t)T * C);
         shs_dropout_forward(d, g->proj, a->mlp_mask, g->proj, btc, &drop);
     }
+    if (op_recompute) return;
     o = shs__amp_target(a->res3, R, g->wr); /* may alias res2's view: residual_forward allows it */
     shs_residual_forward(d, o, res2, g->proj, btc);
     shs__amp_commit(&g->amp, a->res3, R, o, btc);
@@ -454,7 +481,7 @@ static shs_status_t gpt_forward(shs_model_t *m, shs_param_source_t *src, const s
         const float *w;
         SHS_CHECK(src->acquire_params(src->self, 1 + l, &w));
         block_params_t p = block_views(lo, l, w);
-        block_forward(g, l, x, &p);
+        block_forward(g, l, x, &p, 0);
         SHS_CHECK(src->release_params(src->self, 1 + l));
         x = g->layer[l].res3;
     }
@@ -592,8 +619,9 @@ static shs_status_t gpt_backward(shs_model_t *m, shs_param_source_t *src, float 
         SHS_CHECK(src->acquire_grads(src->self, 1 + l, &gw));
         block_params_t p = block_views(lo, l, w), pg = block_views(lo, l, gw);
         const void *x = l > 0 ? g->layer[l - 1].res3 : g->encoded;
-        /* full recompute: deterministic, the same bits as the forward's */
-        if (g->ex.recompute == SHS_RECOMPUTE_FULL) block_forward(g, l, x, &p);
+        /* recompute (deterministic: the same bits as the forward's): the whole block, or op-level SAC's part */
+        if (shs__ac_block_recomputes(&g->ex, l)) block_forward(g, l, x, &p, 0);
+        else if (g->ex.recompute == SHS_RECOMPUTE_SELECTIVE_OP) block_forward(g, l, x, &p, 1);
         block_backward(g, l, x, &p, &pg);
         SHS_CHECK(src->release_params(src->self, 1 + l));
         SHS_CHECK(src->grads_ready(src->self, 1 + l));

@@ -20,19 +20,26 @@
 #include "model/autocast.h"
 #include "model/carver.h"
 #include "model/loss_gpu_memory.h"
+#include "model/recompute.h"
 
 /* Tensors per decoder layer, in the order shs_llama_layout_create adds them. */
 enum { P_LN1, P_Q, P_K, P_V, P_QB, P_KB, P_VB, P_O, P_LN2, P_GATE, P_UP, P_DOWN, P_COUNT };
+/* The layer's linears in forward order (op-level SAC counts them). */
+enum { LIN_Q, LIN_K, LIN_V, LIN_O, LIN_GATE, LIN_UP, LIN_DOWN, LIN_COUNT };
 
 /* ---- activations ------------------------------------------------------------ */
 
 typedef struct {
     float *rstd1;                       /* (BT) */
     void *ln1;                          /* (n1,BT,C) A: one copy per q/k/v projection (n1 below) */
+    void *qp, *kp;                      /* (BT,C), (BT,KVD) A: q and k before RoPE, kept apart from q and k
+                                         * only when op-level SAC saves their projections, else NULL */
     void *q, *k, *v;                    /* (BT,C), (BT,KVD), (BT,KVD) A: q and k rotated */
     void *att;                          /* eager: (B,NH,T,T) A */
     float *lse;                         /* flash: (B,NH,T) */
     void *atty;                         /* (BT,C) A: the attention output */
+    void *oproj, *dproj;                /* (BT,C) A: o_proj and down_proj outputs, kept only when op-level
+                                         * SAC saves them, else NULL (they go through `proj`) */
     void *res2;                         /* (BT,C) R: after the attention residual */
     float *rstd2;                       /* (BT) */
     void *ln2;                          /* (n2,BT,C) A: one copy per gate/up projection */
@@ -54,6 +61,7 @@ typedef struct {
     void *encoded;                      /* (BT,C) R */
     layer_acts_t *layer;                /* L; what a layer does not keep points into `shared` */
     layer_acts_t shared;                /* one layer's worth, for the layers that recompute */
+    unsigned op_saved;                  /* op-level SAC: the LIN_ linears whose outputs it saves */
     void *lnf;                          /* (BT,C) A */
     float *rstdf;                       /* (BT) */
     float *logits, *probs, *losses;     /* (BT,V), (BT,V), (BT): logits hold A-rounded values */
@@ -76,33 +84,24 @@ typedef struct {
     const float *head_params;           /* head unit as kept resident from forward to backward */
 } shs_llama_t;
 
-/* Buffer roles: what keeps each one per layer. */
-enum { KEEP_INTERNAL, KEEP_PROBS, KEEP_OUTPUT };
-
-/* Whether layer l keeps a buffer of `role` for backward: every layer keeps
- * its output (the next layer's input); full recompute keeps nothing else;
- * selective (Megatron) drops eager attention's probabilities. */
-static int kept(const shs_llama_t *g, int l, int role) {
-    (void)l;
-    shs_recompute_t r = g->ex.recompute;
-    return role == KEEP_OUTPUT || (role == KEEP_INTERNAL && r != SHS_RECOMPUTE_FULL) ||
-           (role == KEEP_PROBS && r == SHS_RECOMPUTE_NONE);
+/* Whether the linear lin (-1: none) is one op-level SAC saves. */
+static int mm_saved(const shs_llama_t *g, int lin) { return lin >= 0 && (g->op_saved >> lin & 1); }
+/* Whether layer l keeps a buffer of `role` (recompute.h) that is the output
+ * of linear lin; projection outputs it does not keep alias q or k, or go
+ * through proj. */
+static int kept(const shs_llama_t *g, int l, shs__act_role_t role, int lin) {
+    return shs__ac_keeps(&g->ex, l, role, mm_saved(g, lin));
 }
 
-/* Whether some layer does not keep a buffer of `role` (it then needs the shared one). */
-static int shared_needed(const shs_llama_t *g, int role) {
-    for (int l = 0; l < g->cfg.num_layers; l++)
-        if (!kept(g, l, role)) return 1;
-    return 0;
-}
-
+/* Per-layer buffers: name, elements, element size, role, the linear whose output it is (or -1). */
 #define LAYER_BUFS(X)                                                                                           \
-    X(rstd1, BT, 4, KEEP_INTERNAL) X(ln1, g->n1 * BTC, a, KEEP_INTERNAL) X(q, BTC, a, KEEP_INTERNAL)             \
-    X(k, BTK, a, KEEP_INTERNAL) X(v, BTK, a, KEEP_INTERNAL) X(att, eager ? TT : 0, a, KEEP_PROBS)                \
-    X(lse, eager ? 0 : B * NH * T, 4, KEEP_INTERNAL) X(atty, BTC, a, KEEP_INTERNAL)                              \
-    X(res2, BTC, r, KEEP_INTERNAL) X(rstd2, BT, 4, KEEP_INTERNAL) X(ln2, g->n2 * BTC, a, KEEP_INTERNAL)          \
-    X(gate, BTI, a, KEEP_INTERNAL) X(up, BTI, a, KEEP_INTERNAL) X(act, BTI, a, KEEP_INTERNAL)                    \
-    X(res3, BTC, r, KEEP_OUTPUT)
+    X(rstd1, BT, 4, R_SAVED, -1) X(ln1, g->n1 * BTC, a, R_SAVED, -1) X(qp, BTC, a, R_MM, LIN_Q)                    \
+    X(kp, BTK, a, R_MM, LIN_K) X(q, BTC, a, R_SAVED, -1) X(k, BTK, a, R_SAVED, -1) X(v, BTK, a, R_SAVED, LIN_V)    \
+    X(att, eager ? TT : 0, a, R_PROBS, -1) X(lse, eager ? 0 : B * NH * T, 4, R_ATTN, -1)                          \
+    X(atty, BTC, a, R_ATTN, -1) X(oproj, BTC, a, R_MM, LIN_O) X(res2, BTC, r, R_SAVED, -1)                         \
+    X(rstd2, BT, 4, R_SAVED, -1) X(ln2, g->n2 * BTC, a, R_SAVED, -1) X(gate, BTI, a, R_SAVED, LIN_GATE)            \
+    X(up, BTI, a, R_SAVED, LIN_UP) X(act, BTI, a, R_SAVED, -1) X(dproj, BTC, a, R_MM, LIN_DOWN)                    \
+    X(res3, BTC, r, R_OUT, -1)
 
 #define DIMS(g)                                                                                                  \
     const shs_llama_config_t *c = &(g)->cfg;                                                                     \
@@ -124,11 +123,12 @@ static void layout_acts(shs_llama_t *g, void *base, size_t *total) {
         shs__carve(&k, &g->encoded, BTC, r);
         for (int l = 0; l < L; l++) {
             layer_acts_t *la = &g->layer[l];
-#define CARVE(f, n, es, role) if (kept(g, l, role)) shs__carve(&k, &la->f, n, es);
+#define CARVE(f, n, es, role, lin) if (kept(g, l, role, lin)) shs__carve(&k, &la->f, n, es);
             LAYER_BUFS(CARVE)
 #undef CARVE
         }
-#define CARVE_SHARED(f, n, es, role) if (shared_needed(g, role)) shs__carve(&k, &g->shared.f, n, es);
+#define CARVE_SHARED(f, n, es, role, lin)                                                                      \
+        if (shs__ac_shared_needed(&g->ex, L, role, mm_saved(g, lin))) shs__carve(&k, &g->shared.f, n, es);
         LAYER_BUFS(CARVE_SHARED)
 #undef CARVE_SHARED
         shs__carve(&k, &g->lnf, BTC, a);
@@ -140,7 +140,7 @@ static void layout_acts(shs_llama_t *g, void *base, size_t *total) {
         shs__carve(&k, &g->inv_freq, HD / 2, 4);
     }
     for (int l = 0; l < L; l++) {
-#define SHARE(f, n, es, role) if (!kept(g, l, role)) g->layer[l].f = g->shared.f;
+#define SHARE(f, n, es, role, lin) if (!kept(g, l, role, lin)) g->layer[l].f = g->shared.f;
         LAYER_BUFS(SHARE)
 #undef SHARE
     }
@@ -229,6 +229,8 @@ shs_status_t shs_llama_create(shs_model_t **out, const shs_layout_t *layout, con
     shs__amp_setup(&g->amp, dev, ex);
     g->n1 = g->amp.A != g->amp.R ? 3 : 1;
     g->n2 = g->amp.A != g->amp.R ? 2 : 1;
+    const int has_bias[LIN_COUNT] = {cfg->qkv_bias, cfg->qkv_bias, cfg->qkv_bias, 0, 0, 0, 0};
+    g->op_saved = shs__ac_op_saved_linears(has_bias, LIN_COUNT);
     g->head_unit = cfg->tie_word_embeddings ? 0 : cfg->num_layers + 2;
     g->layer = calloc((size_t)cfg->num_layers, sizeof *g->layer);
     shs_status_t st = SHS_OK;
@@ -328,12 +330,27 @@ static void linear_forward(shs_llama_t *g, void *out, const void *inp, const flo
 
 /* RoPE in place on a stored (BT, heads*HD) A tensor (computed in f32, the
  * result rounded to A once). */
-static void rope_forward(shs_llama_t *g, void *x, int heads) {
+static void rope_forward(shs_llama_t *g, void *out, const void *inp, int heads) {
     int HD = g->cfg.hidden / g->cfg.num_heads;
     size_t n = (size_t)g->B * g->T * heads * HD;
-    float *x32 = (float *)shs__amp_view(&g->amp, x, g->amp.A, g->wb, n);
-    shs_rope_forward(g->dev, x32, x32, pos_arg(g), g->inv_freq, g->B, g->T, heads, HD);
-    shs__amp_commit(&g->amp, x, g->amp.A, x32, n);
+    const float *x32 = shs__amp_view(&g->amp, inp, g->amp.A, g->wb, n);
+    float *o = shs__amp_target(out, g->amp.A, g->wb); /* 16-bit: in place on the view */
+    shs_rope_forward(g->dev, o, x32, pos_arg(g), g->inv_freq, g->B, g->T, heads, HD);
+    shs__amp_commit(&g->amp, out, g->amp.A, o, n);
+}
+
+/* A projection whose output only feeds a residual add (o_proj, down_proj)
+ * from a stored (BT,K) A input: its f32, A-rounded output, computed into
+ * proj or into `saved` (op-level SAC keeps it: NULL otherwise), or with
+ * `reuse` read back from `saved`. */
+static const float *proj_forward(shs_llama_t *g, void *saved, int reuse, const void *inp, const float *w, int K) {
+    int BT = g->B * g->T, C = g->cfg.hidden;
+    size_t n = (size_t)BT * C;
+    if (reuse) return shs__amp_view(&g->amp, saved, g->amp.A, g->proj, n);
+    float *o = saved ? shs__amp_target(saved, g->amp.A, g->proj) : g->proj;
+    shs__amp_matmul(&g->amp, o, shs__amp_view(&g->amp, inp, g->amp.A, g->wa, (size_t)BT * K), w, NULL, BT, K, C, 1);
+    if (saved) shs__amp_commit(&g->amp, saved, g->amp.A, o, n);
+    return o;
 }
 
 /* The attention core of layer l from its stored q, k, v into `out` (f32). */
@@ -353,39 +370,50 @@ static void attention_core_forward(shs_llama_t *g, int l, float *out) {
     shs__amp_commit(&g->amp, la->att, g->amp.A, att, TT);
 }
 
-/* x: the layer input (stored as R). */
-static void layer_forward(shs_llama_t *g, int l, const void *x, const float *const p[P_COUNT]) {
+/* x: the layer input (stored as R). op_recompute: op-level SAC's recompute
+ * before the layer's backward: the ops whose outputs the layer kept do not
+ * run again, nor what follows the last value backward reads (down_proj and
+ * the residual: torch's checkpoint stops early there). */
+static void layer_forward(shs_llama_t *g, int l, const void *x, const float *const p[P_COUNT], int op_recompute) {
     DIMS(g);
-    int BTi = (int)BT, Ci = (int)C, KVD = c->num_kv_heads * (int)HD, I = c->intermediate;
+    int Ci = (int)C, KVD = c->num_kv_heads * (int)HD, I = c->intermediate;
     shs_device_t *d = g->dev;
     shs__amp_t *amp = &g->amp;
     shs_dtype_t A = amp->A, R = amp->R;
     layer_acts_t *la = &g->layer[l];
     const float *x32 = shs__amp_view(amp, x, R, g->wx, BTC);
+#define RUN(role, lin) (!(op_recompute && kept(g, l, role, lin)))
     norm_forward(g, la->ln1, g->n1, la->rstd1, x32, p[P_LN1]);
-    linear_forward(g, la->q, norm_copy(g, la->ln1, 0), p[P_Q], p[P_QB], Ci, Ci);
-    linear_forward(g, la->k, norm_copy(g, la->ln1, g->n1 > 1 ? 1 : 0), p[P_K], p[P_KB], Ci, KVD);
-    linear_forward(g, la->v, norm_copy(g, la->ln1, g->n1 > 2 ? 2 : 0), p[P_V], p[P_VB], Ci, KVD);
-    rope_forward(g, la->q, (int)NH);
-    rope_forward(g, la->k, c->num_kv_heads);
-    float *o = shs__amp_target(la->atty, A, g->wb);
-    attention_core_forward(g, l, o);
-    shs__amp_commit(amp, la->atty, A, o, BTC);
-    shs__amp_matmul(amp, g->proj, shs__amp_view(amp, la->atty, A, g->wa, BTC), p[P_O], NULL, BTi, Ci, Ci, 1);
-    o = shs__amp_target(la->res2, R, g->wr);
-    shs_residual_forward(d, o, x32, g->proj, BTC);
+    void *qp = la->qp ? la->qp : la->q, *kp = la->kp ? la->kp : la->k;
+    if (RUN(R_MM, LIN_Q)) linear_forward(g, qp, norm_copy(g, la->ln1, 0), p[P_Q], p[P_QB], Ci, Ci);
+    if (RUN(R_MM, LIN_K)) linear_forward(g, kp, norm_copy(g, la->ln1, g->n1 > 1 ? 1 : 0), p[P_K], p[P_KB], Ci, KVD);
+    if (RUN(R_SAVED, LIN_V))
+        linear_forward(g, la->v, norm_copy(g, la->ln1, g->n1 > 2 ? 2 : 0), p[P_V], p[P_VB], Ci, KVD);
+    rope_forward(g, la->q, qp, (int)NH);
+    rope_forward(g, la->k, kp, c->num_kv_heads);
+    if (RUN(R_ATTN, -1)) {
+        float *o = shs__amp_target(la->atty, A, g->wb);
+        attention_core_forward(g, l, o);
+        shs__amp_commit(amp, la->atty, A, o, BTC);
+    }
+    const float *proj = proj_forward(g, la->oproj, op_recompute && la->oproj, la->atty, p[P_O], Ci);
+    float *o = shs__amp_target(la->res2, R, g->wr);
+    shs_residual_forward(d, o, x32, proj, BTC);
     shs__amp_commit(amp, la->res2, R, o, BTC);
     const float *res2 = shs__amp_view(amp, la->res2, R, g->wr, BTC);
     norm_forward(g, la->ln2, g->n2, la->rstd2, res2, p[P_LN2]);
-    linear_forward(g, la->gate, norm_copy(g, la->ln2, 0), p[P_GATE], NULL, Ci, I);
-    linear_forward(g, la->up, norm_copy(g, la->ln2, g->n2 > 1 ? 1 : 0), p[P_UP], NULL, Ci, I);
+    if (RUN(R_SAVED, LIN_GATE)) linear_forward(g, la->gate, norm_copy(g, la->ln2, 0), p[P_GATE], NULL, Ci, I);
+    if (RUN(R_SAVED, LIN_UP))
+        linear_forward(g, la->up, norm_copy(g, la->ln2, g->n2 > 1 ? 1 : 0), p[P_UP], NULL, Ci, I);
+#undef RUN
     o = shs__amp_target(la->act, A, g->wc);
     shs_swiglu_forward(d, o, shs__amp_view(amp, la->gate, A, g->wa, BTI), shs__amp_view(amp, la->up, A, g->wb, BTI),
                        BTI);
     shs__amp_commit(amp, la->act, A, o, BTI);
-    shs__amp_matmul(amp, g->proj, shs__amp_view(amp, la->act, A, g->wa, BTI), p[P_DOWN], NULL, BTi, I, Ci, 1);
+    if (op_recompute) return;
+    proj = proj_forward(g, la->dproj, 0, la->act, p[P_DOWN], I);
     o = shs__amp_target(la->res3, R, g->wr); /* may alias res2's view: residual_forward allows it */
-    shs_residual_forward(d, o, res2, g->proj, BTC);
+    shs_residual_forward(d, o, res2, proj, BTC);
     shs__amp_commit(amp, la->res3, R, o, BTC);
 }
 
@@ -429,7 +457,7 @@ static shs_status_t llama_forward(shs_model_t *m, shs_param_source_t *src, const
         const float *w, *p[P_COUNT];
         SHS_CHECK(src->acquire_params(src->self, 1 + l, &w));
         layer_views(g, l, w, p);
-        layer_forward(g, l, x, p);
+        layer_forward(g, l, x, p, 0);
         SHS_CHECK(src->release_params(src->self, 1 + l));
         x = g->layer[l].res3;
     }
@@ -560,8 +588,9 @@ static shs_status_t llama_backward(shs_model_t *m, shs_param_source_t *src, floa
         layer_views(g, l, w, p);
         layer_views(g, l, gw, pg);
         const void *x = l > 0 ? g->layer[l - 1].res3 : g->encoded;
-        /* full recompute: deterministic, the same bits as the forward's */
-        if (g->ex.recompute == SHS_RECOMPUTE_FULL) layer_forward(g, l, x, p);
+        /* recompute (deterministic: the same bits as the forward's): the whole layer, or op-level SAC's part */
+        if (shs__ac_block_recomputes(&g->ex, l)) layer_forward(g, l, x, p, 0);
+        else if (g->ex.recompute == SHS_RECOMPUTE_SELECTIVE_OP) layer_forward(g, l, x, p, 1);
         layer_backward(g, l, x, p, pg);
         SHS_CHECK(src->release_params(src->self, 1 + l));
         SHS_CHECK(src->grads_ready(src->self, 1 + l));

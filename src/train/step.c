@@ -70,6 +70,7 @@ shs_status_t shs__rank_setup(shs__rank_t *r, const shs_train_config_t *cfg, cons
      * initializing the parameters, so a model that cannot fit fails fast */
     shs_gpt_exec_t ex = {
         .recompute = cfg->checkpoint_activations ? SHS_RECOMPUTE_FULL : cfg->recompute,
+        .recompute_every = cfg->recompute_every,
         .attention = cfg->attention,
         .autocast = cfg->autocast,
         .param_dtype = cfg->strategy.param_dtype,

@@ -215,9 +215,10 @@ shs_status_t shs_trainer_create(shs_trainer_t **out, const shs_train_config_t *c
                              corpus ? corpus->len : (size_t)0);
     if (cfg->model_file && (cfg->recompute || cfg->checkpoint_activations || cfg->attention || cfg->autocast ||
                             cfg->dropout != 0.0f))
-        return shs_set_error(SHS_INVALID_ARG, "recompute, attention, autocast and dropout apply to the GPT and the Llama, not "
-                             "to a model file");
-    shs_gpt_exec_t ex = {.recompute = cfg->recompute, .attention = cfg->attention, .autocast = cfg->autocast,
+        return shs_set_error(SHS_INVALID_ARG, "recompute, attention, autocast and dropout apply to the GPT and the "
+                             "Llama, not to a model file");
+    shs_gpt_exec_t ex = {.recompute = cfg->recompute, .recompute_every = cfg->recompute_every,
+                         .attention = cfg->attention, .autocast = cfg->autocast,
                          .dropout = cfg->dropout};
     if (shs_gpt_exec_validate(&ex) != SHS_OK) return SHS_INVALID_ARG;
     /* kernels index rows and (b, head, t) triples with int */

@@ -12,6 +12,27 @@ batch, its gradient, and one torch.optim.AdamW step. The PyTorch
 model below is written here from the Hugging Face LlamaForCausalLM
 definition (RMSNorm in f32, rotate_half RoPE, repeat_kv, SwiGLU); it runs in
 float64, so it is an oracle for shardsim's f32 arithmetic.
+Autocast: the same batch with `--autocast bf16` (f32 parameters) against
+the model run under torch.autocast("cpu", dtype=torch.bfloat16) as Hugging
+Face's LlamaForCausalLM runs it (RMSNorm upcast to f32, q*cos +
+rotate_half(q)*sin promoted to f32, eager attention with the softmax in
+f32, the loss on logits.float()); torch 1.13's CPU autocast casts linear,
+matmul and bmm to bf16 and runs cross_entropy in f32, as its CUDA autocast
+does. The two round at nearly the same points but not all of them (torch
+also rounds the attention scores and silu(gate) before their products, and
+rounds every backward matmul's output to bf16; shardsim keeps f32
+gradients), so the comparison is at bf16's resolution, u = 2^-8:
+  - loss within u/16 (2.4e-4) relative: the loss averages log-softmax over
+    the batch's tokens of bf16-rounded logits (|z| < 1 at this init); each
+    rounding moves a term by under 2^-9 |z| and the terms' errors partly
+    cancel (measured: torch-bf16 vs exact 9e-6 .. 4e-5);
+  - the gradient of all weights within 2u (7.8e-3) relative (Frobenius):
+    every gradient element torch computes is rounded to bf16 at least once
+    (the weight-gradient matmul writes bf16) on top of the forward's
+    roundings, which shardsim shares: about one rounding apart;
+  - and the emulation is real: shardsim-bf16's gradient error against the
+    exact model is between 1/4 and 4 times torch-bf16's (an f32 run would
+    be near 1e-4 of it).
 What it is not: part of `make test` (it needs Debian's python3-torch, which
 imports only in the system /usr/bin/python3).
 
@@ -129,6 +150,88 @@ def llama_loss(p, cfg, tokens, targets):
     return torch.nn.functional.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1), ignore_index=-100)
 
 
+def rms_norm_autocast(x, w, eps):
+    """Hugging Face LlamaRMSNorm: the statistics in f32, weight times the
+    normalized input cast back to the input's dtype."""
+    dt = x.dtype
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return w * h.to(dt)
+
+
+def llama_loss_autocast(p, cfg, tokens, targets):
+    """The loss of the f32 parameters p under torch.autocast(bf16) on the
+    CPU, with Hugging Face's dtype handling (the RoPE tables in f32 with
+    autocast off, the causal mask in the embeddings' f32, eager attention's
+    softmax in f32 cast back to the query's dtype, logits upcast for the loss)."""
+    F = torch.nn.functional
+    C, NH, NKV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    HD, L, eps = C // NH, cfg["num_hidden_layers"], cfg["rms_norm_eps"]
+    B, T = tokens.shape
+    with torch.autocast("cpu", enabled=False):
+        ang = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq_of(cfg, HD).to(torch.float32)[None, :]
+        emb = torch.cat((ang, ang), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float32).triu(1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x = p["model.embed_tokens.weight"][tokens]
+        for l in range(L):
+            pre = f"model.layers.{l}."
+            h = rms_norm_autocast(x, p[pre + "input_layernorm.weight"], eps)
+
+            def proj(name, heads):
+                y = F.linear(h, p[pre + f"self_attn.{name}.weight"], p.get(pre + f"self_attn.{name}.bias"))
+                return y.view(B, T, heads, HD).transpose(1, 2)
+
+            q, k, v = proj("q_proj", NH), proj("k_proj", NKV), proj("v_proj", NKV)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            k = k.repeat_interleave(NH // NKV, dim=1)
+            v = v.repeat_interleave(NH // NKV, dim=1)
+            att = torch.matmul(q, k.transpose(2, 3)) * HD**-0.5 + mask
+            att = torch.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype)
+            o = torch.matmul(att, v).transpose(1, 2).reshape(B, T, C)
+            x = x + F.linear(o, p[pre + "self_attn.o_proj.weight"])
+            h = rms_norm_autocast(x, p[pre + "post_attention_layernorm.weight"], eps)
+            gate = F.linear(h, p[pre + "mlp.gate_proj.weight"])
+            up = F.linear(h, p[pre + "mlp.up_proj.weight"])
+            x = x + F.linear(F.silu(gate) * up, p[pre + "mlp.down_proj.weight"])
+        x = rms_norm_autocast(x, p["model.norm.weight"], eps)
+        head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
+        logits = F.linear(x, head)
+    return F.cross_entropy(logits.float().reshape(B * T, -1), targets.reshape(-1))
+
+
+U = 2.0**-8  # bf16's unit in the last place, relative
+
+
+def check_autocast(cfg, p0, pa, shs_loss, tok, tgt):
+    """shardsim --autocast bf16 (loss shs_loss; weights after one SGD step
+    of lr SGD_LR from p0 in pa) against torch.autocast and the float64
+    model. True when within the tolerances of the docstring."""
+    exact = {k: v.clone().requires_grad_(True) for k, v in p0.items()}
+    l64 = llama_loss(exact, cfg, tok, tgt)
+    l64.backward()
+    p32 = {k: v.to(torch.float32).clone().requires_grad_(True) for k, v in p0.items()}
+    lbf = llama_loss_autocast(p32, cfg, tok, tgt)
+    lbf.backward()
+    rel_loss = abs(shs_loss - lbf.item()) / abs(lbf.item())
+    d = e_torch = e_shs = n = 0.0
+    for name in p0:
+        g64, gt, gs = exact[name].grad, p32[name].grad.double(), (p0[name] - pa[name]) / SGD_LR
+        d += (gs - gt).pow(2).sum().item()
+        e_torch += (gt - g64).pow(2).sum().item()
+        e_shs += (gs - g64).pow(2).sum().item()
+        n += g64.pow(2).sum().item()
+    d, e_torch, e_shs = (d / n) ** 0.5, (e_torch / n) ** 0.5, (e_shs / n) ** 0.5
+    print(f"autocast bf16: loss shardsim {shs_loss:.6f}, torch.autocast {lbf.item():.7f} (relative difference "
+          f"{rel_loss:.2e}, tolerance {U / 16:.2e}), float64 {l64.item():.7f}")
+    print(f"  gradient of all weights: shardsim vs torch.autocast {d:.2e} (tolerance {2 * U:.2e}); against "
+          f"float64: torch.autocast {e_torch:.2e}, shardsim {e_shs:.2e} (ratio {e_shs / e_torch:.2f}, "
+          f"within 1/4..4)")
+    return rel_loss <= U / 16 and d <= 2 * U and 0.25 <= e_shs / e_torch <= 4
+
+
 def run(args):
     r = subprocess.run([BIN] + args, capture_output=True, text=True)
     if r.returncode != 0:
@@ -162,7 +265,7 @@ def main():
     for name, cfg in CASES:
         print(f"== {name}")
         ok = check(cfg) and ok
-    print("torch-check:", "PASS" if ok else "FAIL", f"(tolerance {TOL:g} relative)")
+    print("torch-check:", "PASS" if ok else "FAIL", f"(tolerance {TOL:g} relative; autocast bf16 as above)")
     sys.exit(0 if ok else 1)
 
 
@@ -185,13 +288,18 @@ def check(cfg):
         out = run(common + adamw + ["--steps", "1", "--export-safetensors", st("adamw")])
         # SGD with lr 1000, no momentum or decay: new = init - 1000 g, so the gradient is (init - new) / 1000
         # (a large lr so that the f32 result is dominated by the update, not by the weight's own rounding)
-        run(common + ["--optimizer", "sgd", "--lr", str(SGD_LR), "--weight-decay", "0", "--steps", "1",
-                      "--export-safetensors", st("sgd")])
+        sgd = ["--optimizer", "sgd", "--lr", str(SGD_LR), "--weight-decay", "0", "--steps", "1"]
+        run(common + sgd + ["--export-safetensors", st("sgd")])
+        out_ac = run(common + sgd + ["--autocast", "bf16", "--export-safetensors", st("autocast")])
+        m_ac = re.search(r"step\s+1/1 \| loss ([0-9.]+)", out_ac)
+        if not m_ac:
+            sys.exit("no step-1 loss in shardsim's autocast output:\n" + out_ac)
         m = re.search(r"step\s+1/1 \| loss ([0-9.]+)", out)
         if not m:
             sys.exit("no step-1 loss in shardsim's output:\n" + out)
         shs_loss = float(m.group(1))
         p0, p1, ps = read_safetensors(st("init")), read_safetensors(st("adamw")), read_safetensors(st("sgd"))
+        pa = read_safetensors(st("autocast"))
 
     tok = torch.tensor(list(text[:T]), dtype=torch.long).repeat(B, 1)
     tgt = torch.tensor(list(text[1:]), dtype=torch.long).repeat(B, 1)
@@ -227,7 +335,8 @@ def check(cfg):
     if flips:
         print(f"  {len(flips)} element(s) updated differently by > 1 % of lr: their float64 |gradient| is at most "
               f"{max(flips):.1e}, below AdamW's eps 1e-8, where lr*g/(|g|+eps) follows the gradient's f32 rounding")
-    return rel_loss <= TOL and worst_g <= TOL and rel_w <= TOL
+    ok_ac = check_autocast(cfg, p0, pa, float(m_ac.group(1)), tok, tgt)
+    return rel_loss <= TOL and worst_g <= TOL and rel_w <= TOL and ok_ac
 
 
 if __name__ == "__main__":

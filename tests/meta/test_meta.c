@@ -32,6 +32,7 @@ typedef struct {
     int checkpoint, accum, prefetch_fwd;
     float clip;
     shs_recompute_t recompute;
+    int every;          /* recompute_every */
     shs_attention_kind_t attention;
     shs_dtype_t autocast;
     float dropout;
@@ -55,6 +56,7 @@ static shs_train_config_t small_config(const mcase_t *c) {
     cfg.strategy.offload = c->offload;
     cfg.checkpoint_activations = c->checkpoint;
     cfg.recompute = c->recompute;
+    cfg.recompute_every = c->every;
     cfg.attention = c->attention;
     cfg.autocast = c->autocast;
     cfg.dropout = c->dropout;
@@ -201,6 +203,10 @@ static void test_meta_equals_cpu_features(void **state) {
         {.what = "zero2 bf16 deepspeed buckets overlap", .kind = SHS_ZERO2, .N = 5, .param_dtype = SHS_BF16,
          .framework = SHS_FRAMEWORK_DEEPSPEED,
          .zero = {.reduce_bucket = 9000, .overlap_comm = 1, .contiguous_gradients = 1, .allgather_bucket = 500}},
+        {.what = "zero3 op-level SAC flash dropout", .kind = SHS_ZERO3, .N = 3, .recompute = SHS_RECOMPUTE_SELECTIVE_OP,
+         .attention = SHS_ATTENTION_FLASH, .dropout = 0.1f},
+        {.what = "zero2 every 2nd block autocast", .kind = SHS_ZERO2, .N = 2, .recompute = SHS_RECOMPUTE_EVERY_N,
+         .every = 2, .autocast = SHS_BF16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }
@@ -221,6 +227,11 @@ static void test_meta_equals_cpu_llama(void **state) {
          .recompute = SHS_RECOMPUTE_FULL},
         {.what = "llama ddp autocast f16 f16 params selective", .kind = SHS_DDP, .N = 2, .llama = 1,
          .autocast = SHS_F16, .param_dtype = SHS_F16, .recompute = SHS_RECOMPUTE_SELECTIVE},
+        {.what = "llama zero3 autocast bf16 bf16 params op-level SAC flash", .kind = SHS_ZERO3, .N = 3, .llama = 1,
+         .autocast = SHS_BF16, .param_dtype = SHS_BF16, .recompute = SHS_RECOMPUTE_SELECTIVE_OP,
+         .attention = SHS_ATTENTION_FLASH},
+        {.what = "llama zero1 every 2nd layer eager", .kind = SHS_ZERO1, .N = 2, .llama = 1,
+         .recompute = SHS_RECOMPUTE_EVERY_N, .every = 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }

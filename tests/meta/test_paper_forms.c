@@ -6,7 +6,8 @@
  *    activation bytes per layer sbh(34 + 5as/h) with 2-byte activations,
  *    eager attention and dropout; 2sbh with full recompute; 34sbh with
  *    selective recompute; flash attention drops the 5as/h term too (it
- *    keeps a 4-byte log-sum-exp per row, 4asb, instead). shardsim also
+ *    keeps a 4-byte log-sum-exp per row, 4asb, instead); torchtitan's
+ *    policies as derived in the rows (op-level, every 2nd block). shardsim also
  *    keeps the two LayerNorms' mean and rstd (f32, 16sb), which the paper
  *    leaves out: the measured bytes are the form plus exactly that.
  *  - Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training
@@ -77,11 +78,26 @@ static void test_korthikanti_table2(void **state) {
             {"full recompute", SHS_RECOMPUTE_FULL, SHS_ATTENTION_EAGER, full},
             {"flash", SHS_RECOMPUTE_NONE, SHS_ATTENTION_FLASH, flash + stats},
             {"flash + full recompute", SHS_RECOMPUTE_FULL, SHS_ATTENTION_FLASH, full},
+            /* torchtitan's op-level SAC: GPT-2's projections all have biases (aten.addmm, not
+             * saved), so a block keeps its output and, with flash, the attention kernel's output
+             * (2sbh) and log-sum-exp (4asb) */
+            {"op-level SAC, eager", SHS_RECOMPUTE_SELECTIVE_OP, SHS_ATTENTION_EAGER, full},
+            {"op-level SAC, flash", SHS_RECOMPUTE_SELECTIVE_OP, SHS_ATTENTION_FLASH, full + 2 * sbh + 4 * a * s * b},
         };
         for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
             ex.recompute = rows[r].rc;
             ex.attention = rows[r].at;
             size_t got = per_layer(cfg, (int)b, &ex);
+            if (rows[r].rc == SHS_RECOMPUTE_FULL) { /* every 2nd block: of two more, one keeps all, one its output */
+                ex.recompute = SHS_RECOMPUTE_EVERY_N;
+                ex.recompute_every = 2;
+                size_t two = activation_bytes(cfg, 4, (int)b, &ex) - activation_bytes(cfg, 2, (int)b, &ex);
+                uint64_t want = (rows[r].at == SHS_ATTENTION_FLASH ? flash : eager) + stats + full;
+                if (two != want)
+                    fail_msg("s=%llu b=%llu h=%llu a=%llu every 2nd block, %s: %zu bytes per two layers, form %llu",
+                             (unsigned long long)s, (unsigned long long)b, (unsigned long long)h,
+                             (unsigned long long)a, shs_attention_name(rows[r].at), two, (unsigned long long)want);
+            }
             if (got != rows[r].want)
                 fail_msg("s=%llu b=%llu h=%llu a=%llu %s: %zu bytes per layer, Korthikanti form %llu", (unsigned long long)s,
                          (unsigned long long)b, (unsigned long long)h, (unsigned long long)a, rows[r].what, got,
@@ -154,6 +170,40 @@ static void test_narayanan_eq3_flops(void **state) {
     }
 }
 
+/* torchtitan's op-level SAC on the GPT: its projections all have biases
+ * (aten.addmm, not saved), so the recompute reruns qkv, attn c_proj and
+ * c_fc (2 bt C OC + bt OC each, with the bias) and, with eager attention,
+ * the attention core (flash's outputs are saved); mlp c_proj and its
+ * residual follow the last value backward reads and are not rerun. */
+static void test_op_level_recompute_flops(void **state) {
+    const double C = 48, T = 64, B = 2, NH = 4, L = 3, bt = B * T;
+    double proj = 2 * bt * C * 3 * C + bt * 3 * C + 2 * bt * C * C + bt * C + 2 * bt * C * 4 * C + bt * 4 * C;
+    double core = B * NH * T * (T + 1) / 2 * (4 * (C / NH) + 5);
+    double got[2][2];
+    for (int flash = 0; flash < 2; flash++)
+        for (int op = 0; op < 2; op++) {
+            shs_meta_config_t mc = {.steps = 1};
+            mc.train = shs_train_default_config();
+            mc.train.model = (shs_gpt_config_t){.num_layers = (int)L, .num_heads = (int)NH, .channels = (int)C,
+                                                .context = (int)T, .vocab = 64};
+            mc.train.world_size = 1;
+            mc.train.micro_batch = (int)B;
+            mc.train.strategy.kind = SHS_DDP;
+            mc.train.device_mem = SIZE_MAX;
+            mc.train.attention = flash ? SHS_ATTENTION_FLASH : SHS_ATTENTION_EAGER;
+            mc.train.recompute = op ? SHS_RECOMPUTE_SELECTIVE_OP : SHS_RECOMPUTE_NONE;
+            shs_meta_result_t r;
+            assert_int_equal(shs_meta_run(&mc, &r), SHS_OK);
+            got[flash][op] = (double)r.ranks[0].kernels.matmul_flops;
+            shs_meta_result_free(&r);
+        }
+    for (int flash = 0; flash < 2; flash++) {
+        double want = L * (proj + (flash ? 0 : core)), added = got[flash][1] - got[flash][0];
+        if (added != want) fail_msg("%s: op-level SAC adds %.17g matmul FLOPs, form %.17g", flash ? "flash" : "eager",
+                                    added, want);
+    }
+}
+
 /* GPT-3 175B, ZeRO-3 with checkpointing, 384 x A100-80GB, micro-batch 4
  * (Narayanan et al. 2021 Table 2 ran it): fits with bf16 autocast and
  * flash attention. */
@@ -183,6 +233,7 @@ int main(void) {
         cmocka_unit_test(test_korthikanti_table2),
         cmocka_unit_test(test_narayanan_eq2_parameters),
         cmocka_unit_test(test_narayanan_eq3_flops),
+        cmocka_unit_test(test_op_level_recompute_flops),
         cmocka_unit_test(test_gpt3_175b_zero3_ckpt_fits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,14 @@
  *
  * Every expected value is typed from its source, never computed by
  * shardsim:
+ *   - pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md,
+ *     Table 1: Llama 3.1 8B, FSDP on 8 H100s, local batch 2 (torchtitan's
+ *     llama3_8b.toml: seq_len 8192), selective activation checkpointing
+ *     (its default, op-level), bf16 (FSDP2 MixedPrecisionPolicy param bf16,
+ *     reduce f32), torch's cross_entropy on f32 logits, no torch.compile:
+ *     82.4 GiB, torchtitan's logged memory, which is
+ *     torch.cuda.max_memory_reserved (metrics.py: max_reserved_gib): the
+ *     caching allocator's reserved bytes. Within 10 %.
  *   - mosaicml/llm-foundry scripts/train/benchmarking/README.md (the
  *     version with the 512-GPU H100 table): each row below ran, so compare
  *     must say it fits. Its "MP Mode DEFAULT" is Composer's FSDP mixed
@@ -137,6 +145,26 @@ static void test_llm_foundry_rows_fit(void **state) {
     assert_int_equal(shs_gpt_num_params(&c), 6918905856ull);
 }
 
+/* torchtitan's Llama 3.1 8B FSDP row: reserved within 10 % of 82.4 GiB. */
+static void test_torchtitan_llama3_8b(void **state) {
+    (void)state;
+    const double published = 82.4; /* GiB */
+    test_proc_t *p = malloc(sizeof *p);
+    char *argv[] = {SHS_BIN_PATH, "compare", "--model", "llama3-8b", "--context", "8192", "--micro-batch", "2", "--world",
+                    "8", "--gpu", "h100-sxm", "--strategies", "zero3", "--ac-mode", "selective",
+                    "--selective-ac-option", "op", "--format", "csv", NULL};
+    test_run_process(argv, 120, p);
+    if (p->exit_code != 0) fail_msg("compare failed: %s", p->err);
+    double reserved = csv_num(p->out, "zero3+sac-op", "reserved_bytes") / GIB;
+    double alloc = csv_num(p->out, "zero3+sac-op", "peak_bytes") / GIB;
+    printf("torchtitan Llama 3.1 8B, 8 x H100, FSDP, local batch 2, seq 8192, op-level SAC, bf16:\n"
+           "  published %.1f GiB (max reserved) | shardsim %.2f GiB reserved (%.2f allocated) | ratio %.3f\n", published,
+           reserved, alloc, reserved / published);
+    if (reserved < 0.9 * published || reserved > 1.1 * published)
+        fail_msg("%.2f GiB reserved is not within 10%% of the published %.1f GiB", reserved, published);
+    free(p);
+}
+
 /* GPT-3 175B, ZeRO-3 on 384 A100-80GB, micro-batch 4 (Narayanan et al. 2021 §5.3). */
 static void test_gpt3_175b_zero3_fits(void **state) {
     (void)state;
@@ -179,6 +207,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llm_foundry_rows_fit),
         cmocka_unit_test(test_gpt3_175b_zero3_fits),
+        cmocka_unit_test(test_torchtitan_llama3_8b),
         cmocka_unit_test(test_deepspeed_estimates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

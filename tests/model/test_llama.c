@@ -240,16 +240,23 @@ static void test_autocast_matches_rounding_reference(void **state) {
     }
 }
 
-/* Recompute changes memory, not bits: full and selective give the
- * gradients of none exactly (eager and flash). */
+/* Recompute changes memory, not bits: full, selective, op-level and every
+ * 2nd layer give the gradients of none exactly (eager and flash, f32 and
+ * bf16 autocast, with and without q/k/v biases: their projections are not
+ * the mms op-level SAC saves). */
 static void test_recompute_is_bit_identical(void **state) {
     (void)state;
-    for (int a = 0; a < 2; a++) {
+    for (int v = 0; v < 8; v++) {
+        int a = v & 1, bias = v >> 2 & 1;
+        shs_dtype_t ac = v & 2 ? SHS_BF16 : SHS_DTYPE_DEFAULT;
         float *want = NULL, lw = 0;
-        for (int r = 0; r < 3; r++) {
+        for (int r = SHS_RECOMPUTE_NONE; r <= SHS_RECOMPUTE_EVERY_N; r++) {
             fx_t f;
-            fx_init(&f, tiny(0, 0, 2), 2, 8,
-                    (shs_gpt_exec_t){.recompute = (shs_recompute_t)r, .attention = (shs_attention_kind_t)a}, 1);
+            shs_llama_config_t c = tiny(0, bias, 2);
+            c.num_layers = 3;
+            fx_init(&f, c, 2, 8,
+                    (shs_gpt_exec_t){.recompute = (shs_recompute_t)r, .recompute_every = 2,
+                                     .attention = (shs_attention_kind_t)a, .autocast = ac}, 1);
             float l = fx_step(&f), *g = fx_grads(&f);
             if (!want) {
                 want = g, lw = l;

@@ -74,6 +74,25 @@ static void test_autocast_stages_match_ddp(void **state) {
     }
 }
 
+/* torchtitan's policies (op-level SAC; every 2nd of 3 blocks in full):
+ * every stage equals DDP keeping everything, bit for bit, with eager
+ * attention and dropout (the recompute draws the same masks) and with
+ * flash under bf16 autocast with bf16 parameters and dropout. */
+static void test_torchtitan_policies_stages_match_ddp(void **state) {
+    shs_train_config_t c = base(2);
+    c.dropout = 0.1f;
+    c.recompute_every = 2;
+    check_stages_match_ddp(c, SHS_RECOMPUTE_SELECTIVE_OP);
+    check_stages_match_ddp(c, SHS_RECOMPUTE_EVERY_N);
+    c = base(3);
+    c.attention = SHS_ATTENTION_FLASH;
+    c.autocast = c.strategy.param_dtype = SHS_BF16;
+    c.dropout = 0.1f;
+    c.recompute_every = 2;
+    check_stages_match_ddp(c, SHS_RECOMPUTE_SELECTIVE_OP);
+    check_stages_match_ddp(c, SHS_RECOMPUTE_EVERY_N);
+}
+
 /* Flash against eager: the same model to rounding (losses within 1e-5
  * relative over 3 steps), not the same bits (different summation order). */
 static void test_flash_close_to_eager(void **state) {
@@ -178,6 +197,7 @@ int main(void) {
         cmocka_unit_test(test_flash_stages_match_ddp),
         cmocka_unit_test(test_eager_selective_dropout_stages_match_ddp),
         cmocka_unit_test(test_autocast_stages_match_ddp),
+        cmocka_unit_test(test_torchtitan_policies_stages_match_ddp),
         cmocka_unit_test(test_flash_close_to_eager),
         cmocka_unit_test(test_options_take_effect),
         cmocka_unit_test(test_bad_values_refused),

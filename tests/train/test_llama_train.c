@@ -46,6 +46,7 @@ typedef struct {
     shs_attention_kind_t attention;
     size_t wrap;
     shs_dtype_t autocast, param;
+    int every;
 } lcase_t;
 
 static void check_equivalence(const lcase_t *c) {
@@ -53,6 +54,7 @@ static void check_equivalence(const lcase_t *c) {
     cfg.llama.tie_word_embeddings = c->tied;
     cfg.llama.qkv_bias = c->bias;
     cfg.recompute = c->recompute;
+    cfg.recompute_every = c->every;
     cfg.attention = c->attention;
     cfg.wrap_min_params = c->wrap;
     cfg.autocast = c->autocast;
@@ -91,6 +93,11 @@ static void test_zero_stages_equal_ddp(void **state) {
          .param = SHS_BF16, .attention = SHS_ATTENTION_FLASH, .recompute = SHS_RECOMPUTE_FULL},
         {.what = "autocast f16 f16 params (loss scaling) tied qkv_bias selective N=2", .world = 2, .tied = 1,
          .bias = 1, .autocast = SHS_F16, .param = SHS_F16, .recompute = SHS_RECOMPUTE_SELECTIVE},
+        {.what = "autocast bf16 op-level SAC flash N=4", .world = 4, .autocast = SHS_BF16,
+         .recompute = SHS_RECOMPUTE_SELECTIVE_OP, .attention = SHS_ATTENTION_FLASH},
+        {.what = "op-level SAC eager qkv_bias N=3", .world = 3, .bias = 1, .recompute = SHS_RECOMPUTE_SELECTIVE_OP},
+        {.what = "autocast bf16 bf16 params every 2nd layer N=4", .world = 4, .autocast = SHS_BF16,
+         .param = SHS_BF16, .recompute = SHS_RECOMPUTE_EVERY_N, .every = 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_equivalence(&cases[i]);
 }
