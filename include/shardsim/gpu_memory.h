@@ -31,8 +31,8 @@ typedef struct {
     double nvls_bytes;         /* NVLink SHARP buffers per communicator; 0: the board has none */
 } shs_gpu_mem_preset_t;
 
-/* The preset of `gpu` ("h100-sxm", "h200", "a100"). Errors: SHS_INVALID_ARG
- * naming the known ones. */
+/* The preset of `gpu` ("h100-sxm", "h200", "a100", "h100-hbm2e": the last
+ * without its board memory). Errors: SHS_INVALID_ARG naming the known ones. */
 shs_status_t shs_gpu_mem_preset(const char *gpu, shs_gpu_mem_preset_t *out);
 /* SHS_INVALID_ARG naming the option that sets the first constant `p` lacks
  * (board, context, NCCL buffer size or channels), else SHS_OK. */

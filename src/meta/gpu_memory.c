@@ -37,13 +37,16 @@ shs_status_t shs_gpu_mem_preset(const char *gpu, shs_gpu_mem_preset_t *out) {
         {"h100-sxm", 81559 * MIB, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 16, NVLS_HOPPER},
         {"h200", 143771 * MIB, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 16, NVLS_HOPPER},
         {"a100", 81920 * MIB, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 24, 0},
+        /* the 96 GB HBM2e H100 of torchtitan's benchmarks (Grand Teton): no nvidia-smi total published,
+         * so a run names its board memory (--device-mem); otherwise an H100 */
+        {"h100-hbm2e", 0, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 16, NVLS_HOPPER},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(gpu, presets[i].name)) {
             *out = presets[i];
             return SHS_OK;
         }
-    return shs_set_error(SHS_INVALID_ARG, "unknown GPU '%s' (h100-sxm, h200, a100)", gpu);
+    return shs_set_error(SHS_INVALID_ARG, "unknown GPU '%s' (h100-sxm, h200, a100, h100-hbm2e)", gpu);
 }
 
 shs_status_t shs_gpu_mem_check(const shs_gpu_mem_preset_t *p) {

@@ -19,7 +19,7 @@
 /* nvidia-smi's totals, PyTorch's lazy CUDA context, NCCL's buffers, by hand. */
 static void test_presets_and_fixed_costs(void **state) {
     (void)state;
-    shs_gpu_mem_preset_t h, a;
+    shs_gpu_mem_preset_t h, a, p0;
     assert_int_equal(shs_gpu_mem_preset("h100-sxm", &h), SHS_OK);
     assert_int_equal(shs_gpu_mem_preset("a100", &a), SHS_OK);
     assert_true(h.board_bytes == 81559 * MiB);      /* wilicc/gpu-burn#114 */
@@ -36,6 +36,11 @@ static void test_presets_and_fixed_costs(void **state) {
     assert_true(shs_gpu_fixed_bytes(&h, SHS_ZERO3, 16, 8) == 287047680.0 + 128 * MiB + 201326592.0);
     assert_int_equal(shs_gpu_mem_preset("tpu", &a), SHS_INVALID_ARG);
     assert_non_null(strstr(shs_last_error(), "h100-sxm, h200, a100"));
+    /* torchtitan's 96 GB HBM2e H100: no published nvidia-smi total, so the run must name it */
+    assert_int_equal(shs_gpu_mem_preset("h100-hbm2e", &p0), SHS_OK);
+    assert_int_equal(shs_gpu_mem_check(&p0), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "GPU h100-hbm2e lacks its board memory (nvidia-smi memory.total): give "
+                                             "--device-mem"));
     /* a preset lacking a constant names the option that gives it */
     shs_gpu_mem_preset_t p = h;
     p.board_bytes = 0;
