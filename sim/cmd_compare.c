@@ -124,7 +124,7 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_NCCL_BUFFSIZE] = {"--nccl-buffsize", NULL, SIM_OPT_FLOAT, 1, 1e12, 0, 0, "B",
                          "NCCL_BUFFSIZE, bytes (NCCL's default 4194304)"},
     [C_NCCL_CHANNELS] = {"--nccl-channels", NULL, SIM_OPT_INT, 1, 1024, 0, 0, "C",
-                         "NCCL ring channels per communicator (presets: h100-sxm/h200 16, a100 24)"},
+                         "NCCL ring channels per communicator (presets: 24, one node's)"},
     [C_RESHARD] = {"--reshard-after-forward", NULL, SIM_OPT_STR, 0, 0, 0, 0, "R",
                    "zero3 / hybrid_shard rows, FSDP2's reshard_after_forward: true (free a\n"
                    "gathered unit after its forward) | false (keep it for backward, FSDP's\n"

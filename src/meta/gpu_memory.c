@@ -13,10 +13,11 @@
  *             1.13): 287,047,680 bytes, as measured in pytorch/pytorch
  *             pull request #86509 (666,632,192 bytes loading eagerly).
  *   NCCL      NCCL_BUFFSIZE 4 MiB (NCCL's documented default, 4194304 bytes),
- *             one per channel for each ring peer; ring channels: 16 on H100
- *             (NCCL_DEBUG=INFO "Channel 05/16" of an H100 cluster, NVIDIA/nccl
- *             issue #1453; H200 taken as the same NVLink 4 board), 24 on HGX
- *             A100 ("Channel 23/24", NVIDIA/nccl-tests issue #100); NVLink
+ *             one per channel for each ring peer; ring channels: 24 within a
+ *             node on H100 (NCCL_DEBUG=INFO "Channel 00/24" on one 8 x H100
+ *             node, NVIDIA/nccl issue #1705; as src/net's time model takes
+ *             them; H200 the same NVLink 4 board) and on HGX A100 ("Channel
+ *             23/24", NVIDIA/nccl-tests issue #100); NVLink
  *             SHARP on NVSwitch Hopper boards: nvlsPerRankSize 201326592
  *             bytes per communicator (NCCL INFO of 8 H100s, NVIDIA/nccl-tests
  *             issue #213), none on A100 (its NVSwitch has no SHARP).
@@ -34,12 +35,12 @@
 
 shs_status_t shs_gpu_mem_preset(const char *gpu, shs_gpu_mem_preset_t *out) {
     static const shs_gpu_mem_preset_t presets[] = {
-        {"h100-sxm", 81559 * MIB, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 16, NVLS_HOPPER},
-        {"h200", 143771 * MIB, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 16, NVLS_HOPPER},
+        {"h100-sxm", 81559 * MIB, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 24, NVLS_HOPPER},
+        {"h200", 143771 * MIB, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 24, NVLS_HOPPER},
         {"a100", 81920 * MIB, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 24, 0},
         /* the 96 GB HBM2e H100 of torchtitan's benchmarks (Grand Teton): no nvidia-smi total published,
          * so a run names its board memory (--device-mem); otherwise an H100 */
-        {"h100-hbm2e", 0, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 16, NVLS_HOPPER},
+        {"h100-hbm2e", 0, TORCH_LAZY_CONTEXT, NCCL_BUFFSIZE_DEFAULT, 24, NVLS_HOPPER},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(gpu, presets[i].name)) {

@@ -25,15 +25,15 @@ static void test_presets_and_fixed_costs(void **state) {
     assert_true(h.board_bytes == 81559 * MiB);      /* wilicc/gpu-burn#114 */
     assert_true(a.board_bytes == 81920 * MiB);      /* dexmal/dexbotic#41 */
     assert_true(h.cuda_context_bytes == 287047680); /* pytorch/pytorch#86509 */
-    /* one communicator of 8: 4 MiB x 16 channels x 2 ring peers + NVLS 201326592 B on H100; two ranks: 1 peer */
-    assert_true(shs_gpu_nccl_comm_bytes(&h, 8) == 4 * MiB * 16 * 2 + 201326592.0);
-    assert_true(shs_gpu_nccl_comm_bytes(&h, 2) == 4 * MiB * 16 + 201326592.0);
+    /* one communicator of 8: 4 MiB x 24 channels x 2 ring peers + NVLS 201326592 B on H100; two ranks: 1 peer */
+    assert_true(shs_gpu_nccl_comm_bytes(&h, 8) == 4 * MiB * 24 * 2 + 201326592.0);
+    assert_true(shs_gpu_nccl_comm_bytes(&h, 2) == 4 * MiB * 24 + 201326592.0);
     assert_true(shs_gpu_nccl_comm_bytes(&h, 1) == 0);
     assert_true(shs_gpu_nccl_comm_bytes(&a, 8) == 4 * MiB * 24 * 2); /* no NVLink SHARP on A100 */
     /* hybrid sharding over 16 ranks in groups of 8: the world, the shard group and a 2-rank replica group */
-    double want = 287047680.0 + 2 * (128 * MiB + 201326592.0) + (64 * MiB + 201326592.0);
+    double want = 287047680.0 + 2 * (192 * MiB + 201326592.0) + (96 * MiB + 201326592.0);
     assert_true(shs_gpu_fixed_bytes(&h, SHS_HYBRID_SHARD, 16, 8) == want);
-    assert_true(shs_gpu_fixed_bytes(&h, SHS_ZERO3, 16, 8) == 287047680.0 + 128 * MiB + 201326592.0);
+    assert_true(shs_gpu_fixed_bytes(&h, SHS_ZERO3, 16, 8) == 287047680.0 + 192 * MiB + 201326592.0);
     assert_int_equal(shs_gpu_mem_preset("tpu", &a), SHS_INVALID_ARG);
     assert_non_null(strstr(shs_last_error(), "h100-sxm, h200, a100"));
     /* torchtitan's 96 GB HBM2e H100: no published nvidia-smi total, so the run must name it */
@@ -61,9 +61,9 @@ static void test_presets_and_fixed_costs(void **state) {
     r.gpu.reserved_peak = (size_t)(81000 * MiB);
     shs_gpu_mem_report_t g;
     shs_gpu_mem_report(&h, &r, SHS_ZERO3, 8, 8, &g);
-    assert_true(g.total == 81000 * MiB + 287047680.0 + 128 * MiB + 201326592.0);
-    assert_false(g.fits); /* 81000 + 273.75 + 320 MiB > 81559 MiB */
-    r.gpu.reserved_peak = (size_t)(80900 * MiB); /* 81493.75 MiB: fits */
+    assert_true(g.total == 81000 * MiB + 287047680.0 + 192 * MiB + 201326592.0);
+    assert_false(g.fits); /* 81000 + 273.75 + 384 MiB > 81559 MiB */
+    r.gpu.reserved_peak = (size_t)(80900 * MiB); /* 81557.75 MiB: fits */
     shs_gpu_mem_report(&h, &r, SHS_ZERO3, 8, 8, &g);
     assert_true(g.fits);
 }
