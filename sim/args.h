@@ -92,7 +92,7 @@ typedef struct {
     const char *help;    /* --help text; '\n' continues on an indented line */
 } sim_opt_t;
 
-#define SIM_MAX_OPTIONS 72
+#define SIM_MAX_OPTIONS 96
 
 /* The parsed options, indexed like the command's table. */
 typedef struct {

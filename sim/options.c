@@ -132,10 +132,10 @@ int sim_opt_exec_check_model(const char *cmd, const shs_train_config_t *cfg) {
     return -1;
 }
 
-int sim_ds_config_apply(const char *cmd, const char *path, const int given[SHS_DS_NUM_SETTINGS], int no_hidden,
-                        shs_ds_config_t *ds, shs_train_config_t *cfg, shs_ds_source_t src[SHS_DS_NUM_SETTINGS]) {
+int sim_ds_config_apply(const char *cmd, const char *path, shs_ds_use_t use, const int given[SHS_DS_NUM_SETTINGS],
+                        int no_hidden, shs_ds_config_t *ds, shs_train_config_t *cfg, shs_ds_source_t src[SHS_DS_NUM_SETTINGS]) {
     long hidden = no_hidden ? 0 : cfg->arch == SHS_ARCH_LLAMA ? cfg->llama.hidden : cfg->model.channels;
-    if (shs_ds_config_load(path, ds) != SHS_OK || shs_ds_config_apply(ds, given, hidden, cfg, src) != SHS_OK) {
+    if (shs_ds_config_load_for(path, use, ds) != SHS_OK || shs_ds_config_apply(ds, given, hidden, cfg, src) != SHS_OK) {
         sim_error(cmd, "--ds-config %s", shs_last_error());
         return SIM_EXIT_ERROR;
     }

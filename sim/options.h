@@ -112,13 +112,13 @@ int sim_opt_dtype(const char *cmd, const char *opt, const char *val, shs_dtype_t
  * 0, as torch.optim.SGD). -1 to go on, else a usage error of cmd. */
 int sim_opt_optimizer(const char *cmd, const char *val, shs_optim_config_t *out);
 
-/* --ds-config: read `path` into *ds and apply it to *cfg (shs_ds_config_apply:
+/* --ds-config: read `path` for `use` (train or compare) into *ds and apply it to *cfg (shs_ds_config_apply:
  * the settings with given[s] keep cfg's command-line value; cfg already
  * holds the model, whose hidden size resolves the hidden-size "auto" keys;
  * no_hidden: the model has none, a --model-file network), sources in src.
  * -1 to go on, else SIM_EXIT_ERROR after an error line of cmd naming the
  * file and the key. */
-int sim_ds_config_apply(const char *cmd, const char *path, const int given[SHS_DS_NUM_SETTINGS], int no_hidden,
-                        shs_ds_config_t *ds, shs_train_config_t *cfg, shs_ds_source_t src[SHS_DS_NUM_SETTINGS]);
+int sim_ds_config_apply(const char *cmd, const char *path, shs_ds_use_t use, const int given[SHS_DS_NUM_SETTINGS],
+                        int no_hidden, shs_ds_config_t *ds, shs_train_config_t *cfg, shs_ds_source_t src[SHS_DS_NUM_SETTINGS]);
 
 #endif

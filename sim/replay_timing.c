@@ -1,7 +1,7 @@
 /* replay_timing.c - `shardsim replay --network`: the alpha-beta estimate of
  * every call (trace_net.h); per rank its total and exposed communication
  * (trace_comm_timeline.h); per op and the most expensive calls.
- * What it is not: the models themselves (src/trace/replay/trace_net.c,
+ * What it is not: the models themselves (src/net/net_alpha_beta.c,
  * src/trace/replay/trace_comm_timeline.c). */
 #include "replay_timing.h"
 

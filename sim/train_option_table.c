@@ -8,6 +8,8 @@
 #include "options.h"
 #include "shardsim/train.h"
 
+_Static_assert(O_NUM_OPTIONS <= SIM_MAX_OPTIONS, "SIM_MAX_OPTIONS (args.h) must hold train's options");
+
 const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
     [O_WORLD] = SIM_ROW_WORLD,
     [O_BACKEND] = {"--backend", NULL, SIM_OPT_STR, 0, 0, 0, 0, "B",
@@ -81,6 +83,22 @@ const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
     [O_MICRO_BATCH] = SIM_ROW_MICRO_BATCH,
     [O_OPTIMIZER] = SIM_ROW_OPTIMIZER,
     [O_LR] = {"--lr", NULL, SIM_OPT_F32, 0, 1e6, 0, 0, "X", "learning rate"},
+    [O_LR_SCHEDULE] = {"--lr-schedule", NULL, SIM_OPT_STR, 0, 0, 0, 0, "S",
+                       "the lr per optimizer step (lr_schedule.h): HF get_scheduler's\n"
+                       "constant | constant_with_warmup | linear | cosine | cosine_with_min_lr,\n"
+                       "or DeepSpeed's WarmupLR | WarmupDecayLR (warmup_min_lr --min-lr to\n"
+                       "--lr, log warmup) | WarmupCosineLR; OneCycle via --ds-config"},
+    [O_WARMUP_STEPS] = {"--warmup-steps", NULL, SIM_OPT_INT, 0, 1e9, 0, 0, "N",
+                        "warmup optimizer steps (HF warmup_steps, DeepSpeed warmup_num_steps)"},
+    [O_WARMUP_RATIO] = {"--warmup-ratio", NULL, SIM_OPT_FLOAT, 0, 1, 0, 1, "R",
+                        "warmup of ceil(R x the total steps) when --warmup-steps is 0\n"
+                        "(HF warmup_ratio)"},
+    [O_LR_TOTAL_STEPS] = {"--lr-total-steps", NULL, SIM_OPT_INT, 1, 1e12, 0, 0, "N",
+                          "the schedule's length in optimizer steps (HF num_training_steps,\n"
+                          "DeepSpeed total_num_steps); default --steps; needed with --resume"},
+    [O_MIN_LR] = {"--min-lr", NULL, SIM_OPT_FLOAT, 0, 1e6, 0, 0, "X",
+                  "cosine_with_min_lr's floor (HF min_lr); WarmupLR / WarmupDecayLR's\n"
+                  "warmup_min_lr (default 0)"},
     [O_WEIGHT_DECAY] = {"--weight-decay", NULL, SIM_OPT_F32, 0, 1e6, 0, 0, "X", "weight decay (adamw 0.01, sgd 0)"},
     [O_BETA1] = {"--beta1", NULL, SIM_OPT_F32, 0, 1, 1, 0, "X", "AdamW beta1"}, /* torch: 0 <= beta < 1 */
     [O_BETA2] = {"--beta2", NULL, SIM_OPT_F32, 0, 1, 1, 0, "X", "AdamW beta2"},

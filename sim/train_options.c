@@ -117,6 +117,56 @@ static int apply_numbers(const sim_opts_t *p, train_opts_t *o) {
     return -1;
 }
 
+/* the lr schedule's options as the HF Trainer's arguments (num_training_steps:
+ * --lr-total-steps, else --steps; get_warmup_steps: --warmup-steps, else
+ * ceil(--warmup-ratio x total)), before --ds-config, whose "auto" scheduler
+ * keys take them; --lr-schedule's kind */
+static int apply_lr_schedule(const sim_opts_t *p, train_opts_t *o) {
+    shs_lr_schedule_t *ls = &o->cfg.strategy.lr_schedule;
+    ls->total_steps = p->given[O_LR_TOTAL_STEPS] ? (long)p->num[O_LR_TOTAL_STEPS] : o->steps;
+    ls->warmup_steps = p->given[O_WARMUP_STEPS] && p->num[O_WARMUP_STEPS] > 0
+                           ? (long)p->num[O_WARMUP_STEPS]
+                           : (long)ceil((double)ls->total_steps * (p->given[O_WARMUP_RATIO] ? p->num[O_WARMUP_RATIO] : 0));
+    if (!p->given[O_LR_SCHEDULE]) return -1;
+    if (shs_lr_schedule_parse(p->str[O_LR_SCHEDULE], &ls->kind))
+        return usage("unknown --lr-schedule '%s': use constant, constant_with_warmup, linear, cosine, "
+                     "cosine_with_min_lr, WarmupLR, WarmupDecayLR or WarmupCosineLR", p->str[O_LR_SCHEDULE]);
+    if (ls->kind == SHS_LR_ONE_CYCLE)
+        return usage("--lr-schedule OneCycle takes its cycle (cycle_min_lr, cycle_max_lr, step sizes) from a "
+                     "--ds-config scheduler section");
+    ls->min_lr = p->given[O_MIN_LR] ? p->num[O_MIN_LR] : 0; /* warmup_min_lr's default, or HF min_lr */
+    ls->cos_min_ratio = 1e-4; /* WarmupCosineLR's default */
+    return -1;
+}
+
+/* after --ds-config (whose optimizer may set the lr): the schedule's
+ * remaining defaults, its checks, and what it needs with --resume */
+static int check_lr_schedule(const sim_opts_t *p, train_opts_t *o) {
+    shs_lr_schedule_t *ls = &o->cfg.strategy.lr_schedule;
+    int given = p->given[O_LR_SCHEDULE];
+    if (given && (ls->kind == SHS_LR_WARMUP_LR || ls->kind == SHS_LR_WARMUP_DECAY_LR))
+        ls->max_lr = (double)o->cfg.strategy.optim.lr; /* warmup_max_lr: the optimizer's lr */
+    if (given && ls->kind == SHS_LR_COSINE_WITH_MIN_LR && !p->given[O_MIN_LR])
+        return usage("--lr-schedule cosine_with_min_lr needs --min-lr X (HF: min_lr or min_lr_rate must be set)");
+    if (given && shs_lr_schedule_check(ls) != SHS_OK) return usage("--lr-schedule: %s", shs_last_error());
+    if (ls->kind == SHS_LR_CONSTANT) {
+        static const opt_id_t sched_only[] = {O_WARMUP_STEPS, O_WARMUP_RATIO, O_LR_TOTAL_STEPS, O_MIN_LR};
+        for (int k = 0; k < 4; k++)
+            if (p->given[sched_only[k]]) return usage("%s applies to an lr schedule (--lr-schedule, or a --ds-config "
+                                                      "scheduler)", OPT(sched_only[k]));
+    }
+    if (p->given[O_MIN_LR] && ls->kind != SHS_LR_COSINE_WITH_MIN_LR && ls->kind != SHS_LR_WARMUP_LR &&
+        ls->kind != SHS_LR_WARMUP_DECAY_LR)
+        return usage("--min-lr applies to cosine_with_min_lr, WarmupLR and WarmupDecayLR, not %s",
+                     shs_lr_schedule_name(ls->kind));
+    int total_from_steps = !p->given[O_LR_TOTAL_STEPS] && (given || (o->ds_path && (o->ds_src[SHS_DS_TOTAL_STEPS] ==
+                                                                                     SHS_DS_FROM_AUTO)));
+    if (p->given[O_RESUME] && shs_lr_schedule_uses_total(ls->kind) && total_from_steps)
+        return usage("--resume with lr schedule %s needs --lr-total-steps N: its length counts the checkpoint's steps "
+                     "too, and --steps counts this run's", shs_lr_schedule_name(ls->kind));
+    return -1;
+}
+
 /* activation checkpointing, recomputation, attention, autocast, dropout, --wrap */
 static int apply_activations(const sim_opts_t *p, train_opts_t *o) {
     shs_train_config_t *c = &o->cfg;
@@ -250,15 +300,19 @@ static int apply_ds_config(const sim_opts_t *p, train_opts_t *o) {
         [SHS_DS_REPLICATE_BELOW] = O_REPLICATE_BELOW, [SHS_DS_PREFETCH] = O_BACKWARD_PREFETCH,
         [SHS_DS_INIT_SCALE] = O_INIT_SCALE, [SHS_DS_GROWTH_INTERVAL] = O_GROWTH_INTERVAL,
         [SHS_DS_LOSS_SCALER] = O_LOSS_SCALER, [SHS_DS_HYSTERESIS] = O_HYSTERESIS,
-        [SHS_DS_MIN_LOSS_SCALE] = O_MIN_LOSS_SCALE};
+        [SHS_DS_MIN_LOSS_SCALE] = O_MIN_LOSS_SCALE, [SHS_DS_BIAS_CORRECTION] = O_NUM_OPTIONS,
+        [SHS_DS_LR_SCHEDULE] = O_LR_SCHEDULE, [SHS_DS_WARMUP_STEPS] = O_WARMUP_STEPS,
+        [SHS_DS_TOTAL_STEPS] = O_LR_TOTAL_STEPS, [SHS_DS_GRAD_AVERAGING] = O_NUM_OPTIONS};
     if (o->backend_mpi && !p->given[O_WORLD])
         return usage("--ds-config %s with --backend %s needs --world (train_batch_size is checked against it)",
                      p->str[O_DS_CONFIG], p->str[O_BACKEND]);
     int given[SHS_DS_NUM_SETTINGS];
-    for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = p->given[by_setting[k]];
+    for (int k = 0; k < SHS_DS_NUM_SETTINGS; k++) given[k] = by_setting[k] < O_NUM_OPTIONS && p->given[by_setting[k]];
     given[SHS_DS_HYSTERESIS] |= p->given[O_CONSECUTIVE_HYSTERESIS];
+    given[SHS_DS_WARMUP_STEPS] |= p->given[O_WARMUP_RATIO];
     o->ds_path = p->str[O_DS_CONFIG];
-    if ((rc = sim_ds_config_apply("train", o->ds_path, given, p->given[O_MODEL_FILE], &o->ds, c, o->ds_src)) >= 0)
+    if ((rc = sim_ds_config_apply("train", o->ds_path, SHS_DS_FOR_TRAIN, given, p->given[O_MODEL_FILE], &o->ds, c,
+                                  o->ds_src)) >= 0)
         return rc;
     static const opt_id_t adamw_opts[] = {O_BETA1, O_BETA2, O_EPS};
     for (int k = 0; k < 3 && c->strategy.optim.kind != SHS_OPTIM_ADAMW; k++)
@@ -406,8 +460,9 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
     o->steps = 50;
     o->progress_s = p.given[O_PROGRESS] ? p.num[O_PROGRESS] : 5.0;
     int (*const sections[])(const sim_opts_t *, train_opts_t *) = {
-        apply_optimizer, apply_numbers,   apply_activations, apply_backend, apply_strategy, apply_hf_config,
-        apply_ds_config, apply_precision, apply_data,        apply_outputs, check_conflicts};
+        apply_optimizer, apply_numbers,   apply_lr_schedule, apply_activations, apply_backend, apply_strategy,
+        apply_hf_config, apply_ds_config, check_lr_schedule, apply_precision,   apply_data,    apply_outputs,
+        check_conflicts};
     for (size_t k = 0; k < sizeof sections / sizeof sections[0]; k++)
         if ((rc = sections[k](&p, o)) >= 0) return rc;
     return -1;

@@ -62,6 +62,11 @@ void sim_train_print_header(const sim_train_run_t *r) {
                cfg->arch == SHS_ARCH_LLAMA ? "llama.h" : "gpt.h");
         if (sim_recompute_note(cfg)) printf("  note: %s\n", sim_recompute_note(cfg));
     }
+    if (cfg->strategy.lr_schedule.kind != SHS_LR_CONSTANT) {
+        char sched[320];
+        shs_lr_schedule_describe(&cfg->strategy.lr_schedule, (double)opt->lr, sched, sizeof sched);
+        printf("  lr schedule (each applied optimizer step, lr_schedule.h): %s\n", sched);
+    }
     if (o->ds_path) {
         char desc[8192];
         shs_ds_config_describe(&o->ds, cfg, o->ds_src, "  ", desc, sizeof desc);
@@ -115,6 +120,8 @@ void sim_train_print_step(const sim_train_run_t *r, const sim_train_step_t *s) {
                shs_strategy_step_skipped(s0) ? " (overflow: step skipped)" : "");
     if (cfg->strategy.clip_norm > 0 && !shs_strategy_step_skipped(s0))
         printf(" | grad norm %.6g", (double)shs_trainer_last_grad_norm(r->main_run));
+    if (cfg->strategy.lr_schedule.kind != SHS_LR_CONSTANT && !shs_strategy_step_skipped(s0))
+        printf(" | lr %.6g", shs_trainer_last_lr(r->main_run));
 }
 
 void sim_train_print_check_step(const sim_train_run_t *r, shs_status_t status, const shs_check_step_t *cs) {

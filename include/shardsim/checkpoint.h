@@ -29,14 +29,17 @@
 
 #include "shardsim/dtype.h"
 #include "shardsim/layout.h"
+#include "shardsim/lr_schedule.h"
 #include "shardsim/optim.h"
 #include "shardsim/strategy.h"
 #include "shardsim/train.h"
 
 /* The index's format version; version 1 (before the loss scaler's kind and
  * DeepSpeed's fields) is still read, as torch's GradScaler with no
- * DeepSpeed state. Rank files keep their own version, unchanged. */
-#define SHS_CHECKPOINT_VERSION 2
+ * DeepSpeed state; versions 1 and 2 (before the lr schedule's line) as saved
+ * under a constant lr, the schedule's position being the steps not skipped.
+ * Rank files keep their own version, unchanged. */
+#define SHS_CHECKPOINT_VERSION 3
 #define SHS_CHECKPOINT_MIN_VERSION 1
 #define SHS_CHECKPOINT_RANK_FILE_VERSION 1
 #define SHS_CHECKPOINT_INDEX "index.txt"      /* the index's file name inside the directory */
@@ -61,6 +64,9 @@ typedef struct {
     shs_dtype_t reduce_dtype;    /* gradient reduction dtype */
     shs_loss_scaler_config_t scaler; /* GradScaler settings (defaults filled in); used with F16 */
     shs_loss_scale_state_t loss_scale;
+    shs_lr_schedule_kind_t lr_schedule; /* the schedule's kind (lr_schedule.h) */
+    int lr_schedule_known;       /* 0: an index before version 3 (its run had a constant lr) */
+    long lr_steps;               /* the schedule's position: optimizer steps applied */
 } shs_checkpoint_meta_t;
 
 /* The meta of a running trainer (layout points into the trainer). */
@@ -114,8 +120,10 @@ const float *shs_checkpoint_state(const shs_checkpoint_t *ck, int unit);
 /* Whether a run described by `run` may continue from ck. Must match: the
  * model and layout (unit names and sizes, tensor names, shapes, offsets),
  * the optimizer kind and every hyperparameter (bit for bit), the seed,
- * gradient clipping (max norm, norm type), the param and reduce dtypes, and
- * with f16 the loss-scaler settings. May differ: world size, strategy,
+ * gradient clipping (max norm, norm type), the param and reduce dtypes,
+ * with f16 the loss-scaler settings, and the lr schedule's kind (its
+ * parameters are the run's, as DeepSpeed and torch take them from the
+ * config and keep only the position in a checkpoint). May differ: world size, strategy,
  * shard alignment, micro-batch and gradient accumulation (data order then
  * follows the new run's N·B·K; keep that product to continue on the same
  * data), replication, buckets, device memory, timeouts. Errors:
@@ -127,7 +135,7 @@ shs_status_t shs_checkpoint_check_compatible(const shs_checkpoint_t *ck, const s
 shs_status_t shs_checkpoint_load_rank(const shs_checkpoint_t *ck, shs_strategy_t *s);
 
 /* Open `dir`, check it against the trainer, and only then load it on every
- * rank and set the steps done and loss scale. Errors: those of open and
+ * rank and set the steps done, loss scale and lr schedule position. Errors: those of open and
  * check_compatible, before any of the trainer's state is touched; a device
  * copy failing during the load itself (the trainer is then unusable). */
 shs_status_t shs_checkpoint_resume(shs_trainer_t *t, const char *dir);

@@ -107,6 +107,32 @@ typedef struct {
     uint64_t matmul_flops; /* of flops: matmuls and attention (tensor-core work on a GPU) */
 } shs_kernel_stats_t;
 
+/* One kernel as a counting backend (meta) ran it, for a time model to
+ * price: its class, its shape and what it counted (the same FLOPs and
+ * bytes as shs_kernel_stats_t; the records of one launch sum to them). A
+ * matmul backward is two GEMM records (the weight gradient, and the input
+ * gradient when asked) and a bias column sum (elementwise). */
+typedef enum {
+    SHS_KERNEL_ELEMENTWISE = 0, /* memory bound: norms, activations, residuals, softmax, casts, encoder */
+    SHS_KERNEL_GEMM,            /* out (m x n) = A (m x k) B (k x n) */
+    SHS_KERNEL_ATTENTION,       /* the causal attention core: m = B x NH (batch x query heads), n = T, k = HD */
+    SHS_KERNEL_OPTIMIZER,       /* the optimizer's update over f32 state */
+    SHS_KERNEL_NUM_CLASSES
+} shs_kernel_class_t;
+typedef struct {
+    shs_kernel_class_t cls;
+    const char *name;        /* the device interface's slot, e.g. "matmul_forward" (static) */
+    int backward;            /* a backward kernel */
+    int flash;               /* attention: 1 flash (no (T,T) matrix), 0 eager */
+    double m, n, k;          /* GEMM and attention shapes (above); 0 for the others */
+    double flops, bytes;     /* as counted (device_meta.c's formulas; bytes as f32 unless it says otherwise) */
+} shs_kernel_info_t;
+typedef void (*shs_kernel_recorder_fn)(void *user, const shs_kernel_info_t *k);
+/* Call fn(user, info) for every kernel `dev` runs from now on (NULL: stop).
+ * Only counting backends (meta) report; others never call it. The info is
+ * valid during the call only. */
+void shs_device_set_kernel_recorder(shs_device_t *dev, shs_kernel_recorder_fn fn, void *user);
+
 /* Fill *out. Errors: SHS_UNSUPPORTED for a backend that does not count
  * (cpu); *out is zeroed then. */
 shs_status_t shs_device_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t *out);

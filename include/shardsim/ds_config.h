@@ -5,16 +5,21 @@
  *
  * What it is: the reader (JSON through jansson; duplicate keys refused, as
  * DeepSpeed's own loader does with dict_raise_error_on_duplicate_keys), the
- * mapping of each DeepSpeed key onto shs_train_config_t, and DeepSpeed's
- * batch-size rule. Keys that would change the numbers and that shardsim does
- * not model are refused by name ("ds.json: fp16.auto_cast = true is not
- * modelled ..."); keys that change nothing a simulator computes (logging,
- * monitors, profilers, pinned memory, ...) are accepted and listed as
- * ignored; every other key is refused as unknown. DeepSpeed reads its
- * top-level keys one by one (runtime/config.py, get_scalar_param) and so
- * passes over unknown ones, which lets a misspelt key leave a default in
- * force silently; shardsim refuses unknown keys at every depth.
- * The key-by-key mapping and its sources are in src/train/ds_config.c.
+ * mapping of each DeepSpeed key onto shs_train_config_t (lr schedule
+ * included), and DeepSpeed's batch-size rule. A key is taken as DeepSpeed
+ * takes it: what DeepSpeed refuses is refused (an unknown key inside a
+ * section DeepSpeed reads as a strict model, a scheduler argument its
+ * constructor lacks, ...); what DeepSpeed passes over is accepted and listed
+ * as ignored (unknown top-level keys, which its config reads one by one,
+ * with the known key a misspelling is closest to); keys that change nothing
+ * a simulator computes (logging, monitors, pinned memory, ...) are listed as
+ * ignored too; keys that change the numbers in a way shardsim does not
+ * model are refused by name ("ds.json: optimizer.params.amsgrad = true is
+ * not modelled: ..."), all of a file's in one error. Read for `compare`,
+ * keys that change only the trained values (the lr schedule, gradient
+ * averaging, ...) are listed as ignored instead (shs_ds_use_t).
+ * Each section's keys are a table in src/train/ds_config*.c, one row per
+ * key with what DeepSpeed does and what shardsim does.
  * What it is not: the command line (sim/), or a DeepSpeed engine.
  */
 #ifndef SHARDSIM_DS_CONFIG_H
@@ -52,7 +57,12 @@
     X(GROWTH_INTERVAL, "loss scale growth interval")           \
     X(LOSS_SCALER, "loss scaler")                              \
     X(HYSTERESIS, "loss scale hysteresis")                     \
-    X(MIN_LOSS_SCALE, "min loss scale")
+    X(MIN_LOSS_SCALE, "min loss scale")                        \
+    X(BIAS_CORRECTION, "bias correction")                      \
+    X(LR_SCHEDULE, "lr schedule")                              \
+    X(WARMUP_STEPS, "warmup steps")                            \
+    X(TOTAL_STEPS, "total steps")                              \
+    X(GRAD_AVERAGING, "gradient averaging")
 
 typedef enum {
 #define SHS_DS_SETTING_ENUM(id, name) SHS_DS_##id,
@@ -87,7 +97,13 @@ typedef enum {
  *   fp16.enabled, bf16.enabled -> off unless --param-dtype f16 / bf16
  *   zero_optimization reduce_bucket_size hidden^2, stage3_prefetch_bucket_size
  *       0.9 hidden^2, stage3_param_persistence_threshold 10 hidden (hidden:
- *       the model's; a model without one is refused naming the keys) */
+ *       the model's; a model without one is refused naming the keys)
+ *   scheduler.params warmup_min_lr 0; warmup_max_lr learning_rate (--lr,
+ *       else 5e-5); warmup_num_steps get_warmup_steps (--warmup-steps, else
+ *       ceil(--warmup-ratio x total)); total_num_steps num_training_steps
+ *       (--lr-total-steps, else --steps): the values cfg's lr_schedule
+ *       carries into shs_ds_config_apply (train only; compare ignores the
+ *       scheduler) */
 #define SHS_DS_AUTO_MAP(X)                                           \
     X(MICRO, "train_micro_batch_size_per_gpu")                       \
     X(ACCUM, "gradient_accumulation_steps")                          \
@@ -101,7 +117,11 @@ typedef enum {
     X(BF16, "bf16.enabled")                                          \
     X(REDUCE_BUCKET, "zero_optimization.reduce_bucket_size")         \
     X(PREFETCH, "zero_optimization.stage3_prefetch_bucket_size")     \
-    X(PERSISTENCE, "zero_optimization.stage3_param_persistence_threshold")
+    X(PERSISTENCE, "zero_optimization.stage3_param_persistence_threshold") \
+    X(WARMUP_MIN_LR, "scheduler.params.warmup_min_lr")               \
+    X(WARMUP_MAX_LR, "scheduler.params.warmup_max_lr")               \
+    X(WARMUP_NUM_STEPS, "scheduler.params.warmup_num_steps")         \
+    X(TOTAL_NUM_STEPS, "scheduler.params.total_num_steps")
 
 typedef enum {
 #define SHS_DS_AUTO_ENUM(id, key) SHS_DS_AUTO_##id,
@@ -116,11 +136,21 @@ const char *shs_ds_source_name(shs_ds_source_t s);
 
 #define SHS_DS_MAX_NOTES 48
 
+/* What a config is read for. Keys whose only effect is on the trained
+ * values (the lr schedule, DeepSpeed's gradient averaging, the optimizer's
+ * bias correction, ...) change nothing `compare` reports: for COMPARE they
+ * are listed as ignored where TRAIN would refuse or model them. Keys that
+ * DeepSpeed itself refuses are refused for both. */
+typedef enum { SHS_DS_FOR_TRAIN = 0, SHS_DS_FOR_COMPARE } shs_ds_use_t;
+
 /* A file as read: the values it decides, each with its source (SHARDSIM
  * where it decides nothing), and the keys accepted without effect. */
 typedef struct {
     char path[512];
-    shs_train_config_t vals;            /* the decided fields (others untouched) */
+    shs_ds_use_t use;                   /* what it was read for */
+    shs_train_config_t vals;            /* the decided fields (others untouched); vals.strategy.lr_schedule:
+                                         * the scheduler's, "auto" values resolved by apply */
+    int sched_max_lr_is_lr;             /* WarmupLR without warmup_max_lr: DeepSpeed's default, the optimizer's lr */
     shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
     long train_batch;                   /* train_batch_size; 0: not given */
     int has_micro, has_accum;           /* the file gives these keys (DeepSpeed's "provided") */
@@ -130,7 +160,7 @@ typedef struct {
      * MiCS), its offload, and the stage-3 settings as at stage 3 */
     int stage3_keys;                    /* the file gives a stage3_* key (or its alias) */
     int num_ignored;
-    char ignored[SHS_DS_MAX_NOTES][192]; /* "key path (why)" of keys accepted without effect */
+    char ignored[SHS_DS_MAX_NOTES][256]; /* "key path (why)" of keys accepted without effect */
     int num_notes;
     char notes[SHS_DS_MAX_NOTES][160];  /* how approximate mappings were made */
 } shs_ds_config_t;
@@ -139,9 +169,11 @@ typedef struct {
  * such file), SHS_PARSE (malformed JSON with its line; a duplicate key; a
  * value of the wrong type or out of range; "auto" on a key the Hugging Face
  * Trainer does not fill in), SHS_UNSUPPORTED (keys shardsim does not model,
- * or does not know: all of the file's in one message; without jansson:
- * says so). */
+ * and keys DeepSpeed refuses: all of the file's in one message; without
+ * jansson: says so). */
 shs_status_t shs_ds_config_load(const char *path, shs_ds_config_t *out);
+/* The same for `use` (load is SHS_DS_FOR_TRAIN). */
+shs_status_t shs_ds_config_load_for(const char *path, shs_ds_use_t use, shs_ds_config_t *out);
 
 /* Apply `ds` to `cfg`, which holds shardsim's defaults overwritten by the
  * options given on the command line: the settings with given[s] != 0 keep
@@ -170,7 +202,18 @@ shs_status_t shs_ds_config_load(const char *path, shs_ds_config_t *out);
  * train_batch_size the others do not divide: naming the divisors). Neither
  * train_batch_size nor a micro-batch: SHS_INVALID_ARG (DeepSpeed's
  * assertion). `given` may be NULL (nothing given). Fills src_out (may be
- * NULL) with each effective setting's source. */
+ * NULL) with each effective setting's source.
+ * The lr schedule (train only): cfg->strategy.lr_schedule holds the command
+ * line's (--lr-schedule; the constant one otherwise) with the HF Trainer's
+ * warmup and total steps; the file's scheduler replaces it unless
+ * LR_SCHEDULE is given, its "auto" params filled from those steps and the
+ * lr (SHS_DS_AUTO_MAP), WARMUP_STEPS / TOTAL_STEPS given winning over its
+ * numbers; a schedule DeepSpeed would refuse (its warmup_num_steps "auto"
+ * resolved to 0) is SHS_INVALID_ARG naming the key. Gradient averaging
+ * (prescale_gradients, gradient_predivide_factor) applies under ddp, has no
+ * effect under zero1 (DeepSpeed's ZeRO-1 does not read it: a header note),
+ * and is SHS_INVALID_ARG under a strategy that shards gradients (DeepSpeed's
+ * ZeRO-2/3 assert it away). */
 shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_DS_NUM_SETTINGS], long hidden,
                                  shs_train_config_t *cfg, shs_ds_source_t src_out[SHS_DS_NUM_SETTINGS]);
 

@@ -1,5 +1,5 @@
-/* estimate.h - closed forms of the ZeRO paper and a step-time estimate for
- * what a meta run counted (`shardsim compare`).
+/* estimate.h - closed forms of the ZeRO paper for what a meta run counted
+ * (`shardsim compare`).
  *
  * What it is:
  *  - Model-state bytes per rank as Rajbhandari et al. 2020 ("ZeRO: Memory
@@ -22,23 +22,9 @@
  *    2Ψ of all-gathers (forward, backward) + Ψ of reduce-scatter = 3Ψ
  *    elements, i.e. bytes sent per rank (N-1)/N of those times the element
  *    width under the ring algorithm (nccl-tests' busbw convention).
- *  - A step-time estimate: per timeline segment, compute = max(FLOPs /
- *    (peak x efficiency), kernel bytes / HBM bandwidth) (a roofline); each
- *    collective priced by net.h's alpha-beta model on a cluster of
- *    nodes of GPUs (intra-node NVLink, NICs between nodes: a call that
- *    spans nodes is priced per level, hierarchical all-gather /
- *    reduce-scatter, see shs_net_time); collectives
- *    overlap compute per wrap unit on two streams with prefetch depth one
- *    (FSDP's forward_prefetch / BACKWARD_PRE): a unit's all-gathers run
- *    under the previous unit's compute and must end before its own, its
- *    reduce-scatter / all-reduce start after its compute (under the next
- *    unit's); optimizer and loss segments overlap nothing; exposed
- *    communication = the two streams' length - the compute; offload adds PCIe copies
- *    and the host's optimizer pass (memory bound) to the optimizer segment.
- *    MFU = model FLOPs (6Ψ + 12·L·C·T per token, PaLM, Chowdhery et al.
- *    2022, App. B; recomputation not counted) / (step time x peak).
- * What it is not: a measurement. Every constant of the presets is cited in
- * src/meta/estimate.c.
+ * The step-time estimate of compare has its own header (step_time.h),
+ * included here.
+ * What it is not: a measurement.
  */
 #ifndef SHARDSIM_ESTIMATE_H
 #define SHARDSIM_ESTIMATE_H
@@ -47,7 +33,7 @@
 #include <stdint.h>
 
 #include "shardsim/meta_run.h"
-#include "shardsim/net.h"
+#include "shardsim/step_time.h"
 
 /* Per-rank model-state bytes in shardsim's widths with the paper's
  * partitioning (see above). `psi` parameters, `n` the sharding degree (N,
@@ -78,38 +64,5 @@ double shs_zero_paper_volume(shs_strategy_kind_t kind, double psi, int N, int G)
  * hybrid), plus for hybrid the replica all-reduce 2 (Ψ/G) (R-1)/R with
  * R = N/G replicas. */
 double shs_zero_paper_sent(shs_strategy_kind_t kind, double psi, int N, int G, double width);
-
-/* A GPU and its links. */
-typedef struct {
-    char name[32];
-    double peak_flops_16;   /* dense bf16/f16 tensor FLOP/s */
-    double peak_flops_32;   /* dense tf32 tensor FLOP/s (f32 param dtype) */
-    double hbm_bw;          /* bytes/s */
-    double mem_bytes;       /* device memory */
-    double pcie_bw;         /* host<->device bytes/s, one direction */
-    double host_bw;         /* host memory bytes/s available to one GPU's optimizer pass */
-    shs_net_t net;          /* NVLink within a node, nics_per_node InfiniBand NICs between */
-} shs_hw_t;
-
-/* Presets "h100-sxm", "h200", "a100" (sources in estimate.c).
- * Errors: SHS_INVALID_ARG (unknown name). */
-shs_status_t shs_hw_preset(const char *name, shs_hw_t *out);
-
-typedef struct {
-    double compute_s;       /* sum of segment compute times */
-    double comm_s;          /* every collective, serialized */
-    double exposed_comm_s;  /* the part not hidden under compute (the prefetch schedule above) */
-    double offload_s;       /* PCIe copies and the host optimizer pass */
-    double step_s;          /* compute + exposed comm + offload */
-    double model_flops;     /* 6Ψ + 12LCT per token, this rank's tokens */
-    double mfu;             /* model_flops / (step_s x peak) */
-} shs_step_estimate_t;
-
-/* Estimate one step of rank result `r` (the last step's timeline) for the
- * job `cfg` on `hw` with matmul efficiency `eff` (0..1], collectives priced
- * with algorithm `algo` (SHS_NUM_ALGOS: per call the faster of ring and
- * tree, as NCCL's tuner chooses). */
-void shs_estimate_step(const shs_meta_config_t *cfg, const shs_meta_result_t *res, const shs_meta_rank_result_t *r,
-                       const shs_hw_t *hw, double eff, shs_net_algo_t algo, shs_step_estimate_t *out);
 
 #endif

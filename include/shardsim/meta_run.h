@@ -13,7 +13,8 @@
  * byte for byte (tests/meta/test_meta.c).
  * It also records a timeline: the step cut at every unit's forward and
  * backward and at the optimizer step, with memory per category at each
- * boundary, the peak inside each segment, its FLOPs and its collectives.
+ * boundary, the peak inside each segment, its FLOPs, its collectives and
+ * its kernels with their shapes (for a time model to price).
  * What it is not: a time model (compare's step-time estimate prices these
  * counts), or a trainer (no values are computed).
  */
@@ -62,9 +63,21 @@ typedef struct {
     int comm_size;           /* ranks in its communicator */
     int group;               /* 0 world, 1 shard group, 2 replica group (hybrid), 3 reshard group
                              * (reshard_after_forward_size): shs_strategy_split's kinds */
-    int segment;             /* index into the timeline */
+    int segment;             /* index into the timeline: the segment that issued it */
+    int ahead;               /* 1: a prefetch, issued for a later unit than its segment's (FSDP's
+                              * forward_prefetch / backward_prefetch; the strategy marks it with that
+                              * unit's name: "bwd/block3") */
 } shs_meta_call_t;
 
+
+/* Kernels of one segment with the same class, name and shape (elementwise
+ * and optimizer kernels: the same name), merged: `info` carries the sums
+ * of their FLOPs and bytes over `count` launches. */
+typedef struct {
+    shs_kernel_info_t info;
+    uint64_t count;
+    int segment;             /* index into the timeline */
+} shs_meta_kernel_t;
 
 /* What one representative rank counted. */
 typedef struct {
@@ -84,6 +97,8 @@ typedef struct {
     int num_segments;
     shs_meta_call_t *calls;      /* the last step's collectives */
     size_t num_calls;
+    shs_meta_kernel_t *kernel_log; /* the last step's kernels (device.h's records, merged per segment) */
+    size_t num_kernel_log;
 } shs_meta_rank_result_t;
 
 typedef struct {

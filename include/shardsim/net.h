@@ -64,15 +64,7 @@ typedef struct {
     int astra;                   /* 1: loaded from an ASTRA-sim .yml: calls are timed by ASTRA-sim's rules */
     shs_astra_net_t anet;        /* with astra: the network file */
     shs_astra_sys_t asys;        /* with astra: the system (shs_astra_sys_default unless shs_net_set_system) */
-    int nics_per_node;           /* 0: inter_bw is each rank's bus bandwidth across nodes (a flat ring);
-                                    > 0: a cluster of nodes with this many NICs (see shs_net_time) */
-    double nic_bw;               /* with nics_per_node: bytes per second of one NIC, one direction */
 } shs_net_t;
-/* the trailing fields of a preset initializer: not ASTRA-sim, `nics` NICs
- * per node of `nic_bw` bytes/s each (0, 0: a flat ring over inter_bw) */
-#define SHS_NET_NOT_ASTRA_NICS(nics, nic_bw) 0, {0}, {0}, nics, nic_bw
-#define SHS_NET_NOT_ASTRA SHS_NET_NOT_ASTRA_NICS(0, 0)
-
 /* Presets (GB = 1e9 bytes; latencies NCCL 2.20.3's, src/net/nccl_tables.h):
  * "hgx-h100" (8 GPUs per node, 400 GB/s as ASTRA-sim's HGX-H100-validated,
  * NVLink latencies; between nodes 50 GB/s, network latencies), "pcie" (8 per
@@ -100,18 +92,8 @@ shs_status_t shs_net_set_system(shs_net_t *net, const char *path);
 /* Seconds for one call on a communicator of n ranks on `nodes` nodes (1:
  * within one node; below 1 counts as 1), S bytes (TOTAL scope, or the
  * message for send/recv, where nodes > 1 picks the inter-node link).
- * With nics_per_node > 0 and nodes > 1 the call is priced per level: the
- * r = n / nodes ranks of the call on a node share the node's NICs with the
- * node's other ranks (each rank's share: nics_per_node x nic_bw /
- * gpus_per_node, every rank of the node communicating at once), so the
- * call's bandwidth between nodes is B_net = r x that share; ring
- * all-gather / reduce-scatter are hierarchical, an intra-node phase over
- * intra_bw plus an inter-node phase over B_net:
- *   base_lat + (r-1) intra_lat + (nodes-1) inter_lat
- *     + S (r-1)/r / intra_bw + S (nodes-1)/nodes / B_net,
- * ring all-reduce twice both phases (reduce-scatter + all-gather);
- * tree, direct, broadcast and reduce use B_net for the bandwidth across
- * nodes, send/recv one rank's share. */
+ * nccl_model.h prices a call as NCCL does, per protocol, on nodes
+ * joined by NICs (compare). */
 double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_coll_op_t op, double S, int n, int nodes);
 /* nccl-tests' bus-bandwidth factor for op on n ranks. */
 double shs_net_busbw_factor(shs_coll_op_t op, int n);

@@ -30,6 +30,8 @@ typedef struct {
     float beta1, beta2, eps;   /* AdamW */
     float momentum;            /* SGD */
     float weight_decay;        /* AdamW: decoupled; SGD: L2 added to the gradient */
+    int no_bias_correction;    /* AdamW: 1 drops the 1 - beta^t divisors of m and v (DeepSpeed's
+                                * FusedAdam / DeepSpeedCPUAdam bias_correction false) */
 } shs_optim_config_t;
 
 /* PyTorch's defaults for the kind (AdamW: betas (0.9, 0.999), eps 1e-8,

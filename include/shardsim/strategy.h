@@ -93,6 +93,7 @@
 #include "shardsim/comm.h"
 #include "shardsim/device.h"
 #include "shardsim/layout.h"
+#include "shardsim/lr_schedule.h"
 #include "shardsim/param_source.h"
 #include "shardsim/shard.h"
 #include "shardsim/optim.h"
@@ -337,6 +338,19 @@ typedef struct {
     shs_loss_scaler_config_t scaler; /* with param_dtype f16; zeros mean GradScaler's defaults */
     shs_framework_t framework;   /* the GPU ledger's framework; DEFAULT: the stage's row */
     shs_zero_knobs_t zero;       /* DeepSpeed's ZeRO granularity (above); zeros: none */
+    shs_lr_schedule_t lr_schedule; /* the lr (and OneCycle's betas) of each applied optimizer step
+                                  * (lr_schedule.h); zero: optim.lr throughout */
+    /* DeepSpeed's gradient averaging (engine.py allreduce_bucket): how the
+     * mean over the N data-parallel ranks is taken. Default (both 0): each
+     * rank's gradient multiplied by 1/N and summed (comm.h's AVG, NCCL's).
+     * prescale_gradients: the same, DeepSpeed's spelling of it, with the
+     * 1/N multiply written out before a SUM. gradient_predivide_factor f
+     * (!= 0, 1; without prescale): x 1/f before a SUM, x f/N after it.
+     * Every stage (all-reduce, reduce-scatter, HSDP's two steps) applies
+     * the same multiplies to the same elements, so DDP and ZeRO-1/2/3 stay
+     * bit-identical. Details: strategy_reduce.c. */
+    int prescale_gradients;
+    float gradient_predivide_factor;
 } shs_strategy_config_t;
 
 /* The splits of the world communicator a strategy makes, in order (comm.h
@@ -389,6 +403,13 @@ shs_loss_scale_state_t shs_strategy_loss_scale(const shs_strategy_t *s);
 void shs_strategy_set_loss_scale(shs_strategy_t *s, shs_loss_scale_state_t st);
 /* Whether the last finish_step skipped the update for an inf/NaN gradient. */
 int shs_strategy_step_skipped(const shs_strategy_t *s);
+/* The lr schedule's position: optimizer steps applied so far (an fp16
+ * overflow's skipped step does not count, as DeepSpeed's engine and the HF
+ * Trainer step their schedulers), and setting it (checkpoint resume). The
+ * lr the last applied step used (0 before the first). No communication. */
+long shs_strategy_lr_steps(const shs_strategy_t *s);
+void shs_strategy_set_lr_steps(shs_strategy_t *s, long applied);
+double shs_strategy_last_lr(const shs_strategy_t *s);
 /* The total gradient norm of the last finish_step (before clipping), or -1
  * when clipping is off. The same on every rank. */
 float shs_strategy_grad_norm(const shs_strategy_t *s);

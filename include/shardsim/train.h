@@ -168,6 +168,14 @@ void shs_trainer_set_steps_done(shs_trainer_t *t, long steps_done);
 shs_loss_scale_state_t shs_trainer_loss_scale(const shs_trainer_t *t);
 shs_status_t shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t st);
 
+/* The lr schedule's position (strategy.h shs_strategy_lr_steps: optimizer
+ * steps applied, overflow-skipped steps not counted) and the lr the last
+ * applied step used. Part of a checkpoint. Get reads rank 0 (all ranks
+ * agree); set writes every rank. */
+long shs_trainer_lr_steps(const shs_trainer_t *t);
+double shs_trainer_last_lr(const shs_trainer_t *t);
+shs_status_t shs_trainer_set_lr_steps(shs_trainer_t *t, long applied);
+
 /* All parameters, unit after unit, each unit as its padded flat buffer
  * (N * S floats; see shard.h), gathered from the ranks' shards without any
  * collective. shs_trainer_snapshot_len() floats. */

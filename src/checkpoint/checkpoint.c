@@ -82,6 +82,9 @@ void shs_checkpoint_meta_of(shs_trainer_t *t, shs_checkpoint_meta_t *m) {
     m->scaler = c->strategy.scaler;
     shs_loss_scaler_fill_defaults(&m->scaler); /* the kind's defaults for the zeros (strategy.h) */
     m->loss_scale = shs_trainer_loss_scale(t);
+    m->lr_schedule = c->strategy.lr_schedule.kind;
+    m->lr_schedule_known = 1;
+    m->lr_steps = shs_trainer_lr_steps(t);
 }
 
 /* ---- resume ------------------------------------------------------------------ */
@@ -130,6 +133,9 @@ shs_status_t shs_checkpoint_check_compatible(const shs_checkpoint_t *ck, const s
             return shs_set_error(SHS_INVALID_ARG, "checkpoint %s was saved with %s %.9g; this run has %.9g", d,
                                  hp[i].name, (double)x, (double)y);
     }
+    if (m->optim.no_bias_correction != run->optim.no_bias_correction)
+        return shs_set_error(SHS_INVALID_ARG, "checkpoint %s was saved with Adam bias correction %s; this run has it %s",
+                             d, m->optim.no_bias_correction ? "off" : "on", run->optim.no_bias_correction ? "off" : "on");
     if (m->seed != run->seed)
         return shs_set_error(SHS_INVALID_ARG, "checkpoint %s was saved with seed %" PRIu64 "; this run has %" PRIu64, d,
                              m->seed, run->seed);
@@ -161,6 +167,10 @@ shs_status_t shs_checkpoint_check_compatible(const shs_checkpoint_t *ck, const s
                              (double)run->scaler.init_scale, (double)run->scaler.growth_factor,
                              (double)run->scaler.backoff_factor, run->scaler.growth_interval, run->scaler.hysteresis,
                              run->scaler.consecutive_hysteresis, (double)run->scaler.min_scale);
+    if (m->lr_schedule_known && m->lr_schedule != run->lr_schedule)
+        return shs_set_error(SHS_INVALID_ARG, "checkpoint %s was saved with lr schedule %s; this run has %s (its "
+                             "position, %ld applied steps, counts in that schedule)", d,
+                             shs_lr_schedule_name(m->lr_schedule), shs_lr_schedule_name(run->lr_schedule), m->lr_steps);
     if (m->state_per_param != run->state_per_param)
         return shs_set_error(SHS_INVALID_ARG, "checkpoint %s has %d optimizer-state arrays; this run needs %d", d,
                              m->state_per_param, run->state_per_param);
@@ -193,6 +203,7 @@ shs_status_t shs_checkpoint_resume(shs_trainer_t *t, const char *dir) {
         st = shs_trainer_run(t, load_job, &a);
     }
     if (st == SHS_OK) st = shs_trainer_set_loss_scale(t, ck->meta.loss_scale);
+    if (st == SHS_OK) st = shs_trainer_set_lr_steps(t, ck->meta.lr_steps);
     if (st == SHS_OK) shs_trainer_set_steps_done(t, ck->meta.step);
     shs_checkpoint_close(ck);
     return st;

@@ -255,6 +255,20 @@ static shs_status_t parse_index(shs_checkpoint_t *ck, char *text, size_t len, co
              (m->loss_scale.last_overflow_iter < -1 || m->loss_scale.last_overflow_iter >= m->loss_scale.iter)))
             return parse_err(&c, "malformed loss_scale_deepspeed line", NULL);
     }
+    if (version >= 3) {
+        char *rest, kind[32];
+        int n = 0;
+        SHS_CHECK(expect_line(&c, "lr_schedule", &rest));
+        if (sscanf(rest, "%31s %ld%n", kind, &m->lr_steps, &n) != 2 || rest[n] ||
+            shs_lr_schedule_parse(kind, &m->lr_schedule) || m->lr_steps < 0 || m->lr_steps > m->step)
+            return parse_err(&c, "malformed lr_schedule line", NULL);
+        m->lr_schedule_known = 1;
+        SHS_CHECK(get_i64(&c, "bias_correction", 0, 1, &v));
+        m->optim.no_bias_correction = !v;
+    } else { /* saved under a constant lr: every step not skipped was applied */
+        m->lr_schedule = SHS_LR_CONSTANT;
+        m->lr_steps = m->step - m->loss_scale.skipped_steps > 0 ? m->step - m->loss_scale.skipped_steps : 0;
+    }
 
     long long nunits;
     SHS_CHECK(get_i64(&c, "units", 0, 1 << 24, &nunits));

@@ -248,6 +248,8 @@ static void write_index(FILE *f, const shs_checkpoint_writer_t *w) {
             m->scaler.consecutive_hysteresis, (double)m->scaler.min_scale);
     fprintf(f, "loss_scale_deepspeed %ld %ld %d\n", m->loss_scale.iter, m->loss_scale.last_overflow_iter,
             m->loss_scale.hysteresis);
+    fprintf(f, "lr_schedule %s %ld\n", shs_lr_schedule_name(m->lr_schedule), m->lr_steps);
+    fprintf(f, "bias_correction %d\n", !m->optim.no_bias_correction);
     fprintf(f, "units %d\n", lo->num_units);
     for (int u = 0; u < lo->num_units; u++) {
         const shs_unit_info_t *ui = &lo->units[u];

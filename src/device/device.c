@@ -21,6 +21,12 @@ static void kernel_range(const shs_device_t *dev, const char *op, const char *ar
 }
 #define KRANGE(op, arg, n) kernel_range(dev, op, #arg, arg, n, sizeof *(arg))
 
+void shs_device_set_kernel_recorder(shs_device_t *dev, shs_kernel_recorder_fn fn, void *user) {
+    if (!dev) return;
+    dev->kernel_recorder = fn;
+    dev->kernel_recorder_user = user;
+}
+
 /* ---- kernels: check shapes, dispatch ------------------------------------ */
 
 void shs_matmul_forward(shs_device_t *dev, float *out, const float *inp, const float *weight,

@@ -112,6 +112,8 @@ struct shs_device {
     shs_gpu_mem_stats_t gpu; /* the modelled GPU run's ledger (device.h) */
     size_t gpu_window_peak;
     struct shs__callocator *callocator; /* its caching allocator model (caching_allocator.h) */
+    shs_kernel_recorder_fn kernel_recorder; /* shs_device_set_kernel_recorder (counting backends call it) */
+    void *kernel_recorder_user;
 };
 
 /* SHS_INVALID_ARG naming the op, the argument, its allocation and the

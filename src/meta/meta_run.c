@@ -32,6 +32,8 @@ typedef struct {
     shs__step_seg_list_t segs;
     shs_meta_call_t *calls;
     size_t ncalls, cap_calls;
+    shs_meta_kernel_t *kern;
+    size_t nkern, cap_kern;
     shs_status_t oom;        /* host allocation failure inside a callback */
 } run_t;
 
@@ -85,7 +87,40 @@ static void recorder(void *user, const shs_comm_t *comm, const shs_comm_call_inf
     int split = shs_comm_meta_split_index(comm), color, key;
     int group = split < 0 ? 0 : shs_strategy_split(r->strategy, r->world, split, 0, &color, &key);
     r->calls[r->ncalls++] = (shs_meta_call_t){.op = info->op, .bytes = bytes, .comm_size = n,
-                                              .group = group, .segment = r->segs.n - 1};
+                                              .group = group, .segment = r->segs.n - 1,
+                                              .ahead = info->marker && strchr(info->marker, '/') != NULL};
+}
+
+static int same_kernel(const shs_kernel_info_t *a, const shs_kernel_info_t *b) {
+    if (a->cls != b->cls || strcmp(a->name, b->name) != 0) return 0;
+    if (a->cls == SHS_KERNEL_ELEMENTWISE || a->cls == SHS_KERNEL_OPTIMIZER) return 1;
+    return a->backward == b->backward && a->flash == b->flash && a->m == b->m && a->n == b->n && a->k == b->k;
+}
+
+/* The device's kernel recorder: the open segment's kernels, merged. */
+static void on_kernel(void *user, const shs_kernel_info_t *k) {
+    run_t *r = user;
+    if (!r->recording || !r->segs.n) return;
+    int seg = r->segs.n - 1;
+    for (size_t i = r->nkern; i-- > 0 && r->kern[i].segment == seg;)
+        if (same_kernel(&r->kern[i].info, k)) {
+            r->kern[i].info.flops += k->flops;
+            r->kern[i].info.bytes += k->bytes;
+            r->kern[i].count++;
+            return;
+        }
+    if (r->nkern == r->cap_kern) {
+        size_t cap = r->cap_kern ? 2 * r->cap_kern : 256;
+        shs_meta_kernel_t *p = realloc(r->kern, cap * sizeof *p);
+        if (!p) {
+            r->oom = SHS_HOST_OOM;
+            r->recording = 0;
+            return;
+        }
+        r->kern = p;
+        r->cap_kern = cap;
+    }
+    r->kern[r->nkern++] = (shs_meta_kernel_t){.info = *k, .count = 1, .segment = seg};
 }
 
 /* The color every rank passes in the strategy's split number split_index. */
@@ -119,6 +154,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
     if (mc->gpu_reserve_limit) shs_device_set_gpu_reserve_limit(dev, mc->gpu_reserve_limit);
     SHS_CHECK_GOTO(shs_comm_create_meta(&comm, N, rank, "world", split_color, &r), st, done);
     shs_comm_set_recorder(comm, recorder, &r);
+    shs_device_set_kernel_recorder(dev, on_kernel, &r);
     SHS_CHECK_GOTO(shs__rank_setup(&r.run, tc, logical, phys, dev, comm), st, done);
     shs_param_source_t *src = r.run.src;
     if (w) SHS_CHECK_GOTO(shs__wrap_source(&ws, src, w, &r.run.phase, &src), st, done);
@@ -153,8 +189,11 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
     res->num_segments = r.segs.n;
     res->calls = r.calls;
     res->num_calls = r.ncalls;
+    res->kernel_log = r.kern;
+    res->num_kernel_log = r.nkern;
     r.segs.segs = NULL;
     r.calls = NULL;
+    r.kern = NULL;
 done:
     shs__rank_teardown(&r.run);
     shs__wrap_source_free(&ws);
@@ -162,6 +201,7 @@ done:
     shs_device_destroy(dev);
     free(r.segs.segs);
     free(r.calls);
+    free(r.kern);
     return st;
 }
 
@@ -208,8 +248,10 @@ void shs_meta_result_free(shs_meta_result_t *r) {
     for (int k = 0; k < 2; k++) {
         free(r->ranks[k].segments);
         free(r->ranks[k].calls);
+        free(r->ranks[k].kernel_log);
         r->ranks[k].segments = NULL;
         r->ranks[k].calls = NULL;
+        r->ranks[k].kernel_log = NULL;
     }
 }
 

@@ -35,22 +35,8 @@
  * 2 nNodes exceeds 2(nRanks-1) at one GPU per node), and broadcast /
  * reduce take nsteps = nRanks ring steps at the ring's hwLat (NCCL uses
  * one hwLat when its rings share channels, else nsteps x the Tree/Simple
- * hwLat of 28 us as a stand-in for chunk latency).
- *
- * A cluster (nics_per_node > 0): a call
- * spanning nodes is priced per level (net.h). The hierarchical
- * all-gather / reduce-scatter is the two-level form of the literature
- * (an inter-node collective among the ranks with the same local index --
- * one per NIC rail -- then an intra-node collective: Jia et al. 2018,
- * "Highly Scalable Deep Learning Training System with Mixed-Precision",
- * §3.3 hierarchical all-reduce; Cho et al. 2019, BlueConnect, its
- * reduce-scatter / all-gather decomposition), the two phases summed (not
- * pipelined). Its bytes are the ring's per level: a rank receives S(r-1)/r
- * over NVLink and S(N-1)/(rN) over its NIC share, so a node's NICs carry
- * S(N-1)/N, as an NCCL ring through the node's r GPUs does with one channel
- * per NIC (nccl-tests then report busbw ~ the node's NIC aggregate). What is
- * left out: congestion in the fabric (a non-blocking fat tree is assumed),
- * NCCL's pipelining of the two levels, SHARP / CollNet.
+ * hwLat of 28 us as a stand-in for chunk latency). nccl_model.c prices
+ * the protocols and NCCL's choice (compare uses it).
  */
 #include "shardsim/net.h"
 
@@ -75,32 +61,17 @@ static int log2_floor(int x) {
     return l;
 }
 
-/* A cluster's call across `nodes` nodes by ring: the two-level form (see the
- * header comment), `phases` = 1 (all-gather, reduce-scatter) or 2
- * (all-reduce: reduce-scatter then all-gather). */
-static double cluster_ring(const shs_net_t *net, double S, int n, int nodes, double b_net, int phases) {
-    int r = n / nodes > 1 ? n / nodes : 1;
-    return net->base_lat + phases * ((r - 1) * net->intra_lat + (nodes - 1) * net->inter_lat +
-                                     S * (r - 1) / r / net->intra_bw + S * (nodes - 1) / nodes / b_net);
-}
-
 double shs_net_time(const shs_net_t *net, shs_net_algo_t algo, shs_coll_op_t op, double S, int n, int nodes) {
     if (nodes < 1) nodes = 1;
-    int one_node = nodes == 1, cluster = net->nics_per_node > 0 && !one_node;
+    int one_node = nodes == 1;
     double hop = one_node ? net->intra_lat : net->inter_lat, b = one_node ? net->intra_bw : net->inter_bw;
-    /* a cluster: one rank's share of its node's NICs, every rank of the node sending at once */
-    double share = cluster ? net->nics_per_node * net->nic_bw / (net->gpus_per_node > 0 ? net->gpus_per_node : 1) : 0;
     if (op == SHS_OP_WAIT) return 0;
-    if (op == SHS_OP_SEND || op == SHS_OP_RECV) return hop + S / (cluster ? share : b);
+    if (op == SHS_OP_SEND || op == SHS_OP_RECV) return hop + S / b;
     if (n <= 1) return 0;
     if (op == SHS_OP_BARRIER) { /* an all-reduce of nothing */
         op = SHS_OP_ALL_REDUCE;
         S = 0;
     }
-    if (cluster) b = (n / nodes > 1 ? n / nodes : 1) * share; /* B_net: the call's r ranks per node */
-    if (cluster && algo == SHS_ALGO_RING &&
-        (op == SHS_OP_ALL_GATHER || op == SHS_OP_REDUCE_SCATTER || op == SHS_OP_ALL_REDUCE))
-        return cluster_ring(net, S, n, nodes, b, op == SHS_OP_ALL_REDUCE ? 2 : 1);
     double m = n - 1;
     if (algo == SHS_ALGO_TREE && op == SHS_OP_ALL_REDUCE) {
         int per_node = n / nodes > 1 ? n / nodes : 1;

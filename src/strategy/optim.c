@@ -36,8 +36,9 @@ void shs_optim_step(shs_device_t *dev, const shs_optim_config_t *cfg, long step,
         shs_adamw_hparams_t hp = {
             .lr = cfg->lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->eps,
             .weight_decay = cfg->weight_decay,
-            .bias_correction1 = (float)(1.0 - pow((double)cfg->beta1, (double)step)),
-            .bias_correction2_sqrt = (float)sqrt(1.0 - pow((double)cfg->beta2, (double)step)),
+            .bias_correction1 = cfg->no_bias_correction ? 1.0f : (float)(1.0 - pow((double)cfg->beta1, (double)step)),
+            .bias_correction2_sqrt = cfg->no_bias_correction ? 1.0f
+                                                             : (float)sqrt(1.0 - pow((double)cfg->beta2, (double)step)),
         };
         shs_adamw_update(dev, param, grad, state, state + n, n, &hp);
     } else {

@@ -10,6 +10,7 @@
  */
 #include "shardsim/strategy.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "shardsim/shard.h"
@@ -161,6 +162,10 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     if (cfg->grad_accum_dtype != SHS_DTYPE_DEFAULT && cfg->grad_accum_dtype != SHS_F32 && cfg->grad_accum_dtype != pd)
         return shs_set_error(SHS_INVALID_ARG, "gradient accumulation dtype must be f32 or the param dtype %s (got %s)",
                              shs_dtype_name(pd), shs_dtype_name(cfg->grad_accum_dtype));
+    SHS_CHECK(shs_lr_schedule_check(&cfg->lr_schedule));
+    if (cfg->gradient_predivide_factor < 0 || !isfinite(cfg->gradient_predivide_factor))
+        return shs_set_error(SHS_INVALID_ARG, "gradient predivide factor %g must be >= 0 (0: none)",
+                             (double)cfg->gradient_predivide_factor);
     shs_strategy_t *s = calloc(1, sizeof *s);
     if (!s || !(s->units = calloc((size_t)layout->num_units ? (size_t)layout->num_units : 1, sizeof *s->units))) {
         free(s);

@@ -126,6 +126,8 @@ struct shs_strategy {
     int scaling;           /* dynamic loss scaling on (param dtype f16) */
     shs_loss_scale_state_t scaler;
     int skipped;           /* the last step was skipped for overflow */
+    long lr_applied;       /* optimizer steps applied: the lr schedule's position */
+    float last_lr;         /* the lr of the last applied step */
     /* multipliers scale_grads applied this step, in order, for gradients the
      * optimizer reads through an f32 copy (grads_in_place false) */
     float grad_coef[2];

@@ -284,6 +284,14 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
         scale_grads(s, 1.0f / scale); /* unscale before clipping, as GradScaler.unscale_ */
     }
     if (s->cfg.clip_norm > 0) SHS_CHECK(clip_grads(s));
+    /* this step's lr (and OneCycle's betas), rounded to f32 as the kernels take them */
+    shs_optim_config_t optim = s->cfg.optim;
+    shs_lr_point_t pt = shs_lr_schedule_at(&s->cfg.lr_schedule, (double)optim.lr, s->lr_applied);
+    optim.lr = (float)pt.lr;
+    if (pt.has_betas && optim.kind == SHS_OPTIM_ADAMW) {
+        optim.beta1 = (float)pt.beta1;
+        optim.beta2 = (float)pt.beta2;
+    }
     void *ds_copy;
     SHS_CHECK(deepspeed_grad_copy(s, &ds_copy));
     for (int i = 0; i < s->layout->num_units; i++) {
@@ -295,10 +303,12 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
             shs_device_free(s->dev, ds_copy);
             return st;
         }
-        shs_optim_step(s->opt_dev, &s->cfg.optim, step, param, grad, u->optim_state, n);
+        shs_optim_step(s->opt_dev, &optim, step, param, grad, u->optim_state, n);
         put_step_grads(s, grad);
     }
     shs_device_free(s->dev, ds_copy);
+    s->lr_applied++;
+    s->last_lr = optim.lr;
     if (s->host) SHS_CHECK(upload_params(s));
     for (int i = 0; i < s->layout->num_units; i++) shs__strategy_refresh_lp_shard(s, &s->units[i]);
     if (s->stage->regathers_params_after_step && s->cfg.zero.allgather_bucket) {
@@ -339,6 +349,9 @@ void shs_strategy_shard_info(const shs_strategy_t *s, int unit, shs_shard_t *sha
 shs_loss_scale_state_t shs_strategy_loss_scale(const shs_strategy_t *s) { return s->scaler; }
 void shs_strategy_set_loss_scale(shs_strategy_t *s, shs_loss_scale_state_t st) { s->scaler = st; }
 int shs_strategy_step_skipped(const shs_strategy_t *s) { return s->skipped; }
+long shs_strategy_lr_steps(const shs_strategy_t *s) { return s->lr_applied; }
+void shs_strategy_set_lr_steps(shs_strategy_t *s, long applied) { s->lr_applied = applied; }
+double shs_strategy_last_lr(const shs_strategy_t *s) { return s->last_lr; }
 
 void shs_strategy_offload_stats(const shs_strategy_t *s, uint64_t *h2d_bytes, uint64_t *d2h_bytes,
                                 shs_mem_stats_t *host) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "shardsim/lr_schedule.h"
 #include "shardsim/strategy.h"
 #include "train/ds_config_impl.h"
 
@@ -44,7 +45,12 @@ static void copy_setting(shs_ds_setting_t s, const shs_train_config_t *from, shs
         d->scaler.consecutive_hysteresis = f->scaler.consecutive_hysteresis;
         break;
     case SHS_DS_MIN_LOSS_SCALE: d->scaler.min_scale = f->scaler.min_scale; break;
-    default: break;
+    case SHS_DS_BIAS_CORRECTION: d->optim.no_bias_correction = f->optim.no_bias_correction; break;
+    case SHS_DS_GRAD_AVERAGING:
+        d->prescale_gradients = f->prescale_gradients;
+        d->gradient_predivide_factor = f->gradient_predivide_factor;
+        break;
+    default: break; /* the lr schedule's three: apply_schedule */
     }
 }
 
@@ -52,6 +58,88 @@ static void copy_setting(shs_ds_setting_t s, const shs_train_config_t *from, shs
 static int scaler_setting(int s) {
     return s == SHS_DS_INIT_SCALE || s == SHS_DS_GROWTH_INTERVAL || s == SHS_DS_LOSS_SCALER || s == SHS_DS_HYSTERESIS ||
            s == SHS_DS_MIN_LOSS_SCALE;
+}
+
+/* Settings that change only the trained values: compare takes none of them. */
+static int values_only(int s) {
+    return s == SHS_DS_BIAS_CORRECTION || s == SHS_DS_LR_SCHEDULE || s == SHS_DS_WARMUP_STEPS ||
+           s == SHS_DS_TOTAL_STEPS || s == SHS_DS_GRAD_AVERAGING;
+}
+
+static int schedule_setting(int s) {
+    return s == SHS_DS_LR_SCHEDULE || s == SHS_DS_WARMUP_STEPS || s == SHS_DS_TOTAL_STEPS;
+}
+
+/* The file's prescale_gradients / gradient_predivide_factor change the averaging. */
+static int averaging_on(const shs_strategy_config_t *f) {
+    return f->prescale_gradients || (f->gradient_predivide_factor != 0.0f && f->gradient_predivide_factor != 1.0f);
+}
+
+/* The file's scheduler onto cfg's lr_schedule, which holds the command
+ * line's (--lr-schedule) or the constant one, with the HF Trainer's warmup
+ * and total steps (--warmup-steps / --warmup-ratio, --lr-total-steps /
+ * --steps): those fill "auto" and win where given. */
+static shs_status_t apply_schedule(const shs_ds_config_t *ds, const int given[SHS_DS_NUM_SETTINGS],
+                                   shs_train_config_t *cfg, shs_ds_source_t src[SHS_DS_NUM_SETTINGS]) {
+#define GIVEN(x) (given && given[SHS_DS_##x])
+    shs_lr_schedule_t *run = &cfg->strategy.lr_schedule;
+    src[SHS_DS_LR_SCHEDULE] = GIVEN(LR_SCHEDULE) ? SHS_DS_FROM_COMMAND_LINE : SHS_DS_FROM_SHARDSIM;
+    src[SHS_DS_WARMUP_STEPS] = GIVEN(WARMUP_STEPS) ? SHS_DS_FROM_COMMAND_LINE : SHS_DS_FROM_SHARDSIM;
+    src[SHS_DS_TOTAL_STEPS] = GIVEN(TOTAL_STEPS) ? SHS_DS_FROM_COMMAND_LINE : SHS_DS_FROM_SHARDSIM;
+    if (ds->use == SHS_DS_FOR_COMPARE || GIVEN(LR_SCHEDULE) || ds->src[SHS_DS_LR_SCHEDULE] == SHS_DS_FROM_SHARDSIM)
+        return SHS_OK;
+    shs_lr_schedule_t s = ds->vals.strategy.lr_schedule;
+    src[SHS_DS_LR_SCHEDULE] = SHS_DS_FROM_CONFIG;
+    if (ds->sched_max_lr_is_lr) s.max_lr = (double)cfg->strategy.optim.lr; /* WarmupLR: the optimizer's lr */
+    if (shs__ds_has_auto(ds, SHS_DS_AUTO_WARMUP_MIN_LR)) s.min_lr = 0; /* fill_only(..., 0) */
+    if (shs__ds_has_auto(ds, SHS_DS_AUTO_WARMUP_MAX_LR)) /* learning_rate: --lr, else TrainingArguments' 5e-5 */
+        s.max_lr = GIVEN(LR) ? (double)cfg->strategy.optim.lr : 5e-5;
+    int auto_w = shs__ds_has_auto(ds, SHS_DS_AUTO_WARMUP_NUM_STEPS), auto_t = shs__ds_has_auto(ds, SHS_DS_AUTO_TOTAL_NUM_STEPS);
+    if (shs_lr_schedule_uses_warmup(s.kind)) {
+        if (GIVEN(WARMUP_STEPS) || auto_w) s.warmup_steps = run->warmup_steps;
+        if (!GIVEN(WARMUP_STEPS)) src[SHS_DS_WARMUP_STEPS] = auto_w ? SHS_DS_FROM_AUTO : ds->src[SHS_DS_WARMUP_STEPS];
+    }
+    if (shs_lr_schedule_uses_total(s.kind)) {
+        if (GIVEN(TOTAL_STEPS) || auto_t) s.total_steps = run->total_steps;
+        if (!GIVEN(TOTAL_STEPS)) src[SHS_DS_TOTAL_STEPS] = auto_t ? SHS_DS_FROM_AUTO : ds->src[SHS_DS_TOTAL_STEPS];
+    }
+    if (auto_w && !GIVEN(WARMUP_STEPS) && s.warmup_steps < 1)
+        return shs_set_error(SHS_INVALID_ARG, "%s: scheduler.params.warmup_num_steps = \"auto\" is %ld here (the HF "
+                             "Trainer's warmup steps: --warmup-steps, else --warmup-ratio x the total): DeepSpeed's %s "
+                             "takes a positive integer; give --warmup-steps N or --warmup-ratio R", ds->path,
+                             s.warmup_steps, shs_lr_schedule_name(s.kind));
+    if (shs_lr_schedule_check(&s) != SHS_OK)
+        return shs_set_error(SHS_INVALID_ARG, "%s: scheduler: %s", ds->path, shs_last_error());
+    *run = s;
+    return SHS_OK;
+#undef GIVEN
+}
+
+/* DeepSpeed's gradient averaging where the effective stage takes it: stage 0
+ * (engine.py allreduce_bucket); ZeRO-1 reduce-scatters after a division by
+ * the world and reads neither key (stage_1_and_2.py average_tensor); ZeRO-2
+ * and ZeRO-3 assert both away (stage_1_and_2.py, stage3.py __init__). */
+static shs_status_t apply_averaging(const shs_ds_config_t *ds, shs_strategy_kind_t kind, const char *by,
+                                    shs_train_config_t *cfg, shs_ds_source_t src[SHS_DS_NUM_SETTINGS]) {
+    const shs_strategy_config_t *f = &ds->vals.strategy;
+    if (ds->src[SHS_DS_GRAD_AVERAGING] != SHS_DS_FROM_CONFIG || !averaging_on(f)) return SHS_OK;
+    const shs_stage_t *st = shs_strategy_stage(kind);
+    if (st && st->shards_grads) {
+        char what[96];
+        if (f->prescale_gradients) snprintf(what, sizeof what, "prescale_gradients = true");
+        else snprintf(what, sizeof what, "gradient_predivide_factor = %g", (double)f->gradient_predivide_factor);
+        return shs_set_error(SHS_INVALID_ARG, "%s: %s under %s (%s): DeepSpeed refuses it too (\"%s is not yet "
+                             "supported with ZeRO-%s with reduce scatter enabled\")", ds->path, what,
+                             shs_strategy_name(kind), by,
+                             f->prescale_gradients ? "pre-scale gradients" : "gradient_predivide_factor != 1.0",
+                             st->shards_params ? "3" : "2");
+    }
+    if (kind != SHS_DDP) { /* ZeRO-1: no effect (describe's note) */
+        cfg->strategy.prescale_gradients = 0;
+        cfg->strategy.gradient_predivide_factor = 0;
+        src[SHS_DS_GRAD_AVERAGING] = SHS_DS_FROM_SHARDSIM;
+    }
+    return SHS_OK;
 }
 
 static int shards_params(shs_strategy_kind_t k) {
@@ -83,12 +171,14 @@ shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_
         if (given && given[s]) src[s] = SHS_DS_FROM_COMMAND_LINE;
         else if (ds->src[s] != SHS_DS_FROM_SHARDSIM) {
             /* an optimizer chosen on the command line keeps its own parameters' defaults */
-            int other_optim = s >= SHS_DS_LR && s <= SHS_DS_MOMENTUM && GIVEN(OPTIMIZER);
+            int other_optim = ((s >= SHS_DS_LR && s <= SHS_DS_MOMENTUM) || s == SHS_DS_BIAS_CORRECTION) &&
+                              GIVEN(OPTIMIZER);
             /* settings the effective strategy or dtype does not take */
             int not_taken = ((s == SHS_DS_REPLICATE_BELOW || s == SHS_DS_PREFETCH) && !shards_params(kind)) ||
                             (s == SHS_DS_ZERO_KNOBS && kind == SHS_DDP) ||
                             (s == SHS_DS_SHARD_GROUP && !shs_strategy_is_hybrid(kind)) ||
-                            (scaler_setting(s) && dtype != SHS_F16);
+                            (scaler_setting(s) && dtype != SHS_F16) ||
+                            (values_only(s) && ds->use == SHS_DS_FOR_COMPARE) || schedule_setting(s);
             if (other_optim || not_taken) src[s] = SHS_DS_FROM_SHARDSIM;
             else {
                 copy_setting((shs_ds_setting_t)s, &ds->vals, cfg);
@@ -96,6 +186,9 @@ shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_
             }
         } else src[s] = SHS_DS_FROM_SHARDSIM;
     }
+    const char *by = GIVEN(STAGE) ? "command line" : "config";
+    SHS_CHECK(apply_averaging(ds, kind, by, cfg, src));
+    SHS_CHECK(apply_schedule(ds, given, cfg, src));
     /* "auto" stage-3 keys from the hidden size (trainer_config_finalize) */
     if (src[SHS_DS_REPLICATE_BELOW] == SHS_DS_FROM_CONFIG && shs__ds_has_auto(ds, SHS_DS_AUTO_PERSISTENCE)) {
         cfg->replicate_below = (size_t)(10 * hidden);

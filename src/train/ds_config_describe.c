@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "shardsim/lr_schedule.h"
 #include "shardsim/strategy.h"
 #include "train/ds_config_impl.h"
 
@@ -66,7 +67,28 @@ size_t shs_ds_config_describe(const shs_ds_config_t *ds, const shs_train_config_
         at = add(buf, n, at, ", betas %g (%s) %g (%s), eps %g (%s)", (double)o->beta1, SRC(BETA1), (double)o->beta2,
                  SRC(BETA2), (double)o->eps, SRC(EPS));
     else at = add(buf, n, at, ", momentum %g (%s)", (double)o->momentum, SRC(MOMENTUM));
-    at = add(buf, n, at, ", weight decay %g (%s)\n", (double)o->weight_decay, SRC(WEIGHT_DECAY));
+    at = add(buf, n, at, ", weight decay %g (%s)", (double)o->weight_decay, SRC(WEIGHT_DECAY));
+    if (o->kind == SHS_OPTIM_ADAMW && src[SHS_DS_BIAS_CORRECTION] != SHS_DS_FROM_SHARDSIM)
+        at = add(buf, n, at, ", bias correction %s (%s)", o->no_bias_correction ? "off" : "on", SRC(BIAS_CORRECTION));
+    at = add(buf, n, at, "\n");
+    const shs_lr_schedule_t *ls = &s->lr_schedule;
+    if (src[SHS_DS_LR_SCHEDULE] != SHS_DS_FROM_SHARDSIM) {
+        at = add(buf, n, at, "%s  lr schedule %s (%s)", prefix, shs_lr_schedule_name(ls->kind), SRC(LR_SCHEDULE));
+        if (shs_lr_schedule_uses_warmup(ls->kind))
+            at = add(buf, n, at, ", warmup steps %ld (%s)", ls->warmup_steps, SRC(WARMUP_STEPS));
+        if (shs_lr_schedule_uses_total(ls->kind))
+            at = add(buf, n, at, ", total steps %ld (%s)", ls->total_steps, SRC(TOTAL_STEPS));
+        at = add(buf, n, at, "\n");
+    }
+    if (src[SHS_DS_GRAD_AVERAGING] != SHS_DS_FROM_SHARDSIM) {
+        if (s->prescale_gradients)
+            at = add(buf, n, at, "%s  gradient averaging: prescale_gradients (%s): x 1/%d before the sum\n", prefix,
+                     SRC(GRAD_AVERAGING), cfg->world_size);
+        else if (s->gradient_predivide_factor != 0 && s->gradient_predivide_factor != 1)
+            at = add(buf, n, at, "%s  gradient averaging: gradient_predivide_factor %g (%s): x 1/%g before the sum, "
+                     "x %g/%d after\n", prefix, (double)s->gradient_predivide_factor, SRC(GRAD_AVERAGING),
+                     (double)s->gradient_predivide_factor, (double)s->gradient_predivide_factor, cfg->world_size);
+    }
     if (src[SHS_DS_REPLICATE_BELOW] != SHS_DS_FROM_SHARDSIM || src[SHS_DS_PREFETCH] != SHS_DS_FROM_SHARDSIM)
         at = add(buf, n, at, "%s  replicate units below %zu elements (%s); backward prefetch %s (%s)\n", prefix,
                  cfg->replicate_below, SRC(REPLICATE_BELOW),
@@ -78,8 +100,8 @@ size_t shs_ds_config_describe(const shs_ds_config_t *ds, const shs_train_config_
                  "%s), all-gather bucket %zu", prefix, SRC(ZERO_KNOBS), k->reduce_bucket,
                  k->contiguous_gradients ? "yes" : "no", k->overlap_comm ? "yes" : "no", k->allgather_bucket);
         if (shs_strategy_stage(s->kind)->shards_params)
-            at = add(buf, n, at, "; stage 3: prefetch bucket %zu, max live %zu, max reuse distance %zu", k->prefetch_bucket,
-                     k->max_live, k->max_reuse);
+            at = add(buf, n, at, "; stage 3: prefetch bucket %zu, max live %zu%s, max reuse distance %zu", k->prefetch_bucket,
+                     k->max_live <= 1 ? 0 : k->max_live, k->max_live <= 1 ? " (nothing prefetched)" : "", k->max_reuse);
         at = add(buf, n, at, "\n");
     }
     /* "auto" keys with what they became */
@@ -118,6 +140,18 @@ size_t shs_ds_config_describe(const shs_ds_config_t *ds, const shs_train_config_
             if (st3) snprintf(v, sizeof v, "%ld (10 x hidden %ld)", 10 * h, h);
             else snprintf(v, sizeof v, "not filled (stage 3 only)");
             break;
+        case SHS_DS_AUTO_WARMUP_MIN_LR:
+        case SHS_DS_AUTO_WARMUP_MAX_LR:
+        case SHS_DS_AUTO_WARMUP_NUM_STEPS:
+        case SHS_DS_AUTO_TOTAL_NUM_STEPS:
+            if (src[SHS_DS_LR_SCHEDULE] != SHS_DS_FROM_CONFIG) snprintf(v, sizeof v, "not filled (no scheduler applied)");
+            else if (a == SHS_DS_AUTO_WARMUP_MIN_LR) snprintf(v, sizeof v, "0 (fill_only)");
+            else if (a == SHS_DS_AUTO_WARMUP_MAX_LR)
+                snprintf(v, sizeof v, "%g (learning_rate: --lr, else 5e-5)", ls->max_lr);
+            else if (a == SHS_DS_AUTO_WARMUP_NUM_STEPS)
+                snprintf(v, sizeof v, "%ld (warmup steps: %s)", ls->warmup_steps, SRC(WARMUP_STEPS));
+            else snprintf(v, sizeof v, "%ld (total steps: %s)", ls->total_steps, SRC(TOTAL_STEPS));
+            break;
         default: v[0] = 0; break;
         }
         at = add(buf, n, at, "%s  auto (HF Trainer rule): %s = %s\n", prefix, keys[a], v);
@@ -145,6 +179,16 @@ size_t shs_ds_config_describe(const shs_ds_config_t *ds, const shs_train_config_
         !(src[SHS_DS_DTYPE] == SHS_DS_FROM_COMMAND_LINE && s->param_dtype == SHS_F16))
         at = add(buf, n, at, "%s  note: fp16 loss-scaling keys: no effect, the param dtype is %s (%s)\n", prefix,
                  shs_dtype_name(s->param_dtype ? s->param_dtype : SHS_F32), shs_ds_source_name(src[SHS_DS_DTYPE]));
+    if (ds->src[SHS_DS_GRAD_AVERAGING] == SHS_DS_FROM_CONFIG && src[SHS_DS_GRAD_AVERAGING] == SHS_DS_FROM_SHARDSIM &&
+        ds->use == SHS_DS_FOR_TRAIN && (ds->vals.strategy.prescale_gradients ||
+                                        (ds->vals.strategy.gradient_predivide_factor != 0 &&
+                                         ds->vals.strategy.gradient_predivide_factor != 1)))
+        at = add(buf, n, at, "%s  note: prescale_gradients / gradient_predivide_factor: no effect under %s (%s): "
+                 "DeepSpeed's ZeRO-1 divides by the world before its reduce-scatter and reads neither\n", prefix,
+                 shs_strategy_name(s->kind), by);
+    if (ds->src[SHS_DS_LR_SCHEDULE] == SHS_DS_FROM_CONFIG && src[SHS_DS_LR_SCHEDULE] == SHS_DS_FROM_COMMAND_LINE)
+        at = add(buf, n, at, "%s  note: scheduler (type %s): no effect, --lr-schedule %s (command line)\n", prefix,
+                 shs_lr_schedule_name(ds->vals.strategy.lr_schedule.kind), shs_lr_schedule_name(ls->kind));
     for (int i = 0; i < ds->num_ignored; i++)
         at = add(buf, n, at, "%s  ignored: %s\n", prefix, ds->ignored[i]);
     for (int i = 0; i < ds->num_notes; i++) at = add(buf, n, at, "%s  note: %s\n", prefix, ds->notes[i]);

@@ -18,12 +18,15 @@
  *       does); the dynamic keys then have no effect (a header note says so).
  *   data_types.grad_accum_dtype               -> grad accum dtype
  *
- * Refused as not modelled (they change the numbers): fp16.auto_cast and
- * the *_master_weights_* / optimizer-state keys enabled, bf16's immediate
+ * fp16.auto_cast is ignored: DeepSpeed's engine (_cast_inputs_half) casts
+ * only floating-point inputs, and shardsim's inputs are token ids.
+ * Refused as not modelled (they change the numbers): the
+ * *_master_weights_* / optimizer-state keys enabled, bf16's immediate
  * update and overflow check.
  * What it is not: the other sections (ds_config.c lists them).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,77 +35,101 @@
 
 #ifdef SHS_HAVE_JANSSON
 
-shs_status_t shs__ds_read_fp16(shs__ds_reader_t *r, const json_t *obj, shs__ds_fp16_t *f) {
-    SHS_CHECK(shs__ds_want_object(r, "fp16", obj));
-    const char *key;
-    json_t *v;
-    f->has = 1;
-    json_object_foreach((json_t *)obj, key, v) {
-        char kp[128];
-        shs__ds_key_path(kp, sizeof kp, "fp16", key);
-        if (!strcmp(key, "enabled")) {
-            if (shs__ds_is_auto(v)) {
-                f->is_auto = 1;
-                r->ds->autos |= 1u << SHS_DS_AUTO_FP16;
-            } else SHS_CHECK(shs__ds_get_bool(r, kp, v, &f->enabled));
-        } else if (!strcmp(key, "loss_scale")) SHS_CHECK(shs__ds_get_num(r, kp, v, 0, 1e38, &f->loss_scale));
-        else if (!strcmp(key, "initial_scale_power")) SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 126, &f->power));
-        else if (!strcmp(key, "loss_scale_window")) SHS_CHECK(shs__ds_get_int(r, kp, v, 1, 1e9, &f->window));
-        else if (!strcmp(key, "hysteresis")) SHS_CHECK(shs__ds_get_int(r, kp, v, 1, 1e9, &f->hysteresis));
-        else if (!strcmp(key, "min_loss_scale")) SHS_CHECK(shs__ds_get_num(r, kp, v, 0, 1e38, &f->min_scale));
-        else if (!strcmp(key, "consecutive_hysteresis")) SHS_CHECK(shs__ds_get_bool(r, kp, v, &f->consecutive));
-        else if (!strcmp(key, "auto_cast"))
-            SHS__DS_KEY(r, shs__ds_refuse_true(r, kp, v, "inputs cast to fp16 by the engine; fix: set it false or remove it (the "
-                                         "model then runs in the param dtype f16)"));
-        else if (!strcmp(key, "fp16_master_weights_and_grads"))
-            SHS__DS_KEY(r, shs__ds_refuse_true(r, kp, v, "shardsim keeps f32 master weights; fix: set it false or remove it"));
-        else if (!strcmp(key, "consistent_hysteresis")) /* not DeepSpeed's: its FP16 model forbids unknown fields */
-            SHS__DS_KEY(r, shs_set_error(SHS_UNSUPPORTED, "%s: unknown key %s (DeepSpeed refuses it too); fix: "
-                                 "fp16.consecutive_hysteresis is DeepSpeed's key", r->path, kp));
-        else
-            SHS__DS_KEY(r, shs_set_error(SHS_UNSUPPORTED, "%s: unknown key %s; fix: fp16 takes enabled, loss_scale, "
-                                 "initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis, "
-                                 "min_loss_scale (DeepSpeed's precision_config.py)", r->path, kp));
-    }
+/* ---- fp16 (DeepSpeedFP16Config) ---------------------------------------------- */
+
+static shs_status_t read_fp16_enabled(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                      void *sec) {
+    shs__ds_fp16_t *f = sec;
+    if (!shs__ds_is_auto(v)) return shs__ds_get_bool(r, kp, v, &f->enabled);
+    f->is_auto = 1;
+    r->ds->autos |= 1u << SHS_DS_AUTO_FP16;
     return SHS_OK;
 }
+
+/* not DeepSpeed's: its FP16 model forbids unknown fields */
+static shs_status_t read_consistent(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                    void *sec) {
+    return shs_set_error(SHS_UNSUPPORTED, "%s: unknown key %s (DeepSpeed refuses it too); fix: "
+                         "fp16.consecutive_hysteresis is DeepSpeed's key", r->path, kp);
+}
+
+static const shs__ds_key_t fp16_keys[] = {
+    SHS__DS_MAP("enabled", "fp16 weights and activations, fp32 master weights (default false)",
+        "param dtype f16 with DeepSpeed's loss scaler", read_fp16_enabled),
+    SHS__DS_MAP_AT("loss_scale", "0: dynamic loss scaling; > 0: that static scale (default 0)",
+        "static scale, or DeepSpeed's DynamicLossScaler", shs__ds_read_num_at, shs__ds_fp16_t, loss_scale, 0, 1e38),
+    SHS__DS_MAP_AT("initial_scale_power", "dynamic: initial scale 2^p (default 16)", "initial scale 2^p",
+        shs__ds_read_int_at, shs__ds_fp16_t, power, 0, 126),
+    SHS__DS_MAP_AT("loss_scale_window", "dynamic: steps without overflow before the scale doubles (default 1000)",
+        "scale window", shs__ds_read_int_at, shs__ds_fp16_t, window, 1, 1e9),
+    SHS__DS_MAP_AT("hysteresis", "dynamic: overflows tolerated before the scale halves (default 2)",
+        "hysteresis (delayed_shift)", shs__ds_read_int_at, shs__ds_fp16_t, hysteresis, 1, 1e9),
+    SHS__DS_MAP_AT("consecutive_hysteresis", "dynamic: refill the hysteresis on every good step (default false)",
+        "consecutive hysteresis", shs__ds_read_bool_at, shs__ds_fp16_t, consecutive, 0, 0),
+    SHS__DS_MAP_AT("min_loss_scale", "dynamic: the scale's floor; an overflow there stops the run (default 1)",
+        "min loss scale", shs__ds_read_num_at, shs__ds_fp16_t, min_scale, 0, 1e38),
+    SHS__DS_IGNORE("auto_cast", "casts the engine's floating-point inputs to fp16 (default false; integer inputs "
+        "are left as they are)", "shardsim's inputs are token ids (integers): no effect"),
+    SHS__DS_REFUSE_IF_TRUE("fp16_master_weights_and_grads", "fp16 master weights and gradients (ZeRO-Offload)",
+        "shardsim keeps f32 master weights; fix: set it false or remove it"),
+    SHS__DS_MAP("consistent_hysteresis", "not a DeepSpeed key: refused (its model forbids unknown fields)",
+        "refused, naming consecutive_hysteresis", read_consistent),
+};
+
+static shs_status_t fp16_unknown(shs__ds_reader_t *r, const char *kp, const json_t *v, void *sec) {
+    return shs_set_error(SHS_UNSUPPORTED, "%s: unknown key %s; fix: fp16 takes enabled, loss_scale, "
+                         "initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis, "
+                         "min_loss_scale (DeepSpeed's precision_config.py)", r->path, kp);
+}
+
+shs_status_t shs__ds_read_fp16(shs__ds_reader_t *r, const json_t *obj, shs__ds_fp16_t *f) {
+    f->has = 1;
+    return shs__ds_read_keys(r, "fp16", obj, SHS__DS_ROWS(fp16_keys), f, fp16_unknown);
+}
+
+/* ---- bf16, old name bfloat16 (DeepSpeedBF16Config) -------------------------------- */
+
+static shs_status_t read_bf16_enabled(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                      void *sec) {
+    if (!shs__ds_is_auto(v)) return shs__ds_get_bool(r, kp, v, (int *)sec);
+    r->ds->autos |= 1u << SHS_DS_AUTO_BF16;
+    return SHS_OK;
+}
+
+#define F32_MASTER "shardsim keeps f32 master weights and optimizer state"
+static const shs__ds_key_t bf16_keys[] = {
+    SHS__DS_MAP("enabled", "bf16 weights and activations, fp32 master weights (default false)", "param dtype bf16",
+        read_bf16_enabled),
+    SHS__DS_REFUSE_IF_TRUE("immediate_grad_update", "applies gradients as backward produces them",
+        "updates during backward"),
+    SHS__DS_REFUSE_IF_TRUE("check_grad_overflow", "skips steps with inf/NaN gradients under bf16",
+        "bf16 overflow skipping"),
+    SHS__DS_REFUSE_IF_TRUE("bf16_master_weights_and_grads", "bf16 master weights and gradients", F32_MASTER),
+    SHS__DS_REFUSE_IF_TRUE("bf16_optimizer_states", "bf16 optimizer states", F32_MASTER),
+};
 
 shs_status_t shs__ds_read_bf16(shs__ds_reader_t *r, const char *name, const json_t *obj, int *enabled) {
     *enabled = 0;
-    SHS_CHECK(shs__ds_want_object(r, name, obj));
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        char kp[128];
-        shs__ds_key_path(kp, sizeof kp, name, key);
-        if (!strcmp(key, "enabled")) {
-            if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_BF16;
-            else SHS_CHECK(shs__ds_get_bool(r, kp, v, enabled));
-        } else if (!strcmp(key, "immediate_grad_update")) SHS__DS_KEY(r, shs__ds_refuse_true(r, kp, v, "updates during backward"));
-        else if (!strcmp(key, "check_grad_overflow")) SHS__DS_KEY(r, shs__ds_refuse_true(r, kp, v, "bf16 overflow skipping"));
-        else if (!strcmp(key, "bf16_master_weights_and_grads") || !strcmp(key, "bf16_optimizer_states"))
-            SHS__DS_KEY(r, shs__ds_refuse_true(r, kp, v, "shardsim keeps f32 master weights and optimizer state"));
-        else SHS__DS_KEY(r, shs__ds_unknown_key(r, kp));
-    }
+    return shs__ds_read_keys(r, name, obj, SHS__DS_ROWS(bf16_keys), enabled, NULL);
+}
+
+/* ---- data_types ---------------------------------------------------------------------- */
+
+static shs_status_t read_grad_accum_dtype(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp,
+                                          const json_t *v, void *sec) {
+    if (json_is_null(v)) return SHS_OK;
+    SHS_CHECK(shs__ds_dtype(r, kp, v, &r->ds->vals.strategy.grad_accum_dtype));
+    shs__ds_set(r->ds, SHS_DS_GRAD_ACCUM_DTYPE, SHS_DS_FROM_CONFIG);
     return SHS_OK;
 }
 
+static const shs__ds_key_t data_types_keys[] = {
+    SHS__DS_MAP("grad_accum_dtype", "gradients accumulated in fp32, fp16 or bf16 (default: the param dtype)",
+        "grad accum dtype", read_grad_accum_dtype),
+};
+
 shs_status_t shs__ds_read_data_types(shs__ds_reader_t *r, const json_t *obj) {
-    SHS_CHECK(shs__ds_want_object(r, "data_types", obj));
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        char kp[128];
-        shs__ds_key_path(kp, sizeof kp, "data_types", key);
-        if (!strcmp(key, "grad_accum_dtype")) {
-            if (json_is_null(v)) continue;
-            SHS_CHECK(shs__ds_dtype(r, kp, v, &r->ds->vals.strategy.grad_accum_dtype));
-            shs__ds_set(r->ds, SHS_DS_GRAD_ACCUM_DTYPE, SHS_DS_FROM_CONFIG);
-        } else {
-            SHS__DS_KEY(r, shs__ds_unknown_key(r, kp));
-        }
-    }
-    return SHS_OK;
+    return shs__ds_read_keys(r, "data_types", obj, SHS__DS_ROWS(data_types_keys), NULL, shs__ds_unknown_ignored);
 }
 
 shs_status_t shs__ds_precision_finish(shs__ds_reader_t *r, const json_t *fp16, const shs__ds_fp16_t *f, int bf16) {

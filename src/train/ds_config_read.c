@@ -32,7 +32,7 @@ void shs__ds_key_path(char *out, size_t n, const char *parent, const char *key) 
 }
 
 static char *show(const json_t *v, char *buf, size_t n) {
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
     snprintf(buf, n, "%s", s ? s : "?");
     free(s);
     return buf;
@@ -44,6 +44,7 @@ shs_status_t shs__ds_not_modelled(shs__ds_reader_t *r, const char *kp, const jso
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
+    r->not_modelled = 1;
     return shs_set_error(SHS_UNSUPPORTED, "%s: %s = %s is not modelled: %s", r->path, kp, show(v, val, sizeof val), why);
 }
 
@@ -93,24 +94,104 @@ shs_status_t shs__ds_want_object(shs__ds_reader_t *r, const char *kp, const json
 }
 
 shs_status_t shs__ds_unknown_key(shs__ds_reader_t *r, const char *kp) {
-    return shs_set_error(SHS_UNSUPPORTED,
-                         "%s: unknown key %s (shardsim refuses keys it does not know rather than ignore a "
-                         "misspelt one; see include/shardsim/ds_config.h)", r->path, kp);
+    return shs_set_error(SHS_UNSUPPORTED, "%s: unknown key %s: DeepSpeed refuses it too (its settings of this section "
+                         "are a model that forbids unknown fields)", r->path, kp);
 }
 
-/* An ignored key: noted with its reason; 1 if `key` is in the table. */
-int shs__ds_try_ignored(shs__ds_reader_t *r, const shs__ds_ignored_key_t *t, size_t n, const char *parent, const char *key) {
+shs_status_t shs__ds_unknown_ignored(shs__ds_reader_t *r, const char *kp, const json_t *v, void *sec) {
+    shs__ds_ignore(r, kp, "not a DeepSpeed key: DeepSpeed reads this section's keys one by one and passes over it");
+    return SHS_OK;
+}
+
+void shs__ds_ignore(shs__ds_reader_t *r, const char *kp, const char *why) {
+    shs_ds_config_t *ds = r->ds;
+    if (ds->num_ignored < SHS_DS_MAX_NOTES)
+        snprintf(ds->ignored[ds->num_ignored++], sizeof ds->ignored[0], "%.79s (%s)", kp, why);
+}
+
+const shs__ds_key_t *shs__ds_find_key(const shs__ds_key_t *rows, size_t n, const char *key) {
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(t[i].key, key)) {
-            shs_ds_config_t *ds = r->ds;
-            if (ds->num_ignored < SHS_DS_MAX_NOTES) {
-                char kp[80];
-                shs__ds_key_path(kp, sizeof kp, parent, key);
-                snprintf(ds->ignored[ds->num_ignored++], sizeof ds->ignored[0], "%s (%s)", kp, t[i].why);
-            }
-            return 1;
-        }
-    return 0;
+        if (!strcmp(rows[i].key, key)) return &rows[i];
+    return NULL;
+}
+
+shs_status_t shs__ds_read_num_at(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                 void *sec) {
+    return shs__ds_get_num(r, kp, v, row->lo, row->hi, (double *)((char *)sec + row->at));
+}
+
+shs_status_t shs__ds_read_int_at(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                 void *sec) {
+    return shs__ds_get_int(r, kp, v, row->lo, row->hi, (long *)((char *)sec + row->at));
+}
+
+shs_status_t shs__ds_read_bool_at(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                  void *sec) {
+    return shs__ds_get_bool(r, kp, v, (int *)((char *)sec + row->at));
+}
+
+/* One key taken as its row says. */
+static shs_status_t take_key(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                             void *sec) {
+    switch (row->take) {
+    case SHS__DS_MAPPED: return row->read(r, row, kp, v, sec);
+    case SHS__DS_IGNORED: shs__ds_ignore(r, kp, row->shardsim); return SHS_OK;
+    case SHS__DS_REFUSE_TRUE: return shs__ds_refuse_true(r, kp, v, row->shardsim);
+    case SHS__DS_REFUSE_FALSE: {
+        int b = 0;
+        SHS_CHECK(shs__ds_get_bool(r, kp, v, &b));
+        return b ? SHS_OK : shs__ds_not_modelled(r, kp, v, "%s", row->shardsim);
+    }
+    case SHS__DS_ONLY_DEFAULT: return shs__ds_only_default(r, kp, v, row->dflt, row->shardsim);
+    case SHS__DS_REFUSED: return shs__ds_not_modelled(r, kp, v, "%s", row->shardsim);
+    }
+    return SHS_OK;
+}
+
+shs_status_t shs__ds_values_only(shs__ds_reader_t *r, const char *kp, shs_status_t st) {
+    if (r->ds->use == SHS_DS_FOR_COMPARE && st == SHS_UNSUPPORTED && r->not_modelled) {
+        shs__ds_ignore(r, kp, SHS__DS_VALUES_ONLY_WHY);
+        st = SHS_OK;
+    }
+    r->not_modelled = 0;
+    return st;
+}
+
+/* A row's key: for compare, a values_only key (or one inside such a key) is
+ * read as for train (DeepSpeed's refusals stay), its "not modelled"
+ * refusals are dropped, and the outermost such key is listed as ignored. */
+static shs_status_t take_row(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                             void *sec) {
+    int outer = !r->values_only && row->values_only, saved = r->values_only;
+    r->values_only |= row->values_only;
+    r->not_modelled = 0;
+    shs_status_t st = take_key(r, row, kp, v, sec);
+    if (r->ds->use == SHS_DS_FOR_COMPARE && r->values_only) {
+        if (st == SHS_UNSUPPORTED && r->not_modelled) st = SHS_OK;
+        size_t kl = strlen(kp);
+        const char *last = r->ds->num_ignored ? r->ds->ignored[r->ds->num_ignored - 1] : "";
+        int listed = !strncmp(last, kp, kl) && last[kl] == ' '; /* the reader listed it already */
+        if (st == SHS_OK && outer && row->take != SHS__DS_IGNORED && !listed)
+            shs__ds_ignore(r, kp, SHS__DS_VALUES_ONLY_WHY);
+    }
+    r->not_modelled = 0;
+    r->values_only = saved;
+    return st;
+}
+
+shs_status_t shs__ds_read_keys(shs__ds_reader_t *r, const char *section, const json_t *obj, const shs__ds_key_t *rows,
+                               size_t n, void *sec, shs__ds_unknown_fn unknown) {
+    SHS_CHECK(shs__ds_want_object(r, section, obj));
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        char kp[128];
+        shs__ds_key_path(kp, sizeof kp, section, key);
+        const shs__ds_key_t *row = shs__ds_find_key(rows, n, key);
+        if (row) SHS__DS_KEY(r, take_row(r, row, kp, v, sec));
+        else SHS__DS_KEY(r, unknown ? unknown(r, kp, v, sec) : shs__ds_unknown_key(r, kp));
+    }
+    return SHS_OK;
 }
 
 void shs__ds_note(shs_ds_config_t *ds, const char *fmt, ...) {

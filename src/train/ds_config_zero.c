@@ -32,8 +32,8 @@
  *         -> zero.max_reuse (0: nothing kept)
  *
  * Refused as not modelled (they change the numbers): reduce_scatter false,
- * zero++ (hpZ, quantized weights/gradients), offload ratio/buffer settings. Ignored (change nothing shardsim computes): `ignored_zero` and
- * `ignored_offload` below, each with its reason.
+ * zero++ (hpZ, quantized weights/gradients), offload ratio/buffer settings. Every key is a row of `zero_keys` or `offload_keys` below: what
+ * DeepSpeed does with it and what shardsim does.
  * What it is not: the other sections (ds_config.c lists them).
  */
 #include <stdio.h>
@@ -44,131 +44,233 @@
 
 #ifdef SHS_HAVE_JANSSON
 
-static const shs__ds_ignored_key_t ignored_zero[] = {
-    {"allgather_partitions", "ZeRO-1/2 all-gather implementation; same bytes"},
-    {"round_robin_gradients", "gradient copy order under offload; same results"},
-    {"sub_group_size", "optimizer step granularity; same results"},
-    {"stage3_gather_16bit_weights_on_model_save", "checkpoint saving"},
-    {"gather_16bit_weights_on_model_save", "checkpoint saving"},
-    {"stage3_gather_fp16_weights_on_model_save", "checkpoint saving"},
-    {"elastic_checkpoint", "checkpoint format"},
-    {"load_from_fp32_weights", "checkpoint loading"},
-    {"ignore_unused_parameters", "every parameter is used"},
-    {"memory_efficient_linear", "activation memory of DeepSpeed's linear; shardsim's model is its own"},
-    {"log_trace_cache_warnings", "logging"},
-};
+/* ---- offload_optimizer / offload_param (runtime/zero/offload_config.py) ---- */
 
-static const shs__ds_ignored_key_t ignored_offload[] = {
-    {"pin_memory", "pinned host memory: transfer speed only"},
-};
-
-/* offload_optimizer / offload_param: *device 0 none, 1 cpu. */
-static shs_status_t read_offload(shs__ds_reader_t *r, const char *kp, const json_t *obj, int *device) {
-    SHS_CHECK(shs__ds_want_object(r, kp, obj));
-    const char *key;
-    json_t *v;
-    *device = 0;
-    json_object_foreach((json_t *)obj, key, v) {
-        char sub[128];
-        shs__ds_key_path(sub, sizeof sub, kp, key);
-        if (!strcmp(key, "device")) {
-            const char *d = NULL;
-            if (json_is_null(v)) continue;
-            SHS_CHECK(shs__ds_get_str(r, sub, v, &d));
-            if (!strcmp(d, "cpu")) *device = 1;
-            else if (!strcmp(d, "none")) *device = 0;
-            else if (!strcmp(d, "nvme")) SHS__DS_KEY(r, shs__ds_not_modelled(r, sub, v, "shardsim offloads to host memory only (cpu)"));
-            else return shs__ds_bad_type(r, sub, v, "\"cpu\", \"none\" or \"nvme\"");
-        } else if (shs__ds_try_ignored(r, ignored_offload, sizeof ignored_offload / sizeof ignored_offload[0], kp, key)) {
-        } else if (!strcmp(key, "ratio")) {
-            SHS__DS_KEY(r, shs__ds_only_default(r, sub, v, 1.0, "partial offload"));
-        } else if (!strcmp(key, "fast_init") || !strcmp(key, "pipeline_read") || !strcmp(key, "pipeline_write")) {
-            SHS__DS_KEY(r, shs__ds_refuse_true(r, sub, v, "NVMe swapping"));
-        } else if (!strcmp(key, "nvme_path") || !strcmp(key, "buffer_count") || !strcmp(key, "buffer_size") ||
-                   !strcmp(key, "max_in_cpu")) {
-            SHS__DS_KEY(r, shs__ds_not_modelled(r, sub, v, "NVMe swapping buffers (shardsim offloads to host memory only)"));
-        } else {
-            SHS__DS_KEY(r, shs__ds_unknown_key(r, sub));
-        }
-    }
+/* device: *(int *)sec 0 none, 1 cpu */
+static shs_status_t read_device(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                void *sec) {
+    const char *d = NULL;
+    if (json_is_null(v)) return SHS_OK;
+    SHS_CHECK(shs__ds_get_str(r, kp, v, &d));
+    if (!strcmp(d, "cpu")) *(int *)sec = 1;
+    else if (!strcmp(d, "none")) *(int *)sec = 0;
+    else if (!strcmp(d, "nvme")) return shs__ds_not_modelled(r, kp, v, "shardsim offloads to host memory only (cpu)");
+    else return shs__ds_bad_type(r, kp, v, "\"cpu\", \"none\" or \"nvme\"");
     return SHS_OK;
 }
 
-shs_status_t shs__ds_read_zero(shs__ds_reader_t *r, const json_t *obj, shs__ds_zero_t *z) {
-    SHS_CHECK(shs__ds_want_object(r, "zero_optimization", obj));
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        char kp[128];
-        shs__ds_key_path(kp, sizeof kp, "zero_optimization", key);
-        if (!strcmp(key, "stage")) {
-            SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 3, &z->stage));
-            z->has_stage = 1;
-        } else if (!strcmp(key, "offload_optimizer")) {
-            if (!json_is_null(v)) SHS__DS_KEY(r, read_offload(r, kp, v, &z->off_opt));
-        } else if (!strcmp(key, "offload_param")) {
-            if (!json_is_null(v)) SHS__DS_KEY(r, read_offload(r, kp, v, &z->off_param));
-        } else if (!strcmp(key, "stage3_param_persistence_threshold") || !strcmp(key, "param_persistence_threshold")) {
-            if (z->has_persistence) return shs_set_error(SHS_PARSE, "%s: %s: the persistence threshold is given twice "
-                                                         "(it and its alias)", r->path, kp);
-            if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_PERSISTENCE;
-            else SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->persistence));
-            z->has_persistence = 1;
-        } else if (!strcmp(key, "stage3_prefetch_bucket_size") || !strcmp(key, "prefetch_bucket_size")) {
-            if (z->has_prefetch) return shs_set_error(SHS_PARSE, "%s: %s: the prefetch bucket size is given twice "
-                                                      "(it and its alias)", r->path, kp);
-            if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_PREFETCH;
-            else SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->prefetch));
-            z->has_prefetch = 1;
-        } else if (!strcmp(key, "reduce_bucket_size")) {
-            if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_REDUCE_BUCKET;
-            else SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->reduce_bucket));
-            z->has_reduce_bucket = 1;
-        } else if (!strcmp(key, "allgather_bucket_size")) {
-            SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->allgather_bucket));
-            if (z->allgather_bucket % 2)
-                return shs_set_error(SHS_INVALID_ARG, "%s: %s = %ld: DeepSpeed requires a multiple of its "
-                                     "nccl_start_alignment_factor 2 (stage_1_and_2.py)", r->path, kp, z->allgather_bucket);
-            z->has_allgather_bucket = 1;
-        } else if (!strcmp(key, "contiguous_gradients")) {
-            SHS_CHECK(shs__ds_get_bool(r, kp, v, &z->contiguous));
-            z->has_contiguous = 1;
-        } else if (!strcmp(key, "overlap_comm")) {
-            SHS_CHECK(shs__ds_get_bool(r, kp, v, &z->overlap));
-            z->has_overlap = 1;
-        } else if (!strcmp(key, "mics_shard_size")) {
-            SHS_CHECK(shs__ds_get_int(r, kp, v, -1, SHS_MAX_WORLD, &z->mics));
-            if (z->mics == 0) return shs__ds_bad_type(r, kp, v, "-1 (off) or a group size >= 1");
-        } else if (!strcmp(key, "mics_hierarchical_params_gather")) {
-            SHS__DS_KEY(r, shs__ds_refuse_true(r, kp, v, "MiCS's two-level all-gather"));
-        } else if (!strcmp(key, "reduce_scatter")) {
-            int b = 0;
-            SHS_CHECK(shs__ds_get_bool(r, kp, v, &b));
-            if (!b) SHS__DS_KEY(r, shs__ds_not_modelled(r, kp, v, "ZeRO gradients reduced by all-reduce instead of reduce-scatter"));
-        } else if (!strcmp(key, "stage3_max_live_parameters") || !strcmp(key, "max_live_parameters")) {
-            if (z->has_max_live) return shs_set_error(SHS_PARSE, "%s: %s: the live-parameter budget is given twice "
-                                                      "(it and its alias)", r->path, kp);
-            SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->max_live));
-            z->has_max_live = 1;
-        } else if (!strcmp(key, "stage3_max_reuse_distance") || !strcmp(key, "max_reuse_distance")) {
-            if (z->has_max_reuse) return shs_set_error(SHS_PARSE, "%s: %s: the reuse distance is given twice "
-                                                       "(it and its alias)", r->path, kp);
-            SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->max_reuse));
-            z->has_max_reuse = 1;
-        } else if (!strcmp(key, "zero_hpz_partition_size")) {
-            SHS__DS_KEY(r, shs__ds_only_default(r, kp, v, 1, "ZeRO++ hierarchical partitioning"));
-        } else if (!strcmp(key, "zero_quantized_weights") || !strcmp(key, "zero_quantized_gradients") ||
-                   !strcmp(key, "zero_quantized_nontrainable_weights")) {
-            SHS__DS_KEY(r, shs__ds_refuse_true(r, kp, v, "ZeRO++ quantized communication"));
-        } else if (!strcmp(key, "cpu_offload") || !strcmp(key, "cpu_offload_param") ||
-                   !strcmp(key, "cpu_offload_use_pin_memory")) {
-            SHS__DS_KEY(r, shs_set_error(SHS_UNSUPPORTED, "%s: %s is DeepSpeed's deprecated spelling: use offload_optimizer / "
-                                 "offload_param {\"device\": \"cpu\"}", r->path, kp));
-        } else if (!shs__ds_try_ignored(r, ignored_zero, sizeof ignored_zero / sizeof ignored_zero[0], "zero_optimization", key)) {
-            SHS__DS_KEY(r, shs__ds_unknown_key(r, kp));
-        }
-    }
+#define NVME_BUFFERS "NVMe swapping buffers (shardsim offloads to host memory only)"
+static const shs__ds_key_t offload_keys[] = {
+    SHS__DS_MAP("device", "where the state lives: none, cpu or nvme (default none)",
+        "cpu -> shardsim's offload (host memory); nvme refused", read_device),
+    SHS__DS_IGNORE("pin_memory", "page-locked host buffers (default true)",
+        "pinned host memory: transfer speed only"),
+    SHS__DS_DEFAULT_ONLY("ratio", "offload_optimizer: the fraction of the optimizer offloaded (default 1)",
+        "partial offload", 1.0),
+    SHS__DS_REFUSE_IF_TRUE("fast_init", "offload_optimizer: NVMe initialisation shortcut", "NVMe swapping"),
+    SHS__DS_REFUSE_IF_TRUE("pipeline_read", "offload_optimizer: overlap NVMe reads with the step", "NVMe swapping"),
+    SHS__DS_REFUSE_IF_TRUE("pipeline_write", "offload_optimizer: overlap NVMe writes with the step", "NVMe swapping"),
+    SHS__DS_REFUSE("nvme_path", "the NVMe mount used with device nvme", NVME_BUFFERS),
+    SHS__DS_REFUSE("buffer_count", "NVMe staging buffers", NVME_BUFFERS),
+    SHS__DS_REFUSE("buffer_size", "offload_param: size of each NVMe staging buffer", NVME_BUFFERS),
+    SHS__DS_REFUSE("max_in_cpu", "offload_param: parameters kept in host memory with nvme", NVME_BUFFERS),
+};
+
+/* offload_optimizer / offload_param: *(int *)out 0 none, 1 cpu. */
+static shs_status_t read_offload(shs__ds_reader_t *r, const char *kp, const json_t *obj, int *device) {
+    *device = 0;
+    if (json_is_null(obj)) return SHS_OK;
+    return shs__ds_read_keys(r, kp, obj, SHS__DS_ROWS(offload_keys), device, NULL);
+}
+
+/* ---- zero_optimization (runtime/zero/config.py) --------------------------------- */
+
+static shs_status_t read_stage(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                               void *sec) {
+    shs__ds_zero_t *z = sec;
+    SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 3, &z->stage));
+    z->has_stage = 1;
     return SHS_OK;
+}
+
+static shs_status_t read_offload_optimizer(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp,
+                                           const json_t *v, void *sec) {
+    return read_offload(r, kp, v, &((shs__ds_zero_t *)sec)->off_opt);
+}
+
+static shs_status_t read_offload_param(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                       void *sec) {
+    return read_offload(r, kp, v, &((shs__ds_zero_t *)sec)->off_param);
+}
+
+static shs_status_t read_persistence(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                     void *sec) {
+    shs__ds_zero_t *z = sec;
+    if (z->has_persistence) return shs_set_error(SHS_PARSE, "%s: %s: the persistence threshold is given twice "
+                                                 "(it and its alias)", r->path, kp);
+    if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_PERSISTENCE;
+    else SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->persistence));
+    z->has_persistence = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_prefetch(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                  void *sec) {
+    shs__ds_zero_t *z = sec;
+    if (z->has_prefetch) return shs_set_error(SHS_PARSE, "%s: %s: the prefetch bucket size is given twice "
+                                              "(it and its alias)", r->path, kp);
+    if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_PREFETCH;
+    else SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->prefetch));
+    z->has_prefetch = 1;
+    return SHS_OK;
+}
+
+/* "auto": the Trainer fills it from the hidden size */
+static shs_status_t read_reduce_bucket(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                       void *sec) {
+    shs__ds_zero_t *z = sec;
+    if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_REDUCE_BUCKET;
+    else SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->reduce_bucket));
+    z->has_reduce_bucket = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_allgather_bucket(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp,
+                                          const json_t *v, void *sec) {
+    shs__ds_zero_t *z = sec;
+    SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->allgather_bucket));
+    if (z->allgather_bucket % 2)
+        return shs_set_error(SHS_INVALID_ARG, "%s: %s = %ld: DeepSpeed requires a multiple of its "
+                             "nccl_start_alignment_factor 2 (stage_1_and_2.py)", r->path, kp, z->allgather_bucket);
+    z->has_allgather_bucket = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_contiguous(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                    void *sec) {
+    shs__ds_zero_t *z = sec;
+    SHS_CHECK(shs__ds_get_bool(r, kp, v, &z->contiguous));
+    z->has_contiguous = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_overlap(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                 void *sec) {
+    shs__ds_zero_t *z = sec;
+    SHS_CHECK(shs__ds_get_bool(r, kp, v, &z->overlap));
+    z->has_overlap = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_max_live(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                  void *sec) {
+    shs__ds_zero_t *z = sec;
+    if (z->has_max_live) return shs_set_error(SHS_PARSE, "%s: %s: the live-parameter budget is given twice "
+                                              "(it and its alias)", r->path, kp);
+    SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->max_live));
+    z->has_max_live = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_max_reuse(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                   void *sec) {
+    shs__ds_zero_t *z = sec;
+    if (z->has_max_reuse) return shs_set_error(SHS_PARSE, "%s: %s: the reuse distance is given twice "
+                                               "(it and its alias)", r->path, kp);
+    SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->max_reuse));
+    z->has_max_reuse = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_mics(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                              void *sec) {
+    shs__ds_zero_t *z = sec;
+    SHS_CHECK(shs__ds_get_int(r, kp, v, -1, SHS_MAX_WORLD, &z->mics));
+    if (z->mics == 0) return shs__ds_bad_type(r, kp, v, "-1 (off) or a group size >= 1");
+    return SHS_OK;
+}
+
+static shs_status_t read_deprecated_offload(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp,
+                                            const json_t *v, void *sec) {
+    return shs_set_error(SHS_UNSUPPORTED, "%s: %s is DeepSpeed's deprecated spelling: use offload_optimizer / "
+                         "offload_param {\"device\": \"cpu\"}", r->path, kp);
+}
+
+#define CHECKPOINT_SAVE "checkpoint saving"
+#define PREFETCH "the units next in order gathered ahead within this many elements; 0: no prefetch"
+#define LIVE "no prefetch above this many gathered elements (0: none)"
+#define REUSE "a unit whose backward comes within this many gathered elements of its forward stays gathered"
+static const shs__ds_key_t zero_keys[] = {
+    SHS__DS_MAP("stage", "0 none, 1 optimizer states, 2 + gradients, 3 + parameters (default 0)",
+        "ddp, zero1, zero2, zero3", read_stage),
+    SHS__DS_MAP("offload_optimizer", "ZeRO-Offload of the optimizer state and step (stages 1-3)", "offload optimizer",
+        read_offload_optimizer),
+    SHS__DS_MAP("offload_param", "parameters offloaded (stage 3)",
+        "offload params (with offload_optimizer cpu beside it)", read_offload_param),
+    SHS__DS_MAP("stage3_param_persistence_threshold",
+        "parameters with fewer elements stay unpartitioned (default 1e5)", "--replicate-below, per wrap unit",
+        read_persistence),
+    SHS__DS_MAP("param_persistence_threshold", "alias of stage3_param_persistence_threshold",
+        "--replicate-below, per wrap unit", read_persistence),
+    SHS__DS_MAP("stage3_prefetch_bucket_size", "elements prefetched ahead of use (default 5e7)",
+        PREFETCH, read_prefetch),
+    SHS__DS_MAP("prefetch_bucket_size", "alias of stage3_prefetch_bucket_size", PREFETCH, read_prefetch),
+    SHS__DS_MAP("reduce_bucket_size", "elements reduced per call (default 5e8)",
+        "ZeRO-2/3 gradients reduce-scattered together in buckets of this many elements", read_reduce_bucket),
+    SHS__DS_MAP("mics_shard_size", "MiCS: ZeRO-3 within groups of this many ranks (default -1: off)",
+        "hybrid_shard with this shard group", read_mics),
+    SHS__DS_REFUSE_IF_TRUE("mics_hierarchical_params_gather", "MiCS's two-level all-gather",
+        "MiCS's two-level all-gather"),
+    SHS__DS_REFUSE_IF_FALSE("reduce_scatter", "false: gradients all-reduced instead of reduce-scattered (default true)",
+        "ZeRO gradients reduced by all-reduce instead of reduce-scatter"),
+    SHS__DS_MAP("stage3_max_live_parameters", "parameters gathered at once at most (default 1e9)", LIVE,
+        read_max_live),
+    SHS__DS_MAP("max_live_parameters", "alias of stage3_max_live_parameters", LIVE, read_max_live),
+    SHS__DS_MAP("stage3_max_reuse_distance", "keep a parameter gathered if reused within this many (default 1e9)",
+        REUSE, read_max_reuse),
+    SHS__DS_MAP("max_reuse_distance", "alias of stage3_max_reuse_distance", REUSE, read_max_reuse),
+    SHS__DS_DEFAULT_ONLY("zero_hpz_partition_size", "ZeRO++ hpZ: a secondary parameter partition (default 1)",
+        "ZeRO++ hierarchical partitioning", 1),
+    SHS__DS_REFUSE_IF_TRUE("zero_quantized_weights", "ZeRO++ qwZ: weights all-gathered in int8",
+        "ZeRO++ quantized communication"),
+    SHS__DS_REFUSE_IF_TRUE("zero_quantized_gradients", "ZeRO++ qgZ: gradients reduced in int4",
+        "ZeRO++ quantized communication"),
+    SHS__DS_REFUSE_IF_TRUE("zero_quantized_nontrainable_weights", "ZeRO++: frozen weights held quantized",
+        "ZeRO++ quantized communication"),
+    SHS__DS_MAP("cpu_offload", "deprecated spelling of offload_optimizer", "refused naming the new spelling",
+        read_deprecated_offload),
+    SHS__DS_MAP("cpu_offload_param", "deprecated spelling of offload_param", "refused naming the new spelling",
+        read_deprecated_offload),
+    SHS__DS_MAP("cpu_offload_use_pin_memory", "deprecated spelling of pin_memory", "refused naming the new spelling",
+        read_deprecated_offload),
+    SHS__DS_MAP("contiguous_gradients", "copies gradients into one buffer as they are produced (default true)",
+        "the ipg buffer of reduce_bucket_size elements in the GPU ledger", read_contiguous),
+    SHS__DS_MAP("overlap_comm", "overlaps reductions with backward (default: true at stage 3)",
+        "ZeRO-1/2: a second ipg buffer (DeepSpeed's double buffer)", read_overlap),
+    SHS__DS_IGNORE("allgather_partitions", "ZeRO-1/2: all-gather vs broadcast of the updated partitions",
+        "ZeRO-1/2 all-gather implementation; same bytes"),
+    SHS__DS_MAP("allgather_bucket_size", "elements all-gathered per call (default 5e8; even)",
+        "ZeRO-1/2 re-gather the whole partition in one all-gather (DeepSpeed with all_gather_into_tensor)",
+        read_allgather_bucket),
+    SHS__DS_IGNORE("round_robin_gradients", "stage 1-2 offload: gradient copy order",
+        "gradient copy order under offload; same results"),
+    SHS__DS_IGNORE("sub_group_size", "elements per optimizer sub-step (default 1e9)",
+        "optimizer step granularity; same results"),
+    SHS__DS_IGNORE("stage3_gather_16bit_weights_on_model_save", "save_16bit_model gathers the weights",
+        CHECKPOINT_SAVE),
+    SHS__DS_IGNORE("gather_16bit_weights_on_model_save", "alias of stage3_gather_16bit_weights_on_model_save",
+        CHECKPOINT_SAVE),
+    SHS__DS_IGNORE("stage3_gather_fp16_weights_on_model_save", "deprecated spelling of the above", CHECKPOINT_SAVE),
+    SHS__DS_IGNORE("elastic_checkpoint", "checkpoint layout for another world size", "checkpoint format"),
+    SHS__DS_IGNORE("load_from_fp32_weights", "checkpoint loading from the fp32 copy", "checkpoint loading"),
+    SHS__DS_IGNORE("ignore_unused_parameters", "tolerate parameters without gradients", "every parameter is used"),
+    SHS__DS_IGNORE("memory_efficient_linear", "ZeRO-3 linear that frees its input early",
+        "activation memory of DeepSpeed's linear; shardsim's model is its own"),
+    SHS__DS_IGNORE("log_trace_cache_warnings", "logging", "logging"),
+};
+
+shs_status_t shs__ds_read_zero(shs__ds_reader_t *r, const json_t *obj, shs__ds_zero_t *z) {
+    return shs__ds_read_keys(r, "zero_optimization", obj, SHS__DS_ROWS(zero_keys), z, NULL);
 }
 
 shs_status_t shs__ds_zero_finish(shs__ds_reader_t *r, const shs__ds_zero_t *z) {

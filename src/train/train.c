@@ -33,6 +33,7 @@ struct shs_trainer {
     float loss;            /* written by rank first_rank */
     float grad_norm;       /* written by rank first_rank */
     shs_loss_scale_state_t scaler_in; /* argument of the set-loss-scale job */
+    long lr_steps_in;      /* argument of the set-lr-steps job */
     float *snapshot_out;   /* target of the snapshot job */
     const float *replica_ref;      /* the snapshot the replica job compares with */
     shs_replica_diff_t *replica_diffs; /* one per rank */
@@ -357,6 +358,19 @@ static shs_status_t set_scale_job(shs_rank_ctx_t *ctx, void *arg) {
 shs_status_t shs_trainer_set_loss_scale(shs_trainer_t *t, shs_loss_scale_state_t st) {
     t->scaler_in = st;
     return shs_world_run(t->world, set_scale_job, t);
+}
+long shs_trainer_lr_steps(const shs_trainer_t *t) { return shs_strategy_lr_steps(t->ranks[t->first_rank].run.strategy); }
+double shs_trainer_last_lr(const shs_trainer_t *t) { return shs_strategy_last_lr(t->ranks[t->first_rank].run.strategy); }
+
+static shs_status_t set_lr_steps_job(shs_rank_ctx_t *ctx, void *arg) {
+    shs_trainer_t *t = arg;
+    shs_strategy_set_lr_steps(t->ranks[ctx->rank].run.strategy, t->lr_steps_in);
+    return SHS_OK;
+}
+
+shs_status_t shs_trainer_set_lr_steps(shs_trainer_t *t, long applied) {
+    t->lr_steps_in = applied;
+    return shs_world_run(t->world, set_lr_steps_job, t);
 }
 float shs_trainer_last_grad_norm(const shs_trainer_t *t) { return t->cfg.strategy.clip_norm > 0 ? t->grad_norm : -1.0f; }
 

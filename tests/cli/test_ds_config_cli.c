@@ -16,6 +16,9 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#ifdef SHS_HAVE_JANSSON
+#include "train/ds_real_configs.h"
+#endif
 
 static const char z3_offload[] =
     "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 2, \"train_batch_size\": 8,"
@@ -90,13 +93,14 @@ static void test_fp16_deepspeed_scaler_runs(void **state) {
 
 static void test_bad_config_names_file_and_key(void **state) {
     (void)state;
-    static const char bad[] = "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"auto_cast\": true}}";
+    static const char bad[] = "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"fp16_master_weights_and_grads\": "
+                              "true}}";
     const char *path = test_tmp_write("bad.json", bad, sizeof bad - 1);
     const char *cmds[] = {"train", "compare"};
     for (int k = 0; k < 2; k++) {
         const test_proc_t *p = test_shardsim(60, cmds[k], "--ds-config", path, "--world", "2", NULL);
         assert_int_not_equal(p->exit_code, 0);
-        assert_non_null(strstr(p->err, "bad.json: fp16.auto_cast = true is not modelled"));
+        assert_non_null(strstr(p->err, "bad.json: fp16.fp16_master_weights_and_grads = true is not modelled"));
     }
     static const char unknown[] = "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"offload\": 1}}";
     path = test_tmp_write("unknown.json", unknown, sizeof unknown - 1);
@@ -163,6 +167,45 @@ static void test_stage_override_cli(void **state) {
         assert_null(strstr(p->err, "--shard-group-size"));
     }
 }
+/* The row of ds_real_configs.h named `name`, written to a file; its path. */
+static const char *real_file(const char *name) {
+    for (size_t k = 0; k < REAL_CONFIGS_COUNT; k++)
+        if (!strcmp(real_configs[k].name, name))
+            return test_tmp_write("real.json", real_configs[k].json, strlen(real_configs[k].json));
+    fail_msg("no row %s", name);
+    return NULL;
+}
+
+/* Real files through the command line: LLaMA-Factory's ZeRO-3 file (keys
+ * DeepSpeed never reads) and Alpaca's (a scheduler: the lr only) in
+ * compare; BingBertSquad's Adam without bias correction in train; an
+ * axolotl ZeRO-3 file with a live-parameter budget of 0. */
+static void test_real_files(void **state) {
+    (void)state;
+    const test_proc_t *p = test_shardsim(120, "compare", "--ds-config", real_file("lf__ds_z3_config"), "--world", "2",
+                                         "--layers", "2", "--channels", "64", "--heads", "2", "--context", "32",
+                                         "--vocab", "256", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "ignored: comms_config (not a DeepSpeed key"));
+    assert_non_null(strstr(p->out, "\nzero3 "));
+    p = test_shardsim(120, "compare", "--ds-config", real_file("alpaca__default_offload_opt_param"), "--world", "2",
+                      "--layers", "2", "--channels", "64", "--heads", "2", "--context", "32", "--vocab", "256", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "ignored: scheduler (changes only the trained values, which compare does not "
+                                   "compute)"));
+    p = test_shardsim(120, "train", "--ds-config", real_file("dse__training_BingBertSquad_deepspeed_bsz24_config"),
+                      "--world", "4", "--steps", "1", "--layers", "1", "--channels", "16", "--heads", "2", "--context",
+                      "16", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "bias correction off (config)"));
+    assert_non_null(strstr(p->out, "micro-batch 3 (config) x accumulation 2 (derived) x world 4"));
+    /* axolotl's ZeRO-3 file: live budget 0 and reuse distance 0, DeepSpeed's "prefetch nothing, release
+     * each unit after its use" (partitioned_param_coordinator.py) */
+    p = test_shardsim(60, "compare", "--ds-config", real_file("ax__zero3"), "--world", "2", "--layers", "2",
+                      "--channels", "64", "--heads", "2", "--context", "32", "--vocab", "256", NULL);
+    if (p->exit_code != 0) fail_msg("exit %d: %s", p->exit_code, p->err);
+    assert_non_null(strstr(p->out, "max live 0 (nothing prefetched), max reuse distance 0"));
+}
 #else
 static void test_without_jansson(void **state) {
     (void)state;
@@ -183,6 +226,7 @@ int main(void) {
         cmocka_unit_test(test_compare_dtype_precedence),
         cmocka_unit_test(test_stage_override_cli),
         cmocka_unit_test(test_bad_config_names_file_and_key),
+        cmocka_unit_test(test_real_files),
 #else
         cmocka_unit_test(test_without_jansson),
 #endif

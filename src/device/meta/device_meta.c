@@ -15,12 +15,15 @@
  *   bytes  every input read once and every output written once (f32 unless
  *          the kernel says otherwise): the traffic of a fused, cache-perfect
  *          kernel, the usual roofline lower bound.
+ * Each launch is also reported to the device's kernel recorder (device.h),
+ * with its shape for GEMMs (a matmul backward as its two GEMMs and the bias
+ * sum) and the attention core, so a time model can price kernel by kernel.
  * The Llama-family kernels' formulas (RMSNorm, RoPE, SwiGLU, GQA eager and
  * flash, the encoder without positions) are stated beside each below;
  * attention counts the causal pairs even under a document mask (the meta
  * device cannot read doc_ids), so packed batches are counted as an upper bound.
  * What it is not: a cost model of a particular GPU (compare's time model
- * divides these by a device's peak), or usable memory.
+ * prices the records, src/time/), or usable memory.
  */
 #include "device/device_impl.h"
 #include "shardsim/comm_meta.h"
@@ -64,7 +67,8 @@ static shs_status_t meta_memset(shs_device_t *dev, void *dst, int value, size_t 
 
 static void meta_destroy(shs_device_t *dev) { free(dev->ctx); }
 
-static void count(shs_device_t *dev, double flops, double bytes, int matmul) {
+/* One launch into the counters (matmul: its FLOPs are tensor-core work). */
+static void tally(shs_device_t *dev, double flops, double bytes, int matmul) {
     shs_kernel_stats_t *k = &ctx_of(dev)->ks;
     k->kernels++;
     k->flops += (uint64_t)flops;
@@ -72,12 +76,45 @@ static void count(shs_device_t *dev, double flops, double bytes, int matmul) {
     if (matmul) k->matmul_flops += (uint64_t)flops;
 }
 
+/* One record to the kernel recorder, if any (device.h). */
+static void report(shs_device_t *dev, shs_kernel_info_t info) {
+    if (dev->kernel_recorder) dev->kernel_recorder(dev->kernel_recorder_user, &info);
+}
+
+/* A launch without a shape: counted, and reported as one record of class
+ * `cls` named after the kernel (`count` passes the function's name less
+ * its "meta_"). */
+static void count_as(shs_device_t *dev, double flops, double bytes, shs_kernel_class_t cls, const char *name) {
+    tally(dev, flops, bytes, 0);
+    report(dev, (shs_kernel_info_t){.cls = cls, .name = name, .flops = flops, .bytes = bytes});
+}
+#define count(dev, flops, bytes, cls) count_as(dev, flops, bytes, cls, __func__ + 5)
+
+/* GEMM record: out (m x n), inner k; counted bytes as given */
+static void report_gemm(shs_device_t *dev, const char *name, int backward, double m, double n, double k, double bytes) {
+    report(dev, (shs_kernel_info_t){.cls = SHS_KERNEL_GEMM, .name = name, .backward = backward, .m = m, .n = n,
+                                    .k = k, .flops = 2 * m * n * k, .bytes = bytes});
+}
+/* a bias add or column sum: an elementwise record */
+static void report_bias(shs_device_t *dev, const char *name, double flops, double bytes) {
+    report(dev, (shs_kernel_info_t){.cls = SHS_KERNEL_ELEMENTWISE, .name = name, .flops = flops, .bytes = bytes});
+}
+/* The attention core: counted (tensor-core work) and reported with its shape. */
+static void count_attention(shs_device_t *dev, const char *name, int backward, int flash, int B, int NH, int T, int HD,
+                            double flops, double bytes) {
+    tally(dev, flops, bytes, 1);
+    report(dev, (shs_kernel_info_t){.cls = SHS_KERNEL_ATTENTION, .name = name, .backward = backward, .flash = flash,
+                                    .m = (double)B * NH, .n = T, .k = HD, .flops = flops, .bytes = bytes});
+}
+
 /* ---- kernels: cost only ---------------------------------------------------- */
 
 static void meta_matmul_forward(shs_device_t *d, float *out, const float *inp, const float *w, const float *bias,
                                 int BT, int C, int OC) {
     double bt = BT, c = C, oc = OC;
-    count(d, 2 * bt * c * oc + (bias ? bt * oc : 0), 4 * (bt * c + oc * c + bt * oc + (bias ? oc : 0)), 1);
+    tally(d, 2 * bt * c * oc + (bias ? bt * oc : 0), 4 * (bt * c + oc * c + bt * oc + (bias ? oc : 0)), 1);
+    report_gemm(d, "matmul_forward", 0, bt, oc, c, 4 * (bt * c + oc * c + bt * oc));
+    if (bias) report_bias(d, "matmul_forward bias", bt * oc, 4 * oc);
 }
 static void meta_matmul_backward(shs_device_t *d, float *dinp, float *dw, float *dbias, const float *dout,
                                  const float *inp, const float *w, int BT, int C, int OC) {
@@ -85,18 +122,22 @@ static void meta_matmul_backward(shs_device_t *d, float *dinp, float *dw, float 
     /* dweight always; dinp when asked; dbias a column sum */
     double f = 2 * bt * c * oc + (dinp ? 2 * bt * c * oc : 0) + (dbias ? bt * oc : 0);
     double b = 4 * (bt * oc + bt * c + 2 * oc * c + (dinp ? 2 * bt * c : 0) + (dbias ? 2 * oc : 0));
-    count(d, f, b, 1);
+    tally(d, f, b, 1);
+    report_gemm(d, "matmul_backward dweight", 1, oc, c, bt, 4 * (bt * oc + bt * c + 2 * oc * c));
+    if (dinp) report_gemm(d, "matmul_backward dinp", 1, bt, c, oc, 4 * (2 * bt * c));
+    if (dbias) report_bias(d, "matmul_backward dbias", bt * oc, 4 * (2 * oc));
 }
 static void meta_layernorm_forward(shs_device_t *d, float *out, float *mean, float *rstd, const float *inp,
                                    const float *w, const float *b, int N, int C) {
     double n = (double)N * C;
-    count(d, 8 * n, 4 * (2 * n + 2.0 * C + 2.0 * N), 0); /* mean, variance, normalize, scale, shift */
+    /* mean, variance, normalize, scale, shift */
+    count(d, 8 * n, 4 * (2 * n + 2.0 * C + 2.0 * N), SHS_KERNEL_ELEMENTWISE);
 }
 static void meta_layernorm_backward(shs_device_t *d, float *dinp, float *dw, float *db, const float *dout,
                                     const float *inp, const float *w, const float *mean, const float *rstd, int N,
                                     int C) {
     double n = (double)N * C;
-    count(d, 14 * n, 4 * (4 * n + 5.0 * C + 2.0 * N), 0);
+    count(d, 14 * n, 4 * (4 * n + 5.0 * C + 2.0 * N), SHS_KERNEL_ELEMENTWISE);
 }
 /* Causal: T(T+1)/2 (query, key) pairs per sequence and head; per pair 2 hs
  * for q.k, 2 hs for att.v and 5 for the softmax. */
@@ -104,22 +145,24 @@ static double causal_pairs(int B, int T, int NH) { return (double)B * NH * T * (
 static void meta_attention_forward(shs_device_t *d, float *out, float *preatt, float *att, const float *qkv, int B,
                                    int T, int C, int NH) {
     double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C;
-    count(d, pairs * (4 * hs + 5), 4 * (3 * btc + btc + 2.0 * B * NH * T * T), 1);
+    count_attention(d, "attention_forward", 0, 0, B, NH, T, C / NH,
+                    pairs * (4 * hs + 5), 4 * (3 * btc + btc + 2.0 * B * NH * T * T));
 }
 /* Backward: datt and dv (4 hs per pair), dq and dk (4 hs), softmax (4). */
 static void meta_attention_backward(shs_device_t *d, float *dqkv, float *dpreatt, float *datt, const float *dout,
                                     const float *qkv, const float *att, int B, int T, int C, int NH) {
     double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C;
-    count(d, pairs * (8 * hs + 4), 4 * (btc + 3 * btc + 3 * btc + 3.0 * B * NH * T * T), 1);
+    count_attention(d, "attention_backward", 1, 0, B, NH, T, C / NH,
+                    pairs * (8 * hs + 4), 4 * (btc + 3 * btc + 3 * btc + 3.0 * B * NH * T * T));
 }
 /* Dropout: a compare and a scale per element; reads inp, writes out and the 1-byte mask. */
 static void meta_dropout_forward(shs_device_t *d, float *out, uint8_t *mask, const float *inp, size_t n,
                                  const shs_dropout_t *dp) {
-    count(d, 2.0 * n, 9.0 * n, 0);
+    count(d, 2.0 * n, 9.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
 static void meta_dropout_backward(shs_device_t *d, float *dinp, const uint8_t *mask, const float *dout, size_t n,
                                   float p) {
-    count(d, 2.0 * n, 13.0 * n, 0);
+    count(d, 2.0 * n, 13.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
 /* Eager with dropout: the eager forward plus 2 per pair for the dropout,
  * and the dropped (T,T) matrix (f32) and mask (bytes) written. */
@@ -127,14 +170,16 @@ static void meta_attention_forward_dropout(shs_device_t *d, float *out, float *p
                                            uint8_t *mask, const float *qkv, int B, int T, int C, int NH,
                                            const shs_dropout_t *dp) {
     double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C, tt = (double)B * NH * T * T;
-    count(d, pairs * (4 * hs + 7), 4 * (3 * btc + btc + 3.0 * tt) + tt, 1);
+    count_attention(d, "attention_forward_dropout", 0, 0, B, NH, T, C / NH,
+                    pairs * (4 * hs + 7), 4 * (3 * btc + btc + 3.0 * tt) + tt);
 }
 static void meta_attention_backward_dropout(shs_device_t *d, float *dqkv, float *dpreatt, float *datt,
                                             const float *dout, const float *qkv, const float *att,
                                             const float *att_drop, const uint8_t *mask, int B, int T, int C, int NH,
                                             float p) {
     double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C, tt = (double)B * NH * T * T;
-    count(d, pairs * (8 * hs + 5), 4 * (btc + 3 * btc + 3 * btc + 4.0 * tt) + tt, 1);
+    count_attention(d, "attention_backward_dropout", 1, 0, B, NH, T, C / NH,
+                    pairs * (8 * hs + 5), 4 * (btc + 3 * btc + 3 * btc + 4.0 * tt) + tt);
 }
 /* Flash forward: the eager forward's FLOPs (the block rescaling is O(T hs)
  * per row, not counted); reads qkv, writes out and lse (B,NH,T): no (T,T)
@@ -142,7 +187,8 @@ static void meta_attention_backward_dropout(shs_device_t *d, float *dqkv, float 
 static void meta_attention_forward_flash(shs_device_t *d, float *out, float *lse, const float *qkv, int B, int T, int C,
                                          int NH, const shs_dropout_t *dp) {
     double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C;
-    count(d, pairs * (4 * hs + 5), 4 * (3 * btc + btc + (double)B * NH * T), 1);
+    count_attention(d, "attention_forward_flash", 0, 1, B, NH, T, C / NH,
+                    pairs * (4 * hs + 5), 4 * (3 * btc + btc + (double)B * NH * T));
 }
 /* Flash backward: per pair the scores again (2 hs), P (2), dv (2 hs), dP
  * (2 hs), dS (2), dq and dk (4 hs); D per row (2 hs). Reads qkv, dout, out,
@@ -151,15 +197,20 @@ static void meta_attention_backward_flash(shs_device_t *d, float *dqkv, const fl
                                           const float *out, const float *lse, int B, int T, int C, int NH,
                                           const shs_dropout_t *dp) {
     double hs = (double)C / NH, pairs = causal_pairs(B, T, NH), btc = (double)B * T * C, rows = (double)B * NH * T;
-    count(d, pairs * (10 * hs + 4) + rows * 2 * hs, 4 * (3 * btc + btc + btc + 6 * btc + rows), 1);
+    count_attention(d, "attention_backward_flash", 1, 1, B, NH, T, C / NH,
+                    pairs * (10 * hs + 4) + rows * 2 * hs, 4 * (3 * btc + btc + btc + 6 * btc + rows));
 }
-static void meta_gelu_forward(shs_device_t *d, float *out, const float *inp, size_t n) { count(d, 10.0 * n, 8.0 * n, 0); }
+static void meta_gelu_forward(shs_device_t *d, float *out, const float *inp, size_t n) {
+    count(d, 10.0 * n, 8.0 * n, SHS_KERNEL_ELEMENTWISE);
+}
 static void meta_gelu_backward(shs_device_t *d, float *dinp, const float *inp, const float *dout, size_t n) {
-    count(d, 18.0 * n, 16.0 * n, 0);
+    count(d, 18.0 * n, 16.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
-static void meta_relu_forward(shs_device_t *d, float *out, const float *inp, size_t n) { count(d, 1.0 * n, 8.0 * n, 0); }
+static void meta_relu_forward(shs_device_t *d, float *out, const float *inp, size_t n) {
+    count(d, 1.0 * n, 8.0 * n, SHS_KERNEL_ELEMENTWISE);
+}
 static void meta_relu_backward(shs_device_t *d, float *dinp, const float *inp, const float *dout, size_t n) {
-    count(d, 2.0 * n, 16.0 * n, 0);
+    count(d, 2.0 * n, 16.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
 /* Encoder: with wpe one add per element, reads tokens, a wte row and a wpe
  * row, writes out; without wpe (Llama) a copy: no FLOPs, tokens, wte rows
@@ -167,46 +218,54 @@ static void meta_relu_backward(shs_device_t *d, float *dinp, const float *inp, c
 static void meta_encoder_forward(shs_device_t *d, float *out, const int32_t *tokens, const float *wte,
                                  const float *wpe, int B, int T, int C) {
     double btc = (double)B * T * C;
-    count(d, wpe ? btc : 0, 4 * ((wpe ? 3 : 2) * btc + (double)B * T), 0);
+    count(d, wpe ? btc : 0, 4 * ((wpe ? 3 : 2) * btc + (double)B * T), SHS_KERNEL_ELEMENTWISE);
 }
 static void meta_encoder_backward(shs_device_t *d, float *dwte, float *dwpe, const float *dout,
                                   const int32_t *tokens, int B, int T, int C) {
     double btc = (double)B * T * C;
-    count(d, (dwpe ? 2 : 1) * btc, 4 * ((dwpe ? 5 : 3) * btc + (double)B * T), 0);
+    count(d, (dwpe ? 2 : 1) * btc, 4 * ((dwpe ? 5 : 3) * btc + (double)B * T), SHS_KERNEL_ELEMENTWISE);
 }
 static void meta_residual_forward(shs_device_t *d, float *out, const float *a, const float *b, size_t n) {
-    count(d, 1.0 * n, 12.0 * n, 0);
+    count(d, 1.0 * n, 12.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
-static void meta_accumulate(shs_device_t *d, float *dst, const float *src, size_t n) { count(d, 1.0 * n, 12.0 * n, 0); }
-static void meta_scale(shs_device_t *d, float *x, float alpha, size_t n) { count(d, 1.0 * n, 8.0 * n, 0); }
+static void meta_accumulate(shs_device_t *d, float *dst, const float *src, size_t n) {
+    count(d, 1.0 * n, 12.0 * n, SHS_KERNEL_ELEMENTWISE);
+}
+static void meta_scale(shs_device_t *d, float *x, float alpha, size_t n) {
+    count(d, 1.0 * n, 8.0 * n, SHS_KERNEL_ELEMENTWISE);
+}
 static void meta_softmax_xent_forward(shs_device_t *d, float *losses, float *probs, const float *logits,
                                       const int32_t *targets, int BT, int V) {
     double n = (double)BT * V;
-    count(d, 5 * n, 4 * (2 * n + 2.0 * BT), 0); /* max, exp, sum, divide, log */
+    count(d, 5 * n, 4 * (2 * n + 2.0 * BT), SHS_KERNEL_ELEMENTWISE); /* max, exp, sum, divide, log */
 }
 static void meta_softmax_xent_backward(shs_device_t *d, float *dlogits, const float *probs, const int32_t *targets,
                                        float dloss, int BT, int V) {
     double n = (double)BT * V;
-    count(d, 2 * n, 4 * (2 * n + (double)BT), 0);
+    count(d, 2 * n, 4 * (2 * n + (double)BT), SHS_KERNEL_ELEMENTWISE);
 }
-static void meta_sum(shs_device_t *d, float *out, const float *x, size_t n) { count(d, 1.0 * n, 4.0 * n + 4, 0); }
+static void meta_sum(shs_device_t *d, float *out, const float *x, size_t n) {
+    count(d, 1.0 * n, 4.0 * n + 4, SHS_KERNEL_ELEMENTWISE);
+}
 static void meta_norm_accumulate(shs_device_t *d, int64_t *acc, const float *x, size_t n, int p) {
-    count(d, 2.0 * n, 4.0 * n, 0);
+    count(d, 2.0 * n, 4.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
 static void meta_cast(shs_device_t *d, void *dst, shs_dtype_t dt, const void *src, shs_dtype_t st, size_t n) {
-    count(d, 0, (double)n * (double)(shs_dtype_size(dt) + shs_dtype_size(st)), 0);
+    count(d, 0, (double)n * (double)(shs_dtype_size(dt) + shs_dtype_size(st)), SHS_KERNEL_ELEMENTWISE);
 }
-static void meta_round(shs_device_t *d, float *x, shs_dtype_t dt, size_t n) { count(d, 0, 8.0 * n, 0); }
+static void meta_round(shs_device_t *d, float *x, shs_dtype_t dt, size_t n) {
+    count(d, 0, 8.0 * n, SHS_KERNEL_ELEMENTWISE);
+}
 /* AdamW: weight decay 2, two moments 6, update 5 per element; reads p, g, m,
  * v and writes p, m, v. */
 static void meta_adamw_update(shs_device_t *d, float *p, const float *g, float *m, float *v, size_t n,
                               const shs_adamw_hparams_t *hp) {
-    count(d, 13.0 * n, 28.0 * n, 0);
+    count(d, 13.0 * n, 28.0 * n, SHS_KERNEL_OPTIMIZER);
 }
 static void meta_sgd_update(shs_device_t *d, float *p, const float *g, float *buf, size_t n, float lr,
                             float momentum, float wd) {
     int mom = momentum != 0.0f && buf;
-    count(d, (mom ? 6.0 : 4.0) * n, (mom ? 20.0 : 12.0) * n, 0);
+    count(d, (mom ? 6.0 : 4.0) * n, (mom ? 20.0 : 12.0) * n, SHS_KERNEL_OPTIMIZER);
 }
 
 /* ---- Llama-family kernels ------------------------------------------------------
@@ -219,7 +278,7 @@ static void meta_sgd_update(shs_device_t *d, float *p, const float *g, float *bu
 static void meta_rmsnorm_forward(shs_device_t *d, float *out, float *rstd, const float *inp, const float *w, int N,
                                  int C, float eps) {
     double n = (double)N * C;
-    count(d, 4 * n + 3.0 * N, 4 * (2 * n + C + (double)N), 0);
+    count(d, 4 * n + 3.0 * N, 4 * (2 * n + C + (double)N), SHS_KERNEL_ELEMENTWISE);
 }
 /* RMSNorm backward: per element g = dy w 1, xhat 1, dot 2, dinp 4 (sub, two
  * multiplies, add), dweight 3 (xhat, multiply, add): 11. Reads dout, inp,
@@ -228,7 +287,7 @@ static void meta_rmsnorm_forward(shs_device_t *d, float *out, float *rstd, const
 static void meta_rmsnorm_backward(shs_device_t *d, float *dinp, float *dw, const float *dout, const float *inp,
                                   const float *w, const float *rstd, int N, int C) {
     double n = (double)N * C;
-    count(d, 11 * n, 4 * (4 * n + 3.0 * C + N), 0);
+    count(d, 11 * n, 4 * (4 * n + 3.0 * C + N), SHS_KERNEL_ELEMENTWISE);
 }
 /* RoPE: per pair (n/2 of them) the angle 1, cos 1, sin 1, the rotation 6
  * (4 multiplies, 2 adds): 9; backward 2 more for the accumulation. Reads inp
@@ -239,23 +298,23 @@ static void meta_rmsnorm_backward(shs_device_t *d, float *dinp, float *dw, const
 static void meta_rope_forward(shs_device_t *d, float *out, const float *inp, const int32_t *pos, const float *inv_freq,
                               int B, int T, int NH, int HD) {
     double n = (double)B * T * NH * HD;
-    count(d, 4.5 * n, 4 * (2 * n + HD / 2 + (pos ? (double)B * T : 0)), 0);
+    count(d, 4.5 * n, 4 * (2 * n + HD / 2 + (pos ? (double)B * T : 0)), SHS_KERNEL_ELEMENTWISE);
 }
 static void meta_rope_backward(shs_device_t *d, float *dinp, const float *dout, const int32_t *pos,
                                const float *inv_freq, int B, int T, int NH, int HD) {
     double n = (double)B * T * NH * HD;
-    count(d, 5.5 * n, 4 * (3 * n + HD / 2 + (pos ? (double)B * T : 0)), 0);
+    count(d, 5.5 * n, 4 * (3 * n + HD / 2 + (pos ? (double)B * T : 0)), SHS_KERNEL_ELEMENTWISE);
 }
 /* SwiGLU forward: exp, add, divide (silu) and the multiply by up: 4 per
  * element; reads gate, up, writes out. Backward: sigmoid 3, silu 1, silu' 4,
  * dgate 3, dup 2: 13; reads dout, gate, up, dgate and dup read+written.
  *   forward flops = 4n, bytes = 12n;  backward flops = 13n, bytes = 28n */
 static void meta_swiglu_forward(shs_device_t *d, float *out, const float *gate, const float *up, size_t n) {
-    count(d, 4.0 * n, 12.0 * n, 0);
+    count(d, 4.0 * n, 12.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
 static void meta_swiglu_backward(shs_device_t *d, float *dgate, float *dup, const float *dout, const float *gate,
                                  const float *up, size_t n) {
-    count(d, 13.0 * n, 28.0 * n, 0);
+    count(d, 13.0 * n, 28.0 * n, SHS_KERNEL_ELEMENTWISE);
 }
 /* GQA attention: the causal pairs B NH T(T+1)/2 (the meta device cannot read
  * doc_ids, so a document mask is not subtracted: an upper bound), with the
@@ -272,27 +331,31 @@ static void meta_swiglu_backward(shs_device_t *d, float *dgate, float *dup, cons
 static void meta_attention_gqa_forward(shs_device_t *d, float *out, float *att, const float *q, const float *k,
                                        const float *v, const int32_t *doc, int B, int T, int NH, int NKV, int HD) {
     double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, tt = (double)B * NH * T * T;
-    count(d, causal_pairs(B, T, NH) * (4.0 * HD + 5), 4 * (2 * nq + 2 * nkv + tt + (doc ? (double)B * T : 0)), 1);
+    count_attention(d, "attention_gqa_forward", 0, 0, B, NH, T, HD,
+                    causal_pairs(B, T, NH) * (4.0 * HD + 5), 4 * (2 * nq + 2 * nkv + tt + (doc ? (double)B * T : 0)));
 }
 static void meta_attention_gqa_backward(shs_device_t *d, float *dq, float *dk, float *dv, float *datt,
                                         const float *dout, const float *q, const float *k, const float *v,
                                         const float *att, int B, int T, int NH, int NKV, int HD) {
     double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, tt = (double)B * NH * T * T;
-    count(d, causal_pairs(B, T, NH) * (8.0 * HD + 4), 4 * (4 * nq + 6 * nkv + 3 * tt), 1);
+    count_attention(d, "attention_gqa_backward", 1, 0, B, NH, T, HD,
+                    causal_pairs(B, T, NH) * (8.0 * HD + 4), 4 * (4 * nq + 6 * nkv + 3 * tt));
 }
 static void meta_attention_gqa_forward_flash(shs_device_t *d, float *out, float *lse, const float *q, const float *k,
                                              const float *v, const int32_t *doc, int B, int T, int NH, int NKV,
                                              int HD) {
     double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, rows = (double)B * NH * T;
-    count(d, causal_pairs(B, T, NH) * (4.0 * HD + 5), 4 * (2 * nq + 2 * nkv + rows + (doc ? (double)B * T : 0)), 1);
+    count_attention(d, "attention_gqa_forward_flash", 0, 1, B, NH, T, HD,
+                    causal_pairs(B, T, NH) * (4.0 * HD + 5), 4 * (2 * nq + 2 * nkv + rows + (doc ? (double)B * T : 0)));
 }
 static void meta_attention_gqa_backward_flash(shs_device_t *d, float *dq, float *dk, float *dv, const float *dout,
                                               const float *q, const float *k, const float *v, const float *out,
                                               const float *lse, const int32_t *doc, int B, int T, int NH, int NKV,
                                               int HD) {
     double nq = (double)B * T * NH * HD, nkv = (double)B * T * NKV * HD, rows = (double)B * NH * T;
-    count(d, causal_pairs(B, T, NH) * (10.0 * HD + 4) + rows * 2 * HD,
-          4 * (5 * nq + 6 * nkv + rows + (doc ? (double)B * T : 0)), 1);
+    count_attention(d, "attention_gqa_backward_flash", 1, 1, B, NH, T, HD,
+                    causal_pairs(B, T, NH) * (10.0 * HD + 4) + rows * 2 * HD,
+                    4 * (5 * nq + 6 * nkv + rows + (doc ? (double)B * T : 0)));
 }
 
 static void meta_kernel_stats(const shs_device_t *dev, shs_kernel_stats_t *out) { *out = ctx_of(dev)->ks; }

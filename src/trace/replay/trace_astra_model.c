@@ -1,6 +1,6 @@
 /* trace_astra_model.c - ASTRA-sim analytical network and system-layer
  * collective timing (see trace_astra_model.h). What it is not: the NCCL-
- * flavoured alpha-beta model (trace_net.c) or a report (sim/).
+ * flavoured alpha-beta model (src/net/net_alpha_beta.c) or a report (sim/).
  *
  * The rules, as read in ASTRA-sim's sources (facts, no code taken):
  * Network (astra-sim/astra-network-analytical):

@@ -3,7 +3,7 @@
  * in the hooks of the blocking execution the analysis also uses
  * (trace_exec.h).
  * What it is not: the execution itself (trace_exec.c) or the per-call cost
- * (trace_net.c). */
+ * (src/net/net_alpha_beta.c). */
 #include "shardsim/trace_comm_timeline.h"
 
 #include <stdlib.h>

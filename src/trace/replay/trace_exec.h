@@ -13,7 +13,7 @@
  * run ends when no rank can move: ranks not at their end are blocked for
  * ever (the trace deadlocks).
  * What it is not: a check of what the calls carry (trace_check.c) or of
- * their cost (trace_net.c).
+ * their cost (src/net/net_alpha_beta.c).
  */
 #ifndef SHARDSIM_TRACE_EXEC_H
 #define SHARDSIM_TRACE_EXEC_H
