@@ -7,6 +7,7 @@
 #   make test            build and run every tests/<layer>/test_*.c (cmocka)
 #   make test SAN=address | SAN=thread   same under ASan+UBSan / TSan
 #   make test-full       every training feature x world sizes {1,2,3,5,8} (a few minutes)
+#   make readme-figures  rerun the commands of the README's output blocks and rewrite them
 # Never add -ffast-math or -Ofast: bit-exactness depends on IEEE semantics.
 
 CC      ?= gcc
@@ -263,8 +264,21 @@ endif
 need-cmocka:
 	@echo "✗ cmocka not found: the tests need libcmocka-dev (run make deps)"; exit 1
 
+# The program the documentation checks run (tests/cli/test_readme_figures.c,
+# test_help_examples.c): what the README and --help show does not depend on
+# the build, so under SAN= they run the plain build's program (built here
+# first, a no-op when it is current) instead of repeating minutes of
+# training under a sanitizer; the sanitizers run those code paths in the
+# other CLI tests.
+DOCS_BIN := $(abspath $(BUILDROOT))/shardsim
+$(BUILD)/obj/tests/cli/test_readme_figures.o $(BUILD)/obj/tests/cli/test_help_examples.o: \
+  CFLAGS += -DSHS_DOCS_BIN_PATH='"$(DOCS_BIN)"'
+.PHONY: docs-bin
+docs-bin:
+	@$(MAKE) --no-print-directory SAN= $(BUILDROOT)/shardsim
+
 # Runs every test binary, keeps going past failures, fails if any failed.
-run-tests: $(TEST_BINS) $(BIN)
+run-tests: $(TEST_BINS) $(BIN) $(if $(SAN),docs-bin)
 	@fail=0; for t in $(TEST_BINS); do \
 	  echo "== $$t"; \
 	  if ! SHS_SHARED_DIR=$(SHARED) $$t; then fail=1; echo "FAILED: $$t"; fi; \
@@ -335,6 +349,16 @@ bench: $(BIN)
 .PHONY: same-outputs
 same-outputs: $(BIN)
 	@bash tests/same_outputs.sh check
+
+# The README's output blocks (the main job, compare's tables and timing)
+# rerun: readme-figures rewrites them, readme-check compares (machine-
+# dependent timings as placeholders); tests/cli/test_readme_figures.c runs
+# the check in make test.
+.PHONY: readme-figures readme-check
+readme-figures: $(BIN)
+	@SHARDSIM=$(BIN) bash tests/readme_figures.sh update
+readme-check: $(BIN)
+	@SHARDSIM=$(BIN) bash tests/readme_figures.sh check
 
 # The Llama against PyTorch (tests/fidelity/torch_llama_check.py): loss and
 # one AdamW step. Needs Debian's python3-torch in the system python3

@@ -1,6 +1,7 @@
 /* args.c - the command line's shared parsing and error lines (see args.h). */
 #include "args.h"
 #include "commands.h"
+#include "help_examples.h"
 #include "shardsim/units.h"
 
 #include <errno.h>
@@ -65,10 +66,87 @@ int sim_parse_wrap(const char *s, size_t *min_params, char *err, size_t errlen) 
     return 0;
 }
 
+/* The length of the UTF-8 sequence at s that shows as a character (U+00A0
+ * and above, well formed: no overlong form, no surrogate), else 0. */
+static size_t utf8_char_len(const unsigned char *s) {
+    unsigned c = s[0], cp, min;
+    size_t n;
+    if (c >= 0xc2 && c <= 0xdf) n = 2, min = 0xa0; /* below U+00A0: C1 controls */
+    else if (c >= 0xe0 && c <= 0xef) n = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, min = 0x10000;
+    else return 0;
+    cp = c & (0x3fu >> (n - 1));
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
+}
+
+/* msg with every byte that does not show as a character (controls, DEL,
+ * invalid UTF-8) written as \xHH. Returns a malloc'd string (NULL: none). */
+static char *escaped(const char *msg) {
+    size_t n = strlen(msg);
+    char *out = malloc(4 * n + 1), *o = out;
+    if (!out) return NULL;
+    const unsigned char *s = (const unsigned char *)msg;
+    for (size_t i = 0; i < n;) {
+        size_t len = s[i] >= 0x20 && s[i] < 0x7f ? 1 : utf8_char_len(s + i);
+        if (len == 0) {
+            o += sprintf(o, "\\x%02x", s[i]);
+            i++;
+        } else {
+            memcpy(o, s + i, len);
+            o += len;
+            i += len;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+/* the start of the UTF-8 character that holds byte i of s (i moved back
+ * over continuation bytes) */
+static size_t char_start(const char *s, size_t i) {
+    while (i > 0 && ((unsigned char)s[i] & 0xc0) == 0x80) i--;
+    return i;
+}
+
+/* Write msg (escaped) to f with each run of more than SIM_SHOWN_RUN bytes
+ * without a space shortened to its start and end, and at most
+ * SIM_SHOWN_MAX bytes in all. */
+static void put_shown(FILE *f, const char *msg) {
+    char *e = escaped(msg);
+    const char *s = e ? e : "(no memory to show the message)";
+    size_t n = strlen(s), shown = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && s[j] != ' ') j++;
+        if (j == i) j++; /* a space */
+        size_t run = j - i, head = run, tail = 0;
+        if (run > SIM_SHOWN_RUN) {
+            head = char_start(s, i + SIM_SHOWN_RUN * 5 / 8) - i;
+            tail = j - char_start(s, j - SIM_SHOWN_RUN / 4);
+        }
+        if (shown + head + tail > SIM_SHOWN_MAX) {
+            fprintf(f, "%s[... %zu bytes not shown]", i > 0 && s[i - 1] != ' ' ? " " : "", n - i);
+            break;
+        }
+        fwrite(s + i, 1, head, f);
+        if (tail) fprintf(f, "[... %zu bytes not shown ...]%.*s", run - head - tail, (int)tail, s + j - tail);
+        shown += head + tail;
+        i = j;
+    }
+    free(e);
+}
+
 static void vreport(const char *cmd, const char *kind, const char *fmt, va_list ap, const char *tail) {
+    char *msg = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
     fprintf(stderr, "shardsim%s%s: %s: ", cmd ? " " : "", cmd ? cmd : "", kind);
-    vfprintf(stderr, fmt, ap);
+    put_shown(stderr, msg ? msg : fmt);
     fprintf(stderr, "%s\n", tail);
+    free(msg);
 }
 
 void sim_error(const char *cmd, const char *fmt, ...) {
@@ -231,6 +309,7 @@ void sim_opts_help(FILE *f, const sim_command_t *c) {
         const char *d = id < c->n && c->defaults ? c->defaults[id] : NULL;
         fprintf(f, "%s%s%s\n", d ? " (default " : "", d ? d : "", d ? ")" : "");
     }
+    sim_help_examples(f, c->cmd);
 }
 
 /* Check val against row r into o's slot id. -1 to go on, else an exit code. */
@@ -291,6 +370,7 @@ int sim_opts_parse(const sim_command_t *c, int argc, char **argv, sim_opts_t *o)
                 id = k;
         if (id < 0) return sim_args_unknown(&a);
         const sim_opt_t *r = &c->table[id];
+        if (o->given[id] && !r->repeat) return sim_usage_error(c->cmd, "option %s is given twice: give it once", r->name);
         if (r->type == SIM_OPT_BOOL) {
             int v;
             if ((rc = sim_args_bool(&a, &v)) >= 0) return rc;

@@ -17,7 +17,14 @@ int sim_parse_wrap(const char *s, size_t *min_params, char *err, size_t errlen);
 
 /* Print "shardsim CMD: error: MESSAGE" (printf format) to stderr: the one
  * error line of every command. cmd NULL: "shardsim: error: ..." (no command
- * known yet). */
+ * known yet). MESSAGE is shown safe for a terminal and short, whatever the
+ * user gave or a file held: a byte that is no printable character (a
+ * control, DEL, invalid UTF-8; valid UTF-8 stays) as \xHH; a run of more
+ * than SIM_SHOWN_RUN bytes without a space as its first 5/8 and last 1/4
+ * around "[... N bytes not shown ...]"; at most SIM_SHOWN_MAX bytes in all
+ * (then "[... N bytes not shown]"). */
+#define SIM_SHOWN_RUN 256
+#define SIM_SHOWN_MAX 2048
 void sim_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same for a hint that follows an error: "shardsim CMD: note: ...". */
 void sim_note(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -116,12 +123,15 @@ typedef struct {
 } sim_command_t;
 
 /* Parse argv (argv[0] the command) into *o. -h/--help prints the help
- * (sim_opts_help) and returns SIM_EXIT_OK. Returns -1 to go on, or the exit
- * code after a usage error "shardsim CMD: error: NAME: ..." */
+ * (sim_opts_help) and returns SIM_EXIT_OK. An option given twice (by its
+ * name or alias) is a usage error unless its row repeats: the last value
+ * silently winning hides a typo in a long command line. Returns -1 to go
+ * on, or the exit code after a usage error "shardsim CMD: error: NAME: ..." */
 int sim_opts_parse(const sim_command_t *c, int argc, char **argv, sim_opts_t *o);
 
 /* The --help text: c->usage, then one line (or more) per row, NAME ARG and
- * its help, with " (default D)" where c->defaults has D; then -h, --help. */
+ * its help, with " (default D)" where c->defaults has D; then -h, --help;
+ * then the command's examples (help_examples.h). */
 void sim_opts_help(FILE *f, const sim_command_t *c);
 
 /* Flush stdout; if it failed (a full disk, a closed pipe) print "cannot write

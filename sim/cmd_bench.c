@@ -2,7 +2,9 @@
  * nccl-tests format with the same run's memcpy bandwidth beside each row,
  * training step time per strategy, and matmul GFLOP/s against the CPU's
  * estimated fp32 peak. Text, or JSON through jansson when it was found at
- * build time. `--only trace` times importing and checking a generated
+ * build time. `--only p2p` measures point-to-point calls in nccl-tests'
+ * sendrecv form (each rank sends to the next, receives from the previous,
+ * busbw factor 1) in the same table format. `--only trace` times importing and checking a generated
  * 1 M-record, 64-rank trace, as shardsim text files and as one NCCL log
  * (trace_bench.h).
  * What it is not: a pass/fail test; it reports ratios measured in one run.
@@ -44,7 +46,7 @@ typedef struct {
     int in_place;
     double row_seconds;
     int json;
-    int do_coll, do_train, do_matmul, do_compare, do_trace;
+    int do_coll, do_train, do_matmul, do_compare, do_trace, do_p2p;
     int train_steps;
     shs_world_backend_t backend; /* --backend: cpu (threads) or a CUDA world (world.h) */
 } bench_opts_t;
@@ -68,7 +70,7 @@ static const sim_opt_t bench_options[B_NUM_OPTIONS] = {
     [B_FACTOR] = {"--factor", NULL, SIM_OPT_FLOAT, 1.01, 1024, 0, 0, "F", "size multiplier between rows (nccl-tests -f)"},
     [B_IN_PLACE] = {"--in-place", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL, "in-place collectives"},
     [B_SECONDS] = {"--seconds", NULL, SIM_OPT_FLOAT, 0.001, 60, 0, 0, "S", "target time per row"},
-    [B_ONLY] = {"--only", NULL, SIM_OPT_STR, 0, 0, 0, 1, "WHAT", "coll | train | matmul | compare | trace (repeatable)"},
+    [B_ONLY] = {"--only", NULL, SIM_OPT_STR, 0, 0, 0, 1, "WHAT", "coll | p2p | train | matmul | compare | trace\n(repeatable)"},
     [B_TRAIN_STEPS] = {"--train-steps", NULL, SIM_OPT_INT, 1, 1000, 0, 0, "N", "timed steps per strategy"},
     [B_FORMAT] = {"--format", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F",
                   "text | json; json holds the coll, train and matmul\n"
@@ -121,11 +123,11 @@ static int bench_each(void *ctx, sim_args_t *a, int id, const sim_opts_t *p) {
         o->worlds[o->num_worlds++] = (int)p->num[B_WORLD];
     }
     if (id == B_ONLY) {
-        static const char *const what[] = {"coll", "train", "matmul", "compare", "trace"};
-        int *flag[] = {&o->do_coll, &o->do_train, &o->do_matmul, &o->do_compare, &o->do_trace};
+        static const char *const what[] = {"coll", "train", "matmul", "compare", "trace", "p2p"};
+        int *flag[] = {&o->do_coll, &o->do_train, &o->do_matmul, &o->do_compare, &o->do_trace, &o->do_p2p};
         int k = 0;
-        while (k < 5 && strcmp(v, what[k]) != 0) k++;
-        if (k == 5) return bench_error("unknown --only ", v);
+        while (k < 6 && strcmp(v, what[k]) != 0) k++;
+        if (k == 6) return bench_error("unknown --only ", v);
         *flag[k] = 1;
     }
     return -1;
@@ -163,7 +165,7 @@ static int parse_bench_args(int argc, char **argv, bench_opts_t *o) {
     if (o->json && (o->do_compare || o->do_trace))
         return bench_error("--format json covers coll, train and matmul; --only compare and --only trace print text: ",
                            o->do_compare ? "compare" : "trace");
-    if (!only) o->do_coll = o->do_train = o->do_matmul = o->do_compare = o->do_trace = 1;
+    if (!only) o->do_coll = o->do_p2p = o->do_train = o->do_matmul = o->do_compare = o->do_trace = 1;
     if (!o->num_ops) parse_op("all", o);
     if (!o->num_worlds) {
         static const int def[] = {2, 4, 8, 16};
@@ -213,17 +215,26 @@ static void add_coll(results_t *r, const coll_row_t *row) {
 
 static int reduces(shs_coll_op_t op) { return op == SHS_OP_ALL_REDUCE || op == SHS_OP_REDUCE_SCATTER; }
 
+/* A row's op as nccl-tests names it: SHS_OP_SEND stands for sendrecv. */
+static const char *row_name(shs_coll_op_t op) { return op == SHS_OP_SEND ? "sendrecv" : shs_coll_op_name(op); }
+
 /* Bytes every rank's buffers occupy together (the collective's working set). */
 static size_t working_set(shs_coll_op_t op, int n, size_t bytes, int in_place) {
+    if (op == SHS_OP_SEND) return 2 * bytes * (size_t)n; /* a message out, one in, per rank */
     size_t per_rank_in = op == SHS_OP_ALL_GATHER ? bytes / n : bytes;
     size_t per_rank_out = op == SHS_OP_REDUCE_SCATTER ? bytes / n : bytes;
     size_t per_rank = in_place ? (per_rank_in > per_rank_out ? per_rank_in : per_rank_out) : per_rank_in + per_rank_out;
     return per_rank * (size_t)n;
 }
 
-static int run_collectives(const bench_opts_t *o, results_t *res) {
+/* The table of `ops` at every --world (SHS_OP_SEND: sendrecv, out of place). */
+static int run_collectives(const bench_opts_t *o, const shs_coll_op_t *ops, int num_ops, results_t *res) {
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (!o->json)
+    int p2p = ops[0] == SHS_OP_SEND, in_place = o->in_place && !p2p;
+    if (!o->json && p2p)
+        printf("# point-to-point over threads, nccl-tests' sendrecv: rank r sends to (r+1) mod n and receives from\n"
+               "# (r-1+n) mod n in one group; size = one message; busbw = algbw (factor 1); out of place\n");
+    else if (!o->json)
         printf("# collectives over threads: f32, sum, root 0, %s; memcpy = 2 threads over the same working set,\n"
                "# best of libc memcpy and streaming stores, in bytes read+written per s\n"
                "# traffic/memcpy = (minimal bytes read+written by all ranks per call / time) / memcpy bytes per s\n"
@@ -240,13 +251,13 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
             sim_error("bench", "%s", shs_last_error());
             return SIM_EXIT_ERROR;
         }
-        for (int oi = 0; oi < o->num_ops; oi++) {
-            shs_coll_op_t op = o->ops[oi];
+        for (int oi = 0; oi < num_ops; oi++) {
+            shs_coll_op_t op = ops[oi];
             if (!o->json)
-                printf("#\n# %s  nranks %d\n# %12s %12s %5s %6s %10s %12s %8s %8s %11s %11s\n", shs_coll_op_name(op), n,
+                printf("#\n# %s  nranks %d\n# %12s %12s %5s %6s %10s %12s %8s %8s %11s %11s\n", row_name(op), n,
                        "size(B)", "count", "type", "redop", "time(us)", "memcpy(GB/s)", "traffic/", "x naive",
                        "algbw(GB/s)", "busbw(GB/s)");
-            size_t unit = (size_t)n * sizeof(float), last = 0;
+            size_t unit = (p2p ? 1 : (size_t)n) * sizeof(float), last = 0;
             int skipped_small = 0;
             for (double sz = (double)o->min_bytes; sz <= (double)o->max_bytes * 1.0000001; sz *= o->factor) {
                 size_t bytes = (size_t)sz / unit * unit; /* whole f32 elements, a multiple of N */
@@ -256,7 +267,7 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
                 }
                 if (bytes == last) continue; /* a small --factor rounds to the same row */
                 last = bytes;
-                size_t ws = working_set(op, n, bytes, o->in_place);
+                size_t ws = working_set(op, n, bytes, in_place);
                 if ((double)ws > 0.5 * ram) {
                     if (!o->json) printf("  %12zu  (skipped: %zu bytes of buffers exceed half of RAM)\n", bytes, ws);
                     continue;
@@ -265,12 +276,13 @@ static int run_collectives(const bench_opts_t *o, results_t *res) {
                 for (int round = 0; round < ROUNDS; round++) {
                     double mbw = shs_bench_memcpy_bw(ws, 2);
                     shs_bench_coll_t r;
-                    if (shs_bench_collective(w, op, bytes, o->in_place, o->row_seconds / ROUNDS, &r) != SHS_OK) {
+                    if (shs_bench_collective(w, op, bytes, in_place, o->row_seconds / ROUNDS, &r) != SHS_OK) {
                         sim_error("bench", "%s", shs_last_error());
                         shs_world_destroy(w);
                         return SIM_EXIT_ERROR;
                     }
-                    double naive = o->backend == SHS_WORLD_CPU ? shs_bench_naive_us(op, n, bytes, o->row_seconds / ROUNDS) : -1;
+                    double naive = o->backend == SHS_WORLD_CPU && !p2p
+                                       ? shs_bench_naive_us(op, n, bytes, o->row_seconds / ROUNDS) : -1;
                     if (round == 0 || r.time_us < row.c.time_us) row.c = r;
                     if (mbw > row.memcpy_bw) row.memcpy_bw = mbw;
                     if (naive > 0 && (row.naive_us < 0 || naive < row.naive_us)) row.naive_us = naive;
@@ -433,7 +445,7 @@ static void print_json(const results_t *r) {
     for (int i = 0; i < r->num_coll; i++) {
         const shs_bench_coll_t *c = &r->coll[i].c;
         json_array_append_new(coll, json_pack("{s:s,s:i,s:I,s:I,s:s,s:s,s:b,s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "op",
-                                              shs_coll_op_name(c->op), "nranks", c->nranks, "size_bytes",
+                                              row_name(c->op), "nranks", c->nranks, "size_bytes",
                                               (json_int_t)c->bytes, "count", (json_int_t)c->count, "type", "f32",
                                               "redop", reduces(c->op) ? "sum" : "none", "in_place", c->in_place, "iters", c->iters, "time_us",
                                               c->time_us, "memcpy_GBps", r->coll[i].memcpy_bw / 1e9,
@@ -552,7 +564,9 @@ int sim_cmd_bench(int argc, char **argv) {
     }
     results_t res = {0};
     rc = SIM_EXIT_OK;
-    if (o.do_coll) rc = run_collectives(&o, &res);
+    if (o.do_coll) rc = run_collectives(&o, o.ops, o.num_ops, &res);
+    static const shs_coll_op_t sendrecv[] = {SHS_OP_SEND};
+    if (rc == SIM_EXIT_OK && o.do_p2p) rc = run_collectives(&o, sendrecv, 1, &res);
     if (rc == SIM_EXIT_OK && o.do_train) rc = run_training(&o, &res);
     if (rc == SIM_EXIT_OK && o.do_train) rc = run_scaling(&o, &res);
     if (rc == SIM_EXIT_OK && o.do_matmul) rc = run_matmul(&o, &res);

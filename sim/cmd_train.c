@@ -34,6 +34,7 @@ static int train(sim_train_run_t *r) {
         if ((rc = sim_train_run_step(r, index, &s)) >= 0) return rc;
         total_time += s.seconds;
         sim_train_print_step(r, &s);
+        if ((rc = sim_train_run_metrics(r, &s)) >= 0) return rc;
         if ((rc = sim_train_run_bitflip(r, s.step)) >= 0) return rc;
         if ((rc = sim_train_run_check(r, &s)) >= 0) return rc;
         sim_train_print_step_end(r, index, run_start);

@@ -23,6 +23,7 @@ typedef struct {
     shs_hw_t hw;                 /* the GPU and its network */
     size_t device_mem;           /* bytes per GPU for the "fits" column (gmp.board_bytes) */
     shs_gpu_mem_preset_t gmp;    /* the board's memory and a run's fixed costs (gpu_memory.h) */
+    int board_given;             /* --device-mem replaced the preset's board memory */
     shs_framework_t framework;   /* --framework, or --ds-config's DeepSpeed; DEFAULT: each row's */
     int grad_accum_dtype_given, reduce_dtype_given; /* else PyTorch rows take f32 (compare_run.c) */
     double eff;                  /* --efficiency; 0: the GPU's */

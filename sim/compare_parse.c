@@ -440,6 +440,7 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
     job->hw = hw;
     job->device_mem = device_mem;
     job->gmp = gmp;
+    job->board_given = o.given[C_DEVICE_MEM];
     job->framework = framework;
     job->grad_accum_dtype_given = o.given[C_GRAD_ACCUM_DTYPE];
     job->reduce_dtype_given = o.given[C_REDUCE_DTYPE];

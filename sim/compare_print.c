@@ -48,8 +48,8 @@ static void print_zero_paper(FILE *out, const sim_compare_row_t *rows, int nrows
 }
 
 static void print_table(FILE *out, const sim_compare_row_t *rows, int nrows, const shs_meta_config_t *base, const char *model_name,
-                        const shs_gpu_mem_preset_t *gmp, const shs_hw_t *hw, double eff, const char *algo_name,
-                        const char *proto_name, int zero_paper) {
+                        const shs_gpu_mem_preset_t *gmp, int board_given, const shs_hw_t *hw, double eff,
+                        const char *algo_name, const char *proto_name, int zero_paper) {
     shs_kernel_env_t env = shs_kernel_env(&base->train, hw, eff);
     char eff_text[64];
     snprintf(eff_text, sizeof eff_text, "%.1f%%%s", 100 * env.gemm_eff, eff > 0 ? " (--efficiency)" : "");
@@ -66,9 +66,10 @@ static void print_table(FILE *out, const sim_compare_row_t *rows, int nrows, con
            model_name, rows[0].res.num_params, tc->world_size, tc->micro_batch, tc->model.context,
            shs_dtype_name(tc->strategy.param_dtype), shs_optim_name(tc->strategy.optim.kind));
     char b2[32], b3[32];
-    fprintf(out, "  %d wrap units; board memory %s (%s, nvidia-smi's total); per-rank %s; memory: what each row's framework "
+    fprintf(out, "  %d wrap units; board memory %s (%s, %s); per-rank %s; memory: what each row's framework "
            "holds on the GPU, measured | closed form (ZeRO paper §5 partitioning, the framework's widths)\n",
-           rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), gmp->name, u);
+           rows[0].res.num_units, shs_format_bytes(b1, sizeof b1, (double)device_mem), gmp->name,
+           board_given ? "--device-mem" : "nvidia-smi's total", u);
     fprintf(out, "  fixed per rank: CUDA context %s + NCCL %s per communicator (NCCL_BUFFSIZE %s x %d channels x 2 ring "
            "peers%s); reserved: PyTorch's caching allocator (modelled); total = reserved + fixed; fits: total <= board\n",
            shs_format_bytes(b1, sizeof b1, gmp->cuda_context_bytes),
@@ -227,6 +228,8 @@ static int print_json(FILE *out, const sim_compare_row_t *rows, int nrows, const
         json_object_set_new(o, "host_bytes", json_integer((json_int_t)r->worst->host.total_peak));
         for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
             if (op == SHS_OP_SPLIT || op == SHS_OP_BARRIER) continue;
+            /* sends and receives only where a layout makes them (none of today's) */
+            if (shs_coll_op_is_p2p((shs_coll_op_t)op) && !r->worst->last_step_comm.calls[op]) continue;
             json_object_set_new(cm, shs_coll_op_name((shs_coll_op_t)op),
                                 json_pack("{s:I,s:I,s:I}", "calls", (json_int_t)r->worst->last_step_comm.calls[op],
                                           "bytes", (json_int_t)r->worst->last_step_comm.bytes[op], "bytes_sent",
@@ -298,7 +301,7 @@ int sim_compare_print(FILE *out, const sim_compare_job_t *job, const sim_compare
         shs_ds_config_describe(job->ds, &job->base.train, job->ds_src, "", desc, sizeof desc);
         fprintf(out, "%s", desc);
     }
-    print_table(out, rows, nrows, &job->base, job->model_name, &job->gmp, &job->hw, job->eff,
+    print_table(out, rows, nrows, &job->base, job->model_name, &job->gmp, job->board_given, &job->hw, job->eff,
                 job->algo == SHS_NUM_ALGOS ? "algorithm: NCCL's choice" : shs_net_algo_name(job->algo),
                 job->proto == SHS_NUM_PROTOS ? "protocol: NCCL's choice" : shs_nccl_proto_name(job->proto),
                 job->zero_paper);

@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "help_examples.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -20,6 +21,7 @@ static void usage(FILE *f) {
             "  compare   every strategy for one model at any scale on the meta backend: memory, bytes, time\n"
             "  help      this text; 'shardsim <command> --help' for a command's options\n"
             "  version   print the version\n");
+    sim_help_examples(f, NULL);
 }
 
 static const char *command; /* the command run, for sim_finish_output's message; NULL: none */

@@ -6,6 +6,7 @@
 
 #include "model_choice.h"
 #include "options.h"
+#include "strategy_names.h"
 #include "shardsim/train.h"
 
 _Static_assert(O_NUM_OPTIONS <= SIM_MAX_OPTIONS, "SIM_MAX_OPTIONS (args.h) must hold train's options");
@@ -22,7 +23,9 @@ const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
                    "mpi-nccl: under mpirun, one process per GPU (GPU = its index on\n"
                    "the node), NCCL bootstrapped over MPI; same bits as cuda-nccl"},
     [O_LOSS_BITS] = {"--loss-bits", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL, "also print each step's loss as its f32 bits in hex"},
-    [O_STRATEGY] = {"--strategy", NULL, SIM_OPT_STR, 0, 0, 0, 0, "S", "ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2"},
+    [O_STRATEGY] = {"--strategy", NULL, SIM_OPT_STR, 0, 0, 0, 0, "S",
+                    "ddp | zero1 | zero2 | zero3 | hybrid_shard | hybrid_shard_zero2,\n"
+                    "or another tool's name for one of them:" SIM_STRATEGY_ALIASES_HELP},
     [O_SHARD_GROUP_SIZE] = SIM_ROW_SHARD_GROUP_SIZE,
     [O_RESHARD_AFTER_FORWARD] = {"--reshard-after-forward", NULL, SIM_OPT_BOOL, 0, 0, 0, 0, NULL,
                                  "free gathered units after forward use; false keeps\n"
@@ -113,8 +116,10 @@ const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
                       "micro-batches per step; gradients are only reduced on the last\n"
                       "(torch no_sync); the step's gradient is their mean"},
     [O_CLIP_GRAD_NORM] = {"--clip-grad-norm", NULL, SIM_OPT_F32, 0, 1e30, 0, 0, "X",
-                          "clip the global gradient norm to X (torch clip_grad_norm_),\n"
-                          "computed exactly so it is the same bits at every world size"},
+                          "clip the global gradient norm to X > 0 (torch clip_grad_norm_),\n"
+                          "computed exactly so it is the same bits at every world size;\n"
+                          "0 is refused: torch would zero every gradient, DeepSpeed and\n"
+                          "the HF Trainer turn clipping off (leave the option out)"},
     [O_NORM_TYPE] = {"--norm-type", NULL, SIM_OPT_STR, 0, 0, 0, 0, "P", "1 | 2 | inf, with --clip-grad-norm"},
     [O_REPLICATE_BELOW] = {"--replicate-below", NULL, SIM_OPT_INT, 0, 1e15, 0, 0, "N",
                            "keep units of fewer than N elements unsharded on every rank\n"
@@ -169,6 +174,12 @@ const sim_opt_t sim_train_options[O_NUM_OPTIONS] = {
                   "--strategy and --shard-align (model and optimizer must match)"},
     [O_EXPORT_SAFETENSORS] = {"--export-safetensors", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE",
                               "write the final full weights as safetensors"},
+    [O_METRICS] = {"--metrics", NULL, SIM_OPT_STR, 0, 0, 0, 0, "FILE.jsonl",
+                   "one JSON object per step, one a line: step, loss, grad_norm, lr,\n"
+                   "loss_scale, step_skipped, tokens, seconds, tokens_per_s,\n"
+                   "device_mem_bytes, device_mem_peak_bytes (sim/train_metrics.h);\n"
+                   "written to FILE.jsonl.tmp as steps end, renamed at the end (after\n"
+                   "a failure too, with the steps that completed)"},
     [O_PROGRESS] = {"--progress", NULL, SIM_OPT_FLOAT, 0, 86400, 0, 0, "SEC",
                     "while setup, a step or a save runs longer than SEC seconds, say\n"
                     "so on stderr (again at 2x, 4x, ... SEC; 0: never)"},

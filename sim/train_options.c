@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "model_choice.h"
 #include "options.h"
+#include "strategy_names.h"
 #include "shardsim/check.h"
 #include "shardsim/durable.h"
 #include "shardsim/features.h"
@@ -38,9 +39,15 @@ static int choose(const char *v, const char *const *names, const int *values, in
 
 /* Why an output directory (--save, --trace) cannot be written: an existing
  * directory (or a link to one) must be writable, a new one needs a
- * writable parent. NULL when fine. */
+ * writable parent; an empty path or a link to nothing is refused. NULL
+ * when fine. */
 static const char *dir_output_problem(const char *path) {
     struct stat sb;
+    if (!*path) return "the path is empty";
+    /* a dangling link: the writers would mkdir the link's own name and fail
+     * at the end of the run */
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) && stat(path, &sb) != 0)
+        return errno == ELOOP ? "is a symbolic link that loops" : "is a symbolic link to nothing (its target does not exist)";
     if (stat(path, &sb) == 0)
         return !S_ISDIR(sb.st_mode) ? "exists and is not a directory"
                : access(path, W_OK | X_OK) != 0 ? "is not writable" : NULL;
@@ -110,6 +117,10 @@ static int apply_numbers(const sim_opts_t *p, train_opts_t *o) {
     SET(O_HYSTERESIS, c->strategy.scaler.hysteresis);
     SET(O_MIN_LOSS_SCALE, c->strategy.scaler.min_scale);
 #undef SET
+    if (p->given[O_CLIP_GRAD_NORM] && p->num[O_CLIP_GRAD_NORM] == 0)
+        return usage("--clip-grad-norm 0 is ambiguous: torch's clip_grad_norm_(max_norm=0) zeroes every gradient, "
+                     "while DeepSpeed's gradient_clipping 0 and the HF Trainer's max_grad_norm 0 turn clipping off; "
+                     "shardsim clips as torch does for X > 0: leave the option out for no clipping");
     if (p->given[O_LOSS_SCALER] && shs_scaler_parse(p->str[O_LOSS_SCALER], &c->strategy.scaler.kind))
         return usage("unknown --loss-scaler '%s': use torch, deepspeed or static", p->str[O_LOSS_SCALER]);
     if (!p->given[O_MIN_LOSS_SCALE]) c->strategy.scaler.min_scale = 1.0f; /* DeepSpeed's default (deepspeed kind only) */
@@ -259,9 +270,13 @@ static int apply_strategy(const sim_opts_t *p, train_opts_t *o) {
         if (!p->given[dtype_opts[k]]) continue;
         if ((rc = sim_opt_dtype("train", OPT(dtype_opts[k]), p->str[dtype_opts[k]], dtype_dst[k])) >= 0) return rc;
     }
-    if (p->given[O_STRATEGY] && shs_strategy_parse(p->str[O_STRATEGY], &c->strategy.kind))
-        return usage("unknown strategy '%s': use ddp, zero1, zero2, zero3, hybrid_shard or hybrid_shard_zero2",
-                     p->str[O_STRATEGY]);
+    if (p->given[O_STRATEGY]) {
+        sim_strategy_name_t n;
+        if (sim_strategy_lookup(p->str[O_STRATEGY], &n)) return sim_strategy_unknown("train", "--strategy", p->str[O_STRATEGY]);
+        int reshard = p->given[O_RESHARD_AFTER_FORWARD] ? (int)p->num[O_RESHARD_AFTER_FORWARD] : -1;
+        if ((rc = sim_strategy_apply("train", &n, reshard, &c->strategy)) >= 0) return rc;
+        if (n.maps) o->strategy_alias = n.name;
+    }
     return -1;
 }
 
@@ -385,8 +400,6 @@ static int apply_data(const sim_opts_t *p, train_opts_t *o) {
             return usage("--loss-norm takes per-micro-batch or global-tokens (got '%s')", p->str[O_LOSS_NORM]);
         c->loss_norm = (shs_loss_norm_t)v;
     }
-    if (pack && o->model_file)
-        return usage("--pack needs per-document attention, which the network of --model-file lacks: use --pad");
     return -1;
 }
 
@@ -397,6 +410,7 @@ static int apply_outputs(const sim_opts_t *p, train_opts_t *o) {
     o->resume_dir = p->str[O_RESUME];
     o->export_path = p->str[O_EXPORT_SAFETENSORS];
     o->trace_dir = p->str[O_TRACE];
+    o->metrics_path = p->str[O_METRICS];
     if (p->given[O_SAVE_EVERY]) o->save_every = (long)p->num[O_SAVE_EVERY];
     /* outputs written at the end: refuse an unwritable place before training
      * (files by the writers' own policy, durable.h) */
@@ -405,11 +419,23 @@ static int apply_outputs(const sim_opts_t *p, train_opts_t *o) {
         const char *why = dirs[k] ? dir_output_problem(dirs[k]) : NULL;
         if (why) return usage("%s %s: %s", dir_opts[k], dirs[k], why);
     }
-    const char *files[] = {o->export_path, o->timeline_path}, *file_opts[] = {"--export-safetensors", "--memory-timeline"};
-    for (int k = 0; k < 2; k++) {
+    const char *files[] = {o->export_path, o->timeline_path, o->metrics_path},
+               *file_opts[] = {"--export-safetensors", "--memory-timeline", "--metrics"};
+    shs_out_named_t outs[3];
+    size_t nouts = 0;
+    for (int k = 0; k < 3; k++) {
         shs_out_target_t to;
-        if (files[k] && shs_out_resolve(files[k], &to) != SHS_OK) return usage("%s %s", file_opts[k], shs_last_error());
+        if (!files[k]) continue;
+        if (shs_out_resolve(files[k], &to) != SHS_OK) return usage("%s %s", file_opts[k], shs_last_error());
+        outs[nouts++] = (shs_out_named_t){file_opts[k], files[k]};
     }
+    /* no output may be an input, nor two outputs one file */
+    const char *inputs[4];
+    size_t nin = 0;
+    const char *maybe_in[] = {o->data_path, o->model_file, p->str[O_HF_CONFIG], p->str[O_DS_CONFIG]};
+    for (int k = 0; k < 4; k++)
+        if (maybe_in[k]) inputs[nin++] = maybe_in[k];
+    if (shs_out_check(outs, nouts, inputs, nin) != SHS_OK) return usage("%s", shs_last_error());
     if (o->save_every && !o->save_dir) return usage("--save-every needs --save DIR");
     return -1;
 }
@@ -422,6 +448,17 @@ static int check_conflicts(const sim_opts_t *p, train_opts_t *o) {
     for (size_t k = 0; k < sizeof gpt_only / sizeof gpt_only[0] && o->model_file; k++)
         if (p->given[gpt_only[k]] && (sim_train_options[gpt_only[k]].type != SIM_OPT_BOOL || p->num[gpt_only[k]]))
             return usage("%s does not apply with --model-file", OPT(gpt_only[k]));
+    if (c->data_mode == SHS_DATA_PACK && (o->model_file || c->arch != SHS_ARCH_LLAMA))
+        return usage("--pack needs per-document attention masks and positions, which only a Llama model has (the %s "
+                     "would attend across documents): use --pad, or --hf-config with a Llama",
+                     o->model_file ? "network of --model-file" : "GPT");
+    if (o->model_file && c->wrap_min_params)
+        return usage("--wrap %s: size-based wrapping applies to the GPT and the Llama only, not to --model-file (its "
+                     "units are the file's)",
+                     p->str[O_WRAP]);
+    if (c->strategy.offload == SHS_OFFLOAD_PARAMS && !shs_strategy_stage(c->strategy.kind)->shards_params)
+        return usage("--offload params needs sharded parameters (zero3 or hybrid_shard), not %s: use --offload "
+                     "optimizer", shs_strategy_name(c->strategy.kind));
     if (p->given[O_REDUCE_ORDER] && shs_reduce_order_parse(p->str[O_REDUCE_ORDER], &c->reduce_order))
         return usage("unknown reduce order '%s': use rank or ring", p->str[O_REDUCE_ORDER]);
     if (p->given[O_CHECK]) {
@@ -456,6 +493,9 @@ int sim_train_parse_args(int argc, char **argv, train_opts_t *o) {
     int rc = sim_opts_parse(&cmd, argc, argv, &p);
     if (rc >= 0) return rc;
 
+    for (int id = 0; id < O_NUM_OPTIONS; id++) /* a path or a keyword: none is empty */
+        if (p.given[id] && sim_train_options[id].type == SIM_OPT_STR && !*p.str[id])
+            return usage("%s: the value is empty", OPT(id));
     o->cfg = shs_train_default_config();
     o->steps = 50;
     o->progress_s = p.given[O_PROGRESS] ? p.num[O_PROGRESS] : 5.0;

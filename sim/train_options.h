@@ -22,11 +22,13 @@ typedef struct {
     const char *save_dir, *resume_dir, *export_path; /* checkpoint.h, safetensors.h */
     long save_every;       /* also save after every this many steps (0: only at the end) */
     const char *trace_dir; /* --trace: record every collective of every rank */
+    const char *metrics_path; /* --metrics: a JSON line per step (train_metrics.h) */
     const char *timeline_path; /* --memory-timeline: SVG of rank 0's memory over the last step */
     int backend_mpi;       /* --backend mpi: this process is one rank of the MPI job */
     int world_given;
     int loss_bits;         /* --loss-bits: also print each loss as its f32 bits */
     double progress_s;     /* --progress: speak on stderr when a phase runs longer (0: never) */
+    const char *strategy_alias; /* --strategy given as another tool's name (strategy_names.h), else NULL */
     const char *ds_path;   /* --ds-config (NULL: none): ds, ds_src valid */
     shs_ds_config_t ds;
     shs_ds_source_t ds_src[SHS_DS_NUM_SETTINGS];

@@ -33,10 +33,14 @@ void sim_train_print_header(const sim_train_run_t *r) {
     char b1[32], b2[32];
     char model_desc[320];
     describe_model(r, model_desc, sizeof model_desc);
-    printf("shardsim train: %d ranks (%s%s), strategy %s, %s in %d units\n", cfg->world_size,
+    char alias[160] = "";
+    if (o->strategy_alias)
+        snprintf(alias, sizeof alias, " (given as %s%s)", o->strategy_alias,
+                 cfg->strategy.keep_after_forward ? ", parameters kept from forward to backward" : "");
+    printf("shardsim train: %d ranks (%s%s), strategy %s%s, %s in %d units\n", cfg->world_size,
            cfg->backend == SHS_WORLD_CUDA ? "cuda, one GPU" : cfg->backend == SHS_WORLD_CUDA_NCCL ? "cuda, nccl" : "cpu",
-           o->backend_mpi ? ", mpi: one process per rank" : "",
-           shs_strategy_name(cfg->strategy.kind), model_desc, lo->num_units);
+           o->backend_mpi ? ", mpi: one process per rank" : "", shs_strategy_name(cfg->strategy.kind), alias,
+           model_desc, lo->num_units);
     if (o->hf_config)
         printf("  hf config %s: model_type %s, torch_dtype %s (train computes in --param-dtype %s)%s%s\n", o->hf_config,
                o->hf.model_type, o->hf.torch_dtype ? shs_dtype_name(o->hf.torch_dtype) : "not given",
@@ -104,8 +108,7 @@ void sim_train_print_check_intro(const sim_train_run_t *r) {
 
 void sim_train_print_step(const sim_train_run_t *r, const sim_train_step_t *s) {
     const shs_train_config_t *cfg = r->cfg;
-    long tokens_per_step = (long)cfg->world_size * cfg->micro_batch * cfg->model.context *
-                           (cfg->grad_accum > 1 ? cfg->grad_accum : 1);
+    long tokens_per_step = sim_train_tokens_per_step(cfg);
     const int step_width = (int)snprintf(NULL, 0, "%ld", r->last);
     printf("step %*ld/%ld | loss %.6f | %8.1f ms | %7.0f tok/s", step_width, s->step, r->last, (double)s->loss,
            s->seconds * 1e3, (double)tokens_per_step / s->seconds);

@@ -65,6 +65,7 @@ int sim_train_run_begin(sim_train_run_t *r, train_opts_t *o) {
     shs_train_config_t *cfg = r->cfg;
     int rc;
     if (o->backend_mpi && (rc = mpi_start(o, &r->mpi)) >= 0) shs_mpi_abort(rc);
+    if (o->backend_mpi && r->mpi.rank != 0) o->progress_s = 0; /* rank 0 speaks for the job, as on stdout */
     if (cfg->backend != SHS_WORLD_CPU) { /* --backend cuda: fail early and clearly without a GPU */
         int gpus;
         if (shs_cuda_device_count(&gpus) != SHS_OK) {
@@ -122,7 +123,7 @@ int sim_train_run_setup(sim_train_run_t *r) {
         char b[32];
         if (!r->o->device_mem_given && strstr(shs_last_error(), "out of device memory"))
             sim_note("train", "the %d simulated devices share this machine's RAM (%s each); "
-                            "use a smaller --world or model, or set --device-mem\n",
+                            "use a smaller --world or model, or set --device-mem",
                     cfg->world_size * (r->o->check_ddp ? 2 : 1), shs_format_bytes(b, sizeof b, (double)cfg->device_mem));
         return SIM_EXIT_ERROR;
     }
@@ -172,6 +173,34 @@ int sim_train_run_ready(sim_train_run_t *r) {
         sim_train_report_error("SHS_TEST_FAULT");
         return SIM_EXIT_ERROR;
     }
+    if (r->o->metrics_path && r->mpi.rank == 0 && sim_train_metrics_open(&r->metrics, r->o->metrics_path) != SHS_OK) {
+        sim_train_report_error("--metrics");
+        return SIM_EXIT_ERROR;
+    }
+    return -1;
+}
+
+int sim_train_run_metrics(sim_train_run_t *r, const sim_train_step_t *s) {
+    if (!r->metrics.open) return -1;
+    const shs_train_config_t *cfg = r->cfg;
+    shs_strategy_t *s0 = shs_trainer_strategy(r->main_run, r->first_rank);
+    int skipped = shs_strategy_step_skipped(s0);
+    sim_train_metrics_row_t row = {
+        .step = s->step, .loss = s->loss, .grad_norm = skipped ? -1.0f : shs_trainer_last_grad_norm(r->main_run),
+        .lr = skipped ? NAN : (float)shs_trainer_last_lr(r->main_run), /* the f32 lr the update applied */
+        .loss_scale = cfg->strategy.param_dtype == SHS_F16 ? shs_strategy_loss_scale(s0).scale : 0.0f,
+        .skipped = skipped, .tokens = sim_train_tokens_per_step(cfg), .seconds = s->seconds};
+    for (int i = 0; i < r->local_count; i++) {
+        shs_mem_stats_t m;
+        shs_trainer_mem_stats(r->main_run, r->first_rank + i, &m);
+        if (m.total_current > row.mem_bytes) row.mem_bytes = m.total_current;
+        if (m.total_peak > row.mem_peak_bytes) row.mem_peak_bytes = m.total_peak;
+    }
+    if (sim_train_metrics_write(&r->metrics, &row) != SHS_OK) {
+        printf("\n");
+        sim_train_report_error("--metrics");
+        return SIM_EXIT_ERROR;
+    }
     return -1;
 }
 
@@ -179,7 +208,7 @@ int sim_train_run_step(sim_train_run_t *r, long index, sim_train_step_t *s) {
     s->step = r->first + index + 1;
     double t0 = shs_now_seconds();
     sim_progress_begin(r->pg, "running step %ld/%ld on %d rank%s", s->step, r->last, r->local_count,
-                       r->cfg->backend == SHS_WORLD_CPU ? " threads" : "s");
+                       r->local_count == 1 ? "" : r->cfg->backend == SHS_WORLD_CPU ? " threads" : "s");
     shs_status_t step_st = shs_trainer_step(r->main_run, &s->loss);
     sim_progress_end(r->pg);
     if (step_st != SHS_OK) {
@@ -306,9 +335,17 @@ int sim_train_run_outputs(sim_train_run_t *r) {
     return write_timeline(r);
 }
 
+long sim_train_tokens_per_step(const shs_train_config_t *cfg) {
+    return (long)cfg->world_size * cfg->micro_batch * cfg->model.context * (cfg->grad_accum > 1 ? cfg->grad_accum : 1);
+}
+
 int sim_train_run_end(sim_train_run_t *r, int exit_code) {
     const train_opts_t *o = r->o;
     sim_progress_stop(r->pg);
+    if (sim_train_metrics_close(&r->metrics, exit_code == SIM_EXIT_OK) != SHS_OK) {
+        sim_train_report_error("--metrics");
+        if (exit_code == SIM_EXIT_OK) exit_code = SIM_EXIT_ERROR;
+    }
     exit_code = sim_finish_output("train", exit_code); /* before MPI's abort below: a lost report fails the job */
     /* MPI: after an error other processes may wait in a collective that will
      * never complete; MPI_Abort ends them all (comm_mpi.h) */

@@ -10,6 +10,7 @@
 #define SHARDSIM_SIM_TRAIN_RUN_H
 
 #include "progress.h"
+#include "train_metrics.h"
 #include "train_options.h"
 #include "shardsim/check.h"
 #include "shardsim/model_file.h"
@@ -38,6 +39,7 @@ typedef struct {
     sim_progress_t *pg;
     long first, last;               /* this run's steps are first+1..last (numbered from the checkpoint's) */
     int first_rank, local_count;    /* this process's ranks: all of them on threads, its own under MPI */
+    sim_train_metrics_t metrics;    /* --metrics (metrics.open: being written) */
 } sim_train_run_t;
 
 /* One step's results, for its line (train_report.h). */
@@ -66,12 +68,16 @@ int sim_train_run_resume(sim_train_run_t *r);
 /* --check ddp: the reference DDP run, resumed alike. -1 or an exit code. */
 int sim_train_run_checker(sim_train_run_t *r);
 
-/* Plant SHS_TEST_FAULT and find this process's ranks. -1 or an exit code. */
+/* Plant SHS_TEST_FAULT, find this process's ranks, open --metrics (rank 0's
+ * process under MPI). -1 or an exit code. */
 int sim_train_run_ready(sim_train_run_t *r);
 
 /* Step index (0-based in this run): train it and time it into *s. A failed
  * or diverged step is reported; -1 to go on, else an exit code. */
 int sim_train_run_step(sim_train_run_t *r, long index, sim_train_step_t *s);
+
+/* --metrics: step s's line. -1 or an exit code after the error. */
+int sim_train_run_metrics(sim_train_run_t *r, const sim_train_step_t *s);
 
 /* --inject-bitflip at this step: flip the bit. -1 or an exit code after
  * ending the step's line and reporting the error. */
@@ -89,9 +95,14 @@ int sim_train_run_save(sim_train_run_t *r, const char *dir, const char *what);
  * --memory-timeline, each with its line. -1 or an exit code. */
 int sim_train_run_outputs(sim_train_run_t *r);
 
-/* Stop the watcher, flush stdout (a lost report fails the run), abort the
- * MPI job after a failure, release everything. Returns the exit code. */
+/* Stop the watcher, give --metrics its name (after a failure too, with
+ * the steps that completed), flush stdout (a lost report fails the run),
+ * abort the MPI job after a failure, release everything. Returns the exit
+ * code. */
 int sim_train_run_end(sim_train_run_t *r, int exit_code);
+
+/* Tokens of one step's global batch: world x micro-batch x context x grad-accum. */
+long sim_train_tokens_per_step(const shs_train_config_t *cfg);
 
 /* "what: LAST_ERROR" (what NULL: the last error alone) as train's error line. */
 void sim_train_report_error(const char *what);

@@ -5,8 +5,11 @@
  * processes of an MPI job (comm_mpi.h). Argument order and in-place rules are NCCL's
  * (nccl.h, "Collective Operations" in the NCCL user guide): send buffer,
  * receive buffer, count in elements, dtype, [reduce op], [root], communicator.
- * All buffers are host-addressable memory (CPU device pointers).
- * What it is not: point-to-point messaging, or a model of network time.
+ * Point-to-point calls are NCCL's too (shs_send, shs_recv, shs_group_start
+ * and _end, as ncclSend, ncclRecv, ncclGroupStart and _End), and all-to-all
+ * is built on them. All buffers are host-addressable memory (CPU device
+ * pointers).
+ * What it is not: a model of network time.
  *
  * FIXED REDUCTION ORDER. Every reduced element is combined over ranks in rank
  * order 0, 1, ..., N-1:  r = x0; r = op(r, x1); ...; r = op(r, x_{N-1})
@@ -86,6 +89,38 @@
  * A call that fails returns only once no other rank can still read or write
  * its buffers, so the caller may reuse or free them at once.
  *
+ * JOB FAILURE. The communicators made from one rendezvous (all ranks' handles
+ * of shs_comm_id_create's id, or of one shs_comm_mpi_create) and every split
+ * of them form a job. The first call that fails on any of them (a mismatch,
+ * timeout, abort, or a backend's error) fails the whole job at once: every
+ * other communicator of the job is marked failed too, so a rank waiting in
+ * any of them returns SHS_ABORTED at once with the first failure's text
+ * ("the job failed: rank 0: comm 'split(color=1)[2-3]' seq 5: ..."), and
+ * later calls do the same. A job never waits out a timeout on one group for
+ * a fault in another. Names are unique within a job: "world" (or the name
+ * given), and a split's child "split(color=C)[R]", R its members' ranks in
+ * the root communicator ("[0-1,4]"), with "#2", "#3" after a repeated name.
+ *
+ * POINT-TO-POINT. A send and a receive pair by the pairing rule below
+ * (shs_p2p_pair_differs), the same rule the trace analysis applies
+ * (trace_check.h): each rank numbers its sends to each peer and its
+ * receives from each peer (per (comm, peer) sequence numbers, from 0,
+ * apart from the collectives' numbers); the k-th send from a to b pairs
+ * with b's k-th receive from a. A call blocks until its message has moved
+ * (a rendezvous, as an NCCL send whose kernel waits for the receiver); the
+ * calls between shs_group_start and shs_group_end all run at the end, so a
+ * rank may send and receive in one group without deadlock, as in NCCL.
+ * Checked: a pair whose count, dtype or tag (nonzero tags, as for
+ * collectives) differ makes both ranks return SHS_MISMATCH naming both
+ * calls, their ranks and sequence numbers; ranks blocked on each other in
+ * a cycle (a ring of sends without a group; a send whose receiver waits in
+ * a collective of the same communicator) make every rank of the cycle
+ * return SHS_MISMATCH naming each rank, its call and the rank it waits for
+ * (thread backend); a send or receive whose peer does not come within the
+ * timeout returns SHS_TIMEOUT naming the peer and its last call. The MPI
+ * backend checks pairs and timeouts the same way but finds no cycle: a
+ * cycle there ends in the timeout.
+ *
  * The MPI backend exchanges each call's descriptor the same way and fails
  * the same way, with one addition: since MPI cannot cancel the collectives
  * left half done in other processes, a program ends with shs_mpi_abort()
@@ -122,6 +157,11 @@
  *    shs_comm_set_tag), a call tagged on one rank and untagged on another,
  *    and calls compared through fields packed into fewer bits than they
  *    hold (unit mod 2^16, micro-batch mod 2^8, step mod 2^32).
+ *  - Not detected on a communicator of one rank (hybrid sharding with a
+ *    shard group of G = 1, a split that leaves one member): it has no
+ *    other rank to compare with, so a call skipped on it goes unseen there;
+ *    it is caught only where the rank's later calls on a larger
+ *    communicator (the replica group, the world) differ.
  * Tags are not recorded in traces (shs_comm_call_info_t has none; trace
  * formats are unchanged).
  *
@@ -166,14 +206,14 @@ typedef enum {
     X(BROADCAST, "broadcast", COLL)                                              \
     X(REDUCE, "reduce", COLL)                                                    \
     X(BARRIER, "barrier", COLL)                                                  \
-    X(SPLIT, "split", SPLIT)
+    X(SPLIT, "split", SPLIT)                                                     \
+    X(SEND, "send", P2P)                                                         \
+    X(RECV, "recv", P2P)
 #define SHS_TRACE_OP_MAP(X)                                                      \
     X(ALL_TO_ALL, "all_to_all", COLL)                                            \
     X(ALL_TO_ALLV, "all_to_allv", COLL) /* per-rank sizes differ: bytes not compared */ \
     X(GATHER, "gather", COLL)                                                    \
     X(SCATTER, "scatter", COLL)                                                  \
-    X(SEND, "send", P2P)                                                         \
-    X(RECV, "recv", P2P)                                                         \
     X(WAIT, "wait", WAIT)
 
 typedef enum {
@@ -219,12 +259,14 @@ int shs_reduce_order_parse(const char *name, shs_reduce_order_t *out);  /* 0 ok,
 typedef struct {
     uint64_t calls[SHS_NUM_COLL_OPS];
     /* Bytes of the collective's buffer: all_reduce/broadcast/reduce count*size;
-     * all_gather and reduce_scatter the whole (N * per-rank) buffer. */
+     * all_gather and reduce_scatter the whole (N * per-rank) buffer; send and
+     * recv the message (count*size). */
     uint64_t bytes[SHS_NUM_COLL_OPS];
     /* Bytes this rank sends under a ring algorithm, the nccl-tests busbw model,
      * computed from the byte totals above (rounded down once):
      * all_reduce 2(N-1)/N * bytes; all_gather, reduce_scatter (N-1)/N * bytes;
-     * broadcast, reduce (N-1)/N * bytes on average per rank. */
+     * broadcast, reduce (N-1)/N * bytes on average per rank; send all its
+     * bytes, recv none. */
     uint64_t bytes_sent[SHS_NUM_COLL_OPS];
 } shs_comm_stats_t;
 
@@ -326,6 +368,72 @@ shs_status_t shs_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dt
 /* Returns once every rank has called it. */
 shs_status_t shs_barrier(shs_comm_t *comm);
 
+/* ---- point-to-point (see POINT-TO-POINT above) --------------------------- */
+
+/* Send `count` elements of sendbuf to rank `peer` (0 <= peer < N) of comm,
+ * like ncclSend. Blocks until the message has moved into the peer's
+ * matching shs_recv (or, inside a group, only queues it: the group's end
+ * runs it, and sendbuf must stay untouched until then). A send to oneself
+ * pairs with a receive from oneself in the same group; outside a group it
+ * is refused (SHS_INVALID_ARG: nothing could ever receive it).
+ * Errors: SHS_INVALID_ARG (NULL comm or buffer with count > 0, peer out of
+ * range, bad dtype, a group already holding another communicator's calls:
+ * consumes no sequence number), SHS_MISMATCH, SHS_TIMEOUT, SHS_ABORTED. */
+shs_status_t shs_send(const void *sendbuf, size_t count, shs_dtype_t dtype, int peer, shs_comm_t *comm);
+/* Receive `count` elements from rank `peer` into recvbuf, like ncclRecv:
+ * the k-th receive from a peer takes that peer's k-th send to this rank,
+ * whose count and dtype must be these. Otherwise as shs_send. */
+shs_status_t shs_recv(void *recvbuf, size_t count, shs_dtype_t dtype, int peer, shs_comm_t *comm);
+/* Group this thread's (this rank's) next sends and receives, as
+ * ncclGroupStart/ncclGroupEnd: they are checked and queued as they are
+ * called and all run at the outermost shs_group_end, which returns once
+ * every one of them has moved (or the first error). Groups nest (only the
+ * outermost end runs them). A group holds the point-to-point calls of one
+ * communicator; a collective or split inside a group is refused
+ * (SHS_INVALID_ARG), as are shs_group_end without a start and a group whose
+ * sends to this rank itself do not pair with its receives from itself
+ * (SHS_MISMATCH, the communicator then failed: the group's other calls
+ * were already numbered). */
+shs_status_t shs_group_start(void);
+shs_status_t shs_group_end(void);
+
+/* PyTorch's all_to_all_single with equal splits: block j of sendbuf
+ * (elements [j*count, (j+1)*count), N*count in all) goes to rank j, and
+ * rank j's block for this rank lands at block j of recvbuf (N*count). One
+ * group of N sends and N receives (its own block too, copied), so it is
+ * recorded, checked and counted as those (stats and traces hold sends and
+ * receives). sendbuf and recvbuf must not overlap. Errors: as shs_send. */
+shs_status_t shs_all_to_all(const void *sendbuf, void *recvbuf, size_t count, shs_dtype_t dtype, shs_comm_t *comm);
+/* The same with uneven splits (all_to_all_single's input_split_sizes and
+ * output_split_sizes): send_counts[j] elements to rank j, taken from
+ * sendbuf in rank order without gaps; recv_counts[j] elements from rank j,
+ * stored in recvbuf the same way. Rank i's send_counts[j] must equal rank
+ * j's recv_counts[i] (else SHS_MISMATCH on both, naming both). */
+shs_status_t shs_all_to_allv(const void *sendbuf, const size_t *send_counts, void *recvbuf, const size_t *recv_counts,
+                             shs_dtype_t dtype, shs_comm_t *comm);
+
+/* ---- the pairing rule, shared with the trace analysis (trace_check.h) ---- */
+
+/* One end of a message: a send or a receive as a communicator or a trace
+ * holds it. */
+typedef struct {
+    shs_coll_op_t op;  /* SHS_OP_SEND or SHS_OP_RECV */
+    int rank, peer;    /* the caller and the other end, in one numbering */
+    uint64_t seq;      /* which send to (receive from) that peer: k, from 0 */
+    uint64_t count;    /* elements; 0 with dtype -1: unknown, bytes compared */
+    int dtype;         /* shs_dtype_t, or -1 when unknown */
+    uint64_t bytes;    /* the message's bytes */
+    uint64_t tag;      /* the call tag (comm.h CALL TAGS); 0 matches any */
+} shs_p2p_end_t;
+
+/* The pairing rule: a send and a receive are the two ends of one message
+ * when the send's (rank, peer) is the receive's (peer, rank) and both are
+ * the k-th on that channel (equal seq); the ends must then agree on dtype
+ * and count where both know them, else on bytes, and on nonzero tags.
+ * Returns NULL when they pair and agree, else the first field that does not
+ * ("op", "peer", "seq", "dtype", "count", "bytes", "tag"). */
+const char *shs_p2p_pair_differs(const shs_p2p_end_t *send, const shs_p2p_end_t *recv);
+
 /* ---- recording hook (trace_record.h builds traces on it) -------------- */
 
 /* One completed-or-failed call as the recorder sees it, after it returns. */
@@ -334,8 +442,9 @@ typedef struct {
     size_t count;          /* elements, NCCL's convention (all_gather send count, reduce_scatter recv count) */
     shs_dtype_t dtype;
     shs_redop_t redop;     /* SUM for ops without one */
-    int root;              /* 0 for ops without one */
-    uint64_t seq;          /* this rank's sequence number on the communicator */
+    int root;              /* send/recv: the peer (as NCCL fills root); 0 for ops without one */
+    uint64_t seq;          /* this rank's sequence number on the communicator; send/recv:
+                            * on its (comm, peer) channel */
     uint64_t bytes;        /* this rank's part: count * dtype size (0 for barrier) */
     double t_start, t_end; /* shs_now_seconds() around the call */
     const char *marker;    /* the marker set when the call was made ("" if none) */
@@ -346,8 +455,9 @@ typedef struct {
 
 typedef void (*shs_comm_recorder_fn)(void *user, const shs_comm_t *comm, const shs_comm_call_info_t *call);
 
-/* Call fn(user, comm, info) after every collective and every split this
- * rank's handle makes, on the calling rank's thread; NULL fn turns it off.
+/* Call fn(user, comm, info) after every collective, send, receive and split
+ * this rank's handle makes, on the calling rank's thread (a group's sends and
+ * receives one by one after its end, in call order); NULL fn turns it off.
  * A split is reported as op SHS_OP_SPLIT (count and bytes 0) with its color
  * and new handle; that handle already has this recorder (fn and user), so a
  * recorder that ignores splits sees the child's calls too (with the child as
@@ -365,9 +475,11 @@ const char *shs_comm_marker(const shs_comm_t *comm);
 /* Collective over `comm` (like ncclCommSplit): ranks passing the same
  * `color` (>= 0) form a new communicator, ranked by (key, parent rank).
  * color == SHS_SPLIT_NOCOLOR gives *newcomm = NULL. The child is named
- * "<parent>/<color>" and inherits the timeout and, per handle, the reduce
- * order and the recorder (shs_comm_set_recorder; the split is reported to
- * it). The split takes one sequence number of `comm`. */
+ * "split(color=C)[R]" (JOB FAILURE above: R its members' root ranks, "#k"
+ * after a repeat), belongs to the parent's job and inherits the timeout
+ * and, per handle, the reduce order and the recorder (shs_comm_set_recorder;
+ * the split is reported to it). The split takes one sequence number of
+ * `comm`. */
 shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **newcomm);
 
 #endif

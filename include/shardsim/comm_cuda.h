@@ -28,6 +28,11 @@
  *                 processes, one GPU each (shs_comm_nccl_create_mpi).
  * Host buffers passed to either are staged through device memory (the
  * offload paths of strategy_step.c hand the norm accumulator in host memory).
+ * Sends and receives (comm.h POINT-TO-POINT): device-local, the thread
+ * backend's rendezvous and checks with each message copied by cudaMemcpy
+ * (device or host memory on either end); NCCL, the host communicator pairs
+ * and checks a group's calls first, then they run as ncclSend/ncclRecv in
+ * one ncclGroupStart/ncclGroupEnd (device memory only).
  * What it is not: a network model. Device-local ranks are threads of one
  * process; NCCL ranks may be processes (bootstrapped over MPI).
  */

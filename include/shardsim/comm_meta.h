@@ -2,10 +2,11 @@
  * are counted and move nothing, for one representative rank.
  *
  * What it is: a communicator handle that believes it is rank `rank` of
- * `nranks` while no other rank exists. Every collective passes the
- * argument checks of comm.c, takes a sequence number, is counted in the
- * handle's shs_comm_stats_t (calls and bytes by op, exactly as on the thread
- * backend) and returns SHS_OK at once without reading or writing any buffer.
+ * `nranks` while no other rank exists. Every collective, send and receive
+ * passes the argument checks of comm.c, takes a sequence number (sends and
+ * receives per peer), is counted in the handle's shs_comm_stats_t (calls and
+ * bytes by op, exactly as on the thread backend) and returns SHS_OK at once
+ * without reading or writing any buffer.
  * Because data-parallel ranks are symmetric, the one handle reproduces what
  * each real rank would count, so a world of 1024 ranks costs one thread.
  * Splits (shs_comm_split) need to know what the absent ranks pass: a color

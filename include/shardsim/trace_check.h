@@ -18,10 +18,13 @@
  * NCCL logs, "seq 15" otherwise) and where each call was read when the
  * record says (src_line: "log line 40", "line 40", "record 40"). (2) An execution of the sequences, each collective blocking
  * until all members arrive at the same sequence number, sends eager
- * (buffered) and each recv blocking until a send with its (source, dest,
- * tag) was posted, matched in FIFO order; ranks still blocked at the end are
- * deadlocked (each named with what it waits for), and sends nobody receives
- * are reported as unmatched. Waits are ignored. Ranks that were not traced
+ * (buffered) and each recv blocking until a send on its channel
+ * (communicator, source, dest, tag) was posted, matched in FIFO order (the
+ * k-th send with the k-th recv: comm.h's pairing rule, whose
+ * shs_p2p_pair_differs then checks that the two ends agree on dtype and
+ * count, or bytes, else a mismatch naming both); ranks still blocked at the
+ * end are deadlocked (each named with what it waits for), and sends nobody
+ * receives are reported as unmatched. Waits are ignored. Ranks that were not traced
  * (shs_trace_rank_traced: the other members seen from one process's
  * execution trace) are left out of both.
  * What it is not: a timing model or a data-moving replay (trace_replay.h).
@@ -41,7 +44,7 @@ typedef enum {
 
 typedef struct {
     shs_issue_kind_t kind;
-    int comm;                  /* communicator index (-1 for p2p issues) */
+    int comm;                  /* communicator index */
     int64_t seq;               /* sequence number concerned (-1 if none) */
     int rank;                  /* the rank the issue is about */
     int other;                 /* the rank compared with / waited for (-1 if none) */

@@ -1,10 +1,13 @@
-/* trace_record.h - record a run's collectives into a trace (trace.h).
+/* trace_record.h - record a run's collectives and point-to-point calls into
+ * a trace (trace.h).
  *
  * What it is: a recorder that hooks each rank's communicator
  * (shs_comm_set_recorder) and keeps one record per call in a per-rank
  * buffer, so ranks never contend; shs_trace_recorder_finish() then builds
  * the trace. Times are seconds since the recorder was created; bytes are
- * each rank's part (count x dtype size, scope "rank"); the marker is the
+ * each rank's part (count x dtype size, scope "rank"); a send or recv names
+ * its peer as a global rank, tag 0, and its sequence number on its (comm,
+ * peer) channel (comm.h POINT-TO-POINT); the marker is the
  * communicator's marker at the time of the call (shs_comm_set_marker), or,
  * when it has none, that of the communicator it was split from.
  *

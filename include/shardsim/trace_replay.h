@@ -6,10 +6,16 @@
  * backend); each collective the backend has (all_gather, reduce_scatter,
  * all_reduce, broadcast, reduce, barrier) runs with buffers of the
  * record's size, capped at max_bytes for the largest buffer of the call
- * (the element count is scaled down, never to 0). all_to_all(v), gather
- * and scatter run as a barrier on their communicator (the ordering, not
- * the data); send/recv and wait are not run (trace_check.h matches
- * send/recv). Unknown dtypes move bytes (u8). Run only consistent traces
+ * (the element count is scaled down, never to 0). send and recv run as
+ * shs_send and shs_recv with buffers of the record's size (the peer mapped
+ * to its rank in the communicator), a rank's consecutive sends and
+ * receives on one communicator as one group (as ncclGroupStart/End wraps
+ * them), so a pipeline stage's send and receive do not wait on each other;
+ * a send blocks until its receive comes, so a trace that runs only with
+ * buffered sends (trace_check.h's execution) fails here with the
+ * communicator's cycle error. all_to_all(v), gather and scatter run as a
+ * barrier on their communicator (the ordering, not the data); wait is not
+ * run. Unknown dtypes move bytes (u8). Run only consistent traces
  * (shs_trace_check): an inconsistent one ends in the backend's mismatch or
  * timeout error.
  * Timing: each rank times every call it runs (real buffers or barrier).
@@ -40,7 +46,7 @@ typedef struct {
     uint64_t trace_bytes[SHS_NUM_OPS];    /* their sizes in the trace (per-rank scope, summed) */
     uint64_t moved_bytes[SHS_NUM_OPS];    /* per-rank bytes actually passed to the backend, summed */
     uint64_t sync_only[SHS_NUM_OPS];      /* run as a barrier */
-    uint64_t not_run[SHS_NUM_OPS];        /* p2p and wait */
+    uint64_t not_run[SHS_NUM_OPS];        /* wait */
     /* timing, summed over ranks (rank-seconds); per rank = divide by ranks[k] */
     uint64_t ranks[SHS_NUM_OPS];          /* ranks that timed at least one call of the op */
     double call_seconds[SHS_NUM_OPS];     /* measured time inside the op's calls */

@@ -18,6 +18,7 @@ double shs_bench_min_traffic(shs_coll_op_t op, int n, size_t bytes) {
     switch (op) {
     case SHS_OP_ALL_REDUCE: return 2.0 * n * s;
     case SHS_OP_REDUCE_SCATTER: return n * s + s;
+    case SHS_OP_SEND: return 2.0 * n * s; /* sendrecv: every message read once, written once */
     default: return s + n * s; /* all_gather, broadcast */
     }
 }
@@ -40,6 +41,14 @@ static shs_status_t call_once(const coll_job_t *j, shs_rank_ctx_t *ctx, const fl
     case SHS_OP_ALL_GATHER: return shs_all_gather(send, recv, j->count, SHS_F32, ctx->comm);
     case SHS_OP_REDUCE_SCATTER: return shs_reduce_scatter(send, recv, j->count, SHS_F32, SHS_SUM, ctx->comm);
     case SHS_OP_BROADCAST: return shs_broadcast(send, recv, j->count, SHS_F32, 0, ctx->comm);
+    case SHS_OP_SEND: { /* nccl-tests sendrecv: to the next rank, from the previous, in one group */
+        int n = ctx->world_size;
+        SHS_CHECK(shs_group_start());
+        shs_status_t st = shs_send(send, j->count, SHS_F32, (ctx->rank + 1) % n, ctx->comm);
+        if (st == SHS_OK) st = shs_recv(recv, j->count, SHS_F32, (ctx->rank - 1 + n) % n, ctx->comm);
+        shs_status_t end = shs_group_end();
+        return st != SHS_OK ? st : end;
+    }
     default: return shs_set_error(SHS_INVALID_ARG, "bench: unsupported op %s", shs_coll_op_name(j->op));
     }
 }
@@ -97,6 +106,14 @@ shs_status_t shs_bench_collective(shs_world_t *w, shs_coll_op_t op, size_t bytes
     case SHS_OP_REDUCE_SCATTER: j.count = total / n; j.send_elems = total; j.recv_elems = j.count; break;
     case SHS_OP_ALL_REDUCE:
     case SHS_OP_BROADCAST: j.count = total; j.send_elems = j.recv_elems = total; break;
+    case SHS_OP_SEND:
+        if (in_place)
+            return shs_set_error(SHS_INVALID_ARG, "bench: sendrecv runs out of place (a rank's buffer is read by its "
+                                 "receiver while its sender writes it)");
+        total = bytes / sizeof(float); /* one message per rank: no multiple of N needed */
+        j.count = total;
+        j.send_elems = j.recv_elems = total;
+        break;
     default: return shs_set_error(SHS_INVALID_ARG, "bench: unsupported op %s", shs_coll_op_name(op));
     }
     SHS_CHECK(shs_world_run(w, coll_job, &j));

@@ -5,10 +5,14 @@
  * Conventions (nccl-tests, doc/PERFORMANCE.md):
  *   size     all_reduce / broadcast: the buffer (count * dtype size);
  *            all_gather: the receive buffer (N * sendcount * size);
- *            reduce_scatter: the send buffer (N * recvcount * size)
+ *            reduce_scatter: the send buffer (N * recvcount * size);
+ *            sendrecv (op SHS_OP_SEND: each rank sends to (r+1) mod N and
+ *            receives from (r-1+N) mod N in one group, nccl-tests'
+ *            sendrecv.cu): one rank's message
  *   algbw    size / time
  *   busbw    algbw * 2(N-1)/N (all_reduce), * (N-1)/N (all_gather,
- *            reduce_scatter), * 1 (broadcast): shs_net_busbw_factor (net.h)
+ *            reduce_scatter), * 1 (broadcast, sendrecv): shs_net_busbw_factor
+ *            (net.h)
  * Memory traffic: the bytes any algorithm must move through memory
  * (shs_bench_min_traffic). memcpy moves 2 bytes (read + write) per byte
  * copied; both are counted the same way, so their ratio says how close a
@@ -40,13 +44,15 @@ typedef struct {
 /* Minimal bytes read + written per call over all ranks, every input read
  * once and every output written once (S = nccl-tests size):
  * all_reduce N S + N S; all_gather S + N S; reduce_scatter N S + S;
- * broadcast S + N S. */
+ * broadcast S + N S; sendrecv N S + N S. */
 double shs_bench_min_traffic(shs_coll_op_t op, int nranks, size_t bytes);
 
-/* Time `op` (all_reduce, all_gather, reduce_scatter or broadcast; f32, sum,
- * root 0) on world `w` for a nccl-tests size of `bytes` (rounded down to a
- * multiple of 4 N). Runs warm-up calls, then enough calls for about
- * `target_s` seconds (at least 3). Errors: collective errors, OOM. */
+/* Time `op` (all_reduce, all_gather, reduce_scatter, broadcast, or
+ * SHS_OP_SEND for sendrecv; f32, sum, root 0) on world `w` for a nccl-tests
+ * size of `bytes` (rounded down to a multiple of 4 N; sendrecv: of 4).
+ * Runs warm-up calls, then enough calls for about `target_s` seconds (at
+ * least 3). Errors: collective errors, OOM, SHS_INVALID_ARG (sendrecv in
+ * place). */
 shs_status_t shs_bench_collective(shs_world_t *w, shs_coll_op_t op, size_t bytes, int in_place, double target_s,
                                   shs_bench_coll_t *out);
 

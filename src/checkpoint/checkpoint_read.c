@@ -132,7 +132,9 @@ typedef struct {
 
 static shs_status_t read_whole(const char *path, unsigned char **out, size_t *len, size_t max) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* without waiting: opening a FIFO for reading would block until a
+     * writer came; it is refused below like any file that is not regular */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         if (errno == ENOENT) return shs_set_error(SHS_IO, "%s: missing", path);
         return shs_set_error(SHS_IO, "%s: cannot open: %s", path, strerror(errno));

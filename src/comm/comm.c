@@ -110,6 +110,8 @@ static void call_fields_format(char *buf, size_t size, const shs__call_t *c) {
     case SHS_OP_REDUCE:
         snprintf(buf, size, "%s(count=%llu, dtype=%s, op=%s, root=%d)", name, n, dt, rd, c->root);
         break;
+    case SHS_OP_SEND:
+    case SHS_OP_RECV: snprintf(buf, size, "%s(count=%llu, dtype=%s, peer=%d)", name, n, dt, c->root); break;
     default: snprintf(buf, size, "%s()", name); break;
     }
 }
@@ -171,6 +173,26 @@ int shs__check_calls(int n, shs__call_get_fn get, const void *ctx, const char *c
     return 0;
 }
 
+static int member_cmp(const void *a, const void *b) {
+    const shs__split_member_t *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+void shs__split_order(shs__split_member_t *m, int n, int *ranks) {
+    qsort(m, (size_t)n, sizeof *m, member_cmp);
+    for (int i = 0; i < n; i++) ranks[i] = m[i].rank;
+}
+
+void shs__call_prefix(char *buf, size_t size, int rank, const shs__call_t *call, const char *comm_name) {
+    if (shs_coll_op_is_p2p(call->op))
+        snprintf(buf, size, "rank %d: %s %s rank %d seq %llu on comm '%s': ", rank, shs_coll_op_name(call->op),
+                 call->op == SHS_OP_SEND ? "to" : "from", call->root, (unsigned long long)call->seq, comm_name);
+    else
+        snprintf(buf, size, "rank %d: %s seq %llu on comm '%s': ", rank, shs_coll_op_name(call->op),
+                 (unsigned long long)call->seq, comm_name);
+}
+
 /* ---- communicator lifetime ------------------------------------------- */
 
 shs_comm_t *shs__comm_new(const shs__comm_iface_t *iface) {
@@ -179,23 +201,10 @@ shs_comm_t *shs__comm_new(const shs__comm_iface_t *iface) {
     return comm;
 }
 
-shs_status_t shs_comm_id_create(shs_comm_id_t **id, int nranks, int timeout_ms, const char *name) {
-    if (!id) return shs_set_error(SHS_INVALID_ARG, "shs_comm_id_create: id is NULL");
-    *id = NULL;
-    if (nranks < 1) return shs_set_error(SHS_INVALID_ARG, "shs_comm_id_create: nranks %d < 1", nranks);
-    shs_comm_id_t *out = calloc(1, sizeof *out);
-    if (!out) return shs_set_error(SHS_HOST_OOM, "shs_comm_id_create: out of host memory");
-    out->iface = &shs__comm_thread_iface;
-    shs_status_t s = shs__comm_thread_id_create(&out->ctx, nranks, timeout_ms > 0 ? timeout_ms : SHS_COMM_DEFAULT_TIMEOUT_MS,
-                                                name ? name : "world");
-    if (s != SHS_OK) { free(out); return s; }
-    *id = out;
-    return SHS_OK;
-}
-
 void shs_comm_id_release(shs_comm_id_t *id) {
     if (!id) return;
     id->iface->id_release(id->ctx);
+    shs__job_unref(id->job);
     free(id);
 }
 
@@ -206,6 +215,10 @@ shs_status_t shs_comm_init_rank(shs_comm_t **comm, shs_comm_id_t *id, int rank) 
     if (!c) return shs_set_error(SHS_HOST_OOM, "shs_comm_init_rank: out of host memory");
     shs_status_t s = id->iface->init_rank(c, id->ctx, rank);
     if (s != SHS_OK) { free(c); return s; }
+    if (id->job && (s = shs__job_join(c, id->job, NULL)) != SHS_OK) {
+        shs_comm_destroy(c);
+        return s;
+    }
     shs_log_set_rank(rank);
     SHS_LOG(INFO, COMM, "comm '%s' created: rank %d of %d (%s)", shs_comm_name(c), shs_comm_rank(c), shs_comm_size(c),
             id->iface->name);
@@ -215,7 +228,9 @@ shs_status_t shs_comm_init_rank(shs_comm_t **comm, shs_comm_id_t *id, int rank) 
 
 void shs_comm_destroy(shs_comm_t *comm) {
     if (!comm) return;
+    shs__job_leave(comm); /* first: a failing job no longer reaches this handle */
     comm->iface->destroy(comm);
+    free(comm->p2p_seq);
     free(comm);
 }
 
@@ -233,7 +248,7 @@ void shs_comm_get_stats(const shs_comm_t *comm, shs_comm_stats_t *out) {
     /* ring model, from the exact byte totals (rounded down once, not per call) */
     uint64_t n = (uint64_t)comm->nranks;
     for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
-        uint64_t num = op == SHS_OP_ALL_REDUCE ? 2 * (n - 1) : n - 1;
+        uint64_t num = op == SHS_OP_ALL_REDUCE ? 2 * (n - 1) : op == SHS_OP_SEND ? n : op == SHS_OP_RECV ? 0 : n - 1;
         out->bytes_sent[op] = (uint64_t)((unsigned __int128)out->bytes[op] * num / n);
     }
 }
@@ -252,14 +267,24 @@ shs_reduce_order_t shs_comm_reduce_order(const shs_comm_t *comm) {
 }
 
 void shs_comm_abort(shs_comm_t *comm, const char *reason) {
-    if (comm) comm->iface->abort(comm, reason ? reason : "(no reason given)");
+    if (!comm) return;
+    comm->iface->abort(comm, reason ? reason : "(no reason given)");
+    char detail[1024];
+    snprintf(detail, sizeof detail, "rank %d aborted comm '%s': %s", comm->rank, comm->name,
+             reason ? reason : "(no reason given)");
+    shs__job_fail(comm, detail);
 }
 
 /* ---- argument checks --------------------------------------------------- */
 
-static shs_status_t arg_error(const shs_comm_t *comm, shs_coll_op_t op, const char *what) {
+shs_status_t shs__comm_arg_error(const shs_comm_t *comm, shs_coll_op_t op, const char *what) {
     return shs_set_error(SHS_INVALID_ARG, "rank %d: %s on comm '%s': %s", comm->rank, shs_coll_op_name(op),
                          comm->name, what);
+}
+
+shs_status_t shs__copy_host(void *dst, const void *src, size_t bytes) {
+    if (bytes && dst != src) memcpy(dst, src, bytes);
+    return SHS_OK;
 }
 
 /* Byte ranges [a, a+an) and [b, b+bn) share a byte. */
@@ -268,13 +293,12 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
     return an && bn && pa < pb + bn && pb < pa + an;
 }
 
-/* Common checks; on success *bytes = count * size of dtype. */
-static shs_status_t check_call(const shs_comm_t *comm, const shs__call_t *c, int needs_redop, size_t *bytes) {
+shs_status_t shs__comm_check_call(const shs_comm_t *comm, const shs__call_t *c, int needs_redop, size_t *bytes) {
     size_t esize = shs_dtype_size(c->dtype); /* 0: invalid */
-    if (esize == 0) return arg_error(comm, c->op, "invalid dtype");
-    if (needs_redop && !redop_valid(c->redop)) return arg_error(comm, c->op, "invalid reduction op");
+    if (esize == 0) return shs__comm_arg_error(comm, c->op, "invalid dtype");
+    if (needs_redop && !redop_valid(c->redop)) return shs__comm_arg_error(comm, c->op, "invalid reduction op");
     if (c->count > SIZE_MAX / esize / (size_t)comm->nranks)
-        return arg_error(comm, c->op, "count too large (byte size overflows)");
+        return shs__comm_arg_error(comm, c->op, "count too large (byte size overflows)");
     *bytes = c->count * esize;
     return SHS_OK;
 }
@@ -283,7 +307,7 @@ static shs_status_t check_root(const shs_comm_t *comm, const shs__call_t *c) {
     if (c->root < 0 || c->root >= comm->nranks) {
         char what[64];
         snprintf(what, sizeof what, "root %d out of range [0, %d)", c->root, comm->nranks);
-        return arg_error(comm, c->op, what);
+        return shs__comm_arg_error(comm, c->op, what);
     }
     return SHS_OK;
 }
@@ -302,14 +326,7 @@ static tag_text_t tag_text(uint64_t tag) {
     return t;
 }
 
-/* Numbers the call, dispatches, and counts it in the stats on success. */
-static shs_status_t run(shs_comm_t *comm, shs__call_t *c, uint64_t bytes,
-                        shs_status_t (*fn)(shs_comm_t *, const shs__call_t *)) {
-    c->seq = comm->seq++;
-    SHS_LOG(TRACE, COMM, "%s seq %llu count %zu dtype %s on comm '%s' %s", shs_coll_op_name(c->op),
-            (unsigned long long)c->seq, c->count, shs_dtype_name(c->dtype), comm->name, tag_text(c->tag).s);
-    double t0 = comm->recorder ? shs_now_seconds() : 0;
-    shs_status_t s = fn(comm, c);
+void shs__comm_account(shs_comm_t *comm, const shs__call_t *c, uint64_t bytes, shs_status_t s, double t0) {
     if (s == SHS_OK) {
         comm->stats.calls[c->op]++;
         comm->stats.bytes[c->op] += bytes;
@@ -321,6 +338,19 @@ static shs_status_t run(shs_comm_t *comm, shs__call_t *c, uint64_t bytes,
         if (c->op == SHS_OP_BARRIER) info.bytes = 0;
         comm->recorder(comm->recorder_user, comm, &info);
     }
+}
+
+/* Numbers the call, dispatches, counts it in the stats on success, fails
+ * the job on failure. */
+static shs_status_t run(shs_comm_t *comm, shs__call_t *c, uint64_t bytes,
+                        shs_status_t (*fn)(shs_comm_t *, const shs__call_t *)) {
+    c->seq = comm->seq++;
+    SHS_LOG(TRACE, COMM, "%s seq %llu count %zu dtype %s on comm '%s' %s", shs_coll_op_name(c->op),
+            (unsigned long long)c->seq, c->count, shs_dtype_name(c->dtype), comm->name, tag_text(c->tag).s);
+    double t0 = comm->recorder ? shs_now_seconds() : 0;
+    shs_status_t s = fn(comm, c);
+    if (s != SHS_OK) shs__job_fail(comm, shs_last_error());
+    shs__comm_account(comm, c, bytes, s, t0);
     return s;
 }
 
@@ -339,6 +369,9 @@ const char *shs_comm_marker(const shs_comm_t *comm) { return comm ? comm->marker
 #define CHECK_COMM(comm, op)                                                                     \
     do {                                                                                         \
         if (!(comm)) return shs_set_error(SHS_INVALID_ARG, "%s: comm is NULL", shs_coll_op_name(op)); \
+        if (shs__group_active())                                                                 \
+            return shs__comm_arg_error((comm), (op), "called inside a group (shs_group_start): a group holds " \
+                             "sends and receives only");                                         \
     } while (0)
 
 /* ---- collectives ----------------------------------------------------- */
@@ -348,10 +381,10 @@ shs_status_t shs_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount
     CHECK_COMM(comm, SHS_OP_ALL_GATHER);
     shs__call_t c = new_call(comm, SHS_OP_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, SHS_SUM, 0);
     size_t bytes, n = (size_t)comm->nranks;
-    SHS_CHECK(check_call(comm, &c, 0, &bytes));
-    if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    SHS_CHECK(shs__comm_check_call(comm, &c, 0, &bytes));
+    if (bytes && (!sendbuf || !recvbuf)) return shs__comm_arg_error(comm, c.op, "NULL buffer with count > 0");
     if (overlaps(sendbuf, bytes, recvbuf, n * bytes) && (const char *)sendbuf != (char *)recvbuf + comm->rank * bytes)
-        return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf + rank*sendcount)");
+        return shs__comm_arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf + rank*sendcount)");
     return run(comm, &c, n * bytes, comm->iface->all_gather);
 }
 
@@ -361,10 +394,10 @@ shs_status_t shs_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvc
     shs__call_t c = new_call(comm, SHS_OP_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0);
     c.order = comm->reduce_order;
     size_t bytes, n = (size_t)comm->nranks;
-    SHS_CHECK(check_call(comm, &c, 1, &bytes));
-    if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    SHS_CHECK(shs__comm_check_call(comm, &c, 1, &bytes));
+    if (bytes && (!sendbuf || !recvbuf)) return shs__comm_arg_error(comm, c.op, "NULL buffer with count > 0");
     if (overlaps(sendbuf, n * bytes, recvbuf, bytes) && (char *)recvbuf != (const char *)sendbuf + comm->rank * bytes)
-        return arg_error(comm, c.op, "buffers overlap but are not in place (recvbuf == sendbuf + rank*recvcount)");
+        return shs__comm_arg_error(comm, c.op, "buffers overlap but are not in place (recvbuf == sendbuf + rank*recvcount)");
     return run(comm, &c, n * bytes, comm->iface->reduce_scatter);
 }
 
@@ -374,10 +407,10 @@ shs_status_t shs_all_reduce(const void *sendbuf, void *recvbuf, size_t count, sh
     shs__call_t c = new_call(comm, SHS_OP_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0);
     c.order = comm->reduce_order;
     size_t bytes;
-    SHS_CHECK(check_call(comm, &c, 1, &bytes));
-    if (bytes && (!sendbuf || !recvbuf)) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    SHS_CHECK(shs__comm_check_call(comm, &c, 1, &bytes));
+    if (bytes && (!sendbuf || !recvbuf)) return shs__comm_arg_error(comm, c.op, "NULL buffer with count > 0");
     if (sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes))
-        return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
+        return shs__comm_arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
     return run(comm, &c, bytes, comm->iface->all_reduce);
 }
 
@@ -386,12 +419,12 @@ shs_status_t shs_broadcast(const void *sendbuf, void *recvbuf, size_t count, shs
     CHECK_COMM(comm, SHS_OP_BROADCAST);
     shs__call_t c = new_call(comm, SHS_OP_BROADCAST, sendbuf, recvbuf, count, dtype, SHS_SUM, root);
     size_t bytes;
-    SHS_CHECK(check_call(comm, &c, 0, &bytes));
+    SHS_CHECK(shs__comm_check_call(comm, &c, 0, &bytes));
     SHS_CHECK(check_root(comm, &c));
     int is_root = comm->rank == root;
-    if (bytes && (!recvbuf || (is_root && !sendbuf))) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    if (bytes && (!recvbuf || (is_root && !sendbuf))) return shs__comm_arg_error(comm, c.op, "NULL buffer with count > 0");
     if (is_root && sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes))
-        return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
+        return shs__comm_arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
     return run(comm, &c, bytes, comm->iface->broadcast);
 }
 
@@ -400,12 +433,12 @@ shs_status_t shs_reduce(const void *sendbuf, void *recvbuf, size_t count, shs_dt
     CHECK_COMM(comm, SHS_OP_REDUCE);
     shs__call_t c = new_call(comm, SHS_OP_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
     size_t bytes;
-    SHS_CHECK(check_call(comm, &c, 1, &bytes));
+    SHS_CHECK(shs__comm_check_call(comm, &c, 1, &bytes));
     SHS_CHECK(check_root(comm, &c));
     int is_root = comm->rank == root;
-    if (bytes && (!sendbuf || (is_root && !recvbuf))) return arg_error(comm, c.op, "NULL buffer with count > 0");
+    if (bytes && (!sendbuf || (is_root && !recvbuf))) return shs__comm_arg_error(comm, c.op, "NULL buffer with count > 0");
     if (is_root && sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes))
-        return arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
+        return shs__comm_arg_error(comm, c.op, "buffers overlap but are not in place (sendbuf == recvbuf)");
     if (!is_root) c.recvbuf = NULL;
     return run(comm, &c, bytes, comm->iface->reduce);
 }
@@ -418,16 +451,36 @@ shs_status_t shs_barrier(shs_comm_t *comm) {
 
 shs_status_t shs_comm_split(shs_comm_t *comm, int color, int key, shs_comm_t **newcomm) {
     CHECK_COMM(comm, SHS_OP_SPLIT);
-    if (!newcomm) return arg_error(comm, SHS_OP_SPLIT, "newcomm is NULL");
+    if (!newcomm) return shs__comm_arg_error(comm, SHS_OP_SPLIT, "newcomm is NULL");
     *newcomm = NULL;
     if (color < 0 && color != SHS_SPLIT_NOCOLOR)
-        return arg_error(comm, SHS_OP_SPLIT, "color must be >= 0 or SHS_SPLIT_NOCOLOR");
+        return shs__comm_arg_error(comm, SHS_OP_SPLIT, "color must be >= 0 or SHS_SPLIT_NOCOLOR");
+    int *members = malloc((size_t)comm->nranks * sizeof *members), *roots = NULL;
+    if (!members) /* before the call is numbered: the rank may try again */
+        return shs_set_error(SHS_HOST_OOM, "rank %d: split on comm '%s': out of host memory", comm->rank, comm->name);
     shs__call_t c = new_call(comm, SHS_OP_SPLIT, NULL, NULL, 0, SHS_I8, SHS_SUM, 0);
     c.color = color;
     c.key = key;
     c.seq = comm->seq++;
     double t0 = comm->recorder ? shs_now_seconds() : 0;
-    shs_status_t s = comm->iface->split(comm, &c, newcomm);
+    shs_status_t s = comm->iface->split(comm, &c, newcomm, members);
+    if (s == SHS_OK && *newcomm && comm->job) {
+        /* the child's members by their root ranks, for its job */
+        int n = (*newcomm)->nranks;
+        if (!(roots = malloc((size_t)n * sizeof *roots))) {
+            s = shs_set_error(SHS_HOST_OOM, "rank %d: split on comm '%s': out of host memory", comm->rank, comm->name);
+        } else {
+            for (int i = 0; i < n; i++) roots[i] = comm->root_ranks[members[i]];
+            s = shs__job_join(*newcomm, comm->job, roots);
+        }
+        if (s != SHS_OK) {
+            shs_comm_destroy(*newcomm);
+            *newcomm = NULL;
+        }
+    }
+    free(roots);
+    free(members);
+    if (s != SHS_OK) shs__job_fail(comm, shs_last_error());
     if (s == SHS_OK) comm->stats.calls[SHS_OP_SPLIT]++;
     if (s == SHS_OK && *newcomm) {
         SHS_LOG(INFO, COMM, "comm '%s' split (color %d, key %d): '%s', rank %d of %d", shs_comm_name(comm), color, key,

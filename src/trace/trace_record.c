@@ -1,4 +1,5 @@
-/* trace_record.c - per-rank recording of collectives (see trace_record.h).
+/* trace_record.c - per-rank recording of collectives and point-to-point
+ * calls (see trace_record.h).
  * What it is not: the communicator (comm.c calls the hook) or a format. */
 #include "shardsim/trace_record.h"
 
@@ -285,6 +286,10 @@ shs_status_t shs_trace_recorder_finish(shs_trace_recorder_t *r, shs_trace_t **ou
             if (rec.op == SHS_OP_REDUCE_SCATTER || rec.op == SHS_OP_ALL_REDUCE || rec.op == SHS_OP_REDUCE)
                 rec.redop = ci->redop;
             if (rec.op == SHS_OP_BROADCAST || rec.op == SHS_OP_REDUCE) rec.root = ci->root;
+            if (shs_coll_op_is_p2p(rec.op)) { /* seq: the (comm, peer) channel's; the peer as a global rank */
+                rec.peer = r->comms[b->e[i].comm].members[ci->root];
+                rec.tag = 0; /* as NCCL logs: shardsim's messages have no MPI tag */
+            }
             rec.t_start = ci->t_start - r->origin;
             rec.t_end = ci->t_end - r->origin;
             if (rec.t_start < 0) rec.t_start = 0;

@@ -27,6 +27,9 @@ static void test_busbw_factors_and_traffic(void **state) {
     assert_true(shs_bench_min_traffic(SHS_OP_ALL_GATHER, 4, 1000) == 5000.0);
     assert_true(shs_bench_min_traffic(SHS_OP_REDUCE_SCATTER, 4, 1000) == 5000.0);
     assert_true(shs_bench_min_traffic(SHS_OP_BROADCAST, 4, 1000) == 5000.0);
+    /* sendrecv (nccl-tests sendrecv.cu): factor 1; each rank's message read and written once */
+    assert_true(shs_net_busbw_factor(SHS_OP_SEND, 4) == 1.0);
+    assert_true(shs_bench_min_traffic(SHS_OP_SEND, 4, 1000) == 8000.0);
 }
 
 static void test_matmul_rate_and_peak(void **state) {
@@ -79,6 +82,45 @@ static void test_collective_sizes(void **state) {
         }
     }
     shs_world_destroy(w);
+}
+
+/* sendrecv: one message of whole f32 elements per rank (no multiple of N),
+ * busbw = algbw; in place is refused. */
+static void test_sendrecv_sizes(void **state) {
+    (void)state;
+    shs_world_t *w;
+    shs_world_config_t cfg = {.world_size = 3, .device_mem = SIZE_MAX, .timeout_ms = 20000, .name = "b"};
+    assert_int_equal(shs_world_create(&w, &cfg), SHS_OK);
+    shs_bench_coll_t r;
+    assert_int_equal(shs_bench_collective(w, SHS_OP_SEND, 3010, 0, 0.001, &r), SHS_OK);
+    assert_int_equal(r.bytes, 3008);
+    assert_int_equal(r.count, 752);
+    assert_true(r.iters >= 3 && r.time_us > 0);
+    assert_true(r.busbw == r.algbw);
+    assert_int_equal(shs_bench_collective(w, SHS_OP_SEND, 3010, 1, 0.001, &r), SHS_INVALID_ARG);
+    shs_world_destroy(w);
+    char *argv[] = {SHS_BIN_PATH, "bench", "--only", "p2p", "--world", "2", "--min-bytes", "1K", "--max-bytes", "4K",
+                    "--seconds", "0.005", NULL};
+    static test_proc_t p;
+    test_run_process(argv, 120, &p);
+    assert_int_equal(p.exit_code, 0);
+    assert_non_null(strstr(p.out, "# sendrecv  nranks 2"));
+    int rows = 0;
+    for (char *line = strtok(p.out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        unsigned long size, count;
+        double t, algbw, busbw;
+        char naive[8];
+        assert_int_equal(sscanf(line, "%lu %lu %*s %*s %lf %*f %*f %7s %lf %lf", &size, &count, &t, naive, &algbw,
+                                &busbw), 6);
+        assert_int_equal(size, 1024ul << (2 * rows));
+        assert_int_equal(count, size / 4);
+        assert_true(t > 0);
+        assert_string_equal(naive, "-"); /* no naive yardstick for point-to-point */
+        assert_true(algbw == busbw);
+        rows++;
+    }
+    assert_int_equal(rows, 2);
 }
 
 /* The naive yardstick runs every op at odd world sizes (slices of unequal
@@ -176,6 +218,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_busbw_factors_and_traffic),
         cmocka_unit_test(test_collective_sizes),
+        cmocka_unit_test(test_sendrecv_sizes),
         cmocka_unit_test(test_matmul_rate_and_peak),
         cmocka_unit_test(test_peak_formula),
         cmocka_unit_test(test_naive_yardstick),

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "cli/cli_expect.h"
 #include "shardsim/features.h"
 
 #define BIN SHS_BIN_PATH
@@ -20,20 +21,9 @@
 #define run_args(...) test_shardsim(120.0, __VA_ARGS__)
 
 /* Exit code and a substring of stderr; bad input gives exactly one error line
- * "shardsim COMMAND: error: ..." (plus an optional "shardsim COMMAND: note:"
- * line), never a crash. */
-static void expect_error(const test_proc_t *p, int code, const char *needle) {
-    if (p->exit_code != code || !strstr(p->err, needle))
-        fail_msg("expected exit %d and '%s' in stderr; got exit %d, stderr:\n%s", code, needle, p->exit_code, p->err);
-    char cmd[32] = "";
-    if (sscanf(p->err, "shardsim %31[a-z]: error: ", cmd) != 1 && strncmp(p->err, "shardsim: error: ", 17) != 0)
-        fail_msg("the error line is not 'shardsim COMMAND: error: ...':\n%s", p->err);
-    const char *nl = strchr(p->err, '\n');
-    assert_non_null(nl);
-    char note[64];
-    snprintf(note, sizeof note, "shardsim %s: note: ", cmd);
-    if (nl[1] != 0 && strncmp(nl + 1, note, strlen(note)) != 0) fail_msg("more than one error line:\n%s", p->err);
-}
+ * "shardsim COMMAND: error: ..." (plus optional "shardsim COMMAND: note:"
+ * lines), never a crash (cli_expect.h). */
+#define expect_error test_expect_error
 
 static const char *tmp_file(const char *name, const char *content) {
     return test_tmp_write(name, content, strlen(content));
@@ -146,8 +136,8 @@ static void test_bad_numbers(void **state) {
     expect_error(run_args("train", "--world", "3", "--reduce-order", "ring", "--check", "ddp", "--inject-bitflip", "1",
                           NULL), 2, "--inject-bitflip needs an exact --check");
     expect_error(run_args("train", "--norm-type", "2", NULL), 2, "--norm-type needs --clip-grad-norm");
-    expect_error(run_args("train", "--strategy", "ddp", "--offload", "params", NULL), 1,
-                 "offloading parameters needs sharded parameters");
+    expect_error(run_args("train", "--strategy", "ddp", "--offload", "params", NULL), 2,
+                 "--offload params needs sharded parameters (zero3 or hybrid_shard), not ddp");
     expect_error(run_args("train", "--param-dtype", "fp8", NULL), 2, "--param-dtype takes f32, bf16 or f16");
     /* outputs go to places that exist and are writable, checked before training */
     expect_error(run_args("train", "--export-safetensors", "/nonexistent/dir/x", NULL), 2,

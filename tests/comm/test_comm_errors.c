@@ -70,22 +70,25 @@ static shs_status_t rank_split(tw_rank_t *r) {
     shs_comm_t *by_parity = NULL, *by_half = NULL, *most = NULL, *nested = NULL;
     TW_EXPECT_STATUS(r, shs_comm_split(r->comm, p % 2, -p, &by_parity), SHS_OK);
     static const int parity_members[2][3] = {{4, 2, 0}, {5, 3, 1}};
-    snprintf(name, sizeof name, "world/%d", p % 2);
+    /* named by colour and members (root ranks) */
+    snprintf(name, sizeof name, "split(color=%d)%s", p % 2, p % 2 ? "[1,3,5]" : "[0,2,4]");
     SHS_CHECK(check_child(r, by_parity, name, 3, 2 - p / 2, parity_members[p % 2]));
     /* colors p/3, equal keys: ranked by parent rank */
     TW_EXPECT_STATUS(r, shs_comm_split(r->comm, p / 3, 7, &by_half), SHS_OK);
     static const int half_members[2][3] = {{0, 1, 2}, {3, 4, 5}};
-    snprintf(name, sizeof name, "world/%d", p / 3);
+    snprintf(name, sizeof name, "split(color=%d)%s", p / 3, p / 3 ? "[3-5]" : "[0-2]");
     SHS_CHECK(check_child(r, by_half, name, 3, p % 3, half_members[p / 3]));
     /* rank 5 opts out */
     TW_EXPECT_STATUS(r, shs_comm_split(r->comm, p == 5 ? SHS_SPLIT_NOCOLOR : 3, 0, &most), SHS_OK);
     static const int most_members[5] = {0, 1, 2, 3, 4};
     if (p == 5) TW_EXPECT(r, most == NULL, "NOCOLOR gave a communicator");
-    else SHS_CHECK(check_child(r, most, "world/3", 5, p, most_members));
+    else SHS_CHECK(check_child(r, most, "split(color=3)[0-4]", 5, p, most_members));
     /* split of a child, collectives on both at once */
     TW_EXPECT_STATUS(r, shs_comm_split(by_parity, 0, shs_comm_rank(by_parity) == 0 ? 1 : 0, &nested), SHS_OK);
     static const int nested_members[2][3] = {{2, 0, 4}, {3, 1, 5}};
-    snprintf(name, sizeof name, "world/%d/0", p % 2);
+    /* even parents: the same colour and members as by_parity's first child,
+     * so the name is made unique; odd ones differ from theirs by colour */
+    snprintf(name, sizeof name, "%s", p % 2 ? "split(color=0)[1,3,5]" : "split(color=0)[0,2,4]#2");
     SHS_CHECK(check_child(r, nested, name, 3, (shs_comm_rank(by_parity) + 2) % 3, nested_members[p % 2]));
     TW_EXPECT_STATUS(r, shs_barrier(r->comm), SHS_OK);
     shs_comm_destroy(by_parity); /* the parent and the other children outlive it */
@@ -122,7 +125,7 @@ static void test_split_child_inherits_timeout(void **state) {
             continue;
         }
         assert_int_equal(ranks[r].status, SHS_TIMEOUT);
-        assert_non_null(strstr(ranks[r].error, "comm 'world/1'"));
+        assert_non_null(strstr(ranks[r].error, "comm 'split(color=1)[1,3]'"));
         assert_non_null(strstr(ranks[r].error, "timed out after 0.500 s waiting for ranks [1]"));
     }
     free(ranks);

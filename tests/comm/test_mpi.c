@@ -34,6 +34,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "shardsim/clock.h"
 #include "shardsim/comm.h"
 #include "shardsim/comm_mpi.h"
 #include "shardsim/device.h"
@@ -258,7 +259,10 @@ static int check_split(shs_comm_t *comm) {
     }
     int32_t v = r;
     char want_name[64];
-    snprintf(want_name, sizeof want_name, "%s/%d", shs_comm_name(comm), color);
+    size_t len = (size_t)snprintf(want_name, sizeof want_name, "split(color=%d)[", color);
+    for (int j = color; j < n; j += 2) /* members two apart: a list, no ranges */
+        len += (size_t)snprintf(want_name + len, sizeof want_name - len, "%s%d", j > color ? "," : "", j);
+    snprintf(want_name + len, sizeof want_name - len, "]");
     s = shs_all_reduce(&v, &v, 1, SHS_I32, SHS_SUM, child);
     int bad = s != SHS_OK || shs_comm_size(child) != members || shs_comm_rank(child) != above || v != want_sum ||
               strcmp(shs_comm_name(child), want_name) != 0;
@@ -299,6 +303,129 @@ static int check_tags(shs_comm_t *comm) {
     return 1;
 }
 
+/* Byte b of the message rank s sends to rank d (as test_comm_p2p.c). */
+static uint8_t msg_byte(int s, int d, size_t b) {
+    uint32_t h = (uint32_t)(s + 1) * 0x9E3779B1u ^ (uint32_t)(d + 7) * 0x85EBCA77u ^ (uint32_t)b * 0xC2B2AE3Du;
+    return (uint8_t)(h ^ h >> 13 ^ h >> 24);
+}
+
+/* Element i of the all-to-all block rank s sends to rank d, and the size
+ * of that block in the uneven form. */
+static int32_t a2a_value(int s, int d, size_t i) { return (int32_t)(s * 1000003 + d * 7919 + (int)i * 31 + 1); }
+static size_t split_count(int s, int d) { return (size_t)((s * 3 + d * 5 + 1) % 4) * (size_t)(1 + (s + d) % 3) * 37; }
+
+/* Sends and receives against closed forms, bit for bit: nccl-tests'
+ * sendrecv (to r+1, from r-1, one group) at sizes across the backend's
+ * paths, then all-to-all even and uneven. */
+static int check_p2p(shs_comm_t *comm) {
+    int n = shs_comm_size(comm), r = shs_comm_rank(comm), next = (r + 1) % n, prev = (r - 1 + n) % n, bad = 0;
+    static const size_t sizes[] = {0, 1, 13, 4096, 1000001};
+    uint8_t *send = malloc(1000001), *recv = malloc(1000001);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0] && !bad; k++) {
+        size_t bytes = sizes[k];
+        for (size_t b = 0; b < bytes; b++) send[b] = msg_byte(r, next, b);
+        memset(recv, 0, bytes);
+        shs_status_t s = shs_group_start();
+        if (s == SHS_OK) s = shs_send(send, bytes, SHS_U8, next, comm);
+        if (s == SHS_OK) s = shs_recv(recv, bytes, SHS_U8, prev, comm);
+        shs_status_t e = shs_group_end();
+        if (s != SHS_OK || e != SHS_OK) {
+            fprintf(stderr, "rank %d: sendrecv of %zu bytes: %s\n", r, bytes, shs_last_error());
+            bad = 1;
+        }
+        for (size_t b = 0; b < bytes && !bad; b++)
+            if (recv[b] != msg_byte(prev, r, b)) {
+                fprintf(stderr, "rank %d: sendrecv of %zu bytes: byte %zu is 0x%02x, want 0x%02x\n", r, bytes, b, recv[b],
+                        msg_byte(prev, r, b));
+                bad = 1;
+            }
+    }
+    free(send);
+    free(recv);
+    size_t count = 301, sc[16], rc[16], stot = 0, rtot = 0;
+    int32_t *a = malloc((size_t)n * count * 4), *b = malloc((size_t)n * count * 4);
+    for (int j = 0; j < n; j++)
+        for (size_t i = 0; i < count; i++) a[(size_t)j * count + i] = a2a_value(r, j, i);
+    if (shs_all_to_all(a, b, count, SHS_I32, comm) != SHS_OK) {
+        fprintf(stderr, "rank %d: all_to_all: %s\n", r, shs_last_error());
+        bad = 1;
+    }
+    for (int j = 0; j < n && !bad; j++)
+        for (size_t i = 0; i < count && !bad; i++)
+            if (b[(size_t)j * count + i] != a2a_value(j, r, i)) {
+                fprintf(stderr, "rank %d: all_to_all block %d element %zu differs\n", r, j, i);
+                bad = 1;
+            }
+    free(a);
+    free(b);
+    for (int j = 0; j < n; j++) {
+        stot += sc[j] = split_count(r, j);
+        rtot += rc[j] = split_count(j, r);
+    }
+    a = calloc(stot + 1, 4);
+    b = calloc(rtot + 1, 4);
+    size_t off = 0;
+    for (int j = 0; j < n; j++)
+        for (size_t i = 0; i < sc[j]; i++) a[off++] = a2a_value(r, j, i);
+    if (shs_all_to_allv(a, sc, b, rc, SHS_I32, comm) != SHS_OK) {
+        fprintf(stderr, "rank %d: all_to_allv: %s\n", r, shs_last_error());
+        bad = 1;
+    }
+    off = 0;
+    for (int j = 0; j < n && !bad; j++)
+        for (size_t i = 0; i < rc[j] && !bad; i++, off++)
+            if (b[off] != a2a_value(j, r, i)) {
+                fprintf(stderr, "rank %d: all_to_allv from rank %d element %zu differs\n", r, j, i);
+                bad = 1;
+            }
+    free(a);
+    free(b);
+    return bad;
+}
+
+/* Rank 1 sends 4 floats to rank 2, which expects 8: both fail at once with
+ * SHS_MISMATCH naming both ends. */
+static int check_p2p_mismatch(shs_comm_t *comm) {
+    int r = shs_comm_rank(comm);
+    if (r != 1 && r != 2) return 0;
+    float x[8] = {0};
+    double t0 = shs_now_seconds();
+    shs_status_t s = r == 1 ? shs_send(x, 4, SHS_F32, 2, comm) : shs_recv(x, 8, SHS_F32, 1, comm);
+    const char *want = "comm 'p2p': rank 1's send(count=4, dtype=f32, peer=2) seq 0 and rank 2's recv(count=8, "
+                       "dtype=f32, peer=1) seq 0 are one message but their count differs";
+    if (s == SHS_MISMATCH && strstr(shs_last_error(), want) && shs_now_seconds() - t0 < 5.0) return 0;
+    fprintf(stderr, "rank %d: planted count mismatch: %s after %.3f s: %s (want '%s')\n", r, shs_status_name(s),
+            shs_now_seconds() - t0, shs_last_error(), want);
+    return 1;
+}
+
+/* A job over processes: ranks 1.. form a split whose all-reduce rank 1
+ * calls with another count; rank 0 waits on the parent. The split's
+ * mismatch fails the job: rank 0 returns SHS_ABORTED with it at once, not
+ * after the timeout. */
+static int check_job(shs_comm_t *comm) {
+    int n = shs_comm_size(comm), r = shs_comm_rank(comm);
+    shs_comm_t *rest = NULL;
+    if (shs_comm_split(comm, r ? 1 : SHS_SPLIT_NOCOLOR, 0, &rest) != SHS_OK) {
+        fprintf(stderr, "rank %d: job split: %s\n", r, shs_last_error());
+        return 1;
+    }
+    float x[2] = {0};
+    double t0 = shs_now_seconds();
+    shs_status_t s = r ? shs_all_reduce(x, x, r == 1 ? 2 : 1, SHS_F32, SHS_SUM, rest) : shs_barrier(comm);
+    double dt = shs_now_seconds() - t0;
+    char cause[160];
+    snprintf(cause, sizeof cause, "comm 'split(color=1)[1-%d]' seq 0: rank 0 called all_reduce(count=2, dtype=f32, "
+             "op=sum) but rank 1 called all_reduce(count=1, dtype=f32, op=sum)", n - 1);
+    int ok = s == (r ? SHS_MISMATCH : SHS_ABORTED) && strstr(shs_last_error(), cause) && dt < 5.0 &&
+             (r || strstr(shs_last_error(), "the job failed: "));
+    if (!ok)
+        fprintf(stderr, "rank %d: job failure: %s after %.3f s: %s (want '%s')\n", r, shs_status_name(s), dt,
+                shs_last_error(), cause);
+    shs_comm_destroy(rest);
+    return !ok;
+}
+
 /* Rank 1 aborts; everyone else's next call returns SHS_ABORTED with the reason. */
 static int check_abort(shs_comm_t *comm) {
     int r = shs_comm_rank(comm);
@@ -315,10 +442,12 @@ static int worker_main(void) {
         fprintf(stderr, "worker: %s\n", shs_last_error());
         return 1;
     }
-    shs_comm_t *comm = NULL, *victim = NULL, *tags = NULL;
+    shs_comm_t *comm = NULL, *victim = NULL, *tags = NULL, *p2p = NULL, *job = NULL;
     if (shs_comm_mpi_create(&comm, TIMEOUT_MS, "world") != SHS_OK ||
         shs_comm_mpi_create(&victim, TIMEOUT_MS, "victim") != SHS_OK ||
-        shs_comm_mpi_create(&tags, TIMEOUT_MS, "tags") != SHS_OK) {
+        shs_comm_mpi_create(&tags, TIMEOUT_MS, "tags") != SHS_OK ||
+        shs_comm_mpi_create(&p2p, TIMEOUT_MS, "p2p") != SHS_OK ||
+        shs_comm_mpi_create(&job, TIMEOUT_MS, "job") != SHS_OK) {
         fprintf(stderr, "worker: %s\n", shs_last_error());
         shs_mpi_abort(1);
     }
@@ -326,6 +455,9 @@ static int worker_main(void) {
     bad |= check_split(comm);
     bad |= check_abort(victim);
     bad |= check_tags(tags);
+    bad |= check_p2p(comm);
+    bad |= check_p2p_mismatch(p2p);
+    bad |= check_job(job);
     int32_t any = bad;
     if (shs_all_reduce(&any, &any, 1, SHS_I32, SHS_MAX, comm) != SHS_OK) {
         fprintf(stderr, "worker: %s\n", shs_last_error());
@@ -333,12 +465,14 @@ static int worker_main(void) {
     }
     if (any) shs_mpi_abort(1);
     if (shs_comm_rank(comm) == 0)
-        printf("mpi worker: %d cases at N=%d bit-identical to the thread backend on every rank; split, tags and abort ok\n",
-               ncases, shs_comm_size(comm));
+        printf("mpi worker: %d cases at N=%d bit-identical to the thread backend on every rank; split, tags, abort, "
+               "sendrecv, all_to_all(v), a p2p mismatch and a job's failure ok\n", ncases, shs_comm_size(comm));
     fflush(stdout);
     shs_comm_destroy(comm);
     shs_comm_destroy(victim);
     shs_comm_destroy(tags);
+    shs_comm_destroy(p2p);
+    shs_comm_destroy(job);
     shs_mpi_finalize();
     return 0;
 }
@@ -482,6 +616,40 @@ static void test_options_use_job_size(void **state) {
         fail_msg("expected exit 2 naming the job's size; got exit %d, stderr:\n%s", p->exit_code, p->err);
 }
 
+/* Progress lines come from rank 0's process alone, as stdout does (every
+ * process printed them, once per rank, for the same job). With a 1 ms
+ * threshold every phase speaks; each line must then appear once. --metrics
+ * is written by rank 0's process: one line per step. */
+static void test_progress_and_metrics_from_rank0(void **state) {
+    (void)state;
+    char jsonl[] = "/tmp/shs_mpi_metrics_XXXXXX.jsonl";
+    int fd = mkstemps(jsonl, 6);
+    assert_true(fd >= 0);
+    close(fd);
+    char *args[] = {BIN, "train", "--backend", "mpi", "--steps", "2", "--layers", "1", "--channels", "32", "--context",
+                    "16", "--progress", "0.001", "--metrics", jsonl, NULL};
+    const test_proc_t *p = run_mpi(2, 60, args);
+    if (p->exit_code != 0) fail_msg("exit %d, stderr:\n%s", p->exit_code, p->err);
+    const char *phases[] = {"running step 1/2 on ", "running step 2/2 on "};
+    for (int k = 0; k < 2; k++) {
+        int n = 0;
+        for (const char *l = p->err; (l = strstr(l, phases[k])) != NULL; l++)
+            if (!strncmp(l + strcspn(l, "("), "(0.001 s so far)", 16)) n++;
+        if (n != 1) fail_msg("'%s... (0.001 s so far)' %d times, once expected; stderr:\n%s", phases[k], n, p->err);
+    }
+    char text[4096];
+    FILE *f = fopen(jsonl, "r");
+    assert_non_null(f);
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[got] = 0;
+    unlink(jsonl);
+    const char *second = strchr(text, '\n');
+    if (strncmp(text, "{\"step\": 1,", 11) || !second || strncmp(second + 1, "{\"step\": 2,", 11) ||
+        strchr(second + 1, '\n')[1] != 0)
+        fail_msg("expected one line per step:\n%s", text);
+}
+
 /* One process per GPU over NCCL, bootstrapped over MPI: on a machine
  * without a GPU (or a build without CUDA) every process stops with the
  * reason and the job exits 1, nobody waits for the others. (Where GPUs
@@ -509,6 +677,7 @@ int main(void) {
         cmocka_unit_test(test_world_must_match_job),
         cmocka_unit_test(test_mpi_nccl_without_gpu),
         cmocka_unit_test(test_options_use_job_size),
+        cmocka_unit_test(test_progress_and_metrics_from_rank0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

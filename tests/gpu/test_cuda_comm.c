@@ -15,7 +15,11 @@
  *     slowly; 1e-3 is two orders above what 5 steps drift, and far below a
  *     wrong kernel (a wrong gradient moves the loss by 1e-2 or more);
  *   - NCCL (one GPU per rank): at N = min(GPUs, 4), zero3 equals the
- *     device-local run bit for bit (same kernels, same reduction order).
+ *     device-local run bit for bit (same kernels, same reduction order);
+ *   - sends and receives (nccl-tests' sendrecv: to r+1, from r-1, one
+ *     group) and all-to-all on device memory, device-local at N = 1..5 and
+ *     NCCL at N = min(GPUs, 4), bit for bit against the closed form of what
+ *     the sender wrote; device-local also from host memory.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -181,6 +185,82 @@ static void test_collectives_device_local(void **state) {
     }
 }
 
+/* ---- sends and receives ------------------------------------------------------------ */
+
+/* Element i of what rank s sends to rank d. */
+static float p2p_val(int s, int d, size_t i) { return (float)(s * 64 + d) + 0.25f * (float)(i % 1024); }
+
+static shs_status_t p2p_job(shs_rank_ctx_t *ctx, void *arg) {
+    coll_result_t *res = arg;
+    int r = ctx->rank, n = ctx->world_size, next = (r + 1) % n, prev = (r - 1 + n) % n;
+    shs_device_t *d = ctx->dev;
+    size_t total = (size_t)n * COUNT;
+    float *h = malloc(total * sizeof(float)), *out = malloc(total * sizeof(float)), *send = NULL, *recv = NULL;
+    EXPECT(r, h && out, "host memory");
+    CHECK(r, shs_device_alloc(d, (void **)&send, total * sizeof(float), SHS_MEM_COMM, "send"));
+    CHECK(r, shs_device_alloc(d, (void **)&recv, total * sizeof(float), SHS_MEM_COMM, "recv"));
+    /* sendrecv */
+    for (size_t i = 0; i < COUNT; i++) h[i] = p2p_val(r, next, i);
+    CHECK(r, shs_memcpy_h2d(d, send, h, COUNT * sizeof(float)));
+    CHECK(r, shs_group_start());
+    CHECK(r, shs_send(send, COUNT, SHS_F32, next, ctx->comm));
+    CHECK(r, shs_recv(recv, COUNT, SHS_F32, prev, ctx->comm));
+    CHECK(r, shs_group_end());
+    CHECK(r, shs_memcpy_d2h(d, out, recv, COUNT * sizeof(float)));
+    for (size_t i = 0; i < COUNT; i++) EXPECT(r, out[i] == p2p_val(prev, r, i), "sendrecv [%zu] = %g", i, out[i]);
+    /* all_to_all: block j to rank j */
+    for (size_t i = 0; i < total; i++) h[i] = p2p_val(r, (int)(i / COUNT), i % COUNT);
+    CHECK(r, shs_memcpy_h2d(d, send, h, total * sizeof(float)));
+    CHECK(r, shs_all_to_all(send, recv, COUNT, SHS_F32, ctx->comm));
+    CHECK(r, shs_memcpy_d2h(d, out, recv, total * sizeof(float)));
+    for (size_t i = 0; i < total; i++)
+        EXPECT(r, out[i] == p2p_val((int)(i / COUNT), r, i % COUNT), "all_to_all [%zu] = %g", i, out[i]);
+    /* host memory on the device-local communicator (NCCL moves device memory only) */
+    if (!ctx->user) {
+        float hs[8], hr[8] = {0};
+        for (int i = 0; i < 8; i++) hs[i] = p2p_val(r, next, (size_t)i);
+        CHECK(r, shs_group_start());
+        CHECK(r, shs_send(hs, 8, SHS_F32, next, ctx->comm));
+        CHECK(r, shs_recv(hr, 8, SHS_F32, prev, ctx->comm));
+        CHECK(r, shs_group_end());
+        for (int i = 0; i < 8; i++) EXPECT(r, hr[i] == p2p_val(prev, r, (size_t)i), "host sendrecv [%d] = %g", i, hr[i]);
+    }
+    shs_device_free(d, send);
+    shs_device_free(d, recv);
+    free(h);
+    free(out);
+    return SHS_OK;
+}
+
+static void p2p_on(shs_world_backend_t backend, int n) {
+    shs_world_t *w = NULL;
+    shs_world_config_t wc = {.world_size = n, .device_mem = SIZE_MAX, .timeout_ms = 60000, .name = "gpu",
+                             .backend = backend};
+    if (shs_world_create(&w, &wc) != SHS_OK) fail_msg("world of %d: %s", n, shs_last_error());
+    for (int r = 0; r < n; r++) shs_world_rank(w, r)->user = backend == SHS_WORLD_CUDA_NCCL ? (void *)w : NULL;
+    coll_result_t res = {0};
+    shs_status_t st = shs_world_run(w, p2p_job, &res);
+    for (int r = 0; r < n; r++)
+        if (res.failed[r]) fprintf(stderr, "N=%d rank %d: %s\n", n, r, res.why[r]);
+    if (st != SHS_OK) fprintf(stderr, "N=%d: %s\n", n, shs_last_error());
+    assert_int_equal(st, SHS_OK);
+    shs_world_destroy(w);
+}
+
+static void test_p2p_device_local_and_nccl(void **state) {
+    (void)state;
+    for (int n = 1; n <= 5; n++) p2p_on(SHS_WORLD_CUDA, n);
+    int gpus = 0;
+    assert_int_equal(shs_cuda_device_count(&gpus), SHS_OK);
+    shs_comm_id_t *probe = NULL;
+    if (shs_comm_id_create_nccl(&probe, 1, 0, "probe") != SHS_OK) {
+        printf("  NCCL not built in: %s (device-local only)\n", shs_last_error());
+        return;
+    }
+    shs_comm_id_release(probe);
+    p2p_on(SHS_WORLD_CUDA_NCCL, gpus < 4 ? gpus : 4);
+}
+
 /* ---- training ------------------------------------------------------------------- */
 
 #define STEPS 3
@@ -276,6 +356,7 @@ static int setup(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_collectives_device_local),
+        cmocka_unit_test(test_p2p_device_local_and_nccl),
         cmocka_unit_test(test_ddp_vs_zero_padded_units),
         cmocka_unit_test(test_ddp_vs_zero_wider),
         cmocka_unit_test(test_main_job_cpu_vs_cuda),

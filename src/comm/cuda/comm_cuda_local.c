@@ -31,6 +31,9 @@
  * per-element order and rounding are comm_reduce.c's: bit-identical results.
  * Host buffers (not cudaMalloc'ed) are staged through a device buffer of the
  * rank: copied in before the drain, copied out after the exit barrier.
+ * Sends and receives are the thread backend's (thread_p2p.c) on the sync
+ * handle, its copies made by cudaMemcpy (cudaMemcpyDefault: device or host
+ * memory on either end) after every rank of the group drained its stream.
  * What it is not: overlapped with compute (every call drains the stream), or
  * usable across GPUs (comm_nccl.c).
  */
@@ -117,6 +120,9 @@ static void local_destroy(shs_comm_t *comm) {
 }
 
 static void local_abort(shs_comm_t *comm, const char *reason) { shs__comm_thread_iface.abort(lctx(comm)->sync, reason); }
+static void local_job_failed(shs_comm_t *comm, const char *detail) {
+    shs__comm_thread_iface.job_failed(lctx(comm)->sync, detail);
+}
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -312,13 +318,35 @@ static shs_status_t local_barrier(shs_comm_t *comm, const shs__call_t *call) {
     return run_call(comm, call, move_nothing);
 }
 
+/* A message's copy on the GPU (either end may be host memory). */
+static shs_status_t cuda_copy(void *dst, const void *src, size_t bytes) {
+    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    return e == cudaSuccess ? SHS_OK
+                            : shs_set_error(SHS_INTERNAL, "copying a message of %zu bytes: %s: %s", bytes,
+                                            cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* drain (every send buffer complete), then the thread backend's rendezvous
+ * with cudaMemcpy as its copy. */
+static shs_status_t local_p2p(shs_comm_t *comm, const shs__call_t *calls, int n, shs__copy_fn copy) {
+    local_ctx_t *c = lctx(comm);
+    if (!c->dev)
+        return shs_set_error(SHS_INVALID_ARG, "rank %d: comm '%s': no CUDA device bound (use shs_comm_init_rank_cuda)",
+                             comm->rank, comm->name);
+    SHS_CHECK(shs__cuda_bind(c->dev));
+    cudaError_t e = cudaStreamSynchronize(shs__cuda_device_stream(c->dev));
+    if (e != cudaSuccess) return shs__cuda_error(comm->rank, "waiting for the device before a send or receive", e);
+    return shs__comm_thread_p2p(c->sync, calls, n, copy ? cuda_copy : NULL);
+}
+
 /* Split the sync handle (the thread backend's split), then wrap the child
  * with the same device. */
-static shs_status_t local_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm) {
+static shs_status_t local_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm, int *members) {
     local_ctx_t *c = lctx(comm);
     shs_comm_t *child_sync = NULL;
     *newcomm = NULL;
-    SHS_CHECK(shs__comm_thread_iface.split(c->sync, call, &child_sync));
+    shs__comm_borrow_job(c->sync, comm); /* the child's name comes from this handle's job */
+    SHS_CHECK(shs__comm_thread_iface.split(c->sync, call, &child_sync, members));
     if (!child_sync) return SHS_OK; /* SHS_SPLIT_NOCOLOR */
     shs_comm_t *child = shs__comm_new(&shs__comm_cuda_local_iface);
     shs_status_t st = child ? wrap_sync(child, child_sync)
@@ -349,28 +377,17 @@ const shs__comm_iface_t shs__comm_cuda_local_iface = {
     .reduce = local_reduce,
     .barrier = local_barrier,
     .split = local_split,
+    .p2p = local_p2p,
     .abort = local_abort,
+    .job_failed = local_job_failed,
     .destroy = local_destroy,
 };
 
 /* ---- public constructors (comm_cuda.h) ------------------------------------------ */
 
 shs_status_t shs_comm_id_create_cuda_local(shs_comm_id_t **id, int nranks, int timeout_ms, const char *name) {
-    if (!id) return shs_set_error(SHS_INVALID_ARG, "shs_comm_id_create_cuda_local: id is NULL");
-    *id = NULL;
-    if (nranks < 1) return shs_set_error(SHS_INVALID_ARG, "shs_comm_id_create_cuda_local: nranks %d < 1", nranks);
-    shs_comm_id_t *out = calloc(1, sizeof *out);
-    if (!out) return shs_set_error(SHS_HOST_OOM, "shs_comm_id_create_cuda_local: out of host memory");
-    out->iface = &shs__comm_cuda_local_iface;
-    shs_status_t st = shs__comm_thread_id_create(&out->ctx, nranks,
-                                                 timeout_ms > 0 ? timeout_ms : SHS_COMM_DEFAULT_TIMEOUT_MS,
-                                                 name ? name : "world");
-    if (st != SHS_OK) {
-        free(out);
-        return st;
-    }
-    *id = out;
-    return SHS_OK;
+    return shs__comm_thread_id_new(id, &shs__comm_cuda_local_iface, nranks, timeout_ms, name,
+                                   "shs_comm_id_create_cuda_local");
 }
 
 /* NCCL joins: comm_nccl.c (which says SHS_UNSUPPORTED in a build without NCCL). */

@@ -29,6 +29,9 @@
  * That moves the same bytes per rank as NCCL's ring reduce-scatter and
  * all-gather (all-to-all instead of ring steps), without NCCL's reduction.
  * all_gather and broadcast are ncclAllGather / ncclBroadcast (copies: exact).
+ * Sends and receives: the host handle pairs and checks a group's calls
+ * first (its p2p with no copy: thread_p2p.c or mpi_p2p.c), then the group
+ * runs as ncclSend/ncclRecv inside one ncclGroupStart/ncclGroupEnd.
  * What it is not: woken by shs_comm_abort while inside an NCCL kernel (the
  * checks come first, so a healthy call never waits there for a failed
  * peer's mismatch).
@@ -233,6 +236,28 @@ static shs_status_t do_reduce(shs_comm_t *comm, const shs__call_t *call) {
     return reduce_local(comm, call->recvbuf, srcs, n, call->count, call->dtype, call->redop);
 }
 
+/* check (the host handle pairs the calls, moving nothing) -> one NCCL group
+ * of the sends and receives -> drain. */
+static shs_status_t nccl_p2p(shs_comm_t *comm, const shs__call_t *calls, int n, shs__copy_fn copy) {
+    nccl_ctx_t *c = nctx(comm);
+    (void)copy; /* NCCL moves every message, to this rank itself too */
+    SHS_CHECK(shs__cuda_bind(c->dev));
+    SHS_CHECK(c->sync->iface->p2p(c->sync, calls, n, NULL));
+    cudaStream_t s = shs__cuda_device_stream(c->dev);
+    NCCL_TRY(comm, "ncclGroupStart", ncclGroupStart());
+    ncclResult_t r = ncclSuccess;
+    for (int i = 0; i < n && r == ncclSuccess; i++) {
+        const shs__call_t *x = &calls[i];
+        r = x->op == SHS_OP_SEND ? ncclSend(x->sendbuf, x->count, nccl_dtype(x->dtype), x->root, c->nc, s)
+                                 : ncclRecv(x->recvbuf, x->count, nccl_dtype(x->dtype), x->root, c->nc, s);
+    }
+    ncclResult_t re = ncclGroupEnd();
+    if (r != ncclSuccess) return nccl_error(comm, "ncclSend/ncclRecv", r);
+    if (re != ncclSuccess) return nccl_error(comm, "ncclGroupEnd", re);
+    CUDA_TRY(comm, "cudaStreamSynchronize", cudaStreamSynchronize(s));
+    return SHS_OK;
+}
+
 static shs_status_t do_nothing(shs_comm_t *comm, const shs__call_t *call) {
     (void)comm, (void)call;
     return SHS_OK;
@@ -313,12 +338,15 @@ static shs_status_t make_handle(shs_comm_t *comm, shs_comm_t *sync, ncclComm_t n
     return SHS_OK;
 }
 
-static shs_status_t nccl_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm) {
+static shs_status_t nccl_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm, int *members) {
     nccl_ctx_t *c = nctx(comm);
     *newcomm = NULL;
     SHS_CHECK(shs__cuda_bind(c->dev));
     shs_comm_t *child_sync = NULL;
-    SHS_CHECK(c->sync->iface->split(c->sync, call, &child_sync));
+    /* a thread rendezvous names the child from this handle's job; an MPI
+     * host handle is a member of the job itself */
+    if (c->sync->iface == &shs__comm_thread_iface) shs__comm_borrow_job(c->sync, comm);
+    SHS_CHECK(c->sync->iface->split(c->sync, call, &child_sync, members));
     ncclComm_t child_nc = NULL;
     ncclResult_t r = ncclCommSplit(c->nc, call->color == SHS_SPLIT_NOCOLOR ? NCCL_SPLIT_NOCOLOR : call->color,
                                    call->key, &child_nc, NULL);
@@ -341,9 +369,15 @@ static shs_status_t nccl_split(shs_comm_t *comm, const shs__call_t *call, shs_co
     return SHS_OK;
 }
 
-/* make_handle, then hand the result to *out, or free everything. */
-static shs_status_t finish_handle(shs_comm_t **out, shs_comm_t *c, shs_comm_t *sync, ncclComm_t nc, shs_device_t *dev) {
+/* make_handle and join `job` (root ranks as shs__job_join), then hand the
+ * result to *out, or free everything. */
+static shs_status_t finish_handle(shs_comm_t **out, shs_comm_t *c, shs_comm_t *sync, ncclComm_t nc, shs_device_t *dev,
+                                  shs__job_t *job, const int *root_ranks) {
     shs_status_t st = make_handle(c, sync, nc, dev);
+    if (st == SHS_OK && job && (st = shs__job_join(c, job, root_ranks)) != SHS_OK) {
+        shs_comm_destroy(c);
+        return st;
+    }
     if (st != SHS_OK) {
         if (c->ctx) nccl_destroy(c);
         else {
@@ -357,7 +391,10 @@ static shs_status_t finish_handle(shs_comm_t **out, shs_comm_t *c, shs_comm_t *s
     return SHS_OK;
 }
 
-static void nccl_abort(shs_comm_t *comm, const char *reason) { shs_comm_abort(nctx(comm)->sync, reason); }
+static void nccl_abort(shs_comm_t *comm, const char *reason) { nctx(comm)->sync->iface->abort(nctx(comm)->sync, reason); }
+static void nccl_job_failed(shs_comm_t *comm, const char *detail) {
+    nctx(comm)->sync->iface->job_failed(nctx(comm)->sync, detail);
+}
 
 static shs_status_t nccl_init_rank_plain(shs_comm_t *comm, void *id_ctx, int rank) {
     (void)comm, (void)id_ctx;
@@ -381,39 +418,32 @@ const shs__comm_iface_t shs__comm_nccl_iface = {
     .reduce = nccl_reduce,
     .barrier = nccl_barrier,
     .split = nccl_split,
+    .p2p = nccl_p2p,
     .abort = nccl_abort,
+    .job_failed = nccl_job_failed,
     .destroy = nccl_destroy,
 };
 
+/* The thread rendezvous (shs__comm_thread_id_new) with the NCCL unique id
+ * beside it. */
 shs_status_t shs_comm_id_create_nccl(shs_comm_id_t **id, int nranks, int timeout_ms, const char *name) {
-    if (!id) return shs_set_error(SHS_INVALID_ARG, "shs_comm_id_create_nccl: id is NULL");
-    *id = NULL;
-    if (nranks < 1) return shs_set_error(SHS_INVALID_ARG, "shs_comm_id_create_nccl: nranks %d < 1", nranks);
-    shs_comm_id_t *out = calloc(1, sizeof *out);
+    SHS_CHECK(shs__comm_thread_id_new(id, &shs__comm_nccl_iface, nranks, timeout_ms, name, "shs_comm_id_create_nccl"));
     nccl_id_t *nid = calloc(1, sizeof *nid);
-    if (!out || !nid) {
-        free(out);
+    ncclResult_t r = nid ? ncclGetUniqueId(&nid->uid) : ncclSuccess;
+    if (!nid || r != ncclSuccess) {
         free(nid);
-        return shs_set_error(SHS_HOST_OOM, "shs_comm_id_create_nccl: out of host memory");
-    }
-    ncclResult_t r = ncclGetUniqueId(&nid->uid);
-    if (r != ncclSuccess) {
-        free(out);
-        free(nid);
-        return shs_set_error(SHS_INTERNAL, "ncclGetUniqueId: %s", ncclGetErrorString(r));
+        shs__comm_thread_iface.id_release((*id)->ctx); /* the shared state alone: not yet wrapped */
+        (*id)->ctx = NULL;
+        (*id)->iface = &shs__comm_thread_iface;
+        shs__job_unref((*id)->job);
+        free(*id);
+        *id = NULL;
+        return nid ? shs_set_error(SHS_INTERNAL, "ncclGetUniqueId: %s", ncclGetErrorString(r))
+                   : shs_set_error(SHS_HOST_OOM, "shs_comm_id_create_nccl: out of host memory");
     }
     nid->nranks = nranks;
-    shs_status_t st = shs__comm_thread_id_create(&nid->sync_id, nranks,
-                                                 timeout_ms > 0 ? timeout_ms : SHS_COMM_DEFAULT_TIMEOUT_MS,
-                                                 name ? name : "world");
-    if (st != SHS_OK) {
-        free(out);
-        free(nid);
-        return st;
-    }
-    out->iface = &shs__comm_nccl_iface;
-    out->ctx = nid;
-    *id = out;
+    nid->sync_id = (*id)->ctx;
+    (*id)->ctx = nid;
     return SHS_OK;
 }
 
@@ -443,7 +473,7 @@ shs_status_t shs__comm_nccl_init_rank_cuda(shs_comm_t **comm, shs_comm_id_t *id,
         free(c);
         return shs_set_error(SHS_INTERNAL, "rank %d: ncclCommInitRank: %s", rank, ncclGetErrorString(r));
     }
-    return finish_handle(comm, c, sync, nc, dev);
+    return finish_handle(comm, c, sync, nc, dev, id->job, NULL);
 }
 
 /* Every rank from this thread: the ncclCommInitRank calls of one group
@@ -505,7 +535,7 @@ shs_status_t shs_comm_nccl_create_mpi(shs_comm_t **comm, shs_comm_t *host, shs_d
         shs_comm_destroy(sync);
         return st;
     }
-    return finish_handle(comm, c, sync, nc, dev);
+    return finish_handle(comm, c, sync, nc, dev, host->job, host->root_ranks);
 }
 
 #endif /* SHS_HAVE_NCCL */

@@ -1,9 +1,9 @@
 /* comm_meta.c - the meta communicator backend (comm_meta.h): one handle that is
  * rank r of N with no other rank present. comm.c has already checked the
  * arguments, numbered the call and will count it in the stats; here every
- * collective returns at once, touching no buffer. Splits ask the color
- * function what every parent rank passes and rank the child as
- * ncclCommSplit does: by (key, parent rank) among the ranks of one color.
+ * collective, send and receive returns at once, touching no buffer. Splits
+ * ask the color function what every parent rank passes and rank the child
+ * as ncclCommSplit does: by (key, parent rank) among the ranks of one color.
  * What it is not: data movement or cross-rank checks (comm_thread.c).
  */
 #include <stdio.h>
@@ -26,29 +26,37 @@ static shs_status_t meta_init_rank(shs_comm_t *comm, void *id_ctx, int rank) {
 }
 static void meta_id_release(void *id_ctx) {}
 static shs_status_t meta_coll(shs_comm_t *comm, const shs__call_t *call) { return SHS_OK; }
+static shs_status_t meta_p2p(shs_comm_t *comm, const shs__call_t *calls, int n, shs__copy_fn copy) { return SHS_OK; }
 static void meta_abort(shs_comm_t *comm, const char *reason) {}
+static void meta_job_failed(shs_comm_t *comm, const char *detail) {}
 static void meta_destroy(shs_comm_t *comm) { free(comm->ctx); }
 
 static shs_status_t meta_new(shs_comm_t **out, int nranks, int rank, const char *name, shs_meta_color_fn fn,
                              void *user);
 
-static shs_status_t meta_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm) {
+
+static shs_status_t meta_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm, int *member_ranks) {
     meta_comm_t *m = comm->ctx;
     int k = m->splits++;
     if (!m->color_fn)
         return shs_set_error(SHS_UNSUPPORTED, "rank %d: split on meta comm '%s' without a color function", comm->rank,
                              m->name);
     if (call->color == SHS_SPLIT_NOCOLOR) return SHS_OK;
+    shs__split_member_t *order = malloc((size_t)comm->nranks * sizeof *order);
+    if (!order) return shs_set_error(SHS_HOST_OOM, "rank %d: split on meta comm '%s': out of host memory", comm->rank,
+                                     m->name);
     int members = 0, newrank = 0;
     for (int j = 0; j < comm->nranks; j++) {
         int key = 0, color = j == comm->rank ? call->color : m->color_fn(m->user, k, j, &key);
         if (j == comm->rank) key = call->key;
         if (color != call->color) continue;
-        members++;
+        order[members++] = (shs__split_member_t){key, j};
         if (key < call->key || (key == call->key && j < comm->rank)) newrank++;
     }
-    char name[300];
-    snprintf(name, sizeof name, "%s/%d", m->name, call->color);
+    shs__split_order(order, members, member_ranks);
+    free(order);
+    char name[256];
+    shs__split_name(comm, call->color, member_ranks, members, name, sizeof name);
     SHS_CHECK(meta_new(newcomm, members, newrank, name, NULL, NULL));
     ((meta_comm_t *)(*newcomm)->ctx)->split_index = k;
     /* the child reports to the parent's recorder (meta_run's timeline):
@@ -67,7 +75,9 @@ static const shs__comm_iface_t meta_iface = {
     .reduce = meta_coll,
     .barrier = meta_coll,
     .split = meta_split,
+    .p2p = meta_p2p,
     .abort = meta_abort,
+    .job_failed = meta_job_failed,
     .destroy = meta_destroy,
 };
 
@@ -98,7 +108,16 @@ shs_status_t shs_comm_create_meta(shs_comm_t **out, int nranks, int rank, const 
     *out = NULL;
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return shs_set_error(SHS_INVALID_ARG, "shs_comm_create_meta: rank %d of %d", rank, nranks);
-    return meta_new(out, nranks, rank, name, color_fn, user);
+    SHS_CHECK(meta_new(out, nranks, rank, name, color_fn, user));
+    shs__job_t *job = shs__job_create();
+    shs_status_t st = job ? shs__job_join(*out, job, NULL)
+                          : shs_set_error(SHS_HOST_OOM, "cannot allocate a meta communicator");
+    shs__job_unref(job); /* the members hold it */
+    if (st != SHS_OK) {
+        shs_comm_destroy(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 int shs_comm_is_meta(const shs_comm_t *comm) { return comm && comm->iface == &meta_iface; }

@@ -32,7 +32,8 @@
  * them), so either all ranks move data or none does.
  * Files: this one (the handle's lifetime, the public entry points),
  * mpi_sync.c (failure, the wait, the descriptor exchange),
- * mpi_collectives.c (the collectives, split).
+ * mpi_collectives.c (the collectives, split), mpi_p2p.c (sends and
+ * receives).
  */
 #include "shardsim/comm_mpi.h"
 #include "shardsim/features.h"
@@ -57,21 +58,36 @@ static int g_we_initialized;
 
 /* ---- abort and lifetime ------------------------------------------------------------ */
 
-/* Record the failure and send "aborted by rank r: reason" to every other
- * rank (nonblocking; their waits pick it up). Call from the thread that
+/* Record the failure and send `msg` to every other rank as an abort
+ * message (nonblocking; their waits pick it up). Call from the thread that
  * uses the communicator (MPI_THREAD_FUNNELED). */
-static void mpi_abort_comm(shs_comm_t *comm, const char *reason) {
+static void fail_and_tell(shs_comm_t *comm, fail_kind_t kind, const char *detail, const char *msg) {
     mpi_ctx_t *ctx = comm->ctx;
     if (ctx->fail != FAIL_NONE) return;
-    ctx->fail = FAIL_ABORT;
-    snprintf(ctx->fail_detail, sizeof ctx->fail_detail, "aborted by rank %d: %s", comm->rank, reason);
-    snprintf(ctx->abort_msg, sizeof ctx->abort_msg, "%s", ctx->fail_detail);
+    ctx->fail = kind;
+    snprintf(ctx->fail_detail, sizeof ctx->fail_detail, "%s", detail);
+    snprintf(ctx->abort_msg, sizeof ctx->abort_msg, "%s", msg);
     for (int j = 0; j < comm->nranks; j++) {
         ctx->abort_reqs[j] = MPI_REQUEST_NULL;
         if (j != comm->rank)
             MPI_Isend(ctx->abort_msg, (int)strlen(ctx->abort_msg) + 1, MPI_CHAR, j, TAG_ABORT, ctx->mc,
                       &ctx->abort_reqs[j]);
     }
+}
+
+/* "aborted by rank r: reason" to every other rank. */
+static void mpi_abort_comm(shs_comm_t *comm, const char *reason) {
+    char detail[FAIL_TEXT];
+    snprintf(detail, sizeof detail, "aborted by rank %d: %s", comm->rank, reason);
+    fail_and_tell(comm, FAIL_ABORT, detail, detail);
+}
+
+/* The job failed in this process: the other processes hear it on this
+ * communicator too (their jobs then fail in turn). */
+static void mpi_job_failed(shs_comm_t *comm, const char *detail) {
+    char msg[FAIL_TEXT];
+    snprintf(msg, sizeof msg, "the job failed: %s", detail);
+    fail_and_tell(comm, FAIL_JOB, detail, msg);
 }
 
 static void ctx_free(mpi_ctx_t *ctx) {
@@ -83,6 +99,8 @@ static void ctx_free(mpi_ctx_t *ctx) {
     free(ctx->scounts);
     free(ctx->srcs);
     free(ctx->abort_reqs);
+    free(ctx->p2p_descs);
+    free(ctx->p2p_reqs);
     free(ctx->scratch);
     free(ctx->name);
     free(ctx);
@@ -101,6 +119,16 @@ static int release_requests(const shs_comm_t *comm) {
             MPI_Cancel(&ctx->reqs[k]);
             MPI_Wait(&ctx->reqs[k], MPI_STATUS_IGNORE);
         } else if (MPI_Test(&ctx->reqs[k], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) {
+            done = 0;
+        }
+    }
+    for (int k = 0; k < ctx->p2p_nreqs; k++) { /* a group's exchange: odd ones receive a peer's descriptor */
+        int flag = 0;
+        if (ctx->p2p_reqs[k] == MPI_REQUEST_NULL) continue;
+        if (k & 1) {
+            MPI_Cancel(&ctx->p2p_reqs[k]);
+            MPI_Wait(&ctx->p2p_reqs[k], MPI_STATUS_IGNORE);
+        } else if (MPI_Test(&ctx->p2p_reqs[k], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) {
             done = 0;
         }
     }
@@ -178,7 +206,9 @@ static const shs__comm_iface_t mpi_iface = {
     .reduce = shs__mpi_reduce,
     .barrier = shs__mpi_barrier,
     .split = shs__mpi_split,
+    .p2p = shs__mpi_p2p,
     .abort = mpi_abort_comm,
+    .job_failed = mpi_job_failed,
     .destroy = mpi_destroy,
 };
 
@@ -241,6 +271,14 @@ shs_status_t shs_comm_mpi_create(shs_comm_t **comm, int timeout_ms, const char *
     if (s != SHS_OK) {
         free(c);
         MPI_Comm_free(&mc);
+        return s;
+    }
+    /* a job of its own: the communicators of this process that share it fail together */
+    shs__job_t *job = shs__job_create();
+    s = job ? shs__job_join(c, job, NULL) : shs_set_error(SHS_HOST_OOM, "shs_comm_mpi_create: out of host memory");
+    shs__job_unref(job);
+    if (s != SHS_OK) {
+        shs_comm_destroy(c);
         return s;
     }
     *comm = c;

@@ -164,11 +164,24 @@ shs_status_t shs__mpi_barrier(shs_comm_t *comm, const shs__call_t *call) { retur
  *               members by (key, parent rank), as ncclCommSplit and the
  *               thread backend do. Every rank has arrived, so this blocking
  *               call cannot wait for a missing one.
- *   attach      a new handle named "<parent>/<color>" with the parent's
- *               timeout.
+ *   attach      a new handle named by shs__split_name with the parent's
+ *               timeout; its members (known from the descriptors) for its job.
  */
 
-shs_status_t shs__mpi_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm) {
+/* Every rank of `color` (from the exchanged descriptors), in the child's
+ * rank order; returns how many, -1 when out of host memory. */
+static int split_members(const mpi_ctx_t *ctx, int n, int color, int *members) {
+    shs__split_member_t *m = malloc((size_t)n * sizeof *m);
+    if (!m) return -1;
+    int k = 0;
+    for (int j = 0; j < n; j++)
+        if (ctx->descs[j].color == color) m[k++] = (shs__split_member_t){(int)ctx->descs[j].key, j};
+    shs__split_order(m, k, members);
+    free(m);
+    return k;
+}
+
+shs_status_t shs__mpi_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm, int *members) {
     mpi_ctx_t *ctx = comm->ctx;
     SHS_CHECK(shs__mpi_exchange(comm, call));
     MPI_Comm child;
@@ -176,7 +189,13 @@ shs_status_t shs__mpi_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_
                                  &child));
     if (child == MPI_COMM_NULL) return SHS_OK;
     char name[256];
-    snprintf(name, sizeof name, "%s/%d", ctx->name, call->color);
+    int m = split_members(ctx, comm->nranks, call->color, members);
+    if (m < 0) {
+        MPI_Comm_free(&child);
+        return shs_set_error(SHS_HOST_OOM, "rank %d: split seq %llu on comm '%s': out of host memory", comm->rank,
+                             (unsigned long long)call->seq, ctx->name);
+    }
+    shs__split_name(comm, call->color, members, m, name, sizeof name);
     shs_comm_t *mine = shs__comm_new(comm->iface);
     shs_status_t s = mine ? shs__mpi_ctx_create(mine, child, ctx->timeout_ms, name)
                           : shs_set_error(SHS_HOST_OOM, "rank %d: split seq %llu on comm '%s': out of host memory",

@@ -55,17 +55,16 @@ shs_status_t shs__mpi_ensure_scratch(shs_comm_t *comm, size_t bytes) {
 
 /* ---- failure -------------------------------------------------------------- */
 
-static void call_prefix(char *buf, size_t size, const shs_comm_t *comm, const shs__call_t *call) {
-    snprintf(buf, size, "rank %d: %s seq %llu on comm '%s': ", comm->rank, shs_coll_op_name(call->op),
-             (unsigned long long)call->seq, ((mpi_ctx_t *)comm->ctx)->name);
+void shs__mpi_call_prefix(char *buf, size_t size, const shs_comm_t *comm, const shs__call_t *call) {
+    shs__call_prefix(buf, size, comm->rank, call, ((mpi_ctx_t *)comm->ctx)->name);
 }
 
-/* The status for a call made on a communicator that failed earlier. */
-static shs_status_t failed_earlier(const shs_comm_t *comm, const shs__call_t *call) {
+shs_status_t shs__mpi_failed_earlier(const shs_comm_t *comm, const shs__call_t *call) {
     const mpi_ctx_t *ctx = comm->ctx;
-    char prefix[192];
-    call_prefix(prefix, sizeof prefix, comm, call);
+    char prefix[256];
+    shs__mpi_call_prefix(prefix, sizeof prefix, comm, call);
     if (ctx->fail == FAIL_ABORT) return shs_set_error(SHS_ABORTED, "%s%s", prefix, ctx->fail_detail);
+    if (ctx->fail == FAIL_JOB) return shs_set_error(SHS_ABORTED, "%sthe job failed: %s", prefix, ctx->fail_detail);
     return shs_set_error(SHS_ABORTED, "%scommunicator failed earlier: %s", prefix, ctx->fail_detail);
 }
 
@@ -125,23 +124,19 @@ static void format_timeout(const shs_comm_t *comm, const unsigned char *arrived,
     free(in_set);
 }
 
-/* Wait for reqs[0..n) to complete, polling (MPI_Testall) until the
- * communicator's deadline: spin with sched_yield first, then sleep between
- * polls (so oversubscribed processes leave the cores to the ranks that
- * compute). `recv_of[k]`: for the descriptor exchange, the rank whose
- * descriptor reqs[k] receives (-1 for sends); NULL in the data phase. */
-static shs_status_t wait_all(shs_comm_t *comm, const shs__call_t *call, MPI_Request *reqs, int n,
-                             const int *recv_of) {
+shs_status_t shs__mpi_poll(shs_comm_t *comm, const shs__call_t *call, MPI_Request *reqs, int n, int data_phase,
+                           int *timed_out) {
     mpi_ctx_t *ctx = comm->ctx;
     double start = shs_now_seconds(), deadline = start + ctx->timeout_ms / 1000.0, nap = SLEEP_MIN_S;
+    *timed_out = 0;
     for (;;) {
         int flag = 0;
         MPI_TRY(comm, MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE));
         if (flag) return SHS_OK;
-        char prefix[192];
+        char prefix[256];
         if (abort_arrived(comm)) {
-            if (!recv_of) ctx->data_pending = 1;
-            call_prefix(prefix, sizeof prefix, comm, call);
+            if (data_phase) ctx->data_pending = 1;
+            shs__mpi_call_prefix(prefix, sizeof prefix, comm, call);
             return shs_set_error(SHS_ABORTED, "%s%s", prefix, ctx->fail_detail);
         }
         double now = shs_now_seconds();
@@ -154,9 +149,33 @@ static shs_status_t wait_all(shs_comm_t *comm, const shs__call_t *call, MPI_Requ
             if (nap < SLEEP_MAX_S) nap *= 2;
         }
     }
+    if (data_phase) ctx->data_pending = 1;
+    *timed_out = 1;
+    return SHS_TIMEOUT;
+}
+
+void shs__mpi_record_timeout(shs_comm_t *comm, const shs__call_t *call, const char *detail) {
+    mpi_ctx_t *ctx = comm->ctx;
+    if (ctx->fail != FAIL_NONE) return;
+    ctx->fail = FAIL_TIMEOUT;
+    snprintf(ctx->fail_detail, sizeof ctx->fail_detail, "rank %d timed out in %s seq %llu: %.600s", comm->rank,
+             shs_coll_op_name(call->op), (unsigned long long)call->seq, detail);
+}
+
+/* Wait for reqs[0..n) to complete, polling (MPI_Testall) until the
+ * communicator's deadline: spin with sched_yield first, then sleep between
+ * polls (so oversubscribed processes leave the cores to the ranks that
+ * compute). `recv_of[k]`: for the descriptor exchange, the rank whose
+ * descriptor reqs[k] receives (-1 for sends); NULL in the data phase. */
+static shs_status_t wait_all(shs_comm_t *comm, const shs__call_t *call, MPI_Request *reqs, int n,
+                             const int *recv_of) {
+    mpi_ctx_t *ctx = comm->ctx;
+    int timed_out;
+    shs_status_t st = shs__mpi_poll(comm, call, reqs, n, recv_of == NULL, &timed_out);
+    if (!timed_out) return st;
     /* timed out: which descriptors are in? */
-    char detail[FAIL_TEXT], prefix[192];
-    call_prefix(prefix, sizeof prefix, comm, call);
+    char detail[FAIL_TEXT], prefix[256];
+    shs__mpi_call_prefix(prefix, sizeof prefix, comm, call);
     if (recv_of) {
         unsigned char *arrived = calloc((size_t)comm->nranks, 1);
         if (arrived) {
@@ -176,26 +195,30 @@ static shs_status_t wait_all(shs_comm_t *comm, const shs__call_t *call, MPI_Requ
                      ctx->timeout_ms / 1000.0);
         }
     } else {
-        ctx->data_pending = 1;
         snprintf(detail, sizeof detail, "timed out after %.3f s moving data (every rank had arrived; a process "
                  "died or stopped making progress)", ctx->timeout_ms / 1000.0);
     }
-    if (ctx->fail == FAIL_NONE) {
-        ctx->fail = FAIL_TIMEOUT;
-        snprintf(ctx->fail_detail, sizeof ctx->fail_detail, "rank %d timed out in %s seq %llu: %.600s", comm->rank,
-                 shs_coll_op_name(call->op), (unsigned long long)call->seq, detail);
-    }
+    shs__mpi_record_timeout(comm, call, detail);
     return shs_set_error(SHS_TIMEOUT, "%s%s", prefix, detail);
 }
 
 /* ---- descriptor exchange and check ---------------------------------------- */
 
+desc_t shs__mpi_desc_of(const shs__call_t *call) {
+    return (desc_t){.op = call->op, .count = (int64_t)call->count, .dtype = call->dtype, .redop = call->redop,
+                    .root = call->root, .order = call->order, .seq = (int64_t)call->seq, .color = call->color,
+                    .key = call->key, .tag = (int64_t)call->tag};
+}
+
+shs__call_t shs__mpi_call_of(const desc_t *d) {
+    return (shs__call_t){.op = (shs_coll_op_t)d->op, .count = (size_t)d->count, .dtype = (shs_dtype_t)d->dtype,
+                         .redop = (shs_redop_t)d->redop, .root = (int)d->root, .order = (shs_reduce_order_t)d->order,
+                         .seq = (uint64_t)d->seq, .tag = (uint64_t)d->tag};
+}
+
 /* shs__check_calls' view of rank j's received descriptor. */
 static const shs__call_t *desc_call(const void *descs, int rank, shs__call_t *buf) {
-    const desc_t *d = &((const desc_t *)descs)[rank];
-    *buf = (shs__call_t){.op = (shs_coll_op_t)d->op, .count = (size_t)d->count, .dtype = (shs_dtype_t)d->dtype,
-                         .redop = (shs_redop_t)d->redop, .root = (int)d->root,
-                         .order = (shs_reduce_order_t)d->order, .seq = (uint64_t)d->seq, .tag = (uint64_t)d->tag};
+    *buf = shs__mpi_call_of(&((const desc_t *)descs)[rank]);
     return buf;
 }
 
@@ -215,11 +238,9 @@ static shs_status_t check_descs(shs_comm_t *comm) {
  * Returns once every rank has called (so it is also the barrier). */
 shs_status_t shs__mpi_exchange(shs_comm_t *comm, const shs__call_t *call) {
     mpi_ctx_t *ctx = comm->ctx;
-    if (ctx->fail != FAIL_NONE) return failed_earlier(comm, call);
+    if (ctx->fail != FAIL_NONE) return shs__mpi_failed_earlier(comm, call);
     int n = comm->nranks, r = comm->rank, k = 0;
-    ctx->mine = (desc_t){.op = call->op, .count = (int64_t)call->count, .dtype = call->dtype, .redop = call->redop,
-                         .root = call->root, .order = call->order, .seq = (int64_t)call->seq, .color = call->color,
-                         .key = call->key, .tag = (int64_t)call->tag};
+    ctx->mine = shs__mpi_desc_of(call);
     ctx->descs[r] = ctx->mine;
     int *owner = ctx->owner;
     shs_status_t s = SHS_OK;
@@ -248,8 +269,8 @@ shs_status_t shs__mpi_exchange(shs_comm_t *comm, const shs__call_t *call) {
  * checks the same (compared) count after the exchange, so all agree. */
 shs_status_t shs__mpi_check_int_count(const shs_comm_t *comm, const shs__call_t *call, size_t elements) {
     if (elements <= (size_t)INT_MAX) return SHS_OK;
-    char prefix[192];
-    call_prefix(prefix, sizeof prefix, comm, call);
+    char prefix[256];
+    shs__mpi_call_prefix(prefix, sizeof prefix, comm, call);
     return shs_set_error(SHS_UNSUPPORTED, "%s%zu elements in one call exceed the MPI backend's limit of %d",
                          prefix, elements, INT_MAX);
 }

@@ -49,11 +49,12 @@
  * The number of barriers of a call depends only on (op, count, dtype, N), the
  * fields every rank checks after the first one, so all ranks agree on it.
  *
- * Files: this one (the shared state's lifetime, the vtable), thread_sync.c
- * (barriers, the call protocol, failure: the invariants), then one file per
- * collective: thread_all_gather.c, thread_reduce_scatter.c,
- * thread_all_reduce.c (one-shot and direct, rank and ring order),
- * thread_rooted.c (broadcast, reduce), thread_split.c.
+ * Files: this one (the rendezvous id, the shared state's lifetime, the
+ * vtable), thread_sync.c (barriers, the call protocol, failure: the
+ * invariants), then one file per collective: thread_all_gather.c,
+ * thread_reduce_scatter.c, thread_all_reduce.c (one-shot and direct, rank
+ * and ring order), thread_rooted.c (broadcast, reduce), thread_split.c, and
+ * thread_p2p.c (sends and receives, the cycle search).
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -75,6 +76,8 @@ static int online_cpus(void) {
 
 void shs__thread_shared_free(shared_t *sh) {
     pthread_mutex_destroy(&sh->fail_mu);
+    pthread_mutex_destroy(&sh->p2p_mu);
+    free(sh->fail_involved);
     free(sh->stage);
     free(sh->name);
     free(sh);
@@ -90,9 +93,17 @@ shared_t *shs__thread_shared_create(int nranks, int timeout_ms, const char *name
     shared_t *sh = aligned_alloc(64, size);
     char *name_copy = strdup(name);
     char *stage = aligned_alloc(64, ((size_t)nranks + 1) * 2 * STAGE_BYTES);
-    if (!sh || !name_copy || !stage) { free(sh); free(name_copy); free(stage); return NULL; }
+    unsigned char *involved = calloc((size_t)nranks, 1);
+    if (!sh || !name_copy || !stage || !involved) {
+        free(sh);
+        free(name_copy);
+        free(stage);
+        free(involved);
+        return NULL;
+    }
     memset(sh, 0, size);
     sh->stage = stage;
+    sh->fail_involved = involved;
     atomic_init(&sh->refs, refs);
     sh->nranks = nranks;
     sh->timeout_ms = timeout_ms;
@@ -103,6 +114,7 @@ shared_t *shs__thread_shared_create(int nranks, int timeout_ms, const char *name
     atomic_init(&sh->reduce_done, 0);
     atomic_init(&sh->sleepers, 0);
     pthread_mutex_init(&sh->fail_mu, NULL);
+    pthread_mutex_init(&sh->p2p_mu, NULL);
     sh->fail_kind = FAIL_NONE;
     for (int r = 0; r < nranks; r++) {
         atomic_init(&sh->slots[r].split_child, NULL);
@@ -114,11 +126,30 @@ shared_t *shs__thread_shared_create(int nranks, int timeout_ms, const char *name
     return sh;
 }
 
-shs_status_t shs__comm_thread_id_create(void **ctx, int nranks, int timeout_ms, const char *name) {
-    shared_t *sh = shs__thread_shared_create(nranks, timeout_ms, name, 1);
-    if (!sh) return shs_set_error(SHS_HOST_OOM, "shs_comm_id_create: out of host memory for %d ranks", nranks);
-    *ctx = sh;
+/* ---- the rendezvous (shs_comm_id_t), for this backend and the CUDA ones ---- */
+
+shs_status_t shs__comm_thread_id_new(shs_comm_id_t **id, const shs__comm_iface_t *iface, int nranks, int timeout_ms,
+                                     const char *name, const char *who) {
+    if (!id) return shs_set_error(SHS_INVALID_ARG, "%s: id is NULL", who);
+    *id = NULL;
+    if (nranks < 1) return shs_set_error(SHS_INVALID_ARG, "%s: nranks %d < 1", who, nranks);
+    shs_comm_id_t *out = calloc(1, sizeof *out);
+    shared_t *sh = out ? shs__thread_shared_create(nranks, timeout_ms > 0 ? timeout_ms : SHS_COMM_DEFAULT_TIMEOUT_MS,
+                                                   name ? name : "world", 1)
+                       : NULL;
+    shs__job_t *job = sh ? shs__job_create() : NULL;
+    if (!job) {
+        if (sh) shs__thread_shared_free(sh);
+        free(out);
+        return shs_set_error(SHS_HOST_OOM, "%s: out of host memory for %d ranks", who, nranks);
+    }
+    *out = (shs_comm_id_t){.iface = iface, .ctx = sh, .job = job};
+    *id = out;
     return SHS_OK;
+}
+
+shs_status_t shs_comm_id_create(shs_comm_id_t **id, int nranks, int timeout_ms, const char *name) {
+    return shs__comm_thread_id_new(id, &shs__comm_thread_iface, nranks, timeout_ms, name, "shs_comm_id_create");
 }
 
 static void thread_id_release(void *ctx) { shs__thread_shared_unref(ctx); }
@@ -132,6 +163,10 @@ shs_status_t shs__thread_attach(shs_comm_t *comm, shared_t *sh, int rank) {
     rank_ctx_t *ctx = (rank_ctx_t *)mem;
     ctx->sh = sh;
     ctx->arrivals = 0;
+    ctx->posts = NULL;
+    ctx->pairs = NULL;
+    ctx->walk = NULL;
+    ctx->posts_cap = 0;
     ctx->srcs = (const void **)(mem + srcs_off);
     ctx->dsts = (void **)(mem + dsts_off);
     comm->ctx = ctx;
@@ -162,6 +197,9 @@ static shs_status_t thread_init_rank(shs_comm_t *comm, void *id_ctx, int rank) {
 void shs__thread_destroy(shs_comm_t *comm) {
     rank_ctx_t *ctx = comm->ctx;
     shs__thread_shared_unref(ctx->sh);
+    free(ctx->posts);
+    free(ctx->pairs);
+    free(ctx->walk);
     free(ctx);
 }
 
@@ -185,7 +223,9 @@ const shs__comm_iface_t shs__comm_thread_iface = {
     .reduce = shs__thread_reduce,
     .barrier = thread_barrier,
     .split = shs__thread_split,
+    .p2p = shs__thread_p2p,
     .abort = shs__thread_abort,
+    .job_failed = shs__thread_job_failed,
     .destroy = shs__thread_destroy,
 };
 
@@ -201,4 +241,8 @@ const shs__call_t *shs__comm_thread_posted(const shs_comm_t *tcomm, int rank, co
 
 shs_status_t shs__comm_thread_finish(shs_comm_t *tcomm, const shs__call_t *call, int exit_barrier) {
     return shs__thread_finish(tcomm, call, exit_barrier);
+}
+
+shs_status_t shs__comm_thread_p2p(shs_comm_t *tcomm, const shs__call_t *calls, int n, shs__copy_fn copy) {
+    return shs__thread_p2p(tcomm, calls, n, copy);
 }

@@ -27,9 +27,15 @@
 #define FAIL_TEXT 768
 #define NO_CALL UINT64_MAX
 
-typedef enum { FAIL_NONE, FAIL_MISMATCH, FAIL_TIMEOUT, FAIL_ABORT } fail_kind_t;
+typedef enum { FAIL_NONE, FAIL_MISMATCH, FAIL_TIMEOUT, FAIL_ABORT, FAIL_JOB } fail_kind_t;
 
 typedef struct shared shared_t;
+
+/* One of a rank's point-to-point calls while it is posted (thread_p2p.c). */
+typedef struct {
+    shs__call_t call;
+    _Atomic int state;                /* POST_OPEN, _CLAIMED, _DONE, _WITHDRAWN (thread_p2p.c) */
+} p2p_post_t;
 
 /* Three kinds of cache line per rank, so that the line every other rank
  * polls (arrivals) is written once per barrier and by nobody else (except
@@ -41,6 +47,11 @@ typedef struct {
     _Atomic uint64_t left;            /* seq + 1 of the last direct call whose data phase is done */
     _Atomic(shared_t *) split_child;  /* split: the leader's new shared state, or NULL */
     atomic_int taken;                 /* a handle joined as this rank */
+    /* Under p2p_mu: the rank's posted point-to-point calls (NULL: none) and
+     * the sequence number of its next collective when it posted them. */
+    p2p_post_t *p2p_posts;
+    int p2p_n;
+    uint64_t p2p_coll_seq;
 } slot_t;
 
 struct shared {
@@ -66,6 +77,9 @@ struct shared {
     uint64_t fail_seq;
     shs_coll_op_t fail_op;
     char fail_detail[FAIL_TEXT];
+    unsigned char *fail_involved;     /* (nranks) a point-to-point mismatch's or cycle's ranks:
+                                       * they return SHS_MISMATCH, not SHS_ABORTED */
+    pthread_mutex_t p2p_mu;           /* the slots' p2p fields and every post's claim */
     slot_t slots[];                   /* (nranks) */
 };
 
@@ -75,6 +89,10 @@ typedef struct {
     uint64_t arrivals;                /* mirror of this rank's slot counter */
     const void **srcs;                /* (nranks) source pointers for shs__reduce */
     void **dsts;                      /* (nranks) destination pointers */
+    p2p_post_t *posts;                /* (posts_cap) this rank's posted calls (thread_p2p.c) */
+    void **pairs;                     /* (2 posts_cap) the messages it copies: send, recv posts */
+    int *walk;                        /* (3 nranks) the cycle search's state */
+    int posts_cap;
 } rank_ctx_t;
 
 #define PARITY(call) ((int)((call)->seq & 1))
@@ -103,6 +121,17 @@ void shs__thread_destroy(shs_comm_t *comm);
 /* ---- the sync core (thread_sync.c) ---- */
 /* Is the communicator failed (the wake word's WAKE_FAILED bit)? */
 int shs__thread_failed(const shared_t *sh);
+/* Record the communicator's first failure: `kind`, by `rank` in `call`,
+ * text `detail`, the ranks involved[0 .. ninv) (a point-to-point mismatch
+ * or cycle: they return SHS_MISMATCH); wake everyone. Returns 1 if this was
+ * the first failure (a later one changes nothing). */
+int shs__thread_fail(shared_t *sh, fail_kind_t kind, int rank, const shs__call_t *call, const char *detail,
+                     const int *involved, int ninv);
+/* Wake every sleeper (after a change some rank may wait for). */
+void shs__thread_wake(shared_t *sh);
+/* Sleep on the wake word while it still reads `seen`, at most `seconds`. */
+void shs__thread_sleep(shared_t *sh, uint32_t seen, double seconds);
+
 /* The status and text for a rank that found the communicator failed;
  * `waiting`: it was inside a barrier when the failure happened. */
 shs_status_t shs__thread_failed_status(const shs_comm_t *comm, const shs__call_t *call, int waiting);
@@ -125,6 +154,8 @@ shs_status_t shs__thread_reduce_scatter(shs_comm_t *comm, const shs__call_t *cal
 shs_status_t shs__thread_all_reduce(shs_comm_t *comm, const shs__call_t *call);
 shs_status_t shs__thread_broadcast(shs_comm_t *comm, const shs__call_t *call);
 shs_status_t shs__thread_reduce(shs_comm_t *comm, const shs__call_t *call);
-shs_status_t shs__thread_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm);
+shs_status_t shs__thread_split(shs_comm_t *comm, const shs__call_t *call, shs_comm_t **newcomm, int *members);
+shs_status_t shs__thread_p2p(shs_comm_t *comm, const shs__call_t *calls, int n, shs__copy_fn copy);
+void shs__thread_job_failed(shs_comm_t *comm, const char *detail);
 
 #endif

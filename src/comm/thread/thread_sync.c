@@ -84,6 +84,32 @@ static void fail_locked(shared_t *sh, fail_kind_t kind, int rank, uint64_t seq, 
     futex_wake_all(&sh->wake);
 }
 
+int shs__thread_fail(shared_t *sh, fail_kind_t kind, int rank, const shs__call_t *call, const char *detail,
+                     const int *involved, int ninv) {
+    pthread_mutex_lock(&sh->fail_mu);
+    int first = sh->fail_kind == FAIL_NONE;
+    if (first) {
+        snprintf(sh->fail_detail, sizeof sh->fail_detail, "%s", detail);
+        for (int k = 0; k < ninv; k++) sh->fail_involved[involved[k]] = 1;
+        fail_locked(sh, kind, rank, call ? call->seq : 0, call ? call->op : SHS_OP_BARRIER);
+    }
+    pthread_mutex_unlock(&sh->fail_mu);
+    return first;
+}
+
+void shs__thread_job_failed(shs_comm_t *comm, const char *detail) {
+    shs__thread_fail(((rank_ctx_t *)comm->ctx)->sh, FAIL_JOB, -1, NULL, detail, NULL, 0);
+}
+
+void shs__thread_wake(shared_t *sh) {
+    if (atomic_load(&sh->sleepers)) {
+        atomic_fetch_add(&sh->wake, 2);
+        futex_wake_all(&sh->wake);
+    }
+}
+
+void shs__thread_sleep(shared_t *sh, uint32_t seen, double seconds) { futex_wait(&sh->wake, seen, seconds); }
+
 void shs__thread_abort(shs_comm_t *comm, const char *reason) {
     shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
     pthread_mutex_lock(&sh->fail_mu);
@@ -99,9 +125,8 @@ void shs__thread_abort(shs_comm_t *comm, const char *reason) {
  * to arriving after it), which makes a timeout SHS_TIMEOUT, not SHS_ABORTED. */
 shs_status_t shs__thread_failed_status(const shs_comm_t *comm, const shs__call_t *call, int waiting) {
     const shared_t *sh = ((rank_ctx_t *)comm->ctx)->sh;
-    char prefix[192];
-    snprintf(prefix, sizeof prefix, "rank %d: %s seq %llu on comm '%s': ", comm->rank, shs_coll_op_name(call->op),
-             (unsigned long long)call->seq, sh->name);
+    char prefix[256];
+    shs__call_prefix(prefix, sizeof prefix, comm->rank, call, sh->name);
     switch (sh->fail_kind) {
     case FAIL_TIMEOUT:
         if (waiting) return shs_set_error(SHS_TIMEOUT, "%s%s", prefix, sh->fail_detail);
@@ -109,6 +134,13 @@ shs_status_t shs__thread_failed_status(const shs_comm_t *comm, const shs__call_t
                              prefix, sh->fail_rank, shs_coll_op_name(sh->fail_op),
                              (unsigned long long)sh->fail_seq, sh->fail_detail);
     case FAIL_ABORT: return shs_set_error(SHS_ABORTED, "%s%s", prefix, sh->fail_detail);
+    case FAIL_JOB: return shs_set_error(SHS_ABORTED, "%sthe job failed: %s", prefix, sh->fail_detail);
+    case FAIL_MISMATCH:
+        /* a point-to-point mismatch or cycle names the ranks it holds: they
+         * fail with it as a collective's ranks do with theirs */
+        if (waiting && sh->fail_involved[comm->rank]) return shs_set_error(SHS_MISMATCH, "rank %d: %s", comm->rank,
+                                                                           sh->fail_detail);
+        return shs_set_error(SHS_ABORTED, "%scommunicator failed earlier: %s", prefix, sh->fail_detail);
     default: return shs_set_error(SHS_ABORTED, "%scommunicator failed earlier: %s", prefix, sh->fail_detail);
     }
 }

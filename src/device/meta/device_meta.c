@@ -26,7 +26,6 @@
  * prices the records, src/time/), or usable memory.
  */
 #include "device/device_impl.h"
-#include "shardsim/comm_meta.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -263,13 +263,35 @@ static shs_status_t check_sequences(const lists_t *L, shs_trace_report_t *rep, s
 /* ---- (2) blocking execution (trace_exec.h) ---------------------------------- */
 
 typedef struct {
+    const shs_trace_t *t;
     shs_trace_report_t *rep;
     size_t max;
 } exec_ctx_t;
 
-static void count_recv(void *ctx, int rank, size_t idx, int src, size_t send_idx) {
-    (void)rank, (void)idx, (void)src, (void)send_idx;
-    ((exec_ctx_t *)ctx)->rep->p2p_matched++;
+/* One end of a message for the pairing rule (comm.h, shs_p2p_pair_differs):
+ * in global ranks; the channel's FIFO made the two ends the k-th of their
+ * channel alike, so both take k = 0; the tag is part of the channel. */
+static shs_p2p_end_t p2p_end(const shs_trace_t *t, const shs_trace_rec_t *r) {
+    int known = r->dtype != SHS_TRACE_NONE && r->count;
+    return (shs_p2p_end_t){.op = r->op, .rank = r->rank, .peer = r->peer, .count = known ? r->count : 0,
+                           .dtype = known ? r->dtype : -1, .bytes = shs_trace_rec_bytes(t, r, SHS_BYTES_PER_RANK)};
+}
+
+/* A recv took a send: one message; its two ends must agree. */
+static void on_recv(void *ctx, int rank, size_t idx, int src, size_t send_idx) {
+    exec_ctx_t *x = ctx;
+    x->rep->p2p_matched++;
+    const shs_trace_rec_t *recv = &x->t->ranks[rank].recs[idx], *send = &x->t->ranks[src].recs[send_idx];
+    shs_p2p_end_t s = p2p_end(x->t, send), r = p2p_end(x->t, recv);
+    const char *why = shs_p2p_pair_differs(&s, &r);
+    if (!why) return;
+    char a[160], b[160], la[48], lb[48];
+    shs_trace_rec_format(x->t, send, a, sizeof a);
+    shs_trace_rec_format(x->t, recv, b, sizeof b);
+    add_issue(x->rep, x->max, SHS_ISSUE_MISMATCH, recv->comm, -1, rank, src,
+              "comm %s: rank %d's %s%s and rank %d's %s%s are one message but their %s differs",
+              x->t->comms[recv->comm].name, src, a, at_line(x->t, send, la, sizeof la), rank, b,
+              at_line(x->t, recv, lb, sizeof lb), why);
 }
 
 static void count_collective(void *ctx, int comm, const int *ranks, const size_t *idxs, int n) {
@@ -277,16 +299,16 @@ static void count_collective(void *ctx, int comm, const int *ranks, const size_t
     ((exec_ctx_t *)ctx)->rep->coll_completed++;
 }
 
-static void report_unreceived(void *ctx, int src, int dst, int tag, uint64_t n) {
+static void report_unreceived(void *ctx, int comm, int src, int dst, int tag, uint64_t n) {
     exec_ctx_t *x = ctx;
-    add_issue(x->rep, x->max, SHS_ISSUE_UNMATCHED_SEND, -1, -1, src, dst,
-              "%llu send(s) from rank %d to rank %d with tag %d are never received", (unsigned long long)n, src, dst,
-              tag);
+    add_issue(x->rep, x->max, SHS_ISSUE_UNMATCHED_SEND, comm, -1, src, dst,
+              "%llu send(s) on comm %s from rank %d to rank %d with tag %d are never received", (unsigned long long)n,
+              x->t->comms[comm].name, src, dst, tag);
 }
 
 static shs_status_t execute(const shs_trace_t *t, shs_trace_report_t *rep, size_t max) {
-    exec_ctx_t cx = {rep, max};
-    shs__exec_hooks_t hooks = {.ctx = &cx, .recv = count_recv, .collective = count_collective};
+    exec_ctx_t cx = {t, rep, max};
+    shs__exec_hooks_t hooks = {.ctx = &cx, .recv = on_recv, .collective = count_collective};
     shs__trace_exec_t *e;
     SHS_CHECK(shs__trace_exec_run(t, &hooks, &e));
     char a[160], b[260], sq[48], la[48], lb[48];
@@ -298,9 +320,9 @@ static shs_status_t execute(const shs_trace_t *t, shs_trace_report_t *rep, size_
         const shs_trace_rec_t *x = &rk->recs[pr];
         shs_trace_rec_format(t, x, a, sizeof a);
         if (x->op == SHS_OP_RECV) {
-            add_issue(rep, max, SHS_ISSUE_DEADLOCK, -1, -1, r, x->peer,
-                      "rank %d blocks forever in call #%zu %s%s: rank %d never sends it a message with tag %d", r, pr,
-                      a, at_line(t, x, la, sizeof la), x->peer, x->tag);
+            add_issue(rep, max, SHS_ISSUE_DEADLOCK, x->comm, -1, r, x->peer,
+                      "rank %d blocks forever in call #%zu %s%s: rank %d never sends it a message on comm %s with "
+                      "tag %d", r, pr, a, at_line(t, x, la, sizeof la), x->peer, t->comms[x->comm].name, x->tag);
             continue;
         }
         const shs_trace_comm_t *cm = &t->comms[x->comm];

@@ -7,10 +7,10 @@
 
 #include <stdlib.h>
 
-/* One (src, dst, tag) channel: its pending sends, oldest first, as a list
- * through the engine's send nodes. */
+/* One channel (comm, src, dst, tag): its pending sends, oldest first, as a
+ * list through the engine's send nodes. */
 typedef struct {
-    int32_t src, dst, tag;
+    int32_t comm, src, dst, tag;
     int used;
     int64_t head, tail;    /* send nodes, -1 when none */
     uint64_t pending;
@@ -32,13 +32,16 @@ struct shs__trace_exec {
     size_t nodes;
 };
 
-static chan_t *chan_get(shs__trace_exec_t *e, int src, int dst, int tag) {
+static chan_t *chan_get(shs__trace_exec_t *e, int comm, int src, int dst, int tag) {
     uint64_t k = ((uint64_t)(uint32_t)src * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uint32_t)dst * 0xC2B2AE3D27D4EB4Full) ^
-                 ((uint64_t)(uint32_t)tag * 0x165667B19E3779F9ull);
+                 ((uint64_t)(uint32_t)tag * 0x165667B19E3779F9ull); /* comm left out: one comm per pair keeps the
+                                                                      * slots (and the report order) as they were */
     size_t i = (size_t)(k ^ (k >> 29)) & (e->cap - 1);
-    while (e->chans[i].used && !(e->chans[i].src == src && e->chans[i].dst == dst && e->chans[i].tag == tag))
+    while (e->chans[i].used && !(e->chans[i].comm == comm && e->chans[i].src == src && e->chans[i].dst == dst &&
+                                 e->chans[i].tag == tag))
         i = (i + 1) & (e->cap - 1);
-    if (!e->chans[i].used) e->chans[i] = (chan_t){.src = src, .dst = dst, .tag = tag, .used = 1, .head = -1, .tail = -1};
+    if (!e->chans[i].used)
+        e->chans[i] = (chan_t){.comm = comm, .src = src, .dst = dst, .tag = tag, .used = 1, .head = -1, .tail = -1};
     return &e->chans[i];
 }
 
@@ -120,7 +123,7 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
                 if (h->call) h->call(h->ctx, r, pos[r]);
                 pos[r]++;
             } else if (x->op == SHS_OP_SEND) {
-                chan_t *c = chan_get(e, r, x->peer, x->tag);
+                chan_t *c = chan_get(e, x->comm, r, x->peer, x->tag);
                 size_t nd = e->nodes++;
                 e->node_rank[nd] = r;
                 e->node_idx[nd] = pos[r];
@@ -134,13 +137,13 @@ shs_status_t shs__trace_exec_run(const shs_trace_t *t, const shs__exec_hooks_t *
                 int d = x->peer; /* wake the receiver if this is what it waits for */
                 if (d >= 0 && d < W && !queued[d] && pos[d] < t->ranks[d].n) {
                     const shs_trace_rec_t *y = &t->ranks[d].recs[pos[d]];
-                    if (y->op == SHS_OP_RECV && y->peer == r && y->tag == x->tag) {
+                    if (y->op == SHS_OP_RECV && y->comm == x->comm && y->peer == r && y->tag == x->tag) {
                         stack[top++] = d;
                         queued[d] = 1;
                     }
                 }
             } else if (x->op == SHS_OP_RECV) {
-                chan_t *c = chan_get(e, x->peer, r, x->tag);
+                chan_t *c = chan_get(e, x->comm, x->peer, r, x->tag);
                 if (!c->pending) break;
                 int64_t nd = c->head;
                 c->head = e->node_next[nd];
@@ -196,10 +199,10 @@ int64_t shs__trace_exec_waiting(const shs__trace_exec_t *e, int comm, int local)
     return e->waiting[e->woff[comm] + (size_t)local];
 }
 
-void shs__trace_exec_unreceived(const shs__trace_exec_t *e, void (*fn)(void *ctx, int src, int dst, int tag, uint64_t n),
-                                void *ctx) {
+void shs__trace_exec_unreceived(const shs__trace_exec_t *e,
+                                void (*fn)(void *ctx, int comm, int src, int dst, int tag, uint64_t n), void *ctx) {
     for (size_t i = 0; i < e->cap; i++) {
         const chan_t *c = &e->chans[i];
-        if (c->used && c->pending) fn(ctx, c->src, c->dst, c->tag, c->pending);
+        if (c->used && c->pending) fn(ctx, c->comm, c->src, c->dst, c->tag, c->pending);
     }
 }

@@ -4,8 +4,10 @@
  * (trace_comm_timeline.c).
  *
  * Semantics: every rank runs its records in order; a wait runs at once; a
- * send is eager (buffered); a recv blocks until a send with its (source,
- * dest, tag) is pending, and takes the oldest (MPI's non-overtaking order);
+ * send is eager (buffered); a recv blocks until a send on its channel
+ * (communicator, source, dest, tag) is pending, and takes the oldest (MPI's
+ * non-overtaking order: the k-th send pairs with the k-th recv, comm.h's
+ * pairing rule);
  * a collective blocks until every member of its communicator has reached a
  * record of the same sequence number there, then runs for all of them (a
  * member that was not traced, shs_trace_rank_traced, is not waited for and
@@ -45,8 +47,9 @@ void shs__trace_exec_free(shs__trace_exec_t *e);
 size_t shs__trace_exec_pos(const shs__trace_exec_t *e, int rank);
 /* The sequence number member `local` of comm waits at, or -1. */
 int64_t shs__trace_exec_waiting(const shs__trace_exec_t *e, int comm, int local);
-/* Each (src, dst, tag) with sends never received: fn(ctx, src, dst, tag, how many). */
-void shs__trace_exec_unreceived(const shs__trace_exec_t *e, void (*fn)(void *ctx, int src, int dst, int tag, uint64_t n),
-                                void *ctx);
+/* Each channel (comm, src, dst, tag) with sends never received: fn(ctx,
+ * comm, src, dst, tag, how many). */
+void shs__trace_exec_unreceived(const shs__trace_exec_t *e,
+                                void (*fn)(void *ctx, int comm, int src, int dst, int tag, uint64_t n), void *ctx);
 
 #endif

@@ -47,8 +47,96 @@ static void call_shape(const shs_trace_t *t, const shs_trace_rec_t *r, uint64_t 
     case SHS_OP_ALL_GATHER: *sendb = part; *recvb = part * (size_t)n; break;
     case SHS_OP_REDUCE_SCATTER: *sendb = part * (size_t)n; *recvb = part; break;
     case SHS_OP_ALL_REDUCE: case SHS_OP_BROADCAST: case SHS_OP_REDUCE: *sendb = *recvb = part; break;
+    case SHS_OP_SEND: *sendb = part; *recvb = 0; break;
+    case SHS_OP_RECV: *sendb = 0; *recvb = part; break;
     default: *sendb = *recvb = 0; *count = 0;
     }
+}
+
+/* The end of the run of point-to-point records of one communicator that
+ * starts at record i (i itself when it is no send or recv): replayed as
+ * one group, as NCCL's callers issue consecutive sends and receives
+ * (ncclGroupStart/End), so a stage that sends and receives does not wait on
+ * itself. */
+static size_t p2p_run_end(const shs_trace_rank_t *rk, size_t i) {
+    size_t j = i;
+    while (j < rk->n && shs_coll_op_is_p2p(rk->recs[j].op) && rk->recs[j].comm == rk->recs[i].comm) j++;
+    return j;
+}
+
+/* The buffers rank g needs: the largest send and receive buffer of any call,
+ * a group's receives side by side (they are written at once). */
+static void rank_buffers(const shs_trace_t *t, int g, uint64_t cap, size_t *maxs, size_t *maxr) {
+    const shs_trace_rank_t *rk = &t->ranks[g];
+    *maxs = *maxr = 1;
+    for (size_t i = 0; i < rk->n;) {
+        size_t end = shs_coll_op_is_p2p(rk->recs[i].op) ? p2p_run_end(rk, i) : i + 1, sb = 0, rb = 0;
+        for (size_t k = i; k < end; k++) {
+            shs_dtype_t dt;
+            size_t c, s1, r1;
+            int cp;
+            call_shape(t, &rk->recs[k], cap, &dt, &c, &s1, &r1, &cp);
+            if (s1 > sb) sb = s1;
+            rb += r1;
+        }
+        if (sb > *maxs) *maxs = sb;
+        if (rb > *maxr) *maxr = rb;
+        i = end;
+    }
+}
+
+/* What a record's call took, into the rank's stats (sec: its share of the time). */
+static void account(const shs_trace_t *t, const shs_trace_rec_t *r, shs_replay_stats_t *s, size_t sb, size_t rb,
+                    int capped, double sec) {
+    uint64_t per = shs_trace_rec_bytes(t, r, SHS_BYTES_PER_RANK);
+    size_t moved = shs_coll_op_is_p2p(r->op) ? sb + rb : sb < rb ? sb : rb, whole = sb > rb ? sb : rb;
+    int n = t->comms[r->comm].size;
+    s->moved_bytes[r->op] += moved;
+    s->call_seconds[r->op] += sec;
+    s->scaled_seconds[r->op] += capped && moved ? sec * ((double)per / (double)moved) : sec;
+    s->alg_bytes[r->op] += (double)whole;
+    s->bus_bytes[r->op] += (double)whole * shs_net_busbw_factor(r->op, n);
+    s->ranks[r->op] = 1;
+}
+
+/* Records [i, end) of rank g, all sends and receives of one communicator,
+ * as one group: receives side by side in recvbuf. */
+static shs_status_t run_p2p(const replay_t *rp, int g, shs_comm_t *cm, size_t i, size_t end, const char *sendbuf,
+                            char *recvbuf, shs_replay_stats_t *s) {
+    const shs_trace_t *t = rp->t;
+    const shs_trace_rank_t *rk = &t->ranks[g];
+    shs_status_t st = shs_group_start();
+    size_t off = 0;
+    double t0 = shs_now_seconds();
+    for (size_t k = i; k < end && st == SHS_OK; k++) {
+        const shs_trace_rec_t *r = &rk->recs[k];
+        shs_dtype_t dt;
+        size_t c, sb, rb;
+        int cp, peer = shs_trace_comm_local(t, r->comm, r->peer);
+        call_shape(t, r, rp->o->max_bytes, &dt, &c, &sb, &rb, &cp);
+        if (peer < 0) {
+            st = shs_set_error(SHS_INVALID_ARG, "rank %d: record %zu: %s peer %d is no member of comm %s", g, k,
+                               shs_coll_op_name(r->op), r->peer, t->comms[r->comm].name);
+            break;
+        }
+        st = r->op == SHS_OP_SEND ? shs_send(sendbuf, c, dt, peer, cm) : shs_recv(recvbuf + off, c, dt, peer, cm);
+        off += rb;
+        s->calls[r->op]++;
+        s->trace_bytes[r->op] += shs_trace_rec_bytes(t, r, SHS_BYTES_PER_RANK);
+        s->capped += (uint64_t)cp;
+    }
+    shs_status_t end_st = shs_group_end(); /* the calls queued so far run (their peers wait for them) */
+    if (st != SHS_OK) return st;
+    SHS_CHECK(end_st);
+    double share = (shs_now_seconds() - t0) / (double)(end - i);
+    for (size_t k = i; k < end; k++) {
+        shs_dtype_t dt;
+        size_t c, sb, rb;
+        int cp;
+        call_shape(t, &rk->recs[k], rp->o->max_bytes, &dt, &c, &sb, &rb, &cp);
+        account(t, &rk->recs[k], s, sb, rb, cp, share);
+    }
+    return SHS_OK;
 }
 
 static void *rank_main(void *p) {
@@ -60,15 +148,8 @@ static void *rank_main(void *p) {
     shs_status_t st = SHS_OK;
     shs_comm_t **h = calloc((size_t)t->ncomms + 1, sizeof *h);
     const shs_trace_rank_t *rk = &t->ranks[g];
-    size_t maxs = 1, maxr = 1;
-    for (size_t i = 0; i < rk->n; i++) {
-        shs_dtype_t dt;
-        size_t c, sb, rb;
-        int cp;
-        call_shape(t, &rk->recs[i], rp->o->max_bytes, &dt, &c, &sb, &rb, &cp);
-        if (sb > maxs) maxs = sb;
-        if (rb > maxr) maxr = rb;
-    }
+    size_t maxs, maxr;
+    rank_buffers(t, g, rp->o->max_bytes, &maxs, &maxr);
     char *sendbuf = malloc(maxs), *recvbuf = malloc(maxr);
     if (!h || !sendbuf || !recvbuf) st = shs_set_error(SHS_HOST_OOM, "rank %d: cannot allocate replay buffers", g);
     if (sendbuf) memset(sendbuf, 1, maxs); /* small positive values in every dtype */
@@ -78,6 +159,12 @@ static void *rank_main(void *p) {
     }
     for (size_t i = 0; i < rk->n && st == SHS_OK; i++) {
         const shs_trace_rec_t *r = &rk->recs[i];
+        if (shs_coll_op_is_p2p(r->op)) {
+            size_t end = p2p_run_end(rk, i);
+            st = run_p2p(rp, g, h[r->comm], i, end, sendbuf, recvbuf, s);
+            i = end - 1;
+            continue;
+        }
         shs_dtype_t dt;
         size_t c, sb, rb;
         int cp;
@@ -97,18 +184,10 @@ static void *rank_main(void *p) {
         case SHS_OP_BROADCAST: st = shs_broadcast(sendbuf, recvbuf, c, dt, root, cm); break;
         case SHS_OP_REDUCE: st = shs_reduce(sendbuf, recvbuf, c, dt, op, root, cm); break;
         case SHS_OP_BARRIER: st = shs_barrier(cm); break;
-        case SHS_OP_SEND: case SHS_OP_RECV: case SHS_OP_WAIT: s->not_run[r->op]++; continue;
+        case SHS_OP_WAIT: s->not_run[r->op]++; continue;
         default: s->sync_only[r->op]++; st = shs_barrier(cm); continue;
         }
-        double sec = shs_now_seconds() - t0;
-        size_t moved = sb < rb ? sb : rb, whole = sb > rb ? sb : rb;
-        int n = t->comms[r->comm].size;
-        s->moved_bytes[r->op] += moved;
-        s->call_seconds[r->op] += sec;
-        s->scaled_seconds[r->op] += cp && moved ? sec * ((double)per / (double)moved) : sec;
-        s->alg_bytes[r->op] += (double)whole;
-        s->bus_bytes[r->op] += (double)whole * shs_net_busbw_factor(r->op, n);
-        s->ranks[r->op] = 1;
+        account(t, r, s, sb, rb, cp, shs_now_seconds() - t0);
     }
     s->buffer_bytes = maxs + maxr;
     rp->status[g] = st;
@@ -136,15 +215,8 @@ shs_status_t shs_trace_replay(const shs_trace_t *t, const shs_replay_opts_t *o, 
     /* buffer budget, before any allocation */
     uint64_t limit = o->mem_limit ? o->mem_limit : ((uint64_t)4 << 30), need = 0;
     for (int g = 0; g < t->world; g++) {
-        size_t maxs = 1, maxr = 1;
-        for (size_t i = 0; i < t->ranks[g].n; i++) {
-            shs_dtype_t dt;
-            size_t c, sb, rb;
-            int cp;
-            call_shape(t, &t->ranks[g].recs[i], o->max_bytes, &dt, &c, &sb, &rb, &cp);
-            if (sb > maxs) maxs = sb;
-            if (rb > maxr) maxr = rb;
-        }
+        size_t maxs, maxr;
+        rank_buffers(t, g, o->max_bytes, &maxs, &maxr);
         need += maxs + maxr;
         if (need > limit)
             return shs_set_error(SHS_INVALID_ARG, "replay would need more than %llu bytes of buffers (ranks 0..%d "
