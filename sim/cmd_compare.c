@@ -39,7 +39,7 @@ int sim_cmd_compare(int argc, char **argv) {
     }
     if (job.plot) {
         sim_plot_row_t *pr = calloc(nrows > 0 ? (size_t)nrows : 1, sizeof *pr);
-        for (int i = 0; pr && i < nrows; i++) pr[i] = (sim_plot_row_t){rows[i].name, rows[i].worst, job.device_mem};
+        for (int i = 0; pr && i < nrows; i++) pr[i] = (sim_plot_row_t){rows[i].name, rows[i].worst, job.device_mem, 1};
         if (!pr || sim_compare_plot(job.plot, job.model_name, pr, nrows) != 0) {
             if (pr) sim_error("compare", "%s", shs_last_error()); /* it names the file */
             else sim_error("compare", "%s: out of memory", job.plot);

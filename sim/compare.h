@@ -13,6 +13,7 @@
 
 #include "shardsim/ds_config.h"
 #include "shardsim/estimate.h"
+#include "shardsim/gpu_memory.h"
 #include "shardsim/meta_run.h"
 
 /* What the command line asked for. */
@@ -20,7 +21,11 @@ typedef struct {
     shs_meta_config_t base;      /* the job every row varies (strategy, recompute, offload) */
     char model_name[768];        /* for the header */
     shs_hw_t hw;                 /* the GPU and its network */
-    size_t device_mem;           /* bytes per GPU for the "fits" column */
+    size_t device_mem;           /* bytes per GPU for the "fits" column (gmp.board_bytes) */
+    shs_gpu_mem_preset_t gmp;    /* the board's memory and a run's fixed costs (gpu_memory.h) */
+    int board_given;             /* --device-mem replaced the preset's board memory */
+    shs_framework_t framework;   /* --framework, or --ds-config's DeepSpeed; DEFAULT: each row's */
+    int grad_accum_dtype_given, reduce_dtype_given; /* else PyTorch rows take f32 (compare_run.c) */
     double eff;                  /* --efficiency; 0: the GPU's */
     shs_net_algo_t algo;         /* --algo; SHS_NUM_ALGOS: auto */
     shs_nccl_proto_t proto;      /* --proto; SHS_NUM_PROTOS: auto */
@@ -42,7 +47,9 @@ typedef struct {
     shs_meta_config_t cfg;
     shs_meta_result_t res;
     const shs_meta_rank_result_t *worst;
-    shs_zero_states_t form;
+    shs_gpu_states_t form;       /* the framework's model states, closed form (gpu_memory.h) */
+    shs_framework_t framework;   /* whose GPU run the row's memory models (resolved) */
+    shs_gpu_mem_report_t gm;     /* allocated, reserved, fixed and total on the board */
     shs_zero_states_t paper, paper_measured; /* the ZeRO paper's categories: its forms, and measured */
     double paper_total, paper_sent;
     uint64_t sent[SHS_NUM_COLL_OPS], sent_total, calls;

@@ -28,14 +28,15 @@ typedef enum {
     C_ALGO, C_PROTO, C_PEAK_TFLOPS, C_HBM_GBS, C_INTRA_GBS, C_GPUS_PER_NODE,
     C_PCIE_GBS, C_HOST_GBS, C_NICS_PER_NODE, C_NIC_GBPS, C_ACCOUNTING, C_FORMAT, C_PLOT, C_OUTPUT, C_RECOMPUTE,
     C_AC_MODE, C_SELECTIVE_AC_OPTION, C_ATTENTION, C_AUTOCAST, C_DROPOUT,
-    C_DS_CONFIG, C_NUM_OPTIONS
+    C_DS_CONFIG, C_FRAMEWORK, C_LOSS_KERNEL, C_CUDA_CONTEXT_MIB, C_NCCL_BUFFSIZE, C_NCCL_CHANNELS, C_RESHARD, C_NUM_OPTIONS
 } compare_opt_t;
 
 #define HW_ROW(name, help) {name, NULL, SIM_OPT_FLOAT, 1e-6, 1e9, 0, 0, "X", help}
 static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_MODEL] = {"--model", NULL, SIM_OPT_STR, 0, 0, 0, 0, "NAME",
                  "preset: gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b gpt3-6.7b gpt3-13b\n"
-                 "gpt3-175b; --layers/--channels/--heads/--context/--vocab override\n"
+                 "gpt3-175b mpt-1b mpt-3b mpt-7b mpt-13b mpt-30b mpt-70b (llm-foundry's\n"
+                 "benchmark shapes); --layers/--channels/--heads/--context/--vocab override\n"
                  "its fields (a custom GPT). Llama family (their config.json shapes;\n"
                  "--context only): llama2-7b llama2-13b llama2-70b llama3-8b llama3-70b\n"
                  "llama3.1-8b llama3.1-70b llama3.1-405b llama3.2-1b llama3.2-3b\n"
@@ -103,6 +104,27 @@ static const sim_opt_t compare_options[C_NUM_OPTIONS] = {
     [C_AUTOCAST] = SIM_ROW_AUTOCAST,
     [C_DROPOUT] = SIM_ROW_DROPOUT,
     [C_DS_CONFIG] = SIM_ROW_DS_CONFIG,
+    [C_FRAMEWORK] = {"--framework", NULL, SIM_OPT_STR, 0, 0, 0, 0, "F",
+                     "whose GPU run each row's memory models: torch (DDP under autocast,\n"
+                     "FSDP2) | deepspeed (stage 0-3); default each row's (ddp, zero3,\n"
+                     "hybrid_shard torch; zero1, zero2, hybrid_shard_zero2 deepspeed; all\n"
+                     "deepspeed under --ds-config)"},
+    [C_LOSS_KERNEL] = {"--loss-kernel", NULL, SIM_OPT_STR, 0, 0, 0, 0, "K",
+                       "the GPU run's cross-entropy: torch (F.cross_entropy on f32 logits, up\n"
+                       "to 12 B per logit) | fused (flash-attn's xentropy on the logits' dtype,\n"
+                       "llm-foundry's default)"},
+    [C_CUDA_CONTEXT_MIB] = {"--cuda-context-mib", NULL, SIM_OPT_FLOAT, 0, 1e6, 0, 0, "M",
+                            "the CUDA context of one GPU process, MiB (preset: 273.75, PyTorch with\n"
+                            "lazy module loading)"},
+    [C_NCCL_BUFFSIZE] = {"--nccl-buffsize", NULL, SIM_OPT_FLOAT, 1, 1e12, 0, 0, "B",
+                         "NCCL_BUFFSIZE, bytes (NCCL's default 4194304)"},
+    [C_NCCL_CHANNELS] = {"--nccl-channels", NULL, SIM_OPT_INT, 1, 1024, 0, 0, "C",
+                         "NCCL ring channels per communicator (presets: 24, one node's)"},
+    [C_RESHARD] = {"--reshard-after-forward", NULL, SIM_OPT_STR, 0, 0, 0, 0, "R",
+                   "zero3 / hybrid_shard rows, FSDP2's reshard_after_forward: true (free a\n"
+                   "gathered unit after its forward) | false (keep it for backward, FSDP's\n"
+                   "SHARD_GRAD_OP) | R (keep 1/R of it, re-gathered within R consecutive\n"
+                   "ranks in backward; R divides the shard group)"},
 };
 #undef HW_ROW
 
@@ -112,7 +134,10 @@ static const char *const compare_defaults[C_NUM_OPTIONS] = {
     [C_OPTIMIZER] = "adamw", [C_MOMENTUM] = "0", [C_MICRO_BATCH] = "1", [C_GRAD_ACCUM] = "1", [C_DEVICE_MEM] = "the GPU preset's",
     [C_WRAP] = "block", [C_SHARD_GROUP_SIZE] = "8 when it divides N, else N", [C_STRATEGIES] = "all",
     [C_VARIANTS] = "all", [C_GPU] = "h100-sxm", [C_EFFICIENCY] = "the GPU's", [C_ALGO] = "auto", [C_PROTO] = "auto", [C_FORMAT] = "table",
-    [C_RECOMPUTE] = "full", [C_AC_MODE] = "full", [C_ATTENTION] = "eager", [C_AUTOCAST] = "off", [C_DROPOUT] = "0",
+    [C_RECOMPUTE] = "full", [C_AC_MODE] = "full", [C_ATTENTION] = "eager; flash for the Llama family",
+    [C_AUTOCAST] = "off; bf16 for the Llama family", [C_DROPOUT] = "0",
+    [C_FRAMEWORK] = "each row's", [C_LOSS_KERNEL] = "torch", [C_CUDA_CONTEXT_MIB] = "the GPU preset's",
+    [C_NCCL_BUFFSIZE] = "4194304", [C_NCCL_CHANNELS] = "the GPU preset's", [C_RESHARD] = "true",
 };
 
 static const char compare_usage_head[] =
@@ -359,12 +384,48 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
         ds_rows = !o.given[C_VARIANTS];
         if (!o.given[C_STRATEGIES]) strategies = shs_strategy_name(tc->strategy.kind);
     }
+    /* the Llama family trains as its reference runs do (torchtitan, Hugging Face): under bf16
+     * autocast with flash attention (SDPA's flash kernel) */
+    int llama_defaults = tc->arch == SHS_ARCH_LLAMA && !tc->model_file;
+    if (llama_defaults && !o.given[C_ATTENTION]) tc->attention = SHS_ATTENTION_FLASH;
+    if (llama_defaults && !o.given[C_AUTOCAST]) tc->autocast = SHS_BF16;
     if (tc->arch == SHS_ARCH_GPT && shs_gpt_config_validate(&tc->model) != SHS_OK)
         return usage_error("%s", shs_last_error());
     if ((rc_ = sim_opt_exec_check_model("compare", tc)) >= 0) return rc_;
     shs_hw_t hw;
     if ((rc_ = parse_gpu(op, gpu, &hw)) >= 0) return rc_;
-    if (!device_mem) device_mem = (size_t)hw.mem_bytes;
+    /* the board's memory and a run's fixed costs (gpu_memory.h), each preset constant replaceable */
+    shs_gpu_mem_preset_t gmp;
+    if (shs_gpu_mem_preset(gpu, &gmp) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
+    if (device_mem) gmp.board_bytes = (double)device_mem;
+    if (o.given[C_CUDA_CONTEXT_MIB]) gmp.cuda_context_bytes = o.num[C_CUDA_CONTEXT_MIB] * 1048576.0;
+    if (o.given[C_NCCL_BUFFSIZE]) gmp.nccl_buffsize = o.num[C_NCCL_BUFFSIZE];
+    if (o.given[C_NCCL_CHANNELS]) gmp.nccl_channels = (int)o.num[C_NCCL_CHANNELS];
+    if (shs_gpu_mem_check(&gmp) != SHS_OK) return usage_error("--gpu: %s", shs_last_error());
+    device_mem = (size_t)gmp.board_bytes;
+    shs_framework_t framework = SHS_FRAMEWORK_DEFAULT;
+    if (o.given[C_FRAMEWORK]) {
+        if (!strcmp(o.str[C_FRAMEWORK], "torch")) framework = SHS_FRAMEWORK_TORCH;
+        else if (!strcmp(o.str[C_FRAMEWORK], "deepspeed")) framework = SHS_FRAMEWORK_DEEPSPEED;
+        else return usage_error("--framework must be torch or deepspeed, not %s", o.str[C_FRAMEWORK]);
+    } else if (ds) {
+        framework = SHS_FRAMEWORK_DEEPSPEED; /* a DeepSpeed config describes DeepSpeed's engine */
+    }
+    if (o.given[C_LOSS_KERNEL]) {
+        if (!strcmp(o.str[C_LOSS_KERNEL], "fused")) tc->loss_kernel = SHS_LOSS_FUSED;
+        else if (strcmp(o.str[C_LOSS_KERNEL], "torch"))
+            return usage_error("--loss-kernel must be torch or fused, not %s", o.str[C_LOSS_KERNEL]);
+    }
+    if (o.given[C_RESHARD]) {
+        const char *v = o.str[C_RESHARD];
+        char *end;
+        long R = strtol(v, &end, 10);
+        if (!strcmp(v, "false")) tc->strategy.keep_after_forward = 1;
+        else if (!strcmp(v, "true")) tc->strategy.keep_after_forward = 0;
+        else if (*v && !*end && R >= 1 && R <= SHS_MAX_META_WORLD) tc->strategy.reshard_after_forward_size = (int)R;
+        else return usage_error("--reshard-after-forward must be true, false or a group size 1..%d, not '%s'",
+                                SHS_MAX_META_WORLD, v);
+    }
     int N = tc->world_size;
     int gpn = hw.nccl.gpus_per_node;
     if (N > gpn && N % gpn)
@@ -373,12 +434,21 @@ int sim_compare_parse(int argc, char **argv, sim_compare_job_t *job) {
     if (!G && ds && ds_src[SHS_DS_SHARD_GROUP] == SHS_DS_FROM_CONFIG) G = tc->strategy.shard_group_size;
     if (!G) G = N % 8 == 0 ? 8 : N;
     if (N % G) return usage_error("--shard-group-size %ld must divide --world %d", G, N);
+    int R = tc->strategy.reshard_after_forward_size, hybrid = strategies && strstr(strategies, "hybrid_shard");
+    if (R && (N % R || (hybrid && G % R)))
+        return usage_error("--reshard-after-forward %d must divide the shard group (--world %d%s)", R, N,
+                           hybrid ? ", --shard-group-size" : "");
     tc->strategy.shard_group_size = (int)G;
 
     job->base = base;
     snprintf(job->model_name, sizeof job->model_name, "%s", model_name);
     job->hw = hw;
     job->device_mem = device_mem;
+    job->gmp = gmp;
+    job->board_given = o.given[C_DEVICE_MEM];
+    job->framework = framework;
+    job->grad_accum_dtype_given = o.given[C_GRAD_ACCUM_DTYPE];
+    job->reduce_dtype_given = o.given[C_REDUCE_DTYPE];
     job->eff = eff;
     job->algo = algo;
     job->proto = proto;

@@ -2,7 +2,8 @@
  * (no plotting dependency). Each panel: x = the step's segments in order
  * (forward of each unit, backward of each unit, optimizer, loss), equal
  * widths; y = bytes; stacked areas = device memory per category at the end
- * of each segment; a black line = the highest total inside the segment;
+ * of each segment (compare: what the framework's GPU run holds, the GPU
+ * ledger of device.h; train: what the process holds); a black line = the highest total inside the segment;
  * a dashed red line = the device memory, when within the panel's scale
  * (above it, a note at the panel's top right says so).
  * All panels share one y scale, so stages compare by eye.
@@ -27,6 +28,12 @@ static void esc(FILE *f, const char *s) {
     }
 }
 
+/* The highest total inside segment s of the row's ledger. */
+static double seg_peak(const sim_plot_row_t *row, int s) {
+    const shs_step_segment_t *g = &row->rank->segments[s];
+    return (double)(row->gpu_ledger ? g->gpu_peak_total : g->peak_total);
+}
+
 int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *rows, int nrows) {
     shs_afile_t af;
     if (shs_afile_open(&af, path, "w") != SHS_OK) return -1;
@@ -37,7 +44,7 @@ int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *
     for (int i = 0; i < nrows; i++) {
         if (rows[i].rank->num_segments > max_segments) max_segments = rows[i].rank->num_segments;
         for (int s = 0; s < rows[i].rank->num_segments; s++)
-            if ((double)rows[i].rank->segments[s].peak_total > ymax) ymax = (double)rows[i].rank->segments[s].peak_total;
+            if ((double)seg_peak(&rows[i], s) > ymax) ymax = (double)seg_peak(&rows[i], s);
     }
     /* each segment is named under the axis when there is room (>= 10 px) */
     const int unit_labels = (double)pw / max_segments >= 10.0, mb = unit_labels ? 96 : 40;
@@ -76,7 +83,7 @@ int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *
             const shs_step_segment_t *g = &r->segments[s];
             double base = 0;
             for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) {
-                double v = (double)g->mem_end[c];
+                double v = (double)(rows[i].gpu_ledger ? g->gpu_mem_end[c] : g->mem_end[c]);
                 if (v > 0)
                     fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"><title>%s: %s "
                                "%.4g GiB</title></rect>\n",
@@ -87,8 +94,8 @@ int sim_compare_plot(const char *path, const char *title, const sim_plot_row_t *
         }
         fprintf(f, "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"1.2\" points=\"");
         for (int s = 0; s < r->num_segments; s++)
-            fprintf(f, "%.2f,%.2f %.2f,%.2f ", x0 + s * dx, Y(r->segments[s].peak_total), x0 + (s + 1) * dx,
-                    Y(r->segments[s].peak_total));
+            fprintf(f, "%.2f,%.2f %.2f,%.2f ", x0 + s * dx, Y(seg_peak(&rows[i], s)), x0 + (s + 1) * dx,
+                    Y(seg_peak(&rows[i], s)));
         fprintf(f, "\"/>\n");
         if ((double)rows[i].device_mem < ymax) {
             fprintf(f, "<line x1=\"%d\" y1=\"%.2f\" x2=\"%d\" y2=\"%.2f\" stroke=\"red\" stroke-dasharray=\"5,3\"/>"

@@ -11,6 +11,8 @@ typedef struct {
     const char *name;                       /* panel title, e.g. "zero3+ckpt" */
     const shs_meta_rank_result_t *rank;     /* its timeline (segments) */
     size_t device_mem;                      /* drawn as a dashed line when in range */
+    int gpu_ledger;                         /* draw the modelled GPU run's ledger (device.h; compare),
+                                             * 0 this process's (train) */
 } sim_plot_row_t;
 
 /* Write the SVG to `path`, whole or not at all (a temp file renamed onto

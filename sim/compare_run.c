@@ -21,7 +21,8 @@ static void add_note(char *notes, size_t n, const char *text) {
     snprintf(notes + len, n - len, "%s%s", len ? "; " : "", text);
 }
 
-static void fill_row(sim_compare_row_t *r, size_t device_mem, const shs_hw_t *hw, const shs_time_opts_t *topts) {
+static void fill_row(sim_compare_row_t *r, const shs_gpu_mem_preset_t *gmp, const shs_hw_t *hw,
+                     const shs_time_opts_t *topts) {
     const shs_train_config_t *tc = &r->cfg.train;
     const shs_meta_rank_result_t *w = r->worst = shs_meta_worst_rank(&r->res);
     int N = tc->world_size;
@@ -32,15 +33,16 @@ static void fill_row(sim_compare_row_t *r, size_t device_mem, const shs_hw_t *hw
     shs_dtype_t pd = tc->strategy.param_dtype ? tc->strategy.param_dtype : SHS_F32;
     double width = (double)shs_dtype_size(pd);
     int grad_width = (int)shs_dtype_size(tc->strategy.grad_accum_dtype ? tc->strategy.grad_accum_dtype : pd);
-    r->form = shs_zero_states(r->kind, psi, n, spp, r->offload, (int)width, grad_width);
+    r->form = shs_gpu_states(r->kind, r->framework, psi, n, spp, r->offload, (int)width, grad_width);
     r->paper = shs_zero_paper_states(r->kind, psi, n);
     r->paper_total = shs_zero_paper_total(r->kind, psi, n);
     /* measured in the paper's categories: the f32 master moves from the
      * parameters to the optimizer states (its K) */
+    const shs_mem_stats_t *m = &w->gpu.alloc; /* what the framework's GPU run holds */
     r->paper_measured = (shs_zero_states_t){
-        .params = (double)(w->mem.peak[SHS_MEM_PARAMS] - w->master_bytes),
-        .grads = (double)w->mem.peak[SHS_MEM_GRADS],
-        .optim = (double)(w->mem.peak[SHS_MEM_OPTIM] + w->master_bytes)};
+        .params = (double)(m->peak[SHS_MEM_PARAMS] - w->master_bytes),
+        .grads = (double)m->peak[SHS_MEM_GRADS],
+        .optim = (double)(m->peak[SHS_MEM_OPTIM] + w->master_bytes)};
     r->paper_sent = shs_zero_paper_sent(r->kind, psi, N, n, width);
     r->sent_total = r->calls = 0;
     for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
@@ -49,11 +51,12 @@ static void fill_row(sim_compare_row_t *r, size_t device_mem, const shs_hw_t *hw
         r->sent_total += r->sent[op];
         r->calls += w->last_step_comm.calls[op];
     }
-    r->fits = w->mem.total_peak <= device_mem;
+    shs_gpu_mem_report(gmp, w, r->kind, N, n, &r->gm);
+    r->fits = r->gm.fits;
     shs_estimate_step(&r->cfg, &r->res, w, hw, topts, &r->est);
     /* why measured differs from the closed forms */
     char b[64], t[160];
-    double states = (double)(w->mem.peak[SHS_MEM_PARAMS] + w->mem.peak[SHS_MEM_GRADS] + w->mem.peak[SHS_MEM_OPTIM]);
+    double states = (double)(m->peak[SHS_MEM_PARAMS] + m->peak[SHS_MEM_GRADS] + m->peak[SHS_MEM_OPTIM]);
     double form = r->form.params + r->form.grads + r->form.optim;
     r->notes[0] = 0;
     if (states != form) {
@@ -68,9 +71,10 @@ static void fill_row(sim_compare_row_t *r, size_t device_mem, const shs_hw_t *hw
     if (r->offload == SHS_OFFLOAD_NONE && fabs(form - r->paper_total) > 0.005 * r->paper_total) {
         snprintf(t, sizeof t, "model states %+.3g%% vs the paper's 2+2+12 total: %s", 100.0 * (form - r->paper_total) / r->paper_total,
                  width == 4 ? "f32 params/grads where it holds 2-byte ones"
-                 : grad_width == 4 ? "an f32 gradient buffer (--grad-accum-dtype f32)"
                  : spp != 2 ? "optimizer state other than Adam's"
-                 : "no persistent 2-byte parameter copy (rounded at each use)");
+                 : r->framework == SHS_FRAMEWORK_DEEPSPEED && grad_width < 4 ? "DeepSpeed's f32 gradient copy for the optimizer step"
+                 : grad_width == 4 ? "an f32 gradient buffer (--grad-accum-dtype f32)"
+                 : "no persistent 2-byte parameter copy (cast at each use)");
         add_note(r->notes, sizeof r->notes, t);
     }
     if (r->offload != SHS_OFFLOAD_NONE) {
@@ -78,8 +82,8 @@ static void fill_row(sim_compare_row_t *r, size_t device_mem, const shs_hw_t *hw
         add_note(r->notes, sizeof r->notes, t);
     }
     snprintf(t, sizeof t, "+activations %s, buffers %s not in the formula",
-             shs_format_bytes(b, sizeof b, (double)w->mem.peak[SHS_MEM_ACTIVATIONS]),
-             shs_format_bytes(b + 32, 32, (double)w->mem.peak[SHS_MEM_COMM]));
+             shs_format_bytes(b, sizeof b, (double)m->peak[SHS_MEM_ACTIVATIONS]),
+             shs_format_bytes(b + 32, 32, (double)m->peak[SHS_MEM_COMM]));
     add_note(r->notes, sizeof r->notes, t);
     if ((double)r->sent_total != r->paper_sent) {
         snprintf(t, sizeof t, "comm %+.4g%% vs paper", 100.0 * ((double)r->sent_total - r->paper_sent) / r->paper_sent);
@@ -171,6 +175,19 @@ int sim_compare_run(const sim_compare_job_t *job, sim_compare_row_t **rows_out, 
             r->cfg.train.strategy.kind = r->kind;
             r->cfg.train.recompute = r->ckpt ? job->recompute : SHS_RECOMPUTE_NONE;
             r->cfg.train.strategy.offload = r->offload;
+            /* the framework the row's memory models, and the dtypes its gradients take there unless given:
+             * PyTorch's DDP and FSDP2 keep f32 gradients of their f32 parameters and reduce them in f32
+             * (torchtitan's FSDP2 default, reduce_dtype float32) */
+            shs_strategy_config_t *sc = &r->cfg.train.strategy;
+            sc->framework = job->framework ? job->framework : shs_strategy_stage(r->kind)->framework;
+            r->framework = sc->framework;
+            int torch_f32_grads = sc->framework == SHS_FRAMEWORK_TORCH && !job->ds &&
+                                  (r->kind == SHS_DDP || shs_strategy_stage(r->kind)->shards_params);
+            if (torch_f32_grads && !job->grad_accum_dtype_given) sc->grad_accum_dtype = SHS_F32;
+            if (torch_f32_grads && !job->reduce_dtype_given) sc->reduce_dtype = SHS_F32;
+            r->cfg.gpu_reserve_limit =
+                (size_t)(job->gmp.board_bytes - shs_gpu_fixed_bytes(&job->gmp, r->kind, tc->world_size,
+                                                                    tc->strategy.shard_group_size));
             if (job->ds && !shs_strategy_stage(r->kind)->shards_params) { /* the stage-3 keys: stage 3 only */
                 r->cfg.train.replicate_below = shs_train_default_config().replicate_below;
                 r->cfg.train.strategy.backward_prefetch = shs_train_default_config().strategy.backward_prefetch;
@@ -181,7 +198,7 @@ int sim_compare_run(const sim_compare_job_t *job, sim_compare_row_t **rows_out, 
                 goto done;
             }
             nrows++;
-            fill_row(r, job->device_mem, &job->hw, &topts);
+            fill_row(r, &job->gmp, &job->hw, &topts);
             if ((rc = row_hfu(r, &job->hw)) != SIM_EXIT_OK) goto done;
         }
     }

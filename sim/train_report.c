@@ -176,6 +176,15 @@ static void print_resources(shs_trainer_t *t) {
         for (int c = 0; c < SHS_MEM_NUM_CATEGORIES; c++) printf(" %11.3f", (double)m.peak[c] / 1048576.0);
         printf(" %11.3f\n", (double)m.total_peak / 1048576.0);
     }
+    { /* the emulation's own buffers, and what the GPU run it emulates holds (device.h's two ledgers) */
+        shs_gpu_mem_stats_t g;
+        shs_trainer_gpu_mem_stats(t, first, &g);
+        const shs_strategy_config_t *sc = &shs_trainer_config(t)->strategy;
+        printf("  of which emulation (rank %d): up to %.3f MiB of f32 views and working copies a GPU run does not "
+               "hold; the %s GPU run would peak at %.3f MiB allocated (compare reports it)\n", first,
+               (double)g.emulation_peak / 1048576.0, shs_framework_describe(sc->framework, sc->kind),
+               (double)g.alloc.total_peak / 1048576.0);
+    }
     if (shs_trainer_config(t)->strategy.offload != SHS_OFFLOAD_NONE) {
         uint64_t h2d, d2h;
         shs_mem_stats_t hm;

@@ -300,7 +300,7 @@ static int write_timeline(sim_train_run_t *r) {
     char title[128];
     snprintf(title, sizeof title, "train: %s, world %d, rank 0, step %ld", shs_strategy_name(cfg->strategy.kind),
              cfg->world_size, shs_trainer_steps_done(r->main_run));
-    sim_plot_row_t row = {shs_strategy_name(cfg->strategy.kind), &r0, cfg->device_mem == SIZE_MAX ? 0 : cfg->device_mem};
+    sim_plot_row_t row = {shs_strategy_name(cfg->strategy.kind), &r0, cfg->device_mem == SIZE_MAX ? 0 : cfg->device_mem, 0};
     if (r0.num_segments == 0 || sim_compare_plot(o->timeline_path, title, &row, 1) != 0) {
         sim_error("train", "--memory-timeline: cannot write %s: %s", o->timeline_path,
                   r0.num_segments ? shs_last_error() : "no step was recorded");

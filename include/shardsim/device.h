@@ -170,8 +170,51 @@ shs_status_t shs_memset(shs_device_t *dev, void *dst, int value, size_t bytes);
 shs_status_t shs_device_sync(shs_device_t *dev);
 
 void shs_device_mem_stats(const shs_device_t *dev, shs_mem_stats_t *out);
-/* Set every peak to the current value. */
+/* Set every peak to the current value (both ledgers; the caching allocator
+ * model's reserved peak too). */
 void shs_device_reset_peak(shs_device_t *dev);
+
+/* ---- the modelled GPU's ledger ------------------------------------------
+ * shardsim emulates a GPU run. Some of its buffers exist only because the
+ * kernels here compute in f32 (an f32 view of a 16-bit tensor, an f32
+ * working copy of a 16-bit gradient), and some the GPU run it models holds
+ * at another size. So every device keeps a second ledger, of what the
+ * modelled GPU run holds: shs_device_alloc counts `bytes` in both;
+ * shs_device_alloc_modeled counts `bytes` in the device's ledger (what this
+ * process holds: shs_device_mem_stats, the capacity check, train's report)
+ * and `gpu_bytes` in the GPU's (shs_device_gpu_mem_stats, compare's report).
+ * The GPU ledger's allocations also go through a model of PyTorch's CUDA
+ * caching allocator (src/device/caching_allocator.h: 512 B rounding, 2 MiB /
+ * 20 MiB / 2 MiB-rounded segments, best fit, split and merge), whose
+ * segments are the bytes a GPU run reserves. */
+
+/* Allocate as shs_device_alloc (the same errors, capacity check on `bytes`),
+ * with `gpu_bytes` counted in the GPU ledger in place of `bytes`: 0 for a
+ * buffer only the emulation needs; more than `bytes` for one the GPU run
+ * holds larger (`bytes` may be 0: the GPU holds a buffer this process does
+ * not need). The allocation's category is the same in both ledgers. */
+shs_status_t shs_device_alloc_modeled(shs_device_t *dev, void **ptr, size_t bytes, size_t gpu_bytes,
+                                      shs_mem_category_t cat, const char *tag);
+
+typedef struct {
+    shs_mem_stats_t alloc;    /* the GPU ledger: current and peak per category, totals, live
+                               * allocations with gpu_bytes > 0; capacity as the device's */
+    size_t reserved;          /* the caching allocator model's segments now, bytes */
+    size_t reserved_peak;     /* their most since creation or shs_device_reset_peak */
+    uint64_t alloc_retries;   /* times cached segments were released to stay within the limit */
+    size_t emulation_current; /* sum over live allocations of bytes - gpu_bytes where positive: what
+                               * this process holds that the GPU run does not */
+    size_t emulation_peak;
+} shs_gpu_mem_stats_t;
+
+void shs_device_gpu_mem_stats(const shs_device_t *dev, shs_gpu_mem_stats_t *out);
+/* The bytes the caching allocator model may reserve before it releases its
+ * cached, unsplit segments and retries (the board's memory less what lives
+ * outside the allocator: CUDA context, NCCL buffers). Default: unlimited.
+ * Call before the first allocation. */
+void shs_device_set_gpu_reserve_limit(shs_device_t *dev, size_t bytes);
+/* As shs_device_window_peak over the GPU ledger's total. */
+size_t shs_device_gpu_window_peak(shs_device_t *dev);
 /* The highest total bytes in use since the previous call (or creation), and
  * a new window starting now; the peaks of shs_device_mem_stats are not
  * touched. For timelines (train --memory-timeline). */

@@ -52,6 +52,7 @@
     X(MOMENTUM, "momentum")                                    \
     X(REPLICATE_BELOW, "replicate below")                      \
     X(PREFETCH, "prefetch")                                    \
+    X(ZERO_KNOBS, "ZeRO buckets and budgets")                  \
     X(INIT_SCALE, "initial loss scale")                        \
     X(GROWTH_INTERVAL, "loss scale growth interval")           \
     X(LOSS_SCALER, "loss scaler")                              \

@@ -101,6 +101,9 @@ void shs_dirname(const char *path, char *out, size_t outlen);
 typedef struct {
     FILE *fp;              /* NULL when closed */
     shs_out_target_t to;  /* where the bytes go */
+    int fd;                /* the stream's file descriptor */
+    int write_errno;       /* the errno of the stream's first failed write, 0 none (the reason
+                            * shs_afile_commit and shs_afile_fail give, whenever it happened) */
 } shs_afile_t;
 
 /* Resolve path (shs_out_resolve) and open a stream on path.tmp or the

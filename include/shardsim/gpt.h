@@ -87,6 +87,12 @@ typedef enum {
     SHS_ATTENTION_FLASH,     /* FlashAttention (Dao et al. 2022): no (T,T) matrix kept, only the
                               * log-sum-exp per row (f32); backward recomputes the probabilities */
 } shs_attention_kind_t;
+/* The loss kernel of the GPU run the device's GPU ledger models (device.h);
+ * it changes no value here (the softmax cross-entropy kernel is the same),
+ * only the bytes that ledger counts for the loss (src/model/loss_gpu_memory.h):
+ * TORCH torch's cross_entropy on f32 logits, FUSED a fused kernel on the
+ * logits' own dtype (flash-attn's xentropy). */
+typedef enum { SHS_LOSS_TORCH = 0, SHS_LOSS_FUSED = 1 } shs_loss_kernel_t;
 typedef struct {
     shs_recompute_t recompute;
     int recompute_every;     /* SHS_RECOMPUTE_EVERY_N: N >= 1 (1 is FULL); else unused */
@@ -100,6 +106,7 @@ typedef struct {
                               * and the outputs of both c_proj), 1-byte masks; 0: none */
     uint64_t seed;           /* dropout masks: a pure function of (seed, micro-step, layer,
                               * site, position in the global batch), see shs_gpt_set_position */
+    shs_loss_kernel_t loss_kernel; /* the GPU ledger's loss (above); no effect on values */
 } shs_gpt_exec_t;
 
 /* Autocast emulation (torch.autocast with dtype A = bf16 or f16). Followed:

@@ -34,6 +34,8 @@ typedef struct {
     char label[48];          /* "fwd embed", "bwd blocks 3-5", "optim", ... */
     size_t mem_end[SHS_MEM_NUM_CATEGORIES]; /* device bytes per category when it ends */
     size_t peak_total;       /* highest device total inside it */
+    size_t gpu_mem_end[SHS_MEM_NUM_CATEGORIES]; /* the same in the modelled GPU's ledger (device.h) */
+    size_t gpu_peak_total;
     uint64_t flops;          /* device kernel FLOPs inside it (not the offload host's) */
     uint64_t calls_begin, calls_end; /* its collectives: [begin, end) of calls */
 } shs_step_segment_t;

@@ -48,6 +48,10 @@ typedef struct {
      * is the steady state; the timeline and last_step_comm are the last
      * step's. */
     int steps;
+    /* Bytes the GPU ledger's caching allocator model may reserve before it
+     * releases its cached segments (device.h shs_device_set_gpu_reserve_limit):
+     * the board's memory less the CUDA context and NCCL's buffers. 0: no limit. */
+    size_t gpu_reserve_limit;
 } shs_meta_config_t;
 
 
@@ -57,7 +61,8 @@ typedef struct {
     uint64_t bytes;          /* whole buffer (comm.h's stats convention: all_gather and
                               * reduce_scatter N x the per-rank part) */
     int comm_size;           /* ranks in its communicator */
-    int group;               /* 0 world, 1 shard group, 2 replica group (hybrid) */
+    int group;               /* 0 world, 1 shard group, 2 replica group (hybrid), 3 reshard group
+                             * (reshard_after_forward_size): shs_strategy_split's kinds */
     int segment;             /* index into the timeline: the segment that issued it */
     int ahead;               /* 1: a prefetch, issued for a later unit than its segment's (FSDP's
                               * forward_prefetch / backward_prefetch; the strategy marks it with that
@@ -77,7 +82,10 @@ typedef struct {
 /* What one representative rank counted. */
 typedef struct {
     int rank;
-    shs_mem_stats_t mem;         /* device: current and peak per category (peaks over all steps) */
+    shs_mem_stats_t mem;         /* device: current and peak per category (peaks over all steps): what
+                                  * this process holds */
+    shs_gpu_mem_stats_t gpu;     /* the modelled GPU run's ledger (device.h): what its framework holds,
+                                  * and the caching allocator model's reserved bytes */
     shs_mem_stats_t host;        /* offload host memory (zeros without offload) */
     shs_comm_stats_t comm;       /* world + sub-communicators, all steps (shs_trainer_comm_stats' sum) */
     shs_comm_stats_t last_step_comm; /* the last step alone */
@@ -109,7 +117,7 @@ typedef struct {
 shs_status_t shs_meta_run(const shs_meta_config_t *cfg, shs_meta_result_t *out);
 void shs_meta_result_free(shs_meta_result_t *r);
 
-/* The rank whose device peak is highest (ties: rank 0's). */
+/* The rank whose modelled GPU peak (gpu.alloc.total_peak) is highest (ties: rank 0's). */
 const shs_meta_rank_result_t *shs_meta_worst_rank(const shs_meta_result_t *r);
 
 #endif

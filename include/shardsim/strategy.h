@@ -201,6 +201,42 @@ int shs_strategy_is_hybrid(shs_strategy_kind_t k);
  * rank mod G); the key is the rank. Returns `rank`'s color, *key its key. */
 int shs_strategy_hybrid_color(int G, int split_index, int rank, int *key);
 
+
+/* The framework whose GPU run a strategy models, for the device's GPU ledger
+ * (device.h: what the modelled GPU holds, beside what this process holds).
+ * It changes no value, no collective and no byte of the device's own ledger:
+ * only how many bytes the GPU ledger counts for a buffer:
+ *   TORCH      PyTorch: DDP under autocast (its weight cache holds the
+ *              param-dtype copies of a whole unit from its forward to its
+ *              backward), FSDP2 fully_shard (the f32 shard is cast for each
+ *              all-gather: no persistent param-dtype shard).
+ *   DEEPSPEED  DeepSpeed's engine: ZeRO-1/2/3 keep 16-bit parameters (a
+ *              replica, a partition), the optimizer reads an f32 copy of
+ *              the gradient partition made for the whole step
+ *              (single_partition_of_fp32_groups / fp32_partitioned_groups_flat
+ *              .grad), stage 0 (BF16_Optimizer) keeps 16-bit parameters
+ *              beside the f32 master.
+ * In every framework an f32 view of a 16-bit tensor, an f32 working copy of
+ * a 16-bit gradient and a rounding temporary count 0 (the GPU computes in
+ * the 16-bit dtype), and a gathered unit counts at the param dtype's width. */
+#define SHS_FRAMEWORK_MAP(X)                                                                   \
+    X(DEFAULT, "default") /* the stage's row (stages.c): ddp torch, zero1/2 deepspeed, zero3 torch */ \
+    X(TORCH, "torch")                                                                          \
+    X(DEEPSPEED, "deepspeed")
+
+typedef enum {
+#define SHS_FRAMEWORK_ENUM(id, name) SHS_FRAMEWORK_##id,
+    SHS_FRAMEWORK_MAP(SHS_FRAMEWORK_ENUM)
+#undef SHS_FRAMEWORK_ENUM
+    SHS_NUM_FRAMEWORKS
+} shs_framework_t;
+
+/* "default", "torch", "deepspeed"; "invalid" otherwise. */
+const char *shs_framework_name(shs_framework_t f);
+/* A sentence naming what the framework `f` (DEFAULT: the stage's) keeps
+ * for stage `k`, e.g. "PyTorch FSDP2 fully_shard (MixedPrecisionPolicy)". */
+const char *shs_framework_describe(shs_framework_t f, shs_strategy_kind_t k);
+
 /* How a stage reduces a sharded or whole unit's gradient. */
 typedef enum {
     SHS_GRAD_ALL_REDUCE,              /* AVG all-reduce of the full gradient (in buckets) */
@@ -221,12 +257,55 @@ typedef struct {
     int regathers_params_after_step;  /* full parameters kept, each rank updates its shard and the
                                        * shards are all-gathered after the optimizer step */
     shs_grad_reduce_t reduce;         /* for units this stage shards; whole units are all-reduced */
+    shs_framework_t framework;        /* the framework whose GPU run it models by default (TORCH or DEEPSPEED) */
 } shs_stage_t;
 
 /* The row of stage `k`, or NULL for a kind out of range. */
 const shs_stage_t *shs_strategy_stage(shs_strategy_kind_t k);
 
 #define SHS_DEFAULT_BUCKET_BYTES ((size_t)25 << 20) /* torch DDP bucket_cap_mb = 25 */
+
+/* DeepSpeed's ZeRO granularity (ds_config zero_optimization; read from
+ * DeepSpeed's runtime/zero/stage_1_and_2.py, stage3.py and
+ * partitioned_param_coordinator.py). Elements, not bytes, as DeepSpeed
+ * counts them; 0 leaves the strategy's own per-unit behaviour. They change
+ * which collectives carry the bytes and what is held when, never a value.
+ *   reduce_bucket    reduce_bucket_size: sharded gradients (ZeRO-2/3) are
+ *                    reduce-scattered together, units joining the pending
+ *                    bucket until the next would pass this many elements
+ *                    (that one starts a new bucket; a unit larger than the
+ *                    bucket goes alone), one call per bucket over a buffer
+ *                    laid out rank by rank (each rank's part of every unit
+ *                    in turn), as __avg_scatter_grads does: the same
+ *                    element-wise reductions, so the same bits.
+ *   contiguous_gradients  with reduce_bucket: a unit's gradient is copied
+ *                    into DeepSpeed's ipg buffer of reduce_bucket elements
+ *                    (grad dtype, held throughout; two of them for ZeRO-1/2
+ *                    with overlap_comm, stage_1_and_2's double buffer) and
+ *                    freed; without it the gradients wait in the bucket.
+ *                    (GPU ledger: what DeepSpeed holds.)
+ *   allgather_bucket allgather_bucket_size: ZeRO-1/2's re-gather of the
+ *                    param-dtype replica after the step runs over the
+ *                    rank's whole partition (every unit's shard in turn) in
+ *                    max(1, partition x N / allgather_bucket) all-gathers
+ *                    (all_gather_dp_groups).
+ *   prefetch_bucket  stage3_prefetch_bucket_size: ZeRO-3 gathers the units
+ *                    that follow in the recorded order ahead, in forward and
+ *                    backward, while the prefetched elements stay within it.
+ *   max_live         stage3_max_live_parameters: no prefetch would raise the
+ *                    gathered elements above it.
+ *   max_reuse        stage3_max_reuse_distance: a unit used again within
+ *                    this many gathered elements (its forward, then the same
+ *                    unit's backward) stays gathered instead of being freed. */
+typedef struct {
+    size_t reduce_bucket;
+    int contiguous_gradients;
+    int overlap_comm;
+    size_t allgather_bucket;
+    size_t prefetch_bucket;
+    size_t max_live;
+    size_t max_reuse;
+} shs_zero_knobs_t;
 
 typedef struct {
     shs_strategy_kind_t kind;
@@ -240,6 +319,12 @@ typedef struct {
      * the peak memory, never the results. */
     int keep_after_forward;      /* reshard_after_forward=False: keep gathered units from forward to
                                   * backward (FSDP SHARD_GRAD_OP); 0 frees after use (FULL_SHARD) */
+    int reshard_after_forward_size; /* FSDP2's reshard_after_forward=R (an int): after its forward use a
+                                  * gathered unit is resharded over groups of R consecutive ranks (each
+                                  * keeps 1/R of it in param_dtype: full_len / R elements) and backward
+                                  * all-gathers it within the group (R ranks, in node), not the shard
+                                  * group. 1 < R < shard group, R divides it; 0 off; 1 and the shard
+                                  * group's size are keep_after_forward and FULL_SHARD. Same values. */
     shs_prefetch_t backward_prefetch; /* default PRE (FSDP's default) */
     int forward_prefetch;        /* gather the next unit (previous forward's order) during forward */
     int limit_all_gathers;       /* at most this many units gathered ahead; 0: no limit */
@@ -251,6 +336,8 @@ typedef struct {
     shs_dtype_t grad_accum_dtype; /* gradients stored and accumulated in: param_dtype or SHS_F32;
                                    * SHS_DTYPE_DEFAULT (0): param_dtype */
     shs_loss_scaler_config_t scaler; /* with param_dtype f16; zeros mean GradScaler's defaults */
+    shs_framework_t framework;   /* the GPU ledger's framework; DEFAULT: the stage's row */
+    shs_zero_knobs_t zero;       /* DeepSpeed's ZeRO granularity (above); zeros: none */
     shs_lr_schedule_t lr_schedule; /* the lr (and OneCycle's betas) of each applied optimizer step
                                   * (lr_schedule.h); zero: optim.lr throughout */
     /* DeepSpeed's gradient averaging (engine.py allreduce_bucket): how the
@@ -265,6 +352,15 @@ typedef struct {
     int prescale_gradients;
     float gradient_predivide_factor;
 } shs_strategy_config_t;
+
+/* The splits of the world communicator a strategy makes, in order (comm.h
+ * shs_comm_split): hybrid sharding's shard groups (color rank / G), its
+ * replica groups when there is more than one replica (rank mod G), then,
+ * with reshard_after_forward_size R, the reshard groups (R consecutive
+ * ranks: rank / R). Returns split `split_index`'s kind (1 shard group,
+ * 2 replica group, 3 reshard group; 0: no such split) for a world of
+ * `world` ranks, and `rank`'s color and key (the rank) in *color, *key. */
+int shs_strategy_split(const shs_strategy_config_t *cfg, int world, int split_index, int rank, int *color, int *key);
 
 typedef struct shs_strategy shs_strategy_t;
 
@@ -318,7 +414,7 @@ double shs_strategy_last_lr(const shs_strategy_t *s);
  * when clipping is off. The same on every rank. */
 float shs_strategy_grad_norm(const shs_strategy_t *s);
 /* Add the traffic of the strategy's own sub-communicators (hybrid sharding's
- * shard and replica groups) to *acc; the world communicator's is not
+ * shard and replica groups, the reshard groups) to *acc; the world communicator's is not
  * included. */
 void shs_strategy_add_comm_stats(const shs_strategy_t *s, shs_comm_stats_t *acc);
 /* This rank's shard of unit `unit` within its shard group (offset, size,

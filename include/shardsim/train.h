@@ -91,6 +91,7 @@ typedef struct {
     int recompute_every;         /* --selective-ac-option N: with EVERY_N, N >= 1 */
     shs_attention_kind_t attention; /* --attention eager | flash (GPT and Llama) */
     shs_dtype_t autocast;        /* --autocast bf16 | f16 (GPT and Llama; gpt.h, llama.h); DEFAULT: off */
+    shs_loss_kernel_t loss_kernel; /* the GPU ledger's loss kernel (gpt.h; compare --loss-kernel) */
     float dropout;               /* --dropout P (GPT only), masks seeded by strategy.seed */
     shs_reduce_order_t reduce_order; /* --reduce-order: all_reduce/reduce_scatter order (comm.h); 0 = rank */
     shs_world_backend_t backend; /* --backend cuda: devices and communicator (world.h); 0 = CPU threads */
@@ -201,6 +202,9 @@ int shs_trainer_check_replicas(shs_trainer_t *t, const float *snapshot, shs_repl
 shs_status_t shs_trainer_flip_param_bit(shs_trainer_t *t, int unit, size_t index);
 
 void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *out);
+/* The modelled GPU run's ledger of `rank`'s device (device.h); zeros for a
+ * rank this process does not run. */
+void shs_trainer_gpu_mem_stats(const shs_trainer_t *t, int rank, shs_gpu_mem_stats_t *out);
 /* With cfg.memory_timeline: rank 0's device memory over the last step, per
  * phase (memory_timeline.h); NULL and *count = 0 otherwise. */
 const shs_step_segment_t *shs_trainer_timeline(const shs_trainer_t *t, int *count);

@@ -314,11 +314,36 @@ void shs_dfile_discard(shs_dfile_t *f) {
     if (!f->to.in_place && f->to.tmp[0]) unlink(f->to.tmp);
 }
 
+/* The stream's writes go through here so the errno of a failed one is kept
+ * (stdio forgets it; a later flush may have nothing left to fail with). */
+static ssize_t afile_write(void *cookie, const char *buf, size_t size) {
+    shs_afile_t *f = cookie;
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = write(f->fd, buf + done, size - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (!f->write_errno) f->write_errno = n < 0 ? errno : EIO;
+            return done ? (ssize_t)done : 0; /* fopencookie: 0 reports the error */
+        }
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+static int afile_close(void *cookie) {
+    shs_afile_t *f = cookie;
+    return close(f->fd);
+}
+
 shs_status_t shs_afile_open(shs_afile_t *f, const char *path, const char *mode) {
     f->fp = NULL;
+    f->write_errno = 0;
     int fd;
     SHS_CHECK(out_open(&f->to, path, &fd));
-    f->fp = fdopen(fd, mode);
+    f->fd = fd;
+    cookie_io_functions_t io = {.read = NULL, .write = afile_write, .seek = NULL, .close = afile_close};
+    f->fp = fopencookie(f, mode, io);
     if (!f->fp) {
         shs_status_t st = shs_set_error(SHS_IO, "%s: cannot open a stream: %s", written(&f->to), strerror(errno));
         close(fd);
@@ -327,22 +352,19 @@ shs_status_t shs_afile_open(shs_afile_t *f, const char *path, const char *mode) 
     return SHS_OK;
 }
 
-/* Why a stream's earlier write failed, or NULL when none did. The errno of
- * that write is long gone, but a stream that kept the bytes it could not
- * write fails one more flush the same way and tells; one that dropped them
- * gives `known` (the writer's errno text, NULL when it has none). */
-static const char *stream_error(FILE *fp, const char *known) {
-    if (!ferror(fp)) return NULL;
-    clearerr(fp);
-    errno = 0;
-    if (fflush(fp) != 0 && errno) return strerror(errno);
+/* Why a stream's earlier write failed, or NULL when none did: the errno
+ * its write kept (afile_write), else `known` (the writer's errno text,
+ * NULL when it has none). */
+static const char *stream_error(shs_afile_t *f, const char *known) {
+    if (!ferror(f->fp)) return NULL;
+    if (f->write_errno) return strerror(f->write_errno);
     return known ? known : "stream error";
 }
 
 shs_status_t shs_afile_fail(shs_afile_t *f, const char *why) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", why ? why : "stream error"); /* why may be the last error's own text */
-    const char *stream = f->fp ? stream_error(f->fp, buf) : NULL;
+    const char *stream = f->fp ? stream_error(f, buf) : NULL;
     if (stream && stream != buf) snprintf(buf, sizeof buf, "%s", stream);
     char name[4096];
     snprintf(name, sizeof name, "%s", written(&f->to));
@@ -354,11 +376,12 @@ shs_status_t shs_afile_commit(shs_afile_t *f) {
     if (!f->fp) return shs_set_error(SHS_IO, "%s: not open", f->to.path);
     const char *name = written(&f->to);
     shs_status_t st = SHS_OK;
-    const char *why = stream_error(f->fp, NULL);
+    const char *why = stream_error(f, NULL);
     errno = 0;
     if (why || fflush(f->fp) != 0)
-        st = shs_set_error(SHS_IO, "%s: write failed: %s", name, why ? why : errno ? strerror(errno) : "stream error");
-    else if (!f->to.in_place && fsync(fileno(f->fp)) != 0)
+        st = shs_set_error(SHS_IO, "%s: write failed: %s", name,
+                           why ? why : f->write_errno ? strerror(f->write_errno) : errno ? strerror(errno) : "stream error");
+    else if (!f->to.in_place && fsync(f->fd) != 0)
         st = shs_set_error(SHS_IO, "%s: fsync failed: %s", name, strerror(errno));
     if (fclose(f->fp) != 0 && st == SHS_OK) st = shs_set_error(SHS_IO, "%s: close failed: %s", name, strerror(errno));
     f->fp = NULL;

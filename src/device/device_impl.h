@@ -104,6 +104,8 @@ typedef struct shs_device_iface {
 typedef struct {
     void *ptr;           /* NULL: empty slot; (void*)1: tombstone */
     size_t bytes;
+    size_t gpu_bytes;    /* what the modelled GPU run holds in its place (device.h) */
+    long gpu_block;      /* its handle in the caching allocator model, -1 none */
     shs_mem_category_t cat;
 } shs__alloc_entry_t;
 
@@ -116,11 +118,22 @@ struct shs_device {
     shs__alloc_entry_t *table;
     size_t table_cap;    /* power of two */
     size_t table_used;   /* live + tombstones */
+    size_t table_live;   /* live entries (GPU-only ones included) */
     int poison_freed;    /* shs_device_set_poison_freed: category mask */
     size_t window_peak;  /* max total bytes since the last shs_device_window_peak() */
+    shs_gpu_mem_stats_t gpu; /* the modelled GPU run's ledger (device.h) */
+    size_t gpu_window_peak;
+    struct shs__callocator *callocator; /* its caching allocator model (caching_allocator.h) */
     shs_kernel_recorder_fn kernel_recorder; /* shs_device_set_kernel_recorder (counting backends call it) */
     void *kernel_recorder_user;
 };
+
+/* SHS_INVALID_ARG naming the op, the argument, its allocation and the
+ * overflow when [p, p + bytes) is not inside one allocation of dev; with
+ * `strict` 0 a pointer outside every allocation passes (kernels may be
+ * handed host memory on the CPU backend). (device_memory.c) */
+shs_status_t shs__device_check_range(const shs_device_t *dev, const char *op, const char *arg, const void *p,
+                                     size_t bytes, int strict);
 
 /* Wrap a filled vtable into a device (used by backend constructors). */
 shs_status_t shs__device_new(shs_device_t **out, const shs_device_iface_t *iface, void *ctx, int rank,

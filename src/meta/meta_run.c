@@ -25,6 +25,8 @@ typedef struct {
     shs__rank_t run;
     const shs_layout_t *units; /* the strategy's layout (timeline labels) */
     const shs__wrap_map_t *w;  /* size-based wrapping's map, or NULL */
+    const shs_strategy_config_t *strategy; /* its splits of the world (shs_strategy_split) */
+    int world;
     /* timeline of the current step */
     int recording;
     shs__step_seg_list_t segs;
@@ -82,9 +84,10 @@ static void recorder(void *user, const shs_comm_t *comm, const shs_comm_call_inf
     int n = shs_comm_size(comm);
     uint64_t bytes = info->bytes;
     if (info->op == SHS_OP_ALL_GATHER || info->op == SHS_OP_REDUCE_SCATTER) bytes *= (uint64_t)n;
+    int split = shs_comm_meta_split_index(comm), color, key;
+    int group = split < 0 ? 0 : shs_strategy_split(r->strategy, r->world, split, 0, &color, &key);
     r->calls[r->ncalls++] = (shs_meta_call_t){.op = info->op, .bytes = bytes, .comm_size = n,
-                                              .group = 1 + shs_comm_meta_split_index(comm),
-                                              .segment = r->segs.n - 1,
+                                              .group = group, .segment = r->segs.n - 1,
                                               .ahead = info->marker && strchr(info->marker, '/') != NULL};
 }
 
@@ -120,8 +123,11 @@ static void on_kernel(void *user, const shs_kernel_info_t *k) {
     r->kern[r->nkern++] = (shs_meta_kernel_t){.info = *k, .count = 1, .segment = seg};
 }
 
-static int hybrid_color(void *user, int split_index, int rank, int *key) {
-    return shs_strategy_hybrid_color(*(const int *)user, split_index, rank, key);
+/* The color every rank passes in the strategy's split number split_index. */
+static int split_color(void *user, int split_index, int rank, int *key) {
+    const run_t *r = user;
+    int color;
+    return shs_strategy_split(r->strategy, r->world, split_index, rank, &color, key) ? color : SHS_SPLIT_NOCOLOR;
 }
 
 static void add_stats(shs_comm_stats_t *acc, const shs_comm_stats_t *a, int sign) {
@@ -138,16 +144,15 @@ static void add_stats(shs_comm_stats_t *acc, const shs_comm_stats_t *a, int sign
 static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *logical, const shs_layout_t *phys,
                              const shs__wrap_map_t *w, int rank, shs_meta_rank_result_t *res) {
     const shs_train_config_t *tc = &mc->train;
-    int N = tc->world_size, G = tc->strategy.shard_group_size ? tc->strategy.shard_group_size : N;
-    run_t r = {.units = phys, .w = w};
+    int N = tc->world_size;
+    run_t r = {.units = phys, .w = w, .strategy = &tc->strategy, .world = N};
     shs__wrap_source_t ws = {0};
     shs_device_t *dev = NULL;
     shs_comm_t *comm = NULL;
     shs_status_t st = SHS_OK;
     SHS_CHECK_GOTO(shs_device_create_meta(&dev, rank, tc->device_mem), st, done);
-    SHS_CHECK_GOTO(shs_comm_create_meta(&comm, N, rank, "world",
-                                        shs_strategy_is_hybrid(tc->strategy.kind) ? hybrid_color : NULL, &G),
-                   st, done);
+    if (mc->gpu_reserve_limit) shs_device_set_gpu_reserve_limit(dev, mc->gpu_reserve_limit);
+    SHS_CHECK_GOTO(shs_comm_create_meta(&comm, N, rank, "world", split_color, &r), st, done);
     shs_comm_set_recorder(comm, recorder, &r);
     shs_device_set_kernel_recorder(dev, on_kernel, &r);
     SHS_CHECK_GOTO(shs__rank_setup(&r.run, tc, logical, phys, dev, comm), st, done);
@@ -173,6 +178,7 @@ static shs_status_t run_rank(const shs_meta_config_t *mc, const shs_layout_t *lo
     }
     res->rank = rank;
     shs_device_mem_stats(dev, &res->mem);
+    shs_device_gpu_mem_stats(dev, &res->gpu);
     shs__rank_comm_stats(&r.run, &res->comm);
     res->last_step_comm = res->comm;
     add_stats(&res->last_step_comm, &before, -1);
@@ -252,6 +258,6 @@ void shs_meta_result_free(shs_meta_result_t *r) {
 const shs_meta_rank_result_t *shs_meta_worst_rank(const shs_meta_result_t *r) {
     const shs_meta_rank_result_t *w = &r->ranks[0];
     for (int k = 1; k < r->num_ranks; k++)
-        if (r->ranks[k].mem.total_peak > w->mem.total_peak) w = &r->ranks[k];
+        if (r->ranks[k].gpu.alloc.total_peak > w->gpu.alloc.total_peak) w = &r->ranks[k];
     return w;
 }

@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "model/autocast.h"
 #include "model/carver.h"
+#include "model/loss_gpu_memory.h"
 #include "model/recompute.h"
 
 
@@ -126,6 +127,8 @@ typedef struct {
     float *logits, *probs, *losses;     /* (BT,V), (BT,V), (BT) */
     float *loss_sum;                    /* (1) device */
     void *scratch_mem;                  /* backward scratch and shared work */
+    size_t scratch_grads;               /* bytes of scratch_mem's gradients and forward scratch (not the
+                                         * logits' gradient or the f32 work buffers): the GPU ledger's */
     float *dres, *dbtc, *dproj;         /* (BT,C); dproj with dropout */
     float *dfch, *dfch_gelu;            /* (BT,4C) */
     float *dqkv;                        /* (BT,3C) */
@@ -215,6 +218,7 @@ static void layout_scratch(shs_gpt_t *g, void *base, size_t *total) {
     shs__carve(&k, &g->dlogits, BT * V, 4);
     shs__carve(&k, &g->preatt, eager ? TT : 0, 4);
     shs__carve(&k, &g->proj, BTC, 4);
+    g->scratch_grads = k.cur - BT * V * 4;
     shs__carve(&k, &g->w1, a16 ? 4 * BTC : 0, 4);
     shs__carve(&k, &g->w2, a16 ? 4 * BTC : 0, 4);
     shs__carve(&k, &g->wx, r16 ? BTC : 0, 4);
@@ -289,9 +293,14 @@ shs_status_t shs_gpt_create_ex(shs_model_t **out, const shs_layout_t *layout, co
     size_t n_acts, n_scratch, BT = (size_t)B * (size_t)cfg->context;
     layout_acts(g, NULL, &n_acts);
     layout_scratch(g, NULL, &n_scratch);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->acts_mem, n_acts, SHS_MEM_ACTIVATIONS, "forward activations"), st, fail);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->scratch_mem, n_scratch, SHS_MEM_ACTIVATIONS, "backward scratch"), st,
-                   fail);
+    /* the GPU ledger (device.h): the f32 logits and probabilities are the loss's, which the GPU holds at
+     * its own peak (loss_gpu_memory.h), before the blocks' backward needs its gradients, in dtype A */
+    size_t V = (size_t)shs_gpt_vocab(cfg), a = shs_dtype_size(g->amp.A), grads = g->scratch_grads / 4 * a;
+    size_t loss = shs__loss_gpu_bytes(BT, V, a, ex->loss_kernel);
+    SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &g->acts_mem, n_acts, n_acts - 8 * BT * V, SHS_MEM_ACTIVATIONS,
+                                            "forward activations"), st, fail);
+    SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &g->scratch_mem, n_scratch, loss > grads ? loss : grads,
+                                            SHS_MEM_ACTIVATIONS, "backward scratch"), st, fail);
     SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&g->tokens, 2 * BT * sizeof(int32_t), SHS_MEM_ACTIVATIONS,
                                     "tokens"), st, fail);
     g->targets = g->tokens + BT;

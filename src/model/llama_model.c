@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "model/carver.h"
+#include "model/loss_gpu_memory.h"
 #include "model/recompute.h"
 
 /* ---- activations ------------------------------------------------------------ */
@@ -299,12 +300,19 @@ shs_status_t shs_llama_create(shs_model_t **out, const shs_layout_t *layout, con
     layout_acts(g, NULL, &n_acts);
     layout_scratch(g, NULL, &n_scratch);
     layout_work(g, NULL, &n_work);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->acts_mem, n_acts, SHS_MEM_ACTIVATIONS, "forward activations"), st, fail);
-    SHS_CHECK_GOTO(shs_device_alloc(dev, &g->scratch_mem, n_scratch, SHS_MEM_ACTIVATIONS, "backward scratch"), st,
-                   fail);
+    /* the GPU ledger (device.h): the f32 logits and probabilities are the loss's, which the GPU holds at
+     * its own peak (loss_gpu_memory.h), before the layers' backward needs the rest of the scratch (the
+     * gradients, in dtype A there); the f32 work is the emulation's alone */
+    size_t V = (size_t)cfg->vocab, a = shs_dtype_size(g->amp.A), grads = (n_scratch - 4 * BT * V) / 4 * a;
+    size_t loss = shs__loss_gpu_bytes(BT, V, a, ex->loss_kernel);
+    SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &g->acts_mem, n_acts, n_acts - 8 * BT * V, SHS_MEM_ACTIVATIONS,
+                                            "forward activations"), st, fail);
+    SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &g->scratch_mem, n_scratch, loss > grads ? loss : grads,
+                                            SHS_MEM_ACTIVATIONS, "backward scratch"), st, fail);
     if (n_work)
-        SHS_CHECK_GOTO(shs_device_alloc(dev, &g->work_mem, n_work, SHS_MEM_ACTIVATIONS,
-                                        "autocast f32 work (views of 16-bit activations, rounded weights)"), st, fail);
+        SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &g->work_mem, n_work, 0, SHS_MEM_ACTIVATIONS,
+                                                "autocast f32 work (views of 16-bit activations, rounded weights)"),
+                       st, fail);
     SHS_CHECK_GOTO(shs_device_alloc(dev, (void **)&g->tokens, 4 * BT * sizeof(int32_t), SHS_MEM_ACTIVATIONS,
                                     "tokens"), st, fail);
     g->targets = g->tokens + BT;

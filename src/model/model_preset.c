@@ -28,6 +28,7 @@
 #include <string.h>
 
 #define GPT2_V 50257
+#define MPT_V 50368 /* llm-foundry's yamls: vocab_size 50368 (the GPT-NeoX-20B tokenizer, padded) */
 #define LLAMA2_V 32000
 #define LLAMA3_V 128256
 
@@ -54,6 +55,16 @@ static const shs_model_preset_t presets[] = {
      "GPT-3 13B (Brown et al. 2020, Table 2.1: 13.0B with d_model 5140; 12.85B with 5120)"),
     GPT_ROW("gpt3-175b", {96, 96, 12288, 2048, GPT2_V}, 175000000000ull, 1000000000ull,
      "GPT-3 175B (Brown et al. 2020, Table 2.1: 175.0B)"),
+    /* MPT as llm-foundry's throughput benchmarks ran it (scripts/train/yamls/pretrain/mpt-*.yaml: d_model,
+     * n_heads, n_layers, expansion_ratio 4, vocab 50368): learned position embeddings, biases and LayerNorm
+     * biases (MPTConfig's defaults then, not the ALiBi, bias-free MPT-7B release): the NumParams column of
+     * scripts/train/benchmarking/README.md equals this GPT's count at every sequence length */
+    GPT_ROW("mpt-1b", {24, 16, 2048, 2048, MPT_V}, 1315950592ull, 1, "MPT 1B (llm-foundry benchmarks, NumParams at T 2048)"),
+    GPT_ROW("mpt-3b", {32, 20, 2560, 2048, MPT_V}, 2651837440ull, 1, "MPT 3B (llm-foundry benchmarks, NumParams at T 2048)"),
+    GPT_ROW("mpt-7b", {32, 32, 4096, 2048, MPT_V}, 6658859008ull, 1, "MPT 7B (llm-foundry benchmarks, NumParams at T 2048)"),
+    GPT_ROW("mpt-13b", {40, 40, 5120, 2048, MPT_V}, 12853954560ull, 1, "MPT 13B (llm-foundry benchmarks, NumParams at T 2048)"),
+    GPT_ROW("mpt-30b", {48, 56, 7168, 2048, MPT_V}, 29975214080ull, 1, "MPT 30B (llm-foundry benchmarks, NumParams at T 2048)"),
+    GPT_ROW("mpt-70b", {80, 64, 8192, 2048, MPT_V}, 64862437376ull, 1, "MPT 70B (llm-foundry benchmarks, NumParams at T 2048)"),
     /* meta-llama/Llama-2-7b-hf: 4096, 11008, 32 layers, 32 heads, 32 kv heads, 32000, 4096, 1e-05 */
     LLAMA_ROW("llama2-7b", 4096, 6738415616ull, "Llama 2 7B: 6,738,415,616 (HF meta-llama/Llama-2-7b-hf)",
               SHAPE(32, 4096, 32, 32, 11008, LLAMA2_V, 4096), .rms_norm_eps = 1e-5f, .rope_theta = 10000.0),

@@ -22,13 +22,17 @@
  * stage 3 or 2 within groups of shard_group_size ranks and replicates the
  * groups, so the gradient shard is also all-reduced across them.
  *
- *                       optimizer grads params regathers  reduce
- *   ddp                     -       -      -       -      all-reduce
- *   zero1                   x       -      -       x      reduce-scatter
- *   zero2                   x       x      -       x      reduce-scatter
- *   zero3                   x       x      x       -      reduce-scatter
- *   hybrid_shard            x       x      x       -      reduce-scatter + replica all-reduce
- *   hybrid_shard_zero2      x       x      -       x      reduce-scatter + replica all-reduce
+ *                       optimizer grads params regathers  reduce                              GPU run modelled
+ *   ddp                     -       -      -       -      all-reduce                          PyTorch DDP
+ *   zero1                   x       -      -       x      reduce-scatter                      DeepSpeed ZeRO-1
+ *   zero2                   x       x      -       x      reduce-scatter                      DeepSpeed ZeRO-2
+ *   zero3                   x       x      x       -      reduce-scatter                      PyTorch FSDP2
+ *   hybrid_shard            x       x      x       -      reduce-scatter + replica all-reduce PyTorch FSDP2 HSDP
+ *   hybrid_shard_zero2      x       x      -       x      reduce-scatter + replica all-reduce DeepSpeed ZeRO-2 layout
+ *
+ * The last column is the framework whose GPU run the device's GPU ledger
+ * models for the stage unless the configuration names one
+ * (shs_strategy_config_t.framework; strategy.h SHS_FRAMEWORK_MAP).
  *
  * ZeRO-1 keeps the full gradient and reduce-scatters it in place (its shard
  * of the full buffer becomes the reduced shard); ZeRO-2 reduce-scatters a
@@ -49,36 +53,42 @@ static const shs_stage_t ddp = {
     .shards_optimizer = 0, .shards_grads = 0, .shards_params = 0,
     .regathers_params_after_step = 0,
     .reduce = SHS_GRAD_ALL_REDUCE,
+    .framework = SHS_FRAMEWORK_TORCH,
 };
 
 static const shs_stage_t zero1 = {
     .shards_optimizer = 1, .shards_grads = 0, .shards_params = 0,
     .regathers_params_after_step = 1,
     .reduce = SHS_GRAD_REDUCE_SCATTER,
+    .framework = SHS_FRAMEWORK_DEEPSPEED,
 };
 
 static const shs_stage_t zero2 = {
     .shards_optimizer = 1, .shards_grads = 1, .shards_params = 0,
     .regathers_params_after_step = 1,
     .reduce = SHS_GRAD_REDUCE_SCATTER,
+    .framework = SHS_FRAMEWORK_DEEPSPEED,
 };
 
 static const shs_stage_t zero3 = {
     .shards_optimizer = 1, .shards_grads = 1, .shards_params = 1,
     .regathers_params_after_step = 0,
     .reduce = SHS_GRAD_REDUCE_SCATTER,
+    .framework = SHS_FRAMEWORK_TORCH,
 };
 
 static const shs_stage_t hybrid_shard = {
     .shards_optimizer = 1, .shards_grads = 1, .shards_params = 1,
     .regathers_params_after_step = 0,
     .reduce = SHS_GRAD_REDUCE_SCATTER_REPLICAS,
+    .framework = SHS_FRAMEWORK_TORCH,
 };
 
 static const shs_stage_t hybrid_shard_zero2 = {
     .shards_optimizer = 1, .shards_grads = 1, .shards_params = 0,
     .regathers_params_after_step = 1,
     .reduce = SHS_GRAD_REDUCE_SCATTER_REPLICAS,
+    .framework = SHS_FRAMEWORK_DEEPSPEED,
 };
 
 static const shs_stage_t *const stages[SHS_NUM_STRATEGIES] = {
@@ -92,6 +102,29 @@ static const shs_stage_t *const stages[SHS_NUM_STRATEGIES] = {
 
 const shs_stage_t *shs_strategy_stage(shs_strategy_kind_t k) {
     return (int)k >= 0 && k < SHS_NUM_STRATEGIES ? stages[k] : NULL;
+}
+
+#define FRAMEWORK_NAME(id, name) name,
+static const char *const framework_names[] = {SHS_FRAMEWORK_MAP(FRAMEWORK_NAME)};
+#undef FRAMEWORK_NAME
+
+const char *shs_framework_name(shs_framework_t f) {
+    return shs__name_of(framework_names, SHS_NUM_FRAMEWORKS, (int)f, "invalid");
+}
+
+const char *shs_framework_describe(shs_framework_t f, shs_strategy_kind_t k) {
+    const shs_stage_t *st = shs_strategy_stage(k);
+    if (!st) return "invalid";
+    if (f == SHS_FRAMEWORK_DEFAULT) f = st->framework;
+    if (f == SHS_FRAMEWORK_DEEPSPEED) {
+        if (!st->shards_optimizer) return "DeepSpeed stage 0 (BF16_Optimizer / FP16_Optimizer)";
+        if (st->shards_params) return "DeepSpeed ZeRO-3 (DeepSpeedZeroOptimizer_Stage3)";
+        return st->shards_grads ? "DeepSpeed ZeRO-2 (DeepSpeedZeroOptimizer)" : "DeepSpeed ZeRO-1 (DeepSpeedZeroOptimizer)";
+    }
+    if (!st->shards_optimizer) return "PyTorch DDP under autocast";
+    if (st->shards_params) return st->reduce == SHS_GRAD_REDUCE_SCATTER_REPLICAS ? "PyTorch FSDP2 HSDP (fully_shard, 2-D mesh)"
+                                                                             : "PyTorch FSDP2 (fully_shard)";
+    return "PyTorch FSDP SHARD_GRAD_OP layout";
 }
 
 #define STRATEGY_NAME(id, name) name,

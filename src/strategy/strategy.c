@@ -70,14 +70,20 @@ static shs_status_t alloc_unit(shs_strategy_t *s, int i) {
     if (u->full_params) SHS_CHECK(alloc_floats(s, &u->params, u->full_len, SHS_MEM_PARAMS, "parameters"));
     else SHS_CHECK(shs_device_alloc(params_dev(s, u), (void **)&u->params, u->shard.size * sizeof(float),
                                     SHS_MEM_PARAMS, u->params_on_host ? "offloaded parameter shard" : "parameter shard"));
+    if (u->full_params && low_precision(s) && s->cfg.framework == SHS_FRAMEWORK_DEEPSPEED)
+        SHS_CHECK(shs_device_alloc_modeled(s->dev, &u->gpu_lp_params, 0, (u->numel ? u->numel : 1) *
+                                           shs_dtype_size(s->cfg.param_dtype), SHS_MEM_PARAMS,
+                                           "16-bit parameters (DeepSpeed)"));
     if (u->keeps_lp_replica) {
         SHS_CHECK(shs_device_alloc(s->dev, &u->lp_replica, (u->full_len ? u->full_len : 1) * shs_dtype_size(s->cfg.param_dtype),
                                    SHS_MEM_PARAMS, "parameters (param-dtype replica)"));
         u->lp_stale = 1; /* gathered at first use, once the shards hold their values */
     }
-    if (u->keeps_lp_shard)
-        SHS_CHECK(shs_device_alloc(s->dev, &u->lp_shard, (u->shard.size ? u->shard.size : 1) * shs_dtype_size(s->cfg.param_dtype),
-                                   SHS_MEM_PARAMS, "parameter shard (param dtype)"));
+    if (u->keeps_lp_shard) { /* FSDP2 keeps none: it casts the f32 shard for each all-gather */
+        size_t b = (u->shard.size ? u->shard.size : 1) * shs_dtype_size(s->cfg.param_dtype);
+        SHS_CHECK(shs_device_alloc_modeled(s->dev, &u->lp_shard, b, s->cfg.framework == SHS_FRAMEWORK_TORCH ? 0 : b,
+                                           SHS_MEM_PARAMS, "parameter shard (param dtype)"));
+    }
     if (!u->grads_in_block)
         SHS_CHECK(shs_device_alloc(s->dev, &u->grad_shard, (u->shard.size ? u->shard.size : 1) * grad_es(s), SHS_MEM_GRADS,
                                    "gradient shard"));
@@ -116,6 +122,27 @@ int shs_strategy_hybrid_color(int G, int split_index, int rank, int *key) {
     return split_index == 0 ? rank / G : rank % G;
 }
 
+/* reshard_after_forward_size as it acts: 0 (off) unless 1 < R < the shard group */
+static int reshard_groups(const shs_strategy_config_t *cfg, int shard_n) {
+    int R = cfg->reshard_after_forward_size;
+    return R > 1 && R < shard_n ? R : 0;
+}
+
+int shs_strategy_split(const shs_strategy_config_t *cfg, int world, int split_index, int rank, int *color, int *key) {
+    int hybrid = shs_strategy_is_hybrid(cfg->kind), G = cfg->shard_group_size ? cfg->shard_group_size : world;
+    int R = reshard_groups(cfg, hybrid ? G : world);
+    int kinds[3], n = 0;
+    if (hybrid) kinds[n++] = 1;
+    if (hybrid && world / G > 1) kinds[n++] = 2;
+    if (R) kinds[n++] = 3;
+    *key = rank;
+    *color = 0;
+    if (split_index < 0 || split_index >= n) return 0;
+    int k = kinds[split_index];
+    *color = k == 1 ? rank / G : k == 2 ? rank % G : rank / R;
+    return k;
+}
+
 shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config_t *cfg,
                                  const shs_layout_t *layout, shs_device_t *dev, shs_comm_t *comm) {
     *out = NULL;
@@ -129,6 +156,8 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
             return shs_set_error(SHS_INVALID_ARG, "%s dtype must be f32, bf16 or f16 (got %s)", k ? "reduce" : "param",
                                  shs_dtype_name(t));
     }
+    if ((int)cfg->framework < 0 || cfg->framework >= SHS_NUM_FRAMEWORKS)
+        return shs_set_error(SHS_INVALID_ARG, "invalid framework %d", (int)cfg->framework);
     shs_dtype_t pd = cfg->param_dtype ? cfg->param_dtype : SHS_F32;
     if (cfg->grad_accum_dtype != SHS_DTYPE_DEFAULT && cfg->grad_accum_dtype != SHS_F32 && cfg->grad_accum_dtype != pd)
         return shs_set_error(SHS_INVALID_ARG, "gradient accumulation dtype must be f32 or the param dtype %s (got %s)",
@@ -162,6 +191,7 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
     if (s->cfg.param_dtype == SHS_DTYPE_DEFAULT) s->cfg.param_dtype = SHS_F32;
     if (s->cfg.reduce_dtype == SHS_DTYPE_DEFAULT) s->cfg.reduce_dtype = s->cfg.param_dtype;
     if (s->cfg.grad_accum_dtype == SHS_DTYPE_DEFAULT) s->cfg.grad_accum_dtype = s->cfg.param_dtype;
+    if (s->cfg.framework == SHS_FRAMEWORK_DEFAULT) s->cfg.framework = stage->framework;
     shs_loss_scaler_fill_defaults(&s->cfg.scaler);
     s->scaling = s->cfg.param_dtype == SHS_F16;
     s->scaler = shs_loss_scale_initial(&s->cfg.scaler);
@@ -203,6 +233,23 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         s->shard_rank = s->rank % G;
         s->replica = s->rank / G;
     }
+    if (cfg->reshard_after_forward_size < 0 || (cfg->reshard_after_forward_size > 0 &&
+                                                 s->shard_n % cfg->reshard_after_forward_size != 0)) {
+        st = shs_set_error(SHS_INVALID_ARG, "reshard_after_forward %d must be a positive divisor of the shard group's "
+                           "%d ranks (FSDP2 reshards to a smaller mesh that divides it)",
+                           cfg->reshard_after_forward_size, s->shard_n);
+        goto fail;
+    }
+    if (reshard_groups(&s->cfg, s->shard_n) && stage->shards_params) {
+        /* R consecutive world ranks, inside one shard group (R divides G) */
+        uint64_t caller_tag = shs_comm_tag(comm);
+        shs_comm_set_tag(comm, shs_comm_tag_pack(SHS_TAG_SPLIT, -1, 0, 0));
+        int R = reshard_groups(&s->cfg, s->shard_n);
+        st = shs_comm_split(comm, s->rank / R, s->rank, &s->reshard_comm);
+        shs_comm_set_tag(comm, caller_tag);
+        if (st != SHS_OK) goto fail;
+        s->reshard_n = R;
+    }
     if (cfg->offload != SHS_OFFLOAD_NONE) {
         if (cfg->offload == SHS_OFFLOAD_PARAMS && !stage->shards_params) {
             st = shs_set_error(SHS_INVALID_ARG, "offloading parameters needs sharded parameters (zero3 or "
@@ -226,6 +273,17 @@ shs_status_t shs_strategy_create(shs_strategy_t **out, const shs_strategy_config
         for (int i = 0; i < layout->num_units; i++)
             if (s->units[i].grads_in_block) s->units[i].grad_full = grad_at(s, s->grad_block, s->units[i].grad_offset);
     }
+    if (s->cfg.zero.reduce_bucket && stage->shards_grads) {
+        if (!(s->rs_units = calloc((size_t)layout->num_units + 1, sizeof *s->rs_units))) {
+            st = shs_set_error(SHS_HOST_OOM, "cannot allocate strategy state");
+            goto fail;
+        }
+        /* DeepSpeed's ipg buffer (two for ZeRO-1/2 with overlap_comm): the GPU's, held throughout */
+        size_t nbuf = s->cfg.zero.overlap_comm && !stage->shards_params ? 2 : 1;
+        if (s->cfg.zero.contiguous_gradients)
+            SHS_CHECK_GOTO(shs_device_alloc_modeled(dev, &s->ipg, 0, nbuf * s->cfg.zero.reduce_bucket * grad_es(s),
+                                                    SHS_MEM_COMM, "ipg buffer (DeepSpeed's reduce bucket)"), st, fail);
+    }
     if (cfg->clip_norm > 0 || s->scaling)
         SHS_CHECK_GOTO(shs_device_alloc(s->opt_dev, (void **)&s->norm_acc, SHS_NORM_ACC_WORDS * sizeof(int64_t),
                                         SHS_MEM_OTHER, "gradient norm"), st, fail);
@@ -245,6 +303,10 @@ void shs_strategy_destroy(shs_strategy_t *s) {
         shs_device_free(params_dev(s, u), u->params);
         shs_device_free(s->dev, u->lp_replica);
         shs_device_free(s->dev, u->lp_shard);
+        shs_device_free(s->dev, u->gpu_cache);
+        shs_device_free(s->dev, u->gpu_lp_params);
+        shs_device_free(s->dev, u->post_fwd);
+        if (u->rs_grad != u->grad_full) shs_device_free(s->dev, u->rs_grad);
         if (u->bwd != u->grad_full) shs_device_free(s->dev, u->bwd);
         shs_device_free(s->dev, u->gathered);
         if (!u->grads_in_block) shs_device_free(s->dev, u->grad_full);
@@ -254,10 +316,13 @@ void shs_strategy_destroy(shs_strategy_t *s) {
         if (s->host) shs_device_free(s->host, u->master);
     }
     shs_device_free(s->dev, s->grad_block);
+    shs_device_free(s->dev, s->ipg);
+    free(s->rs_units);
     shs_device_free(s->opt_dev, s->norm_acc);
     for (int ph = 0; ph < 2; ph++) free(s->order[ph]), free(s->prev[ph]);
     if (s->shard_comm != s->comm) shs_comm_destroy(s->shard_comm);
     shs_comm_destroy(s->replica_comm);
+    shs_comm_destroy(s->reshard_comm);
     free(s->units);
     shs_device_destroy(s->host);
     free(s);

@@ -49,8 +49,15 @@ typedef struct {
 
     /* compute parameters while acquired: the parameter source (strategy_source.c, strategy_unit.c) */
     float *gathered;       /* gathers: f32 compute params (COMM) */
+    void *gpu_cache;       /* the GPU ledger only (device.h): PyTorch autocast's weight cache, the unit's
+                            * param-dtype copy from its forward to its backward (TORCH, full units below f32) */
+    void *gpu_lp_params;   /* the GPU ledger only: DeepSpeed's persistent 16-bit parameters of a whole unit */
     int gather_refs;       /* outstanding acquires of `gathered` (a hold's reference included) */
     unit_hold_t held;      /* one reference held for the next acquire, and why */
+    void *rs_grad;         /* zero.reduce_bucket: the unit's full gradient waiting in the bucket (with
+                            * contiguous_gradients a copy the GPU holds in the ipg buffer, else grad_full) */
+    void *post_fwd;        /* reshard_after_forward R: this rank's 1/R of the unit (param_dtype, full_len / R)
+                            * from its forward to its backward all-gather within the reshard group (COMM) */
 
     /* gradients: backward and reduction (strategy_source.c, strategy_reduce.c), in the
      * gradient dtype (grad_dtype) except bwd */
@@ -87,6 +94,8 @@ struct shs_strategy {
      * group of shard_group_size consecutive ranks, replicated across groups */
     shs_comm_t *shard_comm, *replica_comm; /* replica_comm: hybrid with more than one replica, else NULL */
     int shard_n, shard_rank, replica;
+    shs_comm_t *reshard_comm; /* reshard_after_forward_size R: this rank's group of R consecutive ranks, else NULL */
+    int reshard_n;         /* R, 0 without */
     unit_state_t *units;
 
     /* the parameter source (strategy_source.c) */
@@ -105,6 +114,11 @@ struct shs_strategy {
     size_t grad_block_len;
     /* bucket: the pending ready range [bucket_lo, bucket_hi) of grad_block */
     size_t bucket_lo, bucket_hi;
+    /* zero.reduce_bucket: sharded units waiting for one reduce-scatter, their full_len summed */
+    unit_state_t **rs_units;
+    int rs_n;
+    size_t rs_elems;
+    void *ipg;             /* the GPU ledger only: DeepSpeed's ipg buffer(s) (contiguous_gradients) */
 
     /* the step (strategy_step.c) */
     float grad_norm;       /* last step's total norm, -1 without clipping */
@@ -162,6 +176,13 @@ static inline void device_range(const shs_strategy_t *s, const unit_state_t *u, 
 }
 
 static inline int unit_index(const shs_strategy_t *s, const unit_state_t *u) { return (int)(u - s->units); }
+
+/* Whether the modelled GPU run (TORCH: DDP under autocast) keeps the unit's
+ * param-dtype weights from its forward to its backward: autocast's cast
+ * cache, and autograd's saved inputs of each matmul. */
+static inline int autocast_cached(const shs_strategy_t *s, const unit_state_t *u) {
+    return s->cfg.framework == SHS_FRAMEWORK_TORCH && u->full_params && low_precision(s);
+}
 
 /* `c` with the tag of this rank's next call set: `kind` for `unit` (-1:
  * none) at the current micro-batch and step. Every call the strategy makes

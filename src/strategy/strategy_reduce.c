@@ -98,10 +98,9 @@ static shs_status_t all_reduce_grads(shs_strategy_t *s, void *p, size_t n) {
  * place) over the shard group, then for hybrid sharding an all-reduce of the
  * shard across the replicas (PyTorch HSDP's order); carried in reduce_dtype
  * as all_reduce_grads. */
-static shs_status_t reduce_scatter_grads(shs_strategy_t *s, unit_state_t *u, void *full, void *out) {
+static shs_status_t reduce_scatter_grads_at(shs_strategy_t *s, const unit_state_t *u, int unit, void *full, void *out) {
     shs_dtype_t rd = s->cfg.reduce_dtype, gd = grad_dtype(s);
     size_t S = u->shard.size;
-    int unit = unit_index(s, u);
     shs_comm_t *shard_comm = tagged(s, s->shard_comm, SHS_TAG_REDUCE_SCATTER, unit);
     /* replica_comm exists for SHS_GRAD_REDUCE_SCATTER_REPLICAS with more than one replica */
     shs_comm_t *replica_comm = s->replica_comm ? tagged(s, s->replica_comm, SHS_TAG_REPLICA_ALL_REDUCE, unit) : NULL;
@@ -126,6 +125,10 @@ static shs_status_t reduce_scatter_grads(shs_strategy_t *s, unit_state_t *u, voi
     return st;
 }
 
+static shs_status_t reduce_scatter_grads(shs_strategy_t *s, unit_state_t *u, void *full, void *out) {
+    return reduce_scatter_grads_at(s, u, unit_index(s, u), full, out);
+}
+
 /* All-reduce the pending bucket (strategy_unit.h). */
 shs_status_t shs__strategy_flush_bucket(shs_strategy_t *s) {
     size_t n = s->bucket_hi - s->bucket_lo;
@@ -148,10 +151,82 @@ static shs_status_t bucket_grads_ready(shs_strategy_t *s, unit_state_t *u) {
     return SHS_OK;
 }
 
+/* DeepSpeed's reduce bucket (strategy.h shs_zero_knobs_t): one
+ * reduce-scatter of every waiting unit's gradient. The send buffer holds,
+ * for rank r = 0..n-1 in turn, rank r's part (S_u elements) of each
+ * waiting unit in the order they joined, so rank r's output is its shards
+ * of those units one after the other; each element is reduced over the
+ * same ranks in the same order as a per-unit reduce-scatter. */
+shs_status_t shs__strategy_flush_rs_bucket(shs_strategy_t *s) {
+    if (!s->rs_n) return SHS_OK;
+    size_t es = grad_es(s), per = 0, n = (size_t)s->shard_n;
+    for (int i = 0; i < s->rs_n; i++) per += s->rs_units[i]->shard.size;
+    void *send = NULL, *out = NULL;
+    /* on the GPU: the ipg buffer itself with contiguous gradients, else reduce_scatter_coalesced's flat copy */
+    size_t sb = (per > 0 ? per * n : 1) * es;
+    shs_status_t st = shs_device_alloc_modeled(s->dev, &send, sb, s->cfg.zero.contiguous_gradients ? 0 : sb, SHS_MEM_COMM,
+                                               "reduce bucket (rank by rank)");
+    if (st == SHS_OK) /* the output lands in the gradient partitions: none of its own there */
+        st = shs_device_alloc_modeled(s->dev, &out, (per ? per : 1) * es, 0, SHS_MEM_COMM, "reduce bucket output");
+    for (size_t r = 0, off = 0; st == SHS_OK && r < n; r++)
+        for (int i = 0; st == SHS_OK && i < s->rs_n; i++) {
+            unit_state_t *u = s->rs_units[i];
+            st = shs_memcpy_d2d(s->dev, grad_at(s, send, off), grad_at(s, u->rs_grad, r * u->shard.size),
+                                u->shard.size * es);
+            off += u->shard.size;
+        }
+    unit_state_t fake = {.shard = {.offset = (size_t)s->shard_rank * per, .size = per, .valid = per},
+                         .full_len = per * n}; /* the bucket as one unit for reduce_scatter_grads */
+    if (st == SHS_OK) {
+        s->bucket_unit = unit_index(s, s->rs_units[s->rs_n - 1]);
+        st = reduce_scatter_grads_at(s, &fake, s->bucket_unit, send, out);
+    }
+    for (size_t i = 0, off = 0; st == SHS_OK && i < (size_t)s->rs_n; i++) {
+        unit_state_t *u = s->rs_units[i];
+        st = shs_memcpy_d2d(s->dev, u->grad_shard, grad_at(s, out, off), u->shard.size * es);
+        off += u->shard.size;
+    }
+    shs_device_free(s->dev, send);
+    shs_device_free(s->dev, out);
+    for (int i = 0; i < s->rs_n; i++) {
+        shs_device_free(s->dev, s->rs_units[i]->rs_grad);
+        s->rs_units[i]->rs_grad = NULL;
+    }
+    s->rs_n = 0;
+    s->rs_elems = 0;
+    return st;
+}
+
+/* A sharded unit's gradient joins the reduce bucket (or, larger than it,
+ * goes alone after the waiting ones), as DeepSpeed's ipg bucket. */
+static shs_status_t rs_bucket_join(shs_strategy_t *s, unit_state_t *u) {
+    size_t cap = s->cfg.zero.reduce_bucket;
+    if (s->rs_n && s->rs_elems + u->full_len > cap) SHS_CHECK(shs__strategy_flush_rs_bucket(s));
+    if (u->full_len > cap) { /* an extra-large parameter: reduced directly */
+        shs_status_t st = reduce_scatter_grads(s, u, u->grad_full, u->grad_shard);
+        shs_device_free(s->dev, u->grad_full);
+        u->grad_full = NULL;
+        return st;
+    }
+    if (s->cfg.zero.contiguous_gradients) { /* copied into the ipg buffer, the gradient freed */
+        size_t b = (u->full_len ? u->full_len : 1) * grad_es(s);
+        SHS_CHECK(shs_device_alloc_modeled(s->dev, &u->rs_grad, b, 0, SHS_MEM_COMM, "gradient in the reduce bucket"));
+        SHS_CHECK(shs_memcpy_d2d(s->dev, u->rs_grad, u->grad_full, u->full_len * grad_es(s)));
+        shs_device_free(s->dev, u->grad_full);
+    } else {
+        u->rs_grad = u->grad_full;
+    }
+    u->grad_full = NULL;
+    s->rs_units[s->rs_n++] = u;
+    s->rs_elems += u->full_len;
+    return SHS_OK;
+}
+
 shs_status_t shs__strategy_reduce_unit(shs_strategy_t *s, unit_state_t *u) {
     if (u->whole) return bucket_grads_ready(s, u);
     if (u->grads_in_block) /* ZeRO-1, in place: this rank's shard of grad_full becomes the reduced shard */
         return reduce_scatter_grads(s, u, u->grad_full, grad_at(s, u->grad_full, u->shard.offset));
+    if (s->cfg.zero.reduce_bucket) return rs_bucket_join(s, u);
     shs_status_t st = reduce_scatter_grads(s, u, u->grad_full, u->grad_shard);
     shs_device_free(s->dev, u->grad_full); /* the transient full gradient */
     u->grad_full = NULL;

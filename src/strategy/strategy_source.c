@@ -50,6 +50,53 @@ static int next_unit(const shs_strategy_t *s, int unit) {
     return -1;
 }
 
+/* Elements of every unit whose compute parameters are live now. */
+static size_t live_elems(const shs_strategy_t *s) {
+    size_t n = 0;
+    for (int i = 0; i < s->layout->num_units; i++)
+        if (s->units[i].gather_refs > 0) n += s->units[i].full_len;
+    return n;
+}
+
+/* DeepSpeed ZeRO-3's prefetch (zero.prefetch_bucket, max_live): the units
+ * after `unit` in the recorded order of this pass are gathered ahead while
+ * the elements being prefetched stay within the prefetch bucket and the live
+ * elements within max_live (partitioned_param_coordinator.fetch_sub_module);
+ * units already live are passed over. */
+static shs_status_t prefetch_budget(shs_strategy_t *s, int unit) {
+    int ph = s->phase, at = -1;
+    for (int i = 0; i < s->prev_len[ph] && at < 0; i++)
+        if (s->prev[ph][i] == unit) at = i;
+    if (at < 0) return SHS_OK;
+    size_t budget = 0, live = live_elems(s);
+    for (int i = at + 1; i < s->prev_len[ph]; i++) {
+        unit_state_t *v = &s->units[s->prev[ph][i]];
+        if (!v->gathers || v->gather_refs > 0) continue;
+        if (budget + v->full_len > s->cfg.zero.prefetch_bucket) break;
+        if (s->cfg.zero.max_live && live + v->full_len > s->cfg.zero.max_live) break;
+        SHS_CHECK(prefetch(s, s->prev[ph][i]));
+        budget += v->full_len;
+        live += v->full_len;
+    }
+    return SHS_OK;
+}
+
+/* DeepSpeed ZeRO-3's reuse distance (zero.max_reuse): whether `unit`,
+ * released after its forward use, is needed again (its backward) within
+ * max_reuse gathered elements: the rest of the forward after it and the
+ * backward before it, by the recorded orders (during a forward: the last
+ * complete forward's, and the last backward's, still in order[BACKWARD]). */
+static int reused_soon(const shs_strategy_t *s, int unit) {
+    const int *fw = s->prev[SHS_PHASE_FORWARD], *bw = s->order[SHS_PHASE_BACKWARD];
+    int nf = s->prev_len[SHS_PHASE_FORWARD], nb = s->order_len[SHS_PHASE_BACKWARD], i = 0;
+    if (!s->cfg.zero.max_reuse || !nf || !nb) return 0;
+    while (i < nf && fw[i] != unit) i++;
+    size_t d = 0;
+    for (i++; i < nf; i++) d += s->units[fw[i]].full_len;
+    for (int j = 0; j < nb && bw[j] != unit; j++) d += s->units[bw[j]].full_len;
+    return d <= s->cfg.zero.max_reuse;
+}
+
 static shs_status_t acquire_params(void *self, int unit, const float **params) {
     shs_strategy_t *s = self;
     unit_state_t *u = &s->units[unit];
@@ -70,10 +117,15 @@ static shs_status_t acquire_params(void *self, int unit, const float **params) {
     } else {
         SHS_CHECK(shs__strategy_take_gathered(s, u));
     }
+    if (u->gpu_cache && s->phase == SHS_PHASE_BACKWARD) { /* the cast copy is in use again: it is `gathered` now */
+        shs_device_free(s->dev, u->gpu_cache);
+        u->gpu_cache = NULL;
+    }
     *params = u->gathered;
     /* prefetch what follows this use; a second use of a unit (the tied
      * embedding as the LM head) has no place of its own in the recorded
      * order, and what follows its first use is already done */
+    if (!seen && s->cfg.zero.prefetch_bucket) return prefetch_budget(s, unit); /* DeepSpeed's, both passes */
     if (!seen && s->phase == SHS_PHASE_FORWARD && s->cfg.forward_prefetch) SHS_CHECK(prefetch(s, next_unit(s, unit)));
     if (!seen && s->phase == SHS_PHASE_BACKWARD && s->cfg.backward_prefetch == SHS_PREFETCH_PRE)
         SHS_CHECK(prefetch(s, next_unit(s, unit)));
@@ -86,12 +138,19 @@ static shs_status_t release_params(void *self, int unit) {
     if (!u->gathers) return SHS_OK;
     SHS_ASSERT(u->gather_refs > 0);
     if (--u->gather_refs > 0) return SHS_OK;
-    if (s->phase == SHS_PHASE_FORWARD && s->cfg.keep_after_forward && !u->full_params && !u->lp_replica) {
+    int keep = s->cfg.keep_after_forward || s->cfg.reshard_after_forward_size == 1 ||
+               (s->phase == SHS_PHASE_FORWARD && reused_soon(s, unit));
+    if (s->phase == SHS_PHASE_FORWARD && keep && !u->full_params && !u->lp_replica) {
         u->gather_refs = 1; /* keep it for backward (FSDP SHARD_GRAD_OP) */
         u->held = UNIT_KEPT_AFTER_FORWARD;
         return SHS_OK;
     }
+    if (s->phase == SHS_PHASE_FORWARD && s->reshard_comm && !u->full_params && !u->lp_replica && !u->post_fwd)
+        SHS_CHECK(shs__strategy_reshard(s, u)); /* FSDP2's reshard_after_forward=R: keep 1/R for backward */
     SHS_LOG(TRACE, STRATEGY, "unit %d: release parameters", unit);
+    if (s->phase == SHS_PHASE_FORWARD && autocast_cached(s, u) && !u->gpu_cache) /* kept on the GPU until backward */
+        SHS_CHECK(shs_device_alloc_modeled(s->dev, &u->gpu_cache, 0, shs__strategy_gathered_gpu_bytes(s, u),
+                                           SHS_MEM_COMM, "autocast weight cache"));
     shs__strategy_drop_gathered(s, u);
     return SHS_OK;
 }
@@ -130,8 +189,12 @@ static shs_status_t acquire_grads(void *self, int unit, float **grads) {
         if (bwd_in_place(s)) {
             u->bwd = u->grad_full;
         } else {
-            SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->bwd, (u->full_len ? u->full_len : 1) * sizeof(float),
-                                       SHS_MEM_COMM, "gradient (f32 working copy)"));
+            /* the GPU computes the gradient in param_dtype: into the stored gradient when that is param_dtype
+             * (nothing here), else into a param-dtype buffer added to the f32 accumulation buffer */
+            size_t n = u->full_len ? u->full_len : 1;
+            size_t gpu = grad_dtype(s) == SHS_F32 ? n * shs_dtype_size(s->cfg.param_dtype) : 0;
+            SHS_CHECK(shs_device_alloc_modeled(s->dev, (void **)&u->bwd, n * sizeof(float), gpu, SHS_MEM_COMM,
+                                               "gradient (f32 working copy)"));
             if (grad_dtype(s) == SHS_F32) SHS_CHECK(shs_memset(s->dev, u->bwd, 0, u->full_len * sizeof(float)));
             else shs_cast(s->dev, u->bwd, SHS_F32, u->grad_full, grad_dtype(s), u->full_len);
         }

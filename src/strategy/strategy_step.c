@@ -45,8 +45,10 @@ static shs_status_t step_grads(shs_strategy_t *s, const unit_state_t *u, float *
         *grad = g;
         return SHS_OK;
     }
-    SHS_CHECK(shs_device_alloc(s->dev, (void **)grad, (*n ? *n : 1) * sizeof(float), SHS_MEM_COMM,
-                               "gradient (f32 for the optimizer)"));
+    /* DeepSpeed's copy is one for the whole step (deepspeed_grad_copy), not one per unit */
+    size_t b = (*n ? *n : 1) * sizeof(float);
+    SHS_CHECK(shs_device_alloc_modeled(s->dev, (void **)grad, b, s->cfg.framework == SHS_FRAMEWORK_DEEPSPEED ? 0 : b,
+                                       SHS_MEM_COMM, "gradient (f32 for the optimizer)"));
     if (*n) shs_cast(s->dev, *grad, SHS_F32, g, grad_dtype(s), *n);
     for (int k = 0; k < s->num_grad_coef && *n; k++) shs_scale(s->dev, *grad, s->grad_coef[k], *n);
     return SHS_OK;
@@ -54,6 +56,27 @@ static shs_status_t step_grads(shs_strategy_t *s, const unit_state_t *u, float *
 
 static void put_step_grads(shs_strategy_t *s, float *grad) {
     if (!grads_in_place(s)) shs_device_free(s->dev, grad);
+}
+
+/* The GPU ledger's f32 gradient of DeepSpeed's optimizer step: the 16-bit
+ * gradient partition widened at once for the step (stage 0 FP16_Optimizer's
+ * fp32_groups_flat grad, ZeRO-1/2's single_partition_of_fp32_groups[i].grad,
+ * ZeRO-3's fp32_partitioned_groups_flat grad, with one optimizer group and
+ * sub-group), every unit's update range in f32 (GRADS); NULL in *out when
+ * the gradients are f32 already or the framework is another. */
+static shs_status_t deepspeed_grad_copy(shs_strategy_t *s, void **out) {
+    *out = NULL;
+    if (s->cfg.framework != SHS_FRAMEWORK_DEEPSPEED || grads_in_place(s)) return SHS_OK;
+    size_t elems = 0;
+    for (int i = 0; i < s->layout->num_units; i++) {
+        float *param;
+        void *grad;
+        size_t n;
+        update_range(s, &s->units[i], &param, &grad, &n);
+        elems += n;
+    }
+    return shs_device_alloc_modeled(s->dev, out, 0, (elems ? elems : 1) * sizeof(float), SHS_MEM_GRADS,
+                                    "f32 gradient partition (DeepSpeed's optimizer step)");
 }
 
 /* The total gradient norm (strategy.h): each element counted once. Under
@@ -190,6 +213,54 @@ static shs_status_t upload_params(shs_strategy_t *s) {
     return SHS_OK;
 }
 
+/* DeepSpeed ZeRO-1/2's re-gather after the step (zero.allgather_bucket):
+ * DeepSpeed on a torch with all_gather_into_tensor (runtime/utils.py,
+ * all_gather_into_tensor_dp_groups) gathers the rank's whole partition, every
+ * sharded unit's shard in turn, in one all-gather whatever
+ * allgather_bucket_size says (the older path split it by that size), into
+ * the flat 16-bit buffer in place; here the partition is copied out, gathered
+ * rank by rank, and each rank's part copied back into every unit's replica
+ * (in param_dtype) or f32 parameters. Exact copies: the same bits as the
+ * per-unit gathers. */
+static shs_status_t regather_flat(shs_strategy_t *s) {
+    shs_dtype_t pd = s->cfg.param_dtype;
+    size_t P = 0, n = (size_t)s->shard_n;
+    int last = -1;
+    for (int i = 0; i < s->layout->num_units; i++)
+        if (!s->units[i].whole) P += s->units[i].shard.size, last = i;
+    if (last < 0) return SHS_OK;
+    int lp = s->units[last].lp_replica != NULL;
+    shs_dtype_t t = lp ? pd : SHS_F32;
+    size_t es = shs_dtype_size(t);
+    void *part = NULL, *all = NULL;
+    shs_status_t st = shs_device_alloc_modeled(s->dev, &part, (P ? P : 1) * es, 0, SHS_MEM_COMM, "partition (flat)");
+    if (st == SHS_OK)
+        st = shs_device_alloc_modeled(s->dev, &all, (P ? P * n : 1) * es, 0, SHS_MEM_COMM, "parameters (flat)");
+    size_t off = 0;
+    for (int i = 0; st == SHS_OK && i < s->layout->num_units; i++) {
+        unit_state_t *u = &s->units[i];
+        if (u->whole) continue;
+        if (lp) shs_cast(s->dev, (char *)part + off * es, pd, u->params, SHS_F32, u->shard.size);
+        else st = shs_memcpy_d2d(s->dev, (char *)part + off * es, owned_params(u), u->shard.size * es);
+        off += u->shard.size;
+    }
+    if (st == SHS_OK) st = shs_all_gather(part, all, P, t, tagged(s, s->shard_comm, SHS_TAG_PARAM_REGATHER, last));
+    for (size_t r = 0; st == SHS_OK && r < n; r++) {
+        off = 0;
+        for (int i = 0; st == SHS_OK && i < s->layout->num_units; i++) {
+            unit_state_t *u = &s->units[i];
+            if (u->whole) continue;
+            void *dst = lp ? (char *)u->lp_replica + r * u->shard.size * es : (void *)(u->params + r * u->shard.size);
+            st = shs_memcpy_d2d(s->dev, dst, (char *)all + (r * P + off) * es, u->shard.size * es);
+            off += u->shard.size;
+        }
+    }
+    for (int i = 0; st == SHS_OK && i < s->layout->num_units; i++) s->units[i].lp_stale = 0;
+    shs_device_free(s->dev, part);
+    shs_device_free(s->dev, all);
+    return st;
+}
+
 /* The end of finish_step: the next step's tags carry step + 1. */
 static shs_status_t step_done(shs_strategy_t *s, long step) {
     s->step = step + 1;
@@ -201,6 +272,7 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
     s->step = step;
     shs__strategy_drop_held(s);
     SHS_CHECK(shs__strategy_flush_bucket(s));
+    SHS_CHECK(shs__strategy_flush_rs_bucket(s));
     if (s->host) SHS_CHECK(offload_grads(s));
     SHS_CHECK(plant_faults(s));
     s->skipped = 0;
@@ -220,19 +292,28 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
         optim.beta1 = (float)pt.beta1;
         optim.beta2 = (float)pt.beta2;
     }
+    void *ds_copy;
+    SHS_CHECK(deepspeed_grad_copy(s, &ds_copy));
     for (int i = 0; i < s->layout->num_units; i++) {
         unit_state_t *u = &s->units[i];
         float *param, *grad;
         size_t n;
-        SHS_CHECK(step_grads(s, u, &param, &grad, &n));
+        shs_status_t st = step_grads(s, u, &param, &grad, &n);
+        if (st != SHS_OK) {
+            shs_device_free(s->dev, ds_copy);
+            return st;
+        }
         shs_optim_step(s->opt_dev, &optim, step, param, grad, u->optim_state, n);
         put_step_grads(s, grad);
     }
+    shs_device_free(s->dev, ds_copy);
     s->lr_applied++;
     s->last_lr = optim.lr;
     if (s->host) SHS_CHECK(upload_params(s));
     for (int i = 0; i < s->layout->num_units; i++) shs__strategy_refresh_lp_shard(s, &s->units[i]);
-    if (s->stage->regathers_params_after_step) {
+    if (s->stage->regathers_params_after_step && s->cfg.zero.allgather_bucket) {
+        SHS_CHECK(regather_flat(s));
+    } else if (s->stage->regathers_params_after_step) {
         for (int i = 0; i < s->layout->num_units; i++) {
             unit_state_t *u = &s->units[i];
             if (u->whole) continue;
@@ -247,8 +328,8 @@ shs_status_t shs_strategy_finish_step(shs_strategy_t *s, long step) {
 float shs_strategy_grad_norm(const shs_strategy_t *s) { return s->grad_norm; }
 
 void shs_strategy_add_comm_stats(const shs_strategy_t *s, shs_comm_stats_t *acc) {
-    const shs_comm_t *sub[2] = {s->shard_comm != s->comm ? s->shard_comm : NULL, s->replica_comm};
-    for (int k = 0; k < 2; k++) {
+    const shs_comm_t *sub[3] = {s->shard_comm != s->comm ? s->shard_comm : NULL, s->replica_comm, s->reshard_comm};
+    for (int k = 0; k < 3; k++) {
         if (!sub[k]) continue;
         shs_comm_stats_t cs;
         shs_comm_get_stats(sub[k], &cs);

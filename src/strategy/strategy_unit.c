@@ -14,7 +14,8 @@
 shs_status_t shs__strategy_round_to(shs_strategy_t *s, float *dst, const float *src, size_t n, shs_dtype_t t) {
     if (n == 0) return SHS_OK;
     void *tmp;
-    SHS_CHECK(shs_device_alloc(s->dev, &tmp, n * shs_dtype_size(t), SHS_MEM_COMM, "low-precision copy"));
+    /* a cast the GPU does in registers: no buffer of its own there */
+    SHS_CHECK(shs_device_alloc_modeled(s->dev, &tmp, n * shs_dtype_size(t), 0, SHS_MEM_COMM, "low-precision copy"));
     shs_cast(s->dev, tmp, t, src, SHS_F32, n);
     shs_cast(s->dev, dst, SHS_F32, tmp, t, n);
     shs_device_free(s->dev, tmp);
@@ -29,8 +30,9 @@ shs_status_t shs__strategy_refresh_replica(shs_strategy_t *s, unit_state_t *u) {
     shs_dtype_t pd = s->cfg.param_dtype;
     size_t es = shs_dtype_size(pd);
     void *lp_shard;
-    SHS_CHECK(shs_device_alloc(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, SHS_MEM_COMM,
-                               "low-precision shard"));
+    /* DeepSpeed's 16-bit partition is a view of the replica (an in-place all-gather): none on the GPU */
+    SHS_CHECK(shs_device_alloc_modeled(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, 0, SHS_MEM_COMM,
+                                       "low-precision shard"));
     shs_cast(s->dev, lp_shard, pd, u->params, SHS_F32, u->shard.size);
     shs_status_t st = shs_all_gather(lp_shard, u->lp_replica, u->shard.size, pd,
                                      tagged(s, s->shard_comm, SHS_TAG_PARAM_REGATHER, unit_index(s, u)));
@@ -43,20 +45,64 @@ void shs__strategy_refresh_lp_shard(shs_strategy_t *s, unit_state_t *u) {
     if (u->lp_shard) shs_cast(s->dev, u->lp_shard, s->cfg.param_dtype, u->params, SHS_F32, u->shard.size);
 }
 
+size_t shs__strategy_gathered_gpu_bytes(const shs_strategy_t *s, const unit_state_t *u) {
+    size_t len = u->full_params ? u->numel : u->full_len, es = shs_dtype_size(s->cfg.param_dtype);
+    if (u->lp_replica) return 0; /* the GPU computes with the replica itself */
+    if (u->full_params && s->cfg.framework == SHS_FRAMEWORK_DEEPSPEED) return 0; /* its persistent 16-bit copy */
+    return (len ? len : 1) * es; /* the all-gather's output, or autocast's cast of the weights */
+}
+
+shs_status_t shs__strategy_reshard(shs_strategy_t *s, unit_state_t *u) {
+    shs_dtype_t pd = s->cfg.param_dtype;
+    size_t n = u->full_len / (size_t)s->reshard_n, es = shs_dtype_size(pd);
+    SHS_CHECK(shs_device_alloc(s->dev, &u->post_fwd, (n ? n : 1) * es, SHS_MEM_COMM, "resharded params (after forward)"));
+    /* the gathered values are param_dtype values held in f32: the cast back is exact */
+    shs_cast(s->dev, u->post_fwd, pd, u->gathered + (size_t)(s->rank % s->reshard_n) * n, SHS_F32, n);
+    return SHS_OK;
+}
+
+/* Backward's gather of a unit resharded after forward: the reshard group's
+ * all-gather of its 1/R parts into u->gathered (f32, full_len), then the
+ * parts are freed. */
+static shs_status_t gather_resharded(shs_strategy_t *s, unit_state_t *u) {
+    shs_dtype_t pd = s->cfg.param_dtype;
+    size_t n = u->full_len / (size_t)s->reshard_n, es = shs_dtype_size(pd);
+    shs_comm_t *comm = tagged(s, s->reshard_comm, SHS_TAG_BWD_ALL_GATHER, unit_index(s, u));
+    shs_status_t st;
+    if (pd == SHS_F32) {
+        st = shs_all_gather(u->post_fwd, u->gathered, n, SHS_F32, comm);
+    } else {
+        void *lp_full = NULL; /* counted on the GPU as u->gathered */
+        st = shs_device_alloc_modeled(s->dev, &lp_full, (u->full_len ? u->full_len : 1) * es, 0, SHS_MEM_COMM,
+                                      "zero3 gathered params (low precision)");
+        if (st == SHS_OK) st = shs_all_gather(u->post_fwd, lp_full, n, pd, comm);
+        if (st == SHS_OK) shs_cast(s->dev, u->gathered, SHS_F32, lp_full, pd, u->full_len);
+        shs_device_free(s->dev, lp_full);
+    }
+    shs_device_free(s->dev, u->post_fwd);
+    u->post_fwd = NULL;
+    return st;
+}
+
 /* The unit's full parameters in compute precision into u->gathered (f32,
  * full_len): ZeRO-3 all-gathers its shards in param_dtype; ZeRO-1/2 widen
- * their param_dtype replica; full holders round their copy. */
+ * their param_dtype replica; full holders round their copy. On the GPU the
+ * gathered unit is the param-dtype buffer (shs__strategy_gathered_gpu_bytes),
+ * so the f32 view is counted at that size and the all-gather's own output
+ * at none. */
 static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
     shs_dtype_t pd = s->cfg.param_dtype;
     size_t len = u->full_params ? u->numel : u->full_len;
-    SHS_CHECK(shs_device_alloc(s->dev, (void **)&u->gathered, (len ? len : 1) * sizeof(float), SHS_MEM_COMM,
-                               low_precision(s) ? "compute params (f32 view)" : "zero3 gathered params"));
+    SHS_CHECK(shs_device_alloc_modeled(s->dev, (void **)&u->gathered, (len ? len : 1) * sizeof(float),
+                                       shs__strategy_gathered_gpu_bytes(s, u), SHS_MEM_COMM,
+                                       low_precision(s) ? "compute params (f32 view)" : "zero3 gathered params"));
     if (u->lp_replica) {
         if (u->lp_stale) SHS_CHECK(shs__strategy_refresh_replica(s, u));
         shs_cast(s->dev, u->gathered, SHS_F32, u->lp_replica, pd, u->full_len);
         return SHS_OK;
     }
     if (u->full_params) return shs__strategy_round_to(s, u->gathered, u->params, u->numel, pd);
+    if (u->post_fwd) return gather_resharded(s, u);
     if (u->skip_gather) { /* a planted fault (strategy_testing.h) */
         u->skip_gather = 0;
         return shs_memset(s->dev, u->gathered, 0, len * sizeof(float));
@@ -88,9 +134,9 @@ static shs_status_t materialize_params(shs_strategy_t *s, unit_state_t *u) {
     if (!u->lp_shard)
         st = shs_device_alloc(s->dev, &lp_shard, (u->shard.size ? u->shard.size : 1) * es, SHS_MEM_COMM,
                               "low-precision shard");
-    if (st == SHS_OK)
-        st = shs_device_alloc(s->dev, &lp_full, (u->full_len ? u->full_len : 1) * es, SHS_MEM_COMM,
-                              "zero3 gathered params (low precision)");
+    if (st == SHS_OK) /* counted on the GPU as u->gathered */
+        st = shs_device_alloc_modeled(s->dev, &lp_full, (u->full_len ? u->full_len : 1) * es, 0, SHS_MEM_COMM,
+                                      "zero3 gathered params (low precision)");
     if (st == SHS_OK) {
         if (!u->lp_shard) shs_cast(s->dev, lp_shard, pd, shard, SHS_F32, u->shard.size);
         st = shs_all_gather(lp_shard, lp_full, u->shard.size, pd, comm);
@@ -126,6 +172,10 @@ void shs__strategy_drop_held(shs_strategy_t *s) {
         if (u->held != UNIT_NOT_HELD && u->gather_refs == 1) shs__strategy_drop_gathered(s, u);
         else if (u->held != UNIT_NOT_HELD) u->gather_refs--;
         u->held = UNIT_NOT_HELD;
+        shs_device_free(s->dev, u->gpu_cache); /* a forward whose backward did not come */
+        u->gpu_cache = NULL;
+        shs_device_free(s->dev, u->post_fwd);
+        u->post_fwd = NULL;
     }
     s->held_prefetches = 0;
 }

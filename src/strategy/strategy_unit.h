@@ -24,6 +24,16 @@ shs_status_t shs__strategy_round_to(shs_strategy_t *s, float *dst, const float *
  * round their copy. A collective over the shard group when the unit's
  * parameters are sharded. */
 shs_status_t shs__strategy_take_gathered(shs_strategy_t *s, unit_state_t *u);
+/* The bytes the modelled GPU run holds for the unit's compute parameters
+ * while they are acquired (device.h's GPU ledger): the param-dtype buffer
+ * (the all-gather's output; PyTorch autocast's cast of a whole unit's
+ * weights), or 0 where the GPU computes with a buffer it keeps anyway (the
+ * ZeRO-1/2 replica, DeepSpeed stage 0's 16-bit parameters). */
+size_t shs__strategy_gathered_gpu_bytes(const shs_strategy_t *s, const unit_state_t *u);
+/* reshard_after_forward R: keep this rank's 1/R of the gathered unit in
+ * param_dtype (u->post_fwd: slice rank mod R of the full buffer, the slice
+ * the reshard group's all-gather puts there) for the backward. Local. */
+shs_status_t shs__strategy_reshard(shs_strategy_t *s, unit_state_t *u);
 /* Free the unit's compute parameters and forget every reference on them. */
 void shs__strategy_drop_gathered(shs_strategy_t *s, unit_state_t *u);
 /* Free whatever a hold still keeps (a prefetch never used, a unit kept from
@@ -47,6 +57,8 @@ shs_status_t shs__strategy_download_master(shs_strategy_t *s, unit_state_t *u);
 shs_status_t shs__strategy_reduce_unit(shs_strategy_t *s, unit_state_t *u);
 /* All-reduce the pending DDP/replicated-unit bucket. */
 shs_status_t shs__strategy_flush_bucket(shs_strategy_t *s);
+/* Reduce-scatter the pending reduce bucket of sharded units (zero.reduce_bucket). */
+shs_status_t shs__strategy_flush_rs_bucket(shs_strategy_t *s);
 
 /* ---- strategy_source.c: the parameter source ---- */
 

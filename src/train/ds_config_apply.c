@@ -36,6 +36,7 @@ static void copy_setting(shs_ds_setting_t s, const shs_train_config_t *from, shs
     case SHS_DS_MOMENTUM: d->optim.momentum = f->optim.momentum; break;
     case SHS_DS_REPLICATE_BELOW: cfg->replicate_below = from->replicate_below; break;
     case SHS_DS_PREFETCH: d->backward_prefetch = f->backward_prefetch; break;
+    case SHS_DS_ZERO_KNOBS: d->zero = f->zero; break;
     case SHS_DS_INIT_SCALE: d->scaler.init_scale = f->scaler.init_scale; break;
     case SHS_DS_GROWTH_INTERVAL: d->scaler.growth_interval = f->scaler.growth_interval; break;
     case SHS_DS_LOSS_SCALER: d->scaler.kind = f->scaler.kind; break;
@@ -174,6 +175,7 @@ shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_
                               GIVEN(OPTIMIZER);
             /* settings the effective strategy or dtype does not take */
             int not_taken = ((s == SHS_DS_REPLICATE_BELOW || s == SHS_DS_PREFETCH) && !shards_params(kind)) ||
+                            (s == SHS_DS_ZERO_KNOBS && kind == SHS_DDP) ||
                             (s == SHS_DS_SHARD_GROUP && !shs_strategy_is_hybrid(kind)) ||
                             (scaler_setting(s) && dtype != SHS_F16) ||
                             (values_only(s) && ds->use == SHS_DS_FOR_COMPARE) || schedule_setting(s);
@@ -196,6 +198,14 @@ shs_status_t shs_ds_config_apply(const shs_ds_config_t *ds, const int given[SHS_
         cfg->strategy.backward_prefetch = (long)(0.9 * (double)hidden * (double)hidden) > 0 ? SHS_PREFETCH_PRE
                                                                                              : SHS_PREFETCH_NONE;
         src[SHS_DS_PREFETCH] = SHS_DS_FROM_AUTO;
+    }
+    /* the ZeRO granularity: "auto" sizes as the HF Trainer fills them; the stage-3 budgets only where
+     * parameters are sharded; a prefetch chosen on the command line replaces the file's budget */
+    if (src[SHS_DS_ZERO_KNOBS] != SHS_DS_FROM_SHARDSIM) {
+        shs_zero_knobs_t *k = &cfg->strategy.zero;
+        if (shs__ds_has_auto(ds, SHS_DS_AUTO_REDUCE_BUCKET)) k->reduce_bucket = (size_t)(hidden * hidden);
+        if (shs__ds_has_auto(ds, SHS_DS_AUTO_PREFETCH)) k->prefetch_bucket = (size_t)(0.9 * (double)hidden * (double)hidden);
+        if (!shards_params(kind) || GIVEN(PREFETCH)) k->prefetch_bucket = k->max_live = k->max_reuse = 0;
     }
     /* the file's offload under a strategy that does not take it */
     if (!GIVEN(OFFLOAD) && ds->vals.strategy.offload != SHS_OFFLOAD_NONE) {

@@ -94,6 +94,16 @@ size_t shs_ds_config_describe(const shs_ds_config_t *ds, const shs_train_config_
                  cfg->replicate_below, SRC(REPLICATE_BELOW),
                  s->backward_prefetch == SHS_PREFETCH_NONE ? "none" : s->backward_prefetch == SHS_PREFETCH_POST ? "post" : "pre",
                  SRC(PREFETCH));
+    if (src[SHS_DS_ZERO_KNOBS] != SHS_DS_FROM_SHARDSIM) {
+        const shs_zero_knobs_t *k = &s->zero;
+        at = add(buf, n, at, "%s  ZeRO granularity (%s): reduce bucket %zu elements (contiguous gradients %s, overlap comm "
+                 "%s), all-gather bucket %zu", prefix, SRC(ZERO_KNOBS), k->reduce_bucket,
+                 k->contiguous_gradients ? "yes" : "no", k->overlap_comm ? "yes" : "no", k->allgather_bucket);
+        if (shs_strategy_stage(s->kind)->shards_params)
+            at = add(buf, n, at, "; stage 3: prefetch bucket %zu, max live %zu%s, max reuse distance %zu", k->prefetch_bucket,
+                     k->max_live <= 1 ? 0 : k->max_live, k->max_live <= 1 ? " (nothing prefetched)" : "", k->max_reuse);
+        at = add(buf, n, at, "\n");
+    }
     /* "auto" keys with what they became */
     for (int a = 0; a < SHS_DS_NUM_AUTOS; a++) {
         if (!shs__ds_has_auto(ds, (shs_ds_auto_t)a)) continue;
@@ -121,7 +131,7 @@ size_t shs_ds_config_describe(const shs_ds_config_t *ds, const shs_train_config_
                                         shs_dtype_name(s->param_dtype ? s->param_dtype : SHS_F32)); break;
         case SHS_DS_AUTO_BF16: snprintf(v, sizeof v, "%s (--param-dtype %s)", s->param_dtype == SHS_BF16 ? "true" : "false",
                                         shs_dtype_name(s->param_dtype ? s->param_dtype : SHS_F32)); break;
-        case SHS_DS_AUTO_REDUCE_BUCKET: snprintf(v, sizeof v, "%ld (hidden %ld squared; ignored)", h * h, h); break;
+        case SHS_DS_AUTO_REDUCE_BUCKET: snprintf(v, sizeof v, "%ld (hidden %ld squared)", h * h, h); break;
         case SHS_DS_AUTO_PREFETCH:
             if (st3) snprintf(v, sizeof v, "%ld (0.9 x hidden %ld squared)", (long)(0.9 * (double)h * (double)h), h);
             else snprintf(v, sizeof v, "not filled (stage 3 only)");
@@ -152,9 +162,7 @@ size_t shs_ds_config_describe(const shs_ds_config_t *ds, const shs_train_config_
     if (src[SHS_DS_REPLICATE_BELOW] != SHS_DS_FROM_SHARDSIM) {
         at = add(buf, n, at, "%s  note: stage3_param_persistence_threshold %zu: applied per wrap unit (DeepSpeed: per "
                  "parameter)\n", prefix, cfg->replicate_below);
-        if (s->backward_prefetch == SHS_PREFETCH_PRE && src[SHS_DS_PREFETCH] != SHS_DS_FROM_COMMAND_LINE)
-            at = add(buf, n, at, "%s  note: stage3_prefetch_bucket_size: prefetch one unit ahead (the element budget is "
-                     "not modelled)\n", prefix);
+
     } else if (ds->stage3_keys) {
         at = add(buf, n, at, "%s  note: stage3_* keys: no effect, they apply to stage 3 and the strategy is %s (%s)\n",
                  prefix, shs_strategy_name(s->kind), by);

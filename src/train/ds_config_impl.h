@@ -176,6 +176,10 @@ typedef struct {
     int has_persistence;
     long prefetch;
     int has_prefetch;
+    /* the ZeRO granularity keys (strategy.h shs_zero_knobs_t): value and whether the file gives it */
+    long reduce_bucket, allgather_bucket, max_live, max_reuse;
+    int has_reduce_bucket, has_allgather_bucket, has_max_live, has_max_reuse;
+    int contiguous, overlap, has_contiguous, has_overlap;
 } shs__ds_zero_t;
 
 shs_status_t shs__ds_read_zero(shs__ds_reader_t *r, const json_t *obj, shs__ds_zero_t *z);

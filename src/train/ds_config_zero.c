@@ -15,14 +15,24 @@
  *       shardsim shards wrap units (flat parameters), so here a whole *unit*
  *       with fewer than T elements stays replicated and a small parameter
  *       inside a larger unit is sharded with it (a header note says so).
- *   stage3_prefetch_bucket_size (default 5e7; alias prefetch_bucket_size):
- *       0 -> no prefetch; > 0 -> shardsim's one-unit-ahead prefetch (the
- *       element budget is not modelled: a header note says so)
+ *   the ZeRO granularity (strategy.h shs_zero_knobs_t; DeepSpeed's defaults
+ *   from runtime/zero/config.py; every size an integer >= 0, as DeepSpeed's
+ *   Field(ge=0), "auto" as the HF Trainer fills it):
+ *     reduce_bucket_size (default 5e8)              -> zero.reduce_bucket (ZeRO-2/3)
+ *     contiguous_gradients (default true)           -> zero.contiguous_gradients
+ *     overlap_comm (default: true at stage 3)       -> zero.overlap_comm
+ *     allgather_bucket_size (default 5e8; even, as stage_1_and_2.py asserts a
+ *         multiple of its nccl_start_alignment_factor 2) -> zero.allgather_bucket
+ *         (ZeRO-1/2: DeepSpeed's one all-gather of the partition)
+ *     stage3_prefetch_bucket_size (default 5e7; alias prefetch_bucket_size)
+ *         -> zero.prefetch_bucket (0: no prefetch)
+ *     stage3_max_live_parameters (default 1e9; alias max_live_parameters)
+ *         -> zero.max_live (0: nothing prefetched)
+ *     stage3_max_reuse_distance (default 1e9; alias max_reuse_distance)
+ *         -> zero.max_reuse (0: nothing kept)
  *
  * Refused as not modelled (they change the numbers): reduce_scatter false,
- * zero++ (hpZ, quantized weights/gradients), stage3_max_live_parameters /
- * max_reuse_distance other than their 1e9 default, offload ratio/buffer
- * settings. Every key is a row of `zero_keys` or `offload_keys` below: what
+ * zero++ (hpZ, quantized weights/gradients), offload ratio/buffer settings. Every key is a row of `zero_keys` or `offload_keys` below: what
  * DeepSpeed does with it and what shardsim does.
  * What it is not: the other sections (ds_config.c lists them).
  */
@@ -115,11 +125,60 @@ static shs_status_t read_prefetch(shs__ds_reader_t *r, const shs__ds_key_t *row,
     return SHS_OK;
 }
 
-/* ignored, "auto" included (the Trainer fills it from the hidden size) */
+/* "auto": the Trainer fills it from the hidden size */
 static shs_status_t read_reduce_bucket(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
                                        void *sec) {
+    shs__ds_zero_t *z = sec;
     if (shs__ds_is_auto(v)) r->ds->autos |= 1u << SHS_DS_AUTO_REDUCE_BUCKET;
-    shs__ds_ignore(r, kp, row->shardsim);
+    else SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->reduce_bucket));
+    z->has_reduce_bucket = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_allgather_bucket(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp,
+                                          const json_t *v, void *sec) {
+    shs__ds_zero_t *z = sec;
+    SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e15, &z->allgather_bucket));
+    if (z->allgather_bucket % 2)
+        return shs_set_error(SHS_INVALID_ARG, "%s: %s = %ld: DeepSpeed requires a multiple of its "
+                             "nccl_start_alignment_factor 2 (stage_1_and_2.py)", r->path, kp, z->allgather_bucket);
+    z->has_allgather_bucket = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_contiguous(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                    void *sec) {
+    shs__ds_zero_t *z = sec;
+    SHS_CHECK(shs__ds_get_bool(r, kp, v, &z->contiguous));
+    z->has_contiguous = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_overlap(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                 void *sec) {
+    shs__ds_zero_t *z = sec;
+    SHS_CHECK(shs__ds_get_bool(r, kp, v, &z->overlap));
+    z->has_overlap = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_max_live(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                  void *sec) {
+    shs__ds_zero_t *z = sec;
+    if (z->has_max_live) return shs_set_error(SHS_PARSE, "%s: %s: the live-parameter budget is given twice "
+                                              "(it and its alias)", r->path, kp);
+    SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->max_live));
+    z->has_max_live = 1;
+    return SHS_OK;
+}
+
+static shs_status_t read_max_reuse(shs__ds_reader_t *r, const shs__ds_key_t *row, const char *kp, const json_t *v,
+                                   void *sec) {
+    shs__ds_zero_t *z = sec;
+    if (z->has_max_reuse) return shs_set_error(SHS_PARSE, "%s: %s: the reuse distance is given twice "
+                                               "(it and its alias)", r->path, kp);
+    SHS_CHECK(shs__ds_get_int(r, kp, v, 0, 1e18, &z->max_reuse));
+    z->has_max_reuse = 1;
     return SHS_OK;
 }
 
@@ -138,7 +197,9 @@ static shs_status_t read_deprecated_offload(shs__ds_reader_t *r, const shs__ds_k
 }
 
 #define CHECKPOINT_SAVE "checkpoint saving"
-#define GATHER_BUDGET "a budget on gathered parameters"
+#define PREFETCH "the units next in order gathered ahead within this many elements; 0: no prefetch"
+#define LIVE "no prefetch above this many gathered elements (0: none)"
+#define REUSE "a unit whose backward comes within this many gathered elements of its forward stays gathered"
 static const shs__ds_key_t zero_keys[] = {
     SHS__DS_MAP("stage", "0 none, 1 optimizer states, 2 + gradients, 3 + parameters (default 0)",
         "ddp, zero1, zero2, zero3", read_stage),
@@ -152,23 +213,22 @@ static const shs__ds_key_t zero_keys[] = {
     SHS__DS_MAP("param_persistence_threshold", "alias of stage3_param_persistence_threshold",
         "--replicate-below, per wrap unit", read_persistence),
     SHS__DS_MAP("stage3_prefetch_bucket_size", "elements prefetched ahead of use (default 5e7)",
-        "0: no prefetch; > 0: one unit ahead", read_prefetch),
-    SHS__DS_MAP("prefetch_bucket_size", "alias of stage3_prefetch_bucket_size", "0: no prefetch; > 0: one unit ahead",
-        read_prefetch),
+        PREFETCH, read_prefetch),
+    SHS__DS_MAP("prefetch_bucket_size", "alias of stage3_prefetch_bucket_size", PREFETCH, read_prefetch),
     SHS__DS_MAP("reduce_bucket_size", "elements reduced per call (default 5e8)",
-        "groups the same reductions into other calls; shardsim reduces per wrap unit", read_reduce_bucket),
+        "ZeRO-2/3 gradients reduce-scattered together in buckets of this many elements", read_reduce_bucket),
     SHS__DS_MAP("mics_shard_size", "MiCS: ZeRO-3 within groups of this many ranks (default -1: off)",
         "hybrid_shard with this shard group", read_mics),
     SHS__DS_REFUSE_IF_TRUE("mics_hierarchical_params_gather", "MiCS's two-level all-gather",
         "MiCS's two-level all-gather"),
     SHS__DS_REFUSE_IF_FALSE("reduce_scatter", "false: gradients all-reduced instead of reduce-scattered (default true)",
         "ZeRO gradients reduced by all-reduce instead of reduce-scatter"),
-    SHS__DS_DEFAULT_ONLY("stage3_max_live_parameters", "parameters gathered at once at most (default 1e9)",
-        GATHER_BUDGET, 1e9),
-    SHS__DS_DEFAULT_ONLY("max_live_parameters", "alias of stage3_max_live_parameters", GATHER_BUDGET, 1e9),
-    SHS__DS_DEFAULT_ONLY("stage3_max_reuse_distance",
-        "keep a parameter gathered if reused within this many (default 1e9)", GATHER_BUDGET, 1e9),
-    SHS__DS_DEFAULT_ONLY("max_reuse_distance", "alias of stage3_max_reuse_distance", GATHER_BUDGET, 1e9),
+    SHS__DS_MAP("stage3_max_live_parameters", "parameters gathered at once at most (default 1e9)", LIVE,
+        read_max_live),
+    SHS__DS_MAP("max_live_parameters", "alias of stage3_max_live_parameters", LIVE, read_max_live),
+    SHS__DS_MAP("stage3_max_reuse_distance", "keep a parameter gathered if reused within this many (default 1e9)",
+        REUSE, read_max_reuse),
+    SHS__DS_MAP("max_reuse_distance", "alias of stage3_max_reuse_distance", REUSE, read_max_reuse),
     SHS__DS_DEFAULT_ONLY("zero_hpz_partition_size", "ZeRO++ hpZ: a secondary parameter partition (default 1)",
         "ZeRO++ hierarchical partitioning", 1),
     SHS__DS_REFUSE_IF_TRUE("zero_quantized_weights", "ZeRO++ qwZ: weights all-gathered in int8",
@@ -183,13 +243,15 @@ static const shs__ds_key_t zero_keys[] = {
         read_deprecated_offload),
     SHS__DS_MAP("cpu_offload_use_pin_memory", "deprecated spelling of pin_memory", "refused naming the new spelling",
         read_deprecated_offload),
-    SHS__DS_IGNORE("contiguous_gradients", "copies gradients into one buffer as they are produced (default true)",
-        "a contiguous gradient buffer against fragmentation; shardsim's memory does not fragment"),
-    SHS__DS_IGNORE("overlap_comm", "overlaps reductions with backward", "timing only"),
+    SHS__DS_MAP("contiguous_gradients", "copies gradients into one buffer as they are produced (default true)",
+        "the ipg buffer of reduce_bucket_size elements in the GPU ledger", read_contiguous),
+    SHS__DS_MAP("overlap_comm", "overlaps reductions with backward (default: true at stage 3)",
+        "ZeRO-1/2: a second ipg buffer (DeepSpeed's double buffer)", read_overlap),
     SHS__DS_IGNORE("allgather_partitions", "ZeRO-1/2: all-gather vs broadcast of the updated partitions",
         "ZeRO-1/2 all-gather implementation; same bytes"),
-    SHS__DS_IGNORE("allgather_bucket_size", "elements all-gathered per call (default 5e8)",
-        "groups the same all-gathers into other calls; same results"),
+    SHS__DS_MAP("allgather_bucket_size", "elements all-gathered per call (default 5e8; even)",
+        "ZeRO-1/2 re-gather the whole partition in one all-gather (DeepSpeed with all_gather_into_tensor)",
+        read_allgather_bucket),
     SHS__DS_IGNORE("round_robin_gradients", "stage 1-2 offload: gradient copy order",
         "gradient copy order under offload; same results"),
     SHS__DS_IGNORE("sub_group_size", "elements per optimizer sub-step (default 1e9)",
@@ -245,6 +307,21 @@ shs_status_t shs__ds_zero_finish(shs__ds_reader_t *r, const shs__ds_zero_t *z) {
     long pf = z->has_prefetch ? z->prefetch : 50000000;
     ds->vals.strategy.backward_prefetch = pf > 0 ? SHS_PREFETCH_PRE : SHS_PREFETCH_NONE;
     shs__ds_set(ds, SHS_DS_PREFETCH, z->has_prefetch ? SHS_DS_FROM_CONFIG : SHS_DS_FROM_DS_DEFAULT);
+    /* the granularity, DeepSpeed's defaults where the file is silent ("auto" sizes: apply's) */
+    shs_zero_knobs_t *k = &ds->vals.strategy.zero;
+    k->reduce_bucket = (size_t)(z->has_reduce_bucket ? z->reduce_bucket : 500000000);
+    k->contiguous_gradients = z->has_contiguous ? z->contiguous : 1;
+    k->overlap_comm = z->has_overlap ? z->overlap : z->stage == 3;
+    /* any size: DeepSpeed on a torch with all_gather_into_tensor gathers the whole partition at once */
+    k->allgather_bucket = (size_t)(z->has_allgather_bucket && z->allgather_bucket ? z->allgather_bucket : 500000000);
+    k->prefetch_bucket = (size_t)(pf > 0 ? pf : 0);
+    long live = z->has_max_live ? z->max_live : 1000000000;
+    k->max_live = (size_t)(live > 0 ? live : 1); /* 0: nothing may be prefetched */
+    k->max_reuse = (size_t)(z->has_max_reuse ? z->max_reuse : 1000000000);
+    int any = z->has_reduce_bucket || z->has_contiguous || z->has_overlap || z->has_allgather_bucket ||
+              z->has_max_live || z->has_max_reuse;
+    shs__ds_set(ds, SHS_DS_ZERO_KNOBS, any ? SHS_DS_FROM_CONFIG : SHS_DS_FROM_DS_DEFAULT);
+    ds->stage3_keys = ds->stage3_keys || z->has_max_live || z->has_max_reuse;
     return SHS_OK;
 }
 

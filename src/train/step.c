@@ -77,6 +77,7 @@ shs_status_t shs__rank_setup(shs__rank_t *r, const shs_train_config_t *cfg, cons
         .param_dtype = cfg->strategy.param_dtype,
         .dropout = cfg->dropout,
         .seed = cfg->strategy.seed,
+        .loss_kernel = cfg->loss_kernel,
     };
     if (cfg->model_file)
         SHS_CHECK(shs_model_file_model_create(&r->model, cfg->model_file, model_layout, dev, cfg->micro_batch,

@@ -18,6 +18,10 @@ void shs__step_seg_close(shs__step_seg_list_t *l, shs_device_t *dev, uint64_t nc
     shs_device_mem_stats(dev, &m);
     memcpy(g->mem_end, m.current, sizeof g->mem_end);
     g->peak_total = shs_device_window_peak(dev);
+    shs_gpu_mem_stats_t gm;
+    shs_device_gpu_mem_stats(dev, &gm);
+    memcpy(g->gpu_mem_end, gm.alloc.current, sizeof g->gpu_mem_end);
+    g->gpu_peak_total = shs_device_gpu_window_peak(dev);
     g->flops = device_flops(dev) - l->flops0;
     g->calls_end = ncalls;
 }
@@ -45,6 +49,7 @@ int shs__step_seg_open(shs__step_seg_list_t *l, shs_device_t *dev, shs_step_seg_
     g->calls_begin = g->calls_end = ncalls;
     l->flops0 = device_flops(dev);
     shs_device_window_peak(dev); /* the segment's window starts here */
+    shs_device_gpu_window_peak(dev);
     return 0;
 }
 

@@ -4,8 +4,8 @@
  *
  * What it is: open/close bookkeeping over one device. Opening a segment
  * closes the open one and starts the device's peak window
- * (shs_device_window_peak); closing records the device bytes per category,
- * the window's peak, the kernel FLOPs since it opened and the number of
+ * (shs_device_window_peak, and the GPU ledger's); closing records the device
+ * bytes per category, the window's peak (both ledgers), the kernel FLOPs since it opened and the number of
  * collectives so far (the caller's count, for meta runs; 0 otherwise).
  * Consecutive cuts in the same unit's forward or backward pass stay one
  * segment (a unit acquires its parameters, then its gradients, ...).

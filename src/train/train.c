@@ -433,6 +433,12 @@ void shs_trainer_mem_stats(const shs_trainer_t *t, int rank, shs_mem_stats_t *ou
     else shs_device_mem_stats(ctx->dev, out);
 }
 
+void shs_trainer_gpu_mem_stats(const shs_trainer_t *t, int rank, shs_gpu_mem_stats_t *out) {
+    shs_rank_ctx_t *ctx = shs_world_rank(t->world, rank);
+    if (!ctx) memset(out, 0, sizeof *out);
+    else shs_device_gpu_mem_stats(ctx->dev, out);
+}
+
 void shs_trainer_comm_stats(const shs_trainer_t *t, int rank, shs_comm_stats_t *out) {
     shs_rank_ctx_t *ctx = shs_world_rank(t->world, rank);
     memset(out, 0, sizeof *out);

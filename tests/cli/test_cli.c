@@ -448,6 +448,9 @@ static void test_train_check_ddp_passes(void **state) {
         assert_non_null(strstr(p->out, "ddp check: bit-identical"));
         assert_non_null(strstr(p->out, "matched DDP bit for bit at all 3 steps"));
         assert_non_null(strstr(p->out, "peak device memory per rank"));
+        /* the emulation's own buffers are labelled, beside what the GPU run would hold */
+        assert_non_null(strstr(p->out, "  of which emulation (rank 0): up to "));
+        assert_non_null(strstr(p->out, "GPU run would peak at "));
         assert_non_null(strstr(p->out, "reduce_scatter"));
     }
 }

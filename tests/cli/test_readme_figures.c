@@ -46,9 +46,9 @@ static void test_a_stale_figure_fails(void **state) {
     text[n] = 0;
     char *block = strstr(text, "<!-- readme_figures llama3-70b");
     assert_non_null(block);
-    char *fig = strstr(block, "6.160|6.160");
+    char *fig = strstr(block, "4.107|4.107");
     assert_non_null(fig);
-    fig[0] = '7';
+    fig[0] = '5';
     char path[] = "/tmp/shardsim-readme-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -59,7 +59,7 @@ static void test_a_stale_figure_fails(void **state) {
     static test_proc_t p;
     test_run_process(argv, 600.0, &p);
     unlink(path);
-    if (p.exit_code != 1 || !strstr(p.out, "block 'llama3-70b'") || !strstr(p.out, "-zero3                 7.160|6.160"))
+    if (p.exit_code != 1 || !strstr(p.out, "block 'llama3-70b'") || !strstr(p.out, "-zero3                 5.107|4.107"))
         fail_msg("expected exit 1 naming llama3-70b; exit %d\n%s%s", p.exit_code, p.out, p.err);
 }
 

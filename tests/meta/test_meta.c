@@ -37,6 +37,9 @@ typedef struct {
     shs_dtype_t autocast;
     float dropout;
     int llama;          /* a tiny GQA Llama (untied) instead of the GPT */
+    int reshard;        /* reshard_after_forward_size */
+    shs_framework_t framework;
+    shs_zero_knobs_t zero;
 } mcase_t;
 
 static shs_train_config_t small_config(const mcase_t *c) {
@@ -60,6 +63,9 @@ static shs_train_config_t small_config(const mcase_t *c) {
     cfg.grad_accum = c->accum;
     cfg.strategy.forward_prefetch = c->prefetch_fwd;
     cfg.strategy.clip_norm = c->clip;
+    cfg.strategy.reshard_after_forward_size = c->reshard;
+    cfg.strategy.framework = c->framework;
+    cfg.strategy.zero = c->zero;
     cfg.strategy.bucket_bytes = 16 << 10; /* several DDP buckets */
     if (c->llama) {
         cfg.arch = SHS_ARCH_LLAMA;
@@ -99,6 +105,19 @@ static void check_case(const mcase_t *c) {
         }
         assert_int_equal(m->mem.total_peak, cm.total_peak);
         assert_int_equal(m->mem.num_allocs, cm.num_allocs);
+        /* the modelled GPU's ledger and its caching allocator model: the same sequence, the same books */
+        shs_gpu_mem_stats_t cg;
+        shs_trainer_gpu_mem_stats(t, rank, &cg);
+        for (int cat = 0; cat < SHS_MEM_NUM_CATEGORIES; cat++) {
+            if (m->gpu.alloc.peak[cat] != cg.alloc.peak[cat] || m->gpu.alloc.current[cat] != cg.alloc.current[cat])
+                fail_msg("%s N=%d rank %d GPU ledger %s: meta peak %zu current %zu, cpu peak %zu current %zu", c->what,
+                         c->N, rank, shs_mem_category_name((shs_mem_category_t)cat), m->gpu.alloc.peak[cat],
+                         m->gpu.alloc.current[cat], cg.alloc.peak[cat], cg.alloc.current[cat]);
+        }
+        assert_int_equal(m->gpu.alloc.total_peak, cg.alloc.total_peak);
+        assert_int_equal(m->gpu.alloc.num_allocs, cg.alloc.num_allocs);
+        assert_int_equal(m->gpu.reserved_peak, cg.reserved_peak);
+        assert_int_equal(m->gpu.emulation_peak, cg.emulation_peak);
         for (int op = 0; op < SHS_NUM_COLL_OPS; op++) {
             if (m->comm.calls[op] != cc.calls[op] || m->comm.bytes[op] != cc.bytes[op] ||
                 m->comm.bytes_sent[op] != cc.bytes_sent[op])
@@ -163,6 +182,27 @@ static void test_meta_equals_cpu_features(void **state) {
          .recompute = SHS_RECOMPUTE_SELECTIVE, .autocast = SHS_BF16, .dropout = 0.1f},
         {.what = "ddp full recompute flash", .kind = SHS_DDP, .N = 2, .recompute = SHS_RECOMPUTE_FULL,
          .attention = SHS_ATTENTION_FLASH},
+        /* FSDP2's reshard_after_forward=2 (the reshard groups' all-gathers in backward) */
+        {.what = "zero3 reshard 2 of 4", .kind = SHS_ZERO3, .N = 4, .reshard = 2},
+        {.what = "zero3 bf16 reshard 2 of 4 accum 2", .kind = SHS_ZERO3, .N = 4, .reshard = 2, .param_dtype = SHS_BF16,
+         .accum = 2},
+        {.what = "hybrid_shard G=4 reshard 2 of 8", .kind = SHS_HYBRID_SHARD, .N = 8, .G = 4, .reshard = 2},
+        /* the GPU ledger of each framework (device.h): the CPU run keeps the same books */
+        {.what = "ddp bf16 deepspeed", .kind = SHS_DDP, .N = 2, .param_dtype = SHS_BF16,
+         .framework = SHS_FRAMEWORK_DEEPSPEED},
+        {.what = "zero3 bf16 deepspeed clip", .kind = SHS_ZERO3, .N = 3, .param_dtype = SHS_BF16, .clip = 1.0f,
+         .framework = SHS_FRAMEWORK_DEEPSPEED},
+        {.what = "zero2 bf16 torch", .kind = SHS_ZERO2, .N = 3, .param_dtype = SHS_BF16, .framework = SHS_FRAMEWORK_TORCH},
+        {.what = "ddp bf16 f32 grads torch accum 2", .kind = SHS_DDP, .N = 2, .param_dtype = SHS_BF16,
+         .grad_accum_dtype = SHS_F32, .accum = 2, .framework = SHS_FRAMEWORK_TORCH},
+        /* DeepSpeed's ZeRO knobs: buckets, the ipg buffer, prefetch by budget, the reuse distance */
+        {.what = "zero3 bf16 deepspeed knobs", .kind = SHS_ZERO3, .N = 3, .param_dtype = SHS_BF16, .accum = 2,
+         .framework = SHS_FRAMEWORK_DEEPSPEED,
+         .zero = {.reduce_bucket = 20000, .contiguous_gradients = 1, .prefetch_bucket = 20000, .max_live = 40000,
+                  .max_reuse = 20000}},
+        {.what = "zero2 bf16 deepspeed buckets overlap", .kind = SHS_ZERO2, .N = 5, .param_dtype = SHS_BF16,
+         .framework = SHS_FRAMEWORK_DEEPSPEED,
+         .zero = {.reduce_bucket = 9000, .overlap_comm = 1, .contiguous_gradients = 1, .allgather_bucket = 500}},
         {.what = "zero3 op-level SAC flash dropout", .kind = SHS_ZERO3, .N = 3, .recompute = SHS_RECOMPUTE_SELECTIVE_OP,
          .attention = SHS_ATTENTION_FLASH, .dropout = 0.1f},
         {.what = "zero2 every 2nd block autocast", .kind = SHS_ZERO2, .N = 2, .recompute = SHS_RECOMPUTE_EVERY_N,
@@ -238,12 +278,16 @@ static void test_meta_wrap_size(void **state) {
 static void test_presets(void **state) {
     int n;
     const shs_model_preset_t *p = shs_model_presets(&n);
-    assert_int_equal(n, 29); /* 7 GPTs, then the 22 Llama-family presets (tests/model/test_hf_config.c) */
-    n = 7;
-    static const char *names[] = {"gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b"};
-    /* hand-computed from the closed form */
+    assert_int_equal(n, 35); /* 13 GPTs, then the 22 Llama-family presets (tests/model/test_hf_config.c) */
+    n = 13;
+    static const char *names[] = {"gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
+                                  "mpt-1b", "mpt-3b", "mpt-7b", "mpt-13b", "mpt-30b", "mpt-70b"};
+    /* hand-computed from the closed form; the MPT rows are the NumParams column of mosaicml/llm-foundry
+     * scripts/train/benchmarking/README.md (its rows at SeqLen 2048), which the closed form meets exactly */
     static const uint64_t expect[] = {124439808ull, 354823168ull, 774030080ull, 1557611200ull,
-                                      6658404352ull, 12853386240ull, 174604259328ull};
+                                      6658404352ull, 12853386240ull, 174604259328ull,
+                                      1315950592ull, 2651837440ull, 6658859008ull, 12853954560ull, 29975214080ull,
+                                      64862437376ull};
     for (int i = 0; i < n; i++) {
         assert_string_equal(p[i].name, names[i]);
         assert_int_equal(p[i].arch, SHS_ARCH_GPT);

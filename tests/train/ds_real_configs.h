@@ -202,7 +202,7 @@ static const real_config_t real_configs[] = {
          "\"gradient_accumulation_steps\":\"auto\",\"gradient_clipping\":\"auto\","
          "\"train_batch_size\":\"auto\",\"train_micro_batch_size_per_gpu\":\"auto\","
          "\"wall_clock_breakdown\":false}",
-     4, 0, "zero_optimization.stage3_max_live_parameters = 0", "zero_optimization.stage3_max_live_parameters = 0"},
+     4, 0, NULL, NULL},
     /* axolotl-ai-cloud/axolotl deepspeed_configs/zero3_bf16.json @ 1aaebb0dc122 */
     {"ax__zero3_bf16",
          "{\"zero_optimization\":{\"stage\":3,\"overlap_comm\":true,\"contiguous_gradients\":true,"
@@ -212,7 +212,7 @@ static const real_config_t real_configs[] = {
          "\"gradient_accumulation_steps\":\"auto\",\"gradient_clipping\":\"auto\","
          "\"train_batch_size\":\"auto\",\"train_micro_batch_size_per_gpu\":\"auto\","
          "\"wall_clock_breakdown\":false}",
-     4, 0, "zero_optimization.max_live_parameters = 0", "zero_optimization.max_live_parameters = 0"},
+     4, 0, NULL, NULL},
     /* axolotl-ai-cloud/axolotl deepspeed_configs/zero3_bf16_cpuoffload_all.json @ 1377ccc3e46b */
     {"ax__zero3_bf16_cpuoffload_all",
          "{\"zero_force_ds_cpu_optimizer\":false,\"zero_allow_untested_optimizer\":true,"
@@ -224,7 +224,7 @@ static const real_config_t real_configs[] = {
          "\"bf16\":{\"enabled\":true},\"gradient_accumulation_steps\":\"auto\",\"gradient_clipping\":\"auto\","
          "\"train_batch_size\":\"auto\",\"train_micro_batch_size_per_gpu\":\"auto\","
          "\"wall_clock_breakdown\":false}",
-     4, 0, "zero_optimization.max_live_parameters = 0", "zero_optimization.max_live_parameters = 0"},
+     4, 0, NULL, NULL},
     /* huggingface/transformers tests/deepspeed/ds_config_zero2.json @ 00e12e7c5459 */
     {"hf__ds_config_zero2",
          "{\"fp16\":{\"enabled\":\"auto\",\"loss_scale\":0,\"loss_scale_window\":1000,"

@@ -88,12 +88,22 @@ static void test_every_key_mapped(void **state) {
     assert_true(c.strategy.optim.eps == 1e-6f && c.strategy.optim.weight_decay == 0.05f);
     assert_int_equal(src[SHS_DS_STAGE], SHS_DS_FROM_CONFIG);
     assert_int_equal(src[SHS_DS_WORLD], SHS_DS_FROM_SHARDSIM);
-    assert_int_equal(ds.num_ignored, 3); /* steps_per_print, wall_clock_breakdown, contiguous_gradients */
+    assert_int_equal(ds.num_ignored, 2); /* steps_per_print, wall_clock_breakdown */
+    /* the granularity: DeepSpeed's defaults (runtime/zero/config.py) but the prefetch bucket given 0 */
+    assert_int_equal(c.strategy.zero.reduce_bucket, 500000000);
+    assert_int_equal(c.strategy.zero.allgather_bucket, 500000000);
+    assert_int_equal(c.strategy.zero.contiguous_gradients, 1);
+    assert_int_equal(c.strategy.zero.overlap_comm, 1); /* true at stage 3 */
+    assert_int_equal(c.strategy.zero.prefetch_bucket, 0);
+    assert_int_equal(c.strategy.zero.max_live, 1000000000);
+    assert_int_equal(c.strategy.zero.max_reuse, 1000000000);
     char buf[8192];
     shs_ds_config_describe(&ds, &c, src, "", buf, sizeof buf);
     assert_non_null(strstr(buf, "strategy hybrid_shard (config), shard group 2 (config)"));
     assert_non_null(strstr(buf, "ignored: steps_per_print"));
-    assert_non_null(strstr(buf, "ignored: zero_optimization.contiguous_gradients"));
+    assert_non_null(strstr(buf, "ZeRO granularity (config): reduce bucket 500000000 elements (contiguous gradients yes, "
+                                "overlap comm yes), all-gather bucket 500000000; stage 3: prefetch bucket 0, max live "
+                                "1000000000, max reuse distance 1000000000"));
     assert_non_null(strstr(buf, "micro-batch 2 (config) x accumulation 3 (config) x world 4"));
     assert_non_null(strstr(buf, "loss scaler deepspeed (config): initial scale 4096 (config), scale window 500 (config), "
                                 "hysteresis 3 consecutive (config), min loss scale 0.25 (config)"));
@@ -467,9 +477,59 @@ static void test_without_jansson(void **state) {
 
 #endif
 
+#ifdef SHS_HAVE_JANSSON
+/* DeepSpeed's ZeRO granularity keys (runtime/zero/config.py: integers >= 0;
+ * stage_1_and_2.py: allgather_bucket_size a multiple of 2) into
+ * shs_zero_knobs_t, and their refusals naming the key. */
+static void test_zero_granularity_keys(void **state) {
+    (void)state;
+    shs_train_config_t c = defaults4();
+    shs_ds_source_t src[SHS_DS_NUM_SETTINGS];
+    assert_int_equal(load_apply("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                                "\"reduce_bucket_size\": 1234, \"allgather_bucket_size\": 1000, "
+                                "\"contiguous_gradients\": false, \"overlap_comm\": true}}", NULL, &c, src), SHS_OK);
+    assert_int_equal(c.strategy.kind, SHS_ZERO2);
+    assert_int_equal(c.strategy.zero.reduce_bucket, 1234);
+    assert_int_equal(c.strategy.zero.allgather_bucket, 1000);
+    assert_int_equal(c.strategy.zero.contiguous_gradients, 0);
+    assert_int_equal(c.strategy.zero.overlap_comm, 1);
+    assert_int_equal(c.strategy.zero.prefetch_bucket + c.strategy.zero.max_live + c.strategy.zero.max_reuse, 0);
+    assert_int_equal(src[SHS_DS_ZERO_KNOBS], SHS_DS_FROM_CONFIG);
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                                "\"stage3_max_live_parameters\": 0, \"max_reuse_distance\": 5, "
+                                "\"reduce_bucket_size\": \"auto\", \"stage3_prefetch_bucket_size\": \"auto\"}}",
+                                NULL, &c, src), SHS_OK);
+    long h = c.model.channels;
+    assert_int_equal(c.strategy.zero.max_live, 1); /* 0: nothing may be prefetched */
+    assert_int_equal(c.strategy.zero.max_reuse, 5);
+    assert_int_equal(c.strategy.zero.overlap_comm, 1);
+    assert_int_equal(c.strategy.zero.reduce_bucket, (size_t)(h * h));                /* the HF Trainer's hidden^2 */
+    assert_int_equal(c.strategy.zero.prefetch_bucket, (size_t)(0.9 * (double)h * h)); /* 0.9 hidden^2 */
+    /* stage 0 takes none of them */
+    c = defaults4();
+    assert_int_equal(load_apply("{\"train_batch_size\": 8, \"zero_optimization\": {\"reduce_bucket_size\": 10}}",
+                                NULL, &c, src), SHS_OK);
+    assert_int_equal(c.strategy.zero.reduce_bucket, 0);
+    expect_error("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": -1}}",
+                 SHS_PARSE, "zero_optimization.reduce_bucket_size", "an integer in [0,");
+    expect_error("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, \"allgather_bucket_size\": 0.5}}",
+                 SHS_PARSE, "zero_optimization.allgather_bucket_size", "an integer");
+    expect_error("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, \"allgather_bucket_size\": 7}}",
+                 SHS_INVALID_ARG, "zero_optimization.allgather_bucket_size = 7", "multiple of its nccl_start_alignment_factor 2");
+    expect_error("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"stage3_max_live_parameters\": -5}}",
+                 SHS_PARSE, "zero_optimization.stage3_max_live_parameters", "an integer in [0,");
+    expect_error("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"max_reuse_distance\": 1, "
+                 "\"stage3_max_reuse_distance\": 2}}", SHS_PARSE, "the reuse distance is given twice", NULL);
+    expect_error("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, \"overlap_comm\": 1}}",
+                 SHS_PARSE, "zero_optimization.overlap_comm", NULL);
+}
+#endif
+
 int main(void) {
     const struct CMUnitTest tests[] = {
 #ifdef SHS_HAVE_JANSSON
+        cmocka_unit_test(test_zero_granularity_keys),
         cmocka_unit_test(test_every_key_mapped),
         cmocka_unit_test(test_deepspeed_defaults),
         cmocka_unit_test(test_batch_rule),

@@ -185,6 +185,66 @@ static void test_prefetch_changes_order_and_peak(void **state) {
     assert_true(peak[2] > peak[1]);
 }
 
+/* FSDP2's reshard_after_forward=R: after forward each rank keeps 1/R of a
+ * unit and backward all-gathers it within R consecutive ranks. The values
+ * are DDP's bit for bit (f32 and bf16, freed buffers poisoned); the
+ * backward all-gathers leave the 4-rank shard group for 2-rank groups, so
+ * rank 0 sends 3/4 of a gather over the shard group and 1/2 of one over
+ * its pair (ring, nccl-tests convention). Resharded gathers: backward's
+ * of the two blocks and lnf, and forward's second gather of the tied
+ * embedding (the LM head: FSDP2 gathers a resharded unit from its
+ * post-forward shards whichever pass needs it), B = 4 x the padded sizes
+ * of every unit in bytes (f32), so the bytes sent drop by (3/4 - 1/2) B;
+ * a reshard size that does not divide the shard group is refused. */
+static void test_reshard_to_smaller_groups(void **state) {
+    for (int prec = 0; prec < 2; prec++) {
+        shs_train_config_t cfg = small_config(4);
+        cfg.poison_freed = 1;
+        cfg.strategy.param_dtype = prec ? SHS_BF16 : SHS_F32;
+        cfg.strategy.kind = SHS_DDP;
+        run_record_t ddp, z;
+        record_run(&cfg, &test_corpus, 2, &ddp);
+        cfg.strategy.kind = SHS_ZERO3;
+        cfg.strategy.reshard_after_forward_size = 2;
+        record_run(&cfg, &test_corpus, 2, &z);
+        assert_same_run(&ddp, &z);
+        free_record(&ddp);
+        free_record(&z);
+    }
+    uint64_t sent[2], bytes[2], calls[2];
+    for (int r = 0; r < 2; r++) {
+        shs_train_config_t cfg = small_config(4);
+        cfg.strategy.kind = SHS_ZERO3;
+        cfg.strategy.backward_prefetch = SHS_PREFETCH_NONE;
+        cfg.strategy.reshard_after_forward_size = r ? 2 : 0;
+        shs_trainer_t *t;
+        assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_OK);
+        float loss;
+        assert_int_equal(shs_trainer_step(t, &loss), SHS_OK);
+        shs_comm_stats_t cs;
+        shs_trainer_comm_stats(t, 0, &cs);
+        sent[r] = cs.bytes_sent[SHS_OP_ALL_GATHER];
+        bytes[r] = cs.bytes[SHS_OP_ALL_GATHER];
+        calls[r] = cs.calls[SHS_OP_ALL_GATHER];
+        shs_trainer_destroy(t);
+    }
+    assert_int_equal(calls[0], calls[1]); /* the same gathers, in smaller groups */
+    assert_int_equal(bytes[0], bytes[1]); /* of the same buffers */
+    shs_train_config_t lc = small_config(4);
+    shs_layout_t lo;
+    assert_int_equal(shs_gpt_layout_create(&lo, &lc.model), SHS_OK);
+    uint64_t B = 0;
+    for (int u = 0; u < lo.num_units; u++) B += 4 * shs_padded_numel(lo.units[u].numel, 4, 1);
+    shs_layout_free(&lo);
+    assert_int_equal(sent[0] - sent[1], B * 3 / 4 - B / 2);
+    shs_train_config_t cfg = small_config(4);
+    cfg.strategy.kind = SHS_ZERO3;
+    cfg.strategy.reshard_after_forward_size = 3;
+    shs_trainer_t *t;
+    assert_int_equal(shs_trainer_create(&t, &cfg, &test_corpus), SHS_INVALID_ARG);
+    assert_non_null(strstr(shs_last_error(), "reshard_after_forward 3 must be a positive divisor of the shard group's 4"));
+}
+
 /* Rank 0's position of the last call `op` marked `marker` in a trace. */
 static long last_call(const shs_trace_t *t, shs_coll_op_t op, const char *marker) {
     long at = -1;
@@ -321,6 +381,7 @@ int main(void) {
         cmocka_unit_test(test_hybrid_bad_group_size),
         cmocka_unit_test(test_prefetch_and_reshard_match_ddp),
         cmocka_unit_test(test_prefetch_changes_order_and_peak),
+        cmocka_unit_test(test_reshard_to_smaller_groups),
         cmocka_unit_test(test_prefetch_order_in_trace),
         cmocka_unit_test(test_offload_matches_ddp),
         cmocka_unit_test(test_offload_accounting),
